@@ -1,0 +1,145 @@
+"""sqltransport-schema command line. Exit codes: 0 ok, 1 changes found (--check), 2 error."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import topology as topology_module
+
+EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
+
+
+def _config(path: str):
+    from alembic.config import Config
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such Alembic configuration; run from the project folder or pass -c")
+    return Config(path)
+
+
+def _topology_path(args, config=None) -> Path:
+    if args.topology:
+        return Path(args.topology)
+    if config is not None:
+        configured = config.get_main_option("sqltransport.topology")
+        if configured:
+            return Path(config.config_file_name).parent / configured
+    return Path("topology.yaml")
+
+
+def _emit(args, payload: dict, text_lines: list[str], stream=None) -> None:
+    stream = stream or sys.stdout
+    if getattr(args, "format", "text") == "json":
+        stream.write(json.dumps(payload, indent=2) + "\n")
+    else:
+        for line in text_lines:
+            stream.write(line + "\n")
+
+
+def _invalid(args, error: topology_module.TopologyError) -> int:
+    payload = {"status": "invalid", "problems": [p.to_json() for p in error.problems]}
+    lines = [str(p) for p in error.problems] + [f"{len(error.problems)} problem(s); nothing was written."]
+    _emit(args, payload, lines, stream=sys.stderr if args.format == "text" else sys.stdout)
+    return EXIT_ERROR
+
+
+def cmd_validate(args) -> int:
+    path = _topology_path(args)
+    try:
+        topo = topology_module.load(path)
+    except topology_module.TopologyError as exc:
+        return _invalid(args, exc)
+    from .schema import blueprint
+
+    tables = blueprint(topo).tables
+    _emit(args, {"status": "valid", "file": str(path), "tables": len(tables)}, [f"{path}: valid ({len(tables)} tables)"])
+    return EXIT_OK
+
+
+def cmd_compile(args) -> int:
+    from .migrate.compile import CompileError, compile_topology
+
+    started = time.perf_counter()
+    config = _config(args.config)
+    path = _topology_path(args, config)
+    try:
+        topo = topology_module.load(path)
+        plan, written = compile_topology(config, topo, args.message or "topology change", check=args.check)
+    except topology_module.TopologyError as exc:
+        return _invalid(args, exc)
+    except CompileError as exc:
+        _emit(args, {"status": "error", "message": str(exc)}, [f"error: {exc}"], stream=sys.stderr)
+        return EXIT_ERROR
+    changes = plan.summary(limit=10**9)
+    payload = {
+        "status": "up-to-date" if plan.empty else ("pending" if args.check else "compiled"),
+        "topology": str(path),
+        "changes": changes,
+        "revision": str(written) if written else None,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    if plan.empty:
+        _emit(args, payload, [f"{path}: nothing to compile; the migrations head matches the topology."])
+        return EXIT_OK
+    if args.check:
+        lines = [f"{path} holds {len(changes)} change(s) not compiled yet:"] + [f"  {c}" for c in changes[:50]]
+        if len(changes) > 50:
+            lines.append(f"  ... and {len(changes) - 50} more")
+        lines.append('Run: sqltransport-schema compile -m "describe the change"')
+        _emit(args, payload, lines)
+        return EXIT_CHANGES
+    lines = [f"wrote {written}"] + [f"  {c}" for c in plan.summary(limit=50)]
+    _emit(args, payload, lines)
+    return EXIT_OK
+
+
+def cmd_json_schema(args) -> int:
+    text = json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sqltransport-schema", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p, with_config=True):
+        p.add_argument("--topology", "-t", help="topology file (default: sqltransport.topology in alembic.ini, else ./topology.yaml)")
+        p.add_argument("--format", choices=("text", "json"), default="text", help="output for people or for CI")
+        if with_config:
+            p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
+
+    p = sub.add_parser("compile", help="write a revision for the changes in topology.yaml")
+    common(p)
+    p.add_argument("-m", "--message", help="revision message")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when topology.yaml holds uncompiled changes")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("validate", help="validate topology.yaml and report every problem")
+    common(p, with_config=False)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("json-schema", help="print the JSON Schema of topology.yaml")
+    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.set_defaults(func=cmd_json_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

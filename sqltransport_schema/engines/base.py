@@ -1,0 +1,102 @@
+"""What every engine class provides. The neutral core only talks to this interface."""
+
+from __future__ import annotations
+
+from ..schema import Kind, SchemaName, TableName, TableSpec
+from ..versions import Profile
+
+# The message a refused drop carries, on every engine.
+DROP_REFUSED = (
+    "refusing to drop queue {name}: it still holds messages. Move or consume them first "
+    "(sqltransport-schema pipeline), or list the table under discard: in topology.yaml to drop it with its messages"
+)
+
+
+class Engine:
+    """One database engine: quoting, name limits, and every DDL statement it runs.
+
+    Methods that produce DDL return a list of batches: complete SQL texts that run
+    one after the other (on SQL Server each is a batch, separated by GO in scripts).
+    """
+
+    name: str = ""
+    dialect: str = ""  # SQLAlchemy dialect name
+    default_schema: str | None = None
+    case_insensitive_names = False
+
+    # -- identifiers -----------------------------------------------------------------
+    def quote(self, identifier: str) -> str:
+        raise NotImplementedError
+
+    def literal(self, text: str) -> str:
+        """A string literal; names only ever reach SQL text through here or quote()."""
+        return "'" + text.replace("'", "''") + "'"
+
+    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
+        raise NotImplementedError
+
+    def table_key(self, name: TableName) -> tuple:
+        """Two tables with the same key are the same table on this engine."""
+        schema = name.schema if name.schema is not None else self.default_schema
+        key = (name.catalog, schema, name.table)
+        if self.case_insensitive_names:
+            return tuple(part.casefold() if part is not None else None for part in key)
+        return key
+
+    def index_names(self, spec: TableSpec) -> list[str]:
+        """Index names that live in the schema's namespace (and can collide with tables)."""
+        return []
+
+    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        """(part, problem) for each part of the name this engine cannot hold."""
+        return []
+
+    def unsupported(self, profile: Profile) -> str | None:
+        """Why this engine cannot host the given transport version, or None."""
+        return None
+
+    # -- DDL -------------------------------------------------------------------------
+    def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
+        builder = {
+            Kind.QUEUE: self.create_queue,
+            Kind.DELAYED: self.create_delayed,
+            Kind.SUBSCRIPTIONS: self.create_subscriptions,
+        }[spec.kind]
+        return builder(spec, profile)
+
+    def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
+        raise NotImplementedError
+
+    def create_delayed(self, spec: TableSpec, profile: Profile) -> list[str]:
+        raise NotImplementedError
+
+    def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:
+        raise NotImplementedError
+
+    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
+        raise NotImplementedError
+
+    def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
+        return []
+
+    def add_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return []
+
+    def drop_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return []
+
+    def change_seq_type(self, spec: TableSpec, old: str, new: str) -> list[str]:
+        return []
+
+    def create_schema(self, schema: SchemaName) -> list[str]:
+        return []
+
+    def drop_schema(self, schema: SchemaName) -> list[str]:
+        return []
+
+    # -- helpers shared by engines ---------------------------------------------------
+    def display(self, name: TableName, profile: Profile | None = None) -> str:
+        return self.qualified(name, profile)
+
+    def refusal(self, spec: TableSpec, profile: Profile | None = None) -> str:
+        return DROP_REFUSED.format(name=self.display(spec.name, profile))

@@ -1,0 +1,152 @@
+"""PostgreSQL: the PostgreSQL transport's DDL (8.1+), reproduced as it ships.
+
+Columns stay unquoted, as the transport writes them, so PostgreSQL folds them to
+lower case; tables and schemas are always double-quoted. {table} is the quoted
+qualified name, {table_literal} that text as a string literal.
+"""
+
+from __future__ import annotations
+
+from ..schema import SchemaName, TableName, TableSpec
+from ..versions import FEATURE_SINCE, Profile
+from .base import Engine
+
+MAX_TABLE_BYTES = 55  # the transport's own limit: room for the suffixes of derived names
+MAX_IDENTIFIER_BYTES = 63
+
+
+class PostgreSQL(Engine):
+    name = "postgresql"
+    dialect = "postgresql"
+    default_schema = "public"
+
+    CREATE_QUEUE = (
+        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, "
+        "Headers TEXT NOT NULL, Body BYTEA, Seq {seq_type} NOT NULL UNIQUE)"
+    )
+    CREATE_DELAYED = (
+        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, "
+        "Headers text NOT NULL, Body bytea, Due timestamptz NOT NULL) WITH (fillfactor=100)"
+    )
+    CREATE_DUE_INDEX = "CREATE INDEX IF NOT EXISTS {index} on {table}(Due)"
+    CREATE_SUBSCRIPTIONS = (
+        "CREATE TABLE IF NOT EXISTS {table} (QueueAddress VARCHAR(200) NOT NULL, Endpoint VARCHAR(200) NOT NULL, "
+        "Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)"
+    )
+    DROP_GUARDED = """\
+DO {tag}
+BEGIN
+    IF to_regclass({table_literal}) IS NOT NULL AND EXISTS (SELECT 1 FROM {table}) THEN
+        RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'object_in_use';
+    END IF;
+END
+{tag}"""
+    DROP_TABLE = "DROP TABLE IF EXISTS {table}"
+    SEQ_COLUMN_TYPE = "ALTER TABLE {table} ALTER COLUMN Seq TYPE {column_type}"
+    SEQ_SEQUENCE_TYPE = """\
+DO {tag}
+BEGIN
+    EXECUTE format('ALTER SEQUENCE %s AS {column_type}', pg_get_serial_sequence({table_literal}, 'seq'));
+END
+{tag}"""
+    CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+    DROP_SCHEMA_IF_EMPTY = """\
+DO {tag}
+BEGIN
+    DROP SCHEMA IF EXISTS {schema};
+EXCEPTION WHEN dependent_objects_still_exist THEN
+    NULL;
+END
+{tag}"""
+
+    def quote(self, identifier: str) -> str:
+        return '"' + identifier.replace('"', '""') + '"'
+
+    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
+        schema = name.schema if name.schema is not None else self.default_schema
+        return f"{self.quote(schema)}.{self.quote(name.table)}"
+
+    def table_key(self, name: TableName) -> tuple:
+        # The catalog is the database a connection opens; it does not qualify names.
+        return (name.schema if name.schema is not None else self.default_schema, name.table)
+
+    def index_names(self, spec: TableSpec) -> list[TableName]:
+        if spec.kind.value == "delayed":
+            return [TableName(spec.name.table + "_Due", spec.name.schema, spec.name.catalog)]
+        return []
+
+    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        problems = []
+        size = len(name.table.encode("utf-8"))
+        if size > MAX_TABLE_BYTES:
+            problems.append(("table", f"is {size} bytes in UTF-8; PostgreSQL transport table names hold at most {MAX_TABLE_BYTES}"))
+        if name.schema is not None and len(name.schema.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+            problems.append(("schema", f"is longer than PostgreSQL's {MAX_IDENTIFIER_BYTES}-byte identifier limit"))
+        return problems
+
+    def unsupported(self, profile: Profile) -> str | None:
+        if not profile.postgresql:
+            return (
+                f"the PostgreSQL transport starts at version {FEATURE_SINCE['postgresql']}; "
+                f"transport version {profile.version} has no PostgreSQL layout"
+            )
+        return None
+
+    # -- helpers -------------------------------------------------------------------------
+    @staticmethod
+    def dollar_tag(*bodies: str) -> str:
+        """A dollar-quote tag that occurs in none of the texts it will enclose."""
+        n = 0
+        while True:
+            tag = "$sqlts$" if n == 0 else f"$sqlts{n}$"
+            if not any(tag in body for body in bodies):
+                return tag
+            n += 1
+
+    def _fields(self, spec: TableSpec) -> dict:
+        table = self.qualified(spec.name)
+        return {"table": table, "table_literal": self.literal(table)}
+
+    # -- DDL -----------------------------------------------------------------------------
+    def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return [self.CREATE_QUEUE.format(seq_type=spec.seq_type, **self._fields(spec))]
+
+    def create_delayed(self, spec: TableSpec, profile: Profile) -> list[str]:
+        fields = self._fields(spec)
+        return [
+            self.CREATE_DELAYED.format(**fields),
+            self.CREATE_DUE_INDEX.format(index=self.quote(spec.name.table + "_Due"), **fields),
+        ]
+
+    def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return [self.CREATE_SUBSCRIPTIONS.format(**self._fields(spec))]
+
+    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
+        fields = self._fields(spec)
+        batches = []
+        if not discard_messages:
+            message = self.literal(self.refusal(spec))
+            tag = self.dollar_tag(fields["table"], fields["table_literal"], message)
+            batches.append(self.DROP_GUARDED.format(tag=tag, message=message, **fields))
+        batches.append(self.DROP_TABLE.format(**fields))
+        return batches
+
+    def change_seq_type(self, spec: TableSpec, old: str, new: str) -> list[str]:
+        column_type = {"serial": "integer", "bigserial": "bigint"}[new]
+        fields = self._fields(spec)
+        tag = self.dollar_tag(fields["table_literal"])
+        return [
+            self.SEQ_COLUMN_TYPE.format(column_type=column_type, **fields),
+            self.SEQ_SEQUENCE_TYPE.format(column_type=column_type, tag=tag, **fields),
+        ]
+
+    def create_schema(self, schema: SchemaName) -> list[str]:
+        if schema.schema == self.default_schema:
+            return []
+        return [self.CREATE_SCHEMA.format(schema=self.quote(schema.schema))]
+
+    def drop_schema(self, schema: SchemaName) -> list[str]:
+        if schema.schema == self.default_schema:
+            return []
+        quoted = self.quote(schema.schema)
+        return [self.DROP_SCHEMA_IF_EMPTY.format(schema=quoted, tag=self.dollar_tag(quoted))]

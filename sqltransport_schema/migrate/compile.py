@@ -1,0 +1,153 @@
+"""compile: diff topology.yaml against the blueprint recorded at the migrations head
+and write one revision whose operations read like the change. No database needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from alembic.util import rev_id as new_rev_id
+
+from ..schema import Blueprint, Kind, TableSpec, blueprint
+from ..topology import Topology
+from ..versions import profile
+from . import operations as ops
+
+_CREATE = {Kind.QUEUE: ops.CreateQueueOp, Kind.DELAYED: ops.CreateDelayedTableOp, Kind.SUBSCRIPTIONS: ops.CreateSubscriptionTableOp}
+_DROP = {Kind.QUEUE: ops.DropQueueOp, Kind.DELAYED: ops.DropDelayedTableOp, Kind.SUBSCRIPTIONS: ops.DropSubscriptionTableOp}
+
+
+@dataclass
+class Plan:
+    old: Blueprint | None
+    new: Blueprint
+    upgrade: list[ops.TransportOp]
+
+    @property
+    def downgrade(self) -> list[ops.TransportOp]:
+        return [op.reverse() for op in reversed(self.upgrade)]
+
+    @property
+    def empty(self) -> bool:
+        return self.old == self.new
+
+    def summary(self, limit: int = 20) -> list[str]:
+        lines = [op.describe() for op in self.upgrade]
+        if self.old is not None and self.old.transport_version != self.new.transport_version:
+            lines.insert(0, f"transport version {self.old.transport_version} -> {self.new.transport_version}")
+        if len(lines) > limit:
+            lines = lines[:limit] + [f"... and {len(lines) - limit} more"]
+        return lines
+
+
+def plan(old: Blueprint | None, new: Blueprint) -> Plan:
+    """The operations that turn the old blueprint into the new one, in a safe order."""
+    old_tables = old.by_name() if old else {}
+    new_tables = new.by_name()
+    old_version = old.transport_version if old else new.transport_version
+    version = new.transport_version
+    steps: list[ops.TransportOp] = []
+
+    old_schemas = set(old.schemas) if old else set()
+    steps += [ops.EnsureSchemaOp(s) for s in new.schemas if s not in old_schemas]
+
+    for spec in new.tables:
+        before = old_tables.get(spec.name)
+        if before is None or before.kind is not spec.kind:
+            if before is not None:
+                steps.append(_DROP[before.kind](before, old_version, before.name in new.discarded))
+            steps.append(_CREATE[spec.kind](spec, version))
+            continue
+        steps += _alterations(before, spec, old_version, version)
+
+    removed = [spec for spec in reversed(old.tables if old else ()) if spec.name not in new_tables]
+    _refuse_case_renames(removed, [spec for spec in new.tables if spec.name not in old_tables], new.engines)
+    steps += [_DROP[spec.kind](spec, old_version, spec.name in new.discarded) for spec in removed]
+
+    new_schemas = set(new.schemas)
+    steps += [ops.DropSchemaIfEmptyOp(s) for s in reversed(old.schemas if old else ()) if s not in new_schemas]
+    return Plan(old, new, steps)
+
+
+def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engine_names) -> None:
+    """A drop and a create of one table (names differing only in case) would lose its messages."""
+    from .. import engines
+
+    for name in engine_names:
+        engine = engines.get(name)
+        added_keys = {engine.table_key(spec.name): spec for spec in added}
+        for spec in removed:
+            twin = added_keys.get(engine.table_key(spec.name))
+            if twin is not None:
+                raise CompileError(
+                    f"{twin.name} and the removed {spec.name} are the same table on {name}, which compares names "
+                    "without case: renaming a queue by letter case is not supported; keep the old spelling"
+                )
+
+
+def _alterations(before: TableSpec, after: TableSpec, old_version: str, version: str) -> list[ops.TransportOp]:
+    if after.kind is not Kind.QUEUE:
+        return []  # delayed and subscription tables have one shape in every version that has them
+    steps: list[ops.TransportOp] = []
+    if profile(old_version).queue_shape != profile(version).queue_shape:
+        steps.append(ops.ChangeQueueVersionOp(after.name, old_version, version))
+    if before.body_string != after.body_string:
+        op_class = ops.AddBodyStringOp if after.body_string else ops.DropBodyStringOp
+        steps.append(op_class(after.name, version))
+    if before.seq_type != after.seq_type:
+        steps.append(ops.ChangeQueueSeqTypeOp(after.name, before.seq_type, after.seq_type))
+    return steps
+
+
+# --------------------------------------------------------------------------- revisions
+class CompileError(Exception):
+    pass
+
+
+def head_blueprint(script: ScriptDirectory) -> tuple[str | None, Blueprint | None]:
+    """(head revision id, blueprint recorded at or below the head)."""
+    heads = script.get_heads()
+    if len(heads) > 1:
+        raise CompileError(f"migrations have several heads ({', '.join(heads)}); merge them with `alembic merge heads` first")
+    if not heads:
+        return None, None
+    revision = script.get_revision(heads[0])
+    while revision is not None:
+        snapshot = getattr(revision.module, "SNAPSHOT", None)
+        if snapshot is not None:
+            return heads[0], Blueprint.from_snapshot(snapshot)
+        down = revision.down_revision
+        if isinstance(down, tuple):
+            raise CompileError(f"revision {revision.revision} merges branches and records no snapshot; compile cannot tell the deployed topology")
+        revision = script.get_revision(down) if down else None
+    return heads[0], None
+
+
+def _indent(lines: list[str]) -> str:
+    return "\n    ".join(lines) if lines else "pass"
+
+
+def compile_topology(config: Config, topology: Topology, message: str, check: bool = False) -> tuple[Plan, Path | None]:
+    """Write the revision for the topology's changes (unless check); returns the plan and the new file."""
+    script = ScriptDirectory.from_config(config)
+    head, old = head_blueprint(script)
+    new = blueprint(topology)
+    result = plan(old, new)
+    if result.empty or check:
+        return result, None
+    summary = "\n".join(result.summary()) or "no schema change"
+    written = script.generate_revision(
+        new_rev_id(),
+        message,
+        head=head or "base",
+        refresh=False,
+        upgrades=_indent([op.python() for op in result.upgrade]),
+        downgrades=_indent([op.python() for op in result.downgrade]),
+        snapshot=new.to_snapshot(),
+        transport_version=new.transport_version,
+        summary=summary,
+    )
+    return result, Path(written.path)

@@ -1,0 +1,381 @@
+"""Alembic operations for transport tables: registered on `op`, rendered into revisions.
+
+Each operation carries everything that decides its DDL (names, transport version,
+options) as literal arguments, so a revision executes the same statements under
+any later release. The engine classes turn an operation into statements; this
+module only runs or prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from alembic.autogenerate import renderers
+from alembic.operations import MigrateOperation, Operations
+
+from .. import engines
+from ..schema import Kind, SchemaName, TableName, TableSpec
+from ..versions import profile
+
+log = logging.getLogger("sqltransport_schema.migrate")
+
+DISCARD_OPTION = "sqltransport_discard_messages"
+
+
+def _literal(value) -> str:
+    # JSON string syntax is valid Python and reads like the rest of a black-formatted file
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+
+
+def _args(*positional, **keywords) -> str:
+    parts = [_literal(p) for p in positional]
+    parts += [f"{key}={_literal(value)}" for key, value in keywords.items() if value is not None]
+    return ", ".join(parts)
+
+
+def _placement(name: TableName) -> dict:
+    return {"schema": name.schema, "catalog": name.catalog}
+
+
+class TransportOp(MigrateOperation):
+    """Base of every operation here: statements per engine, a line of Python, a description."""
+
+    op_name = ""
+
+    def statements(self, engine: engines.Engine) -> list[str]:
+        raise NotImplementedError
+
+    def describe(self, engine: engines.Engine | None = None) -> str:
+        raise NotImplementedError
+
+    def python(self) -> str:
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- tables
+@dataclass
+class _TableOp(TransportOp):
+    spec: TableSpec
+    version: str
+
+    kind = Kind.QUEUE
+    noun = "queue"
+
+    def _where(self, engine):
+        return engine.display(self.spec.name, profile(self.version)) if engine else str(self.spec.name)
+
+    def _keywords(self) -> dict:
+        keywords = {**_placement(self.spec.name), "version": self.version}
+        if self.kind is Kind.QUEUE:
+            keywords["body_string"] = self.spec.body_string
+            keywords["seq_type"] = self.spec.seq_type
+        return keywords
+
+    @classmethod
+    def _spec(cls, table, schema, catalog, body_string=False, seq_type="serial") -> TableSpec:
+        return TableSpec(cls.kind, TableName(table, schema, catalog), body_string=body_string, seq_type=seq_type)
+
+
+class _CreateTable(_TableOp):
+    def statements(self, engine):
+        prof = profile(self.version)
+        reason = engine.unsupported(prof)
+        if reason:
+            raise RuntimeError(f"cannot create {self.noun} {self._where(engine)} on {engine.name}: {reason}")
+        return engine.create_table(self.spec, prof)
+
+    def describe(self, engine=None):
+        return f"create {self.noun} {self._where(engine)} (transport {self.version})"
+
+    def python(self):
+        return f"op.{self.op_name}({_args(self.spec.name.table, **self._keywords())})"
+
+
+class _DropTable(_TableOp):
+    discard_messages: bool = False
+
+    def __init__(self, spec: TableSpec, version: str, discard_messages: bool = False):
+        super().__init__(spec, version)
+        self.discard_messages = discard_messages
+
+    def statements(self, engine):
+        return engine.drop_table(self.spec, profile(self.version), self.discard_messages)
+
+    def describe(self, engine=None):
+        how = "discarding its messages" if self.discard_messages else "refused while it holds messages"
+        return f"drop {self.noun} {self._where(engine)} ({how})"
+
+    def python(self):
+        keywords = self._keywords()
+        if self.discard_messages:
+            keywords["discard_messages"] = True
+        return f"op.{self.op_name}({_args(self.spec.name.table, **keywords)})"
+
+
+@Operations.register_operation("create_queue")
+class CreateQueueOp(_CreateTable):
+    op_name = "create_queue"
+
+    @classmethod
+    def create_queue(cls, operations, table, *, schema=None, catalog=None, version, body_string=False, seq_type="serial"):
+        """Create a queue table shaped as the given transport version creates it."""
+        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string, seq_type), version))
+
+    def reverse(self):
+        return DropQueueOp(self.spec, self.version)
+
+
+@Operations.register_operation("drop_queue")
+class DropQueueOp(_DropTable):
+    op_name = "drop_queue"
+
+    @classmethod
+    def drop_queue(cls, operations, table, *, schema=None, catalog=None, version, body_string=False, seq_type="serial", discard_messages=False):
+        """Drop a queue table; the database refuses while it holds rows unless discard_messages."""
+        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string, seq_type), version, discard_messages))
+
+    def reverse(self):
+        return CreateQueueOp(self.spec, self.version)
+
+
+@Operations.register_operation("create_delayed_table")
+class CreateDelayedTableOp(_CreateTable):
+    op_name = "create_delayed_table"
+    kind = Kind.DELAYED
+    noun = "delayed table"
+
+    @classmethod
+    def create_delayed_table(cls, operations, table, *, schema=None, catalog=None, version):
+        """Create an endpoint's native delayed-delivery table."""
+        return operations.invoke(cls(cls._spec(table, schema, catalog), version))
+
+    def reverse(self):
+        return DropDelayedTableOp(self.spec, self.version)
+
+
+@Operations.register_operation("drop_delayed_table")
+class DropDelayedTableOp(_DropTable):
+    op_name = "drop_delayed_table"
+    kind = Kind.DELAYED
+    noun = "delayed table"
+
+    @classmethod
+    def drop_delayed_table(cls, operations, table, *, schema=None, catalog=None, version, discard_messages=False):
+        """Drop a delayed-delivery table; refused while it holds rows unless discard_messages."""
+        return operations.invoke(cls(cls._spec(table, schema, catalog), version, discard_messages))
+
+    def reverse(self):
+        return CreateDelayedTableOp(self.spec, self.version)
+
+
+@Operations.register_operation("create_subscription_table")
+class CreateSubscriptionTableOp(_CreateTable):
+    op_name = "create_subscription_table"
+    kind = Kind.SUBSCRIPTIONS
+    noun = "subscription table"
+
+    @classmethod
+    def create_subscription_table(cls, operations, table, *, schema=None, catalog=None, version):
+        """Create the shared subscription routing table."""
+        return operations.invoke(cls(cls._spec(table, schema, catalog), version))
+
+    def reverse(self):
+        return DropSubscriptionTableOp(self.spec, self.version)
+
+
+@Operations.register_operation("drop_subscription_table")
+class DropSubscriptionTableOp(_DropTable):
+    op_name = "drop_subscription_table"
+    kind = Kind.SUBSCRIPTIONS
+    noun = "subscription table"
+
+    @classmethod
+    def drop_subscription_table(cls, operations, table, *, schema=None, catalog=None, version, discard_messages=False):
+        """Drop the subscription table; refused while it holds rows unless discard_messages."""
+        return operations.invoke(cls(cls._spec(table, schema, catalog), version, discard_messages))
+
+    def reverse(self):
+        return CreateSubscriptionTableOp(self.spec, self.version)
+
+
+# --------------------------------------------------------------------------- queue changes
+@Operations.register_operation("change_queue_version")
+@dataclass
+class ChangeQueueVersionOp(TransportOp):
+    """Reshape an existing queue table from one transport version's DDL to another's, keeping its rows."""
+
+    name: TableName
+    from_version: str
+    to_version: str
+
+    @classmethod
+    def change_queue_version(cls, operations, table, *, schema=None, catalog=None, from_version, to_version):
+        """Upgrade (or downgrade) a queue table in place between transport versions."""
+        return operations.invoke(cls(TableName(table, schema, catalog), from_version, to_version))
+
+    def statements(self, engine):
+        return engine.change_queue_version(TableSpec(Kind.QUEUE, self.name), profile(self.from_version), profile(self.to_version))
+
+    def describe(self, engine=None):
+        where = engine.display(self.name, profile(self.to_version)) if engine else str(self.name)
+        return f"change queue {where} from transport {self.from_version} to {self.to_version}"
+
+    def python(self):
+        return f"op.change_queue_version({_args(self.name.table, **_placement(self.name), from_version=self.from_version, to_version=self.to_version)})"
+
+    def reverse(self):
+        return ChangeQueueVersionOp(self.name, self.to_version, self.from_version)
+
+
+@dataclass
+class _BodyStringOp(TransportOp):
+    name: TableName
+    version: str
+
+    def describe(self, engine=None):
+        where = engine.display(self.name, profile(self.version)) if engine else str(self.name)
+        return f"{self.op_name.replace('_', ' ')} column of queue {where}"
+
+    def python(self):
+        return f"op.{self.op_name}({_args(self.name.table, **_placement(self.name), version=self.version)})"
+
+
+@Operations.register_operation("add_body_string")
+class AddBodyStringOp(_BodyStringOp):
+    op_name = "add_body_string"
+
+    @classmethod
+    def add_body_string(cls, operations, table, *, schema=None, catalog=None, version):
+        """Add the computed BodyString column to a queue table."""
+        return operations.invoke(cls(TableName(table, schema, catalog), version))
+
+    def statements(self, engine):
+        return engine.add_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
+
+    def reverse(self):
+        return DropBodyStringOp(self.name, self.version)
+
+
+@Operations.register_operation("drop_body_string")
+class DropBodyStringOp(_BodyStringOp):
+    op_name = "drop_body_string"
+
+    @classmethod
+    def drop_body_string(cls, operations, table, *, schema=None, catalog=None, version):
+        """Drop the computed BodyString column (it holds no data of its own)."""
+        return operations.invoke(cls(TableName(table, schema, catalog), version))
+
+    def statements(self, engine):
+        return engine.drop_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
+
+    def reverse(self):
+        return AddBodyStringOp(self.name, self.version)
+
+
+@Operations.register_operation("change_queue_seq_type")
+@dataclass
+class ChangeQueueSeqTypeOp(TransportOp):
+    """PostgreSQL: widen (or narrow) a queue's Seq column and its sequence."""
+
+    name: TableName
+    from_type: str
+    to_type: str
+
+    @classmethod
+    def change_queue_seq_type(cls, operations, table, *, schema=None, catalog=None, from_type, to_type):
+        """Change the PostgreSQL Seq column between serial and bigserial, keeping rows and order."""
+        return operations.invoke(cls(TableName(table, schema, catalog), from_type, to_type))
+
+    def statements(self, engine):
+        return engine.change_seq_type(TableSpec(Kind.QUEUE, self.name), self.from_type, self.to_type)
+
+    def describe(self, engine=None):
+        where = engine.display(self.name) if engine else str(self.name)
+        return f"change Seq of queue {where} from {self.from_type} to {self.to_type}"
+
+    def python(self):
+        return f"op.change_queue_seq_type({_args(self.name.table, **_placement(self.name), from_type=self.from_type, to_type=self.to_type)})"
+
+    def reverse(self):
+        return ChangeQueueSeqTypeOp(self.name, self.to_type, self.from_type)
+
+
+# --------------------------------------------------------------------------- schemas
+@dataclass
+class _SchemaOp(TransportOp):
+    schema: SchemaName
+
+    def python(self):
+        return f"op.{self.op_name}({_args(self.schema.schema, catalog=self.schema.catalog)})"
+
+
+@Operations.register_operation("ensure_schema")
+class EnsureSchemaOp(_SchemaOp):
+    op_name = "ensure_schema"
+
+    @classmethod
+    def ensure_schema(cls, operations, schema, *, catalog=None):
+        """Create a database schema unless it exists (never the engine's default schema)."""
+        return operations.invoke(cls(SchemaName(schema, catalog)))
+
+    def statements(self, engine):
+        return engine.create_schema(self.schema)
+
+    def describe(self, engine=None):
+        return f"ensure schema {self.schema.schema!r} exists"
+
+    def reverse(self):
+        return DropSchemaIfEmptyOp(self.schema)
+
+
+@Operations.register_operation("drop_schema_if_empty")
+class DropSchemaIfEmptyOp(_SchemaOp):
+    op_name = "drop_schema_if_empty"
+
+    @classmethod
+    def drop_schema_if_empty(cls, operations, schema, *, catalog=None):
+        """Drop a database schema only when nothing is left in it."""
+        return operations.invoke(cls(SchemaName(schema, catalog)))
+
+    def statements(self, engine):
+        return engine.drop_schema(self.schema)
+
+    def describe(self, engine=None):
+        return f"drop schema {self.schema.schema!r} if it is empty"
+
+    def reverse(self):
+        return EnsureSchemaOp(self.schema)
+
+
+# --------------------------------------------------------------------------- execution
+def run(operations: Operations, operation: TransportOp) -> None:
+    """Execute (online) or print (offline, --sql) the operation's statements."""
+    context = operations.migration_context
+    engine = engines.for_dialect(context.dialect.name)
+    if isinstance(operation, _DropTable) and not operation.discard_messages and context.opts.get(DISCARD_OPTION):
+        operation = type(operation)(operation.spec, operation.version, discard_messages=True)
+    batches = operation.statements(engine)
+    description = operation.describe(engine)
+    impl = context.impl
+    if context.as_sql:
+        impl.static_output(f"-- {description[0].upper()}{description[1:]}")
+        separator = getattr(impl, "batch_separator", None)
+        for batch in batches:
+            impl.static_output(batch if separator else batch + impl.command_terminator)
+            if separator:
+                impl.static_output(separator)
+        return
+    log.info("%s", description)
+    connection = context.connection
+    for batch in batches:
+        connection.exec_driver_sql(batch)
+
+
+Operations.implementation_for(TransportOp)(run)
+
+
+@renderers.dispatch_for(TransportOp)
+def _render(autogen_context, operation: TransportOp) -> str:
+    return operation.python()

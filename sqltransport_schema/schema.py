@@ -1,0 +1,157 @@
+"""Topology -> blueprint: the engine-neutral set of transport tables a topology needs.
+
+The blueprint is what a compiled revision records (as its snapshot) and what
+`compile` diffs; engines turn its table specs into their own DDL.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .topology import Topology
+
+SNAPSHOT_FORMAT = 1
+
+
+class Kind(str, Enum):
+    QUEUE = "queue"
+    DELAYED = "delayed"
+    SUBSCRIPTIONS = "subscriptions"
+
+
+@dataclass(frozen=True, order=True)
+class TableName:
+    table: str
+    schema: str | None = None
+    catalog: str | None = None
+
+    def __str__(self) -> str:
+        parts = [f'"{self.table}"']
+        if self.schema is not None:
+            parts.append(f'schema "{self.schema}"')
+        if self.catalog is not None:
+            parts.append(f'catalog "{self.catalog}"')
+        return " in ".join(parts[:1]) + (" (" + ", ".join(parts[1:]) + ")" if parts[1:] else "")
+
+
+@dataclass(frozen=True)
+class SchemaName:
+    """A database schema that the topology places tables in (created if missing)."""
+
+    schema: str
+    catalog: str | None = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    kind: Kind
+    name: TableName
+    body_string: bool = False  # queue tables: the optional BodyString column
+    seq_type: str = "serial"  # queue tables on PostgreSQL: serial (transport) or bigserial (fix)
+
+    def to_json(self) -> dict:
+        data = {"kind": self.kind.value, "table": self.name.table}
+        if self.name.schema is not None:
+            data["schema"] = self.name.schema
+        if self.name.catalog is not None:
+            data["catalog"] = self.name.catalog
+        if self.kind is Kind.QUEUE:
+            data["body_string"] = self.body_string
+            data["seq_type"] = self.seq_type
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "TableSpec":
+        return cls(
+            kind=Kind(data["kind"]),
+            name=TableName(data["table"], data.get("schema"), data.get("catalog")),
+            body_string=data.get("body_string", False),
+            seq_type=data.get("seq_type", "serial"),
+        )
+
+
+@dataclass(frozen=True)
+class Blueprint:
+    transport_version: str
+    engines: tuple[str, ...]
+    tables: tuple[TableSpec, ...]
+    discarded: frozenset[TableName] = field(default=frozenset(), compare=False)
+
+    @property
+    def schemas(self) -> tuple[SchemaName, ...]:
+        seen: dict[SchemaName, None] = {}
+        for spec in self.tables:
+            if spec.name.schema is not None:
+                seen.setdefault(SchemaName(spec.name.schema, spec.name.catalog))
+        return tuple(seen)
+
+    def by_name(self) -> dict[TableName, TableSpec]:
+        return {spec.name: spec for spec in self.tables}
+
+    def to_snapshot(self) -> str:
+        """JSON text, one table a line, so revision files diff well and import fast."""
+        head = json.dumps(
+            {"format": SNAPSHOT_FORMAT, "transport_version": self.transport_version, "engines": list(self.engines)}
+        )
+        lines = [head[:-1] + ', "tables": [']
+        rows = [json.dumps(spec.to_json()) for spec in self.tables]
+        lines.extend(row + "," for row in rows[:-1])
+        if rows:
+            lines.append(rows[-1])
+        lines.append("]}")
+        return "\n".join(lines)
+
+    @classmethod
+    def from_snapshot(cls, text: str) -> "Blueprint":
+        data = json.loads(text)
+        if data.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"unknown snapshot format {data.get('format')!r}")
+        return cls(
+            transport_version=data["transport_version"],
+            engines=tuple(data["engines"]),
+            tables=tuple(TableSpec.from_json(row) for row in data["tables"]),
+        )
+
+
+def blueprint(topology: "Topology") -> Blueprint:
+    """Every table the topology needs, in a stable order: queues, then delayed, then subscriptions."""
+    from .versions import profile
+
+    prof = profile(topology.transport_version)
+    seq_type = topology.postgresql_seq_type
+    specs: list[TableSpec] = []
+    delayed: list[TableSpec] = []
+    for endpoint in topology.endpoints:
+        for table in endpoint.queue_tables():
+            specs.append(
+                TableSpec(
+                    Kind.QUEUE,
+                    TableName(table, endpoint.schema, endpoint.catalog),
+                    body_string=endpoint.body_string,
+                    seq_type=seq_type,
+                )
+            )
+        if endpoint.has_delayed_table(prof):
+            delayed.append(
+                TableSpec(Kind.DELAYED, TableName(endpoint.delayed_table(topology.delayed_table_suffix), endpoint.schema, endpoint.catalog))
+            )
+    for queue in topology.queues:
+        specs.append(TableSpec(Kind.QUEUE, TableName(queue.name, queue.schema, queue.catalog), seq_type=seq_type))
+    specs.extend(delayed)
+    subscriptions = topology.subscription_table(prof)
+    if subscriptions is not None:
+        specs.append(TableSpec(Kind.SUBSCRIPTIONS, subscriptions))
+    return Blueprint(
+        transport_version=topology.transport_version,
+        engines=topology.engines,
+        tables=tuple(specs),
+        discarded=frozenset(d.table_name for d in topology.discard),
+    )
+
+
+def queue_names(tables: Iterable[TableSpec]) -> list[TableName]:
+    return [spec.name for spec in tables if spec.kind is Kind.QUEUE]

@@ -1,0 +1,629 @@
+"""Load and validate topology.yaml.
+
+The format is declared once, in FORMAT below: it drives validation (with
+file:line:column marks from the YAML node tree) and generates the JSON Schema
+that editors use, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from . import engines as engine_registry
+from .schema import TableName
+from .versions import FEATURE_SINCE, LATEST, UnknownVersion, parse_version, profile
+
+try:  # libyaml's composer is ~10x faster on large topologies
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+
+# --------------------------------------------------------------------------- errors
+@dataclass(frozen=True)
+class Mark:
+    path: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    mark: Mark
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.mark}: error: {self.message}"
+
+    def to_json(self) -> dict:
+        return {"file": self.mark.path, "line": self.mark.line, "column": self.mark.column, "message": self.message}
+
+
+class TopologyError(Exception):
+    """One or more problems in a topology file; each names file:line:column."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = sorted(problems, key=lambda p: (p.mark.line, p.mark.column, p.message))
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+# --------------------------------------------------------------------------- the format
+@dataclass(frozen=True)
+class Field:
+    type: str  # string | name | boolean | version | enum | list | object
+    doc: str
+    required: bool = False
+    default: Any = None
+    items: "Field | None" = None
+    fields: "dict[str, Field] | None" = None
+    values: tuple[str, ...] = ()
+    allow_false: bool = False  # an object that may also be written `false` (= none)
+    title: str = ""
+
+
+def _name(doc: str, required: bool = False) -> Field:
+    return Field("name", doc, required=required)
+
+
+PLACEMENT = {
+    "schema": _name("Database schema; defaults to default_schema (engine default: dbo on SQL Server, public on PostgreSQL)."),
+    "catalog": _name("Database (catalog) on SQL Server, for three-part names (transport 3.1+); defaults to default_catalog."),
+}
+
+ENDPOINT = Field(
+    "object",
+    "A logical endpoint: its input queue, instance-specific queues and delayed-delivery table.",
+    title="endpoint",
+    fields={
+        "name": _name("Endpoint name = the input queue's table name.", required=True),
+        **PLACEMENT,
+        "instances": Field(
+            "list",
+            "Instance discriminators; each adds a secondary queue <name>.<discriminator>.",
+            items=_name("Instance discriminator, e.g. a host name."),
+            default=[],
+        ),
+        "delayed_delivery": Field(
+            "boolean",
+            "Native delayed delivery table <name>.<suffix> (transport 3.1+). Default: on when the version has it.",
+        ),
+        "send_only": Field("boolean", "A send-only endpoint owns no tables.", default=False),
+        "body_string": Field(
+            "boolean",
+            "Add the computed BodyString column (transport 4.1+; SQL Server and SQLite; not in the PostgreSQL layout).",
+            default=False,
+        ),
+    },
+)
+
+QUEUE = Field(
+    "object",
+    "A plain queue, such as error or audit.",
+    title="queue",
+    fields={"name": _name("Queue table name.", required=True), **PLACEMENT},
+)
+
+SUBSCRIPTIONS = Field(
+    "object",
+    "The shared subscription table (transport 5.0+). Write `false` for none; omit for the default SubscriptionRouting.",
+    title="subscriptions",
+    allow_false=True,
+    fields={"table": _name("Table name.", required=True), **PLACEMENT},
+)
+
+DISCARD = Field(
+    "object",
+    "A table removed from the topology whose messages may be dropped with it.",
+    title="discarded table",
+    fields={"name": _name("Table name as it was deployed (e.g. Sales.host-a).", required=True), **PLACEMENT},
+)
+
+FORMAT = Field(
+    "object",
+    "sqltransport-schema topology",
+    title="topology",
+    fields={
+        "transport_version": Field(
+            "version", f'Transport schema version the tables follow, as a string: "{LATEST}", "4.3.1", "1.2".', required=True
+        ),
+        "engines": Field(
+            "list",
+            "Engines this topology must be deployable to; names are checked against each engine's limits.",
+            items=Field("enum", "Engine name.", values=tuple(engine_registry.ENGINES)),
+            default=list(engine_registry.ENGINES),
+        ),
+        "default_schema": _name("Schema for every table that names none (default: the engine's default schema)."),
+        "default_catalog": _name("Catalog for every table that names none (SQL Server three-part names)."),
+        "delayed_table_suffix": Field("name", "Suffix of delayed-delivery tables.", default="Delayed"),
+        "subscriptions": SUBSCRIPTIONS,
+        "postgresql": Field(
+            "object",
+            "Options for the PostgreSQL layout.",
+            title="postgresql options",
+            fields={
+                "seq_type": Field(
+                    "enum",
+                    "Queue Seq column: serial (int4, the transport's own DDL, wraps at 2^31) or bigserial (the fix).",
+                    values=("serial", "bigserial"),
+                    default="serial",
+                )
+            },
+        ),
+        "endpoints": Field("list", "Logical endpoints.", items=ENDPOINT, default=[]),
+        "queues": Field("list", "Plain queues (error, audit, ...).", items=QUEUE, default=[]),
+        "discard": Field(
+            "list",
+            "Tables to drop even though they may still hold messages (deliberately discarded).",
+            items=DISCARD,
+            default=[],
+        ),
+    },
+)
+
+
+def json_schema() -> dict:
+    """The JSON Schema of topology.yaml, generated from FORMAT."""
+
+    def nullable(out: dict) -> dict:
+        # an explicit null means "use the default", as the loader reads it
+        if "anyOf" in out:
+            out["anyOf"].append({"type": "null"})
+        elif "enum" in out:
+            out["type"] = [out["type"], "null"]
+            out["enum"] = out["enum"] + [None]
+        else:
+            out["type"] = [out["type"], "null"]
+        return out
+
+    def convert(f: Field) -> dict:
+        out: dict[str, Any] = {"description": f.doc}
+        if f.type in ("string", "name"):
+            out.update(type="string", minLength=1)
+            if f.type == "name":
+                out["pattern"] = r"\S"
+        elif f.type == "version":
+            out.update(type="string", pattern=r"^[1-9]\.\d+(\.\d+)?$", examples=[LATEST, "4.3.1", "1.2"])
+        elif f.type == "boolean":
+            out["type"] = "boolean"
+        elif f.type == "enum":
+            out.update(type="string", enum=list(f.values))
+        elif f.type == "list":
+            out.update(type="array", items=convert(f.items), uniqueItems=f.items.type != "object")
+        elif f.type == "object":
+            props = {key: convert(sub) if sub.required else nullable(convert(sub)) for key, sub in f.fields.items()}
+            obj = {"type": "object", "properties": props, "additionalProperties": False}
+            required = [key for key, sub in f.fields.items() if sub.required]
+            if required:
+                obj["required"] = required
+            if f.allow_false:
+                out["anyOf"] = [obj, {"const": False}]
+            else:
+                out.update(obj)
+            if f.title:
+                out["title"] = f.title
+        if f.default is not None and f.default != []:
+            out["default"] = f.default
+        return out
+
+    schema = convert(FORMAT)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://sqltransport-schema.dev/topology.schema.json"
+    return schema
+
+
+# --------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class Placed:
+    """Something that names a table: its effective placement and where it was written."""
+
+    name: str
+    schema: str | None
+    catalog: str | None
+    mark: Mark = field(compare=False)
+    marks: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def mark_of(self, key: str) -> Mark:
+        return self.marks.get(key, self.mark)
+
+    @property
+    def table_name(self) -> TableName:
+        return TableName(self.name, self.schema, self.catalog)
+
+
+@dataclass(frozen=True)
+class Endpoint(Placed):
+    instances: tuple[str, ...] = ()
+    delayed_delivery: bool | None = None  # None: whatever the version offers
+    send_only: bool = False
+    body_string: bool = False
+
+    def queue_tables(self) -> list[str]:
+        if self.send_only:
+            return []
+        return [self.name] + [f"{self.name}.{instance}" for instance in self.instances]
+
+    def has_delayed_table(self, prof) -> bool:
+        if self.send_only:
+            return False
+        return prof.delayed_delivery if self.delayed_delivery is None else self.delayed_delivery
+
+    def delayed_table(self, suffix: str) -> str:
+        return f"{self.name}.{suffix}"
+
+
+@dataclass(frozen=True)
+class Queue(Placed):
+    pass
+
+
+@dataclass(frozen=True)
+class Topology:
+    path: str
+    transport_version: str
+    engines: tuple[str, ...]
+    default_schema: str | None
+    default_catalog: str | None
+    delayed_table_suffix: str
+    subscriptions: Placed | None  # None: the default table, when the version has subscriptions
+    subscriptions_disabled: bool
+    postgresql_seq_type: str
+    endpoints: tuple[Endpoint, ...]
+    queues: tuple[Queue, ...]
+    discard: tuple[Placed, ...]
+    marks: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def subscription_table(self, prof) -> TableName | None:
+        if self.subscriptions_disabled or not prof.subscriptions:
+            return None
+        if self.subscriptions is not None:
+            return self.subscriptions.table_name
+        return TableName("SubscriptionRouting", self.default_schema, self.default_catalog)
+
+
+# --------------------------------------------------------------------------- reading
+_TAGS = {
+    "tag:yaml.org,2002:str": "a string",
+    "tag:yaml.org,2002:int": "a number",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:bool": "true/false",
+    "tag:yaml.org,2002:null": "nothing (null)",
+}
+
+
+class _Reader:
+    def __init__(self, path: str):
+        self.path = path
+        self.problems: list[Problem] = []
+
+    def mark(self, node: yaml.Node) -> Mark:
+        return Mark(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def fail(self, node_or_mark, message: str) -> None:
+        mark = node_or_mark if isinstance(node_or_mark, Mark) else self.mark(node_or_mark)
+        self.problems.append(Problem(mark, message))
+
+    @staticmethod
+    def describe(node: yaml.Node) -> str:
+        if isinstance(node, yaml.MappingNode):
+            return "a mapping"
+        if isinstance(node, yaml.SequenceNode):
+            return "a list"
+        return _TAGS.get(node.tag, "a value")
+
+    def read(self, node: yaml.Node, spec: Field, where: str) -> Any:
+        """Value of node per spec, or None after recording a problem."""
+        reader = getattr(self, "_read_" + spec.type)
+        return reader(node, spec, where)
+
+    def _scalar(self, node, where, expected) -> str | None:
+        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
+            self.fail(node, f"{where} must be {expected}, not {self.describe(node)}")
+            return None
+        return node.value
+
+    def _read_name(self, node, spec, where):
+        value = self._scalar(node, where, "a name (a string)")
+        if value is not None and not value.strip():
+            self.fail(node, f"{where} must not be empty")
+            return None
+        return value
+
+    _read_string = _read_name
+
+    def _read_version(self, node, spec, where):
+        if isinstance(node, yaml.ScalarNode) and node.tag in ("tag:yaml.org,2002:float", "tag:yaml.org,2002:int"):
+            self.fail(node, f'{where} must be a string: write it quoted, e.g. {where.split()[-1]}: "{node.value}"')
+            return None
+        value = self._scalar(node, where, f'a version string such as "{LATEST}"')
+        if value is None:
+            return None
+        try:
+            parse_version(value)
+        except UnknownVersion as exc:
+            self.fail(node, str(exc))
+            return None
+        return value
+
+    def _read_boolean(self, node, spec, where):
+        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:bool":
+            self.fail(node, f"{where} must be true or false, not {self.describe(node)}")
+            return None
+        return node.value.lower() in ("true", "yes", "on", "y")
+
+    def _read_enum(self, node, spec, where):
+        value = self._scalar(node, where, "one of " + ", ".join(spec.values))
+        if value is not None and value not in spec.values:
+            hint = difflib.get_close_matches(value, spec.values, n=1)
+            suffix = f"; did you mean {hint[0]!r}?" if hint else ""
+            self.fail(node, f"{where} is {value!r}; expected one of {', '.join(spec.values)}{suffix}")
+            return None
+        return value
+
+    def _read_list(self, node, spec, where):
+        if not isinstance(node, yaml.SequenceNode):
+            self.fail(node, f"{where} must be a list, not {self.describe(node)}")
+            return None
+        items = []
+        for index, item in enumerate(node.value):
+            value = self.read(item, spec.items, f"{where}[{index}]")
+            if value is not None:
+                items.append((value, self.mark(item)))
+        return items
+
+    def _read_object(self, node, spec, where):
+        if spec.allow_false and isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:bool":
+            if node.value.lower() in ("false", "no", "off", "n"):
+                return False
+        if not isinstance(node, yaml.MappingNode):
+            expected = "a mapping or false" if spec.allow_false else "a mapping"
+            self.fail(node, f"{where} must be {expected}, not {self.describe(node)}")
+            return None
+        values: dict[str, Any] = {}
+        marks: dict[str, Mark] = {}
+        seen: dict[str, Mark] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is None or key_node.tag != "tag:yaml.org,2002:str":
+                self.fail(key_node, f"keys of {where} must be words, not {self.describe(key_node)}")
+                continue
+            if key in seen:
+                self.fail(key_node, f"{key!r} is given twice in {where} (first at line {seen[key].line}); keep one")
+                continue
+            seen[key] = self.mark(key_node)
+            sub = spec.fields.get(key)
+            if sub is None:
+                hint = difflib.get_close_matches(key, list(spec.fields), n=1)
+                suggestion = f"did you mean {hint[0]!r}? " if hint else ""
+                self.fail(key_node, f"unknown key {key!r} in {spec.title or where}; {suggestion}allowed keys: {', '.join(spec.fields)}")
+                continue
+            if isinstance(value_node, yaml.ScalarNode) and value_node.tag == "tag:yaml.org,2002:null" and not sub.required:
+                continue  # an explicit null means "use the default"
+            value = self.read(value_node, sub, key if where == "topology" else f"{where}.{key}")
+            if value is not None:
+                values[key] = value
+                marks[key] = self.mark(value_node)
+            else:
+                marks[key] = self.mark(value_node)
+        for key, sub in spec.fields.items():
+            if sub.required and key not in seen:
+                self.fail(node, f"{spec.title or where} needs a {key!r} key")
+        return _Obj(values, marks, self.mark(node))
+
+
+@dataclass
+class _Obj:
+    values: dict
+    marks: dict
+    mark: Mark
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+
+# --------------------------------------------------------------------------- building
+def _placed(cls, obj: _Obj, key: str, defaults: tuple[str | None, str | None], item_marks=None, **extra):
+    schema = obj.get("schema", defaults[0])
+    catalog = obj.get("catalog", defaults[1])
+    return cls(obj.get(key), schema, catalog, obj.mark, {**obj.marks, **(item_marks or {})}, **extra)
+
+
+def load(path: str | Path) -> Topology:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TopologyError([Problem(Mark(str(path), 1, 1), "file not found; create it or pass --topology PATH")]) from None
+    return loads(text, str(path))
+
+
+def loads(text: str, path: str = "topology.yaml") -> Topology:
+    reader = _Reader(path)
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        raise TopologyError([Problem(Mark(path, line, column), f"not valid YAML: {exc.problem or exc}")]) from None
+    if node is None:
+        raise TopologyError([Problem(Mark(path, 1, 1), "the file is empty; it needs at least transport_version")])
+    root = reader.read(node, FORMAT, "topology")
+    if root is None or reader.problems:
+        raise TopologyError(reader.problems or [Problem(reader.mark(node), "not a topology")])
+    topology = _build(root, path)
+    problems = list(_semantic_problems(topology))
+    if problems:
+        raise TopologyError(problems)
+    return topology
+
+
+def _build(root: _Obj, path: str) -> Topology:
+    defaults = (root.get("default_schema"), root.get("default_catalog"))
+    endpoints = tuple(
+        _placed(
+            Endpoint,
+            obj,
+            "name",
+            defaults,
+            instances=tuple(value for value, _ in obj.get("instances", [])),
+            item_marks={f"instances[{i}]": m for i, (_, m) in enumerate(obj.get("instances", []))},
+            delayed_delivery=obj.get("delayed_delivery"),
+            send_only=obj.get("send_only", False),
+            body_string=obj.get("body_string", False),
+        )
+        for obj, _ in root.get("endpoints", [])
+    )
+    subscriptions = root.get("subscriptions")
+    engines = root.get("engines")
+    pg = root.get("postgresql")
+    return Topology(
+        path=path,
+        transport_version=root.get("transport_version"),
+        engines=tuple(value for value, _ in engines) if engines is not None else tuple(FORMAT.fields["engines"].default),
+        default_schema=defaults[0],
+        default_catalog=defaults[1],
+        delayed_table_suffix=root.get("delayed_table_suffix", "Delayed"),
+        subscriptions=_placed(Placed, subscriptions, "table", defaults) if isinstance(subscriptions, _Obj) else None,
+        subscriptions_disabled=subscriptions is False,
+        postgresql_seq_type=pg.get("seq_type", "serial") if pg is not None else "serial",
+        endpoints=endpoints,
+        queues=tuple(_placed(Queue, obj, "name", defaults) for obj, _ in root.get("queues", [])),
+        discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in root.get("discard", [])),
+        marks={**root.marks, "engines_items": [m for _, m in engines] if engines else []},
+    )
+
+
+# --------------------------------------------------------------------------- meaning
+@dataclass(frozen=True)
+class _Owned:
+    """A table (or a table-namespace index) the topology creates, and where the file makes it."""
+
+    name: TableName
+    what: str
+    mark: Mark
+    is_index: bool = False
+
+
+def _owned_tables(t: Topology) -> list[_Owned]:
+    from .schema import Kind, TableSpec
+
+    prof = profile(t.transport_version)
+    owned: list[_Owned] = []
+    for ep in t.endpoints:
+        for i, table in enumerate(ep.queue_tables()):
+            what = f"endpoint {ep.name!r}" if i == 0 else f"instance queue {table!r}"
+            mark = ep.mark_of("name") if i == 0 else ep.mark_of(f"instances[{i - 1}]")
+            owned.append(_Owned(TableName(table, ep.schema, ep.catalog), what, mark))
+        if ep.has_delayed_table(prof):
+            table = ep.delayed_table(t.delayed_table_suffix)
+            owned.append(_Owned(TableName(table, ep.schema, ep.catalog), f"delayed table {table!r}", ep.mark_of("name")))
+    owned += [_Owned(q.table_name, f"queue {q.name!r}", q.mark_of("name")) for q in t.queues]
+    sub = t.subscription_table(prof)
+    if sub is not None:
+        mark = t.subscriptions.mark_of("table") if t.subscriptions else t.marks.get("transport_version", Mark(t.path, 1, 1))
+        owned.append(_Owned(sub, f"subscription table {sub.table!r}", mark))
+    indexes = []
+    for item in owned:
+        kind = Kind.DELAYED if item.what.startswith("delayed") else Kind.QUEUE
+        for engine_name in t.engines:
+            for index in engine_registry.get(engine_name).index_names(TableSpec(kind, item.name)):
+                indexes.append(_Owned(index, f"index {index.table!r} of {item.what}", item.mark, is_index=True))
+    return owned + indexes
+
+
+def _semantic_problems(t: Topology) -> Iterator[Problem]:
+    prof = profile(t.transport_version)
+    version_mark = t.marks.get("transport_version", Mark(t.path, 1, 1))
+
+    def lacks(feature: str, mark: Mark, what: str) -> Problem:
+        return Problem(
+            mark,
+            f"{what} needs transport version {FEATURE_SINCE[feature]} or later; this topology uses "
+            f"{t.transport_version}. Raise transport_version or remove it",
+        )
+
+    # Engines.
+    seen_engines: set[str] = set()
+    for name, mark in zip(t.engines, t.marks.get("engines_items", [])):
+        if name in seen_engines:
+            yield Problem(mark, f"engine {name!r} is listed twice; keep one")
+        seen_engines.add(name)
+    for name in dict.fromkeys(t.engines):
+        reason = engine_registry.get(name).unsupported(prof)
+        if reason:
+            yield Problem(version_mark, f"{reason}: remove {name} from engines or raise transport_version")
+
+    # Features the version lacks, and contradictions.
+    for ep in t.endpoints:
+        if ep.send_only and ep.delayed_delivery:
+            yield Problem(ep.mark_of("delayed_delivery"), f"endpoint {ep.name!r} is send-only and so has no delayed table: remove delayed_delivery or send_only")
+        elif ep.delayed_delivery and not prof.delayed_delivery:
+            yield lacks("delayed_delivery", ep.mark_of("delayed_delivery"), "delayed_delivery")
+        if ep.send_only and ep.instances:
+            yield Problem(ep.mark_of("instances"), f"endpoint {ep.name!r} is send-only and receives nothing: remove instances or send_only")
+        if ep.body_string and ep.send_only:
+            yield Problem(ep.mark_of("body_string"), f"endpoint {ep.name!r} is send-only and has no queue for a BodyString column: remove body_string")
+        elif ep.body_string and not prof.body_string:
+            yield lacks("body_string", ep.mark_of("body_string"), "body_string")
+    if t.subscriptions is not None and not prof.subscriptions:
+        yield lacks("subscriptions", t.subscriptions.mark, "a subscription table")
+    placed: list[Placed] = [*t.endpoints, *t.queues, *t.discard] + ([t.subscriptions] if t.subscriptions else [])
+    if not prof.three_part_names:
+        for item in placed:
+            if item.catalog is not None:
+                yield lacks("catalog", item.mark_of("catalog"), f"catalog {item.catalog!r} (three-part names)")
+
+    # '@' separates the parts of a canonical address: no table name may contain it.
+    at_rule = "cannot appear in a table name (it separates the parts of a transport address)"
+    if "@" in t.delayed_table_suffix:
+        yield Problem(t.marks["delayed_table_suffix"], f"delayed_table_suffix contains '@', which {at_rule}")
+    for ep in t.endpoints:
+        for i, instance in enumerate(ep.instances):
+            if "@" in instance:
+                yield Problem(ep.mark_of(f"instances[{i}]"), f"instance {instance!r} contains '@', which {at_rule}")
+    for item in [*t.endpoints, *t.queues] + ([t.subscriptions] if t.subscriptions else []):
+        if "@" in item.name:
+            key = "table" if item is t.subscriptions else "name"
+            yield Problem(item.mark_of(key), f"{item.name!r} contains '@', which {at_rule}: rename it")
+
+    # Names an engine cannot hold, and two things that are one table on an engine.
+    owned = _owned_tables(t)
+    tables = [item for item in owned if not item.is_index]
+    reported: set[tuple] = set()
+    for engine_name in dict.fromkeys(t.engines):
+        engine = engine_registry.get(engine_name)
+        for item in tables:
+            for part, problem in engine.name_problems(item.name):
+                if (item.mark, part) not in reported:
+                    reported.add((item.mark, part))
+                    yield Problem(item.mark, f"{part} name of {item.what} {problem}: shorten it")
+    collisions: dict[tuple[_Owned, _Owned], list[str]] = {}
+    for engine_name in dict.fromkeys(t.engines):
+        engine = engine_registry.get(engine_name)
+        first: dict[tuple, _Owned] = {}
+        for item in owned:
+            earlier = first.setdefault(engine.table_key(item.name), item)
+            if earlier is not item and not (earlier.is_index and item.is_index and earlier.mark == item.mark):
+                collisions.setdefault((earlier, item), []).append(engine_name)
+    for (earlier, item), on in collisions.items():
+        yield Problem(
+            item.mark,
+            f"{item.what} is the same table as {earlier.what} (at {earlier.mark}) on {', '.join(on)}: "
+            "rename one or place it in another schema",
+        )
+
+    # A discarded table must really be gone from the topology.
+    for d in t.discard:
+        for engine_name in dict.fromkeys(t.engines):
+            engine = engine_registry.get(engine_name)
+            hit = next((o for o in tables if engine.table_key(o.name) == engine.table_key(d.table_name)), None)
+            if hit is not None:
+                yield Problem(d.mark_of("name"), f"{d.name!r} is listed under discard but is still {hit.what} (at {hit.mark}): remove one of them")
+                break
