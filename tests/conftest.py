@@ -1,0 +1,144 @@
+"""Shared fixtures: throwaway migration projects and real databases.
+
+PostgreSQL tests use the server at 127.0.0.1:5432 and a fresh database each. When the
+server cannot be reached they are skipped locally, but fail under CI (CI=true), so a
+green CI always means they ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.config import Config
+
+from sqltransport_schema import cli
+
+REPO = Path(__file__).resolve().parents[1]
+PG_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+@dataclass
+class Project:
+    """A migration project in a temporary folder: alembic.ini, migrations/, topology.yaml."""
+
+    root: Path
+
+    @property
+    def ini(self) -> Path:
+        return self.root / "alembic.ini"
+
+    @property
+    def topology(self) -> Path:
+        return self.root / "topology.yaml"
+
+    @property
+    def versions(self) -> Path:
+        return self.root / "migrations" / "versions"
+
+    def write_topology(self, text: str) -> None:
+        self.topology.write_text(text, encoding="utf-8")
+
+    def compile(self, message: str = "change", *extra: str) -> int:
+        return cli.main(["compile", "-m", message, "-c", str(self.ini), "--topology", str(self.topology), *extra])
+
+    def revisions(self) -> list[Path]:
+        return sorted(self.versions.glob("*.py"), key=lambda p: p.stat().st_mtime_ns)
+
+    def config(self, url: str, *x: str, stdout=None) -> Config:
+        cfg = Config(str(self.ini), stdout=stdout) if stdout is not None else Config(str(self.ini))
+        cfg.cmd_opts = argparse.Namespace(x=[f"url={url}", *x])
+        cfg.attributes["configure_logging"] = False
+        return cfg
+
+    def upgrade(self, url: str, revision: str = "head", *x: str) -> None:
+        command.upgrade(self.config(url, *x), revision)
+
+    def downgrade(self, url: str, revision: str = "base", *x: str) -> None:
+        command.downgrade(self.config(url, *x), revision)
+
+    def offline(self, url: str, revision: str = "head") -> str:
+        buffer = io.StringIO()
+        cfg = self.config(url, stdout=buffer)
+        cfg.output_buffer = buffer
+        command.upgrade(cfg, revision, sql=True)
+        return buffer.getvalue()
+
+    def head(self) -> str | None:
+        from alembic.script import ScriptDirectory
+
+        return ScriptDirectory.from_config(Config(str(self.ini))).get_current_head()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    root = tmp_path / "project"
+    (root / "migrations" / "versions").mkdir(parents=True)
+    shutil.copy(REPO / "alembic.ini", root / "alembic.ini")
+    for name in ("env.py", "script.py.mako"):
+        shutil.copy(REPO / "migrations" / name, root / "migrations" / name)
+    return Project(root)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'queues.db'}"
+
+
+def _pg_admin():
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the server
+        engine.dispose()
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is required under CI and could not be reached: {exc}")
+        pytest.skip(f"PostgreSQL not reachable: {exc}")
+    return engine
+
+
+@pytest.fixture
+def pg_url() -> str:
+    """A fresh, empty PostgreSQL database, dropped afterwards."""
+    admin = _pg_admin()
+    name = f"sqlts_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request) -> str:
+    """Each test runs on real SQLite and on real PostgreSQL."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_url")
+    return request.getfixturevalue("pg_url")
+
+
+def connect(url: str):
+    from sqltransport_schema.migrate.env import make_engine, normalise_url
+
+    return make_engine(normalise_url(url))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_db_url = callspec is not None and callspec.params.get("db_url") == "postgresql"
+        if "pg_url" in getattr(item, "fixturenames", ()) or on_db_url:
+            item.add_marker(pytest.mark.postgresql)

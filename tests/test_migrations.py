@@ -1,0 +1,247 @@
+"""Compiled revisions run by real Alembic against real SQLite and PostgreSQL databases."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from . import catalog
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a]
+  - name: Billing
+    schema: billing
+    body_string: true
+  - name: Notifier
+    send_only: true
+queues:
+  - name: error
+"""
+
+SQLITE_QUEUE = {
+    "Id": ("TEXT", False),
+    "CorrelationId": ("TEXT", True),
+    "ReplyToAddress": ("TEXT", True),
+    "Recoverable": ("INTEGER", False),
+    "Expires": ("DATETIME", True),
+    "Headers": ("TEXT", False),
+    "Body": ("BLOB", True),
+    "RowVersion": ("INTEGER", False),
+}
+PG_QUEUE = {
+    "id": ("UUID", False),
+    "expires": ("TIMESTAMP WITHOUT TIME ZONE", True),
+    "headers": ("TEXT", False),
+    "body": ("BYTEA", True),
+    "seq": ("INTEGER SERIAL", False),
+}
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def key(url: str, table: str, schema: str | None = None):
+    return (None, table) if is_sqlite(url) else (schema or "public", table)
+
+
+def insert_message(url: str, table: str, schema: str | None = None, body: bytes = b"payload") -> str:
+    message_id = str(uuid.uuid4())
+    if is_sqlite(url):
+        quoted = '"' + table.replace('"', '""') + '"'
+        catalog.execute(
+            url,
+            f"INSERT INTO {quoted} (Id, Recoverable, Headers, Body) VALUES (?, 1, ?, ?)",
+            params=(message_id, '{"NServiceBus.MessageId":"%s"}' % message_id, body),
+        )
+    else:
+        quoted = '"' + (schema or "public").replace('"', '""') + '"."' + table.replace('"', '""') + '"'
+        catalog.execute(
+            url,
+            f"INSERT INTO {quoted} (Id, Expires, Headers, Body) VALUES (%s, NULL, %s, %s)",
+            params=(message_id, '{"NServiceBus.MessageId":"%s"}' % message_id, body),
+        )
+    return message_id
+
+
+def test_upgrade_creates_every_table_column_and_index(project, db_url):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    project.upgrade(db_url)
+    tables = catalog.read(db_url)
+
+    expected = {
+        key(db_url, "Sales"),
+        key(db_url, "Sales.host-a"),
+        key(db_url, "Billing", "billing"),
+        key(db_url, "error"),
+        key(db_url, "Sales.Delayed"),
+        key(db_url, "Billing.Delayed", "billing"),
+        key(db_url, "SubscriptionRouting"),
+    }
+    assert set(tables) == expected  # the send-only endpoint owns nothing
+
+    if is_sqlite(db_url):
+        assert tables[key(db_url, "Sales")].columns == SQLITE_QUEUE
+        assert tables[key(db_url, "Billing")].columns == {**SQLITE_QUEUE, "BodyString": ("TEXT", True)}
+        index = tables[key(db_url, "Sales")].indexes["Sales_Expires"]
+        assert "(Expires) WHERE Expires IS NOT NULL" in index
+        assert tables[key(db_url, "Sales.Delayed")].columns == {
+            "Headers": ("TEXT", False),
+            "Body": ("BLOB", True),
+            "Due": ("DATETIME", False),
+            "RowVersion": ("INTEGER", False),
+        }
+        assert "(Due)" in tables[key(db_url, "Sales.Delayed")].indexes["Sales.Delayed_Due"]
+        assert tables[key(db_url, "SubscriptionRouting")].columns == {
+            "QueueAddress": ("TEXT", False),
+            "Endpoint": ("TEXT", False),
+            "Topic": ("TEXT", False),
+        }
+    else:
+        for name, schema in (("Sales", None), ("Sales.host-a", None), ("Billing", "billing"), ("error", None)):
+            info = tables[key(db_url, name, schema)]
+            assert info.columns == PG_QUEUE, name
+            definitions = " | ".join(info.indexes.values())
+            assert "UNIQUE INDEX" in definitions and "(seq)" in definitions
+            assert "USING btree (id)" in definitions
+        delayed = tables[key(db_url, "Sales.Delayed")]
+        assert delayed.columns == {
+            "id": ("UUID", False),
+            "headers": ("TEXT", False),
+            "body": ("BYTEA", True),
+            "due": ("TIMESTAMP WITH TIME ZONE", False),
+        }
+        assert delayed.indexes["Sales.Delayed_Due"].endswith("USING btree (due)")
+        subscriptions = tables[key(db_url, "SubscriptionRouting")]
+        assert subscriptions.columns == {
+            "queueaddress": ("CHARACTER VARYING", False),
+            "endpoint": ("CHARACTER VARYING", False),
+            "topic": ("CHARACTER VARYING", False),
+        }
+        assert any("(endpoint, topic)" in d for d in subscriptions.indexes.values())
+
+
+def test_downgrade_to_base_and_upgrade_again(project, db_url):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(db_url)
+    assert len(catalog.read(db_url)) == 7
+    project.downgrade(db_url, "base")
+    assert catalog.read(db_url) == {}
+    if not is_sqlite(db_url):
+        assert "billing" not in catalog.schemas(db_url)  # the schema it created is gone too
+    project.upgrade(db_url)
+    assert len(catalog.read(db_url)) == 7
+
+
+def test_dropping_a_queue_that_holds_messages_is_refused_by_the_database(project, db_url):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    first = project.head()
+    project.write_topology(TOPOLOGY.replace("queues:\n  - name: error\n", "queues: []\n"))
+    project.compile("retire error queue")
+    revision = project.revisions()[-1].read_text()
+    assert 'op.drop_queue("error", version="9.1"' in revision and "discard_messages" not in revision
+
+    project.upgrade(db_url, first)
+    insert_message(db_url, "error")
+    with pytest.raises(Exception) as refused:
+        project.upgrade(db_url)
+    assert "refusing to drop queue" in str(refused.value) and "error" in str(refused.value)
+    tables = catalog.read(db_url)
+    assert tables[key(db_url, "error")].rows == 1  # nothing was lost, nothing half-applied
+    assert catalog.execute(db_url, "SELECT version_num FROM alembic_version") == [(first,)]
+
+    # Emptied, the same revision passes.
+    quoted = '"error"' if is_sqlite(db_url) else '"public"."error"'
+    catalog.execute(db_url, f"DELETE FROM {quoted}")
+    project.upgrade(db_url)
+    assert key(db_url, "error") not in catalog.read(db_url)
+
+
+def test_discarded_queue_is_dropped_with_its_messages(project, db_url):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(db_url)
+    insert_message(db_url, "Sales.host-a")
+    project.write_topology(
+        TOPOLOGY.replace("    instances: [host-a]\n", "") + "discard:\n  - name: Sales.host-a\n"
+    )
+    project.compile("retire host-a")
+    assert 'op.drop_queue("Sales.host-a", version="9.1", body_string=False, seq_type="serial", discard_messages=True)' in project.revisions()[-1].read_text()
+    project.upgrade(db_url)
+    assert key(db_url, "Sales.host-a") not in catalog.read(db_url)
+
+
+def test_downgrade_refuses_to_drop_queues_with_messages_unless_told(project, db_url):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(db_url)
+    insert_message(db_url, "Sales")
+    with pytest.raises(Exception, match="refusing to drop queue"):
+        project.downgrade(db_url, "base")
+    assert catalog.read(db_url)[key(db_url, "Sales")].rows == 1
+    project.downgrade(db_url, "base", "discard_messages=true")
+    assert catalog.read(db_url) == {}
+
+
+HOSTILE = [
+    "Sales.v2",
+    "with space",
+    "close]bracket",
+    'double"quote',
+    "single'quote",
+    "semi;colon",
+    "Fäktura",
+    "Заказы",
+    'x"; DROP TABLE sentinel; --',
+    "x'); DROP TABLE sentinel; --",
+]
+
+
+def test_hostile_names_are_quoted_not_run(project, db_url):
+    queues = "".join("  - name: '" + name.replace("'", "''") + "'\n" for name in HOSTILE)
+    project.write_topology('transport_version: "9.1"\nsubscriptions: false\nqueues:\n' + queues)
+    assert project.compile("hostile") == 0
+    catalog.execute(db_url, "CREATE TABLE sentinel (x INTEGER)")
+    project.upgrade(db_url)
+    tables = catalog.read(db_url)
+    for name in HOSTILE:
+        assert key(db_url, name) in tables, name
+    assert key(db_url, "sentinel") in tables
+    # and they are removed again, each by its exact name
+    project.downgrade(db_url, "base")
+    assert set(catalog.read(db_url)) == {key(db_url, "sentinel")}
+
+
+def test_existing_transport_tables_are_adopted_not_recreated(project, pg_url):
+    """Tables an NServiceBus installer made already, with messages in them, survive `upgrade head`."""
+    db_url = pg_url
+    catalog.execute(
+        db_url,
+        'CREATE TABLE IF NOT EXISTS "public"."Sales" (Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, '
+        "Headers TEXT NOT NULL, Body BYTEA, Seq serial NOT NULL UNIQUE)",
+    )
+    message_id = insert_message(db_url, "Sales")
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(db_url)
+    rows = catalog.execute(db_url, 'SELECT id::text FROM "public"."Sales"')
+    assert rows == [(message_id,)]
+
+
+def test_offline_postgresql_script_runs_on_a_real_database(project, pg_url):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    script = project.offline("postgresql://")
+    assert '-- Create queue "public"."Sales" (transport 9.1)' in script
+    import psycopg
+
+    with psycopg.connect(pg_url.replace("postgresql+psycopg", "postgresql")) as connection:
+        connection.execute(script)
+    assert len(catalog.read(pg_url)) == 7
