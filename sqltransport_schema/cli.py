@@ -18,7 +18,8 @@ def _config(path: str):
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such Alembic configuration; run from the project folder or pass -c")
-    return Config(path)
+    # quiet: compile reports what it wrote itself (and keeps --format json clean)
+    return Config(path, cmd_opts=argparse.Namespace(quiet=True, x=None))
 
 
 def _topology_path(args, config=None) -> Path:

@@ -389,6 +389,7 @@ class _Reader:
         values: dict[str, Any] = {}
         marks: dict[str, Mark] = {}
         seen: dict[str, Mark] = {}
+        hinted: set[str] = set()  # keys an unknown key was taken for: their absence is that same problem
         for key_node, value_node in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             if key is None or key_node.tag != "tag:yaml.org,2002:str":
@@ -402,6 +403,7 @@ class _Reader:
             if sub is None:
                 hint = difflib.get_close_matches(key, list(spec.fields), n=1)
                 suggestion = f"did you mean {hint[0]!r}? " if hint else ""
+                hinted.update(hint)
                 self.fail(key_node, f"unknown key {key!r} in {spec.title or where}; {suggestion}allowed keys: {', '.join(spec.fields)}")
                 continue
             if isinstance(value_node, yaml.ScalarNode) and value_node.tag == "tag:yaml.org,2002:null" and not sub.required:
@@ -413,7 +415,7 @@ class _Reader:
             else:
                 marks[key] = self.mark(value_node)
         for key, sub in spec.fields.items():
-            if sub.required and key not in seen:
+            if sub.required and key not in seen and key not in hinted:
                 self.fail(node, f"{spec.title or where} needs a {key!r} key")
         return _Obj(values, marks, self.mark(node))
 
@@ -451,17 +453,29 @@ def loads(text: str, path: str = "topology.yaml") -> Topology:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        raise TopologyError([Problem(Mark(path, line, column), f"not valid YAML: {exc.problem or exc}")]) from None
+        message = f"not valid YAML: {exc.problem or exc}"
+        if exc.context and exc.context_mark and exc.context_mark.line + 1 != line:
+            message += f" ({exc.context} at line {exc.context_mark.line + 1})"
+        raise TopologyError([Problem(Mark(path, line, column), message)]) from None
     if node is None:
         raise TopologyError([Problem(Mark(path, 1, 1), "the file is empty; it needs at least transport_version")])
     root = reader.read(node, FORMAT, "topology")
-    if root is None or reader.problems:
+    if root is None:
         raise TopologyError(reader.problems or [Problem(reader.mark(node), "not a topology")])
-    topology = _build(root, path)
-    problems = list(_semantic_problems(topology))
+    problems = list(reader.problems)
+    if root.get("transport_version") is not None:
+        # Check the meaning of what was read even when other parts were not, so that
+        # one run reports every problem; entries that could not be read are left out.
+        topology = _build(root, path)
+        problems += _semantic_problems(topology)
     if problems:
         raise TopologyError(problems)
     return topology
+
+
+def _complete(items: list, key: str) -> list:
+    """The entries of a list whose required key was read (the rest are already reported)."""
+    return [(obj, mark) for obj, mark in items if obj.get(key) is not None]
 
 
 def _build(root: _Obj, path: str) -> Topology:
@@ -478,9 +492,11 @@ def _build(root: _Obj, path: str) -> Topology:
             send_only=obj.get("send_only", False),
             body_string=obj.get("body_string", False),
         )
-        for obj, _ in root.get("endpoints", [])
+        for obj, _ in _complete(root.get("endpoints", []), "name")
     )
     subscriptions = root.get("subscriptions")
+    if isinstance(subscriptions, _Obj) and subscriptions.get("table") is None:
+        subscriptions = False  # unreadable (already reported): check the rest as if there were none
     engines = root.get("engines")
     pg = root.get("postgresql")
     return Topology(
@@ -494,8 +510,8 @@ def _build(root: _Obj, path: str) -> Topology:
         subscriptions_disabled=subscriptions is False,
         postgresql_seq_type=pg.get("seq_type", "serial") if pg is not None else "serial",
         endpoints=endpoints,
-        queues=tuple(_placed(Queue, obj, "name", defaults) for obj, _ in root.get("queues", [])),
-        discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in root.get("discard", [])),
+        queues=tuple(_placed(Queue, obj, "name", defaults) for obj, _ in _complete(root.get("queues", []), "name")),
+        discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("discard", []), "name")),
         marks={**root.marks, "engines_items": [m for _, m in engines] if engines else []},
     )
 

@@ -44,7 +44,7 @@ def _sqlite(connection) -> dict:
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", (name,)
         ):
             info.indexes[index] = sql
-        info.rows = connection.exec_driver_sql(f"SELECT count(*) FROM {quoted}").scalar()
+        info.rows = _count(connection, quoted)
         out[(None, name)] = info
     return out
 
@@ -70,8 +70,13 @@ def _postgresql(connection) -> dict:
             out[(schema, table)].indexes[index] = definition
     for (schema, table), info in out.items():
         quoted = '"' + schema.replace('"', '""') + '"."' + table.replace('"', '""') + '"'
-        info.rows = connection.exec_driver_sql(f"SELECT count(*) FROM {quoted}").scalar()
+        info.rows = _count(connection, quoted)
     return out
+
+
+def _count(connection, quoted: str) -> int:
+    # no_parameters: a '%' or '?' inside a quoted name must reach the server as written
+    return connection.execution_options(no_parameters=True).exec_driver_sql(f"SELECT count(*) FROM {quoted}").scalar()
 
 
 def schemas(url: str) -> set[str]:

@@ -199,6 +199,8 @@ HOSTILE = [
     "semi;colon",
     "Fäktura",
     "Заказы",
+    "50%off %s %(x)s",
+    "colon:name ?",
     'x"; DROP TABLE sentinel; --',
     "x'); DROP TABLE sentinel; --",
 ]

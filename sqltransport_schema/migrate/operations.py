@@ -368,7 +368,8 @@ def run(operations: Operations, operation: TransportOp) -> None:
                 impl.static_output(separator)
         return
     log.info("%s", description)
-    connection = context.connection
+    # no_parameters: the driver gets the text as is, so a '%' or ':' in a quoted name stays literal
+    connection = context.connection.execution_options(no_parameters=True)
     for batch in batches:
         connection.exec_driver_sql(batch)
 
