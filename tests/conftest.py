@@ -101,7 +101,7 @@ def _pg_admin():
             connection.exec_driver_sql("SELECT 1")
     except Exception as exc:  # noqa: BLE001 - any failure to reach the server
         engine.dispose()
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if _under_ci():
             pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is required under CI and could not be reached: {exc}")
         pytest.skip(f"PostgreSQL not reachable: {exc}")
     return engine
@@ -142,3 +142,24 @@ def pytest_collection_modifyitems(config, items):
         on_db_url = callspec is not None and callspec.params.get("db_url") == "postgresql"
         if "pg_url" in getattr(item, "fixturenames", ()) or on_db_url:
             item.add_marker(pytest.mark.postgresql)
+
+
+# Under CI a skipped PostgreSQL test is a failure: green must mean it ran.
+_skipped_postgresql: list[str] = []
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and "postgresql" in report.keywords:
+        _skipped_postgresql.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _under_ci() and _skipped_postgresql:
+        print(f"\nCI: {len(_skipped_postgresql)} PostgreSQL test(s) were skipped; failing the run:")
+        for nodeid in _skipped_postgresql:
+            print(f"  {nodeid}")
+        session.exitstatus = 1
