@@ -334,6 +334,10 @@ class _Reader:
         if value is not None and not value.strip():
             self.fail(node, f"{where} must not be empty")
             return None
+        if value is not None and not value.isprintable():
+            bad = next(ch for ch in value if not ch.isprintable())
+            self.fail(node, f"{where} contains the control character {bad!r}: names hold printable characters only; remove it")
+            return None
         return value
 
     _read_string = _read_name
@@ -525,6 +529,8 @@ class _Owned:
     what: str
     mark: Mark
     is_index: bool = False
+    kind: str = "queue"  # schema.Kind value of the table (of the indexed table, for an index)
+    engine: str | None = None  # an index exists only on the engine that creates it
 
 
 def _owned_tables(t: Topology) -> list[_Owned]:
@@ -539,19 +545,41 @@ def _owned_tables(t: Topology) -> list[_Owned]:
             owned.append(_Owned(TableName(table, ep.schema, ep.catalog), what, mark))
         if ep.has_delayed_table(prof):
             table = ep.delayed_table(t.delayed_table_suffix)
-            owned.append(_Owned(TableName(table, ep.schema, ep.catalog), f"delayed table {table!r}", ep.mark_of("name")))
+            owned.append(
+                _Owned(TableName(table, ep.schema, ep.catalog), f"delayed table {table!r}", ep.mark_of("name"), kind="delayed")
+            )
     owned += [_Owned(q.table_name, f"queue {q.name!r}", q.mark_of("name")) for q in t.queues]
     sub = t.subscription_table(prof)
     if sub is not None:
         mark = t.subscriptions.mark_of("table") if t.subscriptions else t.marks.get("transport_version", Mark(t.path, 1, 1))
-        owned.append(_Owned(sub, f"subscription table {sub.table!r}", mark))
+        owned.append(_Owned(sub, f"subscription table {sub.table!r}", mark, kind="subscriptions"))
     indexes = []
     for item in owned:
-        kind = Kind.DELAYED if item.what.startswith("delayed") else Kind.QUEUE
-        for engine_name in t.engines:
-            for index in engine_registry.get(engine_name).index_names(TableSpec(kind, item.name)):
-                indexes.append(_Owned(index, f"index {index.table!r} of {item.what}", item.mark, is_index=True))
+        for engine_name in dict.fromkeys(t.engines):
+            for index in engine_registry.get(engine_name).index_names(TableSpec(Kind(item.kind), item.name)):
+                indexes.append(_Owned(index, f"index {index.table!r} of {item.what}", item.mark, True, item.kind, engine_name))
     return owned + indexes
+
+
+def _ignores(engine, part: str) -> bool:
+    """Whether the engine tells tables apart by this part (schema or catalog) of their names."""
+    return engine.table_key(TableName("t", "s", "c")) == engine.table_key(TableName("t", **{"schema": "s", "catalog": "c", part: "x"}))
+
+
+def _collision_advice(a: _Owned, b: _Owned, on: list[str]) -> str:
+    """What to change when a and b are one table on the engines in on."""
+    if a.name.table != b.name.table:
+        verb = "does" if len(on) == 1 else "do"
+        return f"the names differ only in case, which {' and '.join(on)} {verb} not tell apart: rename one"
+    ignored = [
+        f"{engine_name} ignores the {part}"
+        for engine_name in on
+        for part in ("schema", "catalog")
+        if getattr(a.name, part) != getattr(b.name, part) and _ignores(engine_registry.get(engine_name), part)
+    ]
+    if ignored:
+        return "; ".join(ignored) + ": rename one, or remove that engine from engines"
+    return "rename one or place it in another schema"
 
 
 def _semantic_problems(t: Topology) -> Iterator[Problem]:
@@ -573,7 +601,14 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
         seen_engines.add(name)
     for name in dict.fromkeys(t.engines):
         reason = engine_registry.get(name).unsupported(prof)
-        if reason:
+        if reason and "engines" not in t.marks:
+            others = ", ".join(other for other in t.engines if other != name)
+            yield Problem(
+                version_mark,
+                f"{reason}: engines is not set, so it defaults to all of {', '.join(t.engines)}; "
+                f"write engines: [{others}] or raise transport_version",
+            )
+        elif reason:
             yield Problem(version_mark, f"{reason}: remove {name} from engines or raise transport_version")
 
     # Features the version lacks, and contradictions.
@@ -592,8 +627,10 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
         yield lacks("subscriptions", t.subscriptions.mark, "a subscription table")
     placed: list[Placed] = [*t.endpoints, *t.queues, *t.discard] + ([t.subscriptions] if t.subscriptions else [])
     if not prof.three_part_names:
+        if t.default_catalog is not None:
+            yield lacks("catalog", t.marks["default_catalog"], f"default_catalog {t.default_catalog!r} (three-part names)")
         for item in placed:
-            if item.catalog is not None:
+            if item.catalog is not None and "catalog" in item.marks:
                 yield lacks("catalog", item.mark_of("catalog"), f"catalog {item.catalog!r} (three-part names)")
 
     # '@' separates the parts of a canonical address: no table name may contain it.
@@ -620,19 +657,29 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
                 if (item.mark, part) not in reported:
                     reported.add((item.mark, part))
                     yield Problem(item.mark, f"{part} name of {item.what} {problem}: shorten it")
-    collisions: dict[tuple[_Owned, _Owned], list[str]] = {}
+    # One problem per pair of places in the file: what derives from them (delayed
+    # tables, indexes) collides too but says nothing new. Reported at the later place.
+    collisions: dict[frozenset, list[tuple[_Owned, _Owned, str]]] = {}
     for engine_name in dict.fromkeys(t.engines):
         engine = engine_registry.get(engine_name)
         first: dict[tuple, _Owned] = {}
         for item in owned:
+            if item.engine not in (None, engine_name):
+                continue  # another engine's index
             earlier = first.setdefault(engine.table_key(item.name), item)
-            if earlier is not item and not (earlier.is_index and item.is_index and earlier.mark == item.mark):
-                collisions.setdefault((earlier, item), []).append(engine_name)
-    for (earlier, item), on in collisions.items():
+            if earlier is not item and earlier.mark != item.mark:
+                collisions.setdefault(frozenset((earlier.mark, item.mark)), []).append((earlier, item, engine_name))
+    for hits in collisions.values():
+        earlier, item, _ = min(hits, key=lambda hit: hit[0].is_index + hit[1].is_index)  # tables before indexes
+        on = [name for name in dict.fromkeys(t.engines) if any(
+            (e.what, i.what, engine_name) == (earlier.what, item.what, name) for e, i, engine_name in hits
+        )]
+        if (earlier.mark.line, earlier.mark.column) > (item.mark.line, item.mark.column):
+            earlier, item = item, earlier
         yield Problem(
             item.mark,
             f"{item.what} is the same table as {earlier.what} (at {earlier.mark}) on {', '.join(on)}: "
-            "rename one or place it in another schema",
+            + _collision_advice(earlier, item, on),
         )
 
     # A discarded table must really be gone from the topology.

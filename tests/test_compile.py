@@ -169,3 +169,12 @@ def test_cli_json_output_for_compile(project, capsys):
     payload = json.loads(capsys.readouterr().out)
     assert payload["status"] == "compiled" and payload["revision"].endswith(".py")
     assert 'create queue "Sales" (schema "dbo") (transport 9.1)' in payload["changes"]
+
+
+def test_quotes_and_backslashes_in_names_and_messages_keep_the_revision_valid(project, sqlite_url):
+    name = 'Tri"""ple\\back'
+    project.write_topology('transport_version: "9.1"\nengines: [sqlite]\nsubscriptions: false\nqueues:\n  - name: \'' + name + "'\n")
+    assert project.compile('say """hi""" \\o/') == 0
+    project.upgrade(sqlite_url)  # the revision imports and runs
+    assert key(sqlite_url, name) in catalog.read(sqlite_url)
+    assert project.compile("again") == 0 and len(project.revisions()) == 1  # the snapshot reads back exactly

@@ -51,6 +51,10 @@ class Engine:
         """(part, problem) for each part of the name this engine cannot hold."""
         return []
 
+    def tables_per_transaction(self, connection) -> int | None:
+        """How many table operations one transaction can hold on this server (None: no limit)."""
+        return None
+
     def unsupported(self, profile: Profile) -> str | None:
         """Why this engine cannot host the given transport version, or None."""
         return None

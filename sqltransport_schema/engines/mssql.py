@@ -323,11 +323,11 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         }
 
     def create_schema(self, schema: SchemaName) -> list[str]:
-        if schema.schema == self.default_schema:
+        if schema.schema.casefold() == self.default_schema:
             return []
         return [self.CREATE_SCHEMA.format(**self._schema_fields(schema, "CREATE SCHEMA"))]
 
     def drop_schema(self, schema: SchemaName) -> list[str]:
-        if schema.schema == self.default_schema:
+        if schema.schema.casefold() == self.default_schema:
             return []
         return [self.DROP_SCHEMA.format(**self._schema_fields(schema, "DROP SCHEMA"))]

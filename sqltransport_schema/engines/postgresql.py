@@ -84,6 +84,19 @@ END
             problems.append(("schema", f"is longer than PostgreSQL's {MAX_IDENTIFIER_BYTES}-byte identifier limit"))
         return problems
 
+    # Every lock a transaction takes lives in one shared table of
+    # max_locks_per_transaction * (max_connections + max_prepared_transactions) slots;
+    # creating a queue table locks ~6 relations (table, sequence, two indexes, TOAST table and index).
+    LOCK_CAPACITY = (
+        "SELECT current_setting('max_locks_per_transaction')::int"
+        " * (current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int)"
+    )
+    LOCKS_PER_TABLE = 8  # with room for other sessions
+
+    def tables_per_transaction(self, connection) -> int | None:
+        capacity = connection.exec_driver_sql(self.LOCK_CAPACITY).scalar()
+        return max(50, capacity // self.LOCKS_PER_TABLE)
+
     def unsupported(self, profile: Profile) -> str | None:
         if not profile.postgresql:
             return (

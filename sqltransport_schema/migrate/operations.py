@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from dataclasses import dataclass
 
 from alembic.autogenerate import renderers
@@ -25,18 +26,27 @@ DISCARD_OPTION = "sqltransport_discard_messages"
 
 
 def _literal(value) -> str:
-    # JSON string syntax is valid Python and reads like the rest of a black-formatted file
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+    """A Python literal in double quotes, as a black-formatted file writes it."""
+    if value.__class__ is str:
+        if value.isprintable() and '"' not in value and "\\" not in value:
+            return '"' + value + '"'
+        return json.dumps(value, ensure_ascii=False)  # JSON string syntax is valid Python
+    return repr(value)
 
 
-def _args(*positional, **keywords) -> str:
-    parts = [_literal(p) for p in positional]
-    parts += [f"{key}={_literal(value)}" for key, value in keywords.items() if value is not None]
-    return ", ".join(parts)
+def _one_line(text: str) -> str:
+    """Text safe inside a `--` comment or a docstring line: control characters escaped."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
 
 
-def _placement(name: TableName) -> dict:
-    return {"schema": name.schema, "catalog": name.catalog}
+def _call(op_name: str, name: TableName, tail: str) -> str:
+    """op.<op_name>("table", schema=..., catalog=..., <tail>): the hot path of compile."""
+    head = f"op.{op_name}({_literal(name.table)}"
+    if name.schema is not None:
+        head += f", schema={_literal(name.schema)}"
+    if name.catalog is not None:
+        head += f", catalog={_literal(name.catalog)}"
+    return f"{head}, {tail})"
 
 
 class TransportOp(MigrateOperation):
@@ -66,12 +76,11 @@ class _TableOp(TransportOp):
     def _where(self, engine):
         return engine.display(self.spec.name, profile(self.version)) if engine else str(self.spec.name)
 
-    def _keywords(self) -> dict:
-        keywords = {**_placement(self.spec.name), "version": self.version}
+    def _tail(self) -> str:
+        tail = f"version={_literal(self.version)}"
         if self.kind is Kind.QUEUE:
-            keywords["body_string"] = self.spec.body_string
-            keywords["seq_type"] = self.spec.seq_type
-        return keywords
+            tail += f", body_string={self.spec.body_string!r}, seq_type={_literal(self.spec.seq_type)}"
+        return tail
 
     @classmethod
     def _spec(cls, table, schema, catalog, body_string=False, seq_type="serial") -> TableSpec:
@@ -90,7 +99,7 @@ class _CreateTable(_TableOp):
         return f"create {self.noun} {self._where(engine)} (transport {self.version})"
 
     def python(self):
-        return f"op.{self.op_name}({_args(self.spec.name.table, **self._keywords())})"
+        return _call(self.op_name, self.spec.name, self._tail())
 
 
 class _DropTable(_TableOp):
@@ -108,10 +117,8 @@ class _DropTable(_TableOp):
         return f"drop {self.noun} {self._where(engine)} ({how})"
 
     def python(self):
-        keywords = self._keywords()
-        if self.discard_messages:
-            keywords["discard_messages"] = True
-        return f"op.{self.op_name}({_args(self.spec.name.table, **keywords)})"
+        tail = self._tail() + (", discard_messages=True" if self.discard_messages else "")
+        return _call(self.op_name, self.spec.name, tail)
 
 
 @Operations.register_operation("create_queue")
@@ -223,7 +230,7 @@ class ChangeQueueVersionOp(TransportOp):
         return f"change queue {where} from transport {self.from_version} to {self.to_version}"
 
     def python(self):
-        return f"op.change_queue_version({_args(self.name.table, **_placement(self.name), from_version=self.from_version, to_version=self.to_version)})"
+        return _call("change_queue_version", self.name, f"from_version={_literal(self.from_version)}, to_version={_literal(self.to_version)}")
 
     def reverse(self):
         return ChangeQueueVersionOp(self.name, self.to_version, self.from_version)
@@ -239,7 +246,7 @@ class _BodyStringOp(TransportOp):
         return f"{self.op_name.replace('_', ' ')} column of queue {where}"
 
     def python(self):
-        return f"op.{self.op_name}({_args(self.name.table, **_placement(self.name), version=self.version)})"
+        return _call(self.op_name, self.name, f"version={_literal(self.version)}")
 
 
 @Operations.register_operation("add_body_string")
@@ -296,7 +303,7 @@ class ChangeQueueSeqTypeOp(TransportOp):
         return f"change Seq of queue {where} from {self.from_type} to {self.to_type}"
 
     def python(self):
-        return f"op.change_queue_seq_type({_args(self.name.table, **_placement(self.name), from_type=self.from_type, to_type=self.to_type)})"
+        return _call("change_queue_seq_type", self.name, f"from_type={_literal(self.from_type)}, to_type={_literal(self.to_type)}")
 
     def reverse(self):
         return ChangeQueueSeqTypeOp(self.name, self.to_type, self.from_type)
@@ -308,7 +315,8 @@ class _SchemaOp(TransportOp):
     schema: SchemaName
 
     def python(self):
-        return f"op.{self.op_name}({_args(self.schema.schema, catalog=self.schema.catalog)})"
+        catalog = f", catalog={_literal(self.schema.catalog)}" if self.schema.catalog is not None else ""
+        return f"op.{self.op_name}({_literal(self.schema.schema)}{catalog})"
 
 
 @Operations.register_operation("ensure_schema")
@@ -360,7 +368,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
     description = operation.describe(engine)
     impl = context.impl
     if context.as_sql:
-        impl.static_output(f"-- {description[0].upper()}{description[1:]}")
+        impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
         separator = getattr(impl, "batch_separator", None)
         for batch in batches:
             impl.static_output(batch if separator else batch + impl.command_terminator)
@@ -368,6 +376,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
                 impl.static_output(separator)
         return
     log.info("%s", description)
+    _checkpoint(context, engine, operation)
     # no_parameters: the driver gets the text as is, so a '%' or ':' in a quoted name stays literal
     connection = context.connection.execution_options(no_parameters=True)
     for batch in batches:
@@ -375,6 +384,29 @@ def run(operations: Operations, operation: TransportOp) -> None:
 
 
 Operations.implementation_for(TransportOp)(run)
+
+_table_ops_in_transaction: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _checkpoint(context, engine: engines.Engine, operation: TransportOp) -> None:
+    """Commit between operations when the next one would overflow the server's lock table.
+
+    Only very large revisions reach this (on PostgreSQL's defaults, some 800 tables).
+    Every operation is idempotent (IF NOT EXISTS, IF EXISTS, guarded steps), so an
+    upgrade that fails after a checkpoint continues where it stopped when run again.
+    """
+    if not isinstance(operation, (_TableOp, ChangeQueueSeqTypeOp)):
+        return
+    state = _table_ops_in_transaction.get(context)
+    if state is None:
+        state = _table_ops_in_transaction[context] = [0, engine.tables_per_transaction(context.connection)]
+    count, limit = state
+    if limit is not None and count >= limit:
+        log.info("committing after %d table operations (server lock table limit)", count)
+        with context.autocommit_block():
+            pass
+        count = 0
+    state[0] = count + 1
 
 
 @renderers.dispatch_for(TransportOp)
