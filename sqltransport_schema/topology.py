@@ -10,12 +10,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import yaml
 
 from . import engines as engine_registry
 from .schema import TableName
+from .util import gc_paused
 from .versions import FEATURE_SINCE, LATEST, UnknownVersion, parse_version, profile
 
 try:  # libyaml's composer is ~10x faster on large topologies
@@ -451,6 +452,11 @@ def load(path: str | Path) -> Topology:
 
 
 def loads(text: str, path: str = "topology.yaml") -> Topology:
+    with gc_paused():
+        return _loads(text, path)
+
+
+def _loads(text: str, path: str) -> Topology:
     reader = _Reader(path)
     try:
         node = yaml.compose(text, Loader=_Loader)
@@ -521,8 +527,7 @@ def _build(root: _Obj, path: str) -> Topology:
 
 
 # --------------------------------------------------------------------------- meaning
-@dataclass(frozen=True)
-class _Owned:
+class _Owned(NamedTuple):
     """A table (or a table-namespace index) the topology creates, and where the file makes it."""
 
     name: TableName
@@ -534,8 +539,6 @@ class _Owned:
 
 
 def _owned_tables(t: Topology) -> list[_Owned]:
-    from .schema import Kind, TableSpec
-
     prof = profile(t.transport_version)
     owned: list[_Owned] = []
     for ep in t.endpoints:
@@ -554,9 +557,13 @@ def _owned_tables(t: Topology) -> list[_Owned]:
         mark = t.subscriptions.mark_of("table") if t.subscriptions else t.marks.get("transport_version", Mark(t.path, 1, 1))
         owned.append(_Owned(sub, f"subscription table {sub.table!r}", mark, kind="subscriptions"))
     indexes = []
-    for item in owned:
-        for engine_name in dict.fromkeys(t.engines):
-            for index in engine_registry.get(engine_name).index_names(TableSpec(Kind(item.kind), item.name)):
+    for engine_name in dict.fromkeys(t.engines):
+        suffixes = engine_registry.get(engine_name).index_suffixes
+        if not suffixes:
+            continue
+        for item in owned:
+            for suffix in suffixes.get(item.kind, ()):
+                index = TableName(item.name.table + suffix, item.name.schema, item.name.catalog)
                 indexes.append(_Owned(index, f"index {index.table!r} of {item.what}", item.mark, True, item.kind, engine_name))
     return owned + indexes
 
@@ -683,10 +690,13 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
         )
 
     # A discarded table must really be gone from the topology.
+    by_key = {
+        engine_name: {engine_registry.get(engine_name).table_key(o.name): o for o in reversed(tables)}
+        for engine_name in (dict.fromkeys(t.engines) if t.discard else ())
+    }
     for d in t.discard:
-        for engine_name in dict.fromkeys(t.engines):
-            engine = engine_registry.get(engine_name)
-            hit = next((o for o in tables if engine.table_key(o.name) == engine.table_key(d.table_name)), None)
+        for engine_name, keys in by_key.items():
+            hit = keys.get(engine_registry.get(engine_name).table_key(d.table_name))
             if hit is not None:
                 yield Problem(d.mark_of("name"), f"{d.name!r} is listed under discard but is still {hit.what} (at {hit.mark}): remove one of them")
                 break

@@ -247,3 +247,16 @@ def test_offline_postgresql_script_runs_on_a_real_database(project, pg_url):
     with psycopg.connect(pg_url.replace("postgresql+psycopg", "postgresql")) as connection:
         connection.execute(script)
     assert len(catalog.read(pg_url)) == 7
+
+
+def test_a_stranger_table_with_a_queue_name_is_refused_not_adopted(project, db_url):
+    """IF NOT EXISTS alone would silently keep a table that is no queue; the upgrade refuses instead."""
+    quoted = '"Sales"' if is_sqlite(db_url) else '"public"."Sales"'
+    catalog.execute(db_url, f"CREATE TABLE {quoted} (Id INTEGER, Note TEXT)", f"INSERT INTO {quoted} VALUES (1, 'mine')")
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    with pytest.raises(Exception, match=r"already exists but lacks the column\(s\) .*headers"):
+        project.upgrade(db_url)
+    tables = catalog.read(db_url)
+    assert set(tables) == {key(db_url, "Sales")}  # nothing else was created: the run rolled back
+    assert tables[key(db_url, "Sales")].rows == 1

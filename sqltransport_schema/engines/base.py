@@ -43,9 +43,13 @@ class Engine:
             return tuple(part.casefold() if part is not None else None for part in key)
         return key
 
-    def index_names(self, spec: TableSpec) -> list[str]:
+    # Suffixes of index names that share the tables' namespace, by table kind.
+    index_suffixes: dict[str, tuple[str, ...]] = {}
+
+    def index_names(self, spec: TableSpec) -> list[TableName]:
         """Index names that live in the schema's namespace (and can collide with tables)."""
-        return []
+        name = spec.name
+        return [TableName(name.table + suffix, name.schema, name.catalog) for suffix in self.index_suffixes.get(spec.kind.value, ())]
 
     def name_problems(self, name: TableName) -> list[tuple[str, str]]:
         """(part, problem) for each part of the name this engine cannot hold."""
@@ -54,6 +58,24 @@ class Engine:
     def tables_per_transaction(self, connection) -> int | None:
         """How many table operations one transaction can hold on this server (None: no limit)."""
         return None
+
+    # -- catalog ---------------------------------------------------------------------
+    # Columns each table kind must have (lower case), to tell an adoptable table from a stranger.
+    expected: dict[str, frozenset[str]] = {}
+    EXISTING_COLUMNS = (
+        "SELECT table_schema, table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema NOT IN ('information_schema', 'pg_catalog', 'sys')"
+    )
+
+    def expected_columns(self, spec: TableSpec) -> frozenset[str]:
+        return self.expected[spec.kind.value]
+
+    def existing_columns(self, connection) -> dict[tuple, set[str]]:
+        """table_key -> lower-case column names of every table, in one query."""
+        out: dict[tuple, set[str]] = {}
+        for schema, table, column in connection.exec_driver_sql(self.EXISTING_COLUMNS):
+            out.setdefault(self.table_key(TableName(table, schema)), set()).add(column.lower())
+        return out
 
     def unsupported(self, profile: Profile) -> str | None:
         """Why this engine cannot host the given transport version, or None."""

@@ -200,6 +200,12 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
     EXEC {sp_executesql} N'{statement}';"""
 
     # -- identifiers -------------------------------------------------------------------------
+    expected = {
+        "queue": frozenset({"id", "correlationid", "replytoaddress", "recoverable", "expires", "headers", "body", "rowversion"}),
+        "delayed": frozenset({"headers", "body", "due", "rowversion"}),
+        "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
+    }
+
     def quote(self, identifier: str) -> str:
         return "[" + identifier.replace("]", "]]") + "]"
 

@@ -59,6 +59,12 @@ EXCEPTION WHEN dependent_objects_still_exist THEN
 END
 {tag}"""
 
+    expected = {
+        "queue": frozenset({"id", "expires", "headers", "body", "seq"}),
+        "delayed": frozenset({"id", "headers", "body", "due"}),
+        "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
+    }
+
     def quote(self, identifier: str) -> str:
         return '"' + identifier.replace('"', '""') + '"'
 
@@ -70,10 +76,7 @@ END
         # The catalog is the database a connection opens; it does not qualify names.
         return (name.schema if name.schema is not None else self.default_schema, name.table)
 
-    def index_names(self, spec: TableSpec) -> list[TableName]:
-        if spec.kind.value == "delayed":
-            return [TableName(spec.name.table + "_Due", spec.name.schema, spec.name.catalog)]
-        return []
+    index_suffixes = {"delayed": ("_Due",)}
 
     def name_problems(self, name: TableName) -> list[tuple[str, str]]:
         problems = []
@@ -128,7 +131,7 @@ END
         fields = self._fields(spec)
         return [
             self.CREATE_DELAYED.format(**fields),
-            self.CREATE_DUE_INDEX.format(index=self.quote(spec.name.table + "_Due"), **fields),
+            self.CREATE_DUE_INDEX.format(index=self.quote(self.index_names(spec)[0].table), **fields),
         ]
 
     def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:

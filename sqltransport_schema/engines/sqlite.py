@@ -56,6 +56,15 @@ CREATE TABLE IF NOT EXISTS {table} (
     GUARD_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'nonempty\' FROM {table} LIMIT 1'
     DROP_TABLE = "DROP TABLE IF EXISTS {table}"
 
+    expected = {
+        "queue": frozenset({"id", "correlationid", "replytoaddress", "recoverable", "expires", "headers", "body", "rowversion"}),
+        "delayed": frozenset({"headers", "body", "due", "rowversion"}),
+        "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
+    }
+    EXISTING_COLUMNS = (
+        "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
+    )
+
     def quote(self, identifier: str) -> str:
         return '"' + identifier.replace('"', '""') + '"'
 
@@ -65,13 +74,10 @@ CREATE TABLE IF NOT EXISTS {table} (
     def table_key(self, name: TableName) -> tuple:
         return (name.table.casefold(),)
 
-    def _index(self, spec: TableSpec) -> str | None:
-        suffix = {Kind.QUEUE: "_Expires", Kind.DELAYED: "_Due"}.get(spec.kind)
-        return spec.name.table + suffix if suffix else None
+    index_suffixes = {"queue": ("_Expires",), "delayed": ("_Due",)}
 
-    def index_names(self, spec: TableSpec) -> list[TableName]:
-        index = self._index(spec)
-        return [TableName(index)] if index else []
+    def _index(self, spec: TableSpec) -> str:
+        return self.index_names(spec)[0].table
 
     def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
         table = self.qualified(spec.name)

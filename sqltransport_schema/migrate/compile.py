@@ -14,6 +14,7 @@ from alembic.util import rev_id as new_rev_id
 
 from ..schema import Blueprint, Kind, TableSpec, blueprint
 from ..topology import Topology
+from ..util import gc_paused
 from ..versions import profile
 from . import operations as ops
 
@@ -140,6 +141,11 @@ def _indent(lines: list[str]) -> str:
 
 def compile_topology(config: Config, topology: Topology, message: str, check: bool = False) -> tuple[Plan, Path | None]:
     """Write the revision for the topology's changes (unless check); returns the plan and the new file."""
+    with gc_paused():
+        return _compile(config, topology, message, check)
+
+
+def _compile(config: Config, topology: Topology, message: str, check: bool) -> tuple[Plan, Path | None]:
     script = ScriptDirectory.from_config(config)
     head, old = head_blueprint(script)
     new = blueprint(topology)

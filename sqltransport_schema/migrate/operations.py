@@ -358,6 +358,36 @@ class DropSchemaIfEmptyOp(_SchemaOp):
 
 
 # --------------------------------------------------------------------------- execution
+class StructureMismatch(RuntimeError):
+    """A table of that name exists but is not the transport table the revision would create."""
+
+
+class _RunState:
+    """What one migration run learns about its database once, instead of per operation."""
+
+    def __init__(self, context, engine: engines.Engine):
+        self.context = context
+        self.engine = engine
+        self.table_ops = 0
+        self.limit = engine.tables_per_transaction(context.connection)
+        self._existing: dict | None = None
+
+    def existing_columns(self) -> dict:
+        if self._existing is None:
+            self._existing = self.engine.existing_columns(self.context.connection)
+        return self._existing
+
+
+_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _state(context, engine) -> _RunState:
+    state = _states.get(context)
+    if state is None:
+        state = _states[context] = _RunState(context, engine)
+    return state
+
+
 def run(operations: Operations, operation: TransportOp) -> None:
     """Execute (online) or print (offline, --sql) the operation's statements."""
     context = operations.migration_context
@@ -376,7 +406,10 @@ def run(operations: Operations, operation: TransportOp) -> None:
                 impl.static_output(separator)
         return
     log.info("%s", description)
-    _checkpoint(context, engine, operation)
+    state = _state(context, engine)
+    if isinstance(operation, _CreateTable):
+        _adopt_or_refuse(state, operation)
+    _checkpoint(state, operation)
     # no_parameters: the driver gets the text as is, so a '%' or ':' in a quoted name stays literal
     connection = context.connection.execution_options(no_parameters=True)
     for batch in batches:
@@ -385,10 +418,24 @@ def run(operations: Operations, operation: TransportOp) -> None:
 
 Operations.implementation_for(TransportOp)(run)
 
-_table_ops_in_transaction: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+def _adopt_or_refuse(state: _RunState, operation: "_CreateTable") -> None:
+    """A table that already exists is adopted (IF NOT EXISTS) only if it has the transport's columns."""
+    engine = state.engine
+    found = state.existing_columns().get(engine.table_key(operation.spec.name))
+    if found is None:
+        return
+    missing = sorted(engine.expected_columns(operation.spec) - found)
+    if missing:
+        raise StructureMismatch(
+            f"{operation.noun} {engine.display(operation.spec.name, profile(operation.version))} already exists "
+            f"but lacks the column(s) {', '.join(missing)} of a transport {operation.noun}: it is not a table "
+            "this topology can adopt. Rename or move the existing table, or rename the queue in topology.yaml"
+        )
+    log.info("adopting existing %s %s", operation.noun, engine.display(operation.spec.name, profile(operation.version)))
 
 
-def _checkpoint(context, engine: engines.Engine, operation: TransportOp) -> None:
+def _checkpoint(state: _RunState, operation: TransportOp) -> None:
     """Commit between operations when the next one would overflow the server's lock table.
 
     Only very large revisions reach this (on PostgreSQL's defaults, some 800 tables).
@@ -397,16 +444,12 @@ def _checkpoint(context, engine: engines.Engine, operation: TransportOp) -> None
     """
     if not isinstance(operation, (_TableOp, ChangeQueueSeqTypeOp)):
         return
-    state = _table_ops_in_transaction.get(context)
-    if state is None:
-        state = _table_ops_in_transaction[context] = [0, engine.tables_per_transaction(context.connection)]
-    count, limit = state
-    if limit is not None and count >= limit:
-        log.info("committing after %d table operations (server lock table limit)", count)
-        with context.autocommit_block():
+    if state.limit is not None and state.table_ops >= state.limit:
+        log.info("committing after %d table operations (server lock table limit)", state.table_ops)
+        with state.context.autocommit_block():
             pass
-        count = 0
-    state[0] = count + 1
+        state.table_ops = 0
+    state.table_ops += 1
 
 
 @renderers.dispatch_for(TransportOp)
