@@ -601,6 +601,8 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
         )
 
     # Engines.
+    if not t.engines:
+        yield Problem(t.marks.get("engines", version_mark), "engines is empty: list at least one of " + ", ".join(engine_registry.ENGINES))
     seen_engines: set[str] = set()
     for name, mark in zip(t.engines, t.marks.get("engines_items", [])):
         if name in seen_engines:

@@ -63,7 +63,7 @@ def parse_version(text: str) -> VersionTuple:
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
     if not 1 <= major <= 9:
         raise UnknownVersion(
-            f"transport version {text!r} is unknown: versions 1.0 to {LATEST} of the SQL transport are known"
+            f"transport version {text!r} is unknown: the SQL transport has versions 1.x to 9.x (latest {LATEST})"
         )
     return major, minor, patch
 

@@ -207,7 +207,7 @@ def test_an_unquoted_version_is_to_be_quoted(written, shown):
 
 
 def test_an_unknown_major_version():
-    assert_problem('transport_version: "10.0"\n', 1, 20, "transport version '10.0' is unknown", "versions 1.0 to 9.1")
+    assert_problem('transport_version: "10.0"\n', 1, 20, "transport version '10.0' is unknown", "versions 1.x to 9.x")
 
 
 def test_a_version_that_is_no_version():
@@ -887,3 +887,11 @@ def test_validate_a_missing_file(tmp_path, capsys):
     [problem] = json.loads(capsys.readouterr().out)["problems"]
     assert (problem["file"], problem["line"], problem["column"]) == (path, 1, 1)
     assert "file not found" in problem["message"]
+
+
+def test_empty_engines_list_is_refused():
+    with pytest.raises(TopologyError) as exc:
+        loads('transport_version: "9.1"\nengines: []\n')
+    [problem] = exc.value.problems
+    assert (problem.mark.line, problem.mark.column) == (2, 10)
+    assert "engines is empty" in problem.message
