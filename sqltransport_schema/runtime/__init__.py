@@ -1,0 +1,1 @@
+"""Runtime: version-matched statements, send/receive API, message pump, wire format."""

@@ -1,0 +1,80 @@
+"""Runtime statements: readable SQL with @Name parameters, turned into driver SQL once.
+
+Each engine class holds its statement templates (every statement of an engine in
+one place, SqlConstants-style); a template has {placeholders} for quoted
+identifiers and @Name parameters, as the transport writes them. A Statement
+keeps the template and the identifiers apart, so converting parameters to a
+driver's style can never touch a table name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+_PARAM = re.compile(r"(?<![\w@])@([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class Statement:
+    name: str
+    template: str
+    identifiers: Mapping[str, str] = field(default_factory=dict)
+    params: tuple[str, ...] = ()
+    doc: str = ""
+
+    @property
+    def sql(self) -> str:
+        """The statement as a DBA reads it: identifiers filled in, @Name parameters."""
+        return self.template.format(**self.identifiers)
+
+    def native(self, paramstyle: str) -> tuple[str, tuple[str, ...]]:
+        """(driver SQL, parameter names in the order a positional driver wants them)."""
+        return _native(self, paramstyle)
+
+
+def _convert(template: str, params: tuple[str, ...], paramstyle: str) -> tuple[str, list[str]]:
+    order: list[str] = []
+    known = set(params)
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in known:
+            return match.group(0)  # a T-SQL variable such as @NOCOUNT, not a parameter
+        order.append(name)
+        if paramstyle == "pyformat":
+            return f"%({name})s"
+        if paramstyle == "named":
+            return f":{name}"
+        if paramstyle in ("qmark", "format"):
+            return "?" if paramstyle == "qmark" else "%s"
+        raise ValueError(f"unsupported paramstyle {paramstyle!r}")
+
+    pieces = []
+    last = 0
+    for match in _PARAM.finditer(template):
+        text = template[last : match.start()]
+        pieces.append(_escape(text, paramstyle))
+        pieces.append(replace(match))
+        last = match.end()
+    pieces.append(_escape(template[last:], paramstyle))
+    return "".join(pieces), order
+
+
+def _escape(text: str, paramstyle: str) -> str:
+    return text.replace("%", "%%") if paramstyle in ("pyformat", "format") else text
+
+
+_cache: dict[tuple, tuple[str, tuple[str, ...]]] = {}
+
+
+def _native(statement: Statement, paramstyle: str) -> tuple[str, tuple[str, ...]]:
+    key = (statement.template, tuple(sorted(statement.identifiers.items())), statement.params, paramstyle)
+    hit = _cache.get(key)
+    if hit is None:
+        template, order = _convert(statement.template, statement.params, paramstyle)
+        identifiers = {k: _escape(v, paramstyle) for k, v in statement.identifiers.items()}
+        # braces of the template survive conversion untouched; identifiers go in last
+        hit = _cache[key] = (template.format(**identifiers), tuple(order))
+    return hit
