@@ -131,7 +131,7 @@ def db_url(request) -> str:
 
 
 def connect(url: str):
-    from sqltransport_schema.migrate.env import make_engine, normalise_url
+    from sqltransport_schema.db import make_engine, normalise_url
 
     return make_engine(normalise_url(url))
 

@@ -7,6 +7,7 @@ qualified name, {table_literal} that text as a string literal.
 
 from __future__ import annotations
 
+from ..runtime.statements import Statement
 from ..schema import SchemaName, TableName, TableSpec
 from ..versions import FEATURE_SINCE, Profile
 from .base import Engine
@@ -166,3 +167,79 @@ END
             return []
         quoted = self.quote(schema.schema)
         return [self.DROP_SCHEMA_IF_EMPTY.format(schema=quoted, tag=self.dollar_tag(quoted))]
+
+    # -- runtime statements (transport-facts §7) -------------------------------------------
+    # {table} is the queue, {delayed} the endpoint's delayed table, {subscriptions} the
+    # subscription table; @Name are parameters. Timestamps follow the transport: UTC as
+    # timestamp without time zone (Due is timestamptz: store and move must share a
+    # session time zone, as the transport's own endpoints do).
+    SEND = (
+        "INSERT INTO {table} (Id, Expires, Headers, Body) VALUES (@Id, "
+        "(now() AT TIME ZONE 'UTC') + (@TimeToBeReceivedMs || ' ms')::INTERVAL, @Headers, @Body)"
+    )
+    # Do not rewrite with USING: LIMIT 1 could then return several rows.
+    RECEIVE = (
+        "DELETE FROM {table} rs WHERE rs.id = (SELECT id FROM {table} ORDER BY Seq LIMIT 1 FOR UPDATE SKIP LOCKED) "
+        "RETURNING rs.id, CASE WHEN Expires IS NULL THEN 0 WHEN Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, "
+        "rs.Headers, rs.Body"
+    )
+    # Beyond the transport: the batch is locked once (a materialised CTE) and joined on the
+    # primary key, so no row can come back twice; Seq restores FIFO order on the client.
+    RECEIVE_BATCH = (
+        "WITH batch AS MATERIALIZED (SELECT id FROM {table} ORDER BY Seq LIMIT @BatchSize FOR UPDATE SKIP LOCKED) "
+        "DELETE FROM {table} rs USING batch WHERE rs.id = batch.id "
+        "RETURNING rs.id, CASE WHEN rs.Expires IS NULL THEN 0 WHEN rs.Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, "
+        "rs.Headers, rs.Body, rs.Seq"
+    )
+    PEEK = (
+        "SELECT COALESCE(cast((SELECT seq FROM {table} ORDER BY seq DESC LIMIT 1 FOR UPDATE SKIP LOCKED) - "
+        "(SELECT seq FROM {table} ORDER BY seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED) + 1 AS int), 0)"
+    )
+    PURGE_EXPIRED = (
+        "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE Expires < now() AT TIME ZONE 'UTC' "
+        "LIMIT @BatchSize FOR UPDATE SKIP LOCKED)"
+    )
+    PURGE_ALL = "DELETE FROM {table}"
+    STORE_DELAYED = (
+        "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, "
+        "(now() AT TIME ZONE 'UTC') + (@DueAfterMs || ' ms')::INTERVAL)"
+    )
+    MOVE_DUE_DELAYED = (
+        "WITH message as (DELETE FROM {delayed} WHERE id in (SELECT id from {delayed} WHERE {delayed}.Due < now() AT TIME ZONE 'UTC' "
+        "LIMIT @BatchSize) RETURNING id, headers, body) "
+        "INSERT into {table} (id, expires, headers, body) SELECT id, NULL, headers, body FROM message"
+    )
+    NEXT_DUE = "SELECT Due FROM {delayed} ORDER BY Due LIMIT 1"
+    SUBSCRIBE = (
+        "INSERT INTO {subscriptions} (QueueAddress, Topic, Endpoint) VALUES (@QueueAddress, @Topic, @Endpoint) "
+        "ON CONFLICT (Endpoint, Topic) DO UPDATE SET QueueAddress = @QueueAddress"
+    )
+    UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
+    FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
+
+    def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
+                           subscriptions: TableName | None = None, topics: int = 1, **_ignored) -> dict[str, Statement]:
+        table = {"table": self.qualified(queue)}
+        out = {
+            "send": Statement("send", self.SEND, table, ("Id", "TimeToBeReceivedMs", "Headers", "Body"), "place a message on the queue"),
+            "receive": Statement("receive", self.RECEIVE, table, (), "take the oldest unlocked message"),
+            "receive_batch": Statement("receive_batch", self.RECEIVE_BATCH, table, ("BatchSize",), "take up to @BatchSize oldest unlocked messages"),
+            "peek": Statement("peek", self.PEEK, table, (), "estimate how many messages wait"),
+            "purge_expired": Statement("purge_expired", self.PURGE_EXPIRED, table, ("BatchSize",), "delete a batch of expired messages"),
+            "purge_all": Statement("purge_all", self.PURGE_ALL, table, (), "delete every message (purge at startup)"),
+        }
+        if delayed is not None:
+            both = {**table, "delayed": self.qualified(delayed)}
+            out["store_delayed"] = Statement("store_delayed", self.STORE_DELAYED, both, ("Headers", "Body", "DueAfterMs"), "store a delayed message")
+            out["move_due_delayed"] = Statement("move_due_delayed", self.MOVE_DUE_DELAYED, both, ("BatchSize",), "move due messages into the input queue")
+            out["next_due"] = Statement("next_due", self.NEXT_DUE, both, (), "when the next delayed message falls due")
+        if subscriptions is not None:
+            subs = {"subscriptions": self.qualified(subscriptions)}
+            topic_list = ", ".join(f"@Topic{i}" for i in range(topics))
+            out["subscribe"] = Statement("subscribe", self.SUBSCRIBE, subs, ("QueueAddress", "Topic", "Endpoint"), "subscribe an endpoint to a topic")
+            out["unsubscribe"] = Statement("unsubscribe", self.UNSUBSCRIBE, subs, ("Endpoint", "Topic"), "unsubscribe an endpoint from a topic")
+            out["find_subscribers"] = Statement(
+                "find_subscribers", self.FIND_SUBSCRIBERS.replace("{topics}", topic_list), subs,
+                tuple(f"Topic{i}" for i in range(topics)), "addresses subscribed to any of the topics",
+            )
+        return out

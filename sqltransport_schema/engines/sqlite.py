@@ -7,6 +7,7 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 
 from __future__ import annotations
 
+from ..runtime.statements import Statement
 from ..schema import Kind, TableName, TableSpec
 from ..versions import ExpiresIndex, Profile
 from .base import Engine
@@ -130,3 +131,78 @@ CREATE TABLE IF NOT EXISTS {table} (
 
     def drop_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.DROP_BODY_STRING.format(table=self.qualified(spec.name))]
+
+    # -- runtime statements -------------------------------------------------------------
+    # Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', which compares in time order. Writers
+    # serialise on the database lock, so a receive's DELETE ... RETURNING is exclusive.
+    NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+    SEND = (
+        "INSERT INTO {table} (Id, Recoverable, Expires, Headers, Body) VALUES (@Id, 1, "
+        "CASE WHEN @TimeToBeReceivedMs IS NOT NULL THEN strftime('%Y-%m-%d %H:%M:%f', 'now', "
+        "'+' || (@TimeToBeReceivedMs / 1000.0) || ' seconds') END, @Headers, @Body)"
+    )
+    # Not `Expires IS NULL`: SQLite 3.40 evaluates that wrongly in a DELETE's RETURNING when
+    # the partial index (WHERE Expires IS NOT NULL) exists; coalesce is read correctly.
+    EXPIRED = "CASE WHEN coalesce(Expires, '9999') > " + NOW + " THEN 0 ELSE 1 END"
+    RECEIVE = (
+        "DELETE FROM {table} WHERE RowVersion = (SELECT min(RowVersion) FROM {table}) "
+        "RETURNING Id, " + EXPIRED + ", Headers, Body"
+    )
+    RECEIVE_BATCH = (
+        "DELETE FROM {table} WHERE RowVersion IN (SELECT RowVersion FROM {table} ORDER BY RowVersion LIMIT @BatchSize) "
+        "RETURNING Id, " + EXPIRED + ", Headers, Body, RowVersion"
+    )
+    PEEK = "SELECT COALESCE(max(RowVersion) - min(RowVersion) + 1, 0) FROM {table}"
+    PURGE_EXPIRED = (
+        "DELETE FROM {table} WHERE RowVersion IN (SELECT RowVersion FROM {table} WHERE Expires < " + NOW + " LIMIT @BatchSize)"
+    )
+    PURGE_ALL = "DELETE FROM {table}"
+    STORE_DELAYED = (
+        "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, "
+        "strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (@DueAfterMs / 1000.0) || ' seconds'))"
+    )
+    # Two statements under one write lock and one cut-off (@Now), so they see the same rows.
+    DUE = "SELECT RowVersion FROM {delayed} WHERE Due < @Now ORDER BY Due, RowVersion LIMIT @BatchSize"
+    MOVE_DUE_DELAYED = (
+        "INSERT INTO {table} (Id, Recoverable, Expires, Headers, Body) "
+        "SELECT lower(substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-4' || substr(h, 14, 3) || '-' || "
+        "substr('89ab', 1 + (abs(random()) % 4), 1) || substr(h, 18, 3) || '-' || substr(h, 21, 12)), 1, NULL, Headers, Body "
+        "FROM (SELECT hex(randomblob(16)) AS h, Headers, Body, Due, RowVersion FROM {delayed} WHERE RowVersion IN (" + DUE + ") "
+        "ORDER BY Due, RowVersion)"
+    )
+    DELETE_MOVED_DELAYED = "DELETE FROM {delayed} WHERE RowVersion IN (" + DUE + ")"
+    NEXT_DUE = "SELECT Due FROM {delayed} ORDER BY Due LIMIT 1"
+    SUBSCRIBE = (
+        "INSERT INTO {subscriptions} (QueueAddress, Topic, Endpoint) VALUES (@QueueAddress, @Topic, @Endpoint) "
+        "ON CONFLICT (Endpoint, Topic) DO UPDATE SET QueueAddress = excluded.QueueAddress"
+    )
+    UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
+    FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
+
+    def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
+                           subscriptions: TableName | None = None, topics: int = 1, **_ignored) -> dict[str, Statement]:
+        table = {"table": self.qualified(queue)}
+        out = {
+            "send": Statement("send", self.SEND, table, ("Id", "TimeToBeReceivedMs", "Headers", "Body"), "place a message on the queue"),
+            "receive": Statement("receive", self.RECEIVE, table, (), "take the oldest message"),
+            "receive_batch": Statement("receive_batch", self.RECEIVE_BATCH, table, ("BatchSize",), "take up to @BatchSize oldest messages"),
+            "peek": Statement("peek", self.PEEK, table, (), "estimate how many messages wait"),
+            "purge_expired": Statement("purge_expired", self.PURGE_EXPIRED, table, ("BatchSize",), "delete a batch of expired messages"),
+            "purge_all": Statement("purge_all", self.PURGE_ALL, table, (), "delete every message (purge at startup)"),
+        }
+        if delayed is not None:
+            both = {**table, "delayed": self.qualified(delayed)}
+            out["store_delayed"] = Statement("store_delayed", self.STORE_DELAYED, both, ("Headers", "Body", "DueAfterMs"), "store a delayed message")
+            out["move_due_delayed"] = Statement("move_due_delayed", self.MOVE_DUE_DELAYED, both, ("Now", "BatchSize"), "copy due messages into the input queue")
+            out["delete_moved_delayed"] = Statement("delete_moved_delayed", self.DELETE_MOVED_DELAYED, both, ("Now", "BatchSize"), "delete what move_due_delayed copied")
+            out["next_due"] = Statement("next_due", self.NEXT_DUE, both, (), "when the next delayed message falls due")
+        if subscriptions is not None:
+            subs = {"subscriptions": self.qualified(subscriptions)}
+            topic_list = ", ".join(f"@Topic{i}" for i in range(topics))
+            out["subscribe"] = Statement("subscribe", self.SUBSCRIBE, subs, ("QueueAddress", "Topic", "Endpoint"), "subscribe an endpoint to a topic")
+            out["unsubscribe"] = Statement("unsubscribe", self.UNSUBSCRIBE, subs, ("Endpoint", "Topic"), "unsubscribe an endpoint from a topic")
+            out["find_subscribers"] = Statement(
+                "find_subscribers", self.FIND_SUBSCRIBERS.replace("{topics}", topic_list), subs,
+                tuple(f"Topic{i}" for i in range(topics)), "addresses subscribed to any of the topics",
+            )
+        return out

@@ -118,16 +118,21 @@ def head_blueprint(script: ScriptDirectory) -> tuple[str | None, Blueprint | Non
         raise CompileError(f"migrations have several heads ({', '.join(heads)}); merge them with `alembic merge heads` first")
     if not heads:
         return None, None
-    revision = script.get_revision(heads[0])
+    return heads[0], blueprint_at(script, heads[0])
+
+
+def blueprint_at(script: ScriptDirectory, revision_id: str) -> Blueprint | None:
+    """The blueprint recorded by a revision, or by its nearest ancestor that records one."""
+    revision = script.get_revision(revision_id)
     while revision is not None:
         snapshot = getattr(revision.module, "SNAPSHOT", None)
         if snapshot is not None:
-            return heads[0], Blueprint.from_snapshot(snapshot)
+            return Blueprint.from_snapshot(snapshot)
         down = revision.down_revision
         if isinstance(down, tuple):
-            raise CompileError(f"revision {revision.revision} merges branches and records no snapshot; compile cannot tell the deployed topology")
+            raise CompileError(f"revision {revision.revision} merges branches and records no snapshot; the deployed topology is unknown")
         revision = script.get_revision(down) if down else None
-    return heads[0], None
+    return None
 
 
 def _docstring_text(text: str) -> str:

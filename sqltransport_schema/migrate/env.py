@@ -6,8 +6,9 @@ import os
 from logging.config import fileConfig
 
 from alembic import context as alembic_context
-from sqlalchemy import create_engine, event, pool
-from sqlalchemy.engine import make_url
+from sqlalchemy import pool
+
+from ..db import make_engine, normalise_url
 
 from .operations import DISCARD_OPTION
 
@@ -22,30 +23,6 @@ def database_url(config) -> str:
     return normalise_url(url)
 
 
-def normalise_url(url: str) -> str:
-    """A bare postgresql:// URL means psycopg 3, the driver this package installs."""
-    parsed = make_url(url)
-    if parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
-
-
-def make_engine(url: str, **kwargs):
-    """An engine whose DDL runs inside a transaction on every backend, SQLite included."""
-    engine = create_engine(url, poolclass=pool.NullPool, **kwargs)
-    if engine.dialect.name == "sqlite":
-        # sqlite3 would commit before each DDL statement; take transaction control ourselves.
-        @event.listens_for(engine, "connect")
-        def _no_implicit_transactions(dbapi_connection, _record):
-            dbapi_connection.isolation_level = None
-
-        @event.listens_for(engine, "begin")
-        def _begin(connection):
-            connection.exec_driver_sql("BEGIN")
-
-    return engine
-
-
 def run(context=alembic_context) -> None:
     config = context.config
     if config.config_file_name and config.attributes.get("configure_logging", True):
@@ -58,7 +35,7 @@ def run(context=alembic_context) -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(url)
+    engine = make_engine(url, poolclass=pool.NullPool)
     try:
         with engine.connect() as connection:
             context.configure(connection=connection, transactional_ddl=True, **options)

@@ -1,0 +1,167 @@
+"""The message pump of seed 004: peek, then up to N concurrent receives, back to peek when one finds nothing.
+
+Each receive runs in its own transaction on its own connection; the handler gets
+that connection, so its writes commit with the receive. A handler exception rolls
+the receive back (the message returns to the queue); after the immediate retries
+the message moves to the error queue with the exception in its headers, as
+NServiceBus does. Poison headers go to the error queue unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from sqlalchemy.engine import Connection
+
+from . import wire
+from .transport import EndpointTables, Message, Queue, Transport
+
+log = logging.getLogger("sqltransport_schema.pump")
+
+RECOMMENDED_PEEK_DELAY = (0.1, 10.0)
+
+
+@dataclass
+class Context:
+    """What a handler gets besides the message: the receive's connection and transport."""
+
+    connection: Connection
+    transport: Transport
+    queue: Queue
+
+    def send(self, address: str, body: bytes | None, headers: dict[str, str]) -> str:
+        """Send inside the receive's transaction: it leaves only if the receive commits."""
+        return self.transport.address_queue(address).send(self.connection, body, headers)
+
+
+Handler = Callable[[Message, Context], None]
+
+
+class MessagePump:
+    def __init__(self, transport: Transport, queue: Queue, handler: Handler, *, concurrency: int = 1,
+                 peek_delay: float = 1.0, peek_batch_size: int | None = None, immediate_retries: int = 5,
+                 error_queue: str = "error", endpoint: EndpointTables | None = None):
+        low, high = RECOMMENDED_PEEK_DELAY
+        if not low <= peek_delay <= high:
+            log.warning(
+                "peek delay %.3f s is outside the recommended %.1f s to %.0f s: shorter stresses the database, "
+                "longer lets messages back up", peek_delay, low, high,
+            )
+        self.transport = transport
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = max(1, concurrency)
+        self.peek_delay = peek_delay
+        self.peek_batch_size = peek_batch_size or self.concurrency
+        self.immediate_retries = immediate_retries
+        self.error_queue = transport.queue(error_queue) if isinstance(error_queue, str) else error_queue
+        self.endpoint = endpoint
+        self._stop = threading.Event()
+        self._failures: dict[str, int] = {}  # message id -> handler failures so far
+        self._errors: dict[str, BaseException] = {}  # message id -> the last one
+        self._lock = threading.Lock()
+        self.processed = 0
+        self.failed = 0
+
+    # -- one message ------------------------------------------------------------------
+    def receive_one(self) -> bool:
+        """Receive and handle one message in one transaction; False when the queue was empty.
+
+        A handler failure rolls the transaction back (the message is back in the queue) and
+        still counts as a message taken, so the pump keeps receiving.
+        """
+        try:
+            return self._receive_in_transaction()
+        except _RolledBack:
+            return True
+
+    def _receive_in_transaction(self) -> bool:
+        with self.transport.engine.connect() as conn:
+            with conn.begin():
+                message = self.queue.receive(conn)
+                if message is None:
+                    return False
+                try:
+                    self._dispatch(message, conn)
+                except Exception as exc:  # the handler's failure: roll back, count it
+                    self._record_failure(message, exc)
+                    raise _RolledBack() from exc
+            self._forget(message)
+            return True
+
+    def _dispatch(self, message: Message, conn: Connection) -> None:
+        if message.poison is not None:
+            log.error("message %s has unreadable headers (%s): moved to %s unchanged", message.id, message.poison.reason, self.error_queue)
+            self.error_queue.send(conn, message.body, message.raw_headers, message_id=message.id)
+            return
+        forward = self.endpoint.forward_destination(message) if self.endpoint else None
+        if forward is not None:
+            headers = {k: v for k, v in message.headers.items() if k != wire.FORWARD_DESTINATION}
+            forward.send(conn, message.body, headers, message_id=message.id)
+            return
+        failures = self._failures.get(message.id, 0)
+        if failures > self.immediate_retries:
+            headers = wire.error_headers(message.headers, self._errors[message.id], self.queue.address)
+            self.error_queue.send(conn, message.body, headers, message_id=message.id)
+            log.error("message %s failed %d times: moved to %s", message.id, failures, self.error_queue)
+            with self._lock:
+                self.failed += 1
+            return
+        self.handler(message, Context(conn, self.transport, self.queue))
+        with self._lock:
+            self.processed += 1
+
+    def _record_failure(self, message: Message, exc: BaseException) -> None:
+        with self._lock:
+            self._failures[message.id] = self._failures.get(message.id, 0) + 1
+            self._errors[message.id] = exc
+        log.warning("handler failed on message %s (attempt %d): %s", message.id, self._failures[message.id], exc)
+
+    def _forget(self, message: Message) -> None:
+        with self._lock:
+            self._failures.pop(message.id, None)
+            self._errors.pop(message.id, None)
+
+    # -- the loop ---------------------------------------------------------------------
+    def _peek(self) -> int:
+        with self.transport.engine.connect() as conn:
+            with conn.begin():
+                return self.queue.peek(conn)
+
+    def run(self) -> None:
+        """Run until stop(); in-flight messages finish before it returns."""
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqlts-receive") as pool:
+            while not self._stop.is_set():
+                waiting = self._peek()
+                if waiting <= 0:
+                    self._stop.wait(self.peek_delay)
+                    continue
+                # receive mode: up to `concurrency` tasks; back to peek when one finds nothing
+                while not self._stop.is_set():
+                    batch = [pool.submit(self.receive_one) for _ in range(min(self.concurrency, max(waiting, 1)))]
+                    if not all(f.result() for f in batch):
+                        break
+                    waiting = self.peek_batch_size
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="sqlts-pump", daemon=True)
+        thread.start()
+        self._thread = thread
+        return thread
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop taking new messages and wait for those in flight."""
+        self._stop.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None:
+            thread.join(timeout)
+
+
+class _RolledBack(Exception):
+    """The handler failed and its receive was rolled back."""

@@ -1,0 +1,327 @@
+"""Send, receive, delay, publish: the version-matched statements, executed.
+
+Every call takes the caller's SQLAlchemy Connection and runs inside the caller's
+transaction (the transport's native transaction mode): the caller's own writes
+commit or roll back together with the receive, and a rollback puts the message back.
+Statements go to the DBAPI cursor of that same connection, converted once per
+driver paramstyle: no SQL is parsed or compiled per message.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Mapping, Sequence
+
+from sqlalchemy.engine import Connection, Engine
+
+from .. import engines
+from ..schema import Blueprint, Kind, TableName
+from ..versions import LATEST, profile
+from . import wire
+from .statements import Statement
+
+log = logging.getLogger("sqltransport_schema.runtime")
+
+DEFAULT_MOVE_BATCH = 100
+DEFAULT_PURGE_BATCH = 10000
+
+
+@dataclass
+class Message:
+    id: str
+    body: bytes | None
+    raw_headers: str
+    headers: dict[str, str] | None = None  # None: the headers could not be read (poison)
+    poison: PoisonInfo | None = None
+
+
+@dataclass
+class PoisonInfo:
+    reason: str
+
+
+def _cursor(conn: Connection):
+    """The DBAPI cursor of the caller's connection, inside a transaction SQLAlchemy knows of."""
+    if conn.get_transaction() is None:
+        conn.begin()
+    return conn.connection.dbapi_connection.cursor()
+
+
+def execute(conn: Connection, statement: Statement, params: Mapping | None = None):
+    sql, order = statement.native(conn.dialect.paramstyle)
+    cursor = _cursor(conn)
+    if order:
+        values = params or {}
+        bound = values if conn.dialect.paramstyle in ("pyformat", "named") else tuple(values[name] for name in order)
+        cursor.execute(sql, bound)
+    else:
+        cursor.execute(sql)
+    return cursor
+
+
+def execute_many(conn: Connection, statement: Statement, rows: Sequence[Mapping]) -> None:
+    if not rows:
+        return
+    sql, order = statement.native(conn.dialect.paramstyle)
+    cursor = _cursor(conn)
+    if conn.dialect.paramstyle in ("pyformat", "named"):
+        cursor.executemany(sql, rows)
+    else:
+        cursor.executemany(sql, [tuple(row[name] for name in order) for row in rows])
+
+
+def _milliseconds(value: timedelta | float | int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value * 1000)  # seconds
+
+
+class Transport:
+    """Statements for one engine and one transport version, bound to tables on demand."""
+
+    def __init__(self, engine: Engine, transport_version: str = LATEST, *, default_schema: str | None = None,
+                 default_catalog: str | None = None, subscription_table: TableName | None = None):
+        self.engine = engine
+        self.dialect = engines.for_dialect(engine.dialect.name)
+        self.version = transport_version
+        self.profile = profile(transport_version)
+        reason = self.dialect.unsupported(self.profile)
+        if reason:
+            raise ValueError(reason)
+        self.default_schema = default_schema
+        self.default_catalog = default_catalog
+        self.subscription_table = subscription_table or TableName("SubscriptionRouting", default_schema, default_catalog)
+        self._queues: dict[TableName, Queue] = {}
+
+    # -- what is deployed ----------------------------------------------------------
+    @classmethod
+    def from_database(cls, engine: Engine, config_file: str = "alembic.ini") -> "Transport":
+        """The transport for the schema actually deployed: the Alembic revision and the blueprint it recorded."""
+        blueprint = deployed_blueprint(engine, config_file)
+        subscriptions = next((s.name for s in blueprint.tables if s.kind is Kind.SUBSCRIPTIONS), None)
+        transport = cls(engine, blueprint.transport_version, subscription_table=subscriptions)
+        transport.blueprint = blueprint
+        for warning in transport.verify(blueprint):
+            log.warning("%s", warning)
+        return transport
+
+    def verify(self, blueprint: Blueprint) -> list[str]:
+        """Differences between the catalog and the recorded blueprint, as the transport warns of them."""
+        with self.engine.connect() as conn:
+            existing = self.dialect.existing_columns(conn)
+        warnings = []
+        for spec in blueprint.tables:
+            found = existing.get(self.dialect.table_key(spec.name))
+            where = self.dialect.display(spec.name, self.profile)
+            if found is None:
+                warnings.append(f"{spec.kind.value} table {where} is missing; run `alembic upgrade head`")
+                continue
+            missing = sorted(self.dialect.expected_columns(spec) - found)
+            if missing:
+                warnings.append(f"{spec.kind.value} table {where} lacks column(s) {', '.join(missing)}")
+        return warnings
+
+    # -- tables ----------------------------------------------------------------------
+    def name(self, table: str, schema: str | None = None, catalog: str | None = None) -> TableName:
+        return TableName(table, schema if schema is not None else self.default_schema,
+                         catalog if catalog is not None else self.default_catalog)
+
+    def queue(self, table: str | TableName, schema: str | None = None, catalog: str | None = None) -> "Queue":
+        name = table if isinstance(table, TableName) else self.name(table, schema, catalog)
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = self._queues[name] = Queue(self, name)
+        return queue
+
+    def address_queue(self, address: str) -> "Queue":
+        parsed = wire.parse_address(address)
+        return self.queue(parsed.table, parsed.schema, parsed.catalog)
+
+    def address_of(self, name: TableName) -> str:
+        schema = name.schema if name.schema is not None else self.dialect.default_schema
+        return wire.Address(name.table, schema, name.catalog).format()
+
+    def endpoint(self, name: str, schema: str | None = None, catalog: str | None = None, delayed_suffix: str = "Delayed") -> "EndpointTables":
+        return EndpointTables(self, self.name(name, schema, catalog), delayed_suffix)
+
+    def subscriptions(self) -> "Subscriptions":
+        return Subscriptions(self, self.subscription_table)
+
+    def statements(self, queue: TableName, **tables) -> dict[str, Statement]:
+        return self.dialect.runtime_statements(self.profile, queue, **tables)
+
+    # -- publish -----------------------------------------------------------------------
+    def publish(self, conn: Connection, topics: str | Sequence[str], body: bytes, headers: Mapping[str, str]) -> list[str]:
+        """Send one copy to every subscriber of any of the topics; returns their addresses."""
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        addresses = self.subscriptions().subscribers(conn, topics)
+        for address in addresses:
+            self.address_queue(address).send(conn, body, {**headers, wire.MESSAGE_INTENT: "Publish"})
+        return addresses
+
+
+class Queue:
+    def __init__(self, transport: Transport, name: TableName):
+        self.transport = transport
+        self.name = name
+        self.statements = transport.statements(name)
+        self.address = transport.address_of(name)
+
+    def __repr__(self) -> str:
+        return f"Queue({self.address})"
+
+    # -- send --------------------------------------------------------------------------
+    def _row(self, body: bytes | None, headers: Mapping[str, str] | str, time_to_be_received, message_id: str | None) -> dict:
+        raw = headers if isinstance(headers, str) else wire.encode_headers(headers)
+        if message_id is None and not isinstance(headers, str):
+            message_id = headers.get(wire.MESSAGE_ID)
+        return {
+            "Id": message_id or str(uuid.uuid4()),
+            "CorrelationId": None,
+            "ReplyToAddress": None,
+            "TimeToBeReceivedMs": _milliseconds(time_to_be_received),
+            "Headers": raw,
+            "Body": body,
+        }
+
+    def send(self, conn: Connection, body: bytes | None, headers: Mapping[str, str] | str,
+             time_to_be_received: timedelta | float | None = None, message_id: str | None = None) -> str:
+        """Insert one message; headers as a mapping, or as raw text to pass a message on unchanged."""
+        row = self._row(body, headers, time_to_be_received, message_id)
+        execute(conn, self.statements["send"], row)
+        return row["Id"]
+
+    def send_many(self, conn: Connection, messages: Iterable[tuple[bytes | None, Mapping[str, str]]],
+                  time_to_be_received: timedelta | float | None = None) -> list[str]:
+        rows = [self._row(body, headers, time_to_be_received, None) for body, headers in messages]
+        execute_many(conn, self.statements["send"], rows)
+        return [row["Id"] for row in rows]
+
+    # -- receive -----------------------------------------------------------------------
+    def _message(self, row) -> Message:
+        message_id, _expired, raw, body = row[0], row[1], row[2], row[3]
+        message = Message(str(message_id), bytes(body) if body is not None else None, raw)
+        try:
+            message.headers = wire.decode_headers(raw)
+        except wire.PoisonHeaders as exc:
+            message.poison = PoisonInfo(str(exc))
+        return message
+
+    def receive(self, conn: Connection) -> Message | None:
+        """The oldest message, deleted inside the caller's transaction; expired ones are dropped."""
+        statement = self.statements["receive"]
+        while True:
+            row = execute(conn, statement).fetchone()
+            if row is None:
+                return None
+            if row[1]:
+                log.debug("dropped expired message %s from %s", row[0], self.address)
+                continue
+            return self._message(row)
+
+    def receive_batch(self, conn: Connection, size: int) -> list[Message]:
+        """Up to size oldest messages in one statement, in FIFO order; expired ones dropped."""
+        rows = execute(conn, self.statements["receive_batch"], {"BatchSize": size}).fetchall()
+        rows.sort(key=lambda r: r[4])
+        return [self._message(row) for row in rows if not row[1]]
+
+    def peek(self, conn: Connection) -> int:
+        return execute(conn, self.statements["peek"]).fetchone()[0] or 0
+
+    def purge_expired(self, conn: Connection, batch_size: int = DEFAULT_PURGE_BATCH) -> int:
+        """Delete expired messages in batches until a batch comes back short."""
+        total = 0
+        while True:
+            deleted = execute(conn, self.statements["purge_expired"], {"BatchSize": batch_size}).rowcount
+            total += max(deleted, 0)
+            if deleted < batch_size:
+                return total
+
+    def purge(self, conn: Connection) -> int:
+        return execute(conn, self.statements["purge_all"]).rowcount
+
+
+class EndpointTables:
+    """An endpoint's input queue and delayed-delivery table."""
+
+    def __init__(self, transport: Transport, name: TableName, delayed_suffix: str):
+        self.transport = transport
+        self.input = transport.queue(name)
+        self.delayed_name = TableName(f"{name.table}.{delayed_suffix}", name.schema, name.catalog)
+        self.statements = transport.statements(name, delayed=self.delayed_name)
+
+    def send_delayed(self, conn: Connection, destination: str | Queue, body: bytes | None, headers: Mapping[str, str],
+                     due_after: timedelta | float) -> None:
+        """Store in this endpoint's delayed table; when due it reaches the input queue, which forwards it."""
+        address = destination.address if isinstance(destination, Queue) else destination
+        raw = wire.encode_headers({**headers, wire.FORWARD_DESTINATION: address})
+        execute(conn, self.statements["store_delayed"], {"Headers": raw, "Body": body, "DueAfterMs": _milliseconds(due_after)})
+
+    def move_due(self, conn: Connection, batch_size: int = DEFAULT_MOVE_BATCH) -> int:
+        """Move up to batch_size due messages into the input queue; returns how many moved."""
+        params = {"BatchSize": batch_size, "Now": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]}
+        moved = execute(conn, self.statements["move_due_delayed"], params).rowcount
+        follow_up = self.statements.get("delete_moved_delayed")
+        if follow_up is not None:
+            execute(conn, follow_up, params)
+        return max(moved, 0)
+
+    def next_due(self, conn: Connection):
+        row = execute(conn, self.statements["next_due"]).fetchone()
+        return row[0] if row else None
+
+    def forward_destination(self, message: Message) -> Queue | None:
+        """The queue a moved delayed message is for, when that is not this endpoint's input queue."""
+        if not message.headers or wire.FORWARD_DESTINATION not in message.headers:
+            return None
+        target = self.transport.address_queue(message.headers[wire.FORWARD_DESTINATION])
+        return None if target.name == self.input.name else target
+
+
+class Subscriptions:
+    def __init__(self, transport: Transport, name: TableName):
+        self.transport = transport
+        self.name = name
+        self._by_topics: dict[int, dict[str, Statement]] = {}
+
+    def _statements(self, topics: int = 1) -> dict[str, Statement]:
+        found = self._by_topics.get(topics)
+        if found is None:
+            found = self._by_topics[topics] = self.transport.statements(self.name, subscriptions=self.name, topics=topics)
+        return found
+
+    def subscribe(self, conn: Connection, endpoint: str, address: str, topic: str) -> None:
+        execute(conn, self._statements()["subscribe"], {"Endpoint": endpoint, "QueueAddress": address, "Topic": topic})
+
+    def unsubscribe(self, conn: Connection, endpoint: str, topic: str) -> None:
+        execute(conn, self._statements()["unsubscribe"], {"Endpoint": endpoint, "Topic": topic})
+
+    def subscribers(self, conn: Connection, topics: Sequence[str]) -> list[str]:
+        if not topics:
+            return []
+        statement = self._statements(len(topics))["find_subscribers"]
+        rows = execute(conn, statement, {f"Topic{i}": topic for i, topic in enumerate(topics)}).fetchall()
+        return sorted(row[0] for row in rows)
+
+
+def deployed_blueprint(engine: Engine, config_file: str = "alembic.ini") -> Blueprint:
+    """The blueprint recorded by the revision the database is stamped with."""
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    with engine.connect() as conn:
+        heads = MigrationContext.configure(conn).get_current_heads()
+    if len(heads) != 1:
+        raise LookupError(f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `alembic upgrade head`")
+    from ..migrate.compile import blueprint_at
+
+    found = blueprint_at(ScriptDirectory.from_config(Config(config_file)), heads[0])
+    if found is None:
+        raise LookupError(f"revision {heads[0]} and its ancestors record no topology snapshot")
+    return found

@@ -1,0 +1,516 @@
+"""Wire format shared with .NET NServiceBus endpoints: headers JSON, addresses, timestamps.
+
+Pure functions only (no I/O, no database), so a Python sender and receiver can be
+checked byte for byte against what the .NET transport writes and reads.
+
+The SQL transport (3.x to 9.x) serializes the Headers column with .NET's
+DataContractJsonSerializer (UseSimpleDictionaryFormat), not Newtonsoft.Json; that
+is why `/` is written as `\\/`. `encode_headers` reproduces that writer exactly and
+`decode_headers` accepts everything older or hand-written senders put in the column.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import traceback
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+__all__ = [
+    "PoisonHeaders",
+    "encode_headers",
+    "decode_headers",
+    "Address",
+    "parse_address",
+    "format_time_sent",
+    "parse_time_sent",
+    "standard_headers",
+    "error_headers",
+    "MESSAGE_INTENTS",
+]  # and the header-name constants below, added at the end of the module
+
+# --- Header names, as NServiceBus spells them -------------------------------------------
+
+MESSAGE_ID = "NServiceBus.MessageId"
+CORRELATION_ID = "NServiceBus.CorrelationId"
+CONVERSATION_ID = "NServiceBus.ConversationId"
+RELATED_TO = "NServiceBus.RelatedTo"
+MESSAGE_INTENT = "NServiceBus.MessageIntent"
+REPLY_TO_ADDRESS = "NServiceBus.ReplyToAddress"
+ENCLOSED_MESSAGE_TYPES = "NServiceBus.EnclosedMessageTypes"
+CONTENT_TYPE = "NServiceBus.ContentType"
+CONTROL_MESSAGE = "NServiceBus.ControlMessage"
+TIME_SENT = "NServiceBus.TimeSent"
+DELIVER_AT = "NServiceBus.DeliverAt"
+TIME_TO_BE_RECEIVED = "NServiceBus.TimeToBeReceived"
+NON_DURABLE_MESSAGE = "NServiceBus.NonDurableMessage"
+IS_DEFERRED_MESSAGE = "NServiceBus.IsDeferredMessage"
+NSERVICEBUS_VERSION = "NServiceBus.Version"
+ORIGINATING_ENDPOINT = "NServiceBus.OriginatingEndpoint"
+ORIGINATING_MACHINE = "NServiceBus.OriginatingMachine"
+ORIGINATING_HOST_ID = "$.diagnostics.originating.hostid"
+HOST_ID = "$.diagnostics.hostid"
+HOST_DISPLAY_NAME = "$.diagnostics.hostdisplayname"
+PROCESSING_ENDPOINT = "NServiceBus.ProcessingEndpoint"
+PROCESSING_MACHINE = "NServiceBus.ProcessingMachine"
+PROCESSING_STARTED = "NServiceBus.ProcessingStarted"
+PROCESSING_ENDED = "NServiceBus.ProcessingEnded"
+DELAYED_RETRIES = "NServiceBus.Retries"
+DELAYED_RETRIES_TIMESTAMP = "NServiceBus.Retries.Timestamp"
+FORWARD_DESTINATION = "NServiceBus.SqlServer.ForwardDestination"
+FAILED_Q = "NServiceBus.FailedQ"
+TIME_OF_FAILURE = "NServiceBus.TimeOfFailure"
+EXCEPTION_INFO_PREFIX = "NServiceBus.ExceptionInfo."
+EXCEPTION_TYPE = "NServiceBus.ExceptionInfo.ExceptionType"
+INNER_EXCEPTION_TYPE = "NServiceBus.ExceptionInfo.InnerExceptionType"
+EXCEPTION_HELP_LINK = "NServiceBus.ExceptionInfo.HelpLink"
+EXCEPTION_MESSAGE = "NServiceBus.ExceptionInfo.Message"
+EXCEPTION_SOURCE = "NServiceBus.ExceptionInfo.Source"
+EXCEPTION_STACKTRACE = "NServiceBus.ExceptionInfo.StackTrace"
+EXCEPTION_DATA_PREFIX = "NServiceBus.ExceptionInfo.Data."
+
+MESSAGE_INTENTS = ("Send", "Publish", "Reply", "Subscribe", "Unsubscribe")
+
+# The transport truncates ExceptionInfo.Message to this many characters.
+EXCEPTION_MESSAGE_MAX = 16384
+
+# --- Headers JSON ------------------------------------------------------------------------
+
+
+class PoisonHeaders(ValueError):
+    """The Headers column cannot be read as NServiceBus headers.
+
+    Carries the raw `text` unchanged so the caller can move the row to the error
+    queue as it is, the way the .NET transport treats unparseable headers.
+    """
+
+    def __init__(self, reason: str, text: Any) -> None:
+        self.reason = reason
+        self.text = text
+        preview = text if not isinstance(text, str) or len(text) <= 200 else text[:200] + "..."
+        super().__init__(f"unreadable message headers ({reason}): {preview!r}")
+
+
+# What DataContractJsonSerializer escapes: `"`, `\`, `/`, control characters (with the
+# short forms \b \t \n \f \r), UTF-16 surrogates (so characters beyond U+FFFF become a
+# \uXXXX\uXXXX pair), U+FFFE/U+FFFF and the Unicode newlines U+0085/U+2028/U+2029, all
+# in lowercase hex. Every other character, ASCII or not, is written as is.
+_SHORT_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "/": "\\/",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
+_NEEDS_ESCAPE = re.compile(
+    '[\x00-\x1f"/\\\\\x85\u2028\u2029\ud800-\udfff\ufffe\uffff\U00010000-\U0010ffff]'
+)
+
+
+def _escape_char(match: re.Match) -> str:
+    char = match.group()
+    short = _SHORT_ESCAPES.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    if code > 0xFFFF:
+        code -= 0x10000
+        return "\\u%04x\\u%04x" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF))
+    return "\\u%04x" % code
+
+
+def _json_string(value: str) -> str:
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, value) + '"'
+
+
+def encode_headers(headers: Mapping[str, str]) -> str:
+    """Headers as the .NET transport writes them: `{"k":"v",...}`, byte for byte.
+
+    Compact, insertion order kept, `/` as `\\/`. Keys and values must be `str`;
+    `None` is refused rather than written as `null`, because a missing header and
+    an empty one mean different things to NServiceBus and `null` means neither.
+    """
+    if not isinstance(headers, Mapping):
+        raise TypeError(f"headers must be a mapping of str to str, not {type(headers).__name__}")
+    parts = []
+    for key, value in headers.items():
+        if not isinstance(key, str):
+            raise TypeError(f"header names must be str, not {type(key).__name__}: {key!r}")
+        if not isinstance(value, str):
+            if value is None:
+                raise TypeError(
+                    f"header {key!r} is None; NServiceBus headers are never null, leave the header out instead"
+                )
+            raise TypeError(f"header {key!r} must be a str, not {type(value).__name__}: {value!r}")
+        parts.append(_json_string(key) + ":" + _json_string(value))
+    return "{" + ",".join(parts) + "}"
+
+
+class _Pairs(list):
+    """A JSON object as (key, value) pairs, so duplicates and nesting stay visible."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_headers(text: str) -> dict[str, str]:
+    """Headers from any sender the transport has seen; `PoisonHeaders` for the rest.
+
+    Accepts `/` or `\\/`, `\\uXXXX` escapes in either case (surrogate pairs joined),
+    non-ASCII as is, any whitespace or indentation, a leading UTF-8 BOM, and raw
+    control characters inside strings (older SimpleJson-era writers left them).
+
+    Scalar values from hand-written senders are read as .NET's
+    DataContractJsonSerializer reads them into Dictionary<string, string>: the token
+    text verbatim, so `true` -> "true", `1.50` -> "1.50", `1E5` -> "1E5". A `null`
+    value (the .NET transport itself writes one for a null HelpLink or Source) leaves
+    the header out: .NET keeps a null entry, which Python's dict[str, str] cannot,
+    and NServiceBus treats a null header like a missing one.
+
+    Poison: empty text, invalid JSON, anything but a top-level object, arrays or
+    nested objects as values, NaN/Infinity, and duplicate keys (.NET's dictionary
+    Add throws on them, and silently picking one could misroute a reply).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"headers text must be str, not {type(text).__name__}")
+    body = text[1:] if text.startswith("\ufeff") else text
+    if not body.strip():
+        raise PoisonHeaders("empty", text)
+    try:
+        parsed = json.loads(
+            body,
+            object_pairs_hook=_Pairs,
+            parse_int=str,
+            parse_float=str,
+            parse_constant=_refuse_constant,
+            strict=False,
+        )
+    except RecursionError:
+        raise PoisonHeaders("nested too deeply", text) from None
+    except ValueError as error:
+        raise PoisonHeaders(f"invalid JSON: {error}", text) from None
+    if not isinstance(parsed, _Pairs):
+        raise PoisonHeaders("not a JSON object", text)
+    headers: dict[str, str] = {}
+    seen: set[str] = set()
+    for key, value in parsed:
+        if key in seen:
+            raise PoisonHeaders(f"duplicate header {key!r}", text)
+        seen.add(key)
+        if isinstance(value, str):
+            headers[key] = value
+        elif value is True:
+            headers[key] = "true"
+        elif value is False:
+            headers[key] = "false"
+        elif value is None:
+            continue
+        elif isinstance(value, _Pairs):
+            raise PoisonHeaders(f"header {key!r} is a nested object", text)
+        else:
+            raise PoisonHeaders(f"header {key!r} is an array", text)
+    return headers
+
+
+# --- Canonical addresses (3.1+) ----------------------------------------------------------
+
+
+def _quote(name: str) -> str:
+    return "[" + name.replace("]", "]]") + "]"
+
+
+@dataclass(frozen=True)
+class Address:
+    """A queue address `table@[schema]@[catalog]`, engine-neutral.
+
+    `None` means "the receiver's default" (schema dbo, the connection's catalog).
+    An empty or blank schema/catalog is stored as None, as the .NET transport does.
+    The table part is written unbracketed, so it can never contain `@`.
+    """
+
+    table: str
+    schema: str | None = None
+    catalog: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, str):
+            raise TypeError(f"table must be str, not {type(self.table).__name__}")
+        if not self.table.strip():
+            raise ValueError("address table part is empty")
+        if "@" in self.table:
+            raise ValueError(
+                f"address table part {self.table!r} contains '@'; the canonical form cannot carry it"
+            )
+        for field_name in ("schema", "catalog"):
+            value = getattr(self, field_name)
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise TypeError(f"{field_name} must be str or None, not {type(value).__name__}")
+            if not value.strip():
+                object.__setattr__(self, field_name, None)
+
+    def format(self) -> str:
+        """`table`, `table@[schema]`, `table@[schema]@[catalog]` or `table@[]@[catalog]`."""
+        text = self.table
+        if self.schema is not None:
+            text += "@" + _quote(self.schema)
+        if self.catalog is not None:
+            if self.schema is None:
+                text += "@[]"
+            text += "@" + _quote(self.catalog)
+        return text
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def _next_part(rest: str, what: str, text: str) -> tuple[str, str, bool]:
+    """(part, text after it, whether an '@' followed) for one schema or catalog part."""
+    if rest.startswith("["):
+        pieces = []
+        start = 1
+        while True:
+            close = rest.find("]", start)
+            if close < 0:
+                raise ValueError(
+                    f"address {text!r}: the {what} part has no closing ']' "
+                    "(a ']' inside brackets is written ']]')"
+                )
+            if rest.startswith("]]", close):
+                pieces.append(rest[start : close + 1])
+                start = close + 2
+                continue
+            pieces.append(rest[start:close])
+            after = rest[close + 1 :]
+            break
+        if not after:
+            return "".join(pieces), "", False
+        if after[0] != "@":
+            raise ValueError(
+                f"address {text!r}: unexpected {after[0]!r} after the closing ']' of the {what} part "
+                "(a ']' inside brackets is written ']]')"
+            )
+        return "".join(pieces), after[1:], True
+    part, sep, after = rest.partition("@")
+    if "[" in part or "]" in part:
+        raise ValueError(
+            f"address {text!r}: the unbracketed {what} part {part!r} contains a bracket; "
+            "write it as [name] with ']' doubled"
+        )
+    return part, after, bool(sep)
+
+
+def parse_address(text: str) -> Address:
+    """Read `table[@schema[@catalog]]`, each optional part bracketed or not.
+
+    The table is everything before the first `@` (as in v2 addresses). A bracketed
+    part may contain `@`, `.` and `]]`; dots are never separators, so database names
+    like `nsb.prod` survive. Empty parts (`@[]`) mean the default, as in .NET.
+    Trailing text, a fourth part and unbalanced brackets are refused instead of
+    being silently dropped as the .NET parser does.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"address must be str, not {type(text).__name__}")
+    table, sep, rest = text.partition("@")
+    if not table.strip():
+        raise ValueError(f"address {text!r}: the table part (before the first '@') is empty")
+    if not sep:
+        return Address(table)
+    schema, rest, more = _next_part(rest, "schema", text)
+    catalog = None
+    if more:
+        catalog, rest, more = _next_part(rest, "catalog", text)
+        if more:
+            raise ValueError(
+                f"address {text!r}: more than table, schema and catalog parts "
+                "(an '@' inside a schema or catalog must be bracketed; a table cannot contain '@')"
+            )
+    return Address(table, schema, catalog)
+
+
+# --- Timestamps --------------------------------------------------------------------------
+
+_TIME_SENT = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?::(\d{1,7}))? Z", re.ASCII
+)
+
+
+def format_time_sent(dt: datetime) -> str:
+    """`yyyy-MM-dd HH:mm:ss:ffffff Z` in UTC (colon before the microseconds, literal ` Z`).
+
+    Aware datetimes in other zones are converted to UTC, as .NET's ToUniversalTime
+    does; naive ones are refused because their zone would be a guess.
+    """
+    if not isinstance(dt, datetime):
+        raise TypeError(f"expected a datetime, not {type(dt).__name__}")
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise ValueError(f"naive datetime {dt!r}: give a timezone-aware (UTC) datetime")
+    d = dt.astimezone(timezone.utc)
+    return (
+        f"{d.year:04d}-{d.month:02d}-{d.day:02d} "
+        f"{d.hour:02d}:{d.minute:02d}:{d.second:02d}:{d.microsecond:06d} Z"
+    )
+
+
+def parse_time_sent(text: str) -> datetime:
+    """A UTC-aware datetime from the wire format, also with 0-7 fractional digits.
+
+    Seven digits (.NET ticks, written by older senders) are truncated to
+    microseconds; rounding could carry into the next second.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"expected str, not {type(text).__name__}")
+    match = _TIME_SENT.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not in the NServiceBus format 'yyyy-MM-dd HH:mm:ss:ffffff Z'")
+    year, month, day, hour, minute, second, fraction = match.groups()
+    micro = int((fraction or "").ljust(6, "0")[:6])
+    try:
+        return datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=timezone.utc
+        )
+    except ValueError as error:
+        raise ValueError(f"{text!r} is not a valid time: {error}") from None
+
+
+# --- Header sets -------------------------------------------------------------------------
+
+
+def _require_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be str, not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} is empty")
+    return value
+
+
+def standard_headers(
+    *,
+    message_id: str,
+    enclosed_types: Sequence[str] | str,
+    intent: str = "Send",
+    reply_to: str | Address | None,
+    content_type: str = "application/json",
+    correlation_id: str | None = None,
+    conversation_id: str | None = None,
+    originating_endpoint: str | None = None,
+    machine: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, str]:
+    """The headers a .NET receiver needs from a non-.NET sender, with NServiceBus's defaults.
+
+    CorrelationId defaults to the message id and ConversationId to a new GUID, as
+    NServiceBus does for a message sent outside a handler. `reply_to` is required
+    (pass None for a send-only sender) so that leaving it out is a decision; it is
+    checked as a canonical address. OriginatingEndpoint is only written when given.
+    """
+    _require_text("message_id", message_id)
+    if isinstance(enclosed_types, str):
+        types_value = _require_text("enclosed_types", enclosed_types)
+    else:
+        types = list(enclosed_types)
+        if not types:
+            raise ValueError("enclosed_types is empty")
+        for name in types:
+            _require_text("each enclosed type", name)
+            if ";" in name:
+                raise ValueError(f"enclosed type {name!r} contains ';', the separator between types")
+        types_value = ";".join(types)
+    if intent not in MESSAGE_INTENTS:
+        raise ValueError(f"intent {intent!r} is not one of {', '.join(MESSAGE_INTENTS)}")
+    _require_text("content_type", content_type)
+
+    headers = {
+        MESSAGE_ID: message_id,
+        ENCLOSED_MESSAGE_TYPES: types_value,
+        CONTENT_TYPE: content_type,
+        MESSAGE_INTENT: intent,
+    }
+    if reply_to is not None:
+        if isinstance(reply_to, Address):
+            headers[REPLY_TO_ADDRESS] = reply_to.format()
+        else:
+            parse_address(_require_text("reply_to", reply_to))
+            headers[REPLY_TO_ADDRESS] = reply_to
+    headers[CORRELATION_ID] = (
+        message_id if correlation_id is None else _require_text("correlation_id", correlation_id)
+    )
+    headers[CONVERSATION_ID] = (
+        str(uuid.uuid4()) if conversation_id is None else _require_text("conversation_id", conversation_id)
+    )
+    headers[TIME_SENT] = format_time_sent(datetime.now(timezone.utc) if now is None else now)
+    if originating_endpoint is not None:
+        headers[ORIGINATING_ENDPOINT] = _require_text("originating_endpoint", originating_endpoint)
+    headers[ORIGINATING_MACHINE] = (
+        socket.gethostname() if machine is None else _require_text("machine", machine)
+    )
+    return headers
+
+
+def _type_name(cls: type) -> str:
+    # Like traceback output: built-ins unqualified, everything else module.QualName.
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _inner(exc: BaseException) -> BaseException | None:
+    if exc.__cause__ is not None:
+        return exc.__cause__
+    if exc.__context__ is not None and not exc.__suppress_context__:
+        return exc.__context__
+    return None
+
+
+def _source(exc: BaseException) -> str:
+    # .NET's Exception.Source names the assembly that threw; the nearest Python
+    # equivalent is the module of the frame that raised.
+    tb = exc.__traceback__
+    if tb is None:
+        return type(exc).__module__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return str(tb.tb_frame.f_globals.get("__name__", type(exc).__module__))
+
+
+def error_headers(
+    headers: Mapping[str, str],
+    exc: BaseException,
+    failed_queue: str,
+    now: datetime | None = None,
+) -> dict[str, str]:
+    """A new dict: `headers` plus what NServiceBus adds when moving a message to the error queue.
+
+    ExceptionType/InnerExceptionType/Message/Source/StackTrace, FailedQ and
+    TimeOfFailure (TimeSent format), so ServiceControl and ServicePulse show the
+    failure and can retry to FailedQ. ExceptionInfo.* headers left by an earlier
+    failure are dropped first, so they always describe this failure. HelpLink has
+    no Python counterpart and is left out (.NET writes null there, which readers
+    treat as missing).
+    """
+    if not isinstance(exc, BaseException):
+        raise TypeError(f"exc must be an exception, not {type(exc).__name__}")
+    _require_text("failed_queue", failed_queue)
+    result = {key: value for key, value in headers.items() if not key.startswith(EXCEPTION_INFO_PREFIX)}
+    result[EXCEPTION_TYPE] = _type_name(type(exc))
+    inner = _inner(exc)
+    if inner is not None:
+        result[INNER_EXCEPTION_TYPE] = _type_name(type(inner))
+    result[EXCEPTION_MESSAGE] = str(exc)[:EXCEPTION_MESSAGE_MAX]
+    result[EXCEPTION_SOURCE] = _source(exc)
+    result[EXCEPTION_STACKTRACE] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    result[FAILED_Q] = failed_queue
+    result[TIME_OF_FAILURE] = format_time_sent(datetime.now(timezone.utc) if now is None else now)
+    return result
+
+
+__all__ += [name for name in list(globals()) if name.isupper() and not name.startswith("_") and name not in __all__]

@@ -1,0 +1,273 @@
+"""The runtime against tables made by the project's own migrations, on real SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+import pytest
+
+from sqltransport_schema.db import make_engine
+from sqltransport_schema.runtime import wire
+from sqltransport_schema.runtime.pump import MessagePump
+from sqltransport_schema.runtime.transport import Transport
+
+from . import catalog
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+  - name: Billing
+queues:
+  - name: error
+  - name: audit
+"""
+
+
+@pytest.fixture
+def transport(project, db_url, monkeypatch):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(db_url)
+    engine = make_engine(db_url)
+    monkeypatch.chdir(project.root)
+    yield Transport.from_database(engine, str(project.ini))
+    engine.dispose()
+
+
+def headers(n: int | str = 0, **extra) -> dict[str, str]:
+    return {**wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[dbo]"), "n": str(n), **extra}
+
+
+def test_from_database_reads_the_deployed_version(transport):
+    assert transport.version == "9.1"
+    assert transport.subscription_table.table == "SubscriptionRouting"
+
+
+def test_fifo_order_and_headers_round_trip(transport):
+    sales = transport.queue("Sales")
+    sent = []
+    with transport.engine.begin() as conn:
+        for n in range(25):
+            h = headers(n, path="a/b", text="Fäktura ☃")
+            sent.append((sales.send(conn, f"body {n}".encode(), h), h))
+    received = []
+    with transport.engine.begin() as conn:
+        assert sales.peek(conn) == 25
+        while (message := sales.receive(conn)) is not None:
+            received.append(message)
+    assert [m.id for m in received] == [message_id for message_id, _ in sent]
+    assert [m.headers for m in received] == [h for _, h in sent]
+    assert received[3].body == b"body 3"
+
+
+def test_expired_messages_are_dropped_never_returned(transport):
+    sales = transport.queue("Sales")
+    with transport.engine.begin() as conn:
+        sales.send(conn, b"short-lived", headers("gone"), time_to_be_received=0.05)
+        keep = sales.send(conn, b"kept", headers("kept"))
+        sales.send(conn, b"short-lived", headers("gone"), time_to_be_received=0.05)
+    time.sleep(0.3)
+    with transport.engine.begin() as conn:
+        assert sales.receive(conn).id == keep
+        assert sales.receive(conn) is None
+
+
+def test_purge_expired_in_batches_and_purge_all(transport):
+    sales = transport.queue("Sales")
+    with transport.engine.begin() as conn:
+        sales.send_many(conn, [(b"x", headers(n)) for n in range(7)], time_to_be_received=0.01)
+        sales.send(conn, b"y", headers("live"))
+    time.sleep(0.2)
+    with transport.engine.begin() as conn:
+        assert sales.purge_expired(conn, batch_size=3) == 7
+        assert sales.peek(conn) == 1
+        assert sales.purge(conn) == 1
+        assert sales.receive(conn) is None
+
+
+def test_rollback_puts_the_message_back_with_the_callers_writes(transport):
+    sales, audit = transport.queue("Sales"), transport.queue("audit")
+    with transport.engine.begin() as conn:
+        first = sales.send(conn, b"1", headers(1))
+    with transport.engine.connect() as conn:
+        with pytest.raises(RuntimeError):
+            with conn.begin():
+                assert sales.receive(conn).id == first
+                audit.send(conn, b"side effect", headers("audit"))  # the caller's own write
+                raise RuntimeError("handler failed")
+    with transport.engine.begin() as conn:
+        assert audit.receive(conn) is None  # rolled back with the receive
+        assert sales.receive(conn).id == first  # back in the queue
+        audit.send(conn, b"side effect", headers("audit"))
+    with transport.engine.begin() as conn:
+        assert audit.receive(conn) is not None and sales.receive(conn) is None  # committed together
+
+
+def test_batched_receive_keeps_fifo_and_leaves_the_rest(transport):
+    sales = transport.queue("Sales")
+    with transport.engine.begin() as conn:
+        ids = sales.send_many(conn, [(bytes([n]), headers(n)) for n in range(120)])
+    with transport.engine.begin() as conn:
+        batch = sales.receive_batch(conn, 50)
+    assert [m.id for m in batch] == ids[:50]
+    with transport.engine.begin() as conn:
+        assert [m.id for m in sales.receive_batch(conn, 100)] == ids[50:]
+        assert sales.receive_batch(conn, 10) == []
+
+
+def test_delayed_messages_move_when_due_and_are_forwarded(transport):
+    sales = transport.endpoint("Sales")
+    billing = transport.queue("Billing")
+    with transport.engine.begin() as conn:
+        sales.send_delayed(conn, billing, b"later", headers("delayed"), due_after=0.4)
+        assert sales.move_due(conn) == 0  # not due yet
+        assert sales.next_due(conn) is not None
+    time.sleep(0.8)
+    with transport.engine.begin() as conn:
+        assert sales.move_due(conn) == 1
+        assert sales.next_due(conn) is None
+    with transport.engine.begin() as conn:
+        moved = sales.input.receive(conn)
+    assert moved.headers[wire.FORWARD_DESTINATION] == billing.address
+    assert moved.body == b"later"
+
+    # The input queue's pump forwards it to where it was sent.
+    with transport.engine.begin() as conn:
+        sales.input.send(conn, moved.body, moved.headers)
+    handled = []
+    pump = MessagePump(transport, sales.input, lambda m, c: handled.append(m), endpoint=sales, peek_delay=0.1)
+    assert pump.receive_one() is True
+    assert handled == []
+    with transport.engine.begin() as conn:
+        arrived = billing.receive(conn)
+    assert arrived.body == b"later" and wire.FORWARD_DESTINATION not in arrived.headers
+
+
+def test_subscribe_unsubscribe_find_and_publish(transport):
+    subs = transport.subscriptions()
+    billing, audit = transport.queue("Billing"), transport.queue("audit")
+    with transport.engine.begin() as conn:
+        subs.subscribe(conn, "Billing", billing.address, "Shop.OrderPlaced")
+        subs.subscribe(conn, "Audit", audit.address, "Shop.OrderPlaced")
+        subs.subscribe(conn, "Audit", audit.address, "Shop.OrderShipped")
+        subs.subscribe(conn, "Billing", billing.address, "Shop.OrderPlaced")  # again: no duplicate
+        assert subs.subscribers(conn, ["Shop.OrderPlaced"]) == sorted([billing.address, audit.address])
+        assert subs.subscribers(conn, ["Shop.OrderShipped", "Shop.Nothing"]) == [audit.address]
+        subs.unsubscribe(conn, "Audit", "Shop.OrderPlaced")
+        assert subs.subscribers(conn, ["Shop.OrderPlaced"]) == [billing.address]
+        assert transport.publish(conn, ["Shop.OrderPlaced"], b"event", headers("event")) == [billing.address]
+    with transport.engine.begin() as conn:
+        event = billing.receive(conn)
+        assert event.headers[wire.MESSAGE_INTENT] == "Publish" and audit.receive(conn) is None
+
+
+def test_poison_headers_go_to_the_error_queue_unchanged(transport):
+    sales, error = transport.queue("Sales"), transport.queue("error")
+    raw = '{"NServiceBus.MessageId": "x", broken'
+    with transport.engine.begin() as conn:
+        poison_id = sales.send(conn, b"\x00\x01poison", raw)
+    pump = MessagePump(transport, sales, lambda m, c: pytest.fail("handler must not see poison"), peek_delay=0.1)
+    assert pump.receive_one() is True
+    with transport.engine.begin() as conn:
+        moved = error.receive(conn)
+    assert (moved.id, moved.raw_headers, moved.body) == (poison_id, raw, b"\x00\x01poison")
+    assert moved.poison is not None
+
+
+def test_failing_handler_retries_then_error_queue_with_exception(transport, caplog):
+    sales, error = transport.queue("Sales"), transport.queue("error")
+    with transport.engine.begin() as conn:
+        message_id = sales.send(conn, b"boom", headers("boom"))
+    calls = []
+
+    def handler(message, context):
+        calls.append(message.id)
+        raise ValueError("cannot process order 42")
+
+    pump = MessagePump(transport, sales, handler, immediate_retries=2, peek_delay=0.1)
+    with caplog.at_level(logging.ERROR):
+        for _ in range(4):
+            pump.receive_one()
+    assert calls == [message_id] * 3  # first attempt + 2 immediate retries
+    with transport.engine.begin() as conn:
+        failed = error.receive(conn)
+        assert sales.receive(conn) is None
+    assert failed.id == message_id and failed.body == b"boom"
+    assert failed.headers[wire.EXCEPTION_MESSAGE] == "cannot process order 42"
+    assert "ValueError" in failed.headers[wire.EXCEPTION_TYPE]
+    assert failed.headers[wire.FAILED_Q] == sales.address
+
+
+def test_pump_drains_with_concurrency_and_stops_gracefully(transport):
+    sales, audit = transport.queue("Sales"), transport.queue("audit")
+    with transport.engine.begin() as conn:
+        sales.send_many(conn, [(str(n).encode(), headers(n)) for n in range(60)])
+    seen, lock = [], threading.Lock()
+
+    def handler(message, context):
+        context.send(audit.address, message.body, {"n": message.headers["n"]})  # in the receive's transaction
+        with lock:
+            seen.append(int(message.headers["n"]))
+
+    pump = MessagePump(transport, sales, handler, concurrency=4, peek_delay=0.1)
+    pump.start()
+    deadline = time.time() + 30
+    while len(seen) < 60 and time.time() < deadline:
+        time.sleep(0.05)
+    pump.stop(timeout=10)
+    assert sorted(seen) == list(range(60))
+    with transport.engine.begin() as conn:
+        assert len(audit.receive_batch(conn, 100)) == 60
+
+
+def test_peek_delay_outside_the_recommended_range_warns(transport, caplog):
+    with caplog.at_level(logging.WARNING):
+        MessagePump(transport, transport.queue("Sales"), lambda m, c: None, peek_delay=30)
+    assert "outside the recommended" in caplog.text
+
+
+def test_missing_table_is_reported_as_a_warning(transport, db_url, caplog):
+    catalog.execute(db_url, 'DROP TABLE "audit"' if db_url.startswith("sqlite") else 'DROP TABLE "public"."audit"')
+    with caplog.at_level(logging.WARNING):
+        Transport.from_database(transport.engine, "alembic.ini")
+    assert "queue table" in caplog.text and "audit" in caplog.text and "missing" in caplog.text
+
+
+def test_interoperates_with_the_postgresql_transports_own_sql(project, pg_url):
+    """Messages written and read with the exact statements of transport-facts §7."""
+    import psycopg
+
+    project.write_topology(TOPOLOGY.replace('"9.1"', '"9.1"\nengines: [postgresql]'))
+    project.compile("initial")
+    project.upgrade(pg_url)
+    engine = make_engine(pg_url)
+    transport = Transport(engine, "9.1")
+    sales = transport.queue("Sales")
+    nsb_send = (
+        'INSERT INTO "public"."Sales" (Id, Expires, Headers, Body) VALUES (%(Id)s, (now() AT TIME ZONE \'UTC\') + '
+        "(%(TimeToBeReceivedMs)s || ' ms')::INTERVAL, %(Headers)s, %(Body)s)"
+    )
+    nsb_receive = (
+        'DELETE FROM "public"."Sales" rs WHERE rs.id = (SELECT id FROM "public"."Sales" ORDER BY Seq LIMIT 1 FOR UPDATE SKIP LOCKED) '
+        "RETURNING rs.id, CASE WHEN Expires IS NULL THEN 0 WHEN Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, rs.Headers, rs.Body"
+    )
+    nsb_headers = '{"NServiceBus.MessageId":"0b0c6b5e-1c1e-4a43-9a53-0a1b2c3d4e5f","NServiceBus.ReplyToAddress":"Shop@[public]","x":"a\\/b"}'
+    with psycopg.connect(pg_url.replace("+psycopg", "")) as raw:
+        raw.execute(nsb_send, {"Id": uuid.uuid4(), "TimeToBeReceivedMs": None, "Headers": nsb_headers, "Body": b"from .NET"})
+    with engine.begin() as conn:
+        received = sales.receive(conn)
+    assert received.headers == {"NServiceBus.MessageId": "0b0c6b5e-1c1e-4a43-9a53-0a1b2c3d4e5f", "NServiceBus.ReplyToAddress": "Shop@[public]", "x": "a/b"}
+    assert received.body == b"from .NET"
+
+    ours = headers("to .NET", path="x/y")
+    with engine.begin() as conn:
+        sent_id = sales.send(conn, b"from Python", ours)
+    with psycopg.connect(pg_url.replace("+psycopg", "")) as raw:
+        row = raw.execute(nsb_receive).fetchone()
+    assert (str(row[0]), row[1], row[3]) == (sent_id, 0, b"from Python")
+    assert wire.decode_headers(row[2]) == ours and '"x\\/y"' in row[2]
+    engine.dispose()
