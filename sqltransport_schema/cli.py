@@ -98,6 +98,39 @@ def cmd_compile(args) -> int:
     return EXIT_OK
 
 
+def cmd_statements(args) -> int:
+    """Every runtime statement of one engine and version, as a DBA reviews them."""
+    from . import engines
+    from .schema import TableName
+    from .versions import profile
+
+    engine = engines.get(args.engine)
+    prof = profile(args.transport_version)
+    reason = engine.unsupported(prof)
+    if reason:
+        raise ValueError(reason)
+    queue = TableName(args.queue, args.schema, args.catalog)
+    statements = engine.runtime_statements(
+        prof,
+        queue,
+        delayed=TableName(f"{args.queue}.{args.delayed_suffix}", args.schema, args.catalog),
+        subscriptions=TableName(args.subscription_table, args.schema, args.catalog),
+        topics=args.topics,
+    )
+    if args.format == "json":
+        payload = {name: {"doc": st.doc, "params": list(st.params), "sql": st.sql} for name, st in statements.items()}
+        sys.stdout.write(json.dumps({"engine": engine.name, "transport_version": prof.version, "statements": payload}, indent=2) + "\n")
+        return EXIT_OK
+    comment = "--"
+    sys.stdout.write(f"{comment} sqltransport-schema runtime statements: {engine.name}, transport {prof.version}\n")
+    for name, st in statements.items():
+        params = ", ".join("@" + p for p in dict.fromkeys(st.params)) or "none"
+        sys.stdout.write(f"\n{comment} {name}: {st.doc}\n{comment} parameters: {params}\n{st.sql.strip()}\n")
+        if engine.name == "mssql":
+            sys.stdout.write("GO\n")
+    return EXIT_OK
+
+
 def cmd_json_schema(args) -> int:
     text = json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n"
     if args.output:
@@ -126,6 +159,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="validate topology.yaml and report every problem")
     common(p, with_config=False)
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("statements", help="print every runtime statement of an engine and transport version")
+    p.add_argument("--engine", required=True, choices=("mssql", "postgresql", "sqlite"))
+    p.add_argument("--transport-version", default="9.1")
+    p.add_argument("--queue", default="MyQueue", help="queue table the statements name (default: MyQueue)")
+    p.add_argument("--schema", help="schema of the tables (default: the engine's default)")
+    p.add_argument("--catalog", help="catalog (SQL Server three-part names)")
+    p.add_argument("--subscription-table", default="SubscriptionRouting")
+    p.add_argument("--delayed-suffix", default="Delayed")
+    p.add_argument("--topics", type=int, default=1, help="how many topics find_subscribers takes")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_statements)
 
     p = sub.add_parser("json-schema", help="print the JSON Schema of topology.yaml")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")

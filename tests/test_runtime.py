@@ -27,15 +27,19 @@ queues:
 """
 
 
-@pytest.fixture
-def transport(project, db_url, monkeypatch):
+def deployed(project, url, monkeypatch) -> Transport:
     project.write_topology(TOPOLOGY)
     project.compile("initial")
-    project.upgrade(db_url)
-    engine = make_engine(db_url)
+    project.upgrade(url)
     monkeypatch.chdir(project.root)
-    yield Transport.from_database(engine, str(project.ini))
-    engine.dispose()
+    return Transport.from_database(make_engine(url), str(project.ini))
+
+
+@pytest.fixture
+def transport(project, db_url, monkeypatch):
+    deployed_transport = deployed(project, db_url, monkeypatch)
+    yield deployed_transport
+    deployed_transport.engine.dispose()
 
 
 def headers(n: int | str = 0, **extra) -> dict[str, str]:
@@ -271,3 +275,25 @@ def test_interoperates_with_the_postgresql_transports_own_sql(project, pg_url):
     assert (str(row[0]), row[1], row[3]) == (sent_id, 0, b"from Python")
     assert wire.decode_headers(row[2]) == ours and '"x\\/y"' in row[2]
     engine.dispose()
+
+
+def test_missing_expiry_index_is_reported_the_way_the_transport_reports_it(project, sqlite_url, monkeypatch, caplog):
+    transport = deployed(project, sqlite_url, monkeypatch)  # the PostgreSQL layout has no expiry index
+    catalog.execute(sqlite_url, 'DROP INDEX "Sales_Expires"')
+    with caplog.at_level(logging.WARNING):
+        Transport.from_database(transport.engine, "alembic.ini")
+    assert 'Table "Sales" does not contain index "Sales_Expires"' in caplog.text
+    assert "billing" not in caplog.text.casefold()
+
+
+def test_statements_command_prints_every_statement_for_review(capsys):
+    from sqltransport_schema import cli
+
+    assert cli.main(["statements", "--engine", "postgresql", "--queue", "Sales", "--topics", "2"]) == 0
+    out = capsys.readouterr().out
+    for name in ("send", "receive", "receive_batch", "peek", "purge_expired", "purge_all", "store_delayed",
+                 "move_due_delayed", "subscribe", "unsubscribe", "find_subscribers"):
+        assert f"-- {name}: " in out
+    assert 'INSERT INTO "public"."Sales" (Id, Expires, Headers, Body)' in out
+    assert "WHERE Topic IN (@Topic0, @Topic1)" in out
+    assert cli.main(["statements", "--engine", "postgresql", "--transport-version", "4.0"]) == 2

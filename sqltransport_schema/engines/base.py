@@ -77,6 +77,10 @@ class Engine:
             out.setdefault(self.table_key(TableName(table, schema)), set()).add(column.lower())
         return out
 
+    def catalog_warnings(self, connection, queues: list[TableName], profile: Profile) -> list[str]:
+        """What the transport would warn of at start-up (a missing expiry index, non-Unicode headers)."""
+        return []
+
     def unsupported(self, profile: Profile) -> str | None:
         """Why this engine cannot host the given transport version, or None."""
         return None

@@ -77,6 +77,22 @@ CREATE TABLE IF NOT EXISTS {table} (
 
     index_suffixes = {"queue": ("_Expires",), "delayed": ("_Due",)}
 
+    MISSING_INDEX = (
+        "Table {table} does not contain index {index}. Adding this index will speed up the process of purging "
+        "expired messages from the queue. Run `alembic upgrade head`, or create it as the migrations do."
+    )
+
+    def catalog_warnings(self, connection, queues: list[TableName], profile: Profile) -> list[str]:
+        if profile.expires_index is ExpiresIndex.NONE:
+            return []
+        indexes = {row[0].casefold() for row in connection.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        warnings = []
+        for name in queues:
+            index = self._index(TableSpec(Kind.QUEUE, name))
+            if index.casefold() not in indexes:
+                warnings.append(self.MISSING_INDEX.format(table=self.qualified(name), index=self.quote(index)))
+        return warnings
+
     def _index(self, spec: TableSpec) -> str:
         return self.index_names(spec)[0].table
 

@@ -114,7 +114,8 @@ class Transport:
         """Differences between the catalog and the recorded blueprint, as the transport warns of them."""
         with self.engine.connect() as conn:
             existing = self.dialect.existing_columns(conn)
-        warnings = []
+            present = [s.name for s in blueprint.tables if s.kind is Kind.QUEUE and self.dialect.table_key(s.name) in existing]
+            warnings = self.dialect.catalog_warnings(conn, present, self.profile)
         for spec in blueprint.tables:
             found = existing.get(self.dialect.table_key(spec.name))
             where = self.dialect.display(spec.name, self.profile)
