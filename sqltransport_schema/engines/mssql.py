@@ -7,8 +7,9 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 
 from __future__ import annotations
 
+from ..runtime.statements import Statement
 from ..schema import SchemaName, TableName, TableSpec
-from ..versions import ExpiresIndex, Profile, ScriptStyle
+from ..versions import FEATURE_SINCE, ExpiresIndex, Profile, ScriptStyle, parse_version
 from .base import Engine
 
 MAX_IDENTIFIER = 128
@@ -337,3 +338,499 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         if schema.schema.casefold() == self.default_schema:
             return []
         return [self.DROP_SCHEMA.format(**self._schema_fields(schema, "DROP SCHEMA"))]
+
+    # =====================================================================================
+    # -- runtime statements (seed 003 "Runtime", transport-facts §4) ------------------------
+    # =====================================================================================
+    # One constant per statement, as the transport's SqlConstants. Placeholders: {table} the
+    # queue, {delayed} the endpoint's delayed table, {subscriptions} the subscription table
+    # (each bracket-quoted and qualified for the version), {table_literal} the queue's
+    # qualified name escaped for an N'...' literal, {sys} the catalog's sys schema. @Name
+    # are parameters; @NOCOUNT, @DueAfter and @batch are T-SQL variables declared in the
+    # statement. Version boundaries (RUNTIME_SINCE) are runtime-only facts, so they live
+    # here rather than in Profile.
+
+    # The NOCOUNT save/restore around send, receive and store is the transport's: the
+    # caller's setting is left as it found it.
+
+    # Send, 1.x - 6.x: seed 003's form, filling CorrelationId/ReplyToAddress for v1/v2 receivers.
+    SEND_WITH_CORRELATION = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
+SET NOCOUNT ON;
+
+INSERT INTO {table} (
+    Id,
+    CorrelationId,
+    ReplyToAddress,
+    Recoverable,
+    Expires,
+    Headers,
+    Body)
+VALUES (
+    @Id,
+    @CorrelationId,
+    @ReplyToAddress,
+    1,
+    CASE WHEN @TimeToBeReceivedMs IS NOT NULL
+        THEN DATEADD(ms, @TimeToBeReceivedMs, GETUTCDATE()) END,
+    @Headers,
+    @Body);
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    # Send, 7.0+ (transport-facts §4, "latest send"): correlation and reply-to travel in the headers only.
+    SEND = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
+SET NOCOUNT ON;
+
+INSERT INTO {table} (
+    Id,
+    Recoverable,
+    Expires,
+    Headers,
+    Body)
+VALUES (
+    @Id,
+    1,
+    CASE WHEN @TimeToBeReceivedMs IS NOT NULL
+        THEN DATEADD(ms, @TimeToBeReceivedMs, GETUTCDATE()) END,
+    @Headers,
+    @Body);
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    # Send, 7.0+, on a queue whose Recoverable column was dropped (chosen by CHECK_RECOVERABLE_COLUMN).
+    SEND_WITHOUT_RECOVERABLE = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
+SET NOCOUNT ON;
+
+INSERT INTO {table} (
+    Id,
+    Expires,
+    Headers,
+    Body)
+VALUES (
+    @Id,
+    CASE WHEN @TimeToBeReceivedMs IS NOT NULL
+        THEN DATEADD(ms, @TimeToBeReceivedMs, GETUTCDATE()) END,
+    @Headers,
+    @Body);
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    # Receive, 1.x - 4.0: seed 003's form (CorrelationId/ReplyToAddress in the output).
+    RECEIVE_WITH_CORRELATION = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
+SET NOCOUNT ON;
+
+WITH message AS (
+    SELECT TOP(1) *
+    FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
+    ORDER BY RowVersion)
+DELETE FROM message
+OUTPUT
+    deleted.Id,
+    deleted.CorrelationId,
+    deleted.ReplyToAddress,
+    CASE WHEN deleted.Expires IS NULL
+        THEN 0
+        ELSE CASE WHEN deleted.Expires > GETUTCDATE()
+            THEN 0
+            ELSE 1
+        END
+    END,
+    deleted.Headers,
+    deleted.Body;
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    # Receive, 4.1+ (transport-facts §4, "latest receive").
+    RECEIVE = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
+SET NOCOUNT ON;
+
+WITH message AS (
+    SELECT TOP(1) *
+    FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
+    ORDER BY RowVersion)
+DELETE FROM message
+OUTPUT
+    deleted.Id,
+    CASE WHEN deleted.Expires IS NULL
+        THEN 0
+        ELSE CASE WHEN deleted.Expires > GETUTCDATE()
+            THEN 0
+            ELSE 1
+        END
+    END,
+    deleted.Headers,
+    deleted.Body;
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    # Beyond the transport: up to @BatchSize messages in one round trip, the same locking
+    # hints as RECEIVE (no message is handed to two receivers; rows locked by others are
+    # skipped), the same output columns per version plus RowVersion last. DELETE ... OUTPUT
+    # returns rows in no defined order, so they pass through a table variable and come back
+    # ordered by RowVersion, oldest first, as RECEIVE hands them out one by one. Headers is
+    # held as nvarchar(max), which takes a varchar(max) column without loss. Keep @BatchSize
+    # well below SQL Server's lock escalation threshold (about 5,000 row locks).
+    RECEIVE_BATCH_WITH_CORRELATION = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
+SET NOCOUNT ON;
+
+DECLARE @batch TABLE (
+    Id uniqueidentifier NOT NULL,
+    CorrelationId varchar(255),
+    ReplyToAddress varchar(255),
+    Expired int NOT NULL,
+    Headers nvarchar(max) NOT NULL,
+    Body varbinary(max),
+    RowVersion bigint NOT NULL);
+
+WITH message AS (
+    SELECT TOP(@BatchSize) *
+    FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
+    ORDER BY RowVersion)
+DELETE FROM message
+OUTPUT
+    deleted.Id,
+    deleted.CorrelationId,
+    deleted.ReplyToAddress,
+    CASE WHEN deleted.Expires IS NULL
+        THEN 0
+        ELSE CASE WHEN deleted.Expires > GETUTCDATE()
+            THEN 0
+            ELSE 1
+        END
+    END,
+    deleted.Headers,
+    deleted.Body,
+    deleted.RowVersion
+INTO @batch (Id, CorrelationId, ReplyToAddress, Expired, Headers, Body, RowVersion);
+
+SELECT Id, CorrelationId, ReplyToAddress, Expired, Headers, Body, RowVersion
+FROM @batch
+ORDER BY RowVersion;
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    RECEIVE_BATCH = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
+SET NOCOUNT ON;
+
+DECLARE @batch TABLE (
+    Id uniqueidentifier NOT NULL,
+    Expired int NOT NULL,
+    Headers nvarchar(max) NOT NULL,
+    Body varbinary(max),
+    RowVersion bigint NOT NULL);
+
+WITH message AS (
+    SELECT TOP(@BatchSize) *
+    FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
+    ORDER BY RowVersion)
+DELETE FROM message
+OUTPUT
+    deleted.Id,
+    CASE WHEN deleted.Expires IS NULL
+        THEN 0
+        ELSE CASE WHEN deleted.Expires > GETUTCDATE()
+            THEN 0
+            ELSE 1
+        END
+    END,
+    deleted.Headers,
+    deleted.Body,
+    deleted.RowVersion
+INTO @batch (Id, Expired, Headers, Body, RowVersion);
+
+SELECT Id, Expired, Headers, Body, RowVersion
+FROM @batch
+ORDER BY RowVersion;
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    # Peek, up to 4.1.1: a plain count (transport-facts §4, the 4.0 form).
+    PEEK_COUNT = """\
+SELECT count(*) Id FROM {table} WITH (READPAST)"""
+
+    # Peek, 4.1.2 - 6.0.x: count at most {peek_batch_size} rows (seed 003); the number is a
+    # validated integer written into the text, as the transport formats it.
+    PEEK_TOP = """\
+SELECT count(*) Id
+FROM (SELECT TOP {peek_batch_size} * FROM {table} WITH (READPAST)) as count_table;"""
+
+    # Peek, 6.1+: the RowVersion range, an estimate that reads two index ends (transport-facts §4).
+    PEEK = """\
+SELECT isnull(cast(max([RowVersion]) - min([RowVersion]) + 1 AS int), 0) Id FROM {table} WITH (READPAST, READCOMMITTEDLOCK)"""
+
+    PURGE_EXPIRED = """\
+DELETE FROM {table}
+WHERE RowVersion
+    IN (SELECT TOP (@BatchSize) RowVersion
+        FROM {table} WITH (READPAST)
+        WHERE Expires < GETUTCDATE())"""
+
+    PURGE_ALL = "DELETE FROM {table}"
+
+    # The checks of seed 003, with the name as an N'...' literal and the catalog's own sys
+    # views: OBJECT_ID resolves a 3-part name, but a bare sys.indexes is the current database's.
+    CHECK_EXPIRES_INDEX = """\
+SELECT COUNT(*)
+FROM {sys}.indexes
+WHERE name = 'Index_Expires'
+    AND object_id = OBJECT_ID(N'{table_literal}')"""
+
+    CHECK_HEADERS_TYPE = """\
+SELECT t.name
+FROM {sys}.columns c
+INNER JOIN {sys}.types t ON c.system_type_id = t.system_type_id
+WHERE c.object_id = OBJECT_ID(N'{table_literal}')
+    AND c.name = 'Headers'"""
+
+    CHECK_RECOVERABLE_COLUMN = """\
+SELECT COUNT(*)
+FROM {sys}.columns c
+WHERE c.object_id = OBJECT_ID(N'{table_literal}')
+    AND c.name = 'Recoverable'"""
+
+    # Delayed delivery (3.1+), seed 003.
+    STORE_DELAYED = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
+SET NOCOUNT ON;
+
+DECLARE @DueAfter DATETIME = GETUTCDATE();
+SET @DueAfter = DATEADD(ms, @DueAfterMilliseconds, @DueAfter);
+SET @DueAfter = DATEADD(s, @DueAfterSeconds, @DueAfter);
+SET @DueAfter = DATEADD(n, @DueAfterMinutes, @DueAfter);
+SET @DueAfter = DATEADD(hh, @DueAfterHours, @DueAfter);
+SET @DueAfter = DATEADD(d, @DueAfterDays, @DueAfter);
+
+INSERT INTO {delayed} (
+    Headers,
+    Body,
+    Due)
+VALUES (
+    @Headers,
+    @Body,
+    @DueAfter);
+
+IF(@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF(@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    # Moves due messages into the owning endpoint's input queue, then reports when the next
+    # one falls due (seed 003).
+    MOVE_DUE_DELAYED = """\
+;WITH message AS (
+    SELECT TOP(@BatchSize) *
+    FROM {delayed} WITH (UPDLOCK, READPAST, ROWLOCK)
+    WHERE Due < GETUTCDATE())
+DELETE FROM message
+OUTPUT
+    NEWID(),
+    NULL,
+    NULL,
+    1,
+    NULL,
+    deleted.Headers,
+    deleted.Body
+INTO {table} (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body);
+
+SELECT TOP 1 GETUTCDATE() as UtcNow, Due as NextDue
+FROM {delayed}
+ORDER BY Due"""
+
+    # Beyond the transport (whose move would fail there): the same move into a queue whose
+    # Recoverable column was dropped.
+    MOVE_DUE_DELAYED_WITHOUT_RECOVERABLE = """\
+;WITH message AS (
+    SELECT TOP(@BatchSize) *
+    FROM {delayed} WITH (UPDLOCK, READPAST, ROWLOCK)
+    WHERE Due < GETUTCDATE())
+DELETE FROM message
+OUTPUT
+    NEWID(),
+    NULL,
+    NULL,
+    NULL,
+    deleted.Headers,
+    deleted.Body
+INTO {table} (Id, CorrelationId, ReplyToAddress, Expires, Headers, Body);
+
+SELECT TOP 1 GETUTCDATE() as UtcNow, Due as NextDue
+FROM {delayed}
+ORDER BY Due"""
+
+    # Subscriptions (5.0+), seed 003. {topics} becomes @Topic0, @Topic1, ... in the template.
+    SUBSCRIBE = """\
+MERGE {subscriptions} WITH (HOLDLOCK, TABLOCK) AS target
+USING(SELECT @Endpoint AS Endpoint, @QueueAddress AS QueueAddress, @Topic AS Topic) AS source
+ON target.Endpoint = source.Endpoint
+AND target.Topic = source.Topic
+WHEN MATCHED AND target.QueueAddress <> source.QueueAddress THEN
+UPDATE SET QueueAddress = @QueueAddress
+WHEN NOT MATCHED THEN
+INSERT
+(
+    QueueAddress,
+    Topic,
+    Endpoint
+)
+VALUES
+(
+    @QueueAddress,
+    @Topic,
+    @Endpoint
+);"""
+
+    UNSUBSCRIBE = """\
+DELETE FROM {subscriptions}
+WHERE
+    Endpoint = @Endpoint and
+    Topic = @Topic"""
+
+    FIND_SUBSCRIBERS = """\
+SELECT DISTINCT QueueAddress
+FROM {subscriptions}
+WHERE Topic IN ({topics})"""
+
+    # Where a statement's form changed (transport-facts §4); each is the first version of the new form.
+    RUNTIME_SINCE = {
+        # 4.1: receive stops returning CorrelationId/ReplyToAddress ("4.1+ no longer outputs ...").
+        # Before 4.1 every version gets seed 003's form: 3.0 - 4.0 used it; the 1.x/2.x texts
+        # (client-side expiry check, milliseconds to expiry) are not recorded, and the seed's
+        # expired flag gives the same guarantee on their tables (expired rows are deleted and
+        # flagged, never handled). 3.0's `WHERE Expires IS NULL OR Expires > GETUTCDATE()`
+        # filter is not reproduced: it left expired rows behind for the purge.
+        "receive_without_correlation": (4, 1, 0),
+        # 4.1.2: peek counts at most N rows ("4.1.2-6.0 used the TOP {n} count form"); before
+        # it the plain count of 4.0, the earliest peek §4 records, for every older version too.
+        "peek_top": (4, 1, 2),
+        # 6.1: peek reads the RowVersion range ("4.1.2-6.0" is the TOP form, so 6.0.x included).
+        "peek_rowversion_range": (6, 1, 0),
+        # 7.0: send writes only Id, Recoverable, Expires, Headers, Body, and copes with a dropped
+        # Recoverable column (§1: "7.x - 9.x send copes with a table whose Recoverable column was
+        # dropped"). 1.x - 6.x send fills CorrelationId/ReplyToAddress as in seed 003.
+        "send_without_correlation": (7, 0, 0),
+    }
+
+    def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
+                           subscriptions: TableName | None = None, topics: int = 1,
+                           recoverable_column: bool = True, peek_batch_size: int = 0) -> dict[str, Statement]:
+        """Every runtime statement of `profile`'s transport version for the queue `queue`.
+
+        `delayed` (3.1+) adds store/move of delayed messages (moved into `queue`, the owning
+        endpoint's input queue); `subscriptions` (5.0+) adds subscribe/unsubscribe/find with
+        `topics` parameters @Topic0..; `recoverable_column=False` (7.0+) sends into a queue
+        whose Recoverable column was dropped; `peek_batch_size` is the N of 4.1.2 - 6.0's peek.
+        """
+        v = parse_version(profile.version)
+        since = self.RUNTIME_SINCE
+        if isinstance(topics, bool) or not isinstance(topics, int) or topics < 1:
+            raise ValueError(f"topics must be a positive integer, not {topics!r}")
+        if isinstance(peek_batch_size, bool) or not isinstance(peek_batch_size, int) or peek_batch_size < 0:
+            raise ValueError(f"peek_batch_size must be a positive integer, not {peek_batch_size!r}")
+        peek_top = since["peek_top"] <= v < since["peek_rowversion_range"]
+        if peek_top and peek_batch_size <= 0:
+            raise ValueError(
+                f"transport {profile.version} peeks with SELECT TOP n: give peek_batch_size, a positive integer"
+            )
+        latest_send = v >= since["send_without_correlation"]
+        if not recoverable_column and not latest_send:
+            raise ValueError(
+                f"transport {profile.version} always writes the Recoverable column; "
+                "a queue without it needs transport 7.0 or later"
+            )
+        if delayed is not None and not profile.delayed_delivery:
+            raise ValueError(f"transport {profile.version} has no delayed delivery table (since {FEATURE_SINCE['delayed_delivery']})")
+        if subscriptions is not None and not profile.subscriptions:
+            raise ValueError(f"transport {profile.version} has no subscription table (since {FEATURE_SINCE['subscriptions']})")
+
+        qualified = self.qualified(queue, profile)
+        catalog = queue.catalog if profile.three_part_names else None
+        table = {"table": qualified}
+        probe = {"sys": self._sys(catalog), "table_literal": self.literal_text(qualified)}
+        correlation = v < since["receive_without_correlation"]
+
+        if not latest_send:
+            send, send_params = self.SEND_WITH_CORRELATION, ("Id", "CorrelationId", "ReplyToAddress", "TimeToBeReceivedMs", "Headers", "Body")
+        else:
+            send = self.SEND if recoverable_column else self.SEND_WITHOUT_RECOVERABLE
+            send_params = ("Id", "TimeToBeReceivedMs", "Headers", "Body")
+        if v < since["peek_top"]:
+            peek = self.PEEK_COUNT
+        elif peek_top:
+            peek = self.PEEK_TOP.replace("{peek_batch_size}", str(peek_batch_size))
+        else:
+            peek = self.PEEK
+
+        out = {
+            "send": Statement("send", send, table, send_params, "place a message on the queue"),
+            "receive": Statement(
+                "receive", self.RECEIVE_WITH_CORRELATION if correlation else self.RECEIVE, table, (),
+                "take the oldest unlocked message off the queue, flagging it if expired",
+            ),
+            "receive_batch": Statement(
+                "receive_batch", self.RECEIVE_BATCH_WITH_CORRELATION if correlation else self.RECEIVE_BATCH, table,
+                ("BatchSize",), "take up to @BatchSize oldest unlocked messages, oldest first, flagging expired ones",
+            ),
+            "peek": Statement("peek", peek, table, (), "estimate how many messages wait in the queue"),
+            "purge_expired": Statement(
+                "purge_expired", self.PURGE_EXPIRED, table, ("BatchSize",), "delete up to @BatchSize expired messages"
+            ),
+            "purge_all": Statement("purge_all", self.PURGE_ALL, table, (), "delete every message (purge at startup)"),
+            "check_expires_index": Statement(
+                "check_expires_index", self.CHECK_EXPIRES_INDEX, probe, (), "count the queue's Index_Expires (0: missing)"
+            ),
+            "check_headers_type": Statement(
+                "check_headers_type", self.CHECK_HEADERS_TYPE, probe, (), "name the type of the queue's Headers column"
+            ),
+            "check_recoverable_column": Statement(
+                "check_recoverable_column", self.CHECK_RECOVERABLE_COLUMN, probe, (),
+                "count the queue's Recoverable column (0: dropped, send without it)",
+            ),
+        }
+        if delayed is not None:
+            both = {"table": qualified, "delayed": self.qualified(delayed, profile)}
+            out["store_delayed"] = Statement(
+                "store_delayed", self.STORE_DELAYED, {"delayed": both["delayed"]},
+                ("DueAfterMilliseconds", "DueAfterSeconds", "DueAfterMinutes", "DueAfterHours", "DueAfterDays", "Headers", "Body"),
+                "store a message in the delayed table, due after the given time",
+            )
+            out["move_due_delayed"] = Statement(
+                "move_due_delayed",
+                self.MOVE_DUE_DELAYED if recoverable_column else self.MOVE_DUE_DELAYED_WITHOUT_RECOVERABLE,
+                both, ("BatchSize",),
+                "move up to @BatchSize due messages into the input queue; then return when the next falls due",
+            )
+        if subscriptions is not None:
+            subs = {"subscriptions": self.qualified(subscriptions, profile)}
+            topic_params = tuple(f"Topic{i}" for i in range(topics))
+            out["subscribe"] = Statement(
+                "subscribe", self.SUBSCRIBE, subs, ("Endpoint", "QueueAddress", "Topic"),
+                "subscribe an endpoint (at a queue address) to a topic",
+            )
+            out["unsubscribe"] = Statement(
+                "unsubscribe", self.UNSUBSCRIBE, subs, ("Endpoint", "Topic"), "unsubscribe an endpoint from a topic"
+            )
+            out["find_subscribers"] = Statement(
+                "find_subscribers", self.FIND_SUBSCRIBERS.replace("{topics}", ", ".join("@" + p for p in topic_params)),
+                subs, topic_params, "queue addresses subscribed to any of the topics",
+            )
+        return out
