@@ -110,13 +110,12 @@ def cmd_statements(args) -> int:
     if reason:
         raise ValueError(reason)
     queue = TableName(args.queue, args.schema, args.catalog)
-    statements = engine.runtime_statements(
-        prof,
-        queue,
-        delayed=TableName(f"{args.queue}.{args.delayed_suffix}", args.schema, args.catalog),
-        subscriptions=TableName(args.subscription_table, args.schema, args.catalog),
-        topics=args.topics,
-    )
+    tables = {}
+    if prof.delayed_delivery:
+        tables["delayed"] = TableName(f"{args.queue}.{args.delayed_suffix}", args.schema, args.catalog)
+    if prof.subscriptions:
+        tables["subscriptions"] = TableName(args.subscription_table, args.schema, args.catalog)
+    statements = engine.runtime_statements(prof, queue, topics=args.topics, peek_batch_size=args.peek_batch_size, **tables)
     if args.format == "json":
         payload = {name: {"doc": st.doc, "params": list(st.params), "sql": st.sql} for name, st in statements.items()}
         sys.stdout.write(json.dumps({"engine": engine.name, "transport_version": prof.version, "statements": payload}, indent=2) + "\n")
@@ -169,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--subscription-table", default="SubscriptionRouting")
     p.add_argument("--delayed-suffix", default="Delayed")
     p.add_argument("--topics", type=int, default=1, help="how many topics find_subscribers takes")
+    p.add_argument("--peek-batch-size", type=int, default=100, help="TOP n of the peek statement (SQL Server 4.1.2-6.0)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_statements)
 

@@ -7,7 +7,7 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 
 from __future__ import annotations
 
-from ..runtime.statements import Statement
+from ..runtime.statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
 from ..schema import SchemaName, TableName, TableSpec
 from ..versions import FEATURE_SINCE, ExpiresIndex, Profile, ScriptStyle, parse_version
 from .base import Engine
@@ -730,6 +730,29 @@ WHERE Topic IN ({topics})"""
         "send_without_correlation": (7, 0, 0),
     }
 
+    MISSING_INDEX_WARNING = (
+        "Table {table} does not contain index 'Index_Expires'. Adding this index will speed up the process of "
+        "purging expired messages from the queue. Please consult the documentation for further information."
+    )
+    NON_UNICODE_WARNING = (
+        "Table {table} stores headers in a non Unicode-compatible column ({type}). This may lead to data loss "
+        "when sending non-ASCII characters in headers. Please change the column type to nvarchar(max)."
+    )
+
+    def catalog_warnings(self, connection, queues: list[TableName], profile: Profile) -> list[str]:
+        """The transport's own start-up checks (seed 003), run per queue."""
+        warnings = []
+        for name in queues:
+            checks = self.runtime_statements(profile, name, peek_batch_size=1)
+            if profile.expires_index is not ExpiresIndex.NONE:
+                if not connection.exec_driver_sql(checks["check_expires_index"].sql).scalar():
+                    warnings.append(self.MISSING_INDEX_WARNING.format(table=self.qualified(name, profile)))
+            if profile.headers_unicode:
+                column_type = connection.exec_driver_sql(checks["check_headers_type"].sql).scalar()
+                if column_type and column_type.lower() != "nvarchar":
+                    warnings.append(self.NON_UNICODE_WARNING.format(table=self.qualified(name, profile), type=column_type))
+        return warnings
+
     def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
                            subscriptions: TableName | None = None, topics: int = 1,
                            recoverable_column: bool = True, peek_batch_size: int = 0) -> dict[str, Statement]:
@@ -785,10 +808,12 @@ WHERE Topic IN ({topics})"""
             "receive": Statement(
                 "receive", self.RECEIVE_WITH_CORRELATION if correlation else self.RECEIVE, table, (),
                 "take the oldest unlocked message off the queue, flagging it if expired",
+                columns=MESSAGE_WITH_CORRELATION if correlation else MESSAGE,
             ),
             "receive_batch": Statement(
                 "receive_batch", self.RECEIVE_BATCH_WITH_CORRELATION if correlation else self.RECEIVE_BATCH, table,
                 ("BatchSize",), "take up to @BatchSize oldest unlocked messages, oldest first, flagging expired ones",
+                columns=(MESSAGE_WITH_CORRELATION if correlation else MESSAGE) + ("Order",),
             ),
             "peek": Statement("peek", peek, table, (), "estimate how many messages wait in the queue"),
             "purge_expired": Statement(

@@ -7,7 +7,7 @@ qualified name, {table_literal} that text as a string literal.
 
 from __future__ import annotations
 
-from ..runtime.statements import Statement
+from ..runtime.statements import MESSAGE, Statement
 from ..schema import SchemaName, TableName, TableSpec
 from ..versions import FEATURE_SINCE, Profile
 from .base import Engine
@@ -222,8 +222,8 @@ END
         table = {"table": self.qualified(queue)}
         out = {
             "send": Statement("send", self.SEND, table, ("Id", "TimeToBeReceivedMs", "Headers", "Body"), "place a message on the queue"),
-            "receive": Statement("receive", self.RECEIVE, table, (), "take the oldest unlocked message"),
-            "receive_batch": Statement("receive_batch", self.RECEIVE_BATCH, table, ("BatchSize",), "take up to @BatchSize oldest unlocked messages"),
+            "receive": Statement("receive", self.RECEIVE, table, (), "take the oldest unlocked message", columns=MESSAGE),
+            "receive_batch": Statement("receive_batch", self.RECEIVE_BATCH, table, ("BatchSize",), "take up to @BatchSize oldest unlocked messages", columns=MESSAGE + ("Order",)),
             "peek": Statement("peek", self.PEEK, table, (), "estimate how many messages wait"),
             "purge_expired": Statement("purge_expired", self.PURGE_EXPIRED, table, ("BatchSize",), "delete a batch of expired messages"),
             "purge_all": Statement("purge_all", self.PURGE_ALL, table, (), "delete every message (purge at startup)"),

@@ -7,7 +7,7 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 
 from __future__ import annotations
 
-from ..runtime.statements import Statement
+from ..runtime.statements import MESSAGE, Statement
 from ..schema import Kind, TableName, TableSpec
 from ..versions import ExpiresIndex, Profile
 from .base import Engine
@@ -200,8 +200,8 @@ CREATE TABLE IF NOT EXISTS {table} (
         table = {"table": self.qualified(queue)}
         out = {
             "send": Statement("send", self.SEND, table, ("Id", "TimeToBeReceivedMs", "Headers", "Body"), "place a message on the queue"),
-            "receive": Statement("receive", self.RECEIVE, table, (), "take the oldest message"),
-            "receive_batch": Statement("receive_batch", self.RECEIVE_BATCH, table, ("BatchSize",), "take up to @BatchSize oldest messages"),
+            "receive": Statement("receive", self.RECEIVE, table, (), "take the oldest message", columns=MESSAGE),
+            "receive_batch": Statement("receive_batch", self.RECEIVE_BATCH, table, ("BatchSize",), "take up to @BatchSize oldest messages", columns=MESSAGE + ("Order",)),
             "peek": Statement("peek", self.PEEK, table, (), "estimate how many messages wait"),
             "purge_expired": Statement("purge_expired", self.PURGE_EXPIRED, table, ("BatchSize",), "delete a batch of expired messages"),
             "purge_all": Statement("purge_all", self.PURGE_ALL, table, (), "delete every message (purge at startup)"),

@@ -13,6 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+# Result layouts of the statements that return messages; "Order" restores FIFO after a batch.
+MESSAGE = ("Id", "Expired", "Headers", "Body")
+MESSAGE_WITH_CORRELATION = ("Id", "CorrelationId", "ReplyToAddress", "Expired", "Headers", "Body")
+
 _PARAM = re.compile(r"(?<![\w@])@([A-Za-z_]\w*)")
 
 
@@ -23,6 +27,7 @@ class Statement:
     identifiers: Mapping[str, str] = field(default_factory=dict)
     params: tuple[str, ...] = ()
     doc: str = ""
+    columns: tuple[str, ...] = ()  # what each result column is, for statements that return messages
 
     @property
     def sql(self) -> str:

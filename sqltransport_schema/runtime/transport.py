@@ -73,6 +73,10 @@ def execute_many(conn: Connection, statement: Statement, rows: Sequence[Mapping]
         cursor.executemany(sql, [tuple(row[name] for name in order) for row in rows])
 
 
+def _positions(statement: Statement) -> dict[str, int]:
+    return {name: i for i, name in enumerate(statement.columns)}
+
+
 def _milliseconds(value: timedelta | float | int | None) -> int | None:
     if value is None:
         return None
@@ -85,7 +89,8 @@ class Transport:
     """Statements for one engine and one transport version, bound to tables on demand."""
 
     def __init__(self, engine: Engine, transport_version: str = LATEST, *, default_schema: str | None = None,
-                 default_catalog: str | None = None, subscription_table: TableName | None = None):
+                 default_catalog: str | None = None, subscription_table: TableName | None = None,
+                 peek_batch_size: int = 100):
         self.engine = engine
         self.dialect = engines.for_dialect(engine.dialect.name)
         self.version = transport_version
@@ -96,6 +101,7 @@ class Transport:
         self.default_schema = default_schema
         self.default_catalog = default_catalog
         self.subscription_table = subscription_table or TableName("SubscriptionRouting", default_schema, default_catalog)
+        self.peek_batch_size = peek_batch_size
         self._queues: dict[TableName, Queue] = {}
 
     # -- what is deployed ----------------------------------------------------------
@@ -154,7 +160,7 @@ class Transport:
         return Subscriptions(self, self.subscription_table)
 
     def statements(self, queue: TableName, **tables) -> dict[str, Statement]:
-        return self.dialect.runtime_statements(self.profile, queue, **tables)
+        return self.dialect.runtime_statements(self.profile, queue, peek_batch_size=self.peek_batch_size, **tables)
 
     # -- publish -----------------------------------------------------------------------
     def publish(self, conn: Connection, topics: str | Sequence[str], body: bytes, headers: Mapping[str, str]) -> list[str]:
@@ -204,8 +210,8 @@ class Queue:
         return [row["Id"] for row in rows]
 
     # -- receive -----------------------------------------------------------------------
-    def _message(self, row) -> Message:
-        message_id, _expired, raw, body = row[0], row[1], row[2], row[3]
+    def _message(self, row, at: dict[str, int]) -> Message:
+        message_id, raw, body = row[at["Id"]], row[at["Headers"]], row[at["Body"]]
         message = Message(str(message_id), bytes(body) if body is not None else None, raw)
         try:
             message.headers = wire.decode_headers(raw)
@@ -216,20 +222,23 @@ class Queue:
     def receive(self, conn: Connection) -> Message | None:
         """The oldest message, deleted inside the caller's transaction; expired ones are dropped."""
         statement = self.statements["receive"]
+        at = _positions(statement)
         while True:
             row = execute(conn, statement).fetchone()
             if row is None:
                 return None
-            if row[1]:
-                log.debug("dropped expired message %s from %s", row[0], self.address)
+            if row[at["Expired"]]:
+                log.debug("dropped expired message %s from %s", row[at["Id"]], self.address)
                 continue
-            return self._message(row)
+            return self._message(row, at)
 
     def receive_batch(self, conn: Connection, size: int) -> list[Message]:
         """Up to size oldest messages in one statement, in FIFO order; expired ones dropped."""
-        rows = execute(conn, self.statements["receive_batch"], {"BatchSize": size}).fetchall()
-        rows.sort(key=lambda r: r[4])
-        return [self._message(row) for row in rows if not row[1]]
+        statement = self.statements["receive_batch"]
+        at = _positions(statement)
+        rows = execute(conn, statement, {"BatchSize": size}).fetchall()
+        rows.sort(key=lambda r: r[at["Order"]])
+        return [self._message(row, at) for row in rows if not row[at["Expired"]]]
 
     def peek(self, conn: Connection) -> int:
         return execute(conn, self.statements["peek"]).fetchone()[0] or 0
