@@ -297,3 +297,32 @@ def test_statements_command_prints_every_statement_for_review(capsys):
     assert 'INSERT INTO "public"."Sales" (Id, Expires, Headers, Body)' in out
     assert "WHERE Topic IN (@Topic0, @Topic1)" in out
     assert cli.main(["statements", "--engine", "postgresql", "--transport-version", "4.0"]) == 2
+
+
+def test_send_fills_the_standard_headers_a_receiver_expects(transport):
+    sales = transport.queue("Sales")
+    with transport.engine.begin() as conn:
+        message_id = sales.send(conn, b"{}", {"NServiceBus.EnclosedMessageTypes": "Shop.Ping"})
+        message = sales.receive(conn)
+    h = message.headers
+    assert h[wire.MESSAGE_ID] == message_id == message.id
+    assert h[wire.CORRELATION_ID] == message_id and h[wire.MESSAGE_INTENT] == "Send"
+    assert uuid.UUID(h[wire.CONVERSATION_ID]) and wire.parse_time_sent(h[wire.TIME_SENT])
+
+
+def test_due_mover_loop_delivers_delayed_messages(transport):
+    from sqltransport_schema.runtime.pump import DueMover
+
+    sales = transport.endpoint("Sales")
+    with transport.engine.begin() as conn:
+        for n in range(5):
+            sales.send_delayed(conn, sales.input, str(n).encode(), headers(n), due_after=0.2)
+    mover = DueMover(transport, sales, interval=0.1, batch_size=2)
+    mover.start()
+    deadline = time.time() + 10
+    while mover.moved < 5 and time.time() < deadline:
+        time.sleep(0.05)
+    mover.stop(timeout=5)
+    with transport.engine.begin() as conn:
+        arrived = sales.input.receive_batch(conn, 10)
+    assert sorted(m.body for m in arrived) == [str(n).encode() for n in range(5)]

@@ -165,3 +165,40 @@ class MessagePump:
 
 class _RolledBack(Exception):
     """The handler failed and its receive was rolled back."""
+
+
+class DueMover:
+    """The move-due loop of native delayed delivery: batches while full, else waits for the next due time."""
+
+    def __init__(self, transport: Transport, endpoint: EndpointTables, *, interval: float = 1.0, batch_size: int = 100):
+        self.transport = transport
+        self.endpoint = endpoint
+        self.interval = interval
+        self.batch_size = batch_size
+        self._stop = threading.Event()
+        self.moved = 0
+
+    def move_once(self) -> int:
+        with self.transport.engine.begin() as conn:
+            moved = self.endpoint.move_due(conn, self.batch_size)
+        self.moved += moved
+        return moved
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self.move_once() >= self.batch_size:
+                    continue  # more are due: no wait
+            except Exception:  # keep the loop alive; the next round retries
+                log.exception("moving due delayed messages of %s failed", self.endpoint.input)
+            self._stop.wait(self.interval)
+
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(target=self.run, name="sqlts-due-mover", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        if getattr(self, "_thread", None) is not None:
+            self._thread.join(timeout)

@@ -73,6 +73,19 @@ def execute_many(conn: Connection, statement: Statement, rows: Sequence[Mapping]
         cursor.executemany(sql, [tuple(row[name] for name in order) for row in rows])
 
 
+def _with_standard_headers(headers: Mapping[str, str], message_id: str) -> Mapping[str, str]:
+    """The headers every NServiceBus receiver expects, where the caller gave none."""
+    if all(name in headers for name in (wire.MESSAGE_ID, wire.CORRELATION_ID, wire.CONVERSATION_ID, wire.MESSAGE_INTENT, wire.TIME_SENT)):
+        return headers
+    filled = dict(headers)
+    filled.setdefault(wire.MESSAGE_ID, message_id)
+    filled.setdefault(wire.CORRELATION_ID, filled[wire.MESSAGE_ID])
+    filled.setdefault(wire.CONVERSATION_ID, str(uuid.uuid4()))
+    filled.setdefault(wire.MESSAGE_INTENT, "Send")
+    filled.setdefault(wire.TIME_SENT, wire.format_time_sent(datetime.now(timezone.utc)))
+    return filled
+
+
 def _positions(statement: Statement) -> dict[str, int]:
     return {name: i for i, name in enumerate(statement.columns)}
 
@@ -184,9 +197,11 @@ class Queue:
 
     # -- send --------------------------------------------------------------------------
     def _row(self, body: bytes | None, headers: Mapping[str, str] | str, time_to_be_received, message_id: str | None) -> dict:
-        raw = headers if isinstance(headers, str) else wire.encode_headers(headers)
-        if message_id is None and not isinstance(headers, str):
-            message_id = headers.get(wire.MESSAGE_ID)
+        if isinstance(headers, str):
+            raw = headers  # passed on unchanged (poison to the error queue, forwarding)
+        else:
+            message_id = message_id or headers.get(wire.MESSAGE_ID) or str(uuid.uuid4())
+            raw = wire.encode_headers(_with_standard_headers(headers, message_id))
         return {
             "Id": message_id or str(uuid.uuid4()),
             "CorrelationId": None,
