@@ -97,7 +97,7 @@ class MessagePump:
 
     def _dispatch(self, message: Message, conn: Connection) -> None:
         if message.poison is not None:
-            log.error("message %s has unreadable headers (%s): moved to %s unchanged", message.id, message.poison.reason, self.error_queue)
+            log.error("message %s has unreadable headers (%s): moved to %s unchanged", message.id, message.poison, self.error_queue)
             self.error_queue.send(conn, message.body, message.raw_headers, message_id=message.id)
             return
         forward = self.endpoint.forward_destination(message) if self.endpoint else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping, Sequence
 
@@ -35,12 +35,7 @@ class Message:
     body: bytes | None
     raw_headers: str
     headers: dict[str, str] | None = None  # None: the headers could not be read (poison)
-    poison: PoisonInfo | None = None
-
-
-@dataclass
-class PoisonInfo:
-    reason: str
+    poison: str | None = None  # why the headers could not be read
 
 
 def _cursor(conn: Connection):
@@ -115,6 +110,7 @@ class Transport:
         self.default_catalog = default_catalog
         self.subscription_table = subscription_table or TableName("SubscriptionRouting", default_schema, default_catalog)
         self.peek_batch_size = peek_batch_size
+        self.blueprint: Blueprint | None = None  # what the deployed revision recorded (from_database)
         self._queues: dict[TableName, Queue] = {}
 
     # -- what is deployed ----------------------------------------------------------
@@ -231,7 +227,7 @@ class Queue:
         try:
             message.headers = wire.decode_headers(raw)
         except wire.PoisonHeaders as exc:
-            message.poison = PoisonInfo(str(exc))
+            message.poison = str(exc)
         return message
 
     def receive(self, conn: Connection) -> Message | None:
