@@ -35,8 +35,12 @@ class Statement:
         return self.template.format(**self.identifiers)
 
     def native(self, paramstyle: str) -> tuple[str, tuple[str, ...]]:
-        """(driver SQL, parameter names in the order a positional driver wants them)."""
-        return _native(self, paramstyle)
+        """(driver SQL, parameter names in the order a positional driver wants them), made once."""
+        cache = self.__dict__.setdefault("_native", {})  # beside the frozen fields; on the hot path
+        found = cache.get(paramstyle)
+        if found is None:
+            found = cache[paramstyle] = _native(self, paramstyle)
+        return found
 
 
 def _convert(template: str, params: tuple[str, ...], paramstyle: str) -> tuple[str, list[str]]:
@@ -71,15 +75,8 @@ def _escape(text: str, paramstyle: str) -> str:
     return text.replace("%", "%%") if paramstyle in ("pyformat", "format") else text
 
 
-_cache: dict[tuple, tuple[str, tuple[str, ...]]] = {}
-
-
 def _native(statement: Statement, paramstyle: str) -> tuple[str, tuple[str, ...]]:
-    key = (statement.template, tuple(sorted(statement.identifiers.items())), statement.params, paramstyle)
-    hit = _cache.get(key)
-    if hit is None:
-        template, order = _convert(statement.template, statement.params, paramstyle)
-        identifiers = {k: _escape(v, paramstyle) for k, v in statement.identifiers.items()}
-        # braces of the template survive conversion untouched; identifiers go in last
-        hit = _cache[key] = (template.format(**identifiers), tuple(order))
-    return hit
+    template, order = _convert(statement.template, statement.params, paramstyle)
+    identifiers = {k: _escape(v, paramstyle) for k, v in statement.identifiers.items()}
+    # identifiers go in last, so parameter conversion never touches a table name
+    return template.format(**identifiers), tuple(order)
