@@ -145,6 +145,7 @@ def test_delayed_messages_move_when_due_and_are_forwarded(transport):
     handled = []
     pump = MessagePump(transport, sales.input, lambda m, c: handled.append(m), endpoint=sales, peek_delay=0.1)
     assert pump.receive_one() is True
+    pump.close()
     assert handled == []
     with transport.engine.begin() as conn:
         arrived = billing.receive(conn)
@@ -176,6 +177,7 @@ def test_poison_headers_go_to_the_error_queue_unchanged(transport):
         poison_id = sales.send(conn, b"\x00\x01poison", raw)
     pump = MessagePump(transport, sales, lambda m, c: pytest.fail("handler must not see poison"), peek_delay=0.1)
     assert pump.receive_one() is True
+    pump.close()
     with transport.engine.begin() as conn:
         moved = error.receive(conn)
     assert (moved.id, moved.raw_headers, moved.body) == (poison_id, raw, b"\x00\x01poison")
@@ -196,6 +198,7 @@ def test_failing_handler_retries_then_error_queue_with_exception(transport, capl
     with caplog.at_level(logging.ERROR):
         for _ in range(4):
             pump.receive_one()
+    pump.close()
     assert calls == [message_id] * 3  # first attempt + 2 immediate retries
     with transport.engine.begin() as conn:
         failed = error.receive(conn)

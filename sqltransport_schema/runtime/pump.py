@@ -63,6 +63,8 @@ class MessagePump:
         self.error_queue = transport.queue(error_queue) if isinstance(error_queue, str) else error_queue
         self.endpoint = endpoint
         self._stop = threading.Event()
+        self._local = threading.local()
+        self._connections: list[Connection] = []
         self._failures: dict[str, int] = {}  # message id -> handler failures so far
         self._errors: dict[str, BaseException] = {}  # message id -> the last one
         self._lock = threading.Lock()
@@ -81,19 +83,28 @@ class MessagePump:
         except _RolledBack:
             return True
 
+    def _connection(self) -> Connection:
+        """This thread's own connection, held for the pump's life (a pool checkout per message costs more than the SQL)."""
+        conn = getattr(self._local, "connection", None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._local.connection = self.transport.engine.connect()
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
     def _receive_in_transaction(self) -> bool:
-        with self.transport.engine.connect() as conn:
-            with conn.begin():
-                message = self.queue.receive(conn)
-                if message is None:
-                    return False
-                try:
-                    self._dispatch(message, conn)
-                except Exception as exc:  # the handler's failure: roll back, count it
-                    self._record_failure(message, exc)
-                    raise _RolledBack() from exc
-            self._forget(message)
-            return True
+        conn = self._connection()
+        with conn.begin():
+            message = self.queue.receive(conn)
+            if message is None:
+                return False
+            try:
+                self._dispatch(message, conn)
+            except Exception as exc:  # the handler's failure: roll back, count it
+                self._record_failure(message, exc)
+                raise _RolledBack() from exc
+        self._forget(message)
+        return True
 
     def _dispatch(self, message: Message, conn: Connection) -> None:
         if message.poison is not None:
@@ -130,12 +141,25 @@ class MessagePump:
 
     # -- the loop ---------------------------------------------------------------------
     def _peek(self) -> int:
-        with self.transport.engine.connect() as conn:
-            with conn.begin():
-                return self.queue.peek(conn)
+        conn = self._connection()
+        with conn.begin():
+            return self.queue.peek(conn)
 
     def run(self) -> None:
         """Run until stop(); in-flight messages finish before it returns."""
+        try:
+            self._run()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Return the connections the pump's threads held."""
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
+
+    def _run(self) -> None:
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqlts-receive") as pool:
             while not self._stop.is_set():
                 waiting = self._peek()

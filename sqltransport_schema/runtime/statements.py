@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Mapping
 
 # Result layouts of the statements that return messages; "Order" restores FIFO after a batch.
@@ -28,6 +29,11 @@ class Statement:
     params: tuple[str, ...] = ()
     doc: str = ""
     columns: tuple[str, ...] = ()  # what each result column is, for statements that return messages
+
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        """Result column name -> index (cached beside the frozen fields)."""
+        return {name: i for i, name in enumerate(self.columns)}
 
     @property
     def sql(self) -> str:

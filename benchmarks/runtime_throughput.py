@@ -1,0 +1,837 @@
+"""Send and receive throughput on PostgreSQL: this library, the same SQL raw, and pgmq.
+
+Messages carry a 1 KB JSON body and a realistic NServiceBus header map (about 500 B
+as wire.encode_headers writes it, a fresh message id each). Every cell runs a fixed
+number of messages per worker in 1, 2 or 4 worker processes (multiprocessing spawn);
+the time is wall time from the moment all workers are ready (a barrier) until the
+last one is done. Receive cells start from a pre-filled queue (filled outside the
+timing, then VACUUM ANALYZE). Before each cell the queue is truncated.
+
+Contenders, at batch size 1 / 50:
+
+  ours  Transport/Queue through a SQLAlchemy engine (db.make_engine), a Connection held
+        by the worker and `conn.begin()` per transaction, as the message pump does:
+        send() per transaction / send_many(50) per transaction;
+        receive() per transaction / receive_batch(50) per transaction.
+  raw   exactly the engine's SEND / RECEIVE / RECEIVE_BATCH text (Statement.native
+        ("pyformat")) through psycopg.connect, cursor.execute / executemany, commit per
+        transaction, same batching. Raw does the same wire-format work as ours (headers
+        encoded with wire.encode_headers on send, decoded with wire.decode_headers on
+        receive, expired rows skipped, a batch sorted by Seq), so the ratio measures what
+        the library adds around the SQL.
+  pgmq  the pgmq PyPI client (SyncPGMQueue, its own psycopg pool of 1 per worker) over
+        the pgmq SQL functions installed from the SQL file the package bundles:
+        send() / send_batch(50) (one call = one transaction);
+        pop() / pop(qty=50) (read-and-delete in one statement). The body is the same JSON
+        document as a dict (pgmq stores JSONB), the headers the same map as JSONB.
+
+    .venv/bin/python benchmarks/runtime_throughput.py [--quick] [--rounds N] [--keep-db]
+    .venv/bin/python benchmarks/runtime_throughput.py --profile send|receive [--batch 1|50]
+
+--profile: where ours spends client CPU, one worker in this process: batch-1 steps from
+raw to ours (each adds one thing the library does), the pieces timed alone, then
+cProfile of ours (at --batch). No comparison with pgmq.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import multiprocessing as mp
+import os
+import pstats
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+QUEUE = "bench"
+CONTENDERS = ("ours", "raw", "pgmq")
+WORKERS = (1, 2, 4)
+BATCHES = (1, 50)
+BODY_BYTES = 1024
+
+# messages per worker, per (operation, batch size)
+FULL_COUNTS = {("send", 1): 2000, ("send", 50): 12000, ("receive", 1): 2000, ("receive", 50): 12000}
+FULL_ROUNDS = 3
+QUICK_COUNTS = {("send", 1): 200, ("send", 50): 1000, ("receive", 1): 200, ("receive", 50): 1000}
+
+
+def url_of(database: str) -> str:
+    return f"postgresql://postgres@127.0.0.1:5432/{database}"
+
+
+# --------------------------------------------------------------------------- messages
+def make_body() -> bytes:
+    """A 1 KB JSON order document, as an NServiceBus endpoint would serialize it."""
+    doc = {
+        "OrderId": str(uuid.UUID(int=0x1234)),
+        "CustomerId": "customers/4711",
+        "PlacedAt": "2026-11-21T10:15:30.1234567Z",
+        "Currency": "EUR",
+        "Lines": [
+            {"Sku": f"SKU-{i:05d}", "Description": f"Article number {i} in the catalogue", "Quantity": i % 7 + 1, "UnitPrice": 12.5 + i}
+            for i in range(6)
+        ],
+        "ShippingAddress": {"Name": "Erika Mustermann", "Street": "Heidestrasse 17", "City": "Koeln", "PostalCode": "51147", "Country": "DE"},
+        "Notes": "",
+    }
+    base = len(json.dumps(doc, separators=(",", ":")).encode())
+    doc["Notes"] = "x" * (BODY_BYTES - base)
+    body = json.dumps(doc, separators=(",", ":")).encode()
+    assert len(body) == BODY_BYTES, len(body)
+    return body
+
+
+def make_headers() -> dict[str, str]:
+    """A realistic header map of a message sent from a handler: ~500 B encoded."""
+    from sqltransport_schema.runtime import wire
+
+    return wire.standard_headers(
+        message_id=str(uuid.uuid4()),
+        enclosed_types=["Shop.Messages.OrderPlaced"],
+        reply_to="Shop.Sales",
+        originating_endpoint="Shop.Sales",
+        machine="app-01",
+    )
+
+
+def make_messages(count: int) -> list[tuple[bytes, dict[str, str]]]:
+    body = make_body()
+    return [(body, make_headers()) for _ in range(count)]
+
+
+# --------------------------------------------------------------------------- database
+def admin():
+    import psycopg
+
+    return psycopg.connect(PG_ADMIN, autocommit=True)
+
+
+def create_database() -> str:
+    name = f"sqlts_bench_rt_{uuid.uuid4().hex[:10]}"
+    with admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def drop_database(name: str) -> None:
+    with admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def setup_database(database: str) -> str | None:
+    """Our queue table from the engine's DDL; pgmq from the SQL its package bundles. Returns pgmq's problem, if any."""
+    import psycopg
+
+    from sqltransport_schema import engines
+    from sqltransport_schema.schema import Kind, TableName, TableSpec
+    from sqltransport_schema.versions import profile
+
+    with psycopg.connect(url_of(database)) as conn:
+        for ddl in engines.get("postgresql").create_table(TableSpec(Kind.QUEUE, TableName(QUEUE)), profile("9.1")):
+            conn.execute(ddl)
+        conn.commit()
+    try:
+        from pgmq.install import get_embedded_install_sql, install_pgmq_sql
+    except ImportError as exc:
+        return f"pgmq is not installed ({exc}); pip install pgmq"
+    try:
+        with psycopg.connect(url_of(database)) as conn:
+            install_pgmq_sql(get_embedded_install_sql(), conn=conn)
+            conn.execute("SELECT pgmq.create(%s)", (QUEUE,))
+            conn.commit()
+    except Exception as exc:  # reported, never faked
+        return f"pgmq SQL could not be installed: {exc}"
+    return None
+
+
+def pgmq_versions() -> str:
+    try:
+        import pgmq
+        from pgmq.install import get_embedded_sql_version
+
+        return f"pgmq client {pgmq.__version__}, pgmq SQL {get_embedded_sql_version()} (bundled pgmq/sql/pgmq.sql, no extension)"
+    except Exception as exc:
+        return f"pgmq unavailable: {exc}"
+
+
+def send_sql() -> str:
+    return statements()["send"].native("pyformat")[0]
+
+
+def statements():
+    from sqltransport_schema import engines
+    from sqltransport_schema.schema import TableName
+    from sqltransport_schema.versions import profile
+
+    return engines.get("postgresql").runtime_statements(profile("9.1"), TableName(QUEUE))
+
+
+def reset(database: str, contender: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url_of(database), autocommit=True) as conn:
+        if contender == "pgmq":
+            conn.execute(f"TRUNCATE pgmq.q_{QUEUE}, pgmq.a_{QUEUE}")
+        else:
+            conn.execute(f'TRUNCATE "public"."{QUEUE}" RESTART IDENTITY')
+
+
+def prefill(database: str, contender: str, total: int) -> None:
+    """Fill the queue outside the timing: big transactions, then VACUUM ANALYZE."""
+    import psycopg
+    from sqltransport_schema.runtime import wire
+
+    body = make_body()
+    chunk = 1000
+    with psycopg.connect(url_of(database)) as conn:
+        cur = conn.cursor()
+        sql = send_sql()
+        done = 0
+        while done < total:
+            n = min(chunk, total - done)
+            if contender == "pgmq":
+                # the row pgmq.send() writes (vt = clock_timestamp()), inserted directly: pgmq's Python
+                # client encodes jsonb[] arrays slowly, and the fill is not what is measured
+                text = body.decode()
+                cur.executemany(
+                    f"INSERT INTO pgmq.q_{QUEUE} (vt, message, headers) VALUES (clock_timestamp(), %s::jsonb, %s::jsonb)",
+                    [(text, json.dumps(make_headers())) for _ in range(n)],
+                )
+            else:
+                rows = []
+                for _ in range(n):
+                    h = make_headers()
+                    rows.append({"Id": h[wire.MESSAGE_ID], "TimeToBeReceivedMs": None, "Headers": wire.encode_headers(h), "Body": body})
+                cur.executemany(sql, rows)
+            conn.commit()
+            done += n
+    with psycopg.connect(url_of(database), autocommit=True) as conn:
+        table = f"pgmq.q_{QUEUE}" if contender == "pgmq" else f'"public"."{QUEUE}"'
+        conn.execute(f"VACUUM ANALYZE {table}")
+
+
+# --------------------------------------------------------------------------- contenders
+class Ours:
+    def __init__(self, url: str):
+        from sqltransport_schema.db import make_engine
+        from sqltransport_schema.runtime.transport import Transport
+
+        self.engine = make_engine(url)
+        self.queue = Transport(self.engine, "9.1").queue(QUEUE)
+        self.conn = self.engine.connect()  # held, as each pump thread holds one; connecting is not timed
+        self.conn.exec_driver_sql("SELECT 1")
+        self.conn.commit()
+
+    def send(self, messages, batch: int) -> int:
+        conn, queue = self.conn, self.queue
+        if batch == 1:
+            for body, headers in messages:
+                with conn.begin():
+                    queue.send(conn, body, headers)
+        else:
+            for i in range(0, len(messages), batch):
+                with conn.begin():
+                    queue.send_many(conn, messages[i : i + batch])
+        return len(messages)
+
+    def receive(self, count: int, batch: int) -> tuple[int, int]:
+        conn, queue = self.conn, self.queue
+        got = empty = 0
+        while got < count and empty < 100:
+            with conn.begin():
+                if batch == 1:
+                    taken = 1 if queue.receive(conn) is not None else 0
+                else:
+                    taken = len(queue.receive_batch(conn, min(batch, count - got)))
+            got += taken
+            empty += taken == 0
+        return got, empty
+
+    def close(self):
+        self.conn.close()
+        self.engine.dispose()
+
+
+class Raw:
+    def __init__(self, url: str):
+        import psycopg
+
+        from sqltransport_schema.runtime import wire
+
+        self.wire = wire
+        self.conn = psycopg.connect(url)
+        found = statements()
+        self.send_sql = found["send"].native("pyformat")[0]
+        self.receive_sql = found["receive"].native("pyformat")[0]
+        self.receive_batch_sql = found["receive_batch"].native("pyformat")[0]
+        columns = getattr(found["receive_batch"], "columns", ())
+        # the row layout the hand-written code below relies on
+        assert not columns or tuple(columns[:5]) == ("Id", "Expired", "Headers", "Body", "Order"), columns
+        self.conn.execute("SELECT 1")
+        self.conn.commit()
+
+    def send(self, messages, batch: int) -> int:
+        conn, sql, encode, message_id = self.conn, self.send_sql, self.wire.encode_headers, self.wire.MESSAGE_ID
+        cur = conn.cursor()
+        if batch == 1:
+            for body, headers in messages:
+                cur.execute(sql, {"Id": headers[message_id], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body})
+                conn.commit()
+        else:
+            for i in range(0, len(messages), batch):
+                cur.executemany(
+                    sql,
+                    [{"Id": h[message_id], "TimeToBeReceivedMs": None, "Headers": encode(h), "Body": b} for b, h in messages[i : i + batch]],
+                )
+                conn.commit()
+        return len(messages)
+
+    def receive(self, count: int, batch: int) -> tuple[int, int]:
+        conn, decode = self.conn, self.wire.decode_headers
+        cur = conn.cursor()
+        got = empty = 0
+        while got < count and empty < 100:
+            if batch == 1:
+                taken = 0
+                while True:
+                    cur.execute(self.receive_sql)
+                    row = cur.fetchone()
+                    if row is None or not row[1]:
+                        break
+                if row is not None:
+                    str(row[0]), bytes(row[3]), decode(row[2])
+                    taken = 1
+            else:
+                cur.execute(self.receive_batch_sql, {"BatchSize": min(batch, count - got)})
+                rows = cur.fetchall()
+                rows.sort(key=lambda r: r[4])
+                taken = len([(str(r[0]), bytes(r[3]), decode(r[2])) for r in rows if not r[1]])
+            conn.commit()
+            got += taken
+            empty += taken == 0
+        return got, empty
+
+    def close(self):
+        self.conn.close()
+
+
+class Pgmq:
+    def __init__(self, url: str):
+        from pgmq import SyncPGMQueue
+
+        self.client = SyncPGMQueue(conn_string=url, pool_size=1, init_extension=False)
+        self.client.pool.wait()
+        self.client.metrics(QUEUE)  # first use: not timed
+
+    def send(self, messages, batch: int) -> int:
+        client = self.client
+        if batch == 1:
+            for doc, headers in messages:
+                client.send(QUEUE, doc, headers=headers)
+        else:
+            for i in range(0, len(messages), batch):
+                chunk = messages[i : i + batch]
+                client.send_batch(QUEUE, [d for d, _ in chunk], headers=[h for _, h in chunk])
+        return len(messages)
+
+    def receive(self, count: int, batch: int) -> tuple[int, int]:
+        client = self.client
+        got = empty = 0
+        while got < count and empty < 100:
+            if batch == 1:
+                taken = 1 if client.pop(QUEUE) is not None else 0
+            else:
+                taken = len(client.pop(QUEUE, qty=min(batch, count - got)))
+            got += taken
+            empty += taken == 0
+        return got, empty
+
+    def close(self):
+        self.client.close()
+
+
+KINDS = {"ours": Ours, "raw": Raw, "pgmq": Pgmq}
+
+
+def run_one(contender: str, op: str, batch: int, count: int, database: str, barrier) -> tuple:
+    client = KINDS[contender](url_of(database))
+    messages = None
+    if op == "send":
+        messages = make_messages(count)
+        if contender == "pgmq":
+            doc = json.loads(messages[0][0])
+            messages = [(doc, h) for _, h in messages]
+    barrier.wait(timeout=600)
+    started, cpu = time.monotonic(), time.process_time()
+    if op == "send":
+        done, empty = client.send(messages, batch), 0
+    else:
+        done, empty = client.receive(count, batch)
+    ended, cpu = time.monotonic(), time.process_time() - cpu
+    client.close()
+    return started, ended, done, empty, None, cpu
+
+
+def worker_loop(pipe, barriers) -> None:
+    """A worker process (spawned once): runs one cell's share per command, fresh client each time."""
+    while True:
+        command = pipe.recv()
+        if command is None:
+            return
+        contender, op, batch, count, database, parties = command
+        try:
+            pipe.send(run_one(contender, op, batch, count, database, barriers[parties]))
+        except BaseException as exc:  # reported by the parent
+            try:
+                barriers[parties].abort()
+            except Exception:
+                pass
+            pipe.send((0.0, 0.0, 0, 0, f"{type(exc).__name__}: {exc}", 0.0))
+
+
+class Workers:
+    """max(WORKERS) processes started with multiprocessing spawn, reused for every cell."""
+
+    def __init__(self, size: int):
+        ctx = mp.get_context("spawn")
+        self.barriers = {n: ctx.Barrier(n) for n in WORKERS}
+        self.pipes, self.procs = [], []
+        for _ in range(size):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=worker_loop, args=(child, self.barriers), daemon=True)
+            proc.start()
+            self.pipes.append(parent)
+            self.procs.append(proc)
+
+    def run(self, n: int, command: tuple) -> list[tuple]:
+        if self.barriers[n].broken:
+            self.barriers[n].reset()
+        for pipe in self.pipes[:n]:
+            pipe.send((*command, n))
+        return [pipe.recv() for pipe in self.pipes[:n]]
+
+    def close(self) -> None:
+        for pipe in self.pipes:
+            pipe.send(None)
+        for proc in self.procs:
+            proc.join(timeout=30)
+
+
+def run_cell(pool: Workers, database: str, contender: str, op: str, workers: int, batch: int, count: int) -> dict:
+    reset(database, contender)
+    if op == "receive":
+        # a margin so the last worker never finds the queue empty while others hold rows
+        prefill(database, contender, workers * count + workers * batch * 2)
+    outcomes = pool.run(workers, (contender, op, batch, count, database))
+    errors = [o[4] for o in outcomes if o[4]]
+    if errors:
+        return {"error": errors[0]}
+    wall = max(o[1] for o in outcomes) - min(o[0] for o in outcomes)
+    done = sum(o[2] for o in outcomes)
+    empty = sum(o[3] for o in outcomes)
+    cpu_us = sum(o[5] for o in outcomes) / max(done, 1) * 1e6
+    return {"rate": done / wall, "wall": wall, "done": done, "empty": empty, "expected": workers * count, "cpu_us": cpu_us}
+
+
+# --------------------------------------------------------------------------- report
+def fmt_rate(cell: dict | None) -> str:
+    if cell is None:
+        return "n/a"
+    if "error" in cell:
+        return "ERROR"
+    return f"{cell['rate']:,.0f}"
+
+
+def ratio(a: dict | None, b: dict | None) -> float | None:
+    if not a or not b or "rate" not in a or "rate" not in b:
+        return None
+    return a["rate"] / b["rate"]
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller message counts (a minute or two)")
+    parser.add_argument("--rounds", type=int, help=f"rounds per cell, best reported (default {FULL_ROUNDS}; 1 with --quick)")
+    parser.add_argument("--keep-db", action="store_true", help="leave the benchmark database in place")
+    parser.add_argument("--profile", choices=("send", "receive"), help="cProfile ours, one worker in-process")
+    parser.add_argument("--batch", type=int, default=1, choices=BATCHES, help="batch size of the cProfile run of --profile")
+    args = parser.parse_args()
+    counts = QUICK_COUNTS if args.quick else FULL_COUNTS
+
+    database = create_database()
+    try:
+        problem = setup_database(database)
+        if args.profile:
+            return profile_ours(database, args.profile, args.batch, counts[(args.profile, args.batch)])
+        return compare(database, counts, args.rounds if args.rounds else (1 if args.quick else FULL_ROUNDS), problem)
+    finally:
+        if args.keep_db:
+            print(f"(database {database} kept)")
+        else:
+            drop_database(database)
+
+
+def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) -> int:
+    import psycopg
+    import sqlalchemy
+
+    contenders = [c for c in CONTENDERS if not (c == "pgmq" and pgmq_problem)]
+    with admin() as conn:
+        server = conn.execute("SHOW server_version").fetchone()[0]
+        settings = dict(conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync', 'autovacuum', 'shared_buffers')"
+        ).fetchall())
+    headers_len = len(__import__("sqltransport_schema.runtime.wire", fromlist=["wire"]).encode_headers(make_headers()))
+    print(f"PostgreSQL {server} (synchronous_commit={settings.get('synchronous_commit')}, fsync={settings.get('fsync')}, "
+          f"autovacuum={settings.get('autovacuum')}); {os.cpu_count()} cores; Python {sys.version.split()[0]}, "
+          f"psycopg {psycopg.__version__}, SQLAlchemy {sqlalchemy.__version__}")
+    print(pgmq_versions() if not pgmq_problem else f"pgmq: NOT MEASURED -- {pgmq_problem}")
+    print(f"message: {BODY_BYTES} B JSON body, {headers_len} B encoded headers (fresh message id each)")
+    print("messages per worker: " + ", ".join(f"{op} batch {b}: {n:,}" for (op, b), n in counts.items()))
+    print("pgmq batch 50: send_batch(50) and pop(qty=50) (read-and-delete in one statement); batch 1: send() and pop()")
+    print(f"best of {rounds} round(s) per cell (rounds interleaved, contenders in rotating order); "
+          "wall time from the barrier to the last worker done")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+
+    runs: dict[tuple, list[dict]] = {}
+    pool = Workers(max(WORKERS))
+    started = time.monotonic()
+    try:
+        for contender in contenders:  # warm-up, not reported: worker imports, server caches, first WAL segments
+            for op in ("send", "receive"):
+                run_cell(pool, database, contender, op, max(WORKERS), 1, 50)
+        turn = 0
+        for round_no in range(rounds):
+            for op in ("send", "receive"):
+                for workers in WORKERS:
+                    for batch in BATCHES:
+                        order = contenders[turn % len(contenders):] + contenders[: turn % len(contenders)]
+                        turn += 1
+                        for contender in order:
+                            cell = run_cell(pool, database, contender, op, workers, batch, counts[(op, batch)])
+                            runs.setdefault((op, workers, batch, contender), []).append(cell)
+                            if "error" in cell:
+                                print(f"  ! {op} {contender} workers={workers} batch={batch}: {cell['error']}", flush=True)
+                            elif cell["done"] != cell["expected"] or cell["empty"]:
+                                print(f"  ! {op} {contender} workers={workers} batch={batch}: {cell['done']} of {cell['expected']} "
+                                      f"messages, {cell['empty']} empty receives", flush=True)
+                        print(f"  .. round {round_no + 1} {op} workers={workers} batch={batch}: " + ", ".join(
+                            f"{c} {fmt_rate(runs[(op, workers, batch, c)][-1])}" for c in contenders), file=sys.stderr, flush=True)
+    finally:
+        pool.close()
+    elapsed = time.monotonic() - started
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; measuring took {elapsed:.0f} s")
+
+    def best(cells: list[dict] | None) -> dict | None:
+        if not cells:
+            return None
+        good = [c for c in cells if "rate" in c]
+        return max(good, key=lambda c: c["rate"]) if len(good) == len(cells) else next(c for c in cells if "error" in c)
+
+    results = {key: best(cells) for key, cells in runs.items()}
+
+    for op in ("send", "receive"):
+        print()
+        print(f"{op} (messages/s)")
+        print(f"{'workers':>7} {'batch':>5} {'ours msg/s':>11} {'raw msg/s':>10} {'pgmq msg/s':>11} {'ours/raw':>8} {'ours/pgmq':>9}")
+        for workers in WORKERS:
+            for batch in BATCHES:
+                ours = results.get((op, workers, batch, "ours"))
+                raw = results.get((op, workers, batch, "raw"))
+                pg = results.get((op, workers, batch, "pgmq"))
+                print(f"{workers:>7} {batch:>5} {fmt_rate(ours):>11} {fmt_rate(raw):>10} {fmt_rate(pg):>11} "
+                      f"{fmt_ratio(ratio(ours, raw)):>8} {fmt_ratio(ratio(ours, pg)):>9}")
+
+    print()
+    print("targets")
+    met = missed = 0
+
+    def verdict(ok: bool | None, text: str) -> None:
+        nonlocal met, missed
+        if ok is None:
+            state = "NOT MEASURED"
+            missed += 1
+        elif ok:
+            state = "met"
+            met += 1
+        else:
+            state = "MISSED"
+            missed += 1
+        print(f"  {text} -> {state}")
+
+    for op in ("send", "receive"):
+        for workers in WORKERS:
+            for batch in BATCHES:
+                key = (op, workers, batch)
+                r = ratio(results.get((*key, "ours")), results.get((*key, "raw")))
+                verdict(None if r is None else r >= 0.9, f"{op:<7} workers={workers} batch={batch:<2}: ours >= 0.9x raw  ({fmt_ratio(r)})")
+    for op in ("send", "receive"):
+        for workers in WORKERS:
+            for batch in BATCHES:
+                key = (op, workers, batch)
+                r = ratio(results.get((*key, "ours")), results.get((*key, "pgmq")))
+                verdict(None if r is None else r >= 1.0, f"{op:<7} workers={workers} batch={batch:<2}: ours >= 1.0x pgmq ({fmt_ratio(r)})")
+    for workers in WORKERS:
+        r = ratio(results.get(("receive", workers, 50, "ours")), results.get(("receive", workers, 1, "ours")))
+        verdict(None if r is None else r >= 10, f"receive workers={workers}: ours batch 50 >= 10x batch 1 ({fmt_ratio(r)})")
+    print(f"{met} met, {missed} missed or not measured")
+
+    print()
+    print("client CPU per message in the worker processes (us; the best round's cell; server time not included)")
+    print(f"{'op':<7} {'workers':>7} {'batch':>5} {'ours':>6} {'raw':>6} {'pgmq':>6}")
+    for op in ("send", "receive"):
+        for workers in WORKERS:
+            for batch in BATCHES:
+                cpu = [results.get((op, workers, batch, c)) for c in CONTENDERS]
+                print(f"{op:<7} {workers:>7} {batch:>5} " + " ".join(
+                    f"{c['cpu_us']:>6.0f}" if c and "cpu_us" in c else f"{'n/a':>6}" for c in cpu))
+
+    if rounds > 1:
+        print()
+        print("every round (msg/s, ours / raw / pgmq)")
+        for op in ("send", "receive"):
+            for workers in WORKERS:
+                for batch in BATCHES:
+                    per = [" / ".join(fmt_rate(runs[(op, workers, batch, c)][i]) if (op, workers, batch, c) in runs else "n/a"
+                                      for c in CONTENDERS) for i in range(rounds)]
+                    print(f"  {op:<7} workers={workers} batch={batch:<2}: " + " | ".join(per))
+    return 0
+
+
+# --------------------------------------------------------------------------- profile
+class Ablation:
+    """Steps from raw towards ours for batch-1 send/receive: each adds one thing the library does."""
+
+    STEPS = (
+        "raw: own psycopg connection, one cursor",
+        "+ the SQLAlchemy pool's DBAPI connection instead",
+        "+ a new cursor per transaction",
+        "+ held SQLAlchemy Connection, conn.begin()/commit per tx",
+        "+ Queue.send/receive instead of hand-written code",
+        "= ours: engine.connect() + begin per tx (pool checkout)",
+    )
+
+    def __init__(self, url: str, step: int):
+        import psycopg
+
+        from sqltransport_schema.db import make_engine
+        from sqltransport_schema.runtime import wire
+        from sqltransport_schema.runtime.transport import Transport
+
+        self.step, self.wire = step, wire
+        self.engine = make_engine(url)
+        self.queue = Transport(self.engine, "9.1").queue(QUEUE)
+        found = statements()
+        self.send_sql = found["send"].native("pyformat")[0]
+        self.receive_sql = found["receive"].native("pyformat")[0]
+        self.sa = self.engine.connect()
+        self.sa.exec_driver_sql("SELECT 1")
+        self.sa.rollback()
+        self.dbapi = psycopg.connect(url) if step == 0 else self.sa.connection.dbapi_connection
+
+    def close(self):
+        if self.step == 0:
+            self.dbapi.close()
+        self.sa.close()
+        self.engine.dispose()
+
+    def send(self, messages, batch: int) -> int:
+        step, dbapi, sql, encode, key = self.step, self.dbapi, self.send_sql, self.wire.encode_headers, self.wire.MESSAGE_ID
+        cur = dbapi.cursor()
+        for body, headers in messages:
+            if step >= 5:
+                with self.engine.connect() as conn, conn.begin():
+                    self.queue.send(conn, body, headers)
+            elif step == 4:
+                with self.sa.begin():
+                    self.queue.send(self.sa, body, headers)
+            elif step == 3:
+                with self.sa.begin():
+                    dbapi.cursor().execute(sql, {"Id": headers[key], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body})
+            else:
+                if step == 2:
+                    cur = dbapi.cursor()
+                cur.execute(sql, {"Id": headers[key], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body})
+                dbapi.commit()
+        return len(messages)
+
+    def receive(self, count: int, batch: int) -> tuple[int, int]:
+        step, dbapi, sql, decode = self.step, self.dbapi, self.receive_sql, self.wire.decode_headers
+        cur = dbapi.cursor()
+        for _ in range(count):
+            if step >= 5:
+                with self.engine.connect() as conn, conn.begin():
+                    self.queue.receive(conn)
+            elif step == 4:
+                with self.sa.begin():
+                    self.queue.receive(self.sa)
+            elif step == 3:
+                with self.sa.begin():
+                    row = dbapi.cursor().execute(sql).fetchone()
+                    str(row[0]), bytes(row[3]), decode(row[2])
+            else:
+                if step == 2:
+                    cur = dbapi.cursor()
+                row = cur.execute(sql).fetchone()
+                str(row[0]), bytes(row[3]), decode(row[2])
+                dbapi.commit()
+        return count, 0
+
+
+def per_call_us(fn, n: int = 5000) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        for _ in range(n):
+            fn()
+        best = min(best, time.process_time() - started)
+    return best / n * 1e6
+
+
+def components(database: str) -> None:
+    """CPU of the pieces around the SQL, each alone (no round trip to the server involved)."""
+    import psycopg
+
+    from sqltransport_schema.runtime import wire
+
+    ours = Ours(url_of(database))
+    engine, queue = ours.engine, ours.queue
+    headers = make_headers()
+    text = wire.encode_headers(headers)
+    statement = queue.statements["send"]
+    rows = []
+
+    def checkout_checkin():
+        with engine.connect():
+            pass
+
+    held = engine.connect()
+
+    def begin_commit():  # nothing executed: psycopg's commit of an idle connection sends nothing
+        with held.begin():
+            pass
+
+    def library_cursor():
+        if held.get_transaction() is None:
+            held.begin()
+        held.connection.dbapi_connection.cursor()
+
+    raw = psycopg.connect(url_of(database))
+    rows.append(("engine.connect() + close() (pool checkout, checkin, reset-on-return)", per_call_us(checkout_checkin)))
+    rows.append(("conn.begin() + commit() around nothing (SQLAlchemy transaction objects)", per_call_us(begin_commit)))
+    rows.append(("transport._cursor(): get_transaction + dbapi_connection.cursor()", per_call_us(library_cursor)))
+    held.rollback()
+    rows.append(("psycopg connection.cursor() alone", per_call_us(raw.cursor)))
+    rows.append(("Statement.native('pyformat') (cached lookup)", per_call_us(lambda: statement.native("pyformat"))))
+    rows.append(("Queue._row(): encode_headers + row dict", per_call_us(lambda: queue._row(b"", headers, None, None))))
+    rows.append(("wire.encode_headers (528 B map)", per_call_us(lambda: wire.encode_headers(headers))))
+    rows.append(("wire.decode_headers", per_call_us(lambda: wire.decode_headers(text))))
+    rows.append(("uuid.uuid4() (not called: the headers carry the message id)", per_call_us(uuid.uuid4)))
+    held.close()
+    raw.close()
+    ours.close()
+    print("CPU of the pieces, each alone (us per call, best of 3 x 5000 calls)")
+    for name, us in rows:
+        print(f"  {us:>7.1f}  {name}")
+
+
+def call_counts(database: str, op: str, count: int) -> None:
+    """Python function calls per batch-1 message under cProfile, by package: deterministic, unlike CPU time."""
+    import collections
+
+    print("Python function calls per message (batch 1, cProfile call counts; independent of machine load)")
+    for name, kind in (("raw", Raw), ("ours", Ours)):
+        reset(database, "ours")
+        messages = make_messages(count) if op == "send" else None
+        if op == "receive":
+            prefill(database, "ours", count + 10)
+        client = kind(url_of(database))
+        profiler = cProfile.Profile()
+        profiler.enable()
+        if op == "send":
+            client.send(messages, 1)
+        else:
+            client.receive(count, 1)
+        profiler.disable()
+        client.close()
+        stats = pstats.Stats(profiler)
+        by = collections.Counter()
+        for (filename, _line, _function), (_cc, calls, *_rest) in stats.stats.items():
+            package = next((p for p in ("sqlalchemy", "psycopg", "sqltransport_schema") if p in filename), None)
+            by[package or ("builtins" if filename == "~" else "stdlib/other")] += calls
+        parts = ", ".join(f"{package} {calls / count:.0f}" for package, calls in by.most_common() if calls / count >= 0.5)
+        print(f"  {name:<4} {stats.total_calls / count:>4.0f}  ({parts})")
+
+
+def profile_ours(database: str, op: str, batch: int, count: int) -> int:
+    import statistics
+
+    rounds = 7
+    print(f"{op}, batch 1, {count} messages per run, one worker in this process: client CPU (process_time) per message,")
+    print(f"median of {rounds} runs, steps alternating; the server's work is the same in every step")
+    measured: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(Ablation.STEPS))}
+    for _ in range(rounds):
+        for step in measured:
+            reset(database, "ours")
+            messages = make_messages(count) if op == "send" else None
+            if op == "receive":
+                prefill(database, "ours", count + 10)
+            client = Ablation(url_of(database), step)
+            started, cpu = time.perf_counter(), time.process_time()
+            if op == "send":
+                client.send(messages, 1)
+            else:
+                client.receive(count, 1)
+            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            client.close()
+            measured[step].append((cpu / count * 1e6, count / wall))
+    previous = None
+    for step, values in measured.items():
+        us = statistics.median(v[0] for v in values)
+        delta = "" if previous is None else f"{us - previous:+6.0f}"
+        print(f"  {us:>5.0f} us {delta:>6}  {Ablation.STEPS[step]}   (median wall {statistics.median(v[1] for v in values):,.0f} msg/s)")
+        previous = us
+    print()
+    components(database)
+    print()
+    call_counts(database, op, count)
+    print()
+
+    reset(database, "ours")
+    ours = Ours(url_of(database))
+    messages = make_messages(count) if op == "send" else None
+    if op == "receive":
+        prefill(database, "ours", count + batch * 2)
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    if op == "send":
+        ours.send(messages, batch)
+    else:
+        ours.receive(count, batch)
+    profiler.disable()
+    wall = time.perf_counter() - started
+    ours.close()
+    print(f"ours under cProfile: {wall:.2f} s ({count / wall:,.0f} msg/s with profiler overhead)")
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("tottime").print_stats(20)
+    print(out.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
