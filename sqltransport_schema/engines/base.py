@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..runtime.statements import MESSAGE, Statement, parameters_of
 from ..schema import Kind, SchemaName, TableName, TableSpec
 from ..versions import Profile
 
@@ -123,6 +124,45 @@ class Engine:
 
     def drop_schema(self, schema: SchemaName) -> list[str]:
         return []
+
+    # -- runtime statements -------------------------------------------------------------
+    # name -> (class attribute holding the template, what it does). Engines whose statements
+    # do not vary by version only write the templates; SQL Server overrides runtime_statements.
+    QUEUE_STATEMENTS = {
+        "send": ("SEND", "place a message on the queue"),
+        "receive": ("RECEIVE", "take the oldest unlocked message, flagging it if expired"),
+        "receive_batch": ("RECEIVE_BATCH", "take up to @BatchSize oldest unlocked messages, flagging expired ones"),
+        "peek": ("PEEK", "estimate how many messages wait"),
+        "purge_expired": ("PURGE_EXPIRED", "delete up to @BatchSize expired messages"),
+        "purge_all": ("PURGE_ALL", "delete every message (purge at startup)"),
+    }
+    DELAYED_STATEMENTS = {
+        "store_delayed": ("STORE_DELAYED", "store a delayed message"),
+        "move_due_delayed": ("MOVE_DUE_DELAYED", "move due messages into the input queue"),
+        "next_due": ("NEXT_DUE", "when the next delayed message falls due"),
+    }
+    SUBSCRIPTION_STATEMENTS = {
+        "subscribe": ("SUBSCRIBE", "subscribe an endpoint to a topic"),
+        "unsubscribe": ("UNSUBSCRIBE", "unsubscribe an endpoint from a topic"),
+        "find_subscribers": ("FIND_SUBSCRIBERS", "addresses subscribed to any of the topics"),
+    }
+    RESULT_COLUMNS = {"receive": MESSAGE, "receive_batch": MESSAGE + ("Order",)}
+
+    def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
+                           subscriptions: TableName | None = None, topics: int = 1, **_options) -> dict[str, Statement]:
+        """Every runtime statement for a queue (and its delayed table, and the subscription table)."""
+        groups = [(self.QUEUE_STATEMENTS, {"table": self.qualified(queue, profile)})]
+        if delayed is not None:
+            groups.append((self.DELAYED_STATEMENTS, {"table": self.qualified(queue, profile), "delayed": self.qualified(delayed, profile)}))
+        if subscriptions is not None:
+            groups.append((self.SUBSCRIPTION_STATEMENTS, {"subscriptions": self.qualified(subscriptions, profile)}))
+        topic_list = ", ".join(f"@Topic{i}" for i in range(topics))
+        out = {}
+        for statements, identifiers in groups:
+            for name, (attribute, doc) in statements.items():
+                template = getattr(self, attribute).replace("{topics}", topic_list)
+                out[name] = Statement(name, template, identifiers, parameters_of(template), doc, self.RESULT_COLUMNS.get(name, ()))
+        return out
 
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:

@@ -7,7 +7,6 @@ qualified name, {table_literal} that text as a string literal.
 
 from __future__ import annotations
 
-from ..runtime.statements import MESSAGE, Statement
 from ..schema import SchemaName, TableName, TableSpec
 from ..versions import FEATURE_SINCE, Profile
 from .base import Engine
@@ -216,30 +215,3 @@ END
     )
     UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
     FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
-
-    def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
-                           subscriptions: TableName | None = None, topics: int = 1, **_ignored) -> dict[str, Statement]:
-        table = {"table": self.qualified(queue)}
-        out = {
-            "send": Statement("send", self.SEND, table, ("Id", "TimeToBeReceivedMs", "Headers", "Body"), "place a message on the queue"),
-            "receive": Statement("receive", self.RECEIVE, table, (), "take the oldest unlocked message", columns=MESSAGE),
-            "receive_batch": Statement("receive_batch", self.RECEIVE_BATCH, table, ("BatchSize",), "take up to @BatchSize oldest unlocked messages", columns=MESSAGE + ("Order",)),
-            "peek": Statement("peek", self.PEEK, table, (), "estimate how many messages wait"),
-            "purge_expired": Statement("purge_expired", self.PURGE_EXPIRED, table, ("BatchSize",), "delete a batch of expired messages"),
-            "purge_all": Statement("purge_all", self.PURGE_ALL, table, (), "delete every message (purge at startup)"),
-        }
-        if delayed is not None:
-            both = {**table, "delayed": self.qualified(delayed)}
-            out["store_delayed"] = Statement("store_delayed", self.STORE_DELAYED, both, ("Headers", "Body", "DueAfterMs"), "store a delayed message")
-            out["move_due_delayed"] = Statement("move_due_delayed", self.MOVE_DUE_DELAYED, both, ("BatchSize",), "move due messages into the input queue")
-            out["next_due"] = Statement("next_due", self.NEXT_DUE, both, (), "when the next delayed message falls due")
-        if subscriptions is not None:
-            subs = {"subscriptions": self.qualified(subscriptions)}
-            topic_list = ", ".join(f"@Topic{i}" for i in range(topics))
-            out["subscribe"] = Statement("subscribe", self.SUBSCRIBE, subs, ("QueueAddress", "Topic", "Endpoint"), "subscribe an endpoint to a topic")
-            out["unsubscribe"] = Statement("unsubscribe", self.UNSUBSCRIBE, subs, ("Endpoint", "Topic"), "unsubscribe an endpoint from a topic")
-            out["find_subscribers"] = Statement(
-                "find_subscribers", self.FIND_SUBSCRIBERS.replace("{topics}", topic_list), subs,
-                tuple(f"Topic{i}" for i in range(topics)), "addresses subscribed to any of the topics",
-            )
-        return out

@@ -49,6 +49,11 @@ class Statement:
         return found
 
 
+def parameters_of(template: str) -> tuple[str, ...]:
+    """The @Name parameters of a template, in order of first use (for templates without T-SQL variables)."""
+    return tuple(dict.fromkeys(_PARAM.findall(template)))
+
+
 def _convert(template: str, params: tuple[str, ...], paramstyle: str) -> tuple[str, list[str]]:
     order: list[str] = []
     known = set(params)
