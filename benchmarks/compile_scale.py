@@ -37,7 +37,7 @@ from sqltransport_schema import engines, schema, topology  # noqa: E402
 from sqltransport_schema.migrate.compile import compile_topology, plan  # noqa: E402
 from sqltransport_schema.versions import profile  # noqa: E402
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (beside this script)
 DONT_WRITE_BYTECODE = sys.dont_write_bytecode
 
 
@@ -110,24 +110,6 @@ def compile_row(endpoints: int, runs: int) -> dict:
 
 
 # --------------------------------------------------------------------------- upgrade
-def admin():
-    import psycopg
-
-    return psycopg.connect(PG_ADMIN, autocommit=True)
-
-
-def fresh_database() -> str:
-    name = f"sqlts_bench_{uuid.uuid4().hex[:10]}"
-    with admin() as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return name
-
-
-def drop_database(name: str) -> None:
-    with admin() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def direct_batches(topo, tables_per_transaction: int | None) -> list[list[str]]:
     """Exactly the statements the compiled revision runs on PostgreSQL, split where it commits."""
     engine = engines.get("postgresql")
@@ -157,7 +139,7 @@ def server_tables_per_transaction() -> int:
 def time_direct(transactions: list[list[str]]) -> float:
     import psycopg
 
-    name = fresh_database()
+    name = create_database()
     try:
         started = time.perf_counter()
         with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{name}") as conn:
@@ -171,7 +153,7 @@ def time_direct(transactions: list[list[str]]) -> float:
 
 
 def time_alembic(root: Path) -> float:
-    name = fresh_database()
+    name = create_database()
     try:
         cfg = config(root, f"postgresql://postgres@127.0.0.1:5432/{name}")
         cfg.stdout = io.StringIO()

@@ -50,7 +50,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+from _databases import PG_ADMIN, admin, create_database, drop_database  # noqa: E402  (beside this script)
 QUEUE = "bench"
 CONTENDERS = ("ours", "raw", "pgmq")
 WORKERS = (1, 2, 4)
@@ -108,24 +108,6 @@ def make_messages(count: int) -> list[tuple[bytes, dict[str, str]]]:
 
 
 # --------------------------------------------------------------------------- database
-def admin():
-    import psycopg
-
-    return psycopg.connect(PG_ADMIN, autocommit=True)
-
-
-def create_database() -> str:
-    name = f"sqlts_bench_rt_{uuid.uuid4().hex[:10]}"
-    with admin() as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return name
-
-
-def drop_database(name: str) -> None:
-    with admin() as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def setup_database(database: str) -> str | None:
     """Our queue table from the engine's DDL; pgmq from the SQL its package bundles. Returns pgmq's problem, if any."""
     import psycopg
@@ -470,7 +452,7 @@ def main() -> int:
     args = parser.parse_args()
     counts = QUICK_COUNTS if args.quick else FULL_COUNTS
 
-    database = create_database()
+    database = create_database("sqlts_bench_rt")
     try:
         problem = setup_database(database)
         if args.profile:
