@@ -115,6 +115,7 @@ class Transport:
         self.subscription_table = subscription_table or TableName("SubscriptionRouting", default_schema, default_catalog)
         self.peek_batch_size = peek_batch_size
         self.blueprint: Blueprint | None = None  # what the deployed revision recorded (from_database)
+        self._existing_columns: dict | None = None  # the catalog as verify() read it
         self._queues: dict[TableName, Queue] = {}
 
     # -- what is deployed ----------------------------------------------------------
@@ -132,7 +133,7 @@ class Transport:
     def verify(self, blueprint: Blueprint) -> list[str]:
         """Differences between the catalog and the recorded blueprint, as the transport warns of them."""
         with self.engine.connect() as conn:
-            existing = self.dialect.existing_columns(conn)
+            existing = self._existing_columns = self.dialect.existing_columns(conn)
             present = [s.name for s in blueprint.tables if s.kind is Kind.QUEUE and self.dialect.table_key(s.name) in existing]
             warnings = self.dialect.catalog_warnings(conn, present, self.profile)
         for spec in blueprint.tables:
@@ -173,7 +174,12 @@ class Transport:
         return Subscriptions(self, self.subscription_table)
 
     def statements(self, queue: TableName, **tables) -> dict[str, Statement]:
-        return self.dialect.runtime_statements(self.profile, queue, peek_batch_size=self.peek_batch_size, **tables)
+        options = {}
+        found = self._existing_columns.get(self.dialect.table_key(queue)) if self._existing_columns else None
+        if found:
+            # the transport's send copes with a queue whose Recoverable column was dropped (7.0+)
+            options["recoverable_column"] = "recoverable" in found
+        return self.dialect.runtime_statements(self.profile, queue, peek_batch_size=self.peek_batch_size, **options, **tables)
 
     # -- publish -----------------------------------------------------------------------
     def publish(self, conn: Connection, topics: str | Sequence[str], body: bytes, headers: Mapping[str, str]) -> list[str]:
