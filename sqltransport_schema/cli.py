@@ -1,4 +1,4 @@
-"""sqltransport-schema command line. Exit codes: 0 ok, 1 changes found (--check), 2 error."""
+"""sqltransport-schema command line. Exit codes: 0 ok, 1 changes found (compile --check) or drift (check), 2 error."""
 
 from __future__ import annotations
 
@@ -98,6 +98,30 @@ def cmd_compile(args) -> int:
     return EXIT_OK
 
 
+def cmd_check(args) -> int:
+    """Compare a live database with the topology of the revision it is stamped with."""
+    from . import check
+
+    try:
+        config = _config(args.config)
+        report = check.run(check.database_url(args.url, config), config)
+    except (check.CheckError, FileNotFoundError) as exc:
+        if args.format == "json":
+            sys.stdout.write(json.dumps({"status": "error", "message": str(exc)}, indent=2) + "\n")
+        elif args.format == "markdown":
+            sys.stdout.write(f"### sqltransport-schema check: error\n\n{exc}\n")
+        else:
+            sys.stderr.write(f"error: {exc}\n")
+        return EXIT_ERROR
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(report.markdown())
+    else:
+        sys.stdout.write("".join(line + "\n" for line in report.text_lines()))
+    return EXIT_OK if report.in_sync else EXIT_CHANGES
+
+
 def cmd_statements(args) -> int:
     """Every runtime statement of one engine and version, as a DBA reviews them."""
     from . import engines
@@ -158,6 +182,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="validate topology.yaml and report every problem")
     common(p, with_config=False)
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("check", help="compare a live database with the topology its migrations record")
+    p.add_argument("--url", help="database URL (default: SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output for people, CI, or a pull-request comment")
+    p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("statements", help="print every runtime statement of an engine and transport version")
     p.add_argument("--engine", required=True, choices=("mssql", "postgresql", "sqlite"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..runtime.statements import MESSAGE, Statement, parameters_of
 from ..schema import Kind, SchemaName, TableName, TableSpec
+from ..shapes import TableShape
 from ..versions import Profile
 
 # The message a refused drop carries, on every engine.
@@ -77,6 +78,14 @@ class Engine:
         for schema, table, column in connection.exec_driver_sql(self.EXISTING_COLUMNS):
             out.setdefault(self.table_key(TableName(table, schema)), set()).add(column.lower())
         return out
+
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        """The columns and indexes our DDL gives this table (for `check`)."""
+        raise NotImplementedError(f"check does not support {self.name} yet")
+
+    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
+        """table_key -> (name, live shape) of every user table, in a few bulk catalog queries."""
+        raise NotImplementedError(f"check does not support {self.name} yet")
 
     def catalog_warnings(self, connection, queues: list[TableName], profile: Profile) -> list[str]:
         """What the transport would warn of at start-up (a missing expiry index, non-Unicode headers)."""

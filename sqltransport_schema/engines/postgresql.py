@@ -7,7 +7,8 @@ qualified name, {table_literal} that text as a string literal.
 
 from __future__ import annotations
 
-from ..schema import SchemaName, TableName, TableSpec
+from ..schema import Kind, SchemaName, TableName, TableSpec
+from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type
 from ..versions import FEATURE_SINCE, Profile
 from .base import Engine
 
@@ -64,6 +65,78 @@ END
         "delayed": frozenset({"id", "headers", "body", "due"}),
         "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
     }
+
+    # -- check: expected and live shapes ----------------------------------------------------
+    # Types as format_type() prints them; (type, nullable).
+    QUEUE_COLUMNS = {
+        "id": ("uuid", False),
+        "expires": ("timestamp without time zone", True),
+        "headers": ("text", False),
+        "body": ("bytea", True),
+    }
+    SEQ_TYPES = {"serial": "integer", "bigserial": "bigint"}
+    DELAYED_COLUMNS = {
+        "id": ("uuid", False),
+        "headers": ("text", False),
+        "body": ("bytea", True),
+        "due": ("timestamp with time zone", False),
+    }
+    SUBSCRIPTION_COLUMNS = {
+        "queueaddress": ("character varying(200)", False),
+        "endpoint": ("character varying(200)", False),
+        "topic": ("character varying(200)", False),
+    }
+    USER_SCHEMAS = "n.nspname NOT IN ('information_schema') AND n.nspname !~ '^pg_'"
+    SHAPE_TABLES = (
+        "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind IN ('r', 'p') AND " + USER_SCHEMAS
+    )
+    SHAPE_COLUMNS = (
+        "SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull "
+        "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND " + USER_SCHEMAS
+    )
+    SHAPE_INDEXES = (
+        "SELECT n.nspname, t.relname, i.relname, ix.indisunique, pg_get_expr(ix.indpred, ix.indrelid), "
+        "ARRAY(SELECT pg_get_indexdef(ix.indexrelid, k, true) FROM generate_series(1, ix.indnkeyatts) AS k) "
+        "FROM pg_index ix JOIN pg_class t ON t.oid = ix.indrelid JOIN pg_class i ON i.oid = ix.indexrelid "
+        "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.relkind IN ('r', 'p') AND " + USER_SCHEMAS
+    )
+
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        if spec.kind is Kind.QUEUE:
+            columns = dict(self.QUEUE_COLUMNS, seq=(self.SEQ_TYPES[spec.seq_type], False))
+            indexes = [IndexShape(("id",), unique=True), IndexShape(("seq",), unique=True)]
+        elif spec.kind is Kind.DELAYED:
+            columns = dict(self.DELAYED_COLUMNS)
+            due = self.index_names(spec)[0].table
+            indexes = [IndexShape(("id",), unique=True), IndexShape(("due",), name=due)]
+        else:
+            columns = dict(self.SUBSCRIPTION_COLUMNS)
+            indexes = [IndexShape(("endpoint", "topic"), unique=True)]
+        return TableShape(columns, indexes)
+
+    @staticmethod
+    def _index_column(text: str) -> str:
+        if len(text) >= 2 and text[0] == text[-1] == '"':
+            return text[1:-1].replace('""', '"').lower()
+        return text.lower()
+
+    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
+        out: dict[tuple, tuple[TableName, TableShape]] = {}
+        for schema, table in connection.exec_driver_sql(self.SHAPE_TABLES):
+            name = TableName(table, schema)
+            out[self.table_key(name)] = (name, TableShape())
+        for schema, table, column, type_, nullable in connection.exec_driver_sql(self.SHAPE_COLUMNS):
+            entry = out.get(self.table_key(TableName(table, schema)))
+            if entry is not None:
+                entry[1].columns[column.lower()] = (normalise_type(type_), bool(nullable))
+        for schema, table, index, unique, predicate, columns in connection.exec_driver_sql(self.SHAPE_INDEXES):
+            entry = out.get(self.table_key(TableName(table, schema)))
+            if entry is not None:
+                shape = IndexShape(tuple(self._index_column(c) for c in columns), bool(unique), normalise_predicate(predicate), index)
+                entry[1].indexes.append(shape)
+        return out
 
     def quote(self, identifier: str) -> str:
         return '"' + identifier.replace('"', '""') + '"'

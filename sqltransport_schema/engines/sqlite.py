@@ -8,6 +8,7 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 from __future__ import annotations
 
 from ..schema import Kind, TableName, TableSpec
+from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type, where_clause
 from ..versions import ExpiresIndex, Profile
 from .base import Engine
 
@@ -64,6 +65,79 @@ CREATE TABLE IF NOT EXISTS {table} (
     EXISTING_COLUMNS = (
         "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
     )
+
+    # -- check: expected and live shapes ----------------------------------------------------
+    # Declared types, lower case; (type, nullable). INTEGER PRIMARY KEY (the rowid) is never null.
+    QUEUE_COLUMNS = {
+        "id": ("text", False),
+        "correlationid": ("text", True),
+        "replytoaddress": ("text", True),
+        "recoverable": ("integer", False),
+        "expires": ("datetime", True),
+        "headers": ("text", False),
+        "body": ("blob", True),
+        "rowversion": ("integer", False),
+    }
+    DELAYED_COLUMNS = {
+        "headers": ("text", False),
+        "body": ("blob", True),
+        "due": ("datetime", False),
+        "rowversion": ("integer", False),
+    }
+    SUBSCRIPTION_COLUMNS = {
+        "queueaddress": ("text", False),
+        "endpoint": ("text", False),
+        "topic": ("text", False),
+    }
+    USER_TABLES = "m.type = 'table' AND substr(m.name, 1, 7) <> 'sqlite_'"
+    SHAPE_TABLES = "SELECT m.name FROM sqlite_master AS m WHERE " + USER_TABLES
+    # hidden 1 marks virtual-table columns; generated columns (2, 3) are real columns here
+    SHAPE_COLUMNS = (
+        'SELECT m.name, p.name, p.type, p."notnull", p.pk FROM sqlite_master AS m '
+        "JOIN pragma_table_xinfo(m.name) AS p WHERE p.hidden <> 1 AND " + USER_TABLES
+    )
+    SHAPE_INDEXES = (
+        'SELECT m.name, il.name, il."unique", ii.name, s.sql FROM sqlite_master AS m '
+        "JOIN pragma_index_list(m.name) AS il JOIN pragma_index_info(il.name) AS ii "
+        "LEFT JOIN sqlite_master AS s ON s.type = 'index' AND s.name = il.name "
+        "WHERE " + USER_TABLES + " ORDER BY m.name, il.name, ii.seqno"
+    )
+
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        indexes = []
+        if spec.kind is Kind.QUEUE:
+            columns = dict(self.QUEUE_COLUMNS)
+            if spec.body_string:
+                columns["bodystring"] = ("text", True)
+            if profile.expires_index is not ExpiresIndex.NONE:
+                predicate = "expiresisnotnull" if profile.expires_index is ExpiresIndex.FILTERED else None
+                indexes.append(IndexShape(("expires",), predicate=predicate, name=self._index(spec)))
+        elif spec.kind is Kind.DELAYED:
+            columns = dict(self.DELAYED_COLUMNS)
+            indexes.append(IndexShape(("due",), name=self._index(spec)))
+        else:
+            columns = dict(self.SUBSCRIPTION_COLUMNS)
+            indexes.append(IndexShape(("endpoint", "topic"), unique=True))
+        return TableShape(columns, indexes)
+
+    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
+        out: dict[tuple, tuple[TableName, TableShape]] = {}
+        for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
+            name = TableName(table)
+            out[self.table_key(name)] = (name, TableShape())
+        for table, column, type_, notnull, pk in connection.exec_driver_sql(self.SHAPE_COLUMNS):
+            entry = out.get(self.table_key(TableName(table)))
+            if entry is not None:
+                entry[1].columns[column.lower()] = (normalise_type(type_ or ""), not notnull and not pk)
+        found: dict[tuple, dict] = {}  # (table key, index) -> parts
+        for table, index, unique, column, sql in connection.exec_driver_sql(self.SHAPE_INDEXES):
+            parts = found.setdefault((self.table_key(TableName(table)), index), {"unique": bool(unique), "sql": sql, "columns": []})
+            parts["columns"].append((column or "<expression>").lower())
+        for (key, index), parts in found.items():
+            if key in out:
+                predicate = normalise_predicate(where_clause(parts["sql"]))
+                out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], predicate, index))
+        return out
 
     def quote(self, identifier: str) -> str:
         return '"' + identifier.replace('"', '""') + '"'

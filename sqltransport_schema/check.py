@@ -1,0 +1,308 @@
+"""check: compare a live database with the topology its migrations say it holds.
+
+The core (`diff`) is pure: the blueprint of the revision the database is stamped with, the
+migrations head, and the live table shapes an engine read from the catalog go in; a Report
+comes out. `run` is the I/O edge: it connects, reads the stamp, the revisions and the catalog.
+docs/check.md documents the categories and the JSON output.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .schema import Blueprint, TableName
+from .shapes import IndexShape, TableShape
+from .versions import profile
+
+# In report order. unmanaged_table is information only: it never makes the check fail.
+CATEGORIES = (
+    "unapplied_revisions",
+    "missing_table",
+    "extra_managed_table",
+    "unmanaged_table",
+    "missing_column",
+    "extra_column",
+    "column_type",
+    "missing_index",
+    "extra_index",
+    "index_columns",
+    "index_predicate",
+)
+INFO_CATEGORIES = frozenset({"unmanaged_table"})
+
+
+class CheckError(Exception):
+    """The check could not run: unreachable database, no stamp, unreadable migrations."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    category: str
+    table: str | None
+    detail: str
+
+    @property
+    def severity(self) -> str:
+        return "info" if self.category in INFO_CATEGORIES else "drift"
+
+    def to_json(self) -> dict:
+        return {"category": self.category, "severity": self.severity, "table": self.table, "detail": self.detail}
+
+    def sort_key(self) -> tuple:
+        return (CATEGORIES.index(self.category), self.table or "", self.detail)
+
+
+@dataclass
+class Report:
+    engine: str
+    deployed_revision: str | None
+    head_revision: str | None
+    findings: list[Finding] = field(default_factory=list)
+    unapplied_revisions: list[str] = field(default_factory=list)
+
+    @property
+    def drift(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "drift"]
+
+    @property
+    def in_sync(self) -> bool:
+        return not self.drift
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for finding in self.findings:
+            out[finding.category] = out.get(finding.category, 0) + 1
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "status": "in_sync" if self.in_sync else "drift",
+            "engine": self.engine,
+            "deployed_revision": self.deployed_revision,
+            "head_revision": self.head_revision,
+            "unapplied_revisions": list(self.unapplied_revisions),
+            "findings": [f.to_json() for f in self.findings],
+            "counts": self.counts(),
+        }
+
+    def text_lines(self) -> list[str]:
+        lines = [f"{f.severity}: {f.category}: " + (f"{f.table}: " if f.table else "") + f.detail for f in self.findings]
+        if self.in_sync:
+            lines.append("in sync")
+        else:
+            lines.append(f"drift: {len(self.drift)} difference(s) from revision {self.deployed_revision}")
+        return lines
+
+    def markdown(self) -> str:
+        title = "in sync" if self.in_sync else f"drift ({len(self.drift)} difference(s))"
+        lines = [
+            f"### sqltransport-schema check: {title}",
+            "",
+            f"Engine `{self.engine}`, database at revision `{self.deployed_revision}`, migrations head `{self.head_revision}`.",
+        ]
+        if self.findings:
+            lines += ["", "| Severity | Category | Table | Detail |", "|---|---|---|---|"]
+            for f in self.findings:
+                cells = [f.severity, f.category, f.table or "", f.detail]
+                lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+        return "\n".join(lines) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def display(engine, name: TableName) -> str:
+    schema = name.schema if name.schema is not None else engine.default_schema
+    return ".".join(part for part in (name.catalog, schema, name.table) if part is not None)
+
+
+def _column(type_nullable: tuple[str, bool]) -> str:
+    type_, nullable = type_nullable
+    return f"{type_} {'null' if nullable else 'not null'}"
+
+
+# --------------------------------------------------------------------------- the pure core
+def diff(
+    expected: Blueprint,
+    deployed_revision: str | None,
+    head_revision: str | None,
+    live: dict[tuple, tuple[TableName, TableShape]],
+    *,
+    engine,
+    unapplied: list[str] | tuple[str, ...] = (),
+    history: dict[tuple, str] | None = None,
+) -> Report:
+    """Every difference between the live tables and the expected blueprint, each reported once.
+
+    engine: builds expected shapes and table keys (no database). unapplied: revision ids
+    between the deployed revision and the head. history: table_key -> the revision whose
+    blueprint records the table, for tables of other revisions than the deployed one.
+    """
+    report = Report(engine.name, deployed_revision, head_revision, unapplied_revisions=list(unapplied))
+    findings = report.findings
+    if unapplied:
+        findings.append(Finding("unapplied_revisions", None, f"{len(unapplied)} revision(s) not applied: {', '.join(unapplied)}"))
+    prof = profile(expected.transport_version)
+    expected_keys = set()
+    for spec in expected.tables:
+        key = engine.table_key(spec.name)
+        expected_keys.add(key)
+        table = display(engine, spec.name)
+        found = live.get(key)
+        if found is None:
+            findings.append(Finding("missing_table", table, f"{spec.kind.value} table is not in the database"))
+            continue
+        findings += _table_findings(table, engine.expected_shape(spec, prof), found[1], engine.case_insensitive_names)
+    history = history or {}
+    for key, (name, _shape) in live.items():
+        if key in expected_keys:
+            continue
+        if key in history:
+            findings.append(Finding("extra_managed_table", display(engine, name), f"recorded by revision {history[key]}, not by the deployed revision {deployed_revision}"))
+        else:
+            findings.append(Finding("unmanaged_table", display(engine, name), "in no revision's topology; left alone"))
+    findings.sort(key=Finding.sort_key)
+    return report
+
+
+def _table_findings(table: str, want: TableShape, have: TableShape, case_insensitive: bool) -> list[Finding]:
+    out = []
+    for column, spec in want.columns.items():
+        if column not in have.columns:
+            out.append(Finding("missing_column", table, f"{column} ({_column(spec)})"))
+        elif have.columns[column] != spec:
+            out.append(Finding("column_type", table, f"{column}: expected {_column(spec)}, found {_column(have.columns[column])}"))
+    for column, spec in have.columns.items():
+        if column not in want.columns:
+            out.append(Finding("extra_column", table, f"{column} ({_column(spec)})"))
+    out += _index_findings(table, want.indexes, have.indexes, case_insensitive)
+    return out
+
+
+def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], case_insensitive: bool) -> list[Finding]:
+    fold = (lambda s: s.casefold()) if case_insensitive else (lambda s: s)
+    remaining = list(have)
+    out = []
+    unmatched = []
+    for index in want:  # indexes our DDL names: compared by name, then structure
+        if index.name is None:
+            unmatched.append(index)
+            continue
+        live = next((i for i in remaining if i.name is not None and fold(i.name) == fold(index.name)), None)
+        if live is None:
+            out.append(Finding("missing_index", table, index.describe()))
+            continue
+        remaining.remove(live)
+        if (live.columns, live.unique) != (index.columns, index.unique):
+            out.append(Finding("index_columns", table, f"{index.name}: expected {index.describe()}, found {live.describe()}"))
+        elif live.predicate != index.predicate:
+            out.append(Finding("index_predicate", table, f"{index.name}: expected {_predicate(index)}, found {_predicate(live)}"))
+    for index in unmatched:  # implicit indexes (primary keys, UNIQUE): by structure alone
+        live = next((i for i in remaining if i.structure() == index.structure()), None)
+        if live is not None:
+            remaining.remove(live)
+            continue
+        live = next((i for i in remaining if (i.columns, i.unique) == (index.columns, index.unique)), None)
+        if live is not None:
+            remaining.remove(live)
+            out.append(Finding("index_predicate", table, f"{live.name}: expected {_predicate(index)}, found {_predicate(live)}"))
+        else:
+            out.append(Finding("missing_index", table, index.describe()))
+    out += [Finding("extra_index", table, index.describe()) for index in remaining]
+    return out
+
+
+def _predicate(index: IndexShape) -> str:
+    return f"where {index.predicate}" if index.predicate else "no predicate"
+
+
+# --------------------------------------------------------------------------- the I/O edge
+def database_url(url: str | None, config) -> str:
+    """--url, else SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini (as migrations/env.py)."""
+    from .migrate.env import DEFAULT_URL
+
+    return url or os.environ.get("SQLTRANSPORT_URL") or config.get_main_option("sqlalchemy.url") or DEFAULT_URL
+
+
+def run(url: str, config) -> Report:
+    """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError."""
+    import sqlalchemy as sa
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+    from sqlalchemy.engine import make_url
+
+    from . import engines
+    from .db import make_engine, normalise_url
+    from .migrate.compile import CompileError, blueprint_at, head_blueprint
+
+    try:
+        parsed = make_url(normalise_url(url))
+    except sa.exc.ArgumentError as exc:
+        raise CheckError(f"invalid database URL: {exc}") from None
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") and not Path(parsed.database).exists():
+        raise CheckError(f"no SQLite database at {parsed.database}")
+    try:
+        script = ScriptDirectory.from_config(config)
+        head, _ = head_blueprint(script)
+    except (CommandError, CompileError) as exc:
+        raise CheckError(str(exc)) from None
+    db = make_engine(url)
+    try:
+        engine = engines.for_dialect(db.dialect.name)
+        with db.connect() as connection:
+            stamps = MigrationContext.configure(connection).get_current_heads()
+            if len(stamps) != 1:
+                raise CheckError(f"the database is stamped with {len(stamps)} revisions ({', '.join(stamps) or 'none'}); run `alembic upgrade head`")
+            live = engine.read_shapes(connection)
+    except engines.UnsupportedEngine as exc:
+        raise CheckError(str(exc)) from None
+    except NotImplementedError as exc:
+        raise CheckError(str(exc)) from None
+    except sa.exc.SQLAlchemyError as exc:
+        raise CheckError(f"cannot read the database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+    finally:
+        db.dispose()
+    deployed = stamps[0]
+    try:
+        expected = blueprint_at(script, deployed)
+        unapplied = _unapplied(script, deployed, head)
+        history = _history(script, engine, deployed)
+    except (CommandError, CompileError) as exc:
+        raise CheckError(str(exc)) from None
+    if expected is None:
+        raise CheckError(f"revision {deployed} and its ancestors record no topology snapshot")
+    version_table = config.get_main_option("version_table") or "alembic_version"
+    live = {key: value for key, value in live.items() if value[0].table.casefold() != version_table.casefold()}
+    return diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history)
+
+
+def _unapplied(script, deployed: str, head: str | None) -> list[str]:
+    """Revisions after the deployed one up to the head, oldest first."""
+    from alembic.script.revision import RevisionError
+    from alembic.util import CommandError
+
+    if head is None or deployed == head:
+        return []
+    try:
+        if script.get_revision(deployed) is None:
+            raise RevisionError(deployed)
+        found = [r.revision for r in script.iterate_revisions(head, deployed) if r.revision != deployed]
+    except (CommandError, RevisionError):
+        raise CheckError(f"the database is stamped with revision {deployed}, which is not an ancestor of the migrations head {head}") from None
+    return list(reversed(found))
+
+
+def _history(script, engine, deployed: str) -> dict[tuple, str]:
+    """table_key -> newest revision whose snapshot records the table."""
+    out: dict[tuple, str] = {}
+    for revision in script.walk_revisions():  # newest first
+        snapshot = getattr(revision.module, "SNAPSHOT", None)
+        if snapshot is None:
+            continue
+        for spec in Blueprint.from_snapshot(snapshot).tables:
+            out.setdefault(engine.table_key(spec.name), revision.revision)
+    return out

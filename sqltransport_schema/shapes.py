@@ -1,0 +1,92 @@
+"""Engine-neutral shapes of tables: what a table should look like, or what the catalog says it looks like.
+
+Engines build the expected shape of a table spec (`Engine.expected_shape`) and read the live
+shapes of every table from the catalog (`Engine.read_shapes`); `check.diff` compares the two.
+Everything here is plain data: no database, no engine.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class IndexShape:
+    """An index by structure. `name` is set only where our DDL names the index explicitly
+    (`<table>_Due`, `<table>_Expires`); implicit indexes (primary keys, UNIQUE) are named by
+    the engine and compared by structure alone. In a live shape, `name` is the index's name."""
+
+    columns: tuple[str, ...]  # lower case, in key order
+    unique: bool = False
+    predicate: str | None = None  # normalised with normalise_predicate
+    name: str | None = None
+
+    def structure(self) -> tuple:
+        return (self.columns, self.unique, self.predicate)
+
+    def describe(self) -> str:
+        text = ("unique " if self.unique else "") + "index"
+        if self.name:
+            text += f" {self.name}"
+        text += " on (" + ", ".join(self.columns) + ")"
+        if self.predicate:
+            text += f" where {self.predicate}"
+        return text
+
+
+@dataclass
+class TableShape:
+    columns: dict[str, tuple[str, bool]] = field(default_factory=dict)  # lower-case name -> (normalised type, nullable)
+    indexes: list[IndexShape] = field(default_factory=list)
+
+
+_STRIP = re.compile(r"[\s\"'`\[\]()]+")
+
+
+def normalise_predicate(text: str | None) -> str | None:
+    """`(expires IS NOT NULL)` and `Expires IS NOT NULL` both become `expiresisnotnull`."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text[:5].lower() == "where" and (len(text) == 5 or not text[5].isalnum()):
+        text = text[5:]
+    return _STRIP.sub("", text.lower()) or None
+
+
+def normalise_type(text: str) -> str:
+    """Lower case, single spaces, no space before a parenthesis."""
+    return re.sub(r"\s+", " ", text.strip().lower()).replace(" (", "(")
+
+
+def where_clause(create_index_sql: str | None) -> str | None:
+    """The predicate of a CREATE INDEX statement (text after a top-level WHERE), or None.
+
+    Quoted identifiers and strings are skipped, so a table named "a where b" is no WHERE."""
+    if not create_index_sql:
+        return None
+    sql = create_index_sql
+    closers = {'"': '"', "'": "'", "`": "`", "[": "]"}
+    i, depth, n = 0, 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in closers:
+            end = closers[ch]
+            i += 1
+            while i < n:
+                if sql[i] == end:
+                    if end != "]" and i + 1 < n and sql[i + 1] == end:  # doubled quote
+                        i += 2
+                        continue
+                    break
+                i += 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0 and sql[i : i + 5].lower() == "where" and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+            after = sql[i + 5 : i + 6]
+            if not after or not (after.isalnum() or after == "_"):
+                return sql[i + 5 :].strip() or None
+        i += 1
+    return None
