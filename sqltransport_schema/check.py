@@ -119,9 +119,9 @@ def display(engine, name: TableName) -> str:
     return ".".join(part for part in (name.catalog, schema, name.table) if part is not None)
 
 
-def _column(type_nullable: tuple[str, bool]) -> str:
+def _column(type_nullable: tuple[str, bool], flags: tuple[str, ...] = ()) -> str:
     type_, nullable = type_nullable
-    return f"{type_} {'null' if nullable else 'not null'}"
+    return " ".join((type_, *flags, "null" if nullable else "not null"))
 
 
 # --------------------------------------------------------------------------- the pure core
@@ -171,13 +171,15 @@ def diff(
 def _table_findings(table: str, want: TableShape, have: TableShape, case_insensitive: bool) -> list[Finding]:
     out = []
     for column, spec in want.columns.items():
+        flags = want.column_flags(column)
         if column not in have.columns:
-            out.append(Finding("missing_column", table, f"{column} ({_column(spec)})"))
-        elif have.columns[column] != spec:
-            out.append(Finding("column_type", table, f"{column}: expected {_column(spec)}, found {_column(have.columns[column])}"))
+            out.append(Finding("missing_column", table, f"{column} ({_column(spec, flags)})"))
+        elif (have.columns[column], have.column_flags(column)) != (spec, flags):
+            found = _column(have.columns[column], have.column_flags(column))
+            out.append(Finding("column_type", table, f"{column}: expected {_column(spec, flags)}, found {found}"))
     for column, spec in have.columns.items():
         if column not in want.columns:
-            out.append(Finding("extra_column", table, f"{column} ({_column(spec)})"))
+            out.append(Finding("extra_column", table, f"{column} ({_column(spec, have.column_flags(column))})"))
     out += _index_findings(table, want.indexes, have.indexes, case_insensitive)
     return out
 
@@ -196,7 +198,7 @@ def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], 
             out.append(Finding("missing_index", table, index.describe()))
             continue
         remaining.remove(live)
-        if (live.columns, live.unique) != (index.columns, index.unique):
+        if live.keys() != index.keys():
             out.append(Finding("index_columns", table, f"{index.name}: expected {index.describe()}, found {live.describe()}"))
         elif live.predicate != index.predicate:
             out.append(Finding("index_predicate", table, f"{index.name}: expected {_predicate(index)}, found {_predicate(live)}"))
@@ -205,10 +207,17 @@ def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], 
         if live is not None:
             remaining.remove(live)
             continue
-        live = next((i for i in remaining if (i.columns, i.unique) == (index.columns, index.unique)), None)
+        live = next((i for i in remaining if i.keys() == index.keys()), None)
         if live is not None:
             remaining.remove(live)
             out.append(Finding("index_predicate", table, f"{live.name}: expected {_predicate(index)}, found {_predicate(live)}"))
+            continue
+        # Same key columns and uniqueness, another kind or INCLUDE list (SQL Server only:
+        # elsewhere clustered and include are never set, so keys() matched above).
+        live = next((i for i in remaining if (i.columns, i.unique) == (index.columns, index.unique)), None)
+        if live is not None:
+            remaining.remove(live)
+            out.append(Finding("index_columns", table, f"{live.name}: expected {index.describe()}, found {live.describe()}"))
         else:
             out.append(Finding("missing_index", table, index.describe()))
     out += [Finding("extra_index", table, index.describe()) for index in remaining]

@@ -15,21 +15,36 @@ from dataclasses import dataclass, field
 class IndexShape:
     """An index by structure. `name` is set only where our DDL names the index explicitly
     (`<table>_Due`, `<table>_Expires`); implicit indexes (primary keys, UNIQUE) are named by
-    the engine and compared by structure alone. In a live shape, `name` is the index's name."""
+    the engine and compared by structure alone. In a live shape, `name` is the index's name.
+
+    `clustered` and `include` exist for engines that have them (SQL Server); their defaults
+    (None: the engine has no such notion; no included columns) leave the other engines'
+    comparisons and descriptions as they were."""
 
     columns: tuple[str, ...]  # lower case, in key order
     unique: bool = False
     predicate: str | None = None  # normalised with normalise_predicate
     name: str | None = None
+    clustered: bool | None = None  # SQL Server: CLUSTERED (True) or NONCLUSTERED (False)
+    include: tuple[str, ...] = ()  # SQL Server: INCLUDE columns, lower case, sorted
 
     def structure(self) -> tuple:
-        return (self.columns, self.unique, self.predicate)
+        return (self.columns, self.unique, self.predicate, self.clustered, self.include)
+
+    def keys(self) -> tuple:
+        """Everything but the predicate: what `index_columns` compares."""
+        return (self.columns, self.unique, self.clustered, self.include)
 
     def describe(self) -> str:
-        text = ("unique " if self.unique else "") + "index"
+        text = ("unique " if self.unique else "")
+        if self.clustered is not None:
+            text += "clustered " if self.clustered else "nonclustered "
+        text += "index"
         if self.name:
             text += f" {self.name}"
         text += " on (" + ", ".join(self.columns) + ")"
+        if self.include:
+            text += " include (" + ", ".join(self.include) + ")"
         if self.predicate:
             text += f" where {self.predicate}"
         return text
@@ -39,6 +54,12 @@ class IndexShape:
 class TableShape:
     columns: dict[str, tuple[str, bool]] = field(default_factory=dict)  # lower-case name -> (normalised type, nullable)
     indexes: list[IndexShape] = field(default_factory=list)
+    # Lower-case names of IDENTITY and computed columns (SQL Server); empty on the other engines.
+    identity: set[str] = field(default_factory=set)
+    computed: set[str] = field(default_factory=set)
+
+    def column_flags(self, column: str) -> tuple[str, ...]:
+        return tuple(flag for flag, names in (("identity", self.identity), ("computed", self.computed)) if column in names)
 
 
 _STRIP = re.compile(r"[\s\"'`\[\]()]+")

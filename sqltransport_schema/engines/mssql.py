@@ -8,7 +8,8 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 from __future__ import annotations
 
 from ..runtime.statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
-from ..schema import SchemaName, TableName, TableSpec
+from ..schema import Kind, SchemaName, TableName, TableSpec
+from ..shapes import IndexShape, TableShape, normalise_predicate
 from ..versions import FEATURE_SINCE, ExpiresIndex, Profile, ScriptStyle, parse_version
 from .base import Engine
 
@@ -206,6 +207,151 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         "delayed": frozenset({"headers", "body", "due", "rowversion"}),
         "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
     }
+
+    # -- check: expected and live shapes ----------------------------------------------------
+    # Types as shapes_from_rows prints them from sys.types and max_length; (type, nullable).
+    QUEUE_COLUMNS = {
+        "id": ("uniqueidentifier", False),
+        "correlationid": ("varchar(255)", True),
+        "replytoaddress": ("varchar(255)", True),
+        "recoverable": ("bit", False),
+        "expires": ("datetime", True),
+        # headers: nvarchar(max) or varchar(max), by version
+        "body": ("varbinary(max)", True),
+        "rowversion": ("bigint", False),
+    }
+    BODY_STRING_COLUMN = ("nvarchar(max)", True)  # AS CAST(Body AS nvarchar(max)): computed, nullable
+    DELAYED_COLUMNS = {
+        "headers": ("nvarchar(max)", False),
+        "body": ("varbinary(max)", True),
+        "due": ("datetime", False),
+        "rowversion": ("bigint", False),
+    }
+    SUBSCRIPTION_COLUMNS = {  # Endpoint is declared without NOT NULL; the primary key makes it so
+        "queueaddress": ("nvarchar(200)", False),
+        "endpoint": ("nvarchar(200)", False),
+        "topic": ("nvarchar(200)", False),
+    }
+    EXPIRES_PREDICATE = normalise_predicate("Expires IS NOT NULL")
+
+    # The connection's database only; one query per catalog view, joined in Python.
+    # Rows: (object_id, schema, table)
+    SHAPE_TABLES = """\
+SELECT t.object_id, s.name, t.name
+FROM sys.tables t
+INNER JOIN sys.schemas s ON s.schema_id = t.schema_id
+WHERE t.is_ms_shipped = 0"""
+    # Rows: (object_id, column, type, max_length (bytes; -1 = max), precision, scale,
+    #        is_nullable, is_identity, is_computed), in column order
+    SHAPE_COLUMNS = """\
+SELECT c.object_id, c.name, ty.name, c.max_length, c.precision, c.scale, c.is_nullable, c.is_identity, c.is_computed
+FROM sys.columns c
+INNER JOIN sys.types ty ON ty.user_type_id = c.user_type_id
+INNER JOIN sys.tables t ON t.object_id = c.object_id
+WHERE t.is_ms_shipped = 0
+ORDER BY c.object_id, c.column_id"""
+    # Rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition); heaps left out
+    SHAPE_INDEXES = """\
+SELECT i.object_id, i.index_id, i.name, i.type_desc, i.is_unique, i.has_filter, i.filter_definition
+FROM sys.indexes i
+INNER JOIN sys.tables t ON t.object_id = i.object_id
+WHERE t.is_ms_shipped = 0 AND i.type <> 0 AND i.is_hypothetical = 0"""
+    # Rows: (object_id, index_id, column, key_ordinal (0 for included columns), is_included_column)
+    SHAPE_INDEX_COLUMNS = """\
+SELECT ic.object_id, ic.index_id, c.name, ic.key_ordinal, ic.is_included_column
+FROM sys.index_columns ic
+INNER JOIN sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+INNER JOIN sys.tables t ON t.object_id = ic.object_id
+WHERE t.is_ms_shipped = 0
+ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
+
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        if spec.kind is Kind.QUEUE:
+            columns = dict(self.QUEUE_COLUMNS)
+            columns["headers"] = ("nvarchar(max)" if profile.headers_unicode else "varchar(max)", False)
+            computed = set()
+            if spec.body_string:
+                columns["bodystring"] = self.BODY_STRING_COLUMN
+                computed.add("bodystring")
+            indexes = [IndexShape(("rowversion",), name="Index_RowVersion", clustered=profile.rowversion_clustered)]
+            if profile.expires_index is not ExpiresIndex.NONE:
+                predicate = self.EXPIRES_PREDICATE if profile.expires_index is ExpiresIndex.FILTERED else None
+                indexes.append(
+                    IndexShape(("expires",), predicate=predicate, name="Index_Expires", clustered=False, include=("id", "rowversion"))
+                )
+            return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
+        if spec.kind is Kind.DELAYED:
+            indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
+            return TableShape(dict(self.DELAYED_COLUMNS), indexes, identity={"rowversion"})
+        indexes = [IndexShape(("endpoint", "topic"), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
+        return TableShape(dict(self.SUBSCRIPTION_COLUMNS), indexes)
+
+    @staticmethod
+    def column_type(type_name: str, max_length: int, precision: int = 0, scale: int = 0) -> str:
+        """A sys.types name and sys.columns sizes as DDL spells the type, lower case:
+        nvarchar/-1 -> nvarchar(max), varchar/255 -> varchar(255), nvarchar/400 -> nvarchar(200)."""
+        name = type_name.strip().lower()
+        if name in ("varchar", "char", "varbinary", "binary", "nvarchar", "nchar"):
+            if max_length == -1:
+                return f"{name}(max)"
+            return f"{name}({max_length // 2 if name in ('nvarchar', 'nchar') else max_length})"
+        if name in ("decimal", "numeric"):
+            return f"{name}({precision},{scale})"
+        if name in ("datetime2", "datetimeoffset", "time"):
+            return f"{name}({scale})"
+        return name
+
+    def shapes_from_rows(self, tables, columns, indexes, index_columns) -> dict[tuple, tuple[TableName, TableShape]]:
+        """The live shapes from the rows of SHAPE_TABLES, SHAPE_COLUMNS, SHAPE_INDEXES and
+        SHAPE_INDEX_COLUMNS (pure: no connection). Names carry no catalog: the rows are the
+        connection's database."""
+        by_object: dict[int, TableShape] = {}
+        out: dict[tuple, tuple[TableName, TableShape]] = {}
+        for object_id, schema, table in tables:
+            name = TableName(table, schema)
+            by_object[object_id] = shape = TableShape()
+            out[self.table_key(name)] = (name, shape)
+        for object_id, column, type_name, max_length, precision, scale, nullable, identity, computed in columns:
+            shape = by_object.get(object_id)
+            if shape is None:
+                continue
+            key = column.lower()
+            shape.columns[key] = (self.column_type(type_name, max_length, precision, scale), bool(nullable))
+            if identity:
+                shape.identity.add(key)
+            if computed:
+                shape.computed.add(key)
+        keys: dict[tuple[int, int], list[tuple[int, str]]] = {}
+        included: dict[tuple[int, int], list[str]] = {}
+        for object_id, index_id, column, key_ordinal, is_included in index_columns:
+            if is_included:
+                included.setdefault((object_id, index_id), []).append(column.lower())
+            else:
+                keys.setdefault((object_id, index_id), []).append((key_ordinal, column.lower()))
+        for object_id, index_id, name, type_desc, unique, has_filter, filter_definition in indexes:
+            shape = by_object.get(object_id)
+            if shape is None or (type_desc or "").upper() == "HEAP":
+                continue
+            kind = (type_desc or "").upper()
+            shape.indexes.append(
+                IndexShape(
+                    tuple(column for _, column in sorted(keys.get((object_id, index_id), []))),
+                    bool(unique),
+                    normalise_predicate(filter_definition) if has_filter else None,
+                    name,
+                    clustered=kind.startswith("CLUSTERED"),
+                    include=tuple(sorted(included.get((object_id, index_id), []))),
+                )
+            )
+        return out
+
+    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
+        def rows(sql: str) -> list[tuple]:
+            return [tuple(row) for row in connection.exec_driver_sql(sql)]
+
+        return self.shapes_from_rows(
+            rows(self.SHAPE_TABLES), rows(self.SHAPE_COLUMNS), rows(self.SHAPE_INDEXES), rows(self.SHAPE_INDEX_COLUMNS)
+        )
 
     def quote(self, identifier: str) -> str:
         return "[" + identifier.replace("]", "]]") + "]"

@@ -1,0 +1,238 @@
+"""check on SQL Server without a server: catalog rows written by hand as the sys.* queries of
+MSSQL.SHAPE_* return them, turned into shapes by MSSQL.shapes_from_rows, compared by check.diff."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqltransport_schema.check import diff
+from sqltransport_schema.engines.mssql import MSSQL
+from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
+from sqltransport_schema.shapes import IndexShape
+from sqltransport_schema.versions import profile
+
+ENGINE = MSSQL()
+SALES = 581577110  # object_id of dbo.Sales
+DELAYED = 613577224  # object_id of dbo.Sales.Delayed
+SUBS = 645577338  # object_id of dbo.SubscriptionRouting
+
+# SHAPE_TABLES: (object_id, schema, table)
+TABLES = [(SALES, "dbo", "Sales")]
+
+
+def queue_columns(headers=("nvarchar", -1), body_string=False):
+    """SHAPE_COLUMNS rows of a queue: (object_id, name, type, max_length, precision, scale,
+    is_nullable, is_identity, is_computed), in column_id order."""
+    rows = [
+        (SALES, "Id", "uniqueidentifier", 16, 0, 0, False, False, False),
+        (SALES, "CorrelationId", "varchar", 255, 0, 0, True, False, False),
+        (SALES, "ReplyToAddress", "varchar", 255, 0, 0, True, False, False),
+        (SALES, "Recoverable", "bit", 1, 1, 0, False, False, False),
+        (SALES, "Expires", "datetime", 8, 23, 3, True, False, False),
+        (SALES, "Headers", headers[0], headers[1], 0, 0, False, False, False),
+        (SALES, "Body", "varbinary", -1, 0, 0, True, False, False),
+        (SALES, "RowVersion", "bigint", 8, 19, 0, False, True, False),
+    ]
+    if body_string:
+        rows.append((SALES, "BodyString", "nvarchar", -1, 0, 0, True, False, True))
+    return rows
+
+
+def queue_indexes(rowversion="NONCLUSTERED", expires_filter="([Expires] IS NOT NULL)", expires=True):
+    """SHAPE_INDEXES rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition)."""
+    rows = []
+    if rowversion == "NONCLUSTERED":  # no clustered index: the table is a heap (index_id 0, left out by the query)
+        rows.append((SALES, 2, "Index_RowVersion", "NONCLUSTERED", False, False, None))
+    else:
+        rows.append((SALES, 1, "Index_RowVersion", "CLUSTERED", False, False, None))
+    if expires:
+        rows.append((SALES, 3, "Index_Expires", "NONCLUSTERED", False, expires_filter is not None, expires_filter))
+    return rows
+
+
+def queue_index_columns(rowversion="NONCLUSTERED", include=("Id", "RowVersion"), expires=True):
+    """SHAPE_INDEX_COLUMNS rows: (object_id, index_id, column, key_ordinal, is_included_column)."""
+    rows = [(SALES, 2 if rowversion == "NONCLUSTERED" else 1, "RowVersion", 1, False)]
+    if expires:
+        rows.append((SALES, 3, "Expires", 1, False))
+        rows += [(SALES, 3, column, 0, True) for column in include]
+    return rows
+
+
+def check(version="9.1", specs=None, tables=TABLES, columns=None, indexes=None, index_columns=None):
+    specs = specs or (TableSpec(Kind.QUEUE, TableName("Sales")),)
+    live = ENGINE.shapes_from_rows(
+        tables,
+        queue_columns() if columns is None else columns,
+        queue_indexes() if indexes is None else indexes,
+        queue_index_columns() if index_columns is None else index_columns,
+    )
+    return diff(Blueprint(version, ("mssql",), tuple(specs)), "a", "a", live, engine=ENGINE)
+
+
+def found(report):
+    return [(f.category, f.table) for f in report.findings]
+
+
+def test_matching_91_queue_is_in_sync():
+    report = check()
+    assert report.findings == [] and report.in_sync
+
+
+def test_varchar_headers_is_a_column_type():
+    report = check(columns=queue_columns(headers=("varchar", -1)))
+    assert found(report) == [("column_type", "dbo.Sales")]
+    assert report.findings[0].detail == "headers: expected nvarchar(max) not null, found varchar(max) not null"
+
+
+def test_clustered_rowversion_where_nonclustered_is_expected():
+    report = check(indexes=queue_indexes(rowversion="CLUSTERED"), index_columns=queue_index_columns(rowversion="CLUSTERED"))
+    assert found(report) == [("index_columns", "dbo.Sales")]
+    assert "expected nonclustered index Index_RowVersion" in report.findings[0].detail
+    assert "found clustered index Index_RowVersion" in report.findings[0].detail
+
+
+def test_unfiltered_expires_where_filtered_is_expected():
+    report = check(indexes=queue_indexes(expires_filter=None))
+    assert found(report) == [("index_predicate", "dbo.Sales")]
+    assert report.findings[0].detail == "Index_Expires: expected where expiresisnotnull, found no predicate"
+
+
+def test_missing_include_columns():
+    report = check(index_columns=queue_index_columns(include=()))
+    assert found(report) == [("index_columns", "dbo.Sales")]
+    assert "include (id, rowversion)" in report.findings[0].detail
+
+
+def test_partial_include_columns():
+    report = check(index_columns=queue_index_columns(include=("RowVersion",)))
+    assert found(report) == [("index_columns", "dbo.Sales")]
+
+
+@pytest.mark.parametrize("text", ["([Expires] IS NOT NULL)", "[Expires] IS NOT NULL", "(Expires is not null)"])
+def test_filter_text_variants_compare_equal(text):
+    assert check(indexes=queue_indexes(expires_filter=text)).findings == []
+
+
+def test_missing_expires_index():
+    report = check(indexes=queue_indexes(expires=False), index_columns=queue_index_columns(expires=False))
+    assert found(report) == [("missing_index", "dbo.Sales")]
+
+
+def test_rowversion_without_identity_is_a_column_type():
+    columns = [row[:7] + (False,) + row[8:] if row[1] == "RowVersion" else row for row in queue_columns()]
+    report = check(columns=columns)
+    assert found(report) == [("column_type", "dbo.Sales")]
+    assert report.findings[0].detail == "rowversion: expected bigint identity not null, found bigint not null"
+
+
+def test_body_string_is_a_computed_column():
+    spec = TableSpec(Kind.QUEUE, TableName("Sales"), body_string=True)
+    assert check(specs=(spec,), columns=queue_columns(body_string=True)).findings == []
+    assert found(check(specs=(spec,))) == [("missing_column", "dbo.Sales")]
+    assert found(check(columns=queue_columns(body_string=True))) == [("extra_column", "dbo.Sales")]
+
+
+def test_40_table_against_40_expectations_is_in_sync():
+    # 4.0: nvarchar headers, clustered Index_RowVersion, filtered Index_Expires
+    prof = profile("4.0")
+    assert prof.rowversion_clustered and prof.headers_unicode
+    report = check(
+        version="4.0",
+        indexes=queue_indexes(rowversion="CLUSTERED"),
+        index_columns=queue_index_columns(rowversion="CLUSTERED"),
+    )
+    assert report.findings == []
+    # the same table is drift for 9.1 (nonclustered expected), reported once
+    report = check(indexes=queue_indexes(rowversion="CLUSTERED"), index_columns=queue_index_columns(rowversion="CLUSTERED"))
+    assert found(report) == [("index_columns", "dbo.Sales")]
+
+
+def test_22_table_has_plain_expires_index_and_varchar_headers():
+    report = check(
+        version="2.2.3",
+        columns=queue_columns(headers=("varchar", -1)),
+        indexes=queue_indexes(rowversion="CLUSTERED", expires_filter=None),
+        index_columns=queue_index_columns(rowversion="CLUSTERED"),
+    )
+    assert report.findings == []
+
+
+def test_delayed_and_subscription_tables_in_sync():
+    tables = TABLES + [(DELAYED, "dbo", "Sales.Delayed"), (SUBS, "dbo", "SubscriptionRouting")]
+    columns = queue_columns() + [
+        (DELAYED, "Headers", "nvarchar", -1, 0, 0, False, False, False),
+        (DELAYED, "Body", "varbinary", -1, 0, 0, True, False, False),
+        (DELAYED, "Due", "datetime", 8, 23, 3, False, False, False),
+        (DELAYED, "RowVersion", "bigint", 8, 19, 0, False, True, False),
+        (SUBS, "QueueAddress", "nvarchar", 400, 0, 0, False, False, False),
+        (SUBS, "Endpoint", "nvarchar", 400, 0, 0, False, False, False),
+        (SUBS, "Topic", "nvarchar", 400, 0, 0, False, False, False),
+    ]
+    indexes = queue_indexes() + [
+        (DELAYED, 2, "Index_Due", "NONCLUSTERED", False, False, None),
+        (SUBS, 1, "PK__Subscrip__6C1B8E1A3E8B1C2D", "CLUSTERED", True, False, None),
+    ]
+    index_columns = queue_index_columns() + [
+        (DELAYED, 2, "Due", 1, False),
+        (SUBS, 1, "Endpoint", 1, False),
+        (SUBS, 1, "Topic", 2, False),
+    ]
+    specs = (
+        TableSpec(Kind.QUEUE, TableName("Sales")),
+        TableSpec(Kind.DELAYED, TableName("Sales.Delayed")),
+        TableSpec(Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting")),
+    )
+    assert check(specs=specs, tables=tables, columns=columns, indexes=indexes, index_columns=index_columns).findings == []
+    # a nonclustered primary key and nvarchar(100) topic: each reported once
+    indexes[-1] = (SUBS, 2, "PK__Subscrip__6C1B8E1A3E8B1C2D", "NONCLUSTERED", True, False, None)
+    index_columns[-2:] = [(SUBS, 2, "Endpoint", 1, False), (SUBS, 2, "Topic", 2, False)]
+    columns[-1] = (SUBS, "Topic", "nvarchar", 200, 0, 0, False, False, False)
+    report = check(specs=specs, tables=tables, columns=columns, indexes=indexes, index_columns=index_columns)
+    assert found(report) == [("column_type", "dbo.SubscriptionRouting"), ("index_columns", "dbo.SubscriptionRouting")]
+    assert "topic: expected nvarchar(200) not null, found nvarchar(100) not null" == report.findings[0].detail
+
+
+def test_column_types_from_sys_columns():
+    assert ENGINE.column_type("nvarchar", -1) == "nvarchar(max)"
+    assert ENGINE.column_type("varchar", 255) == "varchar(255)"
+    assert ENGINE.column_type("nvarchar", 400) == "nvarchar(200)"
+    assert ENGINE.column_type("NVARCHAR", 400) == "nvarchar(200)"
+    assert ENGINE.column_type("decimal", 9, 18, 2) == "decimal(18,2)"
+    assert ENGINE.column_type("datetime", 8, 23, 3) == "datetime"
+
+
+def test_names_compare_without_case():
+    tables = [(SALES, "DBO", "sales")]
+    indexes = [row[:2] + (row[2].upper(),) + row[3:] for row in queue_indexes()]
+    assert check(tables=tables, indexes=indexes).findings == []
+
+
+def test_other_engines_describe_indexes_as_before():
+    assert IndexShape(("due",), name="x_Due").describe() == "index x_Due on (due)"
+    assert IndexShape(("id",), unique=True).structure()[:3] == (("id",), True, None)
+
+
+def test_read_shapes_runs_the_four_queries_and_builds_shapes():
+    answers = {
+        ENGINE.SHAPE_TABLES: TABLES,
+        ENGINE.SHAPE_COLUMNS: queue_columns(),
+        ENGINE.SHAPE_INDEXES: queue_indexes(),
+        ENGINE.SHAPE_INDEX_COLUMNS: queue_index_columns(),
+    }
+
+    class Connection:
+        def __init__(self):
+            self.ran = []
+
+        def exec_driver_sql(self, sql):
+            self.ran.append(sql)
+            return iter(answers[sql])
+
+    connection = Connection()
+    live = ENGINE.read_shapes(connection)
+    assert connection.ran == list(answers)
+    assert live == ENGINE.shapes_from_rows(*answers.values())
+    name, shape = live[ENGINE.table_key(TableName("Sales"))]
+    assert name == TableName("Sales", "dbo") and shape.identity == {"rowversion"}
+    assert IndexShape(("expires",), False, "expiresisnotnull", "Index_Expires", clustered=False, include=("id", "rowversion")) in shape.indexes
