@@ -154,6 +154,35 @@ def cmd_statements(args) -> int:
     return EXIT_OK
 
 
+def cmd_grants(args) -> int:
+    """The GRANT statements a runtime login (or, with --installer, the migration login) needs."""
+    from . import engines, grants
+
+    engine = engines.get(args.engine)
+    if engine.grants_unsupported:
+        sys.stdout.write(engine.grants_unsupported + "\n")
+        return EXIT_OK
+    config = _config(args.config) if args.topology is None else None
+    path = _topology_path(args, config)
+    try:
+        topo = topology_module.load(path)
+    except topology_module.TopologyError as exc:
+        return _invalid(args, exc)
+    if args.installer:
+        if args.endpoint:
+            raise ValueError("--endpoint applies to runtime grants, not to --installer")
+        plan = grants.installer_plan(topo)
+        lines = engine.installer_grants(plan, args.role)
+        what = "installer/migration login"
+    else:
+        plan = grants.runtime_plan(topo, args.endpoint)
+        lines = engine.runtime_grants(plan, args.role)
+        what = f"runtime login of endpoint {args.endpoint}" if args.endpoint else "runtime login (every endpoint)"
+    header = f"-- sqltransport-schema grants: {engine.name}, {what}, transport {topo.transport_version}, from {path}"
+    sys.stdout.write("".join(line + "\n" for line in [header, *lines]))
+    return EXIT_OK
+
+
 def cmd_json_schema(args) -> int:
     text = json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n"
     if args.output:
@@ -201,6 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peek-batch-size", type=int, default=100, help="TOP n of the peek statement (SQL Server 4.1.2-6.0)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_statements)
+
+    p = sub.add_parser("grants", help="print the GRANT statements a runtime (or installer) login needs")
+    p.add_argument("--engine", required=True, choices=("mssql", "postgresql", "sqlite"))
+    p.add_argument("--role", required=True, help="the login/role to grant to")
+    p.add_argument("--endpoint", help="grant only what this endpoint needs (receive its own queues, send to every queue)")
+    p.add_argument("--installer", action="store_true", help="what the installer/migration login needs instead")
+    p.add_argument("--topology", "-t", help="topology file (default: sqltransport.topology in alembic.ini, else ./topology.yaml)")
+    p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
+    p.set_defaults(func=cmd_grants, format="text")
 
     p = sub.add_parser("json-schema", help="print the JSON Schema of topology.yaml")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")

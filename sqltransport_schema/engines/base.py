@@ -173,6 +173,18 @@ class Engine:
                 out[name] = Statement(name, template, identifiers, parameters_of(template), doc, self.RESULT_COLUMNS.get(name, ()))
         return out
 
+    # -- grants -------------------------------------------------------------------------
+    # Why this engine has nothing to grant (printed instead of statements), or None.
+    grants_unsupported: str | None = None
+
+    def runtime_grants(self, plan, role: str) -> list[str]:
+        """The GRANT statements (and comments) a runtime login needs for a grants.GrantPlan."""
+        raise NotImplementedError(f"grants are not supported on {self.name}")
+
+    def installer_grants(self, plan, role: str) -> list[str]:
+        """What the installer/migration login needs for a grants.GrantPlan."""
+        raise NotImplementedError(f"grants are not supported on {self.name}")
+
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:
         return self.qualified(name, profile)

@@ -18,6 +18,10 @@ class SQLite(Engine):
     dialect = "sqlite"
     default_schema = None
     case_insensitive_names = True
+    grants_unsupported = (
+        "SQLite has no logins or permissions: whoever can open the database file can do everything; "
+        "restrict access with file-system permissions instead. Nothing to grant."
+    )
 
     CREATE_QUEUE = """\
 CREATE TABLE IF NOT EXISTS {table} (

@@ -1,0 +1,87 @@
+"""Least-privilege grants: what a runtime login (or the installer) needs, derived from the topology.
+
+The derivation here is pure: topology in, a GrantPlan out. Engines turn a plan into their own
+GRANT statements (the "grants" sections of engines/postgresql.py and engines/mssql.py).
+
+Needs, per table, follow the runtime statements (runtime/transport.py):
+  receive        an endpoint's input and instance queues: send, receive, receive_batch, peek,
+                 purge_expired, purge_all (and move_due inserts into the input queue)
+  send           every other queue the endpoint may address: send only
+  delayed        the endpoint's delayed table: store (INSERT), move_due (SELECT, DELETE), next_due
+  subscriptions  the subscription table: subscribe (upsert), unsubscribe, find_subscribers
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .schema import Kind, SchemaName, TableName, blueprint
+from .topology import Topology
+from .versions import profile
+
+RECEIVE, SEND, DELAYED, SUBSCRIPTIONS = "receive", "send", "delayed", "subscriptions"
+
+
+@dataclass(frozen=True)
+class TableGrant:
+    need: str  # one of RECEIVE, SEND, DELAYED, SUBSCRIPTIONS
+    table: TableName
+    serial: bool = False  # a queue whose Seq column draws from a sequence (PostgreSQL)
+
+
+@dataclass(frozen=True)
+class GrantPlan:
+    transport_version: str
+    tables: tuple[TableGrant, ...]
+    endpoint: str | None = None
+
+    @property
+    def schemas(self) -> tuple[SchemaName, ...]:
+        """Every schema the tables live in (None: the engine's default), in first-use order."""
+        seen: dict[SchemaName | None, None] = {}
+        for grant in self.tables:
+            seen.setdefault(SchemaName(grant.table.schema, grant.table.catalog) if grant.table.schema is not None else None)
+        return tuple(seen)  # type: ignore[arg-type]
+
+
+def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
+    """The tables a runtime login touches, and how.
+
+    Without an endpoint the login runs every endpoint of the topology: it receives from every
+    queue and uses every delayed table. With one, it receives only from that endpoint's own
+    queues, uses only its delayed table, and may send to every queue of the topology.
+    """
+    prof = profile(topology.transport_version)
+    print_ = blueprint(topology)
+    owned: set[TableName] = set()
+    own_delayed: set[TableName] = set()
+    if endpoint is not None:
+        found = [ep for ep in topology.endpoints if ep.name == endpoint]
+        if not found:
+            known = ", ".join(ep.name for ep in topology.endpoints) or "none"
+            raise ValueError(f"no endpoint {endpoint!r} in {topology.path}; endpoints: {known}")
+        ep = found[0]
+        owned = {TableName(table, ep.schema, ep.catalog) for table in ep.queue_tables()}
+        if ep.has_delayed_table(prof):
+            own_delayed = {TableName(ep.delayed_table(topology.delayed_table_suffix), ep.schema, ep.catalog)}
+    grants: list[TableGrant] = []
+    for spec in print_.tables:
+        serial = spec.kind is Kind.QUEUE
+        if spec.kind is Kind.QUEUE:
+            need = RECEIVE if endpoint is None or spec.name in owned else SEND
+        elif spec.kind is Kind.DELAYED:
+            if endpoint is not None and spec.name not in own_delayed:
+                continue
+            need = DELAYED
+        else:
+            need = SUBSCRIPTIONS
+        grants.append(TableGrant(need, spec.name, serial))
+    return GrantPlan(topology.transport_version, tuple(grants), endpoint)
+
+
+def installer_plan(topology: Topology) -> GrantPlan:
+    """Every table of the topology: the installer creates, alters and drops them all."""
+    return GrantPlan(
+        topology.transport_version,
+        tuple(TableGrant(spec.kind.value, spec.name, spec.kind is Kind.QUEUE) for spec in blueprint(topology).tables),
+    )

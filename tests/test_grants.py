@@ -1,0 +1,255 @@
+"""sqltransport-schema grants: least-privilege logins, proven on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import uuid
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
+
+from sqltransport_schema import cli, grants, topology
+from sqltransport_schema.runtime import wire
+from sqltransport_schema.runtime.transport import Transport
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a]
+  - name: Billing
+    schema: billing
+queues:
+  - name: error
+  - name: audit
+"""
+
+
+def run_grants(project, *args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["grants", "-c", str(project.ini), "--topology", str(project.topology), *args])
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def deployed(project, pg_url):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    project.upgrade(pg_url)
+    return pg_url
+
+
+@pytest.fixture
+def role(deployed):
+    name = f"sqlts_role_{uuid.uuid4().hex[:10]}"
+    admin = psycopg.connect(_conninfo(deployed), autocommit=True)
+    admin.execute(f'CREATE ROLE "{name}" LOGIN')
+    try:
+        yield name
+    finally:
+        # the test database (and the grants with it) is dropped by pg_url; drop what remains.
+        admin.execute(f'DROP OWNED BY "{name}"')
+        admin.close()
+        with psycopg.connect(_conninfo(deployed).replace(f"dbname={_dbname(deployed)}", "dbname=postgres"), autocommit=True) as other:
+            other.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+def _dbname(url: str) -> str:
+    return make_url(url).database
+
+
+def _conninfo(url: str, user: str = "postgres") -> str:
+    parsed = make_url(url)
+    return f"host={parsed.host} port={parsed.port or 5432} dbname={parsed.database} user={user}"
+
+
+def apply(url: str, sql: str) -> None:
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def as_role(url: str, role: str) -> Transport:
+    parsed = make_url(url).set(drivername="postgresql+psycopg", username=role)
+    return Transport(create_engine(parsed), "9.1", subscription_table=None)
+
+
+def headers(n) -> dict[str, str]:
+    return {**wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[public]"), "n": str(n)}
+
+
+def exercise_endpoint(transport: Transport, endpoint: str, schema: str | None, send_to: list[tuple[str, str | None]]) -> None:
+    """Every runtime statement of the endpoint's tables, as the role."""
+    ep = transport.endpoint(endpoint, schema)
+    queue = ep.input
+    with transport.engine.begin() as conn:
+        queue.purge(conn)  # what earlier endpoints sent here
+        queue.send(conn, b"1", headers(1))
+        queue.send_many(conn, [(b"2", headers(2)), (b"3", headers(3))])
+        queue.send(conn, b"expiring", headers("x"), time_to_be_received=0.0)
+        assert queue.peek(conn) == 4
+    with transport.engine.begin() as conn:
+        assert queue.receive(conn).body == b"1"
+        assert [m.body for m in queue.receive_batch(conn, 2)] == [b"2", b"3"]
+        queue.send(conn, b"expired", headers("y"), time_to_be_received=0.0)
+        assert queue.purge_expired(conn, batch_size=10) >= 1
+        queue.send(conn, b"left", headers("z"))
+        assert queue.purge(conn) >= 1
+    with transport.engine.begin() as conn:
+        ep.send_delayed(conn, queue, b"later", headers("d"), due_after=0)
+        assert ep.next_due(conn) is not None
+    with transport.engine.begin() as conn:
+        assert ep.move_due(conn) == 1
+        assert ep.next_due(conn) is None
+        assert queue.receive(conn).body == b"later"
+    subs = transport.subscriptions()
+    with transport.engine.begin() as conn:
+        subs.subscribe(conn, endpoint, queue.address, "Shop.OrderPlaced")
+        subs.subscribe(conn, endpoint, queue.address, "Shop.OrderPlaced")  # the upsert's UPDATE branch
+        assert subs.subscribers(conn, ["Shop.OrderPlaced"]) == [queue.address]
+        subs.unsubscribe(conn, endpoint, "Shop.OrderPlaced")
+        assert subs.subscribers(conn, ["Shop.OrderPlaced"]) == []
+    with transport.engine.begin() as conn:
+        for table, table_schema in send_to:
+            transport.queue(table, table_schema).send(conn, b"sent", headers("s"))
+
+
+def assert_denied(url: str, role: str, sql: str) -> None:
+    with psycopg.connect(_conninfo(url, role), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql)
+
+
+DDL = [
+    'CREATE TABLE "public"."Intruder" (id int)',
+    'CREATE TABLE "billing"."Intruder" (id int)',
+    'ALTER TABLE "public"."Sales" ADD COLUMN extra int',
+    'DROP TABLE "public"."audit"',
+    'TRUNCATE "public"."Sales"',
+    'TRUNCATE "billing"."Billing"',
+]
+
+
+def test_runtime_grants_run_every_statement_and_nothing_else(project, deployed, role):
+    code, sql = run_grants(project, "--engine", "postgresql", "--role", role)
+    assert code == 0
+    assert "CREATE" not in sql.replace("-- ", "") and "ALTER" not in sql and "DROP" not in sql
+    apply(deployed, sql)
+    transport = as_role(deployed, role)
+    try:
+        from sqltransport_schema.runtime.transport import deployed_blueprint
+
+        assert deployed_blueprint(transport.engine, str(project.ini)).transport_version == "9.1"
+        exercise_endpoint(transport, "Sales", None, [("error", None), ("audit", None), ("Billing", "billing")])
+        exercise_endpoint(transport, "Billing", "billing", [("Sales.host-a", None)])
+        exercise_instance(transport)
+    finally:
+        transport.engine.dispose()
+    for statement in DDL:
+        assert_denied(deployed, role, statement)
+
+
+def exercise_instance(transport: Transport) -> None:
+    queue = transport.queue("Sales.host-a")
+    with transport.engine.begin() as conn:
+        queue.purge(conn)
+        queue.send(conn, b"i", headers("i"))
+        assert queue.peek(conn) == 1
+        assert queue.receive(conn).body == b"i"
+
+
+def test_endpoint_grants_receive_own_queues_send_to_all(project, deployed, role):
+    code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--endpoint", "Sales")
+    assert code == 0
+    apply(deployed, sql)
+    transport = as_role(deployed, role)
+    try:
+        from sqltransport_schema.runtime.transport import deployed_blueprint
+
+        assert deployed_blueprint(transport.engine, str(project.ini)).transport_version == "9.1"
+        exercise_endpoint(transport, "Sales", None, [("error", None), ("audit", None), ("Billing", "billing")])
+        exercise_instance(transport)
+    finally:
+        transport.engine.dispose()
+    for statement in DDL + [
+        'DELETE FROM "billing"."Billing"',
+        'SELECT * FROM "public"."error"',
+        'SELECT * FROM "billing"."Billing.Delayed"',
+        'INSERT INTO "billing"."Billing.Delayed" (Headers, Due) VALUES (\'{}\', now())',
+    ]:
+        assert_denied(deployed, role, statement)
+    billing = as_role(deployed, role)
+    try:
+        with billing.engine.begin() as conn, pytest.raises(Exception, match="permission denied"):
+            billing.queue("Billing", "billing").receive(conn)
+    finally:
+        billing.engine.dispose()
+
+
+def test_installer_grants_let_a_plain_role_run_the_migrations(project, deployed, role, pg_url):
+    code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--installer")
+    assert code == 0
+    assert "CREATE ON DATABASE" in sql and 'GRANT USAGE, CREATE ON SCHEMA "public"' in sql
+    apply(deployed, sql)
+    with psycopg.connect(_conninfo(deployed, role), autocommit=True) as conn:
+        conn.execute('CREATE SCHEMA "installer_probe"')
+        conn.execute('CREATE TABLE "public"."installer_probe" (id int)')
+        conn.execute('DROP TABLE "public"."installer_probe"')
+        conn.execute('DROP SCHEMA "installer_probe"')
+
+
+MSSQL_TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+  - name: Shipping
+    catalog: logistics
+queues:
+  - name: error
+"""
+
+
+def test_mssql_output(project):
+    project.write_topology(MSSQL_TOPOLOGY)
+    code, sql = run_grants(project, "--engine", "mssql", "--role", "role")
+    assert code == 0
+    lines = sql.splitlines()
+    assert lines[1:] == [
+        "GRANT SELECT ON [dbo].[alembic_version] TO [role];",
+        "GRANT SELECT, INSERT, DELETE ON [dbo].[Sales] TO [role];",
+        "GRANT SELECT, INSERT, DELETE ON [dbo].[error] TO [role];",
+        "GRANT SELECT, INSERT, DELETE ON [dbo].[Sales.Delayed] TO [role];",
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON [dbo].[SubscriptionRouting] TO [role];",
+        "USE [logistics];",
+        "GRANT SELECT, INSERT, DELETE ON [dbo].[Shipping] TO [role];",
+        "GRANT SELECT, INSERT, DELETE ON [dbo].[Shipping.Delayed] TO [role];",
+    ]
+    code, sql = run_grants(project, "--engine", "mssql", "--role", "odd]name", "--endpoint", "Sales")
+    assert "GRANT SELECT, INSERT, DELETE ON [dbo].[Sales] TO [odd]]name];" in sql
+    assert "GRANT INSERT ON [dbo].[error] TO [odd]]name];" in sql
+    assert "Shipping.Delayed" not in sql
+    code, sql = run_grants(project, "--engine", "mssql", "--role", "role", "--installer")
+    assert "GRANT CREATE TABLE TO [role];" in sql and "GRANT VIEW DEFINITION TO [role];" in sql
+    assert "GRANT ALTER ON SCHEMA::[dbo] TO [role];" in sql
+
+
+def test_sqlite_has_nothing_to_grant(project):
+    project.write_topology(TOPOLOGY)
+    code, out = run_grants(project, "--engine", "sqlite", "--role", "x")
+    assert code == 0 and "no logins or permissions" in out and len(out.splitlines()) == 1
+
+
+def test_unknown_endpoint_is_an_error(project, capsys):
+    project.write_topology(TOPOLOGY)
+    assert run_grants(project, "--engine", "postgresql", "--role", "x", "--endpoint", "Nope")[0] == 2
+    assert "no endpoint 'Nope'" in capsys.readouterr().err
+
+
+def test_plan_is_pure():
+    topo = topology.loads(TOPOLOGY)
+    plan = grants.runtime_plan(topo, "Billing")
+    needs = {(g.table.table, g.need) for g in plan.tables}
+    assert ("Billing", "receive") in needs and ("Sales", "send") in needs and ("Sales.Delayed", "delayed") not in needs
