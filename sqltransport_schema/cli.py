@@ -183,6 +183,21 @@ def cmd_grants(args) -> int:
     return EXIT_OK
 
 
+def cmd_script(args) -> int:
+    """The deployment script a DBA reviews: Alembic's offline output, safe to re-run."""
+    from . import scripts
+
+    config = _config(args.config)
+    path = _topology_path(args, config)
+    text = scripts.render(config, args.engine, args.from_rev, args.to_rev, path)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        sys.stderr.write(f"wrote {args.output}\n")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def cmd_json_schema(args) -> int:
     text = json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n"
     if args.output:
@@ -239,6 +254,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", "-t", help="topology file (default: sqltransport.topology in alembic.ini, else ./topology.yaml)")
     p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
     p.set_defaults(func=cmd_grants, format="text")
+
+    p = sub.add_parser("script", help="write the deployment script (SQL Server or PostgreSQL) a DBA reviews, safe to re-run")
+    p.add_argument("--engine", required=True, choices=("mssql", "postgresql"))
+    p.add_argument("--from", dest="from_rev", help="revision the database is at (default: an empty database)")
+    p.add_argument("--to", dest="to_rev", help="revision to upgrade to (default: head)")
+    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.add_argument("--topology", "-t", help="topology file whose sha256 the header records (default: sqltransport.topology in alembic.ini, else ./topology.yaml)")
+    p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
+    p.set_defaults(func=cmd_script, format="text")
 
     p = sub.add_parser("json-schema", help="print the JSON Schema of topology.yaml")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")

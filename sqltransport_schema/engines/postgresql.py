@@ -37,8 +37,11 @@ class PostgreSQL(Engine):
     DROP_GUARDED = """\
 DO {tag}
 BEGIN
-    IF to_regclass({table_literal}) IS NOT NULL AND EXISTS (SELECT 1 FROM {table}) THEN
-        RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'object_in_use';
+    -- nested, not AND: PL/pgSQL plans an expression whole, and the table may be gone already
+    IF to_regclass({table_literal}) IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM {table}) THEN
+            RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'object_in_use';
+        END IF;
     END IF;
 END
 {tag}"""

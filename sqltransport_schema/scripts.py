@@ -1,0 +1,139 @@
+"""Deployment scripts a DBA reviews: Alembic's offline (--sql) output, made safe to re-run.
+
+`render()` runs `alembic upgrade FROM:TO --sql` for SQL Server or PostgreSQL, puts a header in
+front (topology sha256, revision range, engine, date) and rewrites Alembic's own
+`alembic_version` statements so that running the whole script a second time changes nothing:
+
+- the version table is created only when missing;
+- the first stamp (`INSERT`) happens only while the version table is empty;
+- each later stamp (`UPDATE ... WHERE version_num = 'old'`) is guarded by the old revision.
+
+The transport's own DDL is already idempotent (IF NOT EXISTS / guarded batches). Alembic's
+statements are matched exactly; any other statement touching alembic_version (branch merges,
+for example) is refused rather than passed through unguarded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+ENGINES = {"mssql": "mssql://", "postgresql": "postgresql://"}
+
+# Alembic's offline text for the version table, exactly as it prints it (both dialects).
+VERSION_TABLE_DDL = (
+    "CREATE TABLE alembic_version (\n"
+    "    version_num VARCHAR(32) NOT NULL, \n"
+    "    CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)\n"
+    ");"
+)
+_REV = r"'((?:[^']|'')+)'"
+INSERT_PG = re.compile(rf"^INSERT INTO alembic_version \(version_num\) VALUES \({_REV}\) RETURNING alembic_version\.version_num;$")
+INSERT_MSSQL = re.compile(rf"^INSERT INTO alembic_version \(version_num\) OUTPUT inserted\.version_num VALUES \({_REV}\);$")
+UPDATE = re.compile(rf"^UPDATE alembic_version SET version_num={_REV} WHERE alembic_version\.version_num = {_REV};$")
+
+
+class ScriptError(ValueError):
+    pass
+
+
+def _alembic_output(config, engine: str, revision: str) -> str:
+    from alembic import command
+
+    buffer = io.StringIO()
+    config.stdout = buffer
+    config.output_buffer = buffer
+    config.cmd_opts = argparse.Namespace(x=[f"url={ENGINES[engine]}"], quiet=True)
+    config.attributes["configure_logging"] = False
+    command.upgrade(config, revision, sql=True)
+    return buffer.getvalue()
+
+
+def make_idempotent(text: str, engine: str) -> str:
+    """Rewrite Alembic's alembic_version statements in `text` into guarded, repeatable ones."""
+    if engine not in ENGINES:
+        raise ScriptError(f"unknown engine {engine!r}")
+    out = []
+    insert = INSERT_MSSQL if engine == "mssql" else INSERT_PG
+    for line in text.split("\n"):
+        m_insert, m_update = insert.match(line), UPDATE.match(line)
+        if m_insert:
+            rev = m_insert.group(1)
+            if engine == "mssql":
+                line = f"IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{rev}');"
+            else:
+                line = (
+                    f"INSERT INTO alembic_version (version_num) SELECT '{rev}'\n"
+                    "    WHERE NOT EXISTS (SELECT 1 FROM alembic_version);"
+                )
+        elif m_update:
+            new, old = m_update.groups()
+            if engine == "mssql":
+                line = (
+                    f"IF EXISTS (SELECT 1 FROM alembic_version WHERE version_num = '{old}')\n"
+                    f"    UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
+                )
+            else:
+                line = f"UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
+        elif "alembic_version" in line and line != "CREATE TABLE alembic_version (" and not line.lstrip().startswith(("version_num", "CONSTRAINT", "--")):
+            raise ScriptError(f"unexpected alembic_version statement in Alembic's output, not made idempotent: {line!r}")
+        out.append(line)
+    text = "\n".join(out)
+    created = text.count(VERSION_TABLE_DDL)
+    if created != text.count("CREATE TABLE alembic_version"):
+        raise ScriptError("Alembic's output creates alembic_version in a form this tool does not know; not rewritten")
+    if created > 1:
+        raise ScriptError("Alembic's output creates alembic_version more than once")
+    if created:
+        body = VERSION_TABLE_DDL.replace("CREATE TABLE alembic_version", "CREATE TABLE IF NOT EXISTS alembic_version", 1)
+        if engine == "mssql":
+            body = "IF OBJECT_ID(N'alembic_version', N'U') IS NULL\nBEGIN\n" + VERSION_TABLE_DDL + "\nEND;"
+        text = text.replace(VERSION_TABLE_DDL, body, 1)
+    return text
+
+
+def _resolve(config, rev: str | None, default: str) -> str:
+    from alembic.script import ScriptDirectory
+
+    if rev is None:
+        rev = default
+    if rev == "base":
+        return "base"
+    script = ScriptDirectory.from_config(config)
+    resolved = script.get_revision(rev)
+    if resolved is None:
+        raise ScriptError(f"no revision {rev!r} (the migrations folder holds none)")
+    return resolved.revision
+
+
+def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None) -> str:
+    when = when or datetime.now(timezone.utc)
+    if topology is not None and topology.is_file():
+        digest = hashlib.sha256(topology.read_bytes()).hexdigest()
+        topo = f"{topology} sha256 {digest}"
+    else:
+        topo = f"{topology} (not found; no sha256)" if topology is not None else "(none)"
+    lines = [
+        "sqltransport-schema deployment script",
+        f"engine: {engine}",
+        f"revisions: {from_rev} -> {to_rev}",
+        f"topology: {topo}",
+        f"generated: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        "Safe to re-run as a whole: tables are created only when missing and alembic_version is stamped once.",
+    ]
+    return "".join(f"-- {line}\n" for line in lines) + "\n"
+
+
+def render(config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None) -> str:
+    """The whole reviewed script: header, then Alembic's offline output made idempotent."""
+    if engine not in ENGINES:
+        raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
+    start = _resolve(config, from_rev, "base")
+    end = _resolve(config, to_rev, "head")
+    revision = f"{from_rev}:{to_rev or 'head'}" if from_rev and from_rev != "base" else (to_rev or "head")
+    body = make_idempotent(_alembic_output(config, engine, revision), engine)
+    return header(engine, topology, start, end) + body

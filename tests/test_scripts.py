@@ -1,0 +1,155 @@
+"""`sqltransport-schema script`: the deployment script a DBA reviews, safe to re-run as a whole."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+
+from sqltransport_schema import cli
+
+from . import catalog
+from .test_mssql_ddl import GO_LINE, assert_parses
+
+TOPOLOGY = """\
+transport_version: "9.1"
+engines: [mssql, postgresql]
+endpoints:
+  - name: Sales
+    instances: [host-a]
+queues:
+  - name: error
+  - name: audit
+"""
+
+EXAMPLE_LIKE = """\
+transport_version: "9.1"
+engines: [mssql, postgresql, sqlite]
+delayed_table_suffix: Delayed
+subscriptions:
+  table: SubscriptionRouting
+endpoints:
+  - name: Sales
+    instances: [host-a, host-b]
+  - name: Billing
+    schema: billing
+    body_string: true
+  - name: Shipping
+    catalog: logistics
+    delayed_delivery: false
+  - name: WebFrontend
+    send_only: true
+queues:
+  - name: error
+  - name: audit
+"""
+
+
+def script(project, tmp_path, engine: str, *extra: str) -> str:
+    out = tmp_path / f"deploy-{engine}.sql"
+    argv = ["script", "--engine", engine, "-c", str(project.ini), "--topology", str(project.topology), "-o", str(out), *extra]
+    assert cli.main(argv) == 0
+    return out.read_text(encoding="utf-8")
+
+
+def run_pg(url: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as connection:
+        connection.execute(sql)
+
+
+def versions(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as connection:
+        return [r[0] for r in connection.execute("SELECT version_num FROM alembic_version")]
+
+
+def test_postgresql_script_runs_twice_on_a_fresh_database(project, pg_url, tmp_path):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    project.write_topology(TOPOLOGY + "  - name: poison\n")
+    assert project.compile("add poison") == 0
+    head = project.head()
+    sql = script(project, tmp_path, "postgresql")
+    assert "CREATE TABLE IF NOT EXISTS alembic_version (" in sql
+    assert "RETURNING" not in sql  # Alembic's unguarded INSERT was rewritten
+    run_pg(pg_url, sql)
+    first = catalog.read(pg_url)
+    assert len(first) == 7 and versions(pg_url) == [head]
+    run_pg(pg_url, sql)
+    assert catalog.read(pg_url) == first
+    assert versions(pg_url) == [head]
+
+
+def test_postgresql_drop_guard_fires_on_a_queue_with_messages(project, pg_url, tmp_path):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    first = project.head()
+    run_pg(pg_url, script(project, tmp_path, "postgresql"))
+    project.write_topology(TOPOLOGY.replace("  - name: audit\n", ""))
+    assert project.compile("drop audit") == 0
+    sql = script(project, tmp_path, "postgresql", "--from", first, "--to", "head")
+    assert "CREATE TABLE" not in sql.split("-- Running upgrade")[0]  # the database already has alembic_version
+    assert f"-- revisions: {first} -> {project.head()}" in sql
+    run_pg(pg_url, """INSERT INTO "public"."audit" (Id, Headers) VALUES (gen_random_uuid(), '{}')""")
+    with pytest.raises(Exception, match="refusing to drop"):
+        run_pg(pg_url, sql)
+    assert ("public", "audit") in catalog.read(pg_url)
+    assert versions(pg_url) == [first]
+    # emptied, the same script drops it
+    run_pg(pg_url, 'DELETE FROM "public"."audit"')
+    run_pg(pg_url, sql)
+    assert ("public", "audit") not in catalog.read(pg_url)
+    assert versions(pg_url) == [project.head()]
+
+
+def test_postgresql_from_script_with_a_drop_runs_twice(project, pg_url, tmp_path):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    first = project.head()
+    run_pg(pg_url, script(project, tmp_path, "postgresql"))
+    project.write_topology(TOPOLOGY.replace("  - name: audit\n", ""))
+    assert project.compile("drop audit") == 0
+    sql = script(project, tmp_path, "postgresql", "--from", first)
+    run_pg(pg_url, sql)
+    run_pg(pg_url, sql)
+    assert versions(pg_url) == [project.head()]
+
+
+def test_mssql_script_batches_parse_and_header_records_topology_and_range(project, tmp_path):
+    project.write_topology(EXAMPLE_LIKE)
+    assert project.compile("initial") == 0
+    first = project.head()
+    project.write_topology(EXAMPLE_LIKE.replace("  - name: audit\n", ""))
+    assert project.compile("drop audit") == 0
+    head = project.head()
+    sql = script(project, tmp_path, "mssql")
+    digest = hashlib.sha256(project.topology.read_bytes()).hexdigest()
+    header = sql.split("\n\n", 1)[0]
+    assert all(line.startswith("-- ") for line in header.splitlines())
+    assert f"sha256 {digest}" in header
+    assert f"-- revisions: base -> {head}" in header
+    assert "-- engine: mssql" in header
+    assert re.search(r"^-- generated: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", header, re.M)
+    assert "IF OBJECT_ID(N'alembic_version', N'U') IS NULL" in sql
+    assert f"IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{first}');" in sql
+    assert f"IF EXISTS (SELECT 1 FROM alembic_version WHERE version_num = '{first}')" in sql
+    chunks = [c for c in GO_LINE.split(sql) if c.strip()]
+    assert len(chunks) >= 14
+    for i, chunk in enumerate(chunks):
+        assert_parses(chunk, f"script batch {i}")
+    partial = script(project, tmp_path, "mssql", "--from", first)
+    assert f"-- revisions: {first} -> {head}" in partial
+    assert "alembic_version_pkc" not in partial
+    for i, chunk in enumerate(c for c in GO_LINE.split(partial) if c.strip()):
+        assert_parses(chunk, f"partial batch {i}")
+
+
+def test_unknown_alembic_version_statements_are_refused():
+    from sqltransport_schema import scripts
+
+    with pytest.raises(scripts.ScriptError, match="not made idempotent"):
+        scripts.make_idempotent("DELETE FROM alembic_version WHERE alembic_version.version_num = 'x';", "postgresql")
