@@ -22,7 +22,6 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from alembic import command
@@ -35,7 +34,6 @@ sys.path.insert(0, str(REPO))
 
 from sqltransport_schema import engines, schema, topology  # noqa: E402
 from sqltransport_schema.migrate.compile import compile_topology, plan  # noqa: E402
-from sqltransport_schema.versions import profile  # noqa: E402
 
 from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (beside this script)
 DONT_WRITE_BYTECODE = sys.dont_write_bytecode

@@ -50,7 +50,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _databases import PG_ADMIN, admin, create_database, drop_database  # noqa: E402  (beside this script)
+from _databases import admin, create_database, drop_database  # noqa: E402  (beside this script)
 QUEUE = "bench"
 CONTENDERS = ("ours", "raw", "pgmq")
 WORKERS = (1, 2, 4)

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from enum import Enum
 from json.encoder import encode_basestring_ascii as _json_string
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from .topology import Topology
@@ -156,6 +156,3 @@ def blueprint(topology: "Topology") -> Blueprint:
         discarded=frozenset(d.table_name for d in topology.discard),
     )
 
-
-def queue_names(tables: Iterable[TableSpec]) -> list[TableName]:
-    return [spec.name for spec in tables if spec.kind is Kind.QUEUE]

@@ -9,7 +9,7 @@ import pytest
 from sqltransport_schema import cli
 
 from . import catalog
-from .test_migrations import insert_message, is_sqlite, key
+from .test_migrations import insert_message, key
 
 BASE = """\
 transport_version: "{version}"

@@ -55,8 +55,8 @@ def test_offline_scripts_for_both_server_engines_name_every_table():
     for url, quote in (("mssql://", lambda n: "[" + n + "]"), ("postgresql://", lambda n: '"' + n + '"')):
         result = run(str(BIN / "alembic"), "-x", f"url={url}", "upgrade", "head", "--sql")
         assert result.returncode == 0, result.stderr
+        assert "CREATE TABLE" in result.stdout
         for spec in blueprint.tables:
-            assert f"CREATE TABLE" in result.stdout
             assert quote(spec.name.table) in result.stdout, (url, spec.name)
     assert "sp_getapplock" in run(str(BIN / "alembic"), "-x", "url=mssql://", "upgrade", "head", "--sql").stdout
 

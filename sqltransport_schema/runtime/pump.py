@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
