@@ -32,8 +32,6 @@ VERSION_TABLE_DDL = (
     ");"
 )
 _REV = r"'((?:[^']|'')+)'"
-INSERT_PG = re.compile(rf"^INSERT INTO alembic_version \(version_num\) VALUES \({_REV}\) RETURNING alembic_version\.version_num;$")
-INSERT_MSSQL = re.compile(rf"^INSERT INTO alembic_version \(version_num\) OUTPUT inserted\.version_num VALUES \({_REV}\);$")
 UPDATE = re.compile(rf"^UPDATE alembic_version SET version_num={_REV} WHERE alembic_version\.version_num = {_REV};$")
 
 
@@ -57,28 +55,18 @@ def make_idempotent(text: str, engine: str) -> str:
     """Rewrite Alembic's alembic_version statements in `text` into guarded, repeatable ones."""
     if engine not in ENGINES:
         raise ScriptError(f"unknown engine {engine!r}")
+    from . import engines as engine_registry
+
+    dialect = engine_registry.get(engine)
+    insert = re.compile(dialect.ALEMBIC_FIRST_STAMP.replace("{rev}", _REV))
     out = []
-    insert = INSERT_MSSQL if engine == "mssql" else INSERT_PG
     for line in text.split("\n"):
         m_insert, m_update = insert.match(line), UPDATE.match(line)
         if m_insert:
-            rev = m_insert.group(1)
-            if engine == "mssql":
-                line = f"IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{rev}');"
-            else:
-                line = (
-                    f"INSERT INTO alembic_version (version_num) SELECT '{rev}'\n"
-                    "    WHERE NOT EXISTS (SELECT 1 FROM alembic_version);"
-                )
+            line = dialect.FIRST_STAMP.format(rev=m_insert.group(1))
         elif m_update:
             new, old = m_update.groups()
-            if engine == "mssql":
-                line = (
-                    f"IF EXISTS (SELECT 1 FROM alembic_version WHERE version_num = '{old}')\n"
-                    f"    UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
-                )
-            else:
-                line = f"UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
+            line = dialect.RESTAMP.format(new=new, old=old)
         elif "alembic_version" in line and line != "CREATE TABLE alembic_version (" and not line.lstrip().startswith(("version_num", "CONSTRAINT", "--")):
             raise ScriptError(f"unexpected alembic_version statement in Alembic's output, not made idempotent: {line!r}")
         out.append(line)
@@ -89,10 +77,7 @@ def make_idempotent(text: str, engine: str) -> str:
     if created > 1:
         raise ScriptError("Alembic's output creates alembic_version more than once")
     if created:
-        body = VERSION_TABLE_DDL.replace("CREATE TABLE alembic_version", "CREATE TABLE IF NOT EXISTS alembic_version", 1)
-        if engine == "mssql":
-            body = "IF OBJECT_ID(N'alembic_version', N'U') IS NULL\nBEGIN\n" + VERSION_TABLE_DDL + "\nEND;"
-        text = text.replace(VERSION_TABLE_DDL, body, 1)
+        text = text.replace(VERSION_TABLE_DDL, dialect.guard_version_table(VERSION_TABLE_DDL), 1)
     return text
 
 

@@ -201,6 +201,18 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         WHERE s.name = N'{schema_name}')
     EXEC {sp_executesql} N'{statement}';"""
 
+    # -- deployment scripts: Alembic's version stamping made repeatable (sqltransport-schema script)
+    ALEMBIC_FIRST_STAMP = r"^INSERT INTO alembic_version \(version_num\) OUTPUT inserted\.version_num VALUES \({rev}\);$"
+    FIRST_STAMP = "IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{rev}');"
+    RESTAMP = (
+        "IF EXISTS (SELECT 1 FROM alembic_version WHERE version_num = '{old}')\n"
+        "    UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
+    )
+    GUARDED_VERSION_TABLE = "IF OBJECT_ID(N'alembic_version', N'U') IS NULL\nBEGIN\n{ddl}\nEND;"
+
+    def guard_version_table(self, ddl: str) -> str:
+        return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
+
     # -- identifiers -------------------------------------------------------------------------
     expected = {
         "queue": frozenset({"id", "correlationid", "replytoaddress", "recoverable", "expires", "headers", "body", "rowversion"}),

@@ -141,6 +141,14 @@ END
                 entry[1].indexes.append(shape)
         return out
 
+    # -- deployment scripts: Alembic's version stamping made repeatable (sqltransport-schema script)
+    ALEMBIC_FIRST_STAMP = r"^INSERT INTO alembic_version \(version_num\) VALUES \({rev}\) RETURNING alembic_version\.version_num;$"
+    FIRST_STAMP = "INSERT INTO alembic_version (version_num) SELECT '{rev}'\n    WHERE NOT EXISTS (SELECT 1 FROM alembic_version);"
+    RESTAMP = "UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
+
+    def guard_version_table(self, ddl: str) -> str:
+        return ddl.replace("CREATE TABLE alembic_version", "CREATE TABLE IF NOT EXISTS alembic_version", 1)
+
     def quote(self, identifier: str) -> str:
         return '"' + identifier.replace('"', '""') + '"'
 
