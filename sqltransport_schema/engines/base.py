@@ -157,6 +157,10 @@ class Engine:
     }
     RESULT_COLUMNS = {"receive": MESSAGE, "receive_batch": MESSAGE + ("Order",)}
 
+    def now_parameter(self):
+        """The current UTC time as this engine's statements compare it (@Now), where they take one."""
+        return None
+
     def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
                            subscriptions: TableName | None = None, topics: int = 1, **_options) -> dict[str, Statement]:
         """Every runtime statement for a queue (and its delayed table, and the subscription table)."""

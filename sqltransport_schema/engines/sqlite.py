@@ -159,6 +159,11 @@ CREATE TABLE IF NOT EXISTS {table} (
         "expired messages from the queue. Run `alembic upgrade head`, or create it as the migrations do."
     )
 
+    def now_parameter(self) -> str:
+        from datetime import datetime, timezone
+
+        return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]  # the text NOW produces
+
     def catalog_warnings(self, connection, queues: list[TableName], profile: Profile) -> list[str]:
         if profile.expires_index is ExpiresIndex.NONE:
             return []

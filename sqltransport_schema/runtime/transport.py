@@ -295,7 +295,7 @@ class EndpointTables:
 
     def move_due(self, conn: Connection, batch_size: int = DEFAULT_MOVE_BATCH) -> int:
         """Move up to batch_size due messages into the input queue; returns how many moved."""
-        params = {"BatchSize": batch_size, "Now": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]}
+        params = {"BatchSize": batch_size, "Now": self.transport.dialect.now_parameter()}
         moved = execute(conn, self.statements["move_due_delayed"], params).rowcount
         follow_up = self.statements.get("delete_moved_delayed")
         if follow_up is not None:
