@@ -49,11 +49,21 @@ class SchemaName:
     catalog: str | None = None
 
 
+# Queues a migration never drops without an explicit per-queue override (drop_protected:).
+PROTECTED_BY_DEFAULT = frozenset(("error", "audit"))
+
+
+def protected_by_default(kind: "Kind", table: str) -> bool:
+    """Error and audit queues hold the system's failure and history records."""
+    return kind is Kind.QUEUE and table.casefold() in PROTECTED_BY_DEFAULT
+
+
 class TableSpec(NamedTuple):
     kind: Kind
     name: TableName
     body_string: bool = False  # queue tables: the optional BodyString column
     seq_type: str = "serial"  # queue tables on PostgreSQL: serial (transport) or bigserial (fix)
+    protected: bool = False  # queue tables: never dropped without a drop_protected entry
 
     def to_json_line(self) -> str:
         """This spec as one line of JSON (hand-formatted: json.dumps per row is the slow part of compile)."""
@@ -65,16 +75,20 @@ class TableSpec(NamedTuple):
             parts.append(f', "catalog": {_json_string(name.catalog)}')
         if self.kind is Kind.QUEUE:
             parts.append(f', "body_string": {"true" if self.body_string else "false"}, "seq_type": "{self.seq_type}"')
+            if self.protected != protected_by_default(self.kind, name.table):
+                parts.append(f', "protected": {"true" if self.protected else "false"}')
         parts.append("}")
         return "".join(parts)
 
     @classmethod
     def from_json(cls, data: dict) -> "TableSpec":
+        kind = Kind(data["kind"])
         return cls(
-            kind=Kind(data["kind"]),
+            kind=kind,
             name=TableName(data["table"], data.get("schema"), data.get("catalog")),
             body_string=data.get("body_string", False),
             seq_type=data.get("seq_type", "serial"),
+            protected=data.get("protected", protected_by_default(kind, data["table"])),
         )
 
 
@@ -84,6 +98,7 @@ class Blueprint:
     engines: tuple[str, ...]
     tables: tuple[TableSpec, ...]
     discarded: frozenset[TableName] = field(default=frozenset(), compare=False)
+    drop_protected: frozenset[TableName] = field(default=frozenset(), compare=False)
 
     @property
     def schemas(self) -> tuple[SchemaName, ...]:
@@ -137,6 +152,7 @@ def blueprint(topology: "Topology") -> Blueprint:
                     TableName(table, endpoint.schema, endpoint.catalog),
                     body_string=endpoint.body_string,
                     seq_type=seq_type,
+                    protected=endpoint.protected if endpoint.protected is not None else protected_by_default(Kind.QUEUE, table),
                 )
             )
         if endpoint.has_delayed_table(prof):
@@ -144,7 +160,8 @@ def blueprint(topology: "Topology") -> Blueprint:
                 TableSpec(Kind.DELAYED, TableName(endpoint.delayed_table(topology.delayed_table_suffix), endpoint.schema, endpoint.catalog))
             )
     for queue in topology.queues:
-        specs.append(TableSpec(Kind.QUEUE, TableName(queue.name, queue.schema, queue.catalog), seq_type=seq_type))
+        protected = queue.protected if queue.protected is not None else protected_by_default(Kind.QUEUE, queue.name)
+        specs.append(TableSpec(Kind.QUEUE, TableName(queue.name, queue.schema, queue.catalog), seq_type=seq_type, protected=protected))
     specs.extend(delayed)
     subscriptions = topology.subscription_table(prof)
     if subscriptions is not None:
@@ -154,5 +171,6 @@ def blueprint(topology: "Topology") -> Blueprint:
         engines=topology.engines,
         tables=tuple(specs),
         discarded=frozenset(d.table_name for d in topology.discard),
+        drop_protected=frozenset(d.table_name for d in topology.drop_protected),
     )
 

@@ -102,6 +102,10 @@ ENDPOINT = Field(
             "Add the computed BodyString column (transport 4.1+; SQL Server and SQLite; not in the PostgreSQL layout).",
             default=False,
         ),
+        "protected": Field(
+            "boolean",
+            "Its queue tables are never dropped by a migration without a drop_protected entry. Default: false.",
+        ),
     },
 )
 
@@ -109,7 +113,14 @@ QUEUE = Field(
     "object",
     "A plain queue, such as error or audit.",
     title="queue",
-    fields={"name": _name("Queue table name.", required=True), **PLACEMENT},
+    fields={
+        "name": _name("Queue table name.", required=True),
+        **PLACEMENT,
+        "protected": Field(
+            "boolean",
+            "Never dropped by a migration without a drop_protected entry. Default: true for error and audit, else false.",
+        ),
+    },
 )
 
 SUBSCRIPTIONS = Field(
@@ -125,6 +136,13 @@ DISCARD = Field(
     "A table removed from the topology whose messages may be dropped with it.",
     title="discarded table",
     fields={"name": _name("Table name as it was deployed (e.g. Sales.host-a).", required=True), **PLACEMENT},
+)
+
+DROP_PROTECTED = Field(
+    "object",
+    "A protected queue removed from the topology that its migration may drop.",
+    title="protected queue to drop",
+    fields={"name": _name("Queue table name as it was deployed (e.g. audit).", required=True), **PLACEMENT},
 )
 
 FORMAT = Field(
@@ -164,6 +182,12 @@ FORMAT = Field(
             "list",
             "Tables to drop even though they may still hold messages (deliberately discarded).",
             items=DISCARD,
+            default=[],
+        ),
+        "drop_protected": Field(
+            "list",
+            "Protected queues (error, audit, protected: true) that a migration may drop, one entry per queue.",
+            items=DROP_PROTECTED,
             default=[],
         ),
     },
@@ -245,6 +269,7 @@ class Endpoint(Placed):
     delayed_delivery: bool | None = None  # None: whatever the version offers
     send_only: bool = False
     body_string: bool = False
+    protected: bool | None = None  # None: error/audit by name
 
     def queue_tables(self) -> list[str]:
         if self.send_only:
@@ -262,7 +287,7 @@ class Endpoint(Placed):
 
 @dataclass(frozen=True)
 class Queue(Placed):
-    pass
+    protected: bool | None = None  # None: error/audit by name
 
 
 @dataclass(frozen=True)
@@ -279,6 +304,7 @@ class Topology:
     endpoints: tuple[Endpoint, ...]
     queues: tuple[Queue, ...]
     discard: tuple[Placed, ...]
+    drop_protected: tuple[Placed, ...] = ()
     marks: dict = field(default_factory=dict, compare=False, repr=False)
 
     def subscription_table(self, prof) -> TableName | None:
@@ -501,6 +527,7 @@ def _build(root: _Obj, path: str) -> Topology:
             delayed_delivery=obj.get("delayed_delivery"),
             send_only=obj.get("send_only", False),
             body_string=obj.get("body_string", False),
+            protected=obj.get("protected"),
         )
         for obj, _ in _complete(root.get("endpoints", []), "name")
     )
@@ -520,8 +547,14 @@ def _build(root: _Obj, path: str) -> Topology:
         subscriptions_disabled=subscriptions is False,
         postgresql_seq_type=pg.get("seq_type", "serial") if pg is not None else "serial",
         endpoints=endpoints,
-        queues=tuple(_placed(Queue, obj, "name", defaults) for obj, _ in _complete(root.get("queues", []), "name")),
+        queues=tuple(
+            _placed(Queue, obj, "name", defaults, protected=obj.get("protected"))
+            for obj, _ in _complete(root.get("queues", []), "name")
+        ),
         discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("discard", []), "name")),
+        drop_protected=tuple(
+            _placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("drop_protected", []), "name")
+        ),
         marks={**root.marks, "engines_items": [m for _, m in engines] if engines else []},
     )
 
@@ -634,7 +667,7 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
             yield lacks("body_string", ep.mark_of("body_string"), "body_string")
     if t.subscriptions is not None and not prof.subscriptions:
         yield lacks("subscriptions", t.subscriptions.mark, "a subscription table")
-    placed: list[Placed] = [*t.endpoints, *t.queues, *t.discard] + ([t.subscriptions] if t.subscriptions else [])
+    placed: list[Placed] = [*t.endpoints, *t.queues, *t.discard, *t.drop_protected] + ([t.subscriptions] if t.subscriptions else [])
     if not prof.three_part_names:
         if t.default_catalog is not None:
             yield lacks("catalog", t.marks["default_catalog"], f"default_catalog {t.default_catalog!r} (three-part names)")
@@ -691,14 +724,15 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
             + _collision_advice(earlier, item, on),
         )
 
-    # A discarded table must really be gone from the topology.
+    # A discarded (or unprotected) table must really be gone from the topology.
+    gone = [("discard", d) for d in t.discard] + [("drop_protected", d) for d in t.drop_protected]
     by_key = {
         engine_name: {engine_registry.get(engine_name).table_key(o.name): o for o in reversed(tables)}
-        for engine_name in (dict.fromkeys(t.engines) if t.discard else ())
+        for engine_name in (dict.fromkeys(t.engines) if gone else ())
     }
-    for d in t.discard:
+    for key, d in gone:
         for engine_name, keys in by_key.items():
             hit = keys.get(engine_registry.get(engine_name).table_key(d.table_name))
             if hit is not None:
-                yield Problem(d.mark_of("name"), f"{d.name!r} is listed under discard but is still {hit.what} (at {hit.mark}): remove one of them")
+                yield Problem(d.mark_of("name"), f"{d.name!r} is listed under {key} but is still {hit.what} (at {hit.mark}): remove one of them")
                 break

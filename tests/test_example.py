@@ -45,7 +45,12 @@ def test_alembic_command_line_upgrades_and_downgrades_the_example(tmp_path):
     blueprint = schema.blueprint(topology.load(REPO / "topology.yaml"))
     assert {name for _, name in tables} == {spec.name.table for spec in blueprint.tables}
 
-    downgraded = run(str(BIN / "alembic"), "-x", f"url={url}", "downgrade", "base")
+    refused = run(str(BIN / "alembic"), "-x", f"url={url}", "downgrade", "base")
+    assert refused.returncode != 0 and "refusing to drop protected queue" in refused.stderr
+    assert "-x drop_protected=audit" in refused.stderr
+    assert {name for _, name in catalog.read(url)} >= {"error", "audit"}  # rolled back: nothing dropped
+
+    downgraded = run(str(BIN / "alembic"), "-x", f"url={url}", "-x", "drop_protected=error,audit", "downgrade", "base")
     assert downgraded.returncode == 0, downgraded.stderr
     assert catalog.read(url) == {}
 

@@ -131,7 +131,7 @@ def test_downgrade_to_base_and_upgrade_again(project, db_url):
     project.compile("initial")
     project.upgrade(db_url)
     assert len(catalog.read(db_url)) == 7
-    project.downgrade(db_url, "base")
+    project.downgrade(db_url, "base", "drop_protected=error")
     assert catalog.read(db_url) == {}
     if not is_sqlite(db_url):
         assert "billing" not in catalog.schemas(db_url)  # the schema it created is gone too
@@ -143,10 +143,11 @@ def test_dropping_a_queue_that_holds_messages_is_refused_by_the_database(project
     project.write_topology(TOPOLOGY)
     project.compile("initial")
     first = project.head()
-    project.write_topology(TOPOLOGY.replace("queues:\n  - name: error\n", "queues: []\n"))
-    project.compile("retire error queue")
+    project.write_topology(TOPOLOGY.replace("queues:\n  - name: error\n", "queues: []\n") + "drop_protected:\n  - name: error\n")
+    assert project.compile("retire error queue") == 0
     revision = project.revisions()[-1].read_text()
-    assert 'op.drop_queue("error", version="9.1"' in revision and "discard_messages" not in revision
+    assert 'op.drop_queue("error", version="9.1", body_string=False, seq_type="serial", allow_protected=True)' in revision
+    assert "discard_messages" not in revision
 
     project.upgrade(db_url, first)
     insert_message(db_url, "error")
@@ -184,9 +185,44 @@ def test_downgrade_refuses_to_drop_queues_with_messages_unless_told(project, db_
     project.upgrade(db_url)
     insert_message(db_url, "Sales")
     with pytest.raises(Exception, match="refusing to drop queue"):
-        project.downgrade(db_url, "base")
+        project.downgrade(db_url, "base", "drop_protected=error")
     assert catalog.read(db_url)[key(db_url, "Sales")].rows == 1
-    project.downgrade(db_url, "base", "discard_messages=true")
+    project.downgrade(db_url, "base", "discard_messages=true", "drop_protected=error")
+    assert catalog.read(db_url) == {}
+
+
+def test_compile_never_drops_a_protected_queue_without_its_override(project, capsys):
+    project.write_topology(TOPOLOGY.replace("  - name: error\n", "  - name: error\n  - name: Archive\n    protected: true\n"))
+    assert project.compile("initial") == 0
+    capsys.readouterr()
+    for removed in ("  - name: error\n", "  - name: Archive\n    protected: true\n"):
+        project.write_topology(TOPOLOGY.replace("  - name: error\n", "  - name: error\n  - name: Archive\n    protected: true\n").replace(removed, ""))
+        assert project.compile("drop it") == 2
+        err = capsys.readouterr().err
+        name = "error" if "error" in removed else "Archive"
+        assert f'queue "{name}" is protected' in err and f"- {{name: {name}}}` under drop_protected:" in err
+    assert len(project.revisions()) == 1  # nothing written
+
+    # Turning a protected queue into an unprotected one is a change of its own; then it may go.
+    project.write_topology(TOPOLOGY.replace("  - name: error\n", "  - name: error\n  - name: Archive\n    protected: false\n"))
+    assert project.compile("unprotect Archive") == 0
+    assert project.compile("nothing") == 0 and len(project.revisions()) == 2
+    project.write_topology(TOPOLOGY)
+    assert project.compile("drop Archive") == 0
+    assert 'op.drop_queue("Archive", version="9.1", body_string=False, seq_type="serial")' in project.revisions()[-1].read_text()
+
+
+def test_downgrade_stops_before_dropping_a_protected_queue(project, db_url):
+    project.write_topology(TOPOLOGY.replace("  - name: error\n", "  - name: error\n  - name: Archive\n    protected: true\n"))
+    project.compile("initial")
+    assert "protected=True" in project.revisions()[-1].read_text()
+    project.upgrade(db_url)
+    for allowed in ("", "error", "Archive"):
+        with pytest.raises(Exception, match="refusing to drop protected queue") as refused:
+            project.downgrade(db_url, "base", f"drop_protected={allowed}")
+        assert "-x drop_protected=" in str(refused.value)
+        assert len(catalog.read(db_url)) == 8  # rolled back whole
+    project.downgrade(db_url, "base", "drop_protected=error,Archive")
     assert catalog.read(db_url) == {}
 
 
@@ -217,7 +253,7 @@ def test_hostile_names_are_quoted_not_run(project, db_url):
         assert key(db_url, name) in tables, name
     assert key(db_url, "sentinel") in tables
     # and they are removed again, each by its exact name
-    project.downgrade(db_url, "base")
+    project.downgrade(db_url, "base")  # (none of them is error or audit: none is protected)
     assert set(catalog.read(db_url)) == {key(db_url, "sentinel")}
 
 

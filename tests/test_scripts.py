@@ -89,7 +89,7 @@ def test_postgresql_drop_guard_fires_on_a_queue_with_messages(project, pg_url, t
     assert project.compile("initial") == 0
     first = project.head()
     run_pg(pg_url, script(project, tmp_path, "postgresql"))
-    project.write_topology(TOPOLOGY.replace("  - name: audit\n", ""))
+    project.write_topology(TOPOLOGY.replace("  - name: audit\n", "") + "drop_protected:\n  - name: audit\n")
     assert project.compile("drop audit") == 0
     sql = script(project, tmp_path, "postgresql", "--from", first, "--to", "head")
     assert "CREATE TABLE" not in sql.split("-- Running upgrade")[0]  # the database already has alembic_version
@@ -111,7 +111,7 @@ def test_postgresql_from_script_with_a_drop_runs_twice(project, pg_url, tmp_path
     assert project.compile("initial") == 0
     first = project.head()
     run_pg(pg_url, script(project, tmp_path, "postgresql"))
-    project.write_topology(TOPOLOGY.replace("  - name: audit\n", ""))
+    project.write_topology(TOPOLOGY.replace("  - name: audit\n", "") + "drop_protected:\n  - name: audit\n")
     assert project.compile("drop audit") == 0
     sql = script(project, tmp_path, "postgresql", "--from", first)
     run_pg(pg_url, sql)
@@ -123,7 +123,7 @@ def test_mssql_script_batches_parse_and_header_records_topology_and_range(projec
     project.write_topology(EXAMPLE_LIKE)
     assert project.compile("initial") == 0
     first = project.head()
-    project.write_topology(EXAMPLE_LIKE.replace("  - name: audit\n", ""))
+    project.write_topology(EXAMPLE_LIKE.replace("  - name: audit\n", "") + "drop_protected:\n  - name: audit\n")
     assert project.compile("drop audit") == 0
     head = project.head()
     sql = script(project, tmp_path, "mssql")

@@ -576,6 +576,28 @@ def test_discard_compares_names_as_the_engines_do():
     assert valid(text.format(engines="postgresql")).discard[0].name == "AUDIT"
 
 
+def test_drop_protected_names_a_queue_that_is_gone():
+    assert_problem(
+        'transport_version: "9.1"\nqueues:\n  - name: audit\ndrop_protected:\n  - name: audit\n',
+        5, 11, "'audit' is listed under drop_protected but is still queue 'audit' (at t.yaml:3:11)", "remove one of them",
+    )
+
+
+def test_protected_is_true_or_false():
+    assert_problem('transport_version: "9.1"\nqueues:\n  - name: archive\n    protected: yes please\n', 4, 16, "protected must be true or false")
+
+
+def test_error_and_audit_are_protected_by_default_and_others_when_marked():
+    from sqltransport_schema.schema import blueprint
+
+    topo = valid(
+        'transport_version: "9.1"\nendpoints:\n  - name: Sales\n    instances: [a]\n    protected: true\n  - name: Billing\n'
+        "queues:\n  - name: Error\n  - name: audit\n    protected: false\n  - name: archive\n    protected: true\n  - name: dead\n"
+    )
+    protected = {spec.name.table for spec in blueprint(topo).tables if spec.protected}
+    assert protected == {"Sales", "Sales.a", "Error", "archive"}
+
+
 # --------------------------------------------------------------------------- all problems at once
 def test_every_problem_of_a_file_is_reported_once_in_line_order():
     text = dedent(

@@ -60,18 +60,32 @@ def plan(old: Blueprint | None, new: Blueprint) -> Plan:
         before = old_tables.get(spec.name)
         if before is None or before.kind is not spec.kind:
             if before is not None:
-                steps.append(_DROP[before.kind](before, old_version, before.name in new.discarded))
+                steps.append(_drop(before, old_version, new))
             steps.append(_CREATE[spec.kind](spec, version))
             continue
         steps += _alterations(before, spec, old_version, version)
 
     removed = [spec for spec in reversed(old.tables if old else ()) if spec.name not in new_tables]
     _refuse_case_renames(removed, [spec for spec in new.tables if spec.name not in old_tables], new.engines)
-    steps += [_DROP[spec.kind](spec, old_version, spec.name in new.discarded) for spec in removed]
+    steps += [_drop(spec, old_version, new) for spec in removed]
 
     new_schemas = set(new.schemas)
     steps += [ops.DropSchemaIfEmptyOp(s) for s in reversed(old.schemas if old else ()) if s not in new_schemas]
     return Plan(old, new, steps)
+
+
+def _drop(spec: TableSpec, version: str, new: Blueprint) -> ops.TransportOp:
+    """The drop of a table the new topology no longer has; protected queues need their override."""
+    allow_protected = spec.name in new.drop_protected
+    if spec.protected and not allow_protected:
+        name = spec.name
+        entry = ", ".join(f"{part}: {value}" for part, value in zip(("name", "schema", "catalog"), name) if value is not None)
+        raise CompileError(
+            f"queue {name} is protected (error and audit queues are, and any marked protected: true): "
+            "a migration will not drop it. Put it back in topology.yaml, or, if it must go, add "
+            f"`- {{{entry}}}` under drop_protected: (and under discard: to drop it with its messages)"
+        )
+    return _DROP[spec.kind](spec, version, spec.name in new.discarded, allow_protected=allow_protected and spec.protected)
 
 
 def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engine_names) -> None:

@@ -10,7 +10,7 @@ from sqlalchemy import pool
 
 from ..db import make_engine, normalise_url
 
-from .operations import DISCARD_OPTION
+from .operations import DISCARD_OPTION, PROTECTED_OPTION
 
 DEFAULT_URL = "sqlite:///sqltransport.db"
 TRUE = ("1", "true", "yes", "on")
@@ -29,7 +29,10 @@ def run(context=alembic_context) -> None:
         fileConfig(config.config_file_name, disable_existing_loggers=False)
     url = database_url(config)
     x_args = context.get_x_argument(as_dictionary=True)
-    options = {DISCARD_OPTION: x_args.get("discard_messages", "").lower() in TRUE}
+    options = {
+        DISCARD_OPTION: x_args.get("discard_messages", "").lower() in TRUE,
+        PROTECTED_OPTION: frozenset(name.strip() for name in x_args.get("drop_protected", "").split(",") if name.strip()),
+    }
     if context.is_offline_mode():
         context.configure(url=url, literal_binds=True, transactional_ddl=True, **options)
         with context.begin_transaction():

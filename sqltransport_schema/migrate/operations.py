@@ -17,12 +17,13 @@ from alembic.autogenerate import renderers
 from alembic.operations import MigrateOperation, Operations
 
 from .. import engines
-from ..schema import Kind, SchemaName, TableName, TableSpec
+from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
 from ..versions import profile
 
 log = logging.getLogger("sqltransport_schema.migrate")
 
 DISCARD_OPTION = "sqltransport_discard_messages"
+PROTECTED_OPTION = "sqltransport_drop_protected"  # names of protected queues a downgrade may drop
 
 
 def _literal(value) -> str:
@@ -80,11 +81,15 @@ class _TableOp(TransportOp):
         tail = f"version={_literal(self.version)}"
         if self.kind is Kind.QUEUE:
             tail += f", body_string={self.spec.body_string!r}, seq_type={_literal(self.spec.seq_type)}"
+            if self.spec.protected != protected_by_default(Kind.QUEUE, self.spec.name.table):
+                tail += f", protected={self.spec.protected!r}"
         return tail
 
     @classmethod
-    def _spec(cls, table, schema, catalog, body_string=False, seq_type="serial") -> TableSpec:
-        return TableSpec(cls.kind, TableName(table, schema, catalog), body_string=body_string, seq_type=seq_type)
+    def _spec(cls, table, schema, catalog, body_string=False, seq_type="serial", protected=None) -> TableSpec:
+        if protected is None:
+            protected = protected_by_default(cls.kind, table)
+        return TableSpec(cls.kind, TableName(table, schema, catalog), body_string=body_string, seq_type=seq_type, protected=protected)
 
 
 class _CreateTable(_TableOp):
@@ -104,21 +109,29 @@ class _CreateTable(_TableOp):
 
 class _DropTable(_TableOp):
     discard_messages: bool = False
+    allow_protected: bool = False  # the per-queue override (drop_protected:) of a protected queue
 
-    def __init__(self, spec: TableSpec, version: str, discard_messages: bool = False):
+    def __init__(self, spec: TableSpec, version: str, discard_messages: bool = False, allow_protected: bool = False):
         super().__init__(spec, version)
         self.discard_messages = discard_messages
+        self.allow_protected = allow_protected
 
     def statements(self, engine):
         return engine.drop_table(self.spec, profile(self.version), self.discard_messages)
 
     def describe(self, engine=None):
         how = "discarding its messages" if self.discard_messages else "refused while it holds messages"
+        if self.spec.protected:
+            how += ", protected queue dropped by its drop_protected entry" if self.allow_protected else ", protected"
         return f"drop {self.noun} {self._where(engine)} ({how})"
 
     def python(self):
         tail = self._tail() + (", discard_messages=True" if self.discard_messages else "")
+        tail += ", allow_protected=True" if self.allow_protected else ""
         return _call(self.op_name, self.spec.name, tail)
+
+    def refuses_protected(self, allowed: frozenset[str]) -> bool:
+        return self.spec.protected and not self.allow_protected and self.spec.name.table not in allowed
 
 
 @Operations.register_operation("create_queue")
@@ -126,9 +139,9 @@ class CreateQueueOp(_CreateTable):
     op_name = "create_queue"
 
     @classmethod
-    def create_queue(cls, operations, table, *, schema=None, catalog=None, version, body_string=False, seq_type="serial"):
+    def create_queue(cls, operations, table, *, schema=None, catalog=None, version, body_string=False, seq_type="serial", protected=None):
         """Create a queue table shaped as the given transport version creates it."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string, seq_type), version))
+        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string, seq_type, protected), version))
 
     def reverse(self):
         return DropQueueOp(self.spec, self.version)
@@ -139,9 +152,16 @@ class DropQueueOp(_DropTable):
     op_name = "drop_queue"
 
     @classmethod
-    def drop_queue(cls, operations, table, *, schema=None, catalog=None, version, body_string=False, seq_type="serial", discard_messages=False):
-        """Drop a queue table; the database refuses while it holds rows unless discard_messages."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string, seq_type), version, discard_messages))
+    def drop_queue(
+        cls, operations, table, *, schema=None, catalog=None, version, body_string=False, seq_type="serial",
+        protected=None, discard_messages=False, allow_protected=False,
+    ):
+        """Drop a queue table; the database refuses while it holds rows unless discard_messages.
+
+        A protected queue (error, audit, protected: true) is refused unless allow_protected.
+        """
+        spec = cls._spec(table, schema, catalog, body_string, seq_type, protected)
+        return operations.invoke(cls(spec, version, discard_messages, allow_protected))
 
     def reverse(self):
         return CreateQueueOp(self.spec, self.version)
@@ -362,6 +382,10 @@ class StructureMismatch(RuntimeError):
     """A table of that name exists but is not the transport table the revision would create."""
 
 
+class ProtectedQueue(RuntimeError):
+    """A migration step would drop a protected queue without its per-queue override."""
+
+
 class _RunState:
     """What one migration run learns about its database once, instead of per operation."""
 
@@ -392,8 +416,15 @@ def run(operations: Operations, operation: TransportOp) -> None:
     """Execute (online) or print (offline, --sql) the operation's statements."""
     context = operations.migration_context
     engine = engines.for_dialect(context.dialect.name)
-    if isinstance(operation, _DropTable) and not operation.discard_messages and context.opts.get(DISCARD_OPTION):
-        operation = type(operation)(operation.spec, operation.version, discard_messages=True)
+    if isinstance(operation, _DropTable):
+        if operation.refuses_protected(context.opts.get(PROTECTED_OPTION, frozenset())):
+            raise ProtectedQueue(
+                f"refusing to drop protected queue {operation._where(engine)}: error and audit "
+                "queues, and queues marked protected: true, are never dropped by a migration without an override. "
+                f"Run again with -x drop_protected={operation.spec.name.table} to drop it (comma-separate several)"
+            )
+        if not operation.discard_messages and context.opts.get(DISCARD_OPTION):
+            operation = type(operation)(operation.spec, operation.version, True, operation.allow_protected)
     batches = operation.statements(engine)
     description = operation.describe(engine)
     impl = context.impl
