@@ -122,6 +122,25 @@ def cmd_check(args) -> int:
     return EXIT_OK if report.in_sync else EXIT_CHANGES
 
 
+def cmd_adopt(args) -> int:
+    """Take over a database NServiceBus installers made: stamp the revision it is, or plan the upgrade."""
+    from . import adopt, check
+
+    try:
+        config = _config(args.config)
+        found, engine, action = adopt.run(check.database_url(args.url, config), config, stamp=not args.dry_run, apply=args.apply)
+    except (adopt.AdoptError, FileNotFoundError) as exc:
+        _emit(args, {"status": "error", "message": str(exc)}, [f"error: {exc}"], stream=sys.stderr)
+        return EXIT_ERROR
+    payload = {**found.to_json(engine), "action": action}
+    _emit(args, payload, adopt.text_lines(found, engine, action))
+    if found.status == "not_adoptable":
+        return EXIT_ERROR
+    if found.status == "needs_upgrade" and action != "applied":
+        return EXIT_CHANGES
+    return EXIT_OK
+
+
 def cmd_statements(args) -> int:
     """Every runtime statement of one engine and version, as a DBA reviews them."""
     from . import engines
@@ -232,6 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="output for people, CI, or a pull-request comment")
     p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("adopt", help="take over a database NServiceBus installers made: stamp it, or print the upgrade plan")
+    p.add_argument("--url", help="database URL (default: SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini)")
+    p.add_argument("--dry-run", action="store_true", help="examine only; stamp nothing")
+    p.add_argument("--apply", action="store_true", help="when the tables need upgrading, run the plan and stamp the head")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output for people or for CI")
+    p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
+    p.set_defaults(func=cmd_adopt)
 
     p = sub.add_parser("statements", help="print every runtime statement of an engine and transport version")
     p.add_argument("--engine", required=True, choices=("mssql", "postgresql", "sqlite"))

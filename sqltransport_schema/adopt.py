@@ -1,0 +1,295 @@
+"""adopt: take over a database whose queue tables NServiceBus installers created.
+
+Installers of every transport release left their own table shapes behind. `examine` (pure)
+reads the transport version each live table was made by from its structure alone, compares
+the database with the blueprint of each compiled revision, and says which revision the
+database already is (stamp it) or which operations turn it into the head (the upgrade
+plan). `run` is the I/O edge: it reads the catalog once, stamps, or applies the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import check
+from .migrate import operations as ops
+from .schema import Blueprint, Kind, TableSpec
+from .shapes import TableShape
+from .versions import profile
+
+# One release per distinct table shape, oldest first: the boundaries of transport-facts §1.
+SHAPE_RELEASES = ("1.0", "2.2.3", "2.2.6", "3.1", "4.1", "4.3.2", "5.0", "5.0.3", "6.0", "6.0.1", "8.1", "9.1")
+
+
+@dataclass(frozen=True)
+class TableVerdict:
+    spec: TableSpec  # as the target revision records it
+    table: str  # display name on the engine
+    status: str  # matches | missing | other_shape | not_transport
+    versions: tuple[str, ...] = ()  # releases whose installer makes exactly the live shape
+    found: TableSpec | None = None  # the live table as a spec (its own body_string / seq_type)
+    differences: tuple[check.Finding, ...] = ()  # for not_transport: against the target shape
+
+    def to_json(self) -> dict:
+        return {
+            "table": self.table,
+            "kind": self.spec.kind.value,
+            "status": self.status,
+            "made_by": list(self.versions),
+            "differences": [f.to_json() for f in self.differences],
+        }
+
+
+@dataclass
+class Examination:
+    engine: str
+    head_revision: str | None
+    head_version: str | None
+    verdicts: list[TableVerdict] = field(default_factory=list)
+    matching_revision: str | None = None  # newest revision the database already is
+    plan: list[ops.TransportOp] = field(default_factory=list)  # turns the database into the head
+    unmanaged: list[str] = field(default_factory=list)
+
+    @property
+    def adoptable(self) -> bool:
+        return not any(v.status == "not_transport" for v in self.verdicts)
+
+    @property
+    def status(self) -> str:
+        if not self.adoptable:
+            return "not_adoptable"
+        if self.matching_revision is not None:
+            return "matches_head" if self.matching_revision == self.head_revision else "matches_revision"
+        return "needs_upgrade"
+
+    def to_json(self, engine) -> dict:
+        return {
+            "status": self.status,
+            "engine": self.engine,
+            "head_revision": self.head_revision,
+            "matching_revision": self.matching_revision,
+            "made_by": list(_common(self.verdicts)),
+            "tables": [v.to_json() for v in self.verdicts],
+            "unmanaged_tables": list(self.unmanaged),
+            "plan": [op.describe(engine) for op in self.plan],
+        }
+
+
+def _span(versions) -> str:
+    """Releases of one layout: "6.0" or "5.0.3 / 6.0.1 / 9.1 (one layout)"."""
+    return versions[0] if len(versions) == 1 else " / ".join(versions) + " (one layout)"
+
+
+def _common(verdicts: list[TableVerdict]) -> tuple[str, ...]:
+    """Releases whose installer made every live transport table (empty if they disagree)."""
+    sets = [set(v.versions) for v in verdicts if v.versions]
+    if not sets:
+        return ()
+    common = set.intersection(*sets)
+    return tuple(r for r in SHAPE_RELEASES if r in common)
+
+
+# --------------------------------------------------------------------------- the pure core
+def _variants(spec: TableSpec, engine) -> list[TableSpec]:
+    """The spec, then the same table with the other options an installer may have used."""
+    if spec.kind is not Kind.QUEUE:
+        return [spec]
+    out = [spec]
+    for body_string in (spec.body_string, not spec.body_string):
+        for seq_type in (spec.seq_type, "bigserial" if spec.seq_type == "serial" else "serial"):
+            candidate = spec._replace(body_string=body_string, seq_type=seq_type)
+            if candidate not in out:
+                out.append(candidate)
+    return out
+
+
+def _releases(engine, kind: Kind) -> list[str]:
+    """Releases, newest first, whose installer can make this kind of table on this engine."""
+    out = []
+    for release in reversed(SHAPE_RELEASES):
+        prof = profile(release)
+        if engine.unsupported(prof):
+            continue
+        if (kind is Kind.DELAYED and not prof.delayed_delivery) or (kind is Kind.SUBSCRIPTIONS and not prof.subscriptions):
+            continue
+        out.append(release)
+    return out
+
+
+def judge(spec: TableSpec, version: str, live: TableShape | None, engine) -> TableVerdict:
+    """What the live table is, against the spec a revision of transport `version` records."""
+    table = check.display(engine, spec.name)
+    if live is None:
+        return TableVerdict(spec, table, "missing")
+    fits = lambda candidate, release: not check._table_findings(  # noqa: E731
+        table, engine.expected_shape(candidate, profile(release)), live, engine.case_insensitive_names
+    )
+    # Same shape as the target version's: the table is what the revision would make.
+    if fits(spec, version):
+        versions = tuple(r for r in reversed(_releases(engine, spec.kind)) if engine.expected_shape(spec, profile(r)) == engine.expected_shape(spec, profile(version)))
+        return TableVerdict(spec, table, "matches", versions or (version,), spec)
+    for candidate in _variants(spec, engine):
+        made_by = [r for r in _releases(engine, spec.kind) if fits(candidate, r)]
+        if made_by:
+            return TableVerdict(spec, table, "other_shape", tuple(reversed(made_by)), candidate)
+    differences = tuple(check._table_findings(table, engine.expected_shape(spec, profile(version)), live, engine.case_insensitive_names))
+    return TableVerdict(spec, table, "not_transport", differences=differences)
+
+
+def examine(
+    revisions: list[tuple[str, Blueprint]],
+    live: dict[tuple, tuple],
+    engine,
+) -> Examination:
+    """revisions: (revision id, recorded blueprint), newest first; the first is the head."""
+    if not revisions:
+        return Examination(engine.name, None, None)
+    head, target = revisions[0]
+    shapes = {key: shape for key, (_, shape) in live.items()}
+    verdicts = [judge(spec, target.transport_version, shapes.get(engine.table_key(spec.name)), engine) for spec in target.tables]
+    result = Examination(engine.name, head, target.transport_version, verdicts)
+    managed = {engine.table_key(spec.name) for _, bp in revisions for spec in bp.tables}
+    result.unmanaged = sorted(check.display(engine, name) for key, (name, _) in live.items() if key not in managed)
+    if not result.adoptable:
+        return result
+    for revision, recorded in revisions:
+        if _is(recorded, shapes, live, engine):
+            result.matching_revision = revision
+            return result
+    result.plan = _plan(target, verdicts)
+    return result
+
+
+def _is(recorded: Blueprint, shapes: dict, live: dict, engine) -> bool:
+    """Whether the database holds exactly the revision's tables (others may exist unmanaged)."""
+    for spec in recorded.tables:
+        if judge(spec, recorded.transport_version, shapes.get(engine.table_key(spec.name)), engine).status != "matches":
+            return False
+    return True
+
+
+def _plan(target: Blueprint, verdicts: list[TableVerdict]) -> list[ops.TransportOp]:
+    """Operations that turn the examined tables into the head's; the same ones migrations run."""
+    version = target.transport_version
+    steps: list[ops.TransportOp] = [ops.EnsureSchemaOp(s) for s in target.schemas]
+    creates = {Kind.QUEUE: ops.CreateQueueOp, Kind.DELAYED: ops.CreateDelayedTableOp, Kind.SUBSCRIPTIONS: ops.CreateSubscriptionTableOp}
+    for verdict in verdicts:
+        spec, found = verdict.spec, verdict.found
+        if verdict.status == "missing":
+            steps.append(creates[spec.kind](spec, version))
+        elif verdict.status == "other_shape":
+            made_by = verdict.versions[-1]
+            if spec.kind is Kind.QUEUE and profile(made_by).queue_shape != profile(version).queue_shape:
+                steps.append(ops.ChangeQueueVersionOp(spec.name, made_by, version))
+            if found.body_string != spec.body_string:
+                steps.append((ops.AddBodyStringOp if spec.body_string else ops.DropBodyStringOp)(spec.name, version))
+            if found.seq_type != spec.seq_type:
+                steps.append(ops.ChangeQueueSeqTypeOp(spec.name, found.seq_type, spec.seq_type))
+    return steps
+
+
+# --------------------------------------------------------------------------- the I/O edge
+class AdoptError(Exception):
+    """Adoption could not run or must not: unreachable database, already stamped, no revisions."""
+
+
+def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[Examination, object, str]:
+    """Examine the database; stamp the matching revision (or apply the plan, then stamp the head).
+
+    Returns (examination, engine, action) where action says what was written: "stamped",
+    "applied", or "nothing".
+    """
+    import sqlalchemy as sa
+    from alembic.operations import Operations
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    from . import engines
+    from .db import make_engine
+    from .migrate.compile import CompileError
+
+    try:
+        script = ScriptDirectory.from_config(config)
+        revisions = [
+            (revision.revision, Blueprint.from_snapshot(revision.module.SNAPSHOT))
+            for revision in script.walk_revisions()
+            if getattr(revision.module, "SNAPSHOT", None) is not None
+        ]
+    except (CommandError, CompileError) as exc:
+        raise AdoptError(str(exc)) from None
+    if not revisions:
+        raise AdoptError("the migrations hold no compiled revision; run `sqltransport-schema compile` first")
+    version_table = config.get_main_option("version_table") or "alembic_version"
+    db = make_engine(url)
+    try:
+        engine = engines.for_dialect(db.dialect.name)
+        with db.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"version_table": version_table})
+            stamped = context.get_current_heads()
+            if stamped:
+                raise AdoptError(
+                    f"the database is already stamped with {', '.join(stamped)}: it is managed; "
+                    "use `sqltransport-schema check` to compare it with the topology"
+                )
+            live = {k: v for k, v in engine.read_shapes(connection).items() if v[0].table.casefold() != version_table.casefold()}
+            connection.rollback()  # reads only; what follows writes in its own transaction
+            found = examine(revisions, live, engine)
+            action = "nothing"
+            if found.status in ("matches_head", "matches_revision") and stamp:
+                with connection.begin():
+                    context.stamp(script, found.matching_revision)
+                action = "stamped"
+            elif found.status == "needs_upgrade" and apply:
+                with connection.begin():
+                    operations = Operations(context)
+                    for op in found.plan:
+                        operations.invoke(op)
+                    context.stamp(script, found.head_revision)
+                action = "applied"
+    except engines.UnsupportedEngine as exc:
+        raise AdoptError(str(exc)) from None
+    except NotImplementedError as exc:
+        raise AdoptError(str(exc)) from None
+    except sa.exc.SQLAlchemyError as exc:
+        raise AdoptError(f"cannot read the database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
+    finally:
+        db.dispose()
+    return found, engine, action
+
+
+def text_lines(found: Examination, engine, action: str) -> list[str]:
+    lines = []
+    made_by = _common(found.verdicts)
+    if made_by:
+        lines.append(f"the tables were made by transport {_span(made_by)}")
+    for v in found.verdicts:
+        if v.status == "matches":
+            continue
+        if v.status == "missing":
+            lines.append(f"missing: {v.table} ({v.spec.kind.value} table)")
+        elif v.status == "other_shape":
+            lines.append(f"other shape: {v.table}: made by transport {_span(v.versions)}" + _options(v))
+        else:
+            lines.append(f"not a transport table: {v.table}: " + "; ".join(f"{f.category} {f.detail}" for f in v.differences))
+    lines += [f"unmanaged: {name} (in no revision's topology; left alone)" for name in found.unmanaged]
+    if found.status == "not_adoptable":
+        lines.append("not adoptable: rename or move the tables above, or change topology.yaml to other names")
+    elif found.matching_revision is not None:
+        verb = "stamped" if action == "stamped" else "matches"
+        tail = "" if found.status == "matches_head" else "; run `alembic upgrade head` to apply the later revisions"
+        lines.append(f"{verb} revision {found.matching_revision}{tail}")
+    else:
+        lines.append(f"upgrade plan to the head {found.head_revision} (transport {found.head_version}):")
+        lines += [f"  {op.describe(engine)}" for op in found.plan]
+        lines.append("applied and stamped the head" if action == "applied" else "nothing written; run again with --apply to run this plan and stamp the head")
+    return lines
+
+
+def _options(v: TableVerdict) -> str:
+    notes = []
+    if v.found.body_string != v.spec.body_string:
+        notes.append("with BodyString" if v.found.body_string else "without BodyString")
+    if v.found.seq_type != v.spec.seq_type:
+        notes.append(f"Seq {v.found.seq_type}")
+    return f" ({', '.join(notes)})" if notes else ""

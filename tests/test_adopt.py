@@ -1,0 +1,182 @@
+"""adopt: databases whose tables NServiceBus installers made, taken over without losing a message.
+
+PostgreSQL databases are built with the PostgreSQL transport's own installer DDL
+(transport-facts §7); SQL Server databases, which cannot run here, are catalog rows
+shaped as the sys.* queries return them for each release's installer.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqltransport_schema import adopt, cli
+from sqltransport_schema.engines.mssql import MSSQL
+from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
+
+from . import catalog
+from .test_check_mssql import TABLES, queue_columns, queue_index_columns, queue_indexes
+
+TOPOLOGY = """\
+transport_version: "9.1"
+engines: [postgresql, sqlite]
+endpoints:
+  - name: Sales
+queues:
+  - name: error
+"""
+
+# The PostgreSQL transport's installer (transport-facts §7), as it runs for Sales and error.
+INSTALLER = [
+    'CREATE TABLE IF NOT EXISTS "public"."{0}" (Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, Headers TEXT NOT NULL, Body BYTEA, Seq serial NOT NULL UNIQUE)'.format(q)
+    for q in ("Sales", "error")
+] + [
+    'CREATE TABLE IF NOT EXISTS "public"."Sales.Delayed" (Id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, Headers text NOT NULL, Body bytea, Due timestamptz NOT NULL) WITH (fillfactor=100)',
+    'CREATE INDEX IF NOT EXISTS "Sales.Delayed_Due" on "public"."Sales.Delayed"(Due)',
+    'CREATE TABLE IF NOT EXISTS "public"."SubscriptionRouting" (QueueAddress VARCHAR(200) NOT NULL, Endpoint VARCHAR(200) NOT NULL, Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)',
+]
+SEND = """INSERT INTO "public"."Sales" (Id, Expires, Headers, Body) VALUES (gen_random_uuid(), NULL, '{}', '\\x01')"""
+
+
+def adopt_cli(project, url, capsys, *extra):
+    capsys.readouterr()
+    code = cli.main(["adopt", "--url", url, "-c", str(project.ini), "--format", "json", *extra])
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if out.strip() else None)
+
+
+def stamp(url):
+    try:
+        return [row[0] for row in catalog.execute(url, "SELECT version_num FROM alembic_version")]
+    except Exception:  # noqa: BLE001 - no version table: not stamped
+        return []
+
+
+def check_cli(project, url, capsys):
+    capsys.readouterr()
+    return cli.main(["check", "--url", url, "-c", str(project.ini)])
+
+
+def test_installer_made_database_matching_the_head_is_stamped(project, pg_url, capsys):
+    catalog.execute(pg_url, *INSTALLER, SEND, SEND)
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+
+    code, payload = adopt_cli(project, pg_url, capsys, "--dry-run")
+    assert (code, payload["status"], payload["action"]) == (0, "matches_head", "nothing")
+    assert payload["made_by"] == ["8.1", "9.1"]  # one PostgreSQL layout since the transport's first release
+    assert stamp(pg_url) == []
+
+    code, payload = adopt_cli(project, pg_url, capsys)
+    assert (code, payload["action"], payload["matching_revision"]) == (0, "stamped", project.head())
+    assert stamp(pg_url) == [project.head()]
+    assert check_cli(project, pg_url, capsys) == 0
+    assert catalog.read(pg_url)[("public", "Sales")].rows == 2  # nothing touched
+
+    capsys.readouterr()
+    assert cli.main(["adopt", "--url", pg_url, "-c", str(project.ini)]) == 2  # a second run: already managed
+    assert f"already stamped with {project.head()}" in capsys.readouterr().err
+
+
+def test_database_at_an_older_revision_is_stamped_there(project, pg_url, capsys):
+    catalog.execute(pg_url, *INSTALLER)
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    first = project.head()
+    project.write_topology(TOPOLOGY + "  - name: audit\n")
+    project.compile("audit")
+    code, payload = adopt_cli(project, pg_url, capsys)
+    assert (code, payload["status"], payload["matching_revision"]) == (0, "matches_revision", first)
+    assert stamp(pg_url) == [first]
+    project.upgrade(pg_url)
+    assert check_cli(project, pg_url, capsys) == 0
+
+
+def test_differences_give_the_upgrade_plan_and_apply_runs_it(project, pg_url, capsys):
+    """The installer's int4 Seq where the topology wants bigserial, and a queue it never made."""
+    catalog.execute(pg_url, *INSTALLER, SEND)
+    project.write_topology(TOPOLOGY.replace("engines:", "postgresql:\n  seq_type: bigserial\nengines:") + "  - name: audit\n")
+    project.compile("initial")
+
+    code, payload = adopt_cli(project, pg_url, capsys)
+    assert (code, payload["status"], payload["action"]) == (1, "needs_upgrade", "nothing")
+    assert stamp(pg_url) == []
+    assert payload["plan"] == [
+        'change Seq of queue "public"."Sales" from serial to bigserial',
+        'change Seq of queue "public"."error" from serial to bigserial',
+        'create queue "public"."audit" (transport 9.1)',
+    ]
+    tables = {t["table"]: t for t in payload["tables"]}
+    assert tables["public.audit"]["status"] == "missing"
+    assert tables["public.Sales"]["status"] == "other_shape"
+
+    code, payload = adopt_cli(project, pg_url, capsys, "--apply")
+    assert (code, payload["action"]) == (0, "applied")
+    assert stamp(pg_url) == [project.head()]
+    assert check_cli(project, pg_url, capsys) == 0
+    assert catalog.read(pg_url)[("public", "Sales")].rows == 1
+
+
+def test_a_table_that_is_no_queue_is_not_adoptable(project, db_url, capsys):
+    quoted = '"Sales"' if db_url.startswith("sqlite") else '"public"."Sales"'
+    catalog.execute(db_url, f"CREATE TABLE {quoted} (Id INTEGER, Note TEXT)")
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    capsys.readouterr()
+    code = cli.main(["adopt", "--url", db_url, "-c", str(project.ini)])
+    out = capsys.readouterr().out
+    assert code == 2
+    assert "not a transport table" in out and "missing_column" in out and "not adoptable" in out
+    assert stamp(db_url) == []
+
+
+def test_sqlite_database_made_by_the_project_ddl_is_adopted(project, sqlite_url, capsys):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(sqlite_url)
+    catalog.execute(sqlite_url, "DROP TABLE alembic_version")  # as if another tool had made the tables
+    code, payload = adopt_cli(project, sqlite_url, capsys)
+    assert (code, payload["action"]) == (0, "stamped")
+    assert check_cli(project, sqlite_url, capsys) == 0
+
+
+# --------------------------------------------------------------------------- SQL Server, from catalog rows
+ENGINE = MSSQL()
+
+
+def judge_rows(version="9.1", **kw):
+    live = ENGINE.shapes_from_rows(
+        TABLES,
+        queue_columns(headers=kw.pop("headers", ("nvarchar", -1))),
+        queue_indexes(**{k: v for k, v in kw.items() if k in ("rowversion", "expires_filter", "expires")}),
+        queue_index_columns(**{k: v for k, v in kw.items() if k in ("rowversion", "expires")}),
+    )
+    spec = TableSpec(Kind.QUEUE, TableName("Sales"))
+    found = adopt.examine([("head", Blueprint(version, ("mssql",), (spec,)))], live, ENGINE)
+    return found.verdicts[0], found
+
+
+def test_sql_server_release_is_read_from_the_structure():
+    verdict, found = judge_rows()
+    # nonclustered RowVersion: the fix of 4.3.2, 5.0.3 and 6.0.1, kept since
+    assert verdict.status == "matches" and verdict.versions == ("4.3.2", "5.0.3", "6.0.1", "8.1", "9.1")
+    assert found.status == "matches_head"
+
+    # 2.x: varchar headers, clustered RowVersion, unfiltered Index_Expires
+    verdict, found = judge_rows(headers=("varchar", -1), rowversion="CLUSTERED", expires_filter=None)
+    assert verdict.status == "other_shape" and verdict.versions == ("2.2.3",)
+    assert [op.describe() for op in found.plan] == ['change queue "Sales" from transport 2.2.3 to 9.1']
+
+    # 1.x: no Index_Expires at all
+    verdict, _ = judge_rows(headers=("varchar", -1), rowversion="CLUSTERED", expires=False)
+    assert verdict.versions == ("1.0",)
+
+    # 3.1 to 4.3.1 (and 5.0 to 5.0.2, 6.0.0): clustered RowVersion, filtered index, nvarchar headers
+    verdict, found = judge_rows(rowversion="CLUSTERED")
+    assert verdict.versions == ("3.1", "4.1", "5.0", "6.0")
+    assert [op.describe() for op in found.plan] == ['change queue "Sales" from transport 6.0 to 9.1']
+
+
+def test_sql_server_table_of_no_release_is_not_adoptable():
+    verdict, found = judge_rows(headers=("nvarchar", 400))
+    assert verdict.status == "not_transport" and found.status == "not_adoptable"
+    assert [f.category for f in verdict.differences] == ["column_type"]
