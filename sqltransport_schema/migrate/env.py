@@ -6,10 +6,12 @@ import os
 from logging.config import fileConfig
 
 from alembic import context as alembic_context
-from sqlalchemy import pool
+from sqlalchemy import MetaData, pool
 
 from ..db import make_engine, normalise_url
 
+from .autogen import TARGET_OPTION, model_tables_only
+from .compile import head_blueprint
 from .operations import DISCARD_OPTION, PROTECTED_OPTION
 
 DEFAULT_URL = "sqlite:///sqltransport.db"
@@ -23,7 +25,9 @@ def database_url(config) -> str:
     return normalise_url(url)
 
 
-def run(context=alembic_context) -> None:
+def run(context=alembic_context, target_metadata=None) -> None:
+    """target_metadata: the project's own SQLAlchemy models, if Alembic also manages those;
+    transport tables are compared with the topology by migrate.autogen either way."""
     config = context.config
     if config.config_file_name and config.attributes.get("configure_logging", True):
         fileConfig(config.config_file_name, disable_existing_loggers=False)
@@ -39,9 +43,14 @@ def run(context=alembic_context) -> None:
             context.run_migrations()
         return
     engine = make_engine(url, poolclass=pool.NullPool)
+    compare = {
+        "target_metadata": target_metadata if target_metadata is not None else MetaData(),
+        "include_name": model_tables_only(target_metadata),
+        TARGET_OPTION: lambda: head_blueprint(context.script)[1],
+    }
     try:
         with engine.connect() as connection:
-            context.configure(connection=connection, transactional_ddl=True, **options)
+            context.configure(connection=connection, transactional_ddl=True, **compare, **options)
             with context.begin_transaction():
                 context.run_migrations()
     finally:

@@ -64,6 +64,10 @@ class TransportOp(MigrateOperation):
     def python(self) -> str:
         raise NotImplementedError
 
+    def to_diff_tuple(self) -> tuple:
+        """What `alembic check` lists for this operation."""
+        return (self.op_name or type(self).__name__, self.describe())
+
 
 # --------------------------------------------------------------------------- tables
 @dataclass
