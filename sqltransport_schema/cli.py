@@ -208,6 +208,14 @@ def cmd_script(args) -> int:
 
     config = _config(args.config)
     path = _topology_path(args, config)
+    if args.split:
+        folder = Path(args.split)
+        files = scripts.render_split(config, args.engine, args.from_rev, args.to_rev, path)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        _emit(args, {"status": "written", "files": [str(folder / n) for n in files]}, [f"wrote {folder / n}" for n in files])
+        return EXIT_OK
     text = scripts.render(config, args.engine, args.from_rev, args.to_rev, path)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -287,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_rev", help="revision the database is at (default: an empty database)")
     p.add_argument("--to", dest="to_rev", help="revision to upgrade to (default: head)")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.add_argument("--split", metavar="DIR", help="write one file per endpoint into DIR (00-shared.sql first, 99-alembic-version.sql last)")
     p.add_argument("--topology", "-t", help="topology file whose sha256 the header records (default: sqltransport.topology in alembic.ini, else ./topology.yaml)")
     p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
     p.set_defaults(func=cmd_script, format="text")

@@ -39,10 +39,16 @@ class ScriptError(ValueError):
     pass
 
 
-def _alembic_output(config, engine: str, revision: str) -> str:
+def _alembic_output(config, engine: str, revision: str, marks: list | None = None) -> str:
+    """Alembic's offline output; marks (if given) gets (offset, operation) at the start of each
+    operation's text and (offset, None) at its end."""
     from alembic import command
 
+    from .migrate.operations import OFFLINE_HOOK_OPTION
+
     buffer = io.StringIO()
+    if marks is not None:
+        config.attributes[OFFLINE_HOOK_OPTION] = lambda operation: marks.append((buffer.tell(), operation))
     config.stdout = buffer
     config.output_buffer = buffer
     config.cmd_opts = argparse.Namespace(x=[f"url={ENGINES[engine]}"], quiet=True)
@@ -122,3 +128,80 @@ def render(config, engine: str, from_rev: str | None = None, to_rev: str | None 
     revision = f"{from_rev}:{to_rev or 'head'}" if from_rev and from_rev != "base" else (to_rev or "head")
     body = make_idempotent(_alembic_output(config, engine, revision), engine)
     return header(engine, topology, start, end) + body
+
+
+# --------------------------------------------------------------------------- one file per endpoint
+SHARED = ""  # owner of schemas and of tables no endpoint owns
+LAST = None  # owner of what must run after every endpoint (schema removal, version stamping)
+
+
+def _owner(operation, endpoints) -> str | None:
+    """The endpoint whose tables an operation touches; SHARED or LAST for the rest."""
+    from .migrate import operations as ops
+
+    if isinstance(operation, ops.DropSchemaIfEmptyOp):
+        return LAST
+    name = getattr(operation, "spec", None)
+    name = name.name if name is not None else getattr(operation, "name", None)
+    if name is None or not hasattr(name, "table"):
+        return SHARED
+    for endpoint in endpoints:  # longest names first: "Sales.Eu" before "Sales"
+        if (name.schema, name.catalog) == (endpoint.schema, endpoint.catalog) and (
+            name.table == endpoint.name or name.table.startswith(endpoint.name + ".")
+        ):
+            return endpoint.name
+    return SHARED
+
+
+def _file_name(index: int, owner: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", owner).strip("._") or "endpoint"
+    return f"{index:02d}-{safe}.sql"
+
+
+def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path | None = None) -> dict[str, str]:
+    """The same script as render(), as one file per endpoint, in run order: 00-shared.sql (schemas,
+    shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
+    (schema removals and version stamping, which must come last). Each file is its own transaction."""
+    from . import engines as engine_registry
+    from . import topology as topology_module
+
+    if engine not in ENGINES:
+        raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
+    if topology is None or not topology.is_file():
+        raise ScriptError(f"splitting by endpoint needs the topology file ({topology} not found)")
+    endpoints = sorted(topology_module.load(topology).endpoints, key=lambda e: len(e.name), reverse=True)
+    dialect = engine_registry.get(engine)
+    start = _resolve(config, from_rev, "base")
+    end = _resolve(config, to_rev, "head")
+    revision = f"{from_rev}:{to_rev or 'head'}" if from_rev and from_rev != "base" else (to_rev or "head")
+    marks: list = []
+    text = _alembic_output(config, engine, revision, marks)
+
+    parts: dict[str | None, list[str]] = {SHARED: []}
+    frame: list[str] = []  # Alembic's own text: transaction, version table, stamps
+    position = 0
+    for (begin, operation), (finish, closing) in zip(marks[::2], marks[1::2]):
+        assert closing is None
+        frame.append(text[position:begin])
+        parts.setdefault(_owner(operation, endpoints), []).append(text[begin:finish])
+        position = finish
+    frame.append(text[position:])
+    last = parts.pop(LAST, [])
+
+    head = header(engine, topology, start, end)
+    order = [SHARED] + [e for e in dict.fromkeys(o for o in parts if o != SHARED)]
+    files: dict[str, str] = {}
+    names = [_file_name(0, "shared")] + [_file_name(i + 1, owner) for i, owner in enumerate(order[1:])]
+    final = "99-alembic-version.sql"
+    for name, owner in zip(names, order):
+        what = "schemas, shared queues and tables" if owner == SHARED else f"endpoint {owner}"
+        note = f"-- part: {what}. Run the files in name order: {names[0]} first, {final} last.\n\n"
+        files[name] = head + note + dialect.SCRIPT_BEGIN + "".join(parts[owner]) + dialect.SCRIPT_COMMIT
+    # The frame keeps Alembic's transaction: schema removals go inside it, before the stamps.
+    body = "".join(frame)
+    if last:
+        marker = body.find("-- Running upgrade")
+        cut = body.find("\n\n", marker) + 2 if marker >= 0 else 0
+        body = body[:cut] + "".join(last) + body[cut:]
+    files[final] = head + f"-- part: version stamping (and schema removal). Run it after every other file.\n\n" + make_idempotent(body, engine)
+    return files

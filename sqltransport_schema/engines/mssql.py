@@ -209,6 +209,9 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         "    UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
     )
     GUARDED_VERSION_TABLE = "IF OBJECT_ID(N'alembic_version', N'U') IS NULL\nBEGIN\n{ddl}\nEND;"
+    # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
+    SCRIPT_BEGIN = "BEGIN TRANSACTION;\n\nGO\n\n"
+    SCRIPT_COMMIT = "COMMIT;\n\nGO\n"
 
     def guard_version_table(self, ddl: str) -> str:
         return self.GUARDED_VERSION_TABLE.format(ddl=ddl)

@@ -145,6 +145,9 @@ END
     ALEMBIC_FIRST_STAMP = r"^INSERT INTO alembic_version \(version_num\) VALUES \({rev}\) RETURNING alembic_version\.version_num;$"
     FIRST_STAMP = "INSERT INTO alembic_version (version_num) SELECT '{rev}'\n    WHERE NOT EXISTS (SELECT 1 FROM alembic_version);"
     RESTAMP = "UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
+    # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
+    SCRIPT_BEGIN = "BEGIN;\n\n"
+    SCRIPT_COMMIT = "COMMIT;\n"
 
     def guard_version_table(self, ddl: str) -> str:
         return ddl.replace("CREATE TABLE alembic_version", "CREATE TABLE IF NOT EXISTS alembic_version", 1)

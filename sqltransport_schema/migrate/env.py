@@ -12,7 +12,7 @@ from ..db import make_engine, normalise_url
 
 from .autogen import TARGET_OPTION, model_tables_only
 from .compile import head_blueprint
-from .operations import DISCARD_OPTION, PROTECTED_OPTION
+from .operations import DISCARD_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION
 
 DEFAULT_URL = "sqlite:///sqltransport.db"
 TRUE = ("1", "true", "yes", "on")
@@ -38,6 +38,7 @@ def run(context=alembic_context, target_metadata=None) -> None:
         PROTECTED_OPTION: frozenset(name.strip() for name in x_args.get("drop_protected", "").split(",") if name.strip()),
     }
     if context.is_offline_mode():
+        options[OFFLINE_HOOK_OPTION] = config.attributes.get(OFFLINE_HOOK_OPTION)
         context.configure(url=url, literal_binds=True, transactional_ddl=True, **options)
         with context.begin_transaction():
             context.run_migrations()

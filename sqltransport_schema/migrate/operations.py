@@ -24,6 +24,7 @@ log = logging.getLogger("sqltransport_schema.migrate")
 
 DISCARD_OPTION = "sqltransport_discard_messages"
 PROTECTED_OPTION = "sqltransport_drop_protected"  # names of protected queues a downgrade may drop
+OFFLINE_HOOK_OPTION = "sqltransport_offline_hook"  # called with each operation before its --sql output, then None
 
 
 def _literal(value) -> str:
@@ -433,12 +434,17 @@ def run(operations: Operations, operation: TransportOp) -> None:
     description = operation.describe(engine)
     impl = context.impl
     if context.as_sql:
+        hook = context.opts.get(OFFLINE_HOOK_OPTION)
+        if hook is not None:
+            hook(operation)
         impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
         separator = getattr(impl, "batch_separator", None)
         for batch in batches:
             impl.static_output(batch if separator else batch + impl.command_terminator)
             if separator:
                 impl.static_output(separator)
+        if hook is not None:
+            hook(None)
         return
     log.info("%s", description)
     state = _state(context, engine)
