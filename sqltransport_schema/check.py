@@ -27,6 +27,7 @@ CATEGORIES = (
     "column_type",
     "missing_index",
     "extra_index",
+    "index_name",
     "index_columns",
     "index_predicate",
 )
@@ -189,13 +190,20 @@ def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], 
     remaining = list(have)
     out = []
     unmatched = []
+    named = {fold(i.name) for i in want if i.name is not None}
     for index in want:  # indexes our DDL names: compared by name, then structure
         if index.name is None:
             unmatched.append(index)
             continue
         live = next((i for i in remaining if i.name is not None and fold(i.name) == fold(index.name)), None)
         if live is None:
-            out.append(Finding("missing_index", table, index.describe()))
+            # The same index under another name is one difference (renamed), not a missing and an extra one.
+            live = next((i for i in remaining if i.structure() == index.structure() and fold(i.name or "") not in named), None)
+            if live is not None:
+                remaining.remove(live)
+                out.append(Finding("index_name", table, f"{index.describe()} is named {live.name}"))
+            else:
+                out.append(Finding("missing_index", table, index.describe()))
             continue
         remaining.remove(live)
         if live.keys() != index.keys():
@@ -266,7 +274,9 @@ def run(url: str, config) -> Report:
             stamps = MigrationContext.configure(connection).get_current_heads()
             if len(stamps) != 1:
                 raise CheckError(f"the database is stamped with {len(stamps)} revisions ({', '.join(stamps) or 'none'}); run `alembic upgrade head`")
-            live = engine.read_shapes(connection)
+            # the catalogs every revision places tables in (SQL Server three-part names)
+            catalogs = sorted({spec.name.catalog for _, spec in _recorded(script) if spec.name.catalog is not None})
+            live = engine.read_shapes(connection, catalogs)
     except engines.UnsupportedEngine as exc:
         raise CheckError(str(exc)) from None
     except NotImplementedError as exc:
@@ -305,13 +315,18 @@ def _unapplied(script, deployed: str, head: str | None) -> list[str]:
     return list(reversed(found))
 
 
+def _recorded(script):
+    """(revision id, table spec) for every table every revision's snapshot records, newest first."""
+    for revision in script.walk_revisions():
+        snapshot = getattr(revision.module, "SNAPSHOT", None)
+        if snapshot is not None:
+            for spec in Blueprint.from_snapshot(snapshot).tables:
+                yield revision.revision, spec
+
+
 def _history(script, engine, deployed: str) -> dict[tuple, str]:
     """table_key -> newest revision whose snapshot records the table."""
     out: dict[tuple, str] = {}
-    for revision in script.walk_revisions():  # newest first
-        snapshot = getattr(revision.module, "SNAPSHOT", None)
-        if snapshot is None:
-            continue
-        for spec in Blueprint.from_snapshot(snapshot).tables:
-            out.setdefault(engine.table_key(spec.name), revision.revision)
+    for revision, spec in _recorded(script):
+        out.setdefault(engine.table_key(spec.name), revision)
     return out

@@ -76,6 +76,16 @@ def test_dropped_index(project, deployed, capsys):
     assert "Sales.Delayed_Due" in payload["findings"][0]["detail"]
 
 
+def test_renamed_index_is_one_finding(project, deployed, capsys):
+    if is_sqlite(deployed):  # SQLite cannot rename an index: the same index made under another name
+        catalog.execute(deployed, 'DROP INDEX "Sales.Delayed_Due"', 'CREATE INDEX "DueIndex" ON "Sales.Delayed" (Due)')
+    else:
+        catalog.execute(deployed, f'ALTER INDEX {q(deployed, "Sales.Delayed_Due")} RENAME TO "DueIndex"')
+    code, found, payload = findings(project, deployed, capsys)
+    assert (code, found) == (1, [("index_name", table(deployed, "Sales.Delayed"))])
+    assert payload["findings"][0]["detail"] == "index Sales.Delayed_Due on (due) is named DueIndex"
+
+
 def test_changed_index_predicate(project, deployed, capsys):
     if is_sqlite(deployed):
         catalog.execute(deployed, 'DROP INDEX "Sales_Expires"', 'CREATE INDEX "Sales_Expires" ON "Sales" (Expires)')

@@ -215,10 +215,10 @@ def test_other_engines_describe_indexes_as_before():
 
 def test_read_shapes_runs_the_four_queries_and_builds_shapes():
     answers = {
-        ENGINE.SHAPE_TABLES: TABLES,
-        ENGINE.SHAPE_COLUMNS: queue_columns(),
-        ENGINE.SHAPE_INDEXES: queue_indexes(),
-        ENGINE.SHAPE_INDEX_COLUMNS: queue_index_columns(),
+        ENGINE.SHAPE_TABLES.format(sys="sys"): TABLES,
+        ENGINE.SHAPE_COLUMNS.format(sys="sys"): queue_columns(),
+        ENGINE.SHAPE_INDEXES.format(sys="sys"): queue_indexes(),
+        ENGINE.SHAPE_INDEX_COLUMNS.format(sys="sys"): queue_index_columns(),
     }
 
     class Connection:
@@ -236,3 +236,27 @@ def test_read_shapes_runs_the_four_queries_and_builds_shapes():
     name, shape = live[ENGINE.table_key(TableName("Sales"))]
     assert name == TableName("Sales", "dbo") and shape.identity == {"rowversion"}
     assert IndexShape(("expires",), False, "expiresisnotnull", "Index_Expires", clustered=False, include=("id", "rowversion")) in shape.indexes
+
+
+def test_tables_in_other_catalogs_are_read_through_their_sys_views():
+    """Endpoints placed in another database (three-part names) are checked there, not reported missing."""
+    here = {ENGINE.SHAPE_TABLES.format(sys="sys"): [], ENGINE.SHAPE_COLUMNS.format(sys="sys"): [],
+            ENGINE.SHAPE_INDEXES.format(sys="sys"): [], ENGINE.SHAPE_INDEX_COLUMNS.format(sys="sys"): []}
+    there = {ENGINE.SHAPE_TABLES.format(sys="[logi]]stics].sys"): TABLES,
+             ENGINE.SHAPE_COLUMNS.format(sys="[logi]]stics].sys"): queue_columns(),
+             ENGINE.SHAPE_INDEXES.format(sys="[logi]]stics].sys"): queue_indexes(),
+             ENGINE.SHAPE_INDEX_COLUMNS.format(sys="[logi]]stics].sys"): queue_index_columns()}
+    answers = {**here, **there}
+
+    class Connection:
+        def exec_driver_sql(self, sql):
+            return iter(answers[sql])
+
+    live = ENGINE.read_shapes(Connection(), catalogs=["logi]stics"])
+    assert list(live) == [ENGINE.table_key(TableName("Sales", "dbo", "logi]stics"))]
+    expected = Blueprint("9.1", ("mssql",), (TableSpec(Kind.QUEUE, TableName("Sales", None, "logi]stics")),))
+    assert diff(expected, "a", "a", live, engine=ENGINE).findings == []
+    # the same table in the connection's own database is another table
+    elsewhere = Blueprint("9.1", ("mssql",), (TableSpec(Kind.QUEUE, TableName("Sales")),))
+    assert [(f.category, f.table) for f in diff(elsewhere, "a", "a", live, engine=ENGINE).findings] == [
+        ("missing_table", "dbo.Sales"), ("unmanaged_table", "logi]stics.dbo.Sales")]

@@ -83,7 +83,7 @@ class Engine:
         """The columns and indexes our DDL gives this table (for `check`)."""
         raise NotImplementedError(f"check does not support {self.name} yet")
 
-    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
+    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
         """table_key -> (name, live shape) of every user table, in a few bulk catalog queries."""
         raise NotImplementedError(f"check does not support {self.name} yet")
 

@@ -249,34 +249,34 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
     }
     EXPIRES_PREDICATE = normalise_predicate("Expires IS NOT NULL")
 
-    # The connection's database only; one query per catalog view, joined in Python.
+    # One query per catalog view, joined in Python; {sys} is sys, or [catalog].sys for another database.
     # Rows: (object_id, schema, table)
     SHAPE_TABLES = """\
 SELECT t.object_id, s.name, t.name
-FROM sys.tables t
-INNER JOIN sys.schemas s ON s.schema_id = t.schema_id
+FROM {sys}.tables t
+INNER JOIN {sys}.schemas s ON s.schema_id = t.schema_id
 WHERE t.is_ms_shipped = 0"""
     # Rows: (object_id, column, type, max_length (bytes; -1 = max), precision, scale,
     #        is_nullable, is_identity, is_computed), in column order
     SHAPE_COLUMNS = """\
 SELECT c.object_id, c.name, ty.name, c.max_length, c.precision, c.scale, c.is_nullable, c.is_identity, c.is_computed
-FROM sys.columns c
-INNER JOIN sys.types ty ON ty.user_type_id = c.user_type_id
-INNER JOIN sys.tables t ON t.object_id = c.object_id
+FROM {sys}.columns c
+INNER JOIN {sys}.types ty ON ty.user_type_id = c.user_type_id
+INNER JOIN {sys}.tables t ON t.object_id = c.object_id
 WHERE t.is_ms_shipped = 0
 ORDER BY c.object_id, c.column_id"""
     # Rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition); heaps left out
     SHAPE_INDEXES = """\
 SELECT i.object_id, i.index_id, i.name, i.type_desc, i.is_unique, i.has_filter, i.filter_definition
-FROM sys.indexes i
-INNER JOIN sys.tables t ON t.object_id = i.object_id
+FROM {sys}.indexes i
+INNER JOIN {sys}.tables t ON t.object_id = i.object_id
 WHERE t.is_ms_shipped = 0 AND i.type <> 0 AND i.is_hypothetical = 0"""
     # Rows: (object_id, index_id, column, key_ordinal (0 for included columns), is_included_column)
     SHAPE_INDEX_COLUMNS = """\
 SELECT ic.object_id, ic.index_id, c.name, ic.key_ordinal, ic.is_included_column
-FROM sys.index_columns ic
-INNER JOIN sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
-INNER JOIN sys.tables t ON t.object_id = ic.object_id
+FROM {sys}.index_columns ic
+INNER JOIN {sys}.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+INNER JOIN {sys}.tables t ON t.object_id = ic.object_id
 WHERE t.is_ms_shipped = 0
 ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
 
@@ -316,14 +316,14 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             return f"{name}({scale})"
         return name
 
-    def shapes_from_rows(self, tables, columns, indexes, index_columns) -> dict[tuple, tuple[TableName, TableShape]]:
+    def shapes_from_rows(self, tables, columns, indexes, index_columns, catalog: str | None = None) -> dict[tuple, tuple[TableName, TableShape]]:
         """The live shapes from the rows of SHAPE_TABLES, SHAPE_COLUMNS, SHAPE_INDEXES and
-        SHAPE_INDEX_COLUMNS (pure: no connection). Names carry no catalog: the rows are the
-        connection's database."""
+        SHAPE_INDEX_COLUMNS (pure: no connection). catalog: the database the rows were read
+        from (None: the connection's own)."""
         by_object: dict[int, TableShape] = {}
         out: dict[tuple, tuple[TableName, TableShape]] = {}
         for object_id, schema, table in tables:
-            name = TableName(table, schema)
+            name = TableName(table, schema, catalog)
             by_object[object_id] = shape = TableShape()
             out[self.table_key(name)] = (name, shape)
         for object_id, column, type_name, max_length, precision, scale, nullable, identity, computed in columns:
@@ -360,13 +360,19 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             )
         return out
 
-    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
-        def rows(sql: str) -> list[tuple]:
-            return [tuple(row) for row in connection.exec_driver_sql(sql)]
+    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
+        """The connection's database, and each named catalog (three-part names) through [catalog].sys."""
+        out: dict[tuple, tuple[TableName, TableShape]] = {}
+        for catalog in (None, *dict.fromkeys(catalogs)):
+            sys_ = self._sys(catalog)
 
-        return self.shapes_from_rows(
-            rows(self.SHAPE_TABLES), rows(self.SHAPE_COLUMNS), rows(self.SHAPE_INDEXES), rows(self.SHAPE_INDEX_COLUMNS)
-        )
+            def rows(sql: str) -> list[tuple]:
+                return [tuple(row) for row in connection.exec_driver_sql(sql.format(sys=sys_))]
+
+            out.update(self.shapes_from_rows(
+                rows(self.SHAPE_TABLES), rows(self.SHAPE_COLUMNS), rows(self.SHAPE_INDEXES), rows(self.SHAPE_INDEX_COLUMNS), catalog
+            ))
+        return out
 
     def quote(self, identifier: str) -> str:
         return "[" + identifier.replace("]", "]]") + "]"

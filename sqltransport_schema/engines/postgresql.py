@@ -125,7 +125,7 @@ END
             return text[1:-1].replace('""', '"').lower()
         return text.lower()
 
-    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
+    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
         out: dict[tuple, tuple[TableName, TableShape]] = {}
         for schema, table in connection.exec_driver_sql(self.SHAPE_TABLES):
             name = TableName(table, schema)

@@ -124,7 +124,7 @@ CREATE TABLE IF NOT EXISTS {table} (
             indexes.append(IndexShape(("endpoint", "topic"), unique=True))
         return TableShape(columns, indexes)
 
-    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
+    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
         out: dict[tuple, tuple[TableName, TableShape]] = {}
         for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
             name = TableName(table)
