@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO))
 from sqltransport_schema import check, cli  # noqa: E402
 
 from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (beside this script)
+from compile_scale import new_project  # noqa: E402
 
 # The reference environment: Alembic as documented, with the tables declared as SQLAlchemy models.
 REFERENCE_ENV = '''
@@ -81,12 +82,7 @@ def topology_text(queues: int) -> str:
 
 
 def project(name: str, queues: int) -> Path:
-    root = WORK / name
-    shutil.rmtree(root, ignore_errors=True)
-    (root / "migrations" / "versions").mkdir(parents=True)
-    shutil.copy(REPO / "alembic.ini", root)
-    for file in ("env.py", "script.py.mako"):
-        shutil.copy(REPO / "migrations" / file, root / "migrations")
+    root = new_project(name)
     (root / "topology.yaml").write_text(topology_text(queues))
     with contextlib.redirect_stdout(io.StringIO()):
         assert cli.main(["compile", "-m", "bench", "-c", str(root / "alembic.ini")]) == 0

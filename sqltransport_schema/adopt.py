@@ -199,14 +199,12 @@ def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[E
     Returns (examination, engine, action) where action says what was written: "stamped",
     "applied", or "nothing".
     """
-    import sqlalchemy as sa
     from alembic.operations import Operations
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
     from alembic.util import CommandError
 
-    from . import engines
-    from .db import make_engine
+    from .db import catalog_connection
     from .migrate.compile import CompileError
 
     try:
@@ -221,41 +219,30 @@ def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[E
     if not revisions:
         raise AdoptError("the migrations hold no compiled revision; run `sqltransport-schema compile` first")
     version_table = config.get_main_option("version_table") or "alembic_version"
-    db = make_engine(url)
-    try:
-        engine = engines.for_dialect(db.dialect.name)
-        with db.connect() as connection:
-            context = MigrationContext.configure(connection, opts={"version_table": version_table})
-            stamped = context.get_current_heads()
-            if stamped:
-                raise AdoptError(
-                    f"the database is already stamped with {', '.join(stamped)}: it is managed; "
-                    "use `sqltransport-schema check` to compare it with the topology"
-                )
-            catalogs = sorted({spec.name.catalog for _, bp in revisions for spec in bp.tables if spec.name.catalog is not None})
-            live = {k: v for k, v in engine.read_shapes(connection, catalogs).items() if v[0].table.casefold() != version_table.casefold()}
-            connection.rollback()  # reads only; what follows writes in its own transaction
-            found = examine(revisions, live, engine)
-            action = "nothing"
-            if found.status in ("matches_head", "matches_revision") and stamp:
-                with connection.begin():
-                    context.stamp(script, found.matching_revision)
-                action = "stamped"
-            elif found.status == "needs_upgrade" and apply:
-                with connection.begin():
-                    operations = Operations(context)
-                    for op in found.plan:
-                        operations.invoke(op)
-                    context.stamp(script, found.head_revision)
-                action = "applied"
-    except engines.UnsupportedEngine as exc:
-        raise AdoptError(str(exc)) from None
-    except NotImplementedError as exc:
-        raise AdoptError(str(exc)) from None
-    except sa.exc.SQLAlchemyError as exc:
-        raise AdoptError(f"cannot read the database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
-    finally:
-        db.dispose()
+    with catalog_connection(url, AdoptError) as (engine, connection):
+        context = MigrationContext.configure(connection, opts={"version_table": version_table})
+        stamped = context.get_current_heads()
+        if stamped:
+            raise AdoptError(
+                f"the database is already stamped with {', '.join(stamped)}: it is managed; "
+                "use `sqltransport-schema check` to compare it with the topology"
+            )
+        catalogs = sorted({spec.name.catalog for _, bp in revisions for spec in bp.tables if spec.name.catalog is not None})
+        live = {k: v for k, v in engine.read_shapes(connection, catalogs).items() if v[0].table.casefold() != version_table.casefold()}
+        connection.rollback()  # reads only; what follows writes in its own transaction
+        found = examine(revisions, live, engine)
+        action = "nothing"
+        if found.status in ("matches_head", "matches_revision") and stamp:
+            with connection.begin():
+                context.stamp(script, found.matching_revision)
+            action = "stamped"
+        elif found.status == "needs_upgrade" and apply:
+            with connection.begin():
+                operations = Operations(context)
+                for op in found.plan:
+                    operations.invoke(op)
+                context.stamp(script, found.head_revision)
+            action = "applied"
     return found, engine, action
 
 

@@ -252,8 +252,7 @@ def run(url: str, config) -> Report:
     from alembic.util import CommandError
     from sqlalchemy.engine import make_url
 
-    from . import engines
-    from .db import make_engine, normalise_url
+    from .db import catalog_connection, normalise_url
     from .migrate.compile import CompileError, blueprint_at, head_blueprint
 
     try:
@@ -267,24 +266,13 @@ def run(url: str, config) -> Report:
         head, _ = head_blueprint(script)
     except (CommandError, CompileError) as exc:
         raise CheckError(str(exc)) from None
-    db = make_engine(url)
-    try:
-        engine = engines.for_dialect(db.dialect.name)
-        with db.connect() as connection:
-            stamps = MigrationContext.configure(connection).get_current_heads()
-            if len(stamps) != 1:
-                raise CheckError(f"the database is stamped with {len(stamps)} revisions ({', '.join(stamps) or 'none'}); run `alembic upgrade head`")
-            # the catalogs every revision places tables in (SQL Server three-part names)
-            catalogs = sorted({spec.name.catalog for _, spec in _recorded(script) if spec.name.catalog is not None})
-            live = engine.read_shapes(connection, catalogs)
-    except engines.UnsupportedEngine as exc:
-        raise CheckError(str(exc)) from None
-    except NotImplementedError as exc:
-        raise CheckError(str(exc)) from None
-    except sa.exc.SQLAlchemyError as exc:
-        raise CheckError(f"cannot read the database: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from None
-    finally:
-        db.dispose()
+    with catalog_connection(url, CheckError) as (engine, connection):
+        stamps = MigrationContext.configure(connection).get_current_heads()
+        if len(stamps) != 1:
+            raise CheckError(f"the database is stamped with {len(stamps)} revisions ({', '.join(stamps) or 'none'}); run `alembic upgrade head`")
+        # the catalogs every revision places tables in (SQL Server three-part names)
+        catalogs = sorted({spec.name.catalog for _, spec in _recorded(script) if spec.name.catalog is not None})
+        live = engine.read_shapes(connection, catalogs)
     deployed = stamps[0]
     try:
         expected = blueprint_at(script, deployed)

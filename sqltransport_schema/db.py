@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import create_engine, event, pool
+from contextlib import contextmanager
+
+from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
 SQLITE_BUSY_TIMEOUT_S = 30
@@ -34,3 +36,22 @@ def make_engine(url: str, **kwargs) -> Engine:
             connection.exec_driver_sql("BEGIN")
 
     return engine
+
+
+@contextmanager
+def catalog_connection(url: str, error: type[Exception]):
+    """(engine class, connection) for reading a database's catalog; an unsupported engine or a
+    failure to reach or read the database is raised as `error` with one clear line."""
+    from . import engines
+
+    db = make_engine(url)
+    try:
+        engine = engines.for_dialect(db.dialect.name)
+        with db.connect() as connection:
+            yield engine, connection
+    except (engines.UnsupportedEngine, NotImplementedError) as problem:
+        raise error(str(problem)) from None
+    except exc.SQLAlchemyError as problem:
+        raise error(f"cannot read the database: {problem.__class__.__name__}: {str(problem).splitlines()[0]}") from None
+    finally:
+        db.dispose()
