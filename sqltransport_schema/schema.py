@@ -16,6 +16,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .topology import Topology
 
 SNAPSHOT_FORMAT = 1
+# Format 2 adds saga tables (kind "saga" with correlation columns). A snapshot without saga
+# tables is still written as format 1, byte for byte as before; both formats load.
+SNAPSHOT_FORMAT_SAGAS = 2
+SNAPSHOT_FORMATS = (SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_SAGAS)
+
+# Correlation property types of SQL persistence sagas (seed 002).
+CORRELATION_TYPES = ("string", "int", "guid", "datetime", "datetimeoffset")
 
 
 class Kind(str, Enum):
@@ -24,6 +31,7 @@ class Kind(str, Enum):
     QUEUE = "queue"
     DELAYED = "delayed"
     SUBSCRIPTIONS = "subscriptions"
+    SAGA = "saga"
 
 
 class TableName(NamedTuple):
@@ -49,11 +57,33 @@ class SchemaName:
     catalog: str | None = None
 
 
+class Correlation(NamedTuple):
+    """A saga correlation property: column Correlation_<name>, typed per engine from `type`."""
+
+    name: str
+    type: str  # one of CORRELATION_TYPES
+
+    def to_json(self) -> str:
+        return f'{{"name": {_json_string(self.name)}, "type": "{self.type}"}}'
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "Correlation | None":
+        return cls(data["name"], data["type"]) if data else None
+
+
 class TableSpec(NamedTuple):
     kind: Kind
     name: TableName
     body_string: bool = False  # queue tables: the optional BodyString column
     seq_type: str = "serial"  # queue tables on PostgreSQL: serial (transport) or bigserial (fix)
+    correlation: Correlation | None = None  # saga tables: the correlation property
+    transitional: Correlation | None = None  # saga tables: the transitional correlation property
+    saga_prefix: str | None = None  # saga tables: the endpoint's table prefix (PostgreSQL index names)
+
+    @property
+    def correlations(self) -> tuple[Correlation, ...]:
+        """A saga table's correlation properties: the correlation one first, then the transitional one."""
+        return tuple(c for c in (self.correlation, self.transitional) if c is not None)
 
     def to_json_line(self) -> str:
         """This spec as one line of JSON (hand-formatted: json.dumps per row is the slow part of compile)."""
@@ -65,6 +95,13 @@ class TableSpec(NamedTuple):
             parts.append(f', "catalog": {_json_string(name.catalog)}')
         if self.kind is Kind.QUEUE:
             parts.append(f', "body_string": {"true" if self.body_string else "false"}, "seq_type": "{self.seq_type}"')
+        elif self.kind is Kind.SAGA:
+            if self.saga_prefix is not None:
+                parts.append(f', "prefix": {_json_string(self.saga_prefix)}')
+            if self.correlation is not None:
+                parts.append(f', "correlation": {self.correlation.to_json()}')
+            if self.transitional is not None:
+                parts.append(f', "transitional": {self.transitional.to_json()}')
         parts.append("}")
         return "".join(parts)
 
@@ -75,6 +112,9 @@ class TableSpec(NamedTuple):
             name=TableName(data["table"], data.get("schema"), data.get("catalog")),
             body_string=data.get("body_string", False),
             seq_type=data.get("seq_type", "serial"),
+            correlation=Correlation.from_json(data.get("correlation")),
+            transitional=Correlation.from_json(data.get("transitional")),
+            saga_prefix=data.get("prefix"),
         )
 
 
@@ -98,8 +138,9 @@ class Blueprint:
 
     def to_snapshot(self) -> str:
         """JSON text, one table a line, so revision files diff well and import fast."""
+        sagas = any(spec.kind is Kind.SAGA for spec in self.tables)
         head = json.dumps(
-            {"format": SNAPSHOT_FORMAT, "transport_version": self.transport_version, "engines": list(self.engines)}
+            {"format": SNAPSHOT_FORMAT_SAGAS if sagas else SNAPSHOT_FORMAT, "transport_version": self.transport_version, "engines": list(self.engines)}
         )
         lines = [head[:-1] + ', "tables": [']
         rows = [spec.to_json_line() for spec in self.tables]
@@ -112,7 +153,7 @@ class Blueprint:
     @classmethod
     def from_snapshot(cls, text: str) -> "Blueprint":
         data = json.loads(text)
-        if data.get("format") != SNAPSHOT_FORMAT:
+        if data.get("format") not in SNAPSHOT_FORMATS:
             raise ValueError(f"unknown snapshot format {data.get('format')!r}")
         return cls(
             transport_version=data["transport_version"],
@@ -122,7 +163,7 @@ class Blueprint:
 
 
 def blueprint(topology: "Topology") -> Blueprint:
-    """Every table the topology needs, in a stable order: queues, then delayed, then subscriptions."""
+    """Every table the topology needs, in a stable order: queues, then delayed, then subscriptions, then sagas."""
     from .versions import profile
 
     prof = profile(topology.transport_version)
@@ -149,6 +190,9 @@ def blueprint(topology: "Topology") -> Blueprint:
     subscriptions = topology.subscription_table(prof)
     if subscriptions is not None:
         specs.append(TableSpec(Kind.SUBSCRIPTIONS, subscriptions))
+    for endpoint in topology.endpoints:
+        for saga in endpoint.sagas:
+            specs.append(endpoint.saga_spec(saga))
     return Blueprint(
         transport_version=topology.transport_version,
         engines=topology.engines,

@@ -17,9 +17,23 @@ from ..topology import Topology
 from ..util import gc_paused
 from ..versions import profile
 from . import operations as ops
+from . import saga_operations as saga_ops
+from .saga_plan import saga_alterations
 
 _CREATE = {Kind.QUEUE: ops.CreateQueueOp, Kind.DELAYED: ops.CreateDelayedTableOp, Kind.SUBSCRIPTIONS: ops.CreateSubscriptionTableOp}
 _DROP = {Kind.QUEUE: ops.DropQueueOp, Kind.DELAYED: ops.DropDelayedTableOp, Kind.SUBSCRIPTIONS: ops.DropSubscriptionTableOp}
+
+
+def _create(spec: TableSpec, version: str) -> ops.TransportOp:
+    if spec.kind is Kind.SAGA:
+        return saga_ops.CreateSagaTableOp(spec)
+    return _CREATE[spec.kind](spec, version)
+
+
+def _drop(spec: TableSpec, version: str, discard: bool) -> ops.TransportOp:
+    if spec.kind is Kind.SAGA:
+        return saga_ops.DropSagaTableOp(spec, discard)
+    return _DROP[spec.kind](spec, version, discard)
 
 
 @dataclass
@@ -60,14 +74,14 @@ def plan(old: Blueprint | None, new: Blueprint) -> Plan:
         before = old_tables.get(spec.name)
         if before is None or before.kind is not spec.kind:
             if before is not None:
-                steps.append(_DROP[before.kind](before, old_version, before.name in new.discarded))
-            steps.append(_CREATE[spec.kind](spec, version))
+                steps.append(_drop(before, old_version, before.name in new.discarded))
+            steps.append(_create(spec, version))
             continue
         steps += _alterations(before, spec, old_version, version)
 
     removed = [spec for spec in reversed(old.tables if old else ()) if spec.name not in new_tables]
     _refuse_case_renames(removed, [spec for spec in new.tables if spec.name not in old_tables], new.engines)
-    steps += [_DROP[spec.kind](spec, old_version, spec.name in new.discarded) for spec in removed]
+    steps += [_drop(spec, old_version, spec.name in new.discarded) for spec in removed]
 
     new_schemas = set(new.schemas)
     steps += [ops.DropSchemaIfEmptyOp(s) for s in reversed(old.schemas if old else ()) if s not in new_schemas]
@@ -93,6 +107,11 @@ def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engin
 
 
 def _alterations(before: TableSpec, after: TableSpec, old_version: str, version: str) -> list[ops.TransportOp]:
+    if after.kind is Kind.SAGA:
+        try:
+            return saga_alterations(before, after)
+        except ValueError as exc:
+            raise CompileError(str(exc)) from None
     if after.kind is not Kind.QUEUE:
         return []  # delayed and subscription tables have one shape in every version that has them
     steps: list[ops.TransportOp] = []

@@ -8,6 +8,7 @@ module only runs or prints them.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import weakref
@@ -88,6 +89,8 @@ class _TableOp(TransportOp):
 
 
 class _CreateTable(_TableOp):
+    adopts = True  # an existing table of this name is adopted if it has the expected columns
+
     def statements(self, engine):
         prof = profile(self.version)
         reason = engine.unsupported(prof)
@@ -392,11 +395,15 @@ def run(operations: Operations, operation: TransportOp) -> None:
     """Execute (online) or print (offline, --sql) the operation's statements."""
     context = operations.migration_context
     engine = engines.for_dialect(context.dialect.name)
-    if isinstance(operation, _DropTable) and not operation.discard_messages and context.opts.get(DISCARD_OPTION):
-        operation = type(operation)(operation.spec, operation.version, discard_messages=True)
+    if getattr(operation, "discard_messages", None) is False and context.opts.get(DISCARD_OPTION):
+        operation = copy.copy(operation)  # a drop (of a table or saga table), now discarding its rows
+        operation.discard_messages = True
     batches = operation.statements(engine)
     description = operation.describe(engine)
     impl = context.impl
+    if engine.saga_only and not batches:
+        log.info("skipped on %s, which holds saga tables only: %s", engine.name, description)
+        return
     if context.as_sql:
         impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
         separator = getattr(impl, "batch_separator", None)
@@ -407,7 +414,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
         return
     log.info("%s", description)
     state = _state(context, engine)
-    if isinstance(operation, _CreateTable):
+    if getattr(operation, "adopts", False):
         _adopt_or_refuse(state, operation)
     _checkpoint(state, operation)
     # no_parameters: the driver gets the text as is, so a '%' or ':' in a quoted name stays literal
@@ -425,14 +432,16 @@ def _adopt_or_refuse(state: _RunState, operation: "_CreateTable") -> None:
     found = state.existing_columns().get(engine.table_key(operation.spec.name))
     if found is None:
         return
+    version = getattr(operation, "version", None)
+    where = engine.display(operation.spec.name, profile(version) if version else None)
     missing = sorted(engine.expected_columns(operation.spec) - found)
     if missing:
         raise StructureMismatch(
-            f"{operation.noun} {engine.display(operation.spec.name, profile(operation.version))} already exists "
+            f"{operation.noun} {where} already exists "
             f"but lacks the column(s) {', '.join(missing)} of a transport {operation.noun}: it is not a table "
             "this topology can adopt. Rename or move the existing table, or rename the queue in topology.yaml"
         )
-    log.info("adopting existing %s %s", operation.noun, engine.display(operation.spec.name, profile(operation.version)))
+    log.info("adopting existing %s %s", operation.noun, where)
 
 
 def _checkpoint(state: _RunState, operation: TransportOp) -> None:
