@@ -20,7 +20,7 @@ SAGA_DROP_REFUSED = (
 # The message of a refused promotion (drop of the old correlation column), on every engine.
 BACKFILL_REFUSED = (
     "refusing to drop {old} of saga table {name}: some rows still have {new} NULL (the backfill is not done). "
-    "Backfill it first, e.g. UPDATE {name} SET {new} = <the saga data's {prop}> WHERE {new} IS NULL, "
+    "Backfill it first, e.g. UPDATE {name} SET {new_quoted} = <the saga data's {prop}> WHERE {new_quoted} IS NULL, "
     "or let the endpoint update each saga (every update writes {new}); then run the upgrade again"
 )
 
@@ -232,8 +232,10 @@ class Engine:
         raise NotImplementedError(f"{self.name} has no saga DDL")
 
     def backfill_refusal(self, spec: TableSpec, old: Correlation, new: Correlation) -> str:
+        new_column = self.correlation_column(new.name)
         return BACKFILL_REFUSED.format(
-            old=self.correlation_column(old.name), new=self.correlation_column(new.name), prop=new.name, name=self.display(spec.name)
+            old=self.correlation_column(old.name), new=new_column, new_quoted=self.quote(new_column), prop=new.name,
+            name=self.display(spec.name),
         )
 
     # Runtime statements of a saga table. {table} is the saga table, {correlation} and
