@@ -163,3 +163,21 @@ def test_offline_scripts_hold_saga_tables_only(project, url):
     assert "error" not in script.replace("alembic_version", "")  # the queue is skipped on saga-only engines
     if url == "oracle://":
         assert "\n/\n" in script and '"CORR_ORDERID" VARCHAR2(38)' in script
+
+
+# --------------------------------------------------------------------------- statements CLI
+def test_statements_cli_prints_every_saga_statement(project, capsys):
+    from sqltransport_schema import cli
+
+    project.write_topology(TOPOLOGY.replace("engines: [mysql, oracle]", "engines: [mssql, mysql, oracle]"))
+    assert cli.main(["statements", "--engine", "mssql", "--sagas", "--topology", str(project.topology)]) == 0
+    out = capsys.readouterr().out
+    for name in ("get_saga_by_id", "find_saga", "insert_saga", "update_saga", "complete_saga"):
+        assert f"-- Sales_OrderSaga: {name}:" in out
+    assert "UPDATE [dbo].[Sales_OrderSaga] SET Data = @Data" in out and "WHERE Id = @Id AND Concurrency = @Concurrency" in out
+    assert cli.main(["statements", "--engine", "oracle", "--sagas", "--topology", str(project.topology), "--format", "json"]) == 0
+    payload = __import__("json").loads(capsys.readouterr().out)
+    find = payload["statements"]["Sales_OrderSaga: find_saga"]
+    assert find["params"] == ["CorrelationValue"] and '"SALES_ORDERSAGA"' in find["sql"] and '"CORR_ORDERID"' in find["sql"]
+    assert cli.main(["statements", "--engine", "mysql"]) == 2
+    assert "holds saga tables only" in capsys.readouterr().err
