@@ -180,3 +180,15 @@ def test_compile_cli_reports_a_refused_type_change(project, capsys):
     assert project.compile("retype") == 2
     assert "changes type from string to guid" in capsys.readouterr().err
     assert len(project.revisions()) == 1
+
+
+def test_runtime_grants_cover_an_endpoints_own_saga_tables_only():
+    from sqltransport_schema import grants
+
+    text = saga_topology(ORDER) + "  - name: Billing\n    sagas:\n      - name: InvoiceSaga\n        correlation: {name: InvoiceId, type: int}\n"
+    topo = topology.loads(text)
+    sagas = lambda plan: {g.table.table for g in plan.tables if g.need == grants.SAGA}  # noqa: E731
+    assert sagas(grants.runtime_plan(topo)) == {"Sales_Api_OrderSaga", "Billing_InvoiceSaga"}
+    assert sagas(grants.runtime_plan(topo, "Billing")) == {"Billing_InvoiceSaga"}
+    lines = "\n".join(__import__("sqltransport_schema.engines", fromlist=["get"]).get("postgresql").runtime_grants(grants.runtime_plan(topo, "Billing"), "app"))
+    assert 'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "public"."Billing_InvoiceSaga" TO "app";' in lines

@@ -1128,6 +1128,7 @@ WHERE Topic IN ({topics})"""
         "send": "INSERT",
         "delayed": "SELECT, INSERT, DELETE",
         "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
+        "saga": "SELECT, INSERT, UPDATE, DELETE",
     }
     GRANT_TABLE = "GRANT {privileges} ON {table} TO {role};"
     USE_CATALOG = "USE {catalog};"

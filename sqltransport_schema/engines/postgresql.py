@@ -437,7 +437,8 @@ END
         "receive": "SELECT, INSERT, UPDATE (id), DELETE",
         "send": "INSERT",
         "delayed": "SELECT, INSERT, DELETE",
-        "subscriptions": "SELECT, INSERT, UPDATE, DELETE",  # subscribe is INSERT ... ON CONFLICT DO UPDATE
+        "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
+        "saga": "SELECT, INSERT, UPDATE, DELETE",  # subscribe is INSERT ... ON CONFLICT DO UPDATE
     }
     GRANT_TABLE = "GRANT {privileges} ON TABLE {table} TO {role};"
     GRANT_SEQUENCE = "GRANT USAGE ON SEQUENCE {sequence} TO {role};"
