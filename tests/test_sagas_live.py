@@ -131,3 +131,57 @@ def test_downgrade_of_a_transition_drops_the_transitional_column_and_keeps_rows(
     columns = {c["name"] for c in sa.inspect(db).get_columns("Sales_OrderSaga")}
     db.dispose()
     assert "Correlation_OrderNumber" not in columns and "Correlation_OrderId" in columns
+
+
+def test_a_refused_revision_runs_again_after_the_backfill(project, saga_db):
+    """On MariaDB DDL commits as it runs: the steps before the refusal stay applied and must be skipped
+    when the revision runs again (PostgreSQL and SQLite roll the whole revision back)."""
+    url = saga_db
+    other = "      - name: OtherSaga\n        correlation: {name: Key, type: int}\n"
+    transition = ORDER + "        transitional: {name: OrderNumber, type: int}\n"
+    project.write_topology(topology(other + transition))
+    assert project.compile("sagas") == 0
+    project.upgrade(url)
+    db = connect(url)
+    orders = SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
+    with db.begin() as conn:
+        orders.insert(conn, str(uuid.uuid4()), "{}", "order-1")  # OrderNumber not set
+    promoted = "      - name: OrderSaga\n        correlation: {name: OrderNumber, type: int}\n"
+    project.write_topology(topology(other + "        transitional: {name: Code, type: string}\n" + promoted))
+    assert project.compile("transition other, promote orders") == 0
+    with pytest.raises(sa.exc.DBAPIError):
+        project.upgrade(url)
+    column = "`Correlation_OrderNumber`" if url.startswith("mysql") else '"Correlation_OrderNumber"'
+    table = "`Sales_OrderSaga`" if url.startswith("mysql") else '"Sales_OrderSaga"'
+    with db.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE {table} SET {column} = 1")
+    project.upgrade(url)
+    columns = {c["name"] for c in sa.inspect(db).get_columns("Sales_OtherSaga")}
+    assert "Correlation_Code" in columns
+    orders = SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
+    with db.begin() as conn:
+        assert orders.find(conn, 1) is not None
+    db.dispose()
+
+
+def test_the_offline_mysql_script_runs_in_the_mysql_client(project, mysql_url):
+    import shutil
+    import subprocess
+
+    from sqlalchemy.engine import make_url
+
+    client = shutil.which("mariadb") or shutil.which("mysql")
+    if client is None:
+        pytest.skip("no mysql/mariadb command-line client")
+    project.write_topology(topology(ORDER + "        transitional: {name: OrderNumber, type: int}\n"))
+    assert project.compile("sagas") == 0
+    script = project.offline("mysql://")
+    assert "DELIMITER //" in script
+    url = make_url(mysql_url)
+    result = subprocess.run([client, "-h", url.host, "-P", str(url.port or 3306), "-u", url.username, url.database],
+                            input=script, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    db = connect(mysql_url)
+    columns = {c["name"] for c in sa.inspect(db).get_columns("Sales_OrderSaga")}
+    db.dispose()
+    assert {"Correlation_OrderId", "Correlation_OrderNumber"} <= columns

@@ -306,6 +306,10 @@ class Engine:
         """What the installer/migration login needs for a grants.GrantPlan."""
         raise NotImplementedError(f"grants are not supported on {self.name}")
 
+    def script_statement(self, statement: str, terminator: str) -> str:
+        """A statement as an offline script (alembic --sql) writes it, where batches have no separator."""
+        return statement + terminator
+
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:
         return self.qualified(name, profile)

@@ -40,22 +40,36 @@ CREATE TABLE IF NOT EXISTS {table} (
     Concurrency int NOT NULL,
     PRIMARY KEY (Id)
 ) DEFAULT CHARSET=utf8mb4"""
+    # Every step after CREATE TABLE IF NOT EXISTS runs in a procedure that is created, called and
+    # dropped (dropped first too, should an earlier run have stopped at its CALL): MySQL allows
+    # IF and SIGNAL only in routines, and its ALTER TABLE has no IF [NOT] EXISTS. The catalog
+    # checks make each step skip what is done, so a revision stopped half way runs again.
+    PROCEDURE = "sqltransport_saga_step"
+    DROP_PROCEDURE = "DROP PROCEDURE IF EXISTS {procedure}"
+    CREATE_PROCEDURE = "CREATE PROCEDURE {procedure}()\nBEGIN\n{body}\nEND"
+    CALL_PROCEDURE = "CALL {procedure}()"
+    COLUMN_EXISTS = (
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = {database} AND table_name = {table_literal} "
+        "AND column_name = {column_literal}"
+    )
+    TABLE_EXISTS = "SELECT 1 FROM information_schema.tables WHERE table_schema = {database} AND table_name = {table_literal}"
     # A unique index admits any number of NULLs on MySQL: sagas without a value never collide.
-    ADD_CORRELATION = "ALTER TABLE {table} ADD COLUMN {column} {column_type}, ADD UNIQUE INDEX {index} ({column})"
-    # SIGNAL needs a compound statement, which MySQL allows only in a routine: one is created,
-    # called and dropped (dropped first too, should an earlier run have stopped at the CALL).
-    GUARD_DROP = "DROP PROCEDURE IF EXISTS {procedure}"
-    GUARD_CREATE = """\
-CREATE PROCEDURE {procedure}()
-BEGIN
-    IF EXISTS (SELECT 1 FROM {table} WHERE {condition}) THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = {message};
-    END IF;
-END"""
-    GUARD_CALL = "CALL {procedure}()"
-    GUARD_PROCEDURE = "sqltransport_saga_guard"
-    DROP_CORRELATION = "ALTER TABLE {table} DROP INDEX {index}, DROP COLUMN {column}"
-    DROP_TABLE = "DROP TABLE IF EXISTS {table}"
+    ADD_CORRELATION = """\
+    IF NOT EXISTS ({column_exists}) THEN
+        ALTER TABLE {table} ADD COLUMN {column} {column_type}, ADD UNIQUE INDEX {index} ({column});
+    END IF;"""
+    DROP_CORRELATION = """\
+    IF EXISTS ({column_exists}) THEN{guard}
+        ALTER TABLE {table} DROP INDEX {index}, DROP COLUMN {column};
+    END IF;"""
+    REFUSE_IF = """
+        IF EXISTS (SELECT 1 FROM {table}{where}) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = {message};
+        END IF;"""
+    DROP_TABLE = """\
+    IF EXISTS ({table_exists}) THEN{guard}
+        DROP TABLE {table};
+    END IF;"""
     EXISTING_COLUMNS = (
         "SELECT table_schema, table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()"
     )
@@ -96,13 +110,39 @@ END"""
                     problems.append(f"{what} {value!r} is {len(value)} characters long; MySQL names hold at most {MAX_IDENTIFIER}")
         return problems
 
-    def _saga_fields(self, spec: TableSpec, correlation: Correlation) -> dict:
-        return {
-            "table": self.qualified(spec.name),
-            "column": self.quote(self.correlation_column(correlation.name)),
-            "column_type": self.CORRELATION_TYPES[correlation.type],
-            "index": self.quote(self.correlation_index(spec, correlation.name)),
-        }
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
+        database = self.literal(spec.name.schema) if spec.name.schema is not None else "DATABASE()"
+        fields = {"table": self.qualified(spec.name), "database": database, "table_literal": self.literal(spec.name.table)}
+        fields["table_exists"] = self.TABLE_EXISTS.format(**fields)
+        if correlation is not None:
+            column = self.correlation_column(correlation.name)
+            fields.update(
+                column=self.quote(column),
+                column_type=self.CORRELATION_TYPES[correlation.type],
+                index=self.quote(self.correlation_index(spec, correlation.name)),
+            )
+            fields["column_exists"] = self.COLUMN_EXISTS.format(column_literal=self.literal(column), **fields)
+        return fields
+
+    def _step(self, body: str) -> list[str]:
+        procedure = self.quote(self.PROCEDURE)
+        return [
+            self.DROP_PROCEDURE.format(procedure=procedure),
+            self.CREATE_PROCEDURE.format(procedure=procedure, body=body),
+            self.CALL_PROCEDURE.format(procedure=procedure),
+            self.DROP_PROCEDURE.format(procedure=procedure),
+        ]
+
+    def script_statement(self, statement: str, terminator: str) -> str:
+        # the mysql client splits on ';': a procedure's body needs another delimiter
+        if statement.startswith("CREATE PROCEDURE"):
+            return f"DELIMITER //\n{statement} //\nDELIMITER {terminator.strip() or ';'}"
+        return statement + terminator
+
+    def _refuse_if(self, table: str, where: str, message: str) -> str:
+        if len(message) > MAX_SIGNAL_MESSAGE:
+            message = message[: MAX_SIGNAL_MESSAGE - 3] + "..."
+        return self.REFUSE_IF.format(table=table, where=where, message=self.literal(message))
 
     # -- DDL ---------------------------------------------------------------------------
     def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
@@ -115,44 +155,34 @@ END"""
         return batches
 
     def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
-        return [self.ADD_CORRELATION.format(**self._saga_fields(spec, correlation))]
+        return self._step(self.ADD_CORRELATION.format(**self._saga_fields(spec, correlation)))
 
     def backfill_message(self, spec: TableSpec, old: Correlation, new: Correlation) -> str:
         """The refusal, short enough for MESSAGE_TEXT (the full advice is in docs/sagas.md)."""
         full = self.backfill_refusal(spec, old, new)
         if len(full) <= MAX_SIGNAL_MESSAGE:
             return full
-        short = (
+        return (
             f"backfill {self.correlation_column(new.name)} (NULL in some rows) before dropping "
             f"{self.correlation_column(old.name)} of {spec.name.table}; see docs/sagas.md"
         )
-        return short if len(short) <= MAX_SIGNAL_MESSAGE else short[: MAX_SIGNAL_MESSAGE - 3] + "..."
-
-    def _guard(self, table: str, condition: str, message: str) -> list[str]:
-        procedure = self.quote(self.GUARD_PROCEDURE)
-        return [
-            self.GUARD_DROP.format(procedure=procedure),
-            self.GUARD_CREATE.format(procedure=procedure, table=table, condition=condition, message=self.literal(message)),
-            self.GUARD_CALL.format(procedure=procedure),
-            self.GUARD_DROP.format(procedure=procedure),
-        ]
 
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
         fields = self._saga_fields(spec, correlation)
-        batches = []
+        guard = ""
         if require is not None:
-            required = self.quote(self.correlation_column(require.name))
-            batches += self._guard(fields["table"], f"{required} IS NULL", self.backfill_message(spec, correlation, require))
-        return batches + [self.DROP_CORRELATION.format(**fields)]
+            where = f" WHERE {self.quote(self.correlation_column(require.name))} IS NULL"
+            guard = self._refuse_if(fields["table"], where, self.backfill_message(spec, correlation, require))
+        return self._step(self.DROP_CORRELATION.format(guard=guard, **fields))
 
     def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
         if not self.holds(spec.kind):
             return []
-        table = self.qualified(spec.name)
-        batches = []
+        fields = self._saga_fields(spec)
+        guard = ""
         if not discard_messages:
             refusal = self.refusal(spec)
             if len(refusal) > MAX_SIGNAL_MESSAGE:
-                refusal = f"refusing to drop saga table {spec.name.table}: it still holds sagas (see docs/sagas.md)"[:MAX_SIGNAL_MESSAGE]
-            batches += self._guard(table, "TRUE", refusal)
-        return batches + [self.DROP_TABLE.format(table=table)]
+                refusal = f"refusing to drop saga table {spec.name.table}: it still holds sagas (see docs/sagas.md)"
+            guard = self._refuse_if(fields["table"], "", refusal)
+        return self._step(self.DROP_TABLE.format(guard=guard, **fields))

@@ -408,7 +408,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
         impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
         separator = getattr(impl, "batch_separator", None)
         for batch in batches:
-            impl.static_output(batch if separator else batch + impl.command_terminator)
+            impl.static_output(batch if separator else engine.script_statement(batch, impl.command_terminator))
             if separator:
                 impl.static_output(separator)
         return
