@@ -438,8 +438,9 @@ def _adopt_or_refuse(state: _RunState, operation: "_CreateTable") -> None:
     if missing:
         raise StructureMismatch(
             f"{operation.noun} {where} already exists "
-            f"but lacks the column(s) {', '.join(missing)} of a transport {operation.noun}: it is not a table "
-            "this topology can adopt. Rename or move the existing table, or rename the queue in topology.yaml"
+            f"but lacks the column(s) {', '.join(missing)} of a {getattr(operation, 'origin', 'transport')} {operation.noun}: "
+            "it is not a table this topology can adopt. Rename or move the existing table, or rename "
+            f"the {operation.noun} in topology.yaml"
         )
     log.info("adopting existing %s %s", operation.noun, where)
 

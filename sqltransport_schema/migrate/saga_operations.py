@@ -52,7 +52,8 @@ class _SagaTableOp(TransportOp):
 @Operations.register_operation("create_saga_table")
 class CreateSagaTableOp(_SagaTableOp):
     op_name = "create_saga_table"
-    adopts = True
+    adopts = True  # an existing table of SQL persistence's is adopted if it has the expected columns
+    origin = "SQL persistence"
 
     @classmethod
     def create_saga_table(cls, operations, table, *, schema=None, catalog=None, prefix=None, correlation=None, transitional=None):
