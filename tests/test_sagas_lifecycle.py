@@ -167,3 +167,43 @@ def test_unique_correlation_index_ignores_nulls_but_refuses_duplicates(project, 
             sagas.insert(conn, c, "{}", "order-a")
     assert _count(url) == 2
     db.dispose()
+
+
+def test_truly_concurrent_updates_one_wins_one_loses(project, saga_db):
+    """Two transactions update the same saga at once: the second waits for the first's row (or
+    database) lock, then finds Concurrency changed and updates nothing."""
+    import threading
+
+    url = saga_db
+    project.write_topology(V1)
+    assert project.compile("sagas") == 0
+    project.upgrade(url)
+    first_db, second_db = connect(url), connect(url)
+    sagas = _sagas(project, url)
+    saga_id = _ids(1)[0]
+    with first_db.begin() as conn:
+        read = sagas.insert(conn, saga_id, '{"step": 0}', "order-1")
+    results = {}
+    first = first_db.connect()
+    first.begin()
+    results["first"] = sagas.update(first, read, '{"step": "first"}')  # holds the lock, not committed
+
+    def second_writer():
+        with second_db.begin() as conn:
+            results["second"] = sagas.update(conn, read, '{"step": "second"}')
+
+    thread = threading.Thread(target=second_writer)
+    thread.start()
+    thread.join(timeout=1.0)
+    assert thread.is_alive(), "the second update should wait for the first transaction"
+    first.commit()
+    first.close()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert results["first"] is not None and results["first"].concurrency == 2
+    assert results["second"] is None  # lost the race, cleanly: no error, nothing written
+    with first_db.begin() as conn:
+        final = sagas.get(conn, saga_id)
+    assert final.concurrency == 2 and "first" in final.data
+    first_db.dispose()
+    second_db.dispose()
