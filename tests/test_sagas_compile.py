@@ -192,3 +192,34 @@ def test_runtime_grants_cover_an_endpoints_own_saga_tables_only():
     assert sagas(grants.runtime_plan(topo, "Billing")) == {"Billing_InvoiceSaga"}
     lines = "\n".join(__import__("sqltransport_schema.engines", fromlist=["get"]).get("postgresql").runtime_grants(grants.runtime_plan(topo, "Billing"), "app"))
     assert 'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "public"."Billing_InvoiceSaga" TO "app";' in lines
+
+
+SAGA_STRUCTURALLY_BAD = {
+    "unknown-saga-key": ORDER + "        correlation_property: x\n",
+    "no-type": "      - name: OrderSaga\n        correlation: {name: OrderId}\n",
+    "unknown-type": "      - name: OrderSaga\n        correlation: {name: OrderId, type: decimal}\n",
+    "no-correlation": "      - name: OrderSaga\n",
+    "list-for-transitional": ORDER + "        transitional: [OrderNumber]\n",
+    "number-for-suffix": "      - name: OrderSaga\n        table_suffix: 7\n        correlation: {name: OrderId, type: int}\n",
+}
+
+
+@pytest.mark.parametrize("saga", list(SAGA_STRUCTURALLY_BAD.values()), ids=list(SAGA_STRUCTURALLY_BAD))
+def test_the_json_schema_rejects_the_saga_entries_the_loader_rejects(saga):
+    import yaml
+
+    from .test_topology import validator
+
+    text = saga_topology(saga)
+    problems(text)
+    assert list(validator().iter_errors(yaml.safe_load(text))), "the editor schema accepts what the loader rejects"
+
+
+def test_the_json_schema_accepts_a_full_saga_entry():
+    import yaml
+
+    from .test_topology import validator
+
+    text = saga_topology("      - name: OrderSaga\n        table_suffix: Orders\n" + ORDER_T.split("\n", 1)[1], endpoint_extra="    table_prefix: S_\n")
+    topology.loads(text)
+    assert list(validator().iter_errors(yaml.safe_load(text))) == []
