@@ -1,4 +1,5 @@
-"""Drift checks cover saga tables: live on SQLite and PostgreSQL, drifted one difference at a time."""
+"""Drift checks cover saga tables: live on SQLite, PostgreSQL and MariaDB, drifted one difference at a time
+(on MariaDB, a saga-only engine, the topology's queue tables are not expected)."""
 
 from __future__ import annotations
 
@@ -46,16 +47,26 @@ def execute(url: str, *statements: str) -> None:
 
 
 @pytest.fixture
-def deployed(project, db_url, capsys):
-    project.write_topology(TOPOLOGY)
+def deployed(project, saga_db, capsys):
+    project.write_topology(TOPOLOGY.replace("engines: [sqlite, postgresql]", "engines: [sqlite, postgresql, mysql]"))
     assert project.compile("sagas") == 0
-    project.upgrade(db_url)
+    project.upgrade(saga_db)
     capsys.readouterr()
-    return db_url
+    return saga_db
+
+
+def is_mysql(url: str) -> bool:
+    return url.startswith("mysql")
+
+
+def _drop_index(url: str, engine, index: str) -> str:
+    if is_mysql(url):
+        return f"DROP INDEX {engine.quote(index)} ON {engine.qualified(SPEC.name)}"
+    return f"DROP INDEX {engine.quote(index) if is_sqlite(url) else engine.qualified(TableName(index))}"
 
 
 def _names(url):
-    engine = engines.get("sqlite" if is_sqlite(url) else "postgresql")
+    engine = engines.get("sqlite" if is_sqlite(url) else "mysql" if is_mysql(url) else "postgresql")
     table = engine.qualified(SPEC.name)
     index = engine.correlation_index(SPEC, "OrderNumber")
     return engine, table, index
@@ -76,7 +87,7 @@ def test_missing_saga_table_is_reported(project, deployed, capsys):
 
 def test_missing_correlation_index_is_reported(project, deployed, capsys):
     engine, _, index = _names(deployed)
-    execute(deployed, f"DROP INDEX {engine.quote(index) if is_sqlite(deployed) else engine.qualified(TableName(index))}")
+    execute(deployed, _drop_index(deployed, engine, index))
     code, found = findings(project, deployed, capsys)
     assert code == 1
     ((category, _table, detail),) = found
@@ -85,8 +96,8 @@ def test_missing_correlation_index_is_reported(project, deployed, capsys):
 
 def test_missing_correlation_column_is_reported(project, deployed, capsys):
     engine, table, index = _names(deployed)
-    drop_index = f"DROP INDEX {engine.quote(index) if is_sqlite(deployed) else engine.qualified(TableName(index))}"
-    execute(deployed, drop_index, f'ALTER TABLE {table} DROP COLUMN "Correlation_OrderNumber"')
+    column = engine.quote("Correlation_OrderNumber")
+    execute(deployed, _drop_index(deployed, engine, index), f"ALTER TABLE {table} DROP COLUMN {column}")
     code, found = findings(project, deployed, capsys)
     assert code == 1
     categories = sorted(c for c, _, _ in found)
@@ -96,8 +107,8 @@ def test_missing_correlation_column_is_reported(project, deployed, capsys):
 
 def test_a_non_unique_or_unfiltered_correlation_index_is_reported(project, deployed, capsys):
     engine, table, index = _names(deployed)
-    drop_index = f"DROP INDEX {engine.quote(index) if is_sqlite(deployed) else engine.qualified(TableName(index))}"
-    execute(deployed, drop_index, f'CREATE INDEX {engine.quote(index)} ON {table} ("Correlation_OrderNumber")')
+    column = engine.quote("Correlation_OrderNumber")
+    execute(deployed, _drop_index(deployed, engine, index), f"CREATE INDEX {engine.quote(index)} ON {table} ({column})")
     code, found = findings(project, deployed, capsys)
     assert code == 1
     assert [c for c, _, _ in found] == ["index_columns"]

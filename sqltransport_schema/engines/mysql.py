@@ -9,7 +9,10 @@ failure applied (each step is idempotent or guarded, so running it again continu
 
 from __future__ import annotations
 
+import re
+
 from ..schema import Correlation, TableName, TableSpec
+from ..shapes import IndexShape, TableShape, normalise_type
 from ..versions import Profile
 from .base import Engine
 
@@ -73,6 +76,60 @@ CREATE TABLE IF NOT EXISTS {table} (
     EXISTING_COLUMNS = (
         "SELECT table_schema, table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()"
     )
+
+    # -- check: expected and live shapes (the connection's database) ---------------------------
+    # Types as information_schema.columns.column_type spells them, without integer display widths
+    # (MariaDB prints int(11), MySQL 8 int); MariaDB's json is longtext with a json_valid CHECK.
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("varchar(38)", False),
+        "metadata": ("json", False),
+        "data": ("json", False),
+        "persistenceversion": ("varchar(23)", False),
+        "sagatypeversion": ("varchar(23)", False),
+        "concurrency": ("int", False),
+    }
+    SHAPE_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
+    SHAPE_COLUMNS = (
+        "SELECT table_name, column_name, column_type, is_nullable FROM information_schema.columns "
+        "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
+    )
+    SHAPE_INDEXES = (
+        "SELECT table_name, index_name, non_unique, column_name FROM information_schema.statistics "
+        "WHERE table_schema = DATABASE() ORDER BY table_name, index_name, seq_in_index"
+    )
+
+    @staticmethod
+    def shape_type(column_type: str) -> str:
+        text = re.sub(r"^(tinyint|smallint|mediumint|int|bigint)\(\d+\)", r"\1", normalise_type(column_type))
+        return "json" if text == "longtext" else text
+
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        if not self.holds(spec.kind):
+            raise NotImplementedError(f"{self.name} holds saga tables only")
+        columns = dict(self.SAGA_SHAPE_COLUMNS)
+        indexes = [IndexShape(("id",), unique=True)]
+        for c in spec.correlations:
+            column = self.correlation_column(c.name).lower()
+            columns[column] = (self.shape_type(self.CORRELATION_TYPES[c.type].split(" character set")[0]), True)
+            indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
+        return TableShape(columns, indexes)
+
+    def read_shapes(self, connection) -> dict[tuple, tuple[TableName, TableShape]]:
+        out: dict[tuple, tuple[TableName, TableShape]] = {}
+        for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
+            out[self.table_key(TableName(table))] = (TableName(table), TableShape())
+        for table, column, column_type, nullable in connection.exec_driver_sql(self.SHAPE_COLUMNS):
+            entry = out.get(self.table_key(TableName(table)))
+            if entry is not None:
+                entry[1].columns[column.lower()] = (self.shape_type(column_type), nullable == "YES")
+        found: dict[tuple, dict] = {}
+        for table, index, non_unique, column in connection.exec_driver_sql(self.SHAPE_INDEXES):
+            parts = found.setdefault((self.table_key(TableName(table)), index), {"unique": not int(non_unique), "columns": []})
+            parts["columns"].append(column.lower())
+        for (key, index), parts in found.items():
+            if key in out:
+                out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], None, index))
+        return out
 
     def quote(self, identifier: str) -> str:
         return "`" + identifier.replace("`", "``") + "`"
