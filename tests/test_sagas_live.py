@@ -185,3 +185,12 @@ def test_the_offline_mysql_script_runs_in_the_mysql_client(project, mysql_url):
     columns = {c["name"] for c in sa.inspect(db).get_columns("Sales_OrderSaga")}
     db.dispose()
     assert {"Correlation_OrderId", "Correlation_OrderNumber"} <= columns
+
+
+def test_the_queue_transport_refuses_a_saga_only_engine(mysql_url):
+    from sqltransport_schema.runtime.transport import Transport
+
+    db = connect(mysql_url)
+    with pytest.raises(ValueError, match="saga tables only"):
+        Transport(db)
+    db.dispose()
