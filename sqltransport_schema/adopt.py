@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from . import check
 from .migrate import operations as ops
+from .migrate.compile import create_op
 from .schema import Blueprint, Kind, TableSpec
 from .shapes import TableShape
 from .versions import profile
@@ -172,11 +173,10 @@ def _plan(target: Blueprint, verdicts: list[TableVerdict]) -> list[ops.Transport
     """Operations that turn the examined tables into the head's; the same ones migrations run."""
     version = target.transport_version
     steps: list[ops.TransportOp] = [ops.EnsureSchemaOp(s) for s in target.schemas]
-    creates = {Kind.QUEUE: ops.CreateQueueOp, Kind.DELAYED: ops.CreateDelayedTableOp, Kind.SUBSCRIPTIONS: ops.CreateSubscriptionTableOp}
     for verdict in verdicts:
         spec, found = verdict.spec, verdict.found
         if verdict.status == "missing":
-            steps.append(creates[spec.kind](spec, version))
+            steps.append(create_op(spec, version))
         elif verdict.status == "other_shape":
             made_by = verdict.versions[-1]
             if spec.kind is Kind.QUEUE and profile(made_by).queue_shape != profile(version).queue_shape:

@@ -148,6 +148,10 @@ def cmd_statements(args) -> int:
     from .versions import profile
 
     engine = engines.get(args.engine)
+    if args.sagas:
+        return _print_statements(args, engine, "saga", _saga_statements(args, engine))
+    if engine.saga_only:
+        raise ValueError(f"{engine.name} holds saga tables only: add --sagas to print the saga statements of the topology")
     prof = profile(args.transport_version)
     reason = engine.unsupported(prof)
     if reason:
@@ -159,12 +163,31 @@ def cmd_statements(args) -> int:
     if prof.subscriptions:
         tables["subscriptions"] = TableName(args.subscription_table, args.schema, args.catalog)
     statements = engine.runtime_statements(prof, queue, topics=args.topics, peek_batch_size=args.peek_batch_size, **tables)
+    return _print_statements(args, engine, f"transport {prof.version}", statements, {"transport_version": prof.version})
+
+
+def _saga_statements(args, engine) -> dict:
+    """Every saga table's statements, named <table>: <statement>."""
+    from .schema import Kind, blueprint
+
+    topo = topology_module.load(_topology_path(args))
+    out = {}
+    for spec in blueprint(topo).tables:
+        if spec.kind is Kind.SAGA:
+            for name, statement in engine.saga_statements(spec).items():
+                out[f"{spec.name.table}: {name}"] = statement
+    if not out:
+        raise ValueError(f"{topo.path} declares no sagas")
+    return out
+
+
+def _print_statements(args, engine, what: str, statements: dict, extra: dict | None = None) -> int:
     if args.format == "json":
         payload = {name: {"doc": st.doc, "params": list(st.params), "sql": st.sql} for name, st in statements.items()}
-        sys.stdout.write(json.dumps({"engine": engine.name, "transport_version": prof.version, "statements": payload}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"engine": engine.name, **(extra or {}), "statements": payload}, indent=2) + "\n")
         return EXIT_OK
     comment = "--"
-    sys.stdout.write(f"{comment} sqltransport-schema runtime statements: {engine.name}, transport {prof.version}\n")
+    sys.stdout.write(f"{comment} sqltransport-schema runtime statements: {engine.name}, {what}\n")
     for name, st in statements.items():
         params = ", ".join("@" + p for p in dict.fromkeys(st.params)) or "none"
         sys.stdout.write(f"\n{comment} {name}: {st.doc}\n{comment} parameters: {params}\n{st.sql.strip()}\n")
@@ -269,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_adopt)
 
     p = sub.add_parser("statements", help="print every runtime statement of an engine and transport version")
-    p.add_argument("--engine", required=True, choices=("mssql", "postgresql", "sqlite"))
+    p.add_argument("--engine", required=True, choices=("mssql", "postgresql", "sqlite", "mysql", "oracle"))
+    p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
+    p.add_argument("--topology", help="topology file for --sagas (default: topology.yaml)")
     p.add_argument("--transport-version", default="9.1")
     p.add_argument("--queue", default="MyQueue", help="queue table the statements name (default: MyQueue)")
     p.add_argument("--schema", help="schema of the tables (default: the engine's default)")

@@ -11,10 +11,13 @@ SQLITE_BUSY_TIMEOUT_S = 30
 
 
 def normalise_url(url: str) -> str:
-    """A bare postgresql:// URL means psycopg 3, the driver this package installs."""
+    """A bare postgresql:// URL means psycopg 3, the driver this package installs; mysql:// and
+    mariadb:// mean PyMySQL."""
     parsed = make_url(url)
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
+    elif parsed.drivername in ("mysql", "mariadb"):
+        parsed = parsed.set(drivername=parsed.drivername + "+pymysql")
     return parsed.render_as_string(hide_password=False)
 
 

@@ -9,6 +9,7 @@ Needs, per table, follow the runtime statements (runtime/transport.py):
   send           every other queue the endpoint may address: send only
   delayed        the endpoint's delayed table: store (INSERT), move_due (SELECT, DELETE), next_due
   subscriptions  the subscription table: subscribe (upsert), unsubscribe, find_subscribers
+  saga           the endpoint's saga tables: find/get (SELECT), insert, update, complete (DELETE)
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from .schema import Kind, SchemaName, TableName, blueprint
 from .topology import Topology
 from .versions import profile
 
-RECEIVE, SEND, DELAYED, SUBSCRIPTIONS = "receive", "send", "delayed", "subscriptions"
+RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA = "receive", "send", "delayed", "subscriptions", "saga"
 
 
 @dataclass(frozen=True)
 class TableGrant:
-    need: str  # one of RECEIVE, SEND, DELAYED, SUBSCRIPTIONS
+    need: str  # one of RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA
     table: TableName
     serial: bool = False  # a queue whose Seq column draws from a sequence (PostgreSQL)
 
@@ -55,6 +56,7 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
     print_ = blueprint(topology)
     owned: set[TableName] = set()
     own_delayed: set[TableName] = set()
+    own_sagas: set[TableName] = set()
     if endpoint is not None:
         found = [ep for ep in topology.endpoints if ep.name == endpoint]
         if not found:
@@ -64,6 +66,7 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
         owned = {TableName(table, ep.schema, ep.catalog) for table in ep.queue_tables()}
         if ep.has_delayed_table(prof):
             own_delayed = {TableName(ep.delayed_table(topology.delayed_table_suffix), ep.schema, ep.catalog)}
+        own_sagas = {ep.saga_spec(saga).name for saga in ep.sagas}
     grants: list[TableGrant] = []
     for spec in print_.tables:
         serial = spec.kind is Kind.QUEUE
@@ -73,6 +76,10 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
             if endpoint is not None and spec.name not in own_delayed:
                 continue
             need = DELAYED
+        elif spec.kind is Kind.SAGA:
+            if endpoint is not None and spec.name not in own_sagas:
+                continue
+            need = SAGA
         else:
             need = SUBSCRIPTIONS
         grants.append(TableGrant(need, spec.name, serial))

@@ -16,6 +16,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .topology import Topology
 
 SNAPSHOT_FORMAT = 1
+# Format 2 adds saga tables (kind "saga" with correlation columns). A snapshot without saga
+# tables is still written as format 1, byte for byte as before; both formats load.
+SNAPSHOT_FORMAT_SAGAS = 2
+SNAPSHOT_FORMATS = (SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_SAGAS)
+
+# Correlation property types of SQL persistence sagas (seed 002).
+CORRELATION_TYPES = ("string", "int", "guid", "datetime", "datetimeoffset")
 
 
 class Kind(str, Enum):
@@ -24,6 +31,7 @@ class Kind(str, Enum):
     QUEUE = "queue"
     DELAYED = "delayed"
     SUBSCRIPTIONS = "subscriptions"
+    SAGA = "saga"
 
 
 class TableName(NamedTuple):
@@ -56,6 +64,18 @@ PROTECTED_BY_DEFAULT = frozenset(("error", "audit"))
 def protected_by_default(kind: "Kind", table: str) -> bool:
     """Error and audit queues hold the system's failure and history records."""
     return kind is Kind.QUEUE and table.casefold() in PROTECTED_BY_DEFAULT
+class Correlation(NamedTuple):
+    """A saga correlation property: column Correlation_<name>, typed per engine from `type`."""
+
+    name: str
+    type: str  # one of CORRELATION_TYPES
+
+    def to_json(self) -> str:
+        return f'{{"name": {_json_string(self.name)}, "type": "{self.type}"}}'
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "Correlation | None":
+        return cls(data["name"], data["type"]) if data else None
 
 
 class TableSpec(NamedTuple):
@@ -64,6 +84,14 @@ class TableSpec(NamedTuple):
     body_string: bool = False  # queue tables: the optional BodyString column
     seq_type: str = "serial"  # queue tables on PostgreSQL: serial (transport) or bigserial (fix)
     protected: bool = False  # queue tables: never dropped without a drop_protected entry
+    correlation: Correlation | None = None  # saga tables: the correlation property
+    transitional: Correlation | None = None  # saga tables: the transitional correlation property
+    saga_prefix: str | None = None  # saga tables: the endpoint's table prefix (PostgreSQL index names)
+
+    @property
+    def correlations(self) -> tuple[Correlation, ...]:
+        """A saga table's correlation properties: the correlation one first, then the transitional one."""
+        return tuple(c for c in (self.correlation, self.transitional) if c is not None)
 
     def to_json_line(self) -> str:
         """This spec as one line of JSON (hand-formatted: json.dumps per row is the slow part of compile)."""
@@ -77,6 +105,13 @@ class TableSpec(NamedTuple):
             parts.append(f', "body_string": {"true" if self.body_string else "false"}, "seq_type": "{self.seq_type}"')
             if self.protected != protected_by_default(self.kind, name.table):
                 parts.append(f', "protected": {"true" if self.protected else "false"}')
+        elif self.kind is Kind.SAGA:
+            if self.saga_prefix is not None:
+                parts.append(f', "prefix": {_json_string(self.saga_prefix)}')
+            if self.correlation is not None:
+                parts.append(f', "correlation": {self.correlation.to_json()}')
+            if self.transitional is not None:
+                parts.append(f', "transitional": {self.transitional.to_json()}')
         parts.append("}")
         return "".join(parts)
 
@@ -89,6 +124,9 @@ class TableSpec(NamedTuple):
             body_string=data.get("body_string", False),
             seq_type=data.get("seq_type", "serial"),
             protected=data.get("protected", protected_by_default(kind, data["table"])),
+            correlation=Correlation.from_json(data.get("correlation")),
+            transitional=Correlation.from_json(data.get("transitional")),
+            saga_prefix=data.get("prefix"),
         )
 
 
@@ -113,8 +151,9 @@ class Blueprint:
 
     def to_snapshot(self) -> str:
         """JSON text, one table a line, so revision files diff well and import fast."""
+        sagas = any(spec.kind is Kind.SAGA for spec in self.tables)
         head = json.dumps(
-            {"format": SNAPSHOT_FORMAT, "transport_version": self.transport_version, "engines": list(self.engines)}
+            {"format": SNAPSHOT_FORMAT_SAGAS if sagas else SNAPSHOT_FORMAT, "transport_version": self.transport_version, "engines": list(self.engines)}
         )
         lines = [head[:-1] + ', "tables": [']
         rows = [spec.to_json_line() for spec in self.tables]
@@ -127,7 +166,7 @@ class Blueprint:
     @classmethod
     def from_snapshot(cls, text: str) -> "Blueprint":
         data = json.loads(text)
-        if data.get("format") != SNAPSHOT_FORMAT:
+        if data.get("format") not in SNAPSHOT_FORMATS:
             raise ValueError(f"unknown snapshot format {data.get('format')!r}")
         return cls(
             transport_version=data["transport_version"],
@@ -137,7 +176,7 @@ class Blueprint:
 
 
 def blueprint(topology: "Topology") -> Blueprint:
-    """Every table the topology needs, in a stable order: queues, then delayed, then subscriptions."""
+    """Every table the topology needs, in a stable order: queues, then delayed, then subscriptions, then sagas."""
     from .versions import profile
 
     prof = profile(topology.transport_version)
@@ -166,6 +205,9 @@ def blueprint(topology: "Topology") -> Blueprint:
     subscriptions = topology.subscription_table(prof)
     if subscriptions is not None:
         specs.append(TableSpec(Kind.SUBSCRIPTIONS, subscriptions))
+    for endpoint in topology.endpoints:
+        for saga in endpoint.sagas:
+            specs.append(endpoint.saga_spec(saga))
     return Blueprint(
         transport_version=topology.transport_version,
         engines=topology.engines,

@@ -15,7 +15,7 @@ from typing import Any, Iterator, NamedTuple
 import yaml
 
 from . import engines as engine_registry
-from .schema import TableName
+from .schema import CORRELATION_TYPES, Correlation, Kind, TableName, TableSpec
 from .util import gc_paused
 from .versions import FEATURE_SINCE, LATEST, UnknownVersion, parse_version, profile
 
@@ -79,6 +79,39 @@ PLACEMENT = {
     "catalog": _name("Database (catalog) on SQL Server, for three-part names (transport 3.1+); defaults to default_catalog."),
 }
 
+def _correlation(doc: str, required: bool = False) -> Field:
+    return Field(
+        "object",
+        doc,
+        required=required,
+        title="correlation property",
+        fields={
+            "name": _name("Property name on the saga data; the column is Correlation_<name> (CORR_<NAME> on Oracle).", required=True),
+            "type": Field(
+                "enum",
+                "The property's .NET type: string, int, guid, datetime or datetimeoffset (SQL Server and SQLite only).",
+                required=True,
+                values=CORRELATION_TYPES,
+            ),
+        },
+    )
+
+
+SAGA = Field(
+    "object",
+    "A saga of SQL persistence: its table <table_prefix><table_suffix or name> with correlation columns.",
+    title="saga",
+    fields={
+        "name": _name("Saga name (the saga type's name); the table suffix unless table_suffix is set.", required=True),
+        "table_suffix": _name("Table suffix instead of the saga name."),
+        "correlation": _correlation("The correlation property: a column with a unique index that ignores NULLs.", required=True),
+        "transitional": _correlation(
+            "A transitional correlation property: an extra column and unique index, queried when the correlation "
+            "property finds no saga. Promote it by making it the correlation property once every saga has a value."
+        ),
+    },
+)
+
 ENDPOINT = Field(
     "object",
     "A logical endpoint: its input queue, instance-specific queues and delayed-delivery table.",
@@ -106,6 +139,8 @@ ENDPOINT = Field(
             "boolean",
             "Its queue tables are never dropped by a migration without a drop_protected entry. Default: false.",
         ),
+        "table_prefix": Field("string", "Prefix of the endpoint's saga tables. Default: the endpoint name with . replaced by _, then _."),
+        "sagas": Field("list", "Sagas of the endpoint (SQL persistence saga tables).", items=SAGA, default=[]),
     },
 )
 
@@ -157,7 +192,7 @@ FORMAT = Field(
             "list",
             "Engines this topology must be deployable to; names are checked against each engine's limits.",
             items=Field("enum", "Engine name.", values=tuple(engine_registry.ENGINES)),
-            default=list(engine_registry.ENGINES),
+            default=list(engine_registry.TRANSPORT_ENGINES),
         ),
         "default_schema": _name("Schema for every table that names none (default: the engine's default schema)."),
         "default_catalog": _name("Catalog for every table that names none (SQL Server three-part names)."),
@@ -264,12 +299,43 @@ class Placed:
 
 
 @dataclass(frozen=True)
+class Saga:
+    name: str
+    table_suffix: str | None
+    correlation: Correlation | None  # None: unreadable (already reported)
+    transitional: Correlation | None
+    mark: Mark = field(compare=False)
+    marks: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def mark_of(self, key: str) -> Mark:
+        return self.marks.get(key, self.mark)
+
+
+@dataclass(frozen=True)
 class Endpoint(Placed):
     instances: tuple[str, ...] = ()
     delayed_delivery: bool | None = None  # None: whatever the version offers
     send_only: bool = False
     body_string: bool = False
     protected: bool | None = None  # None: error/audit by name
+    table_prefix: str | None = None  # None: the default saga table prefix
+    sagas: tuple[Saga, ...] = ()
+
+    @property
+    def saga_table_prefix(self) -> str:
+        return self.table_prefix if self.table_prefix is not None else self.name.replace(".", "_") + "_"
+
+    def saga_table(self, saga: Saga) -> str:
+        return self.saga_table_prefix + (saga.table_suffix if saga.table_suffix is not None else saga.name)
+
+    def saga_spec(self, saga: Saga) -> TableSpec:
+        return TableSpec(
+            Kind.SAGA,
+            TableName(self.saga_table(saga), self.schema, self.catalog),
+            correlation=saga.correlation,
+            transitional=saga.transitional,
+            saga_prefix=self.saga_table_prefix,
+        )
 
     def queue_tables(self) -> list[str]:
         if self.send_only:
@@ -514,6 +580,24 @@ def _complete(items: list, key: str) -> list:
     return [(obj, mark) for obj, mark in items if obj.get(key) is not None]
 
 
+def _correlation_of(obj) -> Correlation | None:
+    if obj is None or obj.get("name") is None or obj.get("type") is None:
+        return None
+    return Correlation(obj.get("name"), obj.get("type"))
+
+
+def _saga(obj: _Obj) -> Saga:
+    marks = dict(obj.marks)
+    for key in ("correlation", "transitional"):
+        sub = obj.get(key)
+        if sub is not None:
+            marks.update({f"{key}.{k}": m for k, m in sub.marks.items()})
+    return Saga(
+        obj.get("name"), obj.get("table_suffix"), _correlation_of(obj.get("correlation")), _correlation_of(obj.get("transitional")),
+        obj.mark, marks,
+    )
+
+
 def _build(root: _Obj, path: str) -> Topology:
     defaults = (root.get("default_schema"), root.get("default_catalog"))
     endpoints = tuple(
@@ -528,6 +612,8 @@ def _build(root: _Obj, path: str) -> Topology:
             send_only=obj.get("send_only", False),
             body_string=obj.get("body_string", False),
             protected=obj.get("protected"),
+            table_prefix=obj.get("table_prefix"),
+            sagas=tuple(_saga(saga) for saga, _ in _complete(obj.get("sagas", []), "name")),
         )
         for obj, _ in _complete(root.get("endpoints", []), "name")
     )
@@ -589,6 +675,8 @@ def _owned_tables(t: Topology) -> list[_Owned]:
     if sub is not None:
         mark = t.subscriptions.mark_of("table") if t.subscriptions else t.marks.get("transport_version", Mark(t.path, 1, 1))
         owned.append(_Owned(sub, f"subscription table {sub.table!r}", mark, kind="subscriptions"))
+    sagas = [(ep.saga_spec(saga), saga.mark_of("name")) for ep in t.endpoints for saga in ep.sagas]
+    owned += [_Owned(spec.name, f"saga table {spec.name.table!r}", mark, kind="saga") for spec, mark in sagas]
     indexes = []
     for engine_name in dict.fromkeys(t.engines):
         suffixes = engine_registry.get(engine_name).index_suffixes
@@ -598,6 +686,12 @@ def _owned_tables(t: Topology) -> list[_Owned]:
             for suffix in suffixes.get(item.kind, ()):
                 index = TableName(item.name.table + suffix, item.name.schema, item.name.catalog)
                 indexes.append(_Owned(index, f"index {index.table!r} of {item.what}", item.mark, True, item.kind, engine_name))
+    for engine_name in dict.fromkeys(t.engines):
+        engine = engine_registry.get(engine_name)
+        for spec, mark in sagas:
+            for index in engine.saga_index_names(spec):
+                what = f"index {index.table!r} of saga table {spec.name.table!r}"
+                indexes.append(_Owned(index, what, mark, True, "saga", engine_name))
     return owned + indexes
 
 
@@ -695,6 +789,10 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
     for engine_name in dict.fromkeys(t.engines):
         engine = engine_registry.get(engine_name)
         for item in tables:
+            if item.kind == "saga":
+                continue  # saga tables have their own limits, checked with their columns below
+            if not engine.holds(Kind(item.kind)):
+                continue
             for part, problem in engine.name_problems(item.name):
                 if (item.mark, part) not in reported:
                     reported.add((item.mark, part))
@@ -708,6 +806,8 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
         for item in owned:
             if item.engine not in (None, engine_name):
                 continue  # another engine's index
+            if not engine.holds(Kind(item.kind)):
+                continue  # not deployed on this engine
             earlier = first.setdefault(engine.table_key(item.name), item)
             if earlier is not item and earlier.mark != item.mark:
                 collisions.setdefault(frozenset((earlier.mark, item.mark)), []).append((earlier, item, engine_name))
@@ -724,6 +824,8 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
             + _collision_advice(earlier, item, on),
         )
 
+    yield from _saga_problems(t)
+
     # A discarded (or unprotected) table must really be gone from the topology.
     gone = [("discard", d) for d in t.discard] + [("drop_protected", d) for d in t.drop_protected]
     by_key = {
@@ -736,3 +838,32 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
             if hit is not None:
                 yield Problem(d.mark_of("name"), f"{d.name!r} is listed under {key} but is still {hit.what} (at {hit.mark}): remove one of them")
                 break
+
+
+def _saga_problems(t: Topology) -> Iterator[Problem]:
+    """Sagas: contradictions, correlation types an engine cannot hold, names over an engine's limits."""
+    engine_names = list(dict.fromkeys(t.engines))
+    for ep in t.endpoints:
+        if ep.sagas and ep.send_only:
+            yield Problem(ep.mark_of("sagas"), f"endpoint {ep.name!r} is send-only and handles no messages, so it has no sagas: remove sagas or send_only")
+        for saga in ep.sagas:
+            c, tr = saga.correlation, saga.transitional
+            if c is not None and tr is not None and c.name.casefold() == tr.name.casefold():
+                yield Problem(
+                    saga.mark_of("transitional.name"),
+                    f"saga {saga.name!r}: the transitional property {tr.name!r} is the correlation property; "
+                    "a transitional property names the new property the saga moves to: name another one or remove transitional",
+                )
+            for key, correlation in (("correlation", c), ("transitional", tr)):
+                lacking = [name for name in engine_names if correlation is not None and correlation.type not in engine_registry.get(name).CORRELATION_TYPES]
+                if lacking:
+                    takes = "; ".join(f"{name} takes {', '.join(engine_registry.get(name).CORRELATION_TYPES)}" for name in lacking)
+                    yield Problem(
+                        saga.mark_of(f"{key}.type"),
+                        f"{key} type {correlation.type!r} of saga {saga.name!r} has no column type on {', '.join(lacking)} "
+                        f"({takes}): choose one of those or remove {', '.join(lacking)} from engines",
+                    )
+            for engine_name in engine_names:
+                engine = engine_registry.get(engine_name)
+                for problem in engine.saga_name_problems(ep.saga_spec(saga)):
+                    yield Problem(saga.mark_of("name"), f"saga {saga.name!r} on {engine_name}: {problem}: shorten it")

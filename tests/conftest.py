@@ -1,8 +1,9 @@
 """Shared fixtures: throwaway migration projects and real databases.
 
-PostgreSQL tests use the server at 127.0.0.1:5432 and a fresh database each. When the
-server cannot be reached they are skipped locally, but fail under CI (CI=true), so a
-green CI always means they ran.
+PostgreSQL tests use the server at 127.0.0.1:5432, MariaDB tests the server at
+127.0.0.1:3306 (root, no password), and a fresh database each. When a server cannot be
+reached its tests are skipped locally, but fail under CI (CI=true), so a green CI always
+means they ran.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sqltransport_schema import cli
 
 REPO = Path(__file__).resolve().parents[1]
 PG_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+MYSQL_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_MYSQL", "mysql+pymysql://root@127.0.0.1:3306/test")
 
 
 @dataclass
@@ -122,12 +124,48 @@ def pg_url() -> str:
         admin.dispose()
 
 
+def _mysql_admin():
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(MYSQL_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the server
+        engine.dispose()
+        if _under_ci():
+            pytest.fail(f"MariaDB at 127.0.0.1:3306 is required under CI and could not be reached: {exc}")
+        pytest.skip(f"MariaDB not reachable: {exc}")
+    return engine
+
+
+@pytest.fixture
+def mysql_url() -> str:
+    """A fresh, empty MariaDB/MySQL database, dropped afterwards."""
+    admin = _mysql_admin()
+    name = f"sqlts_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        yield MYSQL_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request) -> str:
     """Each test runs on real SQLite and on real PostgreSQL."""
     if request.param == "sqlite":
         return request.getfixturevalue("sqlite_url")
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mysql"])
+def saga_db(request) -> str:
+    """Saga tests run on real SQLite, PostgreSQL and MariaDB."""
+    return request.getfixturevalue({"sqlite": "sqlite_url", "postgresql": "pg_url", "mysql": "mysql_url"}[request.param])
 
 
 def connect(url: str):
@@ -142,9 +180,14 @@ def pytest_collection_modifyitems(config, items):
         on_db_url = callspec is not None and callspec.params.get("db_url") == "postgresql"
         if "pg_url" in getattr(item, "fixturenames", ()) or on_db_url:
             item.add_marker(pytest.mark.postgresql)
+        on_saga_db = callspec is not None and callspec.params.get("saga_db")
+        if on_saga_db == "postgresql":
+            item.add_marker(pytest.mark.postgresql)
+        if "mysql_url" in getattr(item, "fixturenames", ()) or on_saga_db == "mysql":
+            item.add_marker(pytest.mark.mysql)
 
 
-# Under CI a skipped PostgreSQL test is a failure: green must mean it ran.
+# Under CI a skipped PostgreSQL or MariaDB test is a failure: green must mean it ran.
 _skipped_postgresql: list[str] = []
 
 
@@ -153,13 +196,13 @@ def _under_ci() -> bool:
 
 
 def pytest_runtest_logreport(report):
-    if report.skipped and "postgresql" in report.keywords:
+    if report.skipped and ("postgresql" in report.keywords or "mysql" in report.keywords):
         _skipped_postgresql.append(report.nodeid)
 
 
 def pytest_sessionfinish(session, exitstatus):
     if _under_ci() and _skipped_postgresql:
-        print(f"\nCI: {len(_skipped_postgresql)} PostgreSQL test(s) were skipped; failing the run:")
+        print(f"\nCI: {len(_skipped_postgresql)} PostgreSQL or MariaDB test(s) were skipped; failing the run:")
         for nodeid in _skipped_postgresql:
             print(f"  {nodeid}")
         session.exitstatus = 1

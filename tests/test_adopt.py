@@ -116,6 +116,16 @@ def test_differences_give_the_upgrade_plan_and_apply_runs_it(project, pg_url, ca
     assert catalog.read(pg_url)[("public", "Sales")].rows == 1
 
 
+def test_a_missing_saga_table_is_in_the_plan(project, pg_url, capsys):
+    catalog.execute(pg_url, *INSTALLER)
+    project.write_topology(TOPOLOGY.replace("  - name: Sales\n", "  - name: Sales\n    sagas:\n      - name: OrderSaga\n        correlation: {name: OrderId, type: guid}\n"))
+    project.compile("initial")
+    code, payload = adopt_cli(project, pg_url, capsys, "--apply")
+    assert (code, payload["action"]) == (0, "applied")
+    assert [line for line in payload["plan"] if "Sales_OrderSaga" in line] == [payload["plan"][-1]]
+    assert check_cli(project, pg_url, capsys) == 0
+
+
 def test_a_table_that_is_no_queue_is_not_adoptable(project, db_url, capsys):
     quoted = '"Sales"' if db_url.startswith("sqlite") else '"public"."Sales"'
     catalog.execute(db_url, f"CREATE TABLE {quoted} (Id INTEGER, Note TEXT)")

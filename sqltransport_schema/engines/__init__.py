@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from .base import Engine
 from .mssql import MSSQL
+from .mysql import MySQL
+from .oracle import Oracle
 from .postgresql import PostgreSQL
 from .sqlite import SQLite
 
-ENGINES: dict[str, Engine] = {engine.name: engine for engine in (MSSQL(), PostgreSQL(), SQLite())}
+ENGINES: dict[str, Engine] = {engine.name: engine for engine in (MSSQL(), PostgreSQL(), SQLite(), MySQL(), Oracle())}
+# The engines with a transport layout (the default of `engines:`); the others hold saga tables only.
+TRANSPORT_ENGINES: tuple[str, ...] = tuple(name for name, engine in ENGINES.items() if not engine.saga_only)
 _BY_DIALECT = {engine.dialect: engine for engine in ENGINES.values()}
+_BY_DIALECT["mariadb"] = ENGINES["mysql"]
 
 
 class UnsupportedEngine(ValueError):
@@ -31,4 +36,4 @@ def for_dialect(dialect_name: str) -> Engine:
         ) from None
 
 
-__all__ = ["ENGINES", "Engine", "UnsupportedEngine", "get", "for_dialect"]
+__all__ = ["ENGINES", "TRANSPORT_ENGINES", "Engine", "UnsupportedEngine", "get", "for_dialect"]

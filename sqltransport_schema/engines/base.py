@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..runtime.statements import MESSAGE, Statement, parameters_of
-from ..schema import Kind, SchemaName, TableName, TableSpec
+from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import TableShape
 from ..versions import Profile
 
@@ -11,6 +11,17 @@ from ..versions import Profile
 DROP_REFUSED = (
     "refusing to drop queue {name}: it still holds messages. Move or consume them first "
     "(sqltransport-schema pipeline), or list the table under discard: in topology.yaml to drop it with its messages"
+)
+
+SAGA_DROP_REFUSED = (
+    "refusing to drop saga table {name}: it still holds saga instances (sagas in progress). Let them complete "
+    "first, or list the table under discard: in topology.yaml to drop it with its data"
+)
+# The message of a refused promotion (drop of the old correlation column), on every engine.
+BACKFILL_REFUSED = (
+    "refusing to drop {old} of saga table {name}: some rows still have {new} NULL (the backfill is not done). "
+    "Backfill it first, e.g. UPDATE {name} SET {new_quoted} = <the saga data's {prop}> WHERE {new_quoted} IS NULL, "
+    "or let the endpoint update each saga (every update writes {new}); then run the upgrade again"
 )
 
 
@@ -70,6 +81,8 @@ class Engine:
     )
 
     def expected_columns(self, spec: TableSpec) -> frozenset[str]:
+        if spec.kind is Kind.SAGA:
+            return self.SAGA_COLUMNS | {self.correlation_column(c.name).lower() for c in spec.correlations}
         return self.expected[spec.kind.value]
 
     def existing_columns(self, connection) -> dict[tuple, set[str]]:
@@ -101,6 +114,7 @@ class Engine:
             Kind.QUEUE: self.create_queue,
             Kind.DELAYED: self.create_delayed,
             Kind.SUBSCRIPTIONS: self.create_subscriptions,
+            Kind.SAGA: self.create_saga,
         }[spec.kind]
         return builder(spec, profile)
 
@@ -177,6 +191,109 @@ class Engine:
                 out[name] = Statement(name, template, identifiers, parameters_of(template), doc, self.RESULT_COLUMNS.get(name, ()))
         return out
 
+    # -- saga tables (SQL persistence: seed 002, transport-facts §8) ------------------------
+    # Engines that hold saga tables only (no transport layout): queue, delayed and
+    # subscription operations emit nothing on them.
+    saga_only = False
+    # Correlation type -> column type; a type missing here cannot be held by this engine.
+    CORRELATION_TYPES: dict[str, str] = {}
+    # Lower-case names of the fixed saga columns (to tell an adoptable table from a stranger).
+    SAGA_COLUMNS = frozenset({"id", "metadata", "data", "persistenceversion", "sagatypeversion", "concurrency"})
+
+    def holds(self, kind: Kind) -> bool:
+        """Whether this engine deploys tables of this kind."""
+        return kind is Kind.SAGA or not self.saga_only
+
+    def correlation_column(self, prop: str) -> str:
+        return "Correlation_" + prop
+
+    def correlation_index(self, spec: TableSpec, prop: str) -> str:
+        return "Index_Correlation_" + prop
+
+    def saga_index_names(self, spec: TableSpec) -> list[TableName]:
+        """Correlation index names that share the schema's namespace with tables (collision checks)."""
+        return []
+
+    def saga_name_problems(self, spec: TableSpec) -> list[str]:
+        """What this engine cannot hold of a saga table (its name, a column or index name too long)."""
+        return [f"table name {problem}" for _part, problem in self.name_problems(spec.name) if _part == "table"]
+
+    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        """The saga table with its correlation columns and their unique indexes (which ignore NULLs)."""
+        raise NotImplementedError(f"{self.name} has no saga DDL")
+
+    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
+        """Add a Correlation_<prop> column and its unique index to an existing saga table."""
+        raise NotImplementedError(f"{self.name} has no saga DDL")
+
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        """Drop a correlation column and its index; with require, the database refuses while
+        any row has Correlation_<require> NULL (the promotion's backfill is not done)."""
+        raise NotImplementedError(f"{self.name} has no saga DDL")
+
+    def backfill_refusal(self, spec: TableSpec, old: Correlation, new: Correlation) -> str:
+        new_column = self.correlation_column(new.name)
+        return BACKFILL_REFUSED.format(
+            old=self.correlation_column(old.name), new=new_column, new_quoted=self.quote(new_column), prop=new.name,
+            name=self.display(spec.name),
+        )
+
+    # Runtime statements of a saga table. {table} is the saga table, {correlation} and
+    # {transitional} the quoted correlation columns; @Name are parameters. Column names are
+    # unquoted where the engine folds them to the case the DDL created (PostgreSQL overrides).
+    SAGA_COLUMNS_SELECT = "Id, Metadata, Data, PersistenceVersion, SagaTypeVersion, Concurrency"
+    SAGA_GET_BY_ID = "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE Id = @Id"
+    SAGA_FIND = "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {correlation} = @CorrelationValue"
+    # Seed 002: no match on the correlation column -> query the transitional column.
+    SAGA_FIND_WITH_TRANSITIONAL = (
+        "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {correlation} = @CorrelationValue\n"
+        "UNION ALL\n"
+        "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {transitional} = @TransitionalValue\n"
+        "    AND NOT EXISTS (SELECT 1 FROM {table} WHERE {correlation} = @CorrelationValue)"
+    )
+    SAGA_INSERT = (
+        "INSERT INTO {table} (Id, Metadata, Data, PersistenceVersion, SagaTypeVersion, Concurrency, {correlation}) "
+        "VALUES (@Id, @Metadata, @Data, @PersistenceVersion, @SagaTypeVersion, 1, @CorrelationValue)"
+    )
+    SAGA_INSERT_WITH_TRANSITIONAL = (
+        "INSERT INTO {table} (Id, Metadata, Data, PersistenceVersion, SagaTypeVersion, Concurrency, {correlation}, {transitional}) "
+        "VALUES (@Id, @Metadata, @Data, @PersistenceVersion, @SagaTypeVersion, 1, @CorrelationValue, @TransitionalValue)"
+    )
+    # Optimistic concurrency: 0 rows affected = another update or completion won the race.
+    SAGA_UPDATE = (
+        "UPDATE {table} SET Data = @Data, PersistenceVersion = @PersistenceVersion, SagaTypeVersion = @SagaTypeVersion, "
+        "Concurrency = @Concurrency + 1 WHERE Id = @Id AND Concurrency = @Concurrency"
+    )
+    SAGA_UPDATE_WITH_TRANSITIONAL = (
+        "UPDATE {table} SET Data = @Data, PersistenceVersion = @PersistenceVersion, SagaTypeVersion = @SagaTypeVersion, "
+        "Concurrency = @Concurrency + 1, {transitional} = @TransitionalValue WHERE Id = @Id AND Concurrency = @Concurrency"
+    )
+    SAGA_COMPLETE = "DELETE FROM {table} WHERE Id = @Id AND Concurrency = @Concurrency"
+    SAGA_STATEMENTS = {
+        "get_saga_by_id": ("SAGA_GET_BY_ID", "read a saga by its Id"),
+        "find_saga": ("SAGA_FIND", "find a saga by its correlation value"),
+        "insert_saga": ("SAGA_INSERT", "store a new saga (Concurrency 1)"),
+        "update_saga": ("SAGA_UPDATE", "update a saga if Concurrency is unchanged (0 rows: lost the race)"),
+        "complete_saga": ("SAGA_COMPLETE", "delete a completed saga if Concurrency is unchanged (0 rows: lost the race)"),
+    }
+    SAGA_RESULT = ("Id", "Metadata", "Data", "PersistenceVersion", "SagaTypeVersion", "Concurrency")
+
+    def saga_statements(self, spec: TableSpec, profile: Profile | None = None) -> dict[str, Statement]:
+        """Every runtime statement of one saga table (transitional variants when it has a transitional property)."""
+        identifiers = {"table": self.qualified(spec.name, profile), "correlation": self.quote(self.correlation_column(spec.correlation.name))}
+        if spec.transitional is not None:
+            identifiers["transitional"] = self.quote(self.correlation_column(spec.transitional.name))
+        out = {}
+        for name, (attribute, doc) in self.SAGA_STATEMENTS.items():
+            if spec.transitional is not None and hasattr(self, attribute + "_WITH_TRANSITIONAL"):
+                attribute += "_WITH_TRANSITIONAL"
+                if name == "find_saga":
+                    doc += ", else by its transitional correlation value"
+            template = getattr(self, attribute)
+            columns = self.SAGA_RESULT if template.startswith("SELECT") else ()
+            out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)
+        return out
+
     # -- grants -------------------------------------------------------------------------
     # Why this engine has nothing to grant (printed instead of statements), or None.
     grants_unsupported: str | None = None
@@ -189,9 +306,14 @@ class Engine:
         """What the installer/migration login needs for a grants.GrantPlan."""
         raise NotImplementedError(f"grants are not supported on {self.name}")
 
+    def script_statement(self, statement: str, terminator: str) -> str:
+        """A statement as an offline script (alembic --sql) writes it, where batches have no separator."""
+        return statement + terminator
+
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:
         return self.qualified(name, profile)
 
     def refusal(self, spec: TableSpec, profile: Profile | None = None) -> str:
-        return DROP_REFUSED.format(name=self.display(spec.name, profile))
+        template = SAGA_DROP_REFUSED if spec.kind is Kind.SAGA else DROP_REFUSED
+        return template.format(name=self.display(spec.name, profile))

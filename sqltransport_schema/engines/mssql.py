@@ -8,7 +8,7 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 from __future__ import annotations
 
 from ..runtime.statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
-from ..schema import Kind, SchemaName, TableName, TableSpec
+from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_predicate
 from ..versions import FEATURE_SINCE, ExpiresIndex, Profile, ScriptStyle, parse_version
 from .base import Engine
@@ -298,6 +298,16 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         if spec.kind is Kind.DELAYED:
             indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
             return TableShape(dict(self.DELAYED_COLUMNS), indexes, identity={"rowversion"})
+        if spec.kind is Kind.SAGA:
+            columns = dict(self.SAGA_SHAPE_COLUMNS)
+            indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
+            for c in spec.correlations:
+                column = self.correlation_column(c.name).lower()
+                type_ = self.CORRELATION_TYPES[c.type] + ("(7)" if c.type == "datetimeoffset" else "")
+                columns[column] = (type_, True)
+                predicate = normalise_predicate(f"{column} IS NOT NULL")
+                indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False))
+            return TableShape(columns, indexes)
         indexes = [IndexShape(("endpoint", "topic"), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
         return TableShape(dict(self.SUBSCRIPTION_COLUMNS), indexes)
 
@@ -466,6 +476,94 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             return [self.DROP_DISCARDING.format(**fields)]
         message = self.literal_text(self.refusal(spec, profile))
         return [self.DROP_GUARDED.format(message=message, **fields)]
+
+    # -- saga tables (transport-facts §8, seed 002) ----------------------------------------------
+    # Each step its own batch, guarded by the catalog, so a re-run skips what exists (a column
+    # added in a batch is visible to the next batch's CREATE INDEX, not to the same batch's).
+    CORRELATION_TYPES = {
+        "string": "nvarchar(200)",
+        "datetime": "datetime",
+        "datetimeoffset": "datetimeoffset",
+        "int": "bigint",
+        "guid": "uniqueidentifier",
+    }
+    CREATE_SAGA = """\
+IF OBJECT_ID(N'{name}', N'U') IS NULL
+BEGIN
+    CREATE TABLE {table} (
+        Id uniqueidentifier NOT NULL PRIMARY KEY,
+        Metadata nvarchar(max) NOT NULL,
+        Data nvarchar(max) NOT NULL,
+        PersistenceVersion varchar(23) NOT NULL,
+        SagaTypeVersion varchar(23) NOT NULL,
+        Concurrency int NOT NULL
+    );
+END;"""
+    ADD_CORRELATION = """\
+IF NOT EXISTS (SELECT * FROM {sys}.columns WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{column_name}')
+    ALTER TABLE {table} ADD {column} {column_type} NULL;"""
+    CREATE_CORRELATION_INDEX = """\
+IF NOT EXISTS (SELECT * FROM {sys}.indexes WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{index_name}')
+    CREATE UNIQUE NONCLUSTERED INDEX {index} ON {table} ({column})
+    WHERE {column} IS NOT NULL;"""
+    DROP_CORRELATION = """\
+IF EXISTS (SELECT * FROM {sys}.columns WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{column_name}')
+BEGIN{guard}
+    IF EXISTS (SELECT * FROM {sys}.indexes WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{index_name}')
+        DROP INDEX {index} ON {table};
+    ALTER TABLE {table} DROP COLUMN {column};
+END;"""
+    BACKFILL_GUARD = """
+    IF EXISTS (SELECT * FROM {table} WHERE {require} IS NULL)
+        THROW 50000, N'{message}', 1;"""
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("uniqueidentifier", False),
+        "metadata": ("nvarchar(max)", False),
+        "data": ("nvarchar(max)", False),
+        "persistenceversion": ("varchar(23)", False),
+        "sagatypeversion": ("varchar(23)", False),
+        "concurrency": ("int", False),
+    }
+
+    def saga_name_problems(self, spec: TableSpec) -> list[str]:
+        problems = super().saga_name_problems(spec)
+        for c in spec.correlations:
+            for what, value in (("column", self.correlation_column(c.name)), ("index", self.correlation_index(spec, c.name))):
+                if len(value) > MAX_IDENTIFIER:
+                    problems.append(f"{what} {value!r} is {len(value)} characters long; SQL Server names hold at most {MAX_IDENTIFIER}")
+        return problems
+
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None, profile: Profile | None = None) -> dict:
+        fields = self._fields(spec, profile)
+        if correlation is not None:
+            column = self.correlation_column(correlation.name)
+            index = self.correlation_index(spec, correlation.name)
+            fields.update(
+                column=self.quote(column),
+                column_name=self.literal_text(column),
+                column_type=self.CORRELATION_TYPES[correlation.type],
+                index=self.quote(index),
+                index_name=self.literal_text(index),
+            )
+        return fields
+
+    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        batches = [self.CREATE_SAGA.format(**self._saga_fields(spec, profile=profile))]
+        for correlation in spec.correlations:
+            batches += self.add_saga_correlation(spec, correlation, profile)
+        return batches
+
+    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation, profile: Profile | None = None) -> list[str]:
+        fields = self._saga_fields(spec, correlation, profile)
+        return [self.ADD_CORRELATION.format(**fields), self.CREATE_CORRELATION_INDEX.format(**fields)]
+
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        guard = ""
+        if require is not None:
+            message = self.literal_text(self.backfill_refusal(spec, correlation, require))
+            guard = self.BACKFILL_GUARD.format(require=self.quote(self.correlation_column(require.name)), message=message, **fields)
+        return [self.DROP_CORRELATION.format(guard=guard, **fields)]
 
     # -- version changes -------------------------------------------------------------------
     def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
@@ -1039,6 +1137,7 @@ WHERE Topic IN ({topics})"""
         "send": "INSERT",
         "delayed": "SELECT, INSERT, DELETE",
         "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
+        "saga": "SELECT, INSERT, UPDATE, DELETE",
     }
     GRANT_TABLE = "GRANT {privileges} ON {table} TO {role};"
     USE_CATALOG = "USE {catalog};"

@@ -7,7 +7,9 @@ qualified name, {table_literal} that text as a string literal.
 
 from __future__ import annotations
 
-from ..schema import Kind, SchemaName, TableName, TableSpec
+import hashlib
+
+from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type
 from ..versions import FEATURE_SINCE, Profile
 from .base import Engine
@@ -114,6 +116,13 @@ END
             columns = dict(self.DELAYED_COLUMNS)
             due = self.index_names(spec)[0].table
             indexes = [IndexShape(("id",), unique=True), IndexShape(("due",), name=due)]
+        elif spec.kind is Kind.SAGA:
+            columns = dict(self.SAGA_SHAPE_COLUMNS)
+            indexes = [IndexShape(("id",), unique=True)]
+            for c in spec.correlations:
+                column = self.correlation_column(c.name).lower()
+                columns[column] = (self.SHAPE_CORRELATION_TYPES[c.type], True)
+                indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
         else:
             columns = dict(self.SUBSCRIPTION_COLUMNS)
             indexes = [IndexShape(("endpoint", "topic"), unique=True)]
@@ -303,6 +312,124 @@ END
     UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
     FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
 
+    # -- saga tables (transport-facts §8): quoted, mixed-case columns ----------------------
+    CORRELATION_TYPES = {"string": "character varying(200)", "int": "integer", "guid": "uuid", "datetime": "timestamp"}
+    CREATE_SAGA = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    "Id" uuid NOT NULL PRIMARY KEY,
+    "Metadata" text NOT NULL,
+    "Data" jsonb NOT NULL,
+    "PersistenceVersion" character varying(23) NOT NULL,
+    "SagaTypeVersion" character varying(23) NOT NULL,
+    "Concurrency" int NOT NULL
+)"""
+    ADD_CORRELATION = "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {column_type}"
+    # Unique indexes treat NULLs as distinct: sagas without a value never collide.
+    CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {table} ({column})"
+    BACKFILL_GUARD = """\
+DO {tag}
+BEGIN
+    IF EXISTS (SELECT 1 FROM {table} WHERE {require} IS NULL) THEN
+        RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'not_null_violation';
+    END IF;
+END
+{tag}"""
+    DROP_CORRELATION_INDEX = "DROP INDEX IF EXISTS {index}"
+    DROP_CORRELATION = "ALTER TABLE {table} DROP COLUMN IF EXISTS {column}"
+    SAGA_COLUMNS_SELECT = '"Id", "Metadata", "Data", "PersistenceVersion", "SagaTypeVersion", "Concurrency"'
+    SAGA_GET_BY_ID = "SELECT " + SAGA_COLUMNS_SELECT + ' FROM {table} WHERE "Id" = @Id'
+    SAGA_FIND = "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {correlation} = @CorrelationValue"
+    SAGA_FIND_WITH_TRANSITIONAL = (
+        "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {correlation} = @CorrelationValue\n"
+        "UNION ALL\n"
+        "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {transitional} = @TransitionalValue\n"
+        "    AND NOT EXISTS (SELECT 1 FROM {table} WHERE {correlation} = @CorrelationValue)"
+    )
+    SAGA_INSERT = (
+        'INSERT INTO {table} ("Id", "Metadata", "Data", "PersistenceVersion", "SagaTypeVersion", "Concurrency", {correlation}) '
+        "VALUES (@Id, @Metadata, @Data, @PersistenceVersion, @SagaTypeVersion, 1, @CorrelationValue)"
+    )
+    SAGA_INSERT_WITH_TRANSITIONAL = (
+        'INSERT INTO {table} ("Id", "Metadata", "Data", "PersistenceVersion", "SagaTypeVersion", "Concurrency", {correlation}, {transitional}) '
+        "VALUES (@Id, @Metadata, @Data, @PersistenceVersion, @SagaTypeVersion, 1, @CorrelationValue, @TransitionalValue)"
+    )
+    SAGA_UPDATE = (
+        'UPDATE {table} SET "Data" = @Data, "PersistenceVersion" = @PersistenceVersion, "SagaTypeVersion" = @SagaTypeVersion, '
+        '"Concurrency" = @Concurrency + 1 WHERE "Id" = @Id AND "Concurrency" = @Concurrency'
+    )
+    SAGA_UPDATE_WITH_TRANSITIONAL = (
+        'UPDATE {table} SET "Data" = @Data, "PersistenceVersion" = @PersistenceVersion, "SagaTypeVersion" = @SagaTypeVersion, '
+        '"Concurrency" = @Concurrency + 1, {transitional} = @TransitionalValue WHERE "Id" = @Id AND "Concurrency" = @Concurrency'
+    )
+    SAGA_COMPLETE = 'DELETE FROM {table} WHERE "Id" = @Id AND "Concurrency" = @Concurrency'
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("uuid", False),
+        "metadata": ("text", False),
+        "data": ("jsonb", False),
+        "persistenceversion": ("character varying(23)", False),
+        "sagatypeversion": ("character varying(23)", False),
+        "concurrency": ("integer", False),
+    }
+    SHAPE_CORRELATION_TYPES = {"string": "character varying(200)", "int": "integer", "guid": "uuid", "datetime": "timestamp without time zone"}
+    INDEX_PREFIX_BYTES = MAX_IDENTIFIER_BYTES - len("_i_") - 40  # room for the hash: 20 bytes of the prefix
+
+    def correlation_index(self, spec: TableSpec, prop: str) -> str:
+        """<table prefix>_i_<sha1 hex>: the hash is SHA-1 of the UTF-8 bytes of the table name, a NUL
+        byte and the property name; the prefix is cut to 20 bytes so the name fits 63 bytes."""
+        prefix = spec.saga_prefix if spec.saga_prefix is not None else spec.name.table
+        cut = prefix.encode("utf-8")[: self.INDEX_PREFIX_BYTES].decode("utf-8", "ignore")
+        digest = hashlib.sha1(f"{spec.name.table}\0{prop}".encode("utf-8")).hexdigest()
+        return f"{cut}_i_{digest}"
+
+    def saga_index_names(self, spec: TableSpec) -> list[TableName]:
+        return [TableName(self.correlation_index(spec, c.name), spec.name.schema) for c in spec.correlations]
+
+    def saga_name_problems(self, spec: TableSpec) -> list[str]:
+        problems = []
+        size = len(spec.name.table.encode("utf-8"))
+        if size > MAX_IDENTIFIER_BYTES:
+            problems.append(f"table name is {size} bytes in UTF-8; PostgreSQL names hold at most {MAX_IDENTIFIER_BYTES}")
+        for c in spec.correlations:
+            column = self.correlation_column(c.name)
+            if len(column.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+                problems.append(f"column {column!r} is longer than PostgreSQL's {MAX_IDENTIFIER_BYTES}-byte identifier limit")
+        return problems
+
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
+        fields = {"table": self.qualified(spec.name)}
+        if correlation is not None:
+            index = TableName(self.correlation_index(spec, correlation.name), spec.name.schema)
+            fields.update(
+                column=self.quote(self.correlation_column(correlation.name)),
+                column_type=self.CORRELATION_TYPES[correlation.type],
+                index=self.qualified(index),
+                index_name=self.quote(index.table),
+            )
+        return fields
+
+    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        batches = [self.CREATE_SAGA.format(**self._saga_fields(spec))]
+        for correlation in spec.correlations:
+            batches += self.add_saga_correlation(spec, correlation)
+        return batches
+
+    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        return [
+            self.ADD_CORRELATION.format(**fields),
+            self.CREATE_CORRELATION_INDEX.format(**{**fields, "index": fields["index_name"]}),
+        ]
+
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        batches = []
+        if require is not None:
+            message = self.literal(self.backfill_refusal(spec, correlation, require))
+            required = self.quote(self.correlation_column(require.name))
+            tag = self.dollar_tag(fields["table"], required, message)
+            batches.append(self.BACKFILL_GUARD.format(tag=tag, require=required, message=message, table=fields["table"]))
+        return batches + [self.DROP_CORRELATION_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
+
     # -- grants (sqltransport-schema grants) -----------------------------------------------
     # Privileges per need, verified against the statements above on a real server:
     # receive/receive_batch/peek/purge_expired lock rows with SELECT ... FOR UPDATE SKIP LOCKED,
@@ -313,7 +440,8 @@ END
         "receive": "SELECT, INSERT, UPDATE (id), DELETE",
         "send": "INSERT",
         "delayed": "SELECT, INSERT, DELETE",
-        "subscriptions": "SELECT, INSERT, UPDATE, DELETE",  # subscribe is INSERT ... ON CONFLICT DO UPDATE
+        "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
+        "saga": "SELECT, INSERT, UPDATE, DELETE",  # subscribe is INSERT ... ON CONFLICT DO UPDATE
     }
     GRANT_TABLE = "GRANT {privileges} ON TABLE {table} TO {role};"
     GRANT_SEQUENCE = "GRANT USAGE ON SEQUENCE {sequence} TO {role};"

@@ -7,7 +7,7 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 
 from __future__ import annotations
 
-from ..schema import Kind, TableName, TableSpec
+from ..schema import Correlation, Kind, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type, where_clause
 from ..versions import ExpiresIndex, Profile
 from .base import Engine
@@ -60,6 +60,69 @@ CREATE TABLE IF NOT EXISTS {table} (
     GUARD_CREATE = 'CREATE TEMP TABLE "sqltransport_drop_guard" (queue TEXT CONSTRAINT {message} CHECK (queue IS NULL))'
     GUARD_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'nonempty\' FROM {table} LIMIT 1'
     DROP_TABLE = "DROP TABLE IF EXISTS {table}"
+
+    # -- saga tables: SQL persistence's columns in SQLite's types ------------------------------
+    CORRELATION_TYPES = {"string": "TEXT", "int": "INTEGER", "guid": "TEXT", "datetime": "DATETIME", "datetimeoffset": "TEXT"}
+    CREATE_SAGA = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    Id TEXT NOT NULL PRIMARY KEY,
+    Metadata TEXT NOT NULL,
+    Data TEXT NOT NULL,
+    PersistenceVersion TEXT NOT NULL,
+    SagaTypeVersion TEXT NOT NULL,
+    Concurrency INTEGER NOT NULL
+)"""
+    ADD_CORRELATION = "ALTER TABLE {table} ADD COLUMN {column} {column_type}"
+    CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {table} ({column}) WHERE {column} IS NOT NULL"
+    BACKFILL_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'null\' FROM {table} WHERE {require} IS NULL LIMIT 1'
+    DROP_CORRELATION = "ALTER TABLE {table} DROP COLUMN {column}"
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("text", False),
+        "metadata": ("text", False),
+        "data": ("text", False),
+        "persistenceversion": ("text", False),
+        "sagatypeversion": ("text", False),
+        "concurrency": ("integer", False),
+    }
+
+    def correlation_index(self, spec: TableSpec, prop: str) -> str:
+        # one namespace for every index of the database: the table name keeps it apart
+        return f"{spec.name.table}_Index_Correlation_{prop}"
+
+    def saga_index_names(self, spec: TableSpec) -> list[TableName]:
+        return [TableName(self.correlation_index(spec, c.name)) for c in spec.correlations]
+
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation) -> dict:
+        column = self.quote(self.correlation_column(correlation.name))
+        return {
+            "table": self.qualified(spec.name),
+            "column": column,
+            "column_type": self.CORRELATION_TYPES[correlation.type],
+            "index": self.quote(self.correlation_index(spec, correlation.name)),
+        }
+
+    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        batches = [self.CREATE_SAGA.format(table=self.qualified(spec.name))]
+        for correlation in spec.correlations:
+            batches += self.add_saga_correlation(spec, correlation)
+        return batches
+
+    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        return [self.ADD_CORRELATION.format(**fields), self.CREATE_CORRELATION_INDEX.format(**fields)]
+
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        batches = []
+        if require is not None:
+            # the trick of the guarded queue drop: a CHECK constraint named with the refusal
+            batches += [
+                self.GUARD_RESET,
+                self.GUARD_CREATE.format(message=self.quote(self.backfill_refusal(spec, correlation, require))),
+                self.BACKFILL_PROBE.format(table=fields["table"], require=self.quote(self.correlation_column(require.name))),
+                self.GUARD_RESET,
+            ]
+        return batches + [self.DROP_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
 
     expected = {
         "queue": frozenset({"id", "correlationid", "replytoaddress", "recoverable", "expires", "headers", "body", "rowversion"}),
@@ -119,6 +182,14 @@ CREATE TABLE IF NOT EXISTS {table} (
         elif spec.kind is Kind.DELAYED:
             columns = dict(self.DELAYED_COLUMNS)
             indexes.append(IndexShape(("due",), name=self._index(spec)))
+        elif spec.kind is Kind.SAGA:
+            columns = dict(self.SAGA_SHAPE_COLUMNS)
+            indexes.append(IndexShape(("id",), unique=True))  # the primary key's automatic index
+            for c in spec.correlations:
+                column = self.correlation_column(c.name).lower()
+                columns[column] = (self.CORRELATION_TYPES[c.type].lower(), True)
+                predicate = normalise_predicate(f"{column} IS NOT NULL")
+                indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name)))
         else:
             columns = dict(self.SUBSCRIPTION_COLUMNS)
             indexes.append(IndexShape(("endpoint", "topic"), unique=True))

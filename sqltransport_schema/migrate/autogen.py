@@ -15,8 +15,9 @@ from alembic.autogenerate import comparators, renderers
 from alembic.operations import MigrateOperation
 
 from .. import check, engines
-from ..schema import Blueprint, Kind
+from ..schema import Blueprint
 from . import operations as ops
+from .compile import create_op
 
 TARGET_OPTION = "sqltransport_target"  # () -> the head blueprint, set by migrations/env.py
 VERSION_TABLE_OPTION = "version_table"
@@ -28,7 +29,6 @@ try:  # Alembic 1.18+: comparators say whether the ones after them still run
 except ImportError:  # pragma: no cover - older Alembic ignores the result
     _CONTINUE = None
 
-_CREATE = {Kind.QUEUE: ops.CreateQueueOp, Kind.DELAYED: ops.CreateDelayedTableOp, Kind.SUBSCRIPTIONS: ops.CreateSubscriptionTableOp}
 
 
 class TransportDriftOp(MigrateOperation):
@@ -62,7 +62,7 @@ def drift_operations(expected: Blueprint, live: dict, engine) -> list[MigrateOpe
     out: list[MigrateOperation] = []
     for finding in report.drift:
         spec = by_display.get(finding.table) if finding.category == "missing_table" else None
-        out.append(_CREATE[spec.kind](spec, expected.transport_version) if spec is not None else TransportDriftOp(finding))
+        out.append(create_op(spec, expected.transport_version) if spec is not None else TransportDriftOp(finding))
     return out
 
 

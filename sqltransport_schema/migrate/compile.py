@@ -17,9 +17,18 @@ from ..topology import Topology
 from ..util import gc_paused
 from ..versions import profile
 from . import operations as ops
+from . import saga_operations as saga_ops
+from .saga_plan import saga_alterations
 
 _CREATE = {Kind.QUEUE: ops.CreateQueueOp, Kind.DELAYED: ops.CreateDelayedTableOp, Kind.SUBSCRIPTIONS: ops.CreateSubscriptionTableOp}
 _DROP = {Kind.QUEUE: ops.DropQueueOp, Kind.DELAYED: ops.DropDelayedTableOp, Kind.SUBSCRIPTIONS: ops.DropSubscriptionTableOp}
+
+
+def create_op(spec: TableSpec, version: str) -> ops.TransportOp:
+    """The operation that creates a table of any kind."""
+    if spec.kind is Kind.SAGA:
+        return saga_ops.CreateSagaTableOp(spec)
+    return _CREATE[spec.kind](spec, version)
 
 
 @dataclass
@@ -61,7 +70,7 @@ def plan(old: Blueprint | None, new: Blueprint) -> Plan:
         if before is None or before.kind is not spec.kind:
             if before is not None:
                 steps.append(_drop(before, old_version, new))
-            steps.append(_CREATE[spec.kind](spec, version))
+            steps.append(create_op(spec, version))
             continue
         steps += _alterations(before, spec, old_version, version)
 
@@ -85,6 +94,8 @@ def _drop(spec: TableSpec, version: str, new: Blueprint) -> ops.TransportOp:
             "a migration will not drop it. Put it back in topology.yaml, or, if it must go, add "
             f"`- {{{entry}}}` under drop_protected: (and under discard: to drop it with its messages)"
         )
+    if spec.kind is Kind.SAGA:
+        return saga_ops.DropSagaTableOp(spec, spec.name in new.discarded)
     return _DROP[spec.kind](spec, version, spec.name in new.discarded, allow_protected=allow_protected and spec.protected)
 
 
@@ -107,6 +118,11 @@ def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engin
 
 
 def _alterations(before: TableSpec, after: TableSpec, old_version: str, version: str) -> list[ops.TransportOp]:
+    if after.kind is Kind.SAGA:
+        try:
+            return saga_alterations(before, after)
+        except ValueError as exc:
+            raise CompileError(str(exc)) from None
     if after.kind is not Kind.QUEUE:
         return []  # delayed and subscription tables have one shape in every version that has them
     steps: list[ops.TransportOp] = []

@@ -8,6 +8,7 @@ module only runs or prints them.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import weakref
@@ -98,6 +99,8 @@ class _TableOp(TransportOp):
 
 
 class _CreateTable(_TableOp):
+    adopts = True  # an existing table of this name is adopted if it has the expected columns
+
     def statements(self, engine):
         prof = profile(self.version)
         reason = engine.unsupported(prof)
@@ -421,18 +424,21 @@ def run(operations: Operations, operation: TransportOp) -> None:
     """Execute (online) or print (offline, --sql) the operation's statements."""
     context = operations.migration_context
     engine = engines.for_dialect(context.dialect.name)
-    if isinstance(operation, _DropTable):
-        if operation.refuses_protected(context.opts.get(PROTECTED_OPTION, frozenset())):
-            raise ProtectedQueue(
-                f"refusing to drop protected queue {operation._where(engine)}: error and audit "
-                "queues, and queues marked protected: true, are never dropped by a migration without an override. "
-                f"Run again with -x drop_protected={operation.spec.name.table} to drop it (comma-separate several)"
-            )
-        if not operation.discard_messages and context.opts.get(DISCARD_OPTION):
-            operation = type(operation)(operation.spec, operation.version, True, operation.allow_protected)
+    if getattr(operation, "discard_messages", None) is False and context.opts.get(DISCARD_OPTION):
+        operation = copy.copy(operation)  # a drop (of a table or saga table), now discarding its rows
+        operation.discard_messages = True
     batches = operation.statements(engine)
     description = operation.describe(engine)
     impl = context.impl
+    if engine.saga_only and not batches:
+        log.info("skipped on %s, which holds saga tables only: %s", engine.name, description)
+        return
+    if isinstance(operation, _DropTable) and operation.refuses_protected(context.opts.get(PROTECTED_OPTION, frozenset())):
+        raise ProtectedQueue(
+            f"refusing to drop protected queue {operation._where(engine)}: error and audit "
+            "queues, and queues marked protected: true, are never dropped by a migration without an override. "
+            f"Run again with -x drop_protected={operation.spec.name.table} to drop it (comma-separate several)"
+        )
     if context.as_sql:
         hook = context.opts.get(OFFLINE_HOOK_OPTION)
         if hook is not None:
@@ -440,7 +446,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
         impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
         separator = getattr(impl, "batch_separator", None)
         for batch in batches:
-            impl.static_output(batch if separator else batch + impl.command_terminator)
+            impl.static_output(batch if separator else engine.script_statement(batch, impl.command_terminator))
             if separator:
                 impl.static_output(separator)
         if hook is not None:
@@ -448,7 +454,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
         return
     log.info("%s", description)
     state = _state(context, engine)
-    if isinstance(operation, _CreateTable):
+    if getattr(operation, "adopts", False):
         _adopt_or_refuse(state, operation)
     _checkpoint(state, operation)
     # no_parameters: the driver gets the text as is, so a '%' or ':' in a quoted name stays literal
@@ -466,14 +472,17 @@ def _adopt_or_refuse(state: _RunState, operation: "_CreateTable") -> None:
     found = state.existing_columns().get(engine.table_key(operation.spec.name))
     if found is None:
         return
+    version = getattr(operation, "version", None)
+    where = engine.display(operation.spec.name, profile(version) if version else None)
     missing = sorted(engine.expected_columns(operation.spec) - found)
     if missing:
         raise StructureMismatch(
-            f"{operation.noun} {engine.display(operation.spec.name, profile(operation.version))} already exists "
-            f"but lacks the column(s) {', '.join(missing)} of a transport {operation.noun}: it is not a table "
-            "this topology can adopt. Rename or move the existing table, or rename the queue in topology.yaml"
+            f"{operation.noun} {where} already exists "
+            f"but lacks the column(s) {', '.join(missing)} of a {getattr(operation, 'origin', 'transport')} {operation.noun}: "
+            "it is not a table this topology can adopt. Rename or move the existing table, or rename "
+            f"the {operation.noun} in topology.yaml"
         )
-    log.info("adopting existing %s %s", operation.noun, engine.display(operation.spec.name, profile(operation.version)))
+    log.info("adopting existing %s %s", operation.noun, where)
 
 
 def _checkpoint(state: _RunState, operation: TransportOp) -> None:

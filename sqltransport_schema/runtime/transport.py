@@ -105,6 +105,8 @@ class Transport:
                  peek_batch_size: int = 100):
         self.engine = engine
         self.dialect = engines.for_dialect(engine.dialect.name)
+        if self.dialect.saga_only:
+            raise ValueError(f"{self.dialect.name} holds saga tables only, no queues: use runtime.sagas.SagaTable")
         self.version = transport_version
         self.profile = profile(transport_version)
         reason = self.dialect.unsupported(self.profile)

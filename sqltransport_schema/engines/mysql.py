@@ -1,0 +1,245 @@
+"""MySQL and MariaDB: saga tables of SQL persistence only (seed 002, transport-facts §8).
+
+There is no SQL transport layout for MySQL, so queue, delayed and subscription tables
+are not deployed here (`saga_only`). A schema is a database: a table's schema, when
+given, qualifies it as `database`.`table`; otherwise it lives in the connection's
+database. MySQL commits DDL as it runs: a failed revision leaves the steps before the
+failure applied (each step is idempotent or guarded, so running it again continues).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..schema import Correlation, TableName, TableSpec
+from ..shapes import IndexShape, TableShape, normalise_type
+from ..versions import Profile
+from .base import Engine
+
+MAX_IDENTIFIER = 64
+MAX_SIGNAL_MESSAGE = 128  # MySQL's MESSAGE_TEXT limit (MariaDB allows 512)
+
+
+class MySQL(Engine):
+    name = "mysql"
+    dialect = "mysql"
+    default_schema = None
+    saga_only = True
+    grants_unsupported = "grants are not generated for MySQL; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"
+
+    CORRELATION_TYPES = {
+        "string": "varchar(200) character set utf8mb4",
+        "datetime": "datetime",
+        "int": "bigint(20)",
+        "guid": "varchar(38) character set ascii",
+    }
+    CREATE_SAGA = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    Id varchar(38) character set ascii NOT NULL,
+    Metadata json NOT NULL,
+    Data json NOT NULL,
+    PersistenceVersion varchar(23) NOT NULL,
+    SagaTypeVersion varchar(23) NOT NULL,
+    Concurrency int NOT NULL,
+    PRIMARY KEY (Id)
+) DEFAULT CHARSET=utf8mb4"""
+    # Every step after CREATE TABLE IF NOT EXISTS runs in a procedure that is created, called and
+    # dropped (dropped first too, should an earlier run have stopped at its CALL): MySQL allows
+    # IF and SIGNAL only in routines, and its ALTER TABLE has no IF [NOT] EXISTS. The catalog
+    # checks make each step skip what is done, so a revision stopped half way runs again.
+    PROCEDURE = "sqltransport_saga_step"
+    DROP_PROCEDURE = "DROP PROCEDURE IF EXISTS {procedure}"
+    CREATE_PROCEDURE = "CREATE PROCEDURE {procedure}()\nBEGIN\n{body}\nEND"
+    CALL_PROCEDURE = "CALL {procedure}()"
+    COLUMN_EXISTS = (
+        "SELECT 1 FROM information_schema.columns WHERE table_schema = {database} AND table_name = {table_literal} "
+        "AND column_name = {column_literal}"
+    )
+    TABLE_EXISTS = "SELECT 1 FROM information_schema.tables WHERE table_schema = {database} AND table_name = {table_literal}"
+    # A unique index admits any number of NULLs on MySQL: sagas without a value never collide.
+    ADD_CORRELATION = """\
+    IF NOT EXISTS ({column_exists}) THEN
+        ALTER TABLE {table} ADD COLUMN {column} {column_type}, ADD UNIQUE INDEX {index} ({column});
+    END IF;"""
+    DROP_CORRELATION = """\
+    IF EXISTS ({column_exists}) THEN{guard}
+        ALTER TABLE {table} DROP INDEX {index}, DROP COLUMN {column};
+    END IF;"""
+    REFUSE_IF = """
+        IF EXISTS (SELECT 1 FROM {table}{where}) THEN
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = {message};
+        END IF;"""
+    DROP_TABLE = """\
+    IF EXISTS ({table_exists}) THEN{guard}
+        DROP TABLE {table};
+    END IF;"""
+    EXISTING_COLUMNS = (
+        "SELECT table_schema, table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()"
+    )
+
+    # -- check: expected and live shapes (the connection's database) ---------------------------
+    # Types as information_schema.columns.column_type spells them, without integer display widths
+    # (MariaDB prints int(11), MySQL 8 int); MariaDB's json is longtext with a json_valid CHECK.
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("varchar(38)", False),
+        "metadata": ("json", False),
+        "data": ("json", False),
+        "persistenceversion": ("varchar(23)", False),
+        "sagatypeversion": ("varchar(23)", False),
+        "concurrency": ("int", False),
+    }
+    SHAPE_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
+    SHAPE_COLUMNS = (
+        "SELECT table_name, column_name, column_type, is_nullable FROM information_schema.columns "
+        "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
+    )
+    SHAPE_INDEXES = (
+        "SELECT table_name, index_name, non_unique, column_name FROM information_schema.statistics "
+        "WHERE table_schema = DATABASE() ORDER BY table_name, index_name, seq_in_index"
+    )
+
+    @staticmethod
+    def shape_type(column_type: str) -> str:
+        text = re.sub(r"^(tinyint|smallint|mediumint|int|bigint)\(\d+\)", r"\1", normalise_type(column_type))
+        return "json" if text == "longtext" else text
+
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        if not self.holds(spec.kind):
+            raise NotImplementedError(f"{self.name} holds saga tables only")
+        columns = dict(self.SAGA_SHAPE_COLUMNS)
+        indexes = [IndexShape(("id",), unique=True)]
+        for c in spec.correlations:
+            column = self.correlation_column(c.name).lower()
+            columns[column] = (self.shape_type(self.CORRELATION_TYPES[c.type].split(" character set")[0]), True)
+            indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
+        return TableShape(columns, indexes)
+
+    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
+        out: dict[tuple, tuple[TableName, TableShape]] = {}
+        for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
+            out[self.table_key(TableName(table))] = (TableName(table), TableShape())
+        for table, column, column_type, nullable in connection.exec_driver_sql(self.SHAPE_COLUMNS):
+            entry = out.get(self.table_key(TableName(table)))
+            if entry is not None:
+                entry[1].columns[column.lower()] = (self.shape_type(column_type), nullable == "YES")
+        found: dict[tuple, dict] = {}
+        for table, index, non_unique, column in connection.exec_driver_sql(self.SHAPE_INDEXES):
+            parts = found.setdefault((self.table_key(TableName(table)), index), {"unique": not int(non_unique), "columns": []})
+            parts["columns"].append(column.lower())
+        for (key, index), parts in found.items():
+            if key in out:
+                out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], None, index))
+        return out
+
+    def quote(self, identifier: str) -> str:
+        return "`" + identifier.replace("`", "``") + "`"
+
+    def literal(self, text: str) -> str:
+        # backslash escapes in MySQL string literals (unless NO_BACKSLASH_ESCAPES): double them too
+        return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
+        if name.schema is not None:
+            return f"{self.quote(name.schema)}.{self.quote(name.table)}"
+        return self.quote(name.table)
+
+    def table_key(self, name: TableName) -> tuple:
+        return (name.schema, name.table)  # catalogs do not apply
+
+    def existing_columns(self, connection) -> dict[tuple, set[str]]:
+        out: dict[tuple, set[str]] = {}
+        for _schema, table, column in connection.exec_driver_sql(self.EXISTING_COLUMNS):
+            out.setdefault(self.table_key(TableName(table)), set()).add(column.lower())
+        return out
+
+    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        return [
+            (part, f"is {len(value)} characters long; MySQL names hold at most {MAX_IDENTIFIER}")
+            for part, value in (("table", name.table), ("schema", name.schema))
+            if value is not None and len(value) > MAX_IDENTIFIER
+        ]
+
+    def saga_name_problems(self, spec: TableSpec) -> list[str]:
+        problems = super().saga_name_problems(spec)
+        for c in spec.correlations:
+            for what, value in (("column", self.correlation_column(c.name)), ("index", self.correlation_index(spec, c.name))):
+                if len(value) > MAX_IDENTIFIER:
+                    problems.append(f"{what} {value!r} is {len(value)} characters long; MySQL names hold at most {MAX_IDENTIFIER}")
+        return problems
+
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
+        database = self.literal(spec.name.schema) if spec.name.schema is not None else "DATABASE()"
+        fields = {"table": self.qualified(spec.name), "database": database, "table_literal": self.literal(spec.name.table)}
+        fields["table_exists"] = self.TABLE_EXISTS.format(**fields)
+        if correlation is not None:
+            column = self.correlation_column(correlation.name)
+            fields.update(
+                column=self.quote(column),
+                column_type=self.CORRELATION_TYPES[correlation.type],
+                index=self.quote(self.correlation_index(spec, correlation.name)),
+            )
+            fields["column_exists"] = self.COLUMN_EXISTS.format(column_literal=self.literal(column), **fields)
+        return fields
+
+    def _step(self, body: str) -> list[str]:
+        procedure = self.quote(self.PROCEDURE)
+        return [
+            self.DROP_PROCEDURE.format(procedure=procedure),
+            self.CREATE_PROCEDURE.format(procedure=procedure, body=body),
+            self.CALL_PROCEDURE.format(procedure=procedure),
+            self.DROP_PROCEDURE.format(procedure=procedure),
+        ]
+
+    def script_statement(self, statement: str, terminator: str) -> str:
+        # the mysql client splits on ';': a procedure's body needs another delimiter
+        if statement.startswith("CREATE PROCEDURE"):
+            return f"DELIMITER //\n{statement} //\nDELIMITER {terminator.strip() or ';'}"
+        return statement + terminator
+
+    def _refuse_if(self, table: str, where: str, message: str) -> str:
+        if len(message) > MAX_SIGNAL_MESSAGE:
+            message = message[: MAX_SIGNAL_MESSAGE - 3] + "..."
+        return self.REFUSE_IF.format(table=table, where=where, message=self.literal(message))
+
+    # -- DDL ---------------------------------------------------------------------------
+    def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return super().create_table(spec, profile) if self.holds(spec.kind) else []
+
+    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        batches = [self.CREATE_SAGA.format(table=self.qualified(spec.name))]
+        for correlation in spec.correlations:
+            batches += self.add_saga_correlation(spec, correlation)
+        return batches
+
+    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
+        return self._step(self.ADD_CORRELATION.format(**self._saga_fields(spec, correlation)))
+
+    def backfill_message(self, spec: TableSpec, old: Correlation, new: Correlation) -> str:
+        """The refusal, short enough for MESSAGE_TEXT (the full advice is in docs/sagas.md)."""
+        full = self.backfill_refusal(spec, old, new)
+        if len(full) <= MAX_SIGNAL_MESSAGE:
+            return full
+        return (
+            f"backfill {self.correlation_column(new.name)} (NULL in some rows) before dropping "
+            f"{self.correlation_column(old.name)} of {spec.name.table}; see docs/sagas.md"
+        )
+
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        guard = ""
+        if require is not None:
+            where = f" WHERE {self.quote(self.correlation_column(require.name))} IS NULL"
+            guard = self._refuse_if(fields["table"], where, self.backfill_message(spec, correlation, require))
+        return self._step(self.DROP_CORRELATION.format(guard=guard, **fields))
+
+    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
+        if not self.holds(spec.kind):
+            return []
+        fields = self._saga_fields(spec)
+        guard = ""
+        if not discard_messages:
+            refusal = self.refusal(spec)
+            if len(refusal) > MAX_SIGNAL_MESSAGE:
+                refusal = f"refusing to drop saga table {spec.name.table}: it still holds sagas (see docs/sagas.md)"
+            guard = self._refuse_if(fields["table"], "", refusal)
+        return self._step(self.DROP_TABLE.format(guard=guard, **fields))

@@ -1,0 +1,134 @@
+"""Oracle: saga tables of SQL persistence only, as an offline script (`alembic upgrade --sql`).
+
+Transport-facts §8: upper-case names, CORR_<PROP> columns, names of at most 30
+characters (the limit before Oracle 12.2, which SQL persistence keeps). Index names
+are SAGA_I_ and the first 23 hex digits of SHA-1 over the UTF-8 bytes of the table
+name, a NUL byte and the property name: 30 characters, the same on every run.
+Oracle B-tree indexes store no entry whose key is all NULL, so a plain unique index
+already ignores sagas without a value. Batches end with `/` (SQL*Plus, SQLcl).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..schema import Correlation, TableName, TableSpec
+from ..versions import Profile
+from .base import Engine
+
+MAX_IDENTIFIER = 30
+
+
+class Oracle(Engine):
+    name = "oracle"
+    dialect = "oracle"
+    default_schema = None
+    saga_only = True
+    grants_unsupported = "grants are not generated for Oracle; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"
+
+    CORRELATION_TYPES = {"string": "NVARCHAR2(200)", "datetime": "TIMESTAMP", "int": "NUMBER(19)", "guid": "VARCHAR2(38)"}
+    CREATE_SAGA = """\
+CREATE TABLE {table} (
+    ID VARCHAR2(38) NOT NULL PRIMARY KEY,
+    METADATA CLOB NOT NULL,
+    DATA CLOB NOT NULL,
+    PERSISTENCEVERSION VARCHAR2(23) NOT NULL,
+    SAGATYPEVERSION VARCHAR2(23) NOT NULL,
+    CONCURRENCY NUMBER(9) NOT NULL
+)"""
+    ADD_CORRELATION = "ALTER TABLE {table} ADD ({column} {column_type})"
+    CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX {index} ON {table} ({column})"
+    GUARD = """\
+DECLARE
+    pending NUMBER;
+BEGIN
+    SELECT COUNT(*) INTO pending FROM {table} WHERE {condition} AND ROWNUM = 1;
+    IF pending > 0 THEN
+        RAISE_APPLICATION_ERROR(-20001, {message});
+    END IF;
+END;"""
+    DROP_CORRELATION_INDEX = "DROP INDEX {index}"
+    DROP_CORRELATION = "ALTER TABLE {table} DROP COLUMN {column}"
+    DROP_TABLE = "DROP TABLE {table}"
+
+    def quote(self, identifier: str) -> str:
+        return '"' + identifier.upper() + '"'  # a '"' in a name is refused by name_problems
+
+    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
+        if name.schema is not None:
+            return f"{self.quote(name.schema)}.{self.quote(name.table)}"
+        return self.quote(name.table)
+
+    def table_key(self, name: TableName) -> tuple:
+        return (name.schema.upper() if name.schema else None, name.table.upper())
+
+    def correlation_column(self, prop: str) -> str:
+        return "CORR_" + prop.upper()
+
+    def correlation_index(self, spec: TableSpec, prop: str) -> str:
+        digest = hashlib.sha1(f"{spec.name.table}\0{prop}".encode("utf-8")).hexdigest()
+        return ("SAGA_I_" + digest)[:MAX_IDENTIFIER].upper()
+
+    def saga_index_names(self, spec: TableSpec) -> list[TableName]:
+        return [TableName(self.correlation_index(spec, c.name), spec.name.schema) for c in spec.correlations]
+
+    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        problems = []
+        for part, value in (("table", name.table), ("schema", name.schema)):
+            if value is None:
+                continue
+            if len(value.encode("utf-8")) > MAX_IDENTIFIER:
+                problems.append((part, f"is {len(value.encode('utf-8'))} bytes long; Oracle names hold at most {MAX_IDENTIFIER}"))
+            if '"' in value:
+                problems.append((part, "contains '\"', which Oracle names cannot hold"))
+        return problems
+
+    def saga_name_problems(self, spec: TableSpec) -> list[str]:
+        problems = super().saga_name_problems(spec)
+        for c in spec.correlations:
+            column = self.correlation_column(c.name)
+            if len(column.encode("utf-8")) > MAX_IDENTIFIER:
+                problems.append(f"column {column!r} is {len(column.encode('utf-8'))} bytes long; Oracle names hold at most {MAX_IDENTIFIER}")
+            if '"' in column:
+                problems.append(f"column {column!r} contains '\"', which Oracle names cannot hold")
+        return problems
+
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation) -> dict:
+        return {
+            "table": self.qualified(spec.name),
+            "column": self.quote(self.correlation_column(correlation.name)),
+            "column_type": self.CORRELATION_TYPES[correlation.type],
+            "index": self.qualified(TableName(self.correlation_index(spec, correlation.name), spec.name.schema)),
+        }
+
+    # -- DDL ---------------------------------------------------------------------------
+    def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return super().create_table(spec, profile) if self.holds(spec.kind) else []
+
+    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        batches = [self.CREATE_SAGA.format(table=self.qualified(spec.name))]
+        for correlation in spec.correlations:
+            batches += self.add_saga_correlation(spec, correlation)
+        return batches
+
+    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        return [self.ADD_CORRELATION.format(**fields), self.CREATE_CORRELATION_INDEX.format(**fields)]
+
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        batches = []
+        if require is not None:
+            condition = self.quote(self.correlation_column(require.name)) + " IS NULL"
+            message = self.literal(self.backfill_refusal(spec, correlation, require))
+            batches.append(self.GUARD.format(table=fields["table"], condition=condition, message=message))
+        return batches + [self.DROP_CORRELATION_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
+
+    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
+        if not self.holds(spec.kind):
+            return []
+        table = self.qualified(spec.name)
+        batches = []
+        if not discard_messages:
+            batches.append(self.GUARD.format(table=table, condition="1 = 1", message=self.literal(self.refusal(spec))))
+        return batches + [self.DROP_TABLE.format(table=table)]

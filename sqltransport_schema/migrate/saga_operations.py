@@ -1,0 +1,168 @@
+"""Alembic operations for saga tables (SQL persistence): create, add/drop a correlation column, drop.
+
+Every argument that decides the DDL is a literal in the revision: the table as deployed,
+the endpoint's table prefix (PostgreSQL index names derive from it) and each correlation
+property's name and type. The engines turn an operation into statements; operations.run
+executes or prints them, as for the transport tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alembic.operations import Operations
+
+from ..schema import Correlation, Kind, TableName, TableSpec
+from .operations import TransportOp, _call, _literal
+
+
+def _spec(table, schema, catalog, prefix, correlation=None, transitional=None) -> TableSpec:
+    return TableSpec(
+        Kind.SAGA,
+        TableName(table, schema, catalog),
+        correlation=Correlation(*correlation) if correlation else None,
+        transitional=Correlation(*transitional) if transitional else None,
+        saga_prefix=prefix,
+    )
+
+
+def _pair(correlation: Correlation) -> str:
+    return f"({_literal(correlation.name)}, {_literal(correlation.type)})"
+
+
+def _where(spec: TableSpec, engine) -> str:
+    return engine.display(spec.name) if engine else str(spec.name)
+
+
+@dataclass
+class _SagaTableOp(TransportOp):
+    spec: TableSpec
+
+    noun = "saga table"
+
+    def _tail(self) -> str:
+        tail = f"prefix={_literal(self.spec.saga_prefix)}"
+        if self.spec.correlation is not None:
+            tail += f", correlation={_pair(self.spec.correlation)}"
+        if self.spec.transitional is not None:
+            tail += f", transitional={_pair(self.spec.transitional)}"
+        return tail
+
+
+@Operations.register_operation("create_saga_table")
+class CreateSagaTableOp(_SagaTableOp):
+    op_name = "create_saga_table"
+    adopts = True  # an existing table of SQL persistence's is adopted if it has the expected columns
+    origin = "SQL persistence"
+
+    @classmethod
+    def create_saga_table(cls, operations, table, *, schema=None, catalog=None, prefix=None, correlation=None, transitional=None):
+        """Create a saga table with its correlation columns and their unique indexes."""
+        return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional)))
+
+    def statements(self, engine):
+        return engine.create_saga(self.spec)
+
+    def describe(self, engine=None):
+        props = ", ".join(c.name for c in self.spec.correlations)
+        return f"create saga table {_where(self.spec, engine)} (correlation {props})"
+
+    def python(self):
+        return _call(self.op_name, self.spec.name, self._tail())
+
+    def reverse(self):
+        return DropSagaTableOp(self.spec)
+
+
+@Operations.register_operation("drop_saga_table")
+class DropSagaTableOp(_SagaTableOp):
+    op_name = "drop_saga_table"
+    discard_messages: bool = False
+
+    def __init__(self, spec: TableSpec, discard_messages: bool = False):
+        super().__init__(spec)
+        self.discard_messages = discard_messages
+
+    @classmethod
+    def drop_saga_table(cls, operations, table, *, schema=None, catalog=None, prefix=None, correlation=None, transitional=None,
+                        discard_messages=False):
+        """Drop a saga table; the database refuses while it holds sagas unless discard_messages."""
+        return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional), discard_messages))
+
+    def statements(self, engine):
+        return engine.drop_table(self.spec, None, self.discard_messages)
+
+    def describe(self, engine=None):
+        how = "discarding its sagas" if self.discard_messages else "refused while it holds sagas"
+        return f"drop saga table {_where(self.spec, engine)} ({how})"
+
+    def python(self):
+        return _call(self.op_name, self.spec.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
+
+    def reverse(self):
+        return CreateSagaTableOp(self.spec)
+
+
+@dataclass
+class _CorrelationOp(TransportOp):
+    spec: TableSpec  # the table (name and prefix; correlations not needed)
+    correlation: Correlation
+
+    def _tail(self) -> str:
+        return f"prefix={_literal(self.spec.saga_prefix)}, property={_pair(self.correlation)}"
+
+
+@Operations.register_operation("add_saga_correlation")
+class AddSagaCorrelationOp(_CorrelationOp):
+    op_name = "add_saga_correlation"
+
+    @classmethod
+    def add_saga_correlation(cls, operations, table, *, schema=None, catalog=None, prefix=None, property):
+        """Add a Correlation_<property> column (NULL in existing rows) and its unique index."""
+        return operations.invoke(cls(_spec(table, schema, catalog, prefix), Correlation(*property)))
+
+    def statements(self, engine):
+        return engine.add_saga_correlation(self.spec, self.correlation)
+
+    def describe(self, engine=None):
+        return f"add correlation property {self.correlation.name} ({self.correlation.type}) to saga table {_where(self.spec, engine)}"
+
+    def python(self):
+        return _call(self.op_name, self.spec.name, self._tail())
+
+    def reverse(self):
+        return DropSagaCorrelationOp(self.spec, self.correlation, None)
+
+
+@Operations.register_operation("drop_saga_correlation")
+class DropSagaCorrelationOp(_CorrelationOp):
+    op_name = "drop_saga_correlation"
+
+    def __init__(self, spec: TableSpec, correlation: Correlation, require: Correlation | None = None):
+        super().__init__(spec, correlation)
+        self.require = require
+
+    @classmethod
+    def drop_saga_correlation(cls, operations, table, *, schema=None, catalog=None, prefix=None, property, require=None):
+        """Drop a correlation column and its index. With require (a promotion), the database refuses
+        while any row has Correlation_<require> NULL: the backfill is not done."""
+        return operations.invoke(cls(_spec(table, schema, catalog, prefix), Correlation(*property), Correlation(*require) if require else None))
+
+    def statements(self, engine):
+        return engine.drop_saga_correlation(self.spec, self.correlation, self.require)
+
+    def describe(self, engine=None):
+        text = f"drop correlation property {self.correlation.name} of saga table {_where(self.spec, engine)}"
+        if self.require is not None:
+            text += f" (promoting {self.require.name}; refused while any row lacks it)"
+        return text
+
+    def python(self):
+        tail = self._tail() + (f", require={_pair(self.require)}" if self.require is not None else "")
+        return _call(self.op_name, self.spec.name, tail)
+
+    def reverse(self):
+        return AddSagaCorrelationOp(self.spec, self.correlation)
+
+
+SAGA_TABLE_OPS = (CreateSagaTableOp, DropSagaTableOp)

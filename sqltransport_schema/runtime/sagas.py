@@ -1,0 +1,134 @@
+"""Saga persistence from Python: find, insert, update and complete rows of a SQL persistence saga table.
+
+The statements are the engine's (`Engine.saga_statements`: readable text with @Name
+parameters, printable with `sqltransport-schema statements --sagas`). Updates and
+completions are optimistic: they name the Concurrency value that was read, and
+return False when another writer changed or completed the saga first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.engine import Connection, Engine
+
+from .. import engines
+from ..schema import Blueprint, Kind, TableName, TableSpec
+from .transport import deployed_blueprint, execute
+
+_SAME = object()
+
+
+class DuplicateSaga(Exception):
+    """A saga with this Id or correlation value exists already (a unique index refused the insert)."""
+
+
+@dataclass(frozen=True)
+class SagaRow:
+    id: str
+    metadata: str
+    data: str
+    persistence_version: str
+    saga_type_version: str
+    concurrency: int
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (dict, list)):  # jsonb comes back parsed on PostgreSQL
+        return json.dumps(value, separators=(",", ":"))
+    return value if isinstance(value, str) else str(value)
+
+
+class SagaTable:
+    """One saga table on one engine."""
+
+    def __init__(self, dialect: engines.Engine, spec: TableSpec):
+        if spec.kind is not Kind.SAGA or spec.correlation is None:
+            raise ValueError(f"{spec.name} is not a saga table with a correlation property")
+        self.dialect = dialect
+        self.spec = spec
+        self.statements = dialect.saga_statements(spec)
+
+    @classmethod
+    def from_database(cls, engine: Engine, table: str, schema: str | None = None, catalog: str | None = None,
+                      config_file: str = "alembic.ini") -> "SagaTable":
+        """The saga table as the revision the database is stamped with records it."""
+        return cls.from_blueprint(engine, deployed_blueprint(engine, config_file), TableName(table, schema, catalog))
+
+    @classmethod
+    def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> "SagaTable":
+        dialect = engines.for_dialect(engine.dialect.name)
+        found = [s for s in blueprint.tables if s.kind is Kind.SAGA and dialect.table_key(s.name) == dialect.table_key(name)]
+        if not found:
+            known = ", ".join(s.name.table for s in blueprint.tables if s.kind is Kind.SAGA) or "none"
+            raise LookupError(f"no saga table {name} in the deployed topology; saga tables: {known}")
+        return cls(dialect, found[0])
+
+    # -- reading -----------------------------------------------------------------------
+    @staticmethod
+    def _row(cursor) -> SagaRow | None:
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return SagaRow(_text(row[0]), _text(row[1]), _text(row[2]), row[3], row[4], int(row[5]))
+
+    def get(self, conn: Connection, saga_id: str) -> SagaRow | None:
+        return self._row(execute(conn, self.statements["get_saga_by_id"], {"Id": saga_id}))
+
+    def find(self, conn: Connection, value: Any, transitional_value: Any = _SAME) -> SagaRow | None:
+        """The saga whose correlation value is `value`; with a transitional property and no match,
+        the saga whose transitional value is `transitional_value` (by default the same value,
+        when both properties have one type)."""
+        params = {"CorrelationValue": value}
+        if self.spec.transitional is not None:
+            if transitional_value is _SAME:
+                same_type = self.spec.transitional.type == self.spec.correlation.type
+                transitional_value = value if same_type else None
+            params["TransitionalValue"] = transitional_value
+        return self._row(execute(conn, self.statements["find_saga"], params))
+
+    # -- writing -----------------------------------------------------------------------
+    def _transitional(self, params: dict, value: Any) -> dict:
+        if self.spec.transitional is not None:
+            params["TransitionalValue"] = value
+        return params
+
+    def insert(self, conn: Connection, saga_id: str, data: str, correlation_value: Any, *, transitional_value: Any = None,
+               metadata: str = "{}", persistence_version: str = "0.0.0", saga_type_version: str = "0.0.0") -> SagaRow:
+        """Store a new saga (Concurrency 1). DuplicateSaga: its Id or correlation value is taken."""
+        params = {
+            "Id": saga_id,
+            "Metadata": metadata,
+            "Data": data,
+            "PersistenceVersion": persistence_version,
+            "SagaTypeVersion": saga_type_version,
+            "CorrelationValue": correlation_value,
+        }
+        try:
+            execute(conn, self.statements["insert_saga"], self._transitional(params, transitional_value))
+        except conn.dialect.loaded_dbapi.IntegrityError as exc:
+            raise DuplicateSaga(f"saga {saga_id} not stored in {self.dialect.display(self.spec.name)}: {exc}") from exc
+        return SagaRow(saga_id, metadata, data, persistence_version, saga_type_version, 1)
+
+    def update(self, conn: Connection, saga: SagaRow, data: str, *, transitional_value: Any = None,
+               persistence_version: str | None = None, saga_type_version: str | None = None) -> SagaRow | None:
+        """Write new data if the saga is still at the Concurrency it was read at. None: another
+        writer won the race (the caller retries the message); else the row as it now is."""
+        params = {
+            "Id": saga.id,
+            "Data": data,
+            "PersistenceVersion": persistence_version or saga.persistence_version,
+            "SagaTypeVersion": saga_type_version or saga.saga_type_version,
+            "Concurrency": saga.concurrency,
+        }
+        cursor = execute(conn, self.statements["update_saga"], self._transitional(params, transitional_value))
+        if cursor.rowcount != 1:
+            return None
+        return SagaRow(saga.id, saga.metadata, data, params["PersistenceVersion"], params["SagaTypeVersion"], saga.concurrency + 1)
+
+    def complete(self, conn: Connection, saga: SagaRow) -> bool:
+        """Delete a completed saga if it is still at the Concurrency it was read at; False: lost the race."""
+        cursor = execute(conn, self.statements["complete_saga"], {"Id": saga.id, "Concurrency": saga.concurrency})
+        return cursor.rowcount == 1
