@@ -20,6 +20,9 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# Spark prints "Setting default log level" unless the shell logger's level equals the root's
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
 """
 
 
@@ -60,12 +63,14 @@ def get_session(master: str | None = None, conf: dict | list | None = None, jars
     if active is not None:
         return active, 0.0
     started = time.perf_counter()
-    os.environ.setdefault("SPARK_CONF_DIR", _quiet_conf_dir())
+    conf_dir = _quiet_conf_dir()
+    os.environ.setdefault("SPARK_CONF_DIR", conf_dir)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    if master or not os.environ.get("SPARK_MASTER"):
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started us: its --master holds
+    if master or not under_submit:
         builder = builder.master(master or "local[*]")
     settings = {
         "spark.ui.enabled": "false",
@@ -75,6 +80,7 @@ def get_session(master: str | None = None, conf: dict | list | None = None, jars
         "spark.sql.shuffle.partitions": "8",
         "spark.jars": ",".join(default_jars(jars)),
         "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{conf_dir}/log4j2.properties",
     }
     items = conf.items() if isinstance(conf, dict) else (c.split("=", 1) for c in (conf or []))
     for key, value in items:
