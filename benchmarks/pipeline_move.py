@@ -54,8 +54,8 @@ def fill(db: str, table: str, rows: int, body_size: int) -> None:
         conn.execute(f'VACUUM ANALYZE "public"."{table}"')
 
 
-def in_database(rows: int, body_size: int) -> float:
-    """INSERT INTO dest SELECT ... ORDER BY seq; DELETE FROM source: one transaction, one database."""
+def in_database(rows: int, body_size: int) -> tuple[float, float]:
+    """INSERT INTO dest SELECT ... ORDER BY seq (committed), then DELETE FROM source (committed): one database."""
     db = create_database()
     try:
         create_queue(db, "Source")
@@ -65,9 +65,11 @@ def in_database(rows: int, body_size: int) -> float:
             started = time.perf_counter()
             conn.execute('INSERT INTO "public"."Dest" (id, expires, headers, body) '
                          'SELECT id, expires, headers, body FROM "public"."Source" ORDER BY seq')
+            conn.commit()
+            inserted = time.perf_counter() - started
             conn.execute('DELETE FROM "public"."Source"')
             conn.commit()
-            return time.perf_counter() - started
+            return inserted, time.perf_counter() - started
     finally:
         drop_database(db)
 
@@ -101,18 +103,20 @@ def main() -> None:
     from sqltransport_schema.pipeline.session import get_session
 
     spark, startup = get_session(args.master)
+    started = time.perf_counter()
     spark.sparkContext.parallelize([1, 2], 2).count()  # first action: the Python workers start
-    warm = time.perf_counter() - 0
-    print(f"rows {args.rows:,}, body {args.body} B, master {args.master}, Spark start-up {startup:.1f} s (session) "
-          f"(not counted below)", flush=True)
-    bound = in_database(args.rows, args.body)
+    first_action = time.perf_counter() - started
+    print(f"rows {args.rows:,}, body {args.body} B, master {args.master}; Spark fixed start-up "
+          f"{startup:.1f} s session + {first_action:.1f} s first action (not counted below)", flush=True)
+    insert_only, insert_delete = in_database(args.rows, args.body)
     seconds, partitions = pipeline(args.rows, args.body, spark, args.rows_per_partition)
-    del warm
-    print(f"{'method':<44}{'seconds':>10}{'rows/s':>12}{'ratio':>8}")
-    print(f"{'INSERT INTO ... SELECT + DELETE (in-database)':<44}{bound:>10.2f}{args.rows / bound:>12,.0f}{1.0:>8.2f}")
-    print(f"{f'pipeline move ({partitions} partitions)':<44}{seconds:>10.2f}{args.rows / seconds:>12,.0f}"
-          f"{bound / seconds:>8.2f}")
-    ratio = bound / seconds
+    w = 52
+    print(f"{'method':<{w}}{'seconds':>10}{'rows/s':>12}{'ratio':>8}")
+    for label, t in (("INSERT INTO ... SELECT (in-database bound)", insert_only),
+                     ("INSERT INTO ... SELECT, then DELETE (in-database)", insert_delete),
+                     (f"pipeline move ({partitions} partitions, ledger, delete)", seconds)):
+        print(f"{label:<{w}}{t:>10.2f}{args.rows / t:>12,.0f}{insert_only / t:>8.2f}")
+    ratio = insert_only / seconds
     print(f"target: pipeline >= 0.5x the in-database bound -> {'met' if ratio >= 0.5 else 'missed'} ({ratio:.2f}x)")
 
 

@@ -58,6 +58,8 @@ class PipelineSQL:
     INSERT = "INSERT INTO {table} ({columns}) VALUES ({marks})"
     UPSERT_SUBSCRIPTION = "INSERT INTO {table} (QueueAddress, Endpoint, Topic) VALUES (?, ?, ?)"
     text_times = False  # store times as SQLite's text
+    ID_TEXT = "Id"  # the message id as text, for Spark's JDBC reader
+    EXPIRES_READ = "Expires"  # Expires as Spark's JDBC reader should see it
 
     def __init__(self) -> None:
         self.engine = engines.get(self.engine_name)
@@ -129,6 +131,7 @@ class PipelineSQL:
 
 class PostgreSQLPipeline(PipelineSQL):
     engine_name = "postgresql"
+    ID_TEXT = "CAST(Id AS text)"
     LOCK = " FOR UPDATE"
     DELETE_KEYS = "DELETE FROM {table} WHERE {key} = ANY(?)"
     COPY = "COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
@@ -220,6 +223,7 @@ class SQLitePipeline(PipelineSQL):
     engine_name = "sqlite"
     TYPES = {"text": "TEXT", "time": "DATETIME", "blob": "BLOB"}
     text_times = True
+    EXPIRES_READ = "CAST(Expires AS TEXT)"  # the JDBC driver would read DATETIME as a date only
     RESERVE_MAX = "SELECT coalesce(max({order}), 0) FROM {table}"
     RESERVE_SEQUENCE = "SELECT seq FROM sqlite_sequence WHERE name = ? COLLATE NOCASE"
     RESERVE_UPDATE = "UPDATE sqlite_sequence SET seq = ? WHERE name = ? COLLATE NOCASE"
@@ -252,6 +256,7 @@ class MSSQLPipeline(PipelineSQL):  # pragma: no cover - no SQL Server here
     engine_name = "mssql"
     TYPES = {"text": "nvarchar(max)", "time": "datetime2", "blob": "varbinary(max)"}
     NOW = "SYSUTCDATETIME()"
+    ID_TEXT = "LOWER(CONVERT(varchar(36), Id))"
     CREATE_MOVES = "IF OBJECT_ID(N'{moves_literal}') IS NULL " + PipelineSQL.CREATE_MOVES.replace("IF NOT EXISTS ", "")
     CREATE_LEDGER = "IF OBJECT_ID(N'{ledger_literal}') IS NULL " + PipelineSQL.CREATE_LEDGER.replace("IF NOT EXISTS ", "")
     READ_RANGE = "SELECT {columns} FROM {table} WITH (UPDLOCK, ROWLOCK) WHERE {order} >= ? AND {order} < ? AND {order} <= ? ORDER BY {order}"
