@@ -53,12 +53,18 @@ def _guard(func):
 
         try:
             return func(args)
-        except (MoveError, SparkUnavailable, LookupError, RuntimeError) as exc:
-            if args.format == "json":
-                sys.stdout.write(json.dumps({"status": "error", "message": str(exc)}, indent=2) + "\n")
-            else:
-                sys.stderr.write(f"error: {exc}\n")
-            return EXIT_ERROR
+        except (FileNotFoundError, ValueError):
+            raise  # the top-level handler reports these (exit 2)
+        except (MoveError, SparkUnavailable, LookupError) as exc:
+            message = str(exc)
+        except Exception as exc:  # a database or Spark failure: one readable line, exit 2
+            first = str(exc).strip().splitlines()
+            message = f"{type(exc).__name__}: {first[0] if first else ''}"
+        if args.format == "json":
+            sys.stdout.write(json.dumps({"status": "error", "message": message}, indent=2) + "\n")
+        else:
+            sys.stderr.write(f"error: {message}\n")
+        return EXIT_ERROR
 
     return run
 
