@@ -20,9 +20,14 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-# Spark prints "Setting default log level" unless the shell logger's level equals the root's
+# Spark prints "Setting default log level" unless the logger of the class that starts logging
+# (the shell's, or spark-submit's for pyspark) is configured with the root's level
 logger.repl.name = org.apache.spark.repl.Main
 logger.repl.level = error
+logger.submit.name = org.apache.spark.deploy.SparkSubmit
+logger.submit.level = error
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
 """
 
 
