@@ -230,3 +230,30 @@ def test_keys_round_trip():
     assert pipeline_move.unpack_keys(pipeline_move.pack_keys(keys)) == keys
     ids = [str(uuid.uuid4()) for _ in range(3)]
     assert pipeline_move.unpack_keys(pipeline_move.pack_keys(ids)) == ids
+
+
+@pytest.mark.slow
+def test_the_job_runs_under_spark_submit(spark, tmp_path, sqlite_url):
+    """`spark-submit .../pipeline/job.py move ...`: the session spark-submit made is used."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sqltransport_schema.pipeline import job
+
+    submit = Path(sys.executable).parent / "spark-submit"
+    if not submit.exists():
+        pytest.skip("spark-submit is not installed next to this Python")
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    create_table(sqlite_url, queue_spec("Sales"))
+    create_table(other, queue_spec("Sales"))
+    fill_queue(sqlite_url, TableName("Sales"), 1_000, seed=41)
+    before = queue_contents(sqlite_url, TableName("Sales"))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run([str(submit), "--master", "local[2]", job.__file__, "move", "--from", sqlite_url,
+                           "--from-table", "Sales", "--to", other, "--rows-per-partition", "300", "--format", "json"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"partitions": 4' in done.stdout and '"master"' not in done.stdout
+    assert queue_contents(other, TableName("Sales")) == before
