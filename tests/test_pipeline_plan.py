@@ -66,6 +66,13 @@ def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, caps
     project.upgrade(pg_url)
     fill_queue(pg_url, TableName("Sales.host-b", "public"), 300, seed=31)
     fill_queue(pg_url, TableName("Billing", "public"), 20, seed=32)
+    from sqltransport_schema.pipeline.connect import dbapi_connect
+
+    conn = dbapi_connect(pg_url)
+    conn.execute('INSERT INTO "public"."SubscriptionRouting" (QueueAddress, Endpoint, Topic) VALUES '
+                 "('Billing@[public]', 'Billing', 'Shop.OrderPlaced'), ('Sales@[public]', 'Sales', 'Shop.Invoiced')")
+    conn.commit()
+    conn.close()
     host_b = queue_contents(pg_url, TableName("Sales.host-b", "public"))
     billing = queue_contents(pg_url, TableName("Billing", "public"))
     project.write_topology(AFTER)
@@ -92,3 +99,7 @@ def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, caps
     assert queue_contents(pg_url, TableName("Sales", "public")) == host_b
     assert queue_contents(pg_url, TableName("Invoicing", "public")) == billing
     assert cli.main(["pipeline", "plan", *mapped]) == 0
+    conn = dbapi_connect(pg_url)
+    rows = sorted(conn.execute('SELECT QueueAddress, Endpoint, Topic FROM "public"."SubscriptionRouting"').fetchall())
+    conn.close()
+    assert rows == [("Invoicing@[public]", "Billing", "Shop.OrderPlaced"), ("Sales@[public]", "Sales", "Shop.Invoiced")]

@@ -74,3 +74,12 @@ def test_move_reports_errors_with_exit_2(tmp_path, capsys):
                      "--no-spark", "--format", "json"])
     assert code == 2
     assert '"status": "error"' in capsys.readouterr().out
+
+
+def test_same_database_compares_what_the_urls_name(tmp_path):
+    from sqltransport_schema.pipeline.connect import same_database
+
+    assert same_database(f"sqlite:///{tmp_path}/q.db", f"sqlite:///{tmp_path}/./q.db")
+    assert not same_database(f"sqlite:///{tmp_path}/q.db", f"sqlite:///{tmp_path}/r.db")
+    assert same_database("postgresql://postgres@127.0.0.1/app", "postgresql+psycopg://postgres@127.0.0.1/app")
+    assert not same_database("postgresql://postgres@127.0.0.1/app", "postgresql://postgres@127.0.0.1/other")

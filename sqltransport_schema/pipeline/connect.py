@@ -74,6 +74,17 @@ def table_name(text: str, engine: engines.Engine | None = None) -> TableName:
     return TableName(address.table, schema, address.catalog)
 
 
+def same_database(a: str, b: str) -> bool:
+    """Two URLs naming one database (then a move is one transaction per partition, and SQLite's
+    single writer lock is never held twice)."""
+    ua, ub = make_url(a), make_url(b)
+    if ua.get_backend_name() != ub.get_backend_name():
+        return False
+    if ua.get_backend_name() == "sqlite":
+        return os.path.realpath(ua.database or "") == os.path.realpath(ub.database or "")
+    return (ua.host, ua.port, ua.database, ua.username) == (ub.host, ub.port, ub.database, ub.username)
+
+
 # --------------------------------------------------------------------------- DBAPI
 def dbapi_connect(url: str):
     """A DBAPI connection with explicit transaction control (sqlite3 in autocommit; we BEGIN)."""

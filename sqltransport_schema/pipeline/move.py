@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from ..runtime import wire
 from ..schema import Kind
 from . import sql as pipeline_sql
-from .connect import Endpoint, dbapi_connect
+from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
     Checksum, QueueRow, partition_ranges, read_delayed_row, read_queue_row, write_delayed_row, write_queue_row,
 )
@@ -147,7 +147,7 @@ def run_partition(task: Task, part: int) -> dict:
     """Move one partition exactly once (see the module docstring). Returns what it did."""
     src_sql = pipeline_sql.for_endpoint(task.source)
     dst_sql = pipeline_sql.for_endpoint(task.destination)
-    same = task.source.url == task.destination.url
+    same = same_database(task.source.url, task.destination.url)
     src = dbapi_connect(task.source.url)
     dst = src if same else dbapi_connect(task.destination.url)
     try:
@@ -282,7 +282,7 @@ def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int 
                 _, kind, low, high, base, count, _expected, _state = row
                 return _task(move_id, source, destination, low, high, base, count, rewrites), True
         move_id = move_id or uuid.uuid4().hex
-        src = dst if source.url == destination.url else dbapi_connect(source.url)
+        src = dst if same_database(source.url, destination.url) else dbapi_connect(source.url)
         try:
             lay = source.layout
             scur = src.cursor()
@@ -440,7 +440,7 @@ def move_subscriptions(source: Endpoint, destination: Endpoint, rewrites: dict |
     """Copy subscription rows with QueueAddress rewritten (upsert: rerunning is harmless). In place
     when source and destination are the same table."""
     src_sql, dst_sql = pipeline_sql.for_endpoint(source), pipeline_sql.for_endpoint(destination)
-    same_db = source.url == destination.url
+    same_db = same_database(source.url, destination.url)
     src = dbapi_connect(source.url)
     dst = src if same_db else dbapi_connect(destination.url)
     try:
