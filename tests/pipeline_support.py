@@ -14,7 +14,6 @@ import uuid
 
 import pytest
 
-from sqltransport_schema import engines
 from sqltransport_schema.pipeline.layouts import canonical_id
 from sqltransport_schema.schema import Kind, TableName, TableSpec
 from sqltransport_schema.versions import profile

@@ -83,3 +83,14 @@ def test_same_database_compares_what_the_urls_name(tmp_path):
     assert not same_database(f"sqlite:///{tmp_path}/q.db", f"sqlite:///{tmp_path}/r.db")
     assert same_database("postgresql://postgres@127.0.0.1/app", "postgresql+psycopg://postgres@127.0.0.1/app")
     assert not same_database("postgresql://postgres@127.0.0.1/app", "postgresql://postgres@127.0.0.1/other")
+
+
+def test_the_tool_never_imports_pyspark_outside_a_spark_job():
+    import subprocess
+    import sys
+
+    code = ("import sys, sqltransport_schema.cli as c; c.build_parser(); "
+            "import sqltransport_schema.pipeline.move, sqltransport_schema.pipeline.plan, "
+            "sqltransport_schema.pipeline.archive, sqltransport_schema.pipeline.backfill, sqltransport_schema.pipeline.cli_more; "
+            "assert 'pyspark' not in sys.modules, 'pyspark imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)

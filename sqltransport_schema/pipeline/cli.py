@@ -6,7 +6,6 @@ Progress goes to stderr, the summary to stdout (`--format json` for machines). E
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 

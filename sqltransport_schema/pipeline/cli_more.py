@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from .cli import EXIT_ERROR, EXIT_OK, EXIT_PENDING, _emit, _endpoint, _session
 
 
@@ -154,5 +152,3 @@ def add_parsers(psub, spark_options, guard) -> None:
     spark_options(p)
     p.set_defaults(func=guard(cmd_backfill))
 
-
-__all__ = ["add_parsers", "EXIT_ERROR", "EXIT_OK", "sys"]

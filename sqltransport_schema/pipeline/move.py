@@ -32,7 +32,7 @@ from ..schema import Kind
 from . import sql as pipeline_sql
 from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
-    Checksum, QueueRow, partition_ranges, read_delayed_row, read_queue_row, write_delayed_row, write_queue_row,
+    Checksum, partition_ranges, read_delayed_row, read_queue_row, write_delayed_row, write_queue_row,
 )
 
 DEFAULT_ROWS_PER_PARTITION = 25_000
