@@ -174,11 +174,29 @@ def run_partition(task: Task, part: int) -> dict:
             dst.close()
 
 
+def _streamable(task: Task) -> bool:
+    """PostgreSQL-layout queue to PostgreSQL-layout queue on PostgreSQL, nothing to rewrite: server to server."""
+    return (task.kind == Kind.QUEUE.value and task.explicit_order and not task.rewrites and task.ranges
+            and all(ep.engine.name == "postgresql" and ep.layout.name == "postgresql" for ep in (task.source, task.destination)))
+
+
+def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
+    import hashlib
+
+    lo, hi = task.ranges[part]
+    digest = hashlib.blake2b(digest_size=16)
+    keys = src_sql.stream_partition(src, dst, task.source, task.destination, lo, hi, task.src_high, task.src_low,
+                                    task.base, digest)
+    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest())
+
+
 def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
     source, dest = task.source, task.destination
     src_layout, dst_layout = source.layout, dest.layout
     kind = Kind(task.kind)
     src_sql.begin(src, write=True)  # SQLite: the write lock now, so the read and the delete see the same rows
+    if _streamable(task):
+        return _stream_partition(task, part, src, dst, src_sql, dst_sql, same)
     if src_layout.order is not None and task.ranges:
         lo, hi = task.ranges[part]
         cursor = src_sql.read_range(src, source, lo, hi, task.src_high)
@@ -215,19 +233,24 @@ def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
             keys.append(str(raw[key_at]) if isinstance(raw[key_at], uuid.UUID) else raw[key_at])
     else:
         raise MoveError("subscription rows are copied with move_subscriptions()")
-    keys = [int(k) if isinstance(k, int) else k for k in keys]
     if not same:
         dst_sql.begin(dst, write=True)
     dst_sql.write_rows(dst, dest, columns, out)
+    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest())
+
+
+def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, count, digest) -> dict:
+    """The ledger row with the rows (one destination transaction), then the source delete."""
+    source = task.source
     dst.cursor().execute(dst_sql.sql(dst_sql.INSERT_LEDGER),
-                         (task.move_id, part, lo, hi, checksum.count, checksum.hexdigest(), dst_sql.blob(pack_keys(keys))))
+                         (task.move_id, part, lo, hi, count, digest, dst_sql.blob(pack_keys(keys))))
     failpoint("before-dest-commit", part)
     if same:
         # one database: rows, ledger row and the source delete commit together
         src_sql.delete_keys(src, source, keys)
         dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
         dst_sql.commit(dst)
-        return {"part": part, "rows": checksum.count, "checksum": checksum.hexdigest(), "skipped": False}
+        return {"part": part, "rows": count, "checksum": digest, "skipped": False}
     dst_sql.commit(dst)
     failpoint("after-dest-commit", part)
     src_sql.delete_keys(src, source, keys)
@@ -236,7 +259,7 @@ def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
     dst_sql.begin(dst, write=True)
     dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
     dst_sql.commit(dst)
-    return {"part": part, "rows": checksum.count, "checksum": checksum.hexdigest(), "skipped": False}
+    return {"part": part, "rows": count, "checksum": digest, "skipped": False}
 
 
 # --------------------------------------------------------------------------- the driver
