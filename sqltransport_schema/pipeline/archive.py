@@ -11,6 +11,7 @@ row in the destination's transaction: a rerun after a crash skips what committed
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -156,7 +157,7 @@ def select_archived(spark, path: str, *, message_ids=None, message_types=None, s
 
 
 def replay(spark, path: str, destination: Endpoint, *, replay_id: str | None = None, batch_size: int = REPLAY_BATCH,
-           **filters) -> ReplayResult:
+           progress=False, **filters) -> ReplayResult:
     """Send the selected archived messages into `destination`, in archived order, exactly once per replay id."""
     started = time.perf_counter()
     df = select_archived(spark, path, **filters).select("id", "expires", "headers", "body", "seq")
@@ -188,6 +189,10 @@ def replay(spark, path: str, destination: Endpoint, *, replay_id: str | None = N
             cur.execute(dst_sql.sql(dst_sql.INSERT_LEDGER), (replay_id, part, None, None, len(out), "replay", dst_sql.blob(b"")))
             dst_sql.commit(conn)
             rows += len(out)
+            if progress is not False:
+                stream = progress or sys.stderr
+                stream.write(f"[replay] batch {part + 1}: {rows:,} message(s) written\n")
+                stream.flush()
 
         for record in df.toLocalIterator():
             batch.append(record)

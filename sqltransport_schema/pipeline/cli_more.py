@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from .cli import EXIT_ERROR, EXIT_OK, EXIT_PENDING, _emit, _endpoint, _session
 
 
@@ -65,6 +67,8 @@ def cmd_archive(args) -> int:
     from .archive import archive
 
     spark = _session(args)
+    if args.format == "text":
+        sys.stderr.write(f"[archive] reading {args.table} through JDBC, writing Parquet to {args.output}\n")
     result = archive(spark, _endpoint(args.url, args.table, args.layout, "queue"), args.output, mode=args.mode,
                      partitions=args.partitions)
     _emit(args, {"status": "done", **result.to_json()},
@@ -79,7 +83,7 @@ def cmd_replay(args) -> int:
     spark = _session(args)
     result = replay(spark, args.archive, _endpoint(args.url, args.table, args.layout, "queue"), replay_id=args.replay_id,
                     message_ids=args.message_id, message_types=args.message_type, since=args.since, until=args.until,
-                    where=args.where)
+                    where=args.where, progress=None if args.format == "text" else False)
     _emit(args, {"status": "done", **result.to_json()},
           [f"replayed {result.rows:,} message(s) into {result.destination} "
            f"({result.skipped_batches} of {result.batches} batch(es) already done; replay id {result.replay_id})"])
