@@ -123,8 +123,11 @@ def test_sql_server_layout_to_postgresql_layout_and_back(spark, pg_url, sqlite_u
     rows = []
     for i in range(300):
         message_id = uuid.uuid4()
-        rows.append((message_id, f"corr-{i}", "Sales@[dbo]", 1, datetime(2031, 1, 1) + timedelta(minutes=i) if i % 2 else None,
-                     f'{{"NServiceBus.MessageId":"{message_id}"}}', bytes([i % 256]) * 10))
+        legacy = i % 3 == 0  # a v1/v2 sender: correlation id and reply-to address only in the columns
+        headers = (f'{{"NServiceBus.MessageId":"{message_id}"}}' if legacy else
+                   f'{{"NServiceBus.MessageId":"{message_id}","NServiceBus.CorrelationId":"corr-{i}"}}')
+        rows.append((message_id, f"corr-{i}" if legacy else None, "Sales@[dbo]" if legacy else None, 1,
+                     datetime(2031, 1, 1) + timedelta(minutes=i) if i % 2 else None, headers, bytes([i % 256]) * 10))
     with conn.cursor().copy('COPY "public"."Legacy" (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body) FROM STDIN') as copy:
         for row in rows:
             copy.write_row(row)
@@ -135,7 +138,15 @@ def test_sql_server_layout_to_postgresql_layout_and_back(spark, pg_url, sqlite_u
     modern = Endpoint(pg_url, TableName("Modern", "public"))
     before = queue_contents(pg_url, TableName("Legacy", "public"), layout="mssql")
     pipeline_move.move(legacy, modern, spark=spark, progress=False, rows_per_partition=100)
-    assert queue_contents(pg_url, TableName("Modern", "public")) == before
+    moved = queue_contents(pg_url, TableName("Modern", "public"))
+    assert [(i, b) for i, _, b in moved] == [(i, b) for i, _, b in before]
+    for n, ((_, h_before, _), (_, h_after, _)) in enumerate(zip(before, moved)):
+        if n % 3:
+            assert h_after == h_before  # headers already complete: byte for byte
+        else:  # the legacy columns became the headers later receivers read
+            assert wire.decode_headers(h_after) == {**wire.decode_headers(h_before), wire.CORRELATION_ID: f"corr-{n}",
+                                                    wire.REPLY_TO_ADDRESS: "Sales@[dbo]"}
+    before = moved
     conn = dbapi_connect(pg_url)
     expires = [r[0] for r in conn.execute('SELECT Expires FROM "public"."Modern" ORDER BY Seq').fetchall()]
     conn.close()

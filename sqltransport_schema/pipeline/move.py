@@ -90,6 +90,23 @@ def rewrite_headers(text: str, rewrites: dict) -> str:
     return wire.encode_headers(headers) if changed else text
 
 
+def fold_legacy_columns(headers: str, correlation_id: str | None, reply_to: str | None) -> str:
+    """SQL Server layout -> PostgreSQL layout: a v1/v2 sender's CorrelationId / ReplyToAddress columns
+    become the headers later receivers read, where the headers lack them (else the text is kept as is)."""
+    if not correlation_id and not reply_to:
+        return headers
+    try:
+        decoded = wire.decode_headers(headers)
+    except wire.PoisonHeaders:
+        return headers
+    added = False
+    for name, value in ((wire.CORRELATION_ID, correlation_id), (wire.REPLY_TO_ADDRESS, reply_to)):
+        if value and name not in decoded:
+            decoded[name] = value
+            added = True
+    return wire.encode_headers(decoded) if added else headers
+
+
 # --------------------------------------------------------------------------- keys
 def pack_keys(keys: list) -> bytes:
     if not keys:
@@ -211,10 +228,13 @@ def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
     key_at = src_layout.columns.index(src_layout.key) if src_layout.key else None
     if kind is Kind.QUEUE:
         columns = dst_layout.columns if task.explicit_order else dst_layout.columns[:-1]
+        fold = src_layout.name == "mssql" and dst_layout.name == "postgresql"
         for raw in cursor:
             row = read_queue_row(src_layout, raw)
-            headers = rewrite_headers(row.headers, rewrites)
             reply_to = rewrite_address(row.reply_to, rewrites)
+            headers = rewrite_headers(row.headers, rewrites)
+            if fold:
+                headers = fold_legacy_columns(headers, row.correlation_id, reply_to)
             if headers is not row.headers or reply_to is not row.reply_to:
                 row = row._replace(headers=headers, reply_to=reply_to)
             order = task.base + (row.order - task.src_low) if task.explicit_order else None
