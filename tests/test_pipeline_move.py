@@ -268,3 +268,22 @@ def test_the_job_runs_under_spark_submit(spark, tmp_path, sqlite_url):
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"partitions": 4' in done.stdout and '"master"' not in done.stdout
     assert queue_contents(other, TableName("Sales")) == before
+
+
+@pytest.mark.parametrize("source_engine", ["postgresql", "sqlite"])
+def test_names_with_question_marks_percent_signs_and_braces(pg_url, pg_url2, sqlite_url, source_engine):
+    """Names reach SQL only quoted; `?`, `%` and `{}` in them are never taken for placeholders (in-process runner)."""
+    odd = 'Odd?%{x}"q'
+    if source_engine == "postgresql":
+        src_url, src = pg_url, TableName(odd, "public")
+    else:
+        src_url, src = sqlite_url, TableName(odd)
+    for url, name in ((src_url, src), (pg_url2, TableName(odd, "public")), (pg_url, TableName(odd + "2", "public"))):
+        create_table(url, queue_spec(name.table, name.schema))
+    fill_queue(src_url, src, 300, seed=51)
+    before = queue_contents(src_url, src)
+    pipeline_move.move(Endpoint(src_url, src), Endpoint(pg_url2, TableName(odd, "public")), progress=False, rows_per_partition=100)
+    assert queue_contents(pg_url2, TableName(odd, "public")) == before
+    pipeline_move.move(Endpoint(pg_url2, TableName(odd, "public")), Endpoint(pg_url, TableName(odd + "2", "public")),
+                       progress=False, rows_per_partition=100, rewrites=pipeline_move.parse_rewrites(["A=B"]))
+    assert queue_contents(pg_url, TableName(odd + "2", "public")) == before

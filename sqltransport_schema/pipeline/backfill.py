@@ -118,7 +118,9 @@ def backfill(url: str, table: str, prop: str, column: str, *, spark=None, batch_
         raise ValueError(f"{qualified} has no column {column!r}")
     column_type = found[0]
     guard = "TRUE" if overwrite else f"{q(column)} IS NULL"
-    update = UPDATE.format(table=qualified, column=q(column), type=column_type, id=q("Id"), concurrency=q("Concurrency"), guard=guard)
+    # names reach psycopg's parameterised text with % doubled (else read as placeholders)
+    update = UPDATE.format(table=qualified.replace("%", "%%"), column=q(column).replace("%", "%%"), type=column_type,
+                           id=q("Id"), concurrency=q("Concurrency"), guard=guard.replace("%", "%%"))
     read = READ.format(id=q("Id"), data=q("Data"), concurrency=q("Concurrency"), table=qualified,
                        where="" if overwrite else f" WHERE {q(column)} IS NULL")
     path = prop.split(".")

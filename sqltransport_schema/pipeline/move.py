@@ -204,7 +204,8 @@ def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
     digest = hashlib.blake2b(digest_size=16)
     keys = src_sql.stream_partition(src, dst, task.source, task.destination, lo, hi, task.src_high, task.src_low,
                                     task.base, digest)
-    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest())
+    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(),
+                             source_deleted=True)
 
 
 def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
@@ -259,21 +260,25 @@ def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
     return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest())
 
 
-def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, count, digest) -> dict:
-    """The ledger row with the rows (one destination transaction), then the source delete."""
+def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, count, digest,
+                      source_deleted: bool = False) -> dict:
+    """The ledger row with the rows (one destination transaction), then the source delete (or, when the
+    source transaction already deleted the rows, its commit)."""
     source = task.source
     dst.cursor().execute(dst_sql.sql(dst_sql.INSERT_LEDGER),
                          (task.move_id, part, lo, hi, count, digest, dst_sql.blob(pack_keys(keys))))
     failpoint("before-dest-commit", part)
     if same:
         # one database: rows, ledger row and the source delete commit together
-        src_sql.delete_keys(src, source, keys)
+        if not source_deleted:
+            src_sql.delete_keys(src, source, keys)
         dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
         dst_sql.commit(dst)
         return {"part": part, "rows": count, "checksum": digest, "skipped": False}
     dst_sql.commit(dst)
     failpoint("after-dest-commit", part)
-    src_sql.delete_keys(src, source, keys)
+    if not source_deleted:
+        src_sql.delete_keys(src, source, keys)
     src_sql.commit(src)
     failpoint("after-source-delete", part)
     dst_sql.begin(dst, write=True)

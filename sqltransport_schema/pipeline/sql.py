@@ -65,12 +65,18 @@ class PipelineSQL:
         self.engine = engines.get(self.engine_name)
 
     # -- text -----------------------------------------------------------------------------
-    def sql(self, template: str, **names) -> str:
+    def sql(self, template: str, bound: bool | None = None, **names) -> str:
+        """The template with `?` as the driver's placeholder, then the (quoted) names filled in: a name
+        holding `?` or `%` stays a name. `bound`: the text runs with parameters (default: it has `?`)."""
         fields = {"moves": self.engine.qualified(TableName(MOVES)), "ledger": self.engine.qualified(TableName(LEDGER)),
                   "now": self.NOW, **self.TYPES, **names}
-        return self.params(template.format(**fields))
+        bound = "?" in template if bound is None else bound
+        return self.params(template).format(**{k: self.name_text(v) if bound else v for k, v in fields.items()})
 
     def params(self, text: str) -> str:
+        return text
+
+    def name_text(self, text: str) -> str:
         return text
 
     def columns(self, names) -> str:
@@ -121,7 +127,8 @@ class PipelineSQL:
     def write_rows(self, conn, ep: Endpoint, columns: tuple[str, ...], rows: list[tuple]) -> None:
         if not rows:
             return
-        text = self.sql(self.INSERT, table=ep.qualified, columns=self.columns(columns), marks=", ".join("?" * len(columns)))
+        text = self.sql(self.INSERT.replace("{marks}", ", ".join("?" * len(columns))), table=ep.qualified,
+                        columns=self.columns(columns))
         conn.cursor().executemany(text, rows)
 
     def reserve(self, conn, ep: Endpoint, span: int) -> int:
@@ -150,6 +157,9 @@ class PostgreSQLPipeline(PipelineSQL):
     def params(self, text: str) -> str:
         return text.replace("?", "%s")
 
+    def name_text(self, text: str) -> str:
+        return text.replace("%", "%%")  # psycopg reads % in the statement text as a placeholder
+
     def delete_keys(self, conn, ep: Endpoint, keys: list) -> int:
         if not keys:
             return 0
@@ -166,57 +176,61 @@ class PostgreSQLPipeline(PipelineSQL):
         cur.execute(text, (lo, hi, high), binary=True)
         return cur
 
-    # The fast path between two PostgreSQL-layout queues: lock the partition's keys, then stream the
-    # rows server to server as binary COPY, the destination Seq computed by the source's SELECT.
-    LOCK_KEYS = "SELECT {order} FROM {table} WHERE {order} >= ? AND {order} < ? AND {order} <= ? ORDER BY {order} FOR UPDATE"
-    COPY_OUT = (
-        "COPY (SELECT Id, Expires, Headers, Body, CAST({order} - ? + ? AS {order_type}) FROM {table} "
-        "WHERE {order} = ANY(?) ORDER BY {order}) TO STDOUT (FORMAT BINARY)"
+    # The fast path between two PostgreSQL-layout queues: the partition is deleted from the source in
+    # the source's open transaction and its rows streamed, as binary COPY, into the destination, the
+    # destination Seq computed by the source's statement. The delete commits only after the destination
+    # (rows + ledger row) has; until then the rows are locked, so consumers (SKIP LOCKED) pass over them.
+    DELETE_MOVED = (
+        "WITH moved AS (DELETE FROM {table} WHERE {order} >= ? AND {order} < ? AND {order} <= ? "
+        "RETURNING Id, Expires, Headers, Body, {order}) "
     )
-
+    SELECT_MOVED = "SELECT Id, Expires, Headers, Body, CAST({order} - ? + ? AS {order_type}) FROM moved ORDER BY {order}"
+    COPY_OUT = "COPY ({statement}) TO STDOUT (FORMAT BINARY)"
+    INSERT_INTO = "INSERT INTO {dest} ({columns}) "
+    # what the destination transaction holds in the partition's reserved slot = the source keys moved
+    MOVED_KEYS = "SELECT {order} - ? + ? FROM {dest} WHERE {order} >= ? AND {order} < ? ORDER BY {order}"
     STREAM_CHUNK = 1 << 20
-    INSERT_SELECT = (
-        "INSERT INTO {dest} ({columns}) SELECT Id, Expires, Headers, Body, CAST({order} - ? + ? AS {order_type}) "
-        "FROM {table} WHERE {order} = ANY(?) ORDER BY {order}"
-    )
 
     def stream_partition(self, src, dst, source: Endpoint, dest: Endpoint, lo: int, hi: int, high: int, low: int,
                          base: int, checksum) -> list[int]:
-        """Copy one partition's rows PostgreSQL -> PostgreSQL without Python per row; returns the source keys.
+        """Move one partition's rows PostgreSQL -> PostgreSQL without Python per row; returns the source keys.
 
-        The keys are locked first; the COPY then reads exactly those rows (READ COMMITTED gives each
-        statement a new snapshot, and a row committed late inside the range must not be copied unless locked).
-        `checksum` receives the binary stream (a hash of exactly what was written).
+        The source's DELETE ... RETURNING is left uncommitted (the caller commits it after the
+        destination). The keys are read back from the partition's reserved slot in the destination,
+        inside the destination's transaction: nobody else can write there. `checksum` receives the
+        binary stream (a hash of exactly what was written).
         """
-        order = source.layout.order
-        cur = src.cursor()
-        cur.execute(self.sql(self.LOCK_KEYS, order=order, table=source.qualified), (lo, hi, high))
-        keys = [row[0] for row in cur.fetchall()]
-        if not keys:
-            return keys
-        order_type = self.column_types(dst, dest)[dest.layout.order.lower()][1]
+        order, dest_order = source.layout.order, dest.layout.order
+        order_type = self.column_types(dst, dest)[dest_order.lower()][1]
         columns = self.columns(dest.layout.columns)
-        if src is dst:  # one database: the server copies, inside the partition's one transaction
-            cur.execute(self.sql(self.INSERT_SELECT, dest=dest.qualified, columns=columns, order=order,
-                                 table=source.qualified, order_type=order_type), (low, base, keys))
-            checksum.update(b"".join(k.to_bytes(8, "little", signed=True) for k in keys))
-            return keys
-        out = self.sql(self.COPY_OUT, order=order, table=source.qualified, order_type=order_type)
-        with src.cursor().copy(out, (low, base, keys)) as reader, \
-                dst.cursor().copy(self.sql(self.COPY, table=dest.qualified, columns=columns)) as writer:
-            buffer, size = [], 0
-            for data in reader:  # one message per row: hand the writer ~1 MB at a time
-                buffer.append(data)
-                size += len(data)
-                if size >= self.STREAM_CHUNK:
+        moved = self.sql(self.DELETE_MOVED, table=source.qualified, order=order)
+        select = self.sql(self.SELECT_MOVED, order=order, order_type=order_type)
+        params = (lo, hi, high, low, base)
+        if src is dst:  # one database: the server moves the rows inside the partition's one transaction
+            insert = self.sql(self.INSERT_INTO, bound=True, dest=dest.qualified, columns=columns)
+            src.cursor().execute(moved + insert + select, params)
+        else:
+            with src.cursor().copy(self.COPY_OUT.format(statement=moved + select), params) as reader, \
+                    dst.cursor().copy(self.sql(self.COPY, table=dest.qualified, columns=columns)) as writer:
+                buffer, size = [], 0
+                for data in reader:  # one message per row: hand the writer ~1 MB at a time
+                    buffer.append(data)
+                    size += len(data)
+                    if size >= self.STREAM_CHUNK:
+                        chunk = b"".join(buffer)
+                        checksum.update(chunk)
+                        writer.write(chunk)
+                        buffer, size = [], 0
+                if buffer:
                     chunk = b"".join(buffer)
                     checksum.update(chunk)
                     writer.write(chunk)
-                    buffer, size = [], 0
-            if buffer:
-                chunk = b"".join(buffer)
-                checksum.update(chunk)
-                writer.write(chunk)
+        cur = dst.cursor()
+        cur.execute(self.sql(self.MOVED_KEYS, order=dest_order, dest=dest.qualified),
+                    (base, low, base + lo - low, base + hi - low))
+        keys = [row[0] for row in cur.fetchall()]
+        if src is dst:
+            checksum.update(b"".join(k.to_bytes(8, "little", signed=True) for k in keys))
         return keys
 
     def column_types(self, conn, ep: Endpoint) -> dict[str, tuple[int, str]]:
