@@ -49,7 +49,6 @@ def fill(db: str, table: str, rows: int, body_size: int) -> None:
             for _ in range(rows):
                 message_id = uuid.uuid4()
                 copy.write_row((message_id, HEADERS.format(id=message_id), body))
-        conn.execute(f'VACUUM ANALYZE "public"."{table}"') if False else None
     with psycopg.connect(PG.format(db=db), autocommit=True) as conn:
         conn.execute(f'VACUUM ANALYZE "public"."{table}"')
 
