@@ -5,7 +5,7 @@ count, content checksum (Id, Headers, Body) and FIFO equal on both sides; layout
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -287,3 +287,28 @@ def test_names_with_question_marks_percent_signs_and_braces(pg_url, pg_url2, sql
     pipeline_move.move(Endpoint(pg_url2, TableName(odd, "public")), Endpoint(pg_url, TableName(odd + "2", "public")),
                        progress=False, rows_per_partition=100, rewrites=pipeline_move.parse_rewrites(["A=B"]))
     assert queue_contents(pg_url, TableName(odd + "2", "public")) == before
+
+
+def test_delayed_messages_move_from_postgresql_to_the_sql_server_layout(pg_url, sqlite_url):
+    create_table(pg_url, TableSpec(Kind.DELAYED, TableName("Sales.Delayed", "public")))
+    create_table(sqlite_url, TableSpec(Kind.DELAYED, TableName("Sales.Delayed")))
+    conn = dbapi_connect(pg_url)
+    conn.execute("SET TIME ZONE 'UTC'")
+    due = [datetime(2030, 5, 1, 12, 0, 0) + timedelta(seconds=i) for i in range(40)]
+    for i, d in enumerate(due):
+        conn.execute('INSERT INTO "public"."Sales.Delayed" (Headers, Body, Due) VALUES (%s, %s, %s)',
+                     (f'{{"NServiceBus.MessageId":"{i}"}}', bytes([i]), d.replace(tzinfo=timezone.utc)))
+    conn.commit()
+    conn.close()
+    source = Endpoint(pg_url, TableName("Sales.Delayed", "public"), Kind.DELAYED)
+    dest = Endpoint(sqlite_url, TableName("Sales.Delayed"), Kind.DELAYED)
+    for _ in range(2):  # the rerun finds nothing left
+        pipeline_move.move(source, dest, progress=False)
+    from tests.pipeline_support import sqlite_rows
+
+    rows = sqlite_rows(sqlite_url, 'SELECT Due, Headers, Body FROM "Sales.Delayed" ORDER BY Due')
+    assert [r[0] for r in rows] == [d.strftime("%Y-%m-%d %H:%M:%S.000") for d in due]
+    assert [r[2] for r in rows] == [bytes([i]) for i in range(40)]
+    conn = dbapi_connect(pg_url)
+    assert conn.execute('SELECT count(*) FROM "public"."Sales.Delayed"').fetchone()[0] == 0
+    conn.close()
