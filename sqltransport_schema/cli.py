@@ -325,6 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", "-c", default="alembic.ini", help="Alembic configuration (default: alembic.ini)")
     p.set_defaults(func=cmd_script, format="text")
 
+    from .pipeline.cli import add_parser as add_pipeline_parser  # pipeline move/plan/run/archive/replay/backfill
+
+    add_pipeline_parser(sub)
+
     p = sub.add_parser("json-schema", help="print the JSON Schema of topology.yaml")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_json_schema)

@@ -1,0 +1,168 @@
+"""backfill: fill a saga's transitional correlation column from the saga's JSON Data.
+
+SQL persistence saga tables (transport-facts §8, PostgreSQL layout): "Id" uuid, "Metadata" text,
+"Data" jsonb, "PersistenceVersion", "SagaTypeVersion", "Concurrency" int, "Correlation_<Prop>".
+Rows whose column is NULL are read (Spark's JDBC reader), the property is taken from Data
+(get_json_object, no Python per row), and each partition updates its rows through one DBAPI
+connection: ``SET col = CAST(value AS <the column's type>) WHERE Id = ? AND Concurrency = ? AND col IS NULL``.
+The Concurrency guard skips a saga an endpoint changed meanwhile (a rerun picks it up); the NULL
+guard makes reruns harmless. Without Spark the same runs in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+from .connect import dbapi_connect, engine_of, jdbc, table_name
+
+UPDATE = ('UPDATE {table} SET {column} = CAST(%s AS {type}) '
+          'WHERE {id} = CAST(%s AS uuid) AND {concurrency} = %s AND {guard}')
+COLUMN_TYPE = (
+    "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+    "WHERE a.attrelid = %s::regclass AND a.attname = %s AND NOT a.attisdropped"
+)
+READ = "SELECT CAST({id} AS text) AS id, CAST({data} AS text) AS data, {concurrency} AS concurrency FROM {table}{where}"
+
+
+@dataclass
+class BackfillResult:
+    table: str
+    property: str
+    column: str
+    candidates: int
+    updated: int
+    missing: int
+    unreadable: int
+    skipped_concurrent: int
+    seconds: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Job:
+    url: str
+    update: str
+    batch_size: int
+
+
+def property_value(data_text: str | None, path: list[str]):
+    """The property's value as text for CAST (None: absent or null); raises ValueError on unreadable JSON."""
+    if data_text is None:
+        return None
+    value = json.loads(data_text)
+    for part in path:
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if value is None:
+        return None
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _write(job: _Job, rows) -> tuple[int, int]:
+    """(updated, skipped) for (id, value, concurrency) rows, committed per batch."""
+    conn = dbapi_connect(job.url)
+    updated = skipped = 0
+    try:
+        batch = []
+
+        def flush():
+            nonlocal updated, skipped
+            cur = conn.cursor()
+            for value, id_, concurrency in batch:
+                cur.execute(job.update, (value, id_, concurrency))
+                if cur.rowcount:
+                    updated += 1
+                else:
+                    skipped += 1
+            conn.commit()
+            batch.clear()
+
+        for id_, value, concurrency in rows:
+            batch.append((value, id_, concurrency))
+            if len(batch) >= job.batch_size:
+                flush()
+        if batch:
+            flush()
+    finally:
+        conn.close()
+    return updated, skipped
+
+
+def backfill(url: str, table: str, prop: str, column: str, *, spark=None, batch_size: int = 5_000,
+             overwrite: bool = False) -> BackfillResult:
+    started = time.perf_counter()
+    engine = engine_of(url)
+    if engine.name != "postgresql":
+        raise ValueError(f"backfill supports the PostgreSQL saga layout; {engine.name} is not supported yet")
+    name = table_name(table, engine)
+    qualified = engine.qualified(name)
+    q = engine.quote
+    conn = dbapi_connect(url)
+    try:
+        cur = conn.cursor()
+        cur.execute(COLUMN_TYPE, (qualified, column))
+        found = cur.fetchone()
+        conn.rollback()
+    finally:
+        conn.close()
+    if found is None:
+        raise ValueError(f"{qualified} has no column {column!r}")
+    column_type = found[0]
+    guard = "TRUE" if overwrite else f"{q(column)} IS NULL"
+    # names reach psycopg's parameterised text with % doubled (else read as placeholders)
+    update = UPDATE.format(table=qualified.replace("%", "%%"), column=q(column).replace("%", "%%"), type=column_type,
+                           id=q("Id"), concurrency=q("Concurrency"), guard=guard.replace("%", "%%"))
+    read = READ.format(id=q("Id"), data=q("Data"), concurrency=q("Concurrency"), table=qualified,
+                       where="" if overwrite else f" WHERE {q(column)} IS NULL")
+    path = prop.split(".")
+    job = _Job(url, update, batch_size)
+    if spark is None:
+        conn = dbapi_connect(url)
+        try:
+            cur = conn.cursor()
+            cur.execute(read)
+            records = cur.fetchall()
+            conn.rollback()
+        finally:
+            conn.close()
+        values, missing, unreadable = [], 0, 0
+        for id_, data, concurrency in records:
+            try:
+                value = property_value(data, path)
+            except ValueError:
+                unreadable += 1
+                continue
+            if value is None:
+                missing += 1
+            else:
+                values.append((id_, value, concurrency))
+        updated, skipped = _write(job, values)
+        candidates = len(records)
+    else:
+        from pyspark.sql import functions as F
+
+        j = jdbc(url)
+        df = (spark.read.format("jdbc").option("url", j.url).option("driver", j.driver)
+              .option("dbtable", f"({read}) saga").load())
+        json_path = "$." + ".".join(path)
+        df = df.select("id", "concurrency", F.get_json_object("data", json_path).alias("value"),
+                       F.expr("data IS NOT NULL AND get_json_object(data, '$') IS NULL").alias("unreadable")).cache()
+        candidates = df.count()
+        unreadable = df.where("unreadable").count()
+        missing = df.where("value IS NULL AND NOT unreadable").count()
+        todo = df.where("value IS NOT NULL").select("id", "value", "concurrency")
+        counts = todo.rdd.mapPartitions(lambda rows: [_write(job, ((r[0], r[1], r[2]) for r in rows))]).collect()
+        df.unpersist()
+        updated = sum(c[0] for c in counts)
+        skipped = sum(c[1] for c in counts)
+    return BackfillResult(qualified, prop, column, candidates, updated, missing, unreadable, skipped,
+                          round(time.perf_counter() - started, 3))

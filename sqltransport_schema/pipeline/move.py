@@ -1,0 +1,512 @@
+"""move: messages from one queue table to another (same or another database, engine or layout),
+exactly once across crashes. The protocol (docs/pipeline.md):
+
+1. The driver snapshots the source (min/max order value, count) and, in one destination transaction,
+   reserves a range of destination order values (Seq / RowVersion) as wide as the source's and
+   records the move in ``sqltransport_pipeline_moves``. A rerun finds the unfinished move and resumes it.
+2. The source order range is cut into partitions [lo, hi). Each partition is one task:
+   source rows read in order and locked (``FOR UPDATE`` / SQLite write lock); written to the
+   destination with order = base + (source order - source low), together with a ledger row
+   (move id, partition, count, checksum, the source keys) in ONE destination transaction; then the
+   source rows are deleted by key and that commits; then the ledger row is marked source_deleted.
+3. A partition with a ledger row is never written again; if its source rows were not deleted yet,
+   they are deleted by the keys the ledger kept.
+
+Because every partition lands in its own reserved slot of the destination order, partitions may
+commit in any order and the destination still reads in source order. Where the destination cannot
+take explicit order values (SQL Server IDENTITY, delayed tables), partitions run one after another.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+
+from ..runtime import wire
+from ..schema import Kind
+from . import sql as pipeline_sql
+from .connect import Endpoint, dbapi_connect, same_database
+from .layouts import (
+    Checksum, partition_ranges, read_delayed_row, read_queue_row, write_delayed_row, write_queue_row,
+)
+
+DEFAULT_ROWS_PER_PARTITION = 25_000
+FAILPOINT_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT"  # "<point>:<partition>", e.g. "after-dest-commit:2"
+FAILPOINT_FILE_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT_FILE"
+
+
+class MoveError(RuntimeError):
+    pass
+
+
+# --------------------------------------------------------------------------- address rewriting
+REWRITTEN_HEADERS = (wire.REPLY_TO_ADDRESS, wire.FORWARD_DESTINATION)
+
+
+def parse_rewrites(pairs) -> dict:
+    """['Old@[dbo]=New@[public]', ...] -> {Address: new text}."""
+    out = {}
+    for pair in pairs or ():
+        if isinstance(pair, str):
+            old, sep, new = pair.partition("=")
+            if not sep:
+                raise ValueError(f"--rewrite-address {pair!r}: expected OLD=NEW")
+        else:
+            old, new = pair
+        out[wire.parse_address(old.strip())] = wire.parse_address(new.strip()).format()
+    return out
+
+
+def rewrite_address(text: str | None, rewrites: dict) -> str | None:
+    if not text or not rewrites:
+        return text
+    try:
+        parsed = wire.parse_address(text)
+    except ValueError:
+        return text
+    return rewrites.get(parsed, text)
+
+
+def rewrite_headers(text: str, rewrites: dict) -> str:
+    """Headers with ReplyToAddress / ForwardDestination rewritten; unchanged text when nothing matches."""
+    if not rewrites or not any(a.table in text for a in rewrites):
+        return text
+    try:
+        headers = wire.decode_headers(text)
+    except wire.PoisonHeaders:
+        return text  # poison stays poison, byte for byte
+    changed = False
+    for name in REWRITTEN_HEADERS:
+        if name in headers:
+            new = rewrite_address(headers[name], rewrites)
+            if new != headers[name]:
+                headers[name] = new
+                changed = True
+    return wire.encode_headers(headers) if changed else text
+
+
+def fold_legacy_columns(headers: str, correlation_id: str | None, reply_to: str | None) -> str:
+    """SQL Server layout -> PostgreSQL layout: a v1/v2 sender's CorrelationId / ReplyToAddress columns
+    become the headers later receivers read, where the headers lack them (else the text is kept as is)."""
+    if not correlation_id and not reply_to:
+        return headers
+    try:
+        decoded = wire.decode_headers(headers)
+    except wire.PoisonHeaders:
+        return headers
+    added = False
+    for name, value in ((wire.CORRELATION_ID, correlation_id), (wire.REPLY_TO_ADDRESS, reply_to)):
+        if value and name not in decoded:
+            decoded[name] = value
+            added = True
+    return wire.encode_headers(decoded) if added else headers
+
+
+# --------------------------------------------------------------------------- keys
+def pack_keys(keys: list) -> bytes:
+    if not keys:
+        return b""
+    if isinstance(keys[0], int):
+        return b"I" + struct.pack(f"<{len(keys)}q", *keys)
+    return b"U" + b"".join(uuid.UUID(str(k)).bytes for k in keys)
+
+
+def unpack_keys(data: bytes | None) -> list:
+    data = bytes(data or b"")
+    if not data:
+        return []
+    body = data[1:]
+    if data[:1] == b"I":
+        return list(struct.unpack(f"<{len(body) // 8}q", body))
+    return [str(uuid.UUID(bytes=body[i:i + 16])) for i in range(0, len(body), 16)]
+
+
+# --------------------------------------------------------------------------- failpoints (tests)
+def failpoint(name: str, part: int | None = None) -> None:
+    """Stop dead at a named point (the crash tests SIGKILL the job while it waits here)."""
+    wanted = os.environ.get(FAILPOINT_ENV)
+    if not wanted:
+        return
+    point, _, index = wanted.partition(":")
+    if point != name or (index and part is not None and int(index) != part):
+        return
+    marker = os.environ.get(FAILPOINT_FILE_ENV)
+    if marker:
+        with open(marker, "w") as f:
+            f.write(f"{name}:{part}\n")
+    while True:
+        time.sleep(1)
+
+
+# --------------------------------------------------------------------------- the task
+@dataclass
+class Task:
+    """Everything one partition needs; pickled to Spark executors."""
+
+    move_id: str
+    source: Endpoint
+    destination: Endpoint
+    kind: str
+    src_low: int | None
+    src_high: int | None
+    base: int | None
+    ranges: list
+    explicit_order: bool
+    rewrites: dict = field(default_factory=dict)
+
+
+def run_partition(task: Task, part: int) -> dict:
+    """Move one partition exactly once (see the module docstring). Returns what it did."""
+    src_sql = pipeline_sql.for_endpoint(task.source)
+    dst_sql = pipeline_sql.for_endpoint(task.destination)
+    same = same_database(task.source.url, task.destination.url)
+    src = dbapi_connect(task.source.url)
+    dst = src if same else dbapi_connect(task.destination.url)
+    try:
+        dst_sql.begin(dst)
+        cur = dst.cursor()
+        cur.execute(dst_sql.sql(dst_sql.LEDGER_ROW), (task.move_id, part))
+        done = cur.fetchone()
+        dst_sql.rollback(dst)
+        if done is not None:
+            rows, checksum, keys, deleted = done
+            if not deleted:
+                src_sql.begin(src, write=True)
+                src_sql.delete_keys(src, task.source, unpack_keys(keys))
+                if not same:
+                    src_sql.commit(src)
+                    dst_sql.begin(dst, write=True)
+                dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
+                dst_sql.commit(dst)
+            return {"part": part, "rows": rows, "checksum": checksum, "skipped": True}
+        return _move_partition(task, part, src, dst, src_sql, dst_sql, same)
+    finally:
+        src.close()
+        if not same:
+            dst.close()
+
+
+def _streamable(task: Task) -> bool:
+    """PostgreSQL-layout queue to PostgreSQL-layout queue on PostgreSQL, nothing to rewrite: server to server."""
+    return (task.kind == Kind.QUEUE.value and task.explicit_order and not task.rewrites and task.ranges
+            and all(ep.engine.name == "postgresql" and ep.layout.name == "postgresql" for ep in (task.source, task.destination)))
+
+
+def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
+    import hashlib
+
+    lo, hi = task.ranges[part]
+    digest = hashlib.blake2b(digest_size=16)
+    keys = src_sql.stream_partition(src, dst, task.source, task.destination, lo, hi, task.src_high, task.src_low,
+                                    task.base, digest)
+    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(),
+                             source_deleted=True)
+
+
+def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
+    source, dest = task.source, task.destination
+    src_layout, dst_layout = source.layout, dest.layout
+    kind = Kind(task.kind)
+    src_sql.begin(src, write=True)  # SQLite: the write lock now, so the read and the delete see the same rows
+    if _streamable(task):
+        return _stream_partition(task, part, src, dst, src_sql, dst_sql, same)
+    if src_layout.order is not None and task.ranges:
+        lo, hi = task.ranges[part]
+        cursor = src_sql.read_range(src, source, lo, hi, task.src_high)
+    else:
+        lo = hi = None
+        cursor = src_sql.read_all(src, source)
+    checksum = Checksum()
+    keys: list = []
+    out: list[tuple] = []
+    text_times = dst_sql.text_times
+    rewrites = task.rewrites
+    key_at = src_layout.columns.index(src_layout.key) if src_layout.key else None
+    if kind is Kind.QUEUE:
+        columns = dst_layout.columns if task.explicit_order else dst_layout.columns[:-1]
+        fold = src_layout.name == "mssql" and dst_layout.name == "postgresql"
+        for raw in cursor:
+            row = read_queue_row(src_layout, raw)
+            reply_to = rewrite_address(row.reply_to, rewrites)
+            headers = rewrite_headers(row.headers, rewrites)
+            if fold:
+                headers = fold_legacy_columns(headers, row.correlation_id, reply_to)
+            if headers is not row.headers or reply_to is not row.reply_to:
+                row = row._replace(headers=headers, reply_to=reply_to)
+            order = task.base + (row.order - task.src_low) if task.explicit_order else None
+            values = write_queue_row(dst_layout, row, order, text_times)
+            out.append(values if task.explicit_order else values[:-1])
+            checksum.add(row.id, row.headers, row.body)
+            keys.append(raw[key_at] if not isinstance(raw[key_at], uuid.UUID) else str(raw[key_at]))
+    elif kind is Kind.DELAYED:
+        columns = tuple(c for c in dst_layout.columns if c != dst_layout.order)
+        for raw in cursor:
+            row = read_delayed_row(src_layout, raw)
+            row = row._replace(headers=rewrite_headers(row.headers, rewrites))
+            values = write_delayed_row(dst_layout, row, text_times, task.move_id)
+            out.append(values[:-1] if dst_layout.order else values)
+            checksum.add(str(row.id or row.order), row.headers, row.body)
+            keys.append(str(raw[key_at]) if isinstance(raw[key_at], uuid.UUID) else raw[key_at])
+    else:
+        raise MoveError("subscription rows are copied with move_subscriptions()")
+    if not same:
+        dst_sql.begin(dst, write=True)
+    dst_sql.write_rows(dst, dest, columns, out)
+    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest())
+
+
+def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, count, digest,
+                      source_deleted: bool = False) -> dict:
+    """The ledger row with the rows (one destination transaction), then the source delete (or, when the
+    source transaction already deleted the rows, its commit)."""
+    source = task.source
+    dst.cursor().execute(dst_sql.sql(dst_sql.INSERT_LEDGER),
+                         (task.move_id, part, lo, hi, count, digest, dst_sql.blob(pack_keys(keys))))
+    failpoint("before-dest-commit", part)
+    if same:
+        # one database: rows, ledger row and the source delete commit together
+        if not source_deleted:
+            src_sql.delete_keys(src, source, keys)
+        dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
+        dst_sql.commit(dst)
+        return {"part": part, "rows": count, "checksum": digest, "skipped": False}
+    dst_sql.commit(dst)
+    failpoint("after-dest-commit", part)
+    if not source_deleted:
+        src_sql.delete_keys(src, source, keys)
+    src_sql.commit(src)
+    failpoint("after-source-delete", part)
+    dst_sql.begin(dst, write=True)
+    dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
+    dst_sql.commit(dst)
+    return {"part": part, "rows": count, "checksum": digest, "skipped": False}
+
+
+# --------------------------------------------------------------------------- the driver
+@dataclass
+class MoveResult:
+    move_id: str
+    source: str
+    destination: str
+    kind: str
+    partitions: int
+    rows: int
+    skipped_partitions: int
+    resumed: bool
+    seconds: float
+    rows_per_second: float
+    remaining_in_source: int
+    checksum: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
+            partitions: int | None = None, rewrites: dict | None = None, move_id: str | None = None) -> tuple[Task, bool]:
+    """Resume the unfinished move between these tables, or snapshot the source and reserve a new one."""
+    if source.kind is not destination.kind:
+        raise MoveError(f"cannot move {source.kind.value} rows into a {destination.kind.value} table")
+    src_sql, dst_sql = pipeline_sql.for_endpoint(source), pipeline_sql.for_endpoint(destination)
+    dst = dbapi_connect(destination.url)
+    try:
+        dst_sql.ensure_ledger(dst)
+        dst_sql.begin(dst, write=True)
+        cur = dst.cursor()
+        if move_id is None:
+            cur.execute(dst_sql.sql(dst_sql.FIND_OPEN_MOVE), (source.describe(), destination.describe()))
+            found = cur.fetchone()
+            move_id = found[0] if found else None
+        if move_id is not None:
+            cur.execute(dst_sql.sql(dst_sql.GET_MOVE), (move_id,))
+            row = cur.fetchone()
+            if row is not None:
+                dst_sql.rollback(dst)
+                _, kind, low, high, base, count, _expected, _state = row
+                return _task(move_id, source, destination, low, high, base, count, rewrites), True
+        move_id = move_id or uuid.uuid4().hex
+        src = dst if same_database(source.url, destination.url) else dbapi_connect(source.url)
+        try:
+            lay = source.layout
+            scur = src.cursor()
+            if lay.order is not None:
+                scur.execute(src_sql.sql(src_sql.BOUNDS, order=lay.order, table=source.qualified))
+                low, high, rows = scur.fetchone()
+            else:
+                scur.execute(src_sql.sql(src_sql.COUNT, table=source.qualified))
+                (rows,), low, high = scur.fetchone(), None, None
+            if src is not dst:
+                src_sql.rollback(src)
+        finally:
+            if src is not dst:
+                src.close()
+        explicit = _explicit(source, destination)
+        count = 1 if low is None else (partitions or max(1, -(-rows // rows_per_partition)))
+        base = dst_sql.reserve(dst, destination, high - low + 1) if (explicit and low is not None) else None
+        cur.execute(dst_sql.sql(dst_sql.INSERT_MOVE),
+                    (move_id, source.describe(), destination.describe(), source.kind.value, low, high, base, count, rows))
+        failpoint("after-reserve")
+        dst_sql.commit(dst)
+        return _task(move_id, source, destination, low, high, base, count, rewrites), False
+    finally:
+        dst.close()
+
+
+def _explicit(source: Endpoint, destination: Endpoint) -> bool:
+    return (source.kind is Kind.QUEUE and destination.layout.explicit_order and destination.engine.name != "mssql")
+
+
+def _task(move_id, source, destination, low, high, base, count, rewrites) -> Task:
+    ranges = partition_ranges(low, high, count) if low is not None and source.layout.order else []
+    return Task(move_id, source, destination, source.kind.value, low, high, base, ranges,
+                _explicit(source, destination) and base is not None, rewrites or {})
+
+
+def _partition_count(task: Task) -> int:
+    return max(1, len(task.ranges))
+
+
+def _totals(destination: Endpoint, move_id: str) -> tuple[int, int, int]:
+    dst_sql = pipeline_sql.for_endpoint(destination)
+    conn = dbapi_connect(destination.url)
+    try:
+        dst_sql.begin(conn)
+        cur = conn.cursor()
+        cur.execute(dst_sql.sql(dst_sql.LEDGER_TOTALS), (move_id,))
+        out = tuple(int(v) for v in cur.fetchone())
+        dst_sql.rollback(conn)
+        return out
+    finally:
+        conn.close()
+
+
+class Progress:
+    """A progress line on stderr, read from the destination's ledger (what has really committed)."""
+
+    def __init__(self, destination: Endpoint, move_id: str, partitions: int, label: str, stream=None, interval: float = 1.0):
+        self.destination, self.move_id, self.partitions, self.label = destination, move_id, partitions, label
+        self.stream = stream if stream is not None else sys.stderr
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.started = time.perf_counter()
+
+    def __enter__(self):
+        if self.stream is not False:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+            self._print(final=True)
+
+    def _print(self, final: bool = False) -> None:
+        try:
+            parts, rows, _ = _totals(self.destination, self.move_id)
+        except Exception:  # the progress line must never fail the job
+            return
+        elapsed = time.perf_counter() - self.started
+        rate = rows / elapsed if elapsed > 0 else 0.0
+        end = "\n" if final or not self.stream.isatty() else "\r"
+        self.stream.write(f"[{self.label}] {parts}/{self.partitions} partitions, {rows:,} rows, {rate:,.0f} rows/s{end}")
+        self.stream.flush()
+
+    def _run(self) -> None:
+        tick = 0
+        while not self._stop.wait(self.interval):
+            tick += 1
+            if self.stream.isatty() or tick % 10 == 0:
+                self._print()
+
+
+def execute(task: Task, spark=None) -> list[dict]:
+    """Run every partition: as Spark tasks when a session is given, else in this process, in order."""
+    parts = list(range(_partition_count(task)))
+    if spark is None:
+        return [run_partition(task, i) for i in parts]
+    slices = len(parts) if task.explicit_order else 1  # without explicit order: one task, partitions in order
+    rdd = spark.sparkContext.parallelize(parts, slices)
+    return rdd.mapPartitions(lambda it: [run_partition(task, i) for i in it]).collect()
+
+
+def move(source: Endpoint, destination: Endpoint, *, spark=None, rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
+         partitions: int | None = None, rewrites: dict | None = None, move_id: str | None = None,
+         progress=None) -> MoveResult:
+    """Move every message of `source` into `destination`, exactly once (resumes an unfinished move)."""
+    started = time.perf_counter()
+    task, resumed = prepare(source, destination, rows_per_partition=rows_per_partition, partitions=partitions,
+                            rewrites=rewrites, move_id=move_id)
+    with Progress(destination, task.move_id, _partition_count(task), "move", stream=progress):
+        results = execute(task, spark)
+    seconds = time.perf_counter() - started
+    dst_sql = pipeline_sql.for_endpoint(destination)
+    conn = dbapi_connect(destination.url)
+    try:
+        dst_sql.begin(conn, write=True)
+        cur = conn.cursor()
+        cur.execute(dst_sql.sql(dst_sql.LEDGER_CHECKSUMS), (task.move_id,))
+        ledger = cur.fetchall()
+        cur.execute(dst_sql.sql(dst_sql.FINISH_MOVE), (task.move_id,))
+        dst_sql.commit(conn)
+    finally:
+        conn.close()
+    if len(ledger) != _partition_count(task):
+        raise MoveError(f"move {task.move_id}: {len(ledger)} of {_partition_count(task)} partitions in the ledger")
+    combined = Checksum()
+    for part, rows, checksum in ledger:
+        combined.add(str(part), checksum, str(rows).encode())
+    rows = sum(int(r[1]) for r in ledger)
+    moved_now = sum(r["rows"] for r in results if not r["skipped"])
+    remaining = _remaining(source)
+    return MoveResult(task.move_id, source.describe(), destination.describe(), task.kind, _partition_count(task), rows,
+                      sum(1 for r in results if r["skipped"]), resumed, round(seconds, 3),
+                      round(moved_now / seconds, 1) if seconds > 0 else 0.0, remaining, combined.hexdigest())
+
+
+def _remaining(ep: Endpoint) -> int:
+    s = pipeline_sql.for_endpoint(ep)
+    conn = dbapi_connect(ep.url)
+    try:
+        cur = conn.cursor()
+        cur.execute(s.sql(s.COUNT, table=ep.qualified))
+        n = cur.fetchone()[0]
+        s.rollback(conn)
+        return int(n)
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- subscriptions
+def move_subscriptions(source: Endpoint, destination: Endpoint, rewrites: dict | None = None, delete_source: bool = False) -> int:
+    """Copy subscription rows with QueueAddress rewritten (upsert: rerunning is harmless). In place
+    when source and destination are the same table."""
+    src_sql, dst_sql = pipeline_sql.for_endpoint(source), pipeline_sql.for_endpoint(destination)
+    same_db = same_database(source.url, destination.url)
+    src = dbapi_connect(source.url)
+    dst = src if same_db else dbapi_connect(destination.url)
+    try:
+        src_sql.begin(src, write=True)
+        rows = [tuple(r) for r in src_sql.read_all(src, source)]
+        out = [(rewrite_address(a, rewrites or {}), e, t) for a, e, t in rows]
+        if not same_db:
+            dst_sql.begin(dst, write=True)
+        dst.cursor().executemany(dst_sql.sql(dst_sql.UPSERT_SUBSCRIPTION, table=destination.qualified), out)
+        dst_sql.commit(dst)
+        if delete_source and source.qualified != destination.qualified or (delete_source and not same_db):
+            cur = src.cursor()
+            src_sql.begin(src, write=True)
+            cur.executemany(src_sql.sql("DELETE FROM {table} WHERE Endpoint = ? AND Topic = ?", table=source.qualified),
+                            [(e, t) for _, e, t in rows])
+            src_sql.commit(src)
+        return len(out)
+    finally:
+        src.close()
+        if not same_db:
+            dst.close()

@@ -1,0 +1,97 @@
+"""The Spark session: local[*] by default, --master/--conf for a cluster, JDBC jars from Debian's
+/usr/share/java (or jars the user names), quiet logs. The only module that imports pyspark, lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .connect import JAVA_DIR, JDBC
+
+QUIET_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# Spark prints "Setting default log level" unless the logger of the class that starts logging
+# (the shell's, or spark-submit's for pyspark) is configured with the root's level
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+logger.submit.name = org.apache.spark.deploy.SparkSubmit
+logger.submit.level = error
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+"""
+
+
+class SparkUnavailable(RuntimeError):
+    pass
+
+
+def require_pyspark():
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise SparkUnavailable("the pipeline needs pyspark: pip install -e '.[spark]' (and Java 17 on PATH)") from exc
+    return pyspark
+
+
+def default_jars(extra: list[str] | None = None) -> list[str]:
+    """Every JDBC driver jar Debian installed (postgresql, sqlite, jTDS), plus the user's."""
+    jars = [str(JAVA_DIR / jar) for jar, _driver in JDBC.values() if (JAVA_DIR / jar).is_file()]
+    return jars + [j for j in (extra or []) if j]
+
+
+def _quiet_conf_dir() -> str:
+    folder = Path(tempfile.gettempdir()) / "sqltransport-spark-conf"
+    folder.mkdir(exist_ok=True)
+    target = folder / "log4j2.properties"
+    if not target.is_file() or target.read_text() != QUIET_LOG4J2:
+        target.write_text(QUIET_LOG4J2)
+    return str(folder)
+
+
+def get_session(master: str | None = None, conf: dict | list | None = None, jars: list[str] | None = None,
+                app_name: str = "sqltransport-schema pipeline", driver_memory: str = "2g"):
+    """The active Spark session (as spark-submit made it) or a new one; returns (session, start-up seconds)."""
+    require_pyspark()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, 0.0
+    started = time.perf_counter()
+    conf_dir = _quiet_conf_dir()
+    os.environ.setdefault("SPARK_CONF_DIR", conf_dir)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit started us: its --master holds
+    if master or not under_submit:
+        builder = builder.master(master or "local[*]")
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": driver_memory,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.jars": ",".join(default_jars(jars)),
+        "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{conf_dir}/log4j2.properties",
+    }
+    items = conf.items() if isinstance(conf, dict) else (c.split("=", 1) for c in (conf or []))
+    for key, value in items:
+        settings[key.strip()] = value.strip()
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session, time.perf_counter() - started

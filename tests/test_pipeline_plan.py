@@ -1,0 +1,105 @@
+"""pipeline plan / run: the moves a compiled revision implies, performed so that its guarded drop passes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sqltransport_schema import cli
+from sqltransport_schema.pipeline import plan as planning
+from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
+from tests.pipeline_support import fill_queue, queue_contents, spark  # noqa: F401  (spark is a fixture)
+
+BEFORE = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a, host-b]
+  - name: Billing
+queues:
+  - name: error
+"""
+AFTER = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a]
+  - name: Invoicing
+queues:
+  - name: error
+"""
+
+
+def _bp(*tables, discarded=()):
+    return Blueprint("9.1", ("postgresql",), tuple(tables), frozenset(discarded))
+
+
+def q(name, schema=None):
+    return TableSpec(Kind.QUEUE, TableName(name, schema))
+
+
+def d(name, schema=None):
+    return TableSpec(Kind.DELAYED, TableName(name, schema))
+
+
+def test_derive_rules():
+    old = _bp(q("Sales"), q("Sales.host-b"), q("Billing"), q("Audit"), q("Shipping"), d("Sales.Delayed"), d("Billing.Delayed"),
+              q("Gone"))
+    new = _bp(q("Sales"), q("Invoicing"), q("Audit", "archive"), d("Sales.Delayed"), d("Invoicing.Delayed"),
+              discarded=[TableName("Gone")])
+    moves, unresolved, discarded = planning.derive(old, new, "postgresql", {"Billing@[public]": "Invoicing@[public]"})
+    assert [m.describe() for m in moves] == [
+        "queue Sales.host-b@[public] -> Sales@[public] (instance queue retired)",
+        "queue Billing@[public] -> Invoicing@[public] (mapped)",
+        "queue Audit@[public] -> Audit@[archive] (queue moved)",
+        "delayed Billing.Delayed@[public] -> Invoicing.Delayed@[public] (follows its endpoint)",
+    ]
+    assert unresolved == ["queue Shipping@[public] is removed and holds no declared destination: pass --map OLD=NEW, or list it under discard:"]
+    assert discarded == ["Gone@[public]"]
+
+
+@pytest.mark.parametrize("with_spark", [True, False])
+def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, capsys, with_spark):
+    project.write_topology(BEFORE)
+    assert project.compile("before") == 0
+    project.upgrade(pg_url)
+    fill_queue(pg_url, TableName("Sales.host-b", "public"), 300, seed=31)
+    fill_queue(pg_url, TableName("Billing", "public"), 20, seed=32)
+    from sqltransport_schema.pipeline.connect import dbapi_connect
+
+    conn = dbapi_connect(pg_url)
+    conn.execute('INSERT INTO "public"."SubscriptionRouting" (QueueAddress, Endpoint, Topic) VALUES '
+                 "('Billing@[public]', 'Billing', 'Shop.OrderPlaced'), ('Sales@[public]', 'Sales', 'Shop.Invoiced')")
+    conn.commit()
+    conn.close()
+    host_b = queue_contents(pg_url, TableName("Sales.host-b", "public"))
+    billing = queue_contents(pg_url, TableName("Billing", "public"))
+    project.write_topology(AFTER)
+    assert project.compile("after") == 0
+    with pytest.raises(Exception, match="refusing to drop queue"):
+        project.upgrade(pg_url)
+
+    base = ["-c", str(project.ini), "--url", pg_url]
+    capsys.readouterr()
+    assert cli.main(["pipeline", "plan", *base, "--format", "json"]) == 2 - 1  # unresolved: Billing has no destination
+    report = json.loads(capsys.readouterr().out)
+    assert report["status"] == "unresolved" and len(report["moves"]) == 1
+    assert cli.main(["pipeline", "run", *base]) == 2  # refuses to move anything while unresolved
+
+    mapped = base + ["--map", "Billing=Invoicing"]
+    assert cli.main(["pipeline", "plan", *mapped]) == 1
+    out = capsys.readouterr().out
+    assert "move queue Sales.host-b@[public] -> Sales@[public] (instance queue retired)" in out
+    assert "move delayed Billing.Delayed@[public] -> Invoicing.Delayed@[public]" in out
+    if with_spark:
+        request.getfixturevalue("spark")  # the shared session is the active one
+    assert cli.main(["pipeline", "run", *mapped, *([] if with_spark else ["--no-spark"])]) == 0
+    project.upgrade(pg_url)  # the guarded drops pass now
+    assert queue_contents(pg_url, TableName("Sales", "public")) == host_b
+    assert queue_contents(pg_url, TableName("Invoicing", "public")) == billing
+    assert cli.main(["pipeline", "plan", *mapped]) == 0
+    conn = dbapi_connect(pg_url)
+    rows = sorted(conn.execute('SELECT QueueAddress, Endpoint, Topic FROM "public"."SubscriptionRouting"').fetchall())
+    conn.close()
+    assert rows == [("Invoicing@[public]", "Billing", "Shop.OrderPlaced"), ("Sales@[public]", "Sales", "Shop.Invoiced")]
