@@ -68,3 +68,39 @@ def test_property_value_reads_nested_properties():
     assert property_value(None, ["A"]) is None
     with pytest.raises(ValueError):
         property_value("{", ["A"])
+
+
+def test_backfill_lets_the_refused_promotion_of_a_project_saga_table_pass(project, pg_url):
+    """The saga lifecycle with the project's own migrations: the promotion is refused until the
+    pipeline's backfill has filled the transitional column from each saga's JSON Data."""
+    from sqltransport_schema.runtime.sagas import SagaTable
+
+    from .conftest import connect
+
+    head = 'transport_version: "9.1"\nengines: [postgresql]\nendpoints:\n  - name: Sales\n    sagas:\n      - name: OrderSaga\n'
+    project.write_topology(head + "        correlation: {name: OrderNumber, type: string}\n        transitional: {name: OrderId, type: guid}\n")
+    assert project.compile("transition") == 0
+    project.upgrade(pg_url)
+    db = connect(pg_url)
+    order_ids = [str(uuid.uuid4()) for _ in range(40)]
+    try:
+        table = SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
+        with db.begin() as conn:
+            for i, order_id in enumerate(order_ids):
+                table.insert(conn, str(uuid.uuid4()), json.dumps({"OrderNumber": f"N-{i}", "OrderId": order_id}), f"N-{i}")
+    finally:
+        db.dispose()
+    project.write_topology(head + "        correlation: {name: OrderId, type: guid}\n")
+    assert project.compile("promote") == 0
+    with pytest.raises(Exception, match="Correlation_OrderId"):
+        project.upgrade(pg_url)
+
+    result = backfill(pg_url, "Sales_OrderSaga@[public]", "OrderId", "Correlation_OrderId")
+    assert (result.candidates, result.updated, result.missing) == (40, 40, 0)
+    project.upgrade(pg_url)
+    conn = dbapi_connect(pg_url)
+    try:
+        rows = conn.execute('SELECT "Correlation_OrderId"::text FROM "public"."Sales_OrderSaga"').fetchall()
+    finally:
+        conn.close()
+    assert sorted(r[0] for r in rows) == sorted(order_ids)  # every saga kept, now found by its new property

@@ -20,7 +20,8 @@ SAGA_DROP_REFUSED = (
 # The message of a refused promotion (drop of the old correlation column), on every engine.
 BACKFILL_REFUSED = (
     "refusing to drop {old} of saga table {name}: some rows still have {new} NULL (the backfill is not done). "
-    "Backfill it first, e.g. UPDATE {name} SET {new_quoted} = <the saga data's {prop}> WHERE {new_quoted} IS NULL, "
+    "Backfill it first: sqltransport-schema pipeline backfill --property {prop} --column {new} (PostgreSQL), "
+    "or e.g. UPDATE {name} SET {new_quoted} = <the saga data's {prop}> WHERE {new_quoted} IS NULL, "
     "or let the endpoint update each saga (every update writes {new}); then run the upgrade again"
 )
 

@@ -37,7 +37,7 @@ GO
 IF EXISTS (SELECT * FROM sys.columns WHERE object_id = OBJECT_ID(N'[dbo].[Sales_OrderSaga]') AND name = N'Correlation_OrderId')
 BEGIN
     IF EXISTS (SELECT * FROM [dbo].[Sales_OrderSaga] WHERE [Correlation_OrderNumber] IS NULL)
-        THROW 50000, N'refusing to drop Correlation_OrderId of saga table [dbo].[Sales_OrderSaga]: some rows still have Correlation_OrderNumber NULL (the backfill is not done). Backfill it first, e.g. UPDATE [dbo].[Sales_OrderSaga] SET [Correlation_OrderNumber] = <the saga data''s OrderNumber> WHERE [Correlation_OrderNumber] IS NULL, or let the endpoint update each saga (every update writes Correlation_OrderNumber); then run the upgrade again', 1;
+        THROW 50000, N'refusing to drop Correlation_OrderId of saga table [dbo].[Sales_OrderSaga]: some rows still have Correlation_OrderNumber NULL (the backfill is not done). Backfill it first: sqltransport-schema pipeline backfill --property OrderNumber --column Correlation_OrderNumber (PostgreSQL), or e.g. UPDATE [dbo].[Sales_OrderSaga] SET [Correlation_OrderNumber] = <the saga data''s OrderNumber> WHERE [Correlation_OrderNumber] IS NULL, or let the endpoint update each saga (every update writes Correlation_OrderNumber); then run the upgrade again', 1;
     IF EXISTS (SELECT * FROM sys.indexes WHERE object_id = OBJECT_ID(N'[dbo].[Sales_OrderSaga]') AND name = N'Index_Correlation_OrderId')
         DROP INDEX [Index_Correlation_OrderId] ON [dbo].[Sales_OrderSaga];
     ALTER TABLE [dbo].[Sales_OrderSaga] DROP COLUMN [Correlation_OrderId];
@@ -102,7 +102,7 @@ GO
 IF EXISTS (SELECT * FROM [finance].sys.columns WHERE object_id = OBJECT_ID(N'[finance].[billing].[Bill_Invoices]') AND name = N'Correlation_PlacedAt')
 BEGIN
     IF EXISTS (SELECT * FROM [finance].[billing].[Bill_Invoices] WHERE [Correlation_InvoiceNumber] IS NULL)
-        THROW 50000, N'refusing to drop Correlation_PlacedAt of saga table [finance].[billing].[Bill_Invoices]: some rows still have Correlation_InvoiceNumber NULL (the backfill is not done). Backfill it first, e.g. UPDATE [finance].[billing].[Bill_Invoices] SET [Correlation_InvoiceNumber] = <the saga data''s InvoiceNumber> WHERE [Correlation_InvoiceNumber] IS NULL, or let the endpoint update each saga (every update writes Correlation_InvoiceNumber); then run the upgrade again', 1;
+        THROW 50000, N'refusing to drop Correlation_PlacedAt of saga table [finance].[billing].[Bill_Invoices]: some rows still have Correlation_InvoiceNumber NULL (the backfill is not done). Backfill it first: sqltransport-schema pipeline backfill --property InvoiceNumber --column Correlation_InvoiceNumber (PostgreSQL), or e.g. UPDATE [finance].[billing].[Bill_Invoices] SET [Correlation_InvoiceNumber] = <the saga data''s InvoiceNumber> WHERE [Correlation_InvoiceNumber] IS NULL, or let the endpoint update each saga (every update writes Correlation_InvoiceNumber); then run the upgrade again', 1;
     IF EXISTS (SELECT * FROM [finance].sys.indexes WHERE object_id = OBJECT_ID(N'[finance].[billing].[Bill_Invoices]') AND name = N'Index_Correlation_PlacedAt')
         DROP INDEX [Index_Correlation_PlacedAt] ON [finance].[billing].[Bill_Invoices];
     ALTER TABLE [finance].[billing].[Bill_Invoices] DROP COLUMN [Correlation_PlacedAt];

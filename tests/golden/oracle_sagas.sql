@@ -27,7 +27,7 @@ DECLARE
 BEGIN
     SELECT COUNT(*) INTO pending FROM "SALES_ORDERSAGA" WHERE "CORR_ORDERNUMBER" IS NULL AND ROWNUM = 1;
     IF pending > 0 THEN
-        RAISE_APPLICATION_ERROR(-20001, 'refusing to drop CORR_ORDERID of saga table "SALES_ORDERSAGA": some rows still have CORR_ORDERNUMBER NULL (the backfill is not done). Backfill it first, e.g. UPDATE "SALES_ORDERSAGA" SET "CORR_ORDERNUMBER" = <the saga data''s OrderNumber> WHERE "CORR_ORDERNUMBER" IS NULL, or let the endpoint update each saga (every update writes CORR_ORDERNUMBER); then run the upgrade again');
+        RAISE_APPLICATION_ERROR(-20001, 'refusing to drop CORR_ORDERID of saga table "SALES_ORDERSAGA": some rows still have CORR_ORDERNUMBER NULL (the backfill is not done). Backfill it first: sqltransport-schema pipeline backfill --property OrderNumber --column CORR_ORDERNUMBER (PostgreSQL), or e.g. UPDATE "SALES_ORDERSAGA" SET "CORR_ORDERNUMBER" = <the saga data''s OrderNumber> WHERE "CORR_ORDERNUMBER" IS NULL, or let the endpoint update each saga (every update writes CORR_ORDERNUMBER); then run the upgrade again');
     END IF;
 END;
 /
