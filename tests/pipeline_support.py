@@ -26,7 +26,10 @@ def _under_ci() -> bool:
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
+    # Spark's scratch (block manager files; what a killed job leaves behind) goes under pytest's
+    # own temporary folders, which it prunes, for this session and for the jobs the tests start.
+    os.environ.setdefault("SPARK_LOCAL_DIRS", str(tmp_path_factory.mktemp("spark-scratch")))
     problem = None
     try:
         import pyspark  # noqa: F401
