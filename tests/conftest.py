@@ -94,64 +94,64 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'queues.db'}"
 
 
-def _pg_admin():
+def _admin(url: str, server: str):
+    """An AUTOCOMMIT engine on the server's admin database; skipped locally, failed under CI, when unreachable."""
     import sqlalchemy as sa
 
-    engine = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as connection:
             connection.exec_driver_sql("SELECT 1")
     except Exception as exc:  # noqa: BLE001 - any failure to reach the server
         engine.dispose()
         if _under_ci():
-            pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is required under CI and could not be reached: {exc}")
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
+            pytest.fail(f"{server} is required under CI and could not be reached: {exc}")
+        pytest.skip(f"{server} not reachable: {exc}")
     return engine
+
+
+def _pg_admin():
+    return _admin(PG_ADMIN_URL, "PostgreSQL at 127.0.0.1:5432")
+
+
+def _throwaway_database(admin_url: str, server: str, create: str, drop: str):
+    """Yield the URL of a fresh database (created with `create`, dropped with `drop`; {name} filled in)."""
+    admin = _admin(admin_url, server)
+    name = f"sqlts_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as connection:
+        connection.exec_driver_sql(create.format(name=name))
+    try:
+        yield admin_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(drop.format(name=name))
+        admin.dispose()
+
+
+def _pg_database():
+    return _throwaway_database(
+        PG_ADMIN_URL, "PostgreSQL at 127.0.0.1:5432", 'CREATE DATABASE "{name}"', 'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+    )
 
 
 @pytest.fixture
 def pg_url() -> str:
     """A fresh, empty PostgreSQL database, dropped afterwards."""
-    admin = _pg_admin()
-    name = f"sqlts_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+    yield from _pg_database()
 
 
-def _mysql_admin():
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(MYSQL_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            connection.exec_driver_sql("SELECT 1")
-    except Exception as exc:  # noqa: BLE001 - any failure to reach the server
-        engine.dispose()
-        if _under_ci():
-            pytest.fail(f"MariaDB at 127.0.0.1:3306 is required under CI and could not be reached: {exc}")
-        pytest.skip(f"MariaDB not reachable: {exc}")
-    return engine
+@pytest.fixture
+def pg_url2() -> str:
+    """A second fresh PostgreSQL database, for what moves between two databases."""
+    yield from _pg_database()
 
 
 @pytest.fixture
 def mysql_url() -> str:
     """A fresh, empty MariaDB/MySQL database, dropped afterwards."""
-    admin = _mysql_admin()
-    name = f"sqlts_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-    try:
-        yield MYSQL_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.dispose()
+    yield from _throwaway_database(
+        MYSQL_ADMIN_URL, "MariaDB at 127.0.0.1:3306", "CREATE DATABASE `{name}` CHARACTER SET utf8mb4", "DROP DATABASE IF EXISTS `{name}`"
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

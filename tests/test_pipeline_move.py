@@ -21,22 +21,6 @@ from tests.pipeline_support import (  # noqa: F401  (spark is a fixture)
 N = 100_000
 
 
-@pytest.fixture
-def pg_url2():
-    from tests.conftest import PG_ADMIN_URL, _pg_admin
-
-    admin = _pg_admin()
-    name = f"sqlts_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
-
-
 def _move_and_compare(spark, src_url, src_table, dst_url, dst_table, count, **options):
     create_table(src_url, queue_spec(src_table.table, src_table.schema))
     create_table(dst_url, queue_spec(dst_table.table, dst_table.schema))
