@@ -219,13 +219,21 @@ class Engine:
         """What this engine cannot hold of a saga table (its name, a column or index name too long)."""
         return [f"table name {problem}" for _part, problem in self.name_problems(spec.name) if _part == "table"]
 
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
+        """The names a saga template fills in: table, and for a correlation column, index, type."""
+        raise NotImplementedError(f"{self.name} has no saga DDL")
+
     def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         """The saga table with its correlation columns and their unique indexes (which ignore NULLs)."""
-        raise NotImplementedError(f"{self.name} has no saga DDL")
+        batches = [self.CREATE_SAGA.format(**self._saga_fields(spec))]
+        for correlation in spec.correlations:
+            batches += self.add_saga_correlation(spec, correlation)
+        return batches
 
     def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
         """Add a Correlation_<prop> column and its unique index to an existing saga table."""
-        raise NotImplementedError(f"{self.name} has no saga DDL")
+        fields = self._saga_fields(spec, correlation)
+        return [self.ADD_CORRELATION.format(**fields), self.CREATE_CORRELATION_INDEX.format(**fields)]
 
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
         """Drop a correlation column and its index; with require, the database refuses while

@@ -205,12 +205,6 @@ CREATE TABLE IF NOT EXISTS {table} (
     def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
         return super().create_table(spec, profile) if self.holds(spec.kind) else []
 
-    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
-        batches = [self.CREATE_SAGA.format(table=self.qualified(spec.name))]
-        for correlation in spec.correlations:
-            batches += self.add_saga_correlation(spec, correlation)
-        return batches
-
     def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
         return self._step(self.ADD_CORRELATION.format(**self._saga_fields(spec, correlation)))
 

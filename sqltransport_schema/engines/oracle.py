@@ -93,7 +93,9 @@ END;"""
                 problems.append(f"column {column!r} contains '\"', which Oracle names cannot hold")
         return problems
 
-    def _saga_fields(self, spec: TableSpec, correlation: Correlation) -> dict:
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
+        if correlation is None:
+            return {"table": self.qualified(spec.name)}
         return {
             "table": self.qualified(spec.name),
             "column": self.quote(self.correlation_column(correlation.name)),
@@ -104,16 +106,6 @@ END;"""
     # -- DDL ---------------------------------------------------------------------------
     def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
         return super().create_table(spec, profile) if self.holds(spec.kind) else []
-
-    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
-        batches = [self.CREATE_SAGA.format(table=self.qualified(spec.name))]
-        for correlation in spec.correlations:
-            batches += self.add_saga_correlation(spec, correlation)
-        return batches
-
-    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
-        fields = self._saga_fields(spec, correlation)
-        return [self.ADD_CORRELATION.format(**fields), self.CREATE_CORRELATION_INDEX.format(**fields)]
 
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
         fields = self._saga_fields(spec, correlation)

@@ -407,12 +407,6 @@ END
             )
         return fields
 
-    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
-        batches = [self.CREATE_SAGA.format(**self._saga_fields(spec))]
-        for correlation in spec.correlations:
-            batches += self.add_saga_correlation(spec, correlation)
-        return batches
-
     def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
         fields = self._saga_fields(spec, correlation)
         return [

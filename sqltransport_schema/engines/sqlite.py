@@ -92,7 +92,9 @@ CREATE TABLE IF NOT EXISTS {table} (
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
         return [TableName(self.correlation_index(spec, c.name)) for c in spec.correlations]
 
-    def _saga_fields(self, spec: TableSpec, correlation: Correlation) -> dict:
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
+        if correlation is None:
+            return {"table": self.qualified(spec.name)}
         column = self.quote(self.correlation_column(correlation.name))
         return {
             "table": self.qualified(spec.name),
@@ -100,16 +102,6 @@ CREATE TABLE IF NOT EXISTS {table} (
             "column_type": self.CORRELATION_TYPES[correlation.type],
             "index": self.quote(self.correlation_index(spec, correlation.name)),
         }
-
-    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
-        batches = [self.CREATE_SAGA.format(table=self.qualified(spec.name))]
-        for correlation in spec.correlations:
-            batches += self.add_saga_correlation(spec, correlation)
-        return batches
-
-    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
-        fields = self._saga_fields(spec, correlation)
-        return [self.ADD_CORRELATION.format(**fields), self.CREATE_CORRELATION_INDEX.format(**fields)]
 
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
         fields = self._saga_fields(spec, correlation)
