@@ -22,6 +22,8 @@ from alembic.config import Config
 
 from sqltransport_schema import cli
 
+from .pipeline_support import spark  # noqa: F401  (the shared Spark session fixture)
+
 REPO = Path(__file__).resolve().parents[1]
 PG_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MYSQL_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_MYSQL", "mysql+pymysql://root@127.0.0.1:3306/test")

@@ -8,9 +8,7 @@ from sqltransport_schema.pipeline import archive as pipeline_archive
 from sqltransport_schema.pipeline.connect import Endpoint, dbapi_connect
 from sqltransport_schema.runtime import wire
 from sqltransport_schema.schema import TableName
-from tests.pipeline_support import (  # noqa: F401  (spark is a fixture)
-    create_table, fill_queue, queue_contents, queue_spec, spark,
-)
+from tests.pipeline_support import create_table, fill_queue, queue_contents, queue_spec
 
 
 def _expires(url, table, order):

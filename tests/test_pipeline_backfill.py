@@ -9,7 +9,6 @@ import pytest
 
 from sqltransport_schema.pipeline.backfill import backfill, property_value
 from sqltransport_schema.pipeline.connect import dbapi_connect
-from tests.pipeline_support import spark  # noqa: F401  (a fixture)
 
 SAGA = """CREATE TABLE "public"."Sales_OrderSaga" (
     "Id" uuid NOT NULL PRIMARY KEY,

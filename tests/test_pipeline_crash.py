@@ -16,9 +16,7 @@ import pytest
 from sqltransport_schema.pipeline import move as pipeline_move
 from sqltransport_schema.pipeline.connect import Endpoint
 from sqltransport_schema.schema import TableName
-from tests.pipeline_support import (  # noqa: F401  (spark is a fixture)
-    checksum, create_table, fill_queue, queue_contents, queue_spec, spark,
-)
+from tests.pipeline_support import checksum, create_table, fill_queue, queue_contents, queue_spec
 
 COUNT = 20_000
 PER_PARTITION = 2_000

@@ -14,9 +14,7 @@ from sqltransport_schema.pipeline.connect import Endpoint, dbapi_connect
 from sqltransport_schema.pipeline.layouts import partition_ranges
 from sqltransport_schema.runtime import wire
 from sqltransport_schema.schema import Kind, TableName, TableSpec
-from tests.pipeline_support import (  # noqa: F401  (spark is a fixture)
-    checksum, create_table, fill_queue, queue_contents, queue_spec, spark,
-)
+from tests.pipeline_support import checksum, create_table, fill_queue, queue_contents, queue_spec
 
 N = 100_000
 

@@ -9,7 +9,7 @@ import pytest
 from sqltransport_schema import cli
 from sqltransport_schema.pipeline import plan as planning
 from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
-from tests.pipeline_support import fill_queue, queue_contents, spark  # noqa: F401  (spark is a fixture)
+from tests.pipeline_support import fill_queue, queue_contents
 
 BEFORE = """\
 transport_version: "9.1"
