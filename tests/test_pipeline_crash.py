@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from sqltransport_schema.pipeline import move as pipeline_move
-from sqltransport_schema.pipeline.connect import Endpoint
+from sqltransport_schema.pipeline.connect import Endpoint, dbapi_connect
 from sqltransport_schema.schema import TableName
 from tests.pipeline_support import checksum, create_table, fill_queue, queue_contents, queue_spec
 
@@ -44,6 +44,19 @@ def _kill_job_at(point: str, source_url: str, source: TableName, dest_url: str, 
         job.wait()
 
 
+def _committed_partitions(dest_url: str) -> set[int]:
+    """Partitions the destination's ledger records as committed (the move's ledger lives there)."""
+    from sqltransport_schema.pipeline.sql import LEDGER
+
+    conn = dbapi_connect(dest_url)
+    try:
+        cur = conn.cursor()
+        cur.execute(f'SELECT part FROM "{LEDGER}"')
+        return {row[0] for row in cur.fetchall()}
+    finally:
+        conn.close()
+
+
 def _address(name: TableName) -> str:
     return name.table + (f"@[{name.schema}]" if name.schema else "")
 
@@ -69,6 +82,9 @@ def test_killed_move_reruns_to_exactly_once(spark, tmp_path, pg_url, sqlite_url,
     _kill_job_at(point, pg_url, source, dest_url, dest, tmp_path / f"reached-{uuid.uuid4().hex}")
     in_both = len(queue_contents(pg_url, source)) + len(queue_contents(dest_url, dest))
     assert in_both >= COUNT  # nothing lost at the moment of the crash
+    committed = _committed_partitions(dest_url)  # other tasks run in parallel: as many as finished
+    if point.startswith("before-dest-commit"):
+        assert int(point.split(":")[1]) not in committed  # killed before its commit: not in the ledger
 
     result = pipeline_move.move(Endpoint(pg_url, source), Endpoint(dest_url, dest), spark=spark, progress=False,
                                 rows_per_partition=PER_PARTITION)
@@ -78,4 +94,5 @@ def test_killed_move_reruns_to_exactly_once(spark, tmp_path, pg_url, sqlite_url,
     assert [r[0] for r in after] == [r[0] for r in before]  # FIFO kept
     assert result.rows == COUNT
     if point != "after-reserve":
-        assert result.resumed and result.skipped_partitions >= 1
+        # the rerun continues the same move and skips exactly the partitions committed before the kill
+        assert result.resumed and result.skipped_partitions == len(committed)
