@@ -161,6 +161,12 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# One decoder for every call: json.loads with options builds a new JSONDecoder each time.
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_Pairs, parse_int=str, parse_float=str, parse_constant=_refuse_constant, strict=False
+)
+
+
 def decode_headers(text: str) -> dict[str, str]:
     """Headers from any sender the transport has seen; `PoisonHeaders` for the rest.
 
@@ -185,21 +191,17 @@ def decode_headers(text: str) -> dict[str, str]:
     if not body.strip():
         raise PoisonHeaders("empty", text)
     try:
-        parsed = json.loads(
-            body,
-            object_pairs_hook=_Pairs,
-            parse_int=str,
-            parse_float=str,
-            parse_constant=_refuse_constant,
-            strict=False,
-        )
+        parsed = _DECODER.decode(body)
     except RecursionError:
         raise PoisonHeaders("nested too deeply", text) from None
     except ValueError as error:
         raise PoisonHeaders(f"invalid JSON: {error}", text) from None
     if not isinstance(parsed, _Pairs):
         raise PoisonHeaders("not a JSON object", text)
-    headers: dict[str, str] = {}
+    headers = dict(parsed)
+    if len(headers) == len(parsed) and all(type(value) is str for value in headers.values()):
+        return headers  # the usual case: distinct keys, string values
+    headers = {}
     seen: set[str] = set()
     for key, value in parsed:
         if key in seen:
