@@ -273,13 +273,14 @@ def run(url: str, config) -> Report:
         if len(stamps) != 1:
             raise CheckError(f"the database is stamped with {len(stamps)} revisions ({', '.join(stamps) or 'none'}); run `alembic upgrade head`")
         # the catalogs every revision places tables in (SQL Server three-part names)
-        catalogs = sorted({spec.name.catalog for _, spec in _recorded(script) if spec.name.catalog is not None})
+        recorded = list(_recorded(script))
+        catalogs = sorted({spec.name.catalog for _, spec in recorded if spec.name.catalog is not None})
         live = engine.read_shapes(connection, catalogs)
     deployed = stamps[0]
     try:
         expected = blueprint_at(script, deployed)
         unapplied = _unapplied(script, deployed, head)
-        history = _history(script, engine, deployed)
+        history = _history(recorded, engine)
     except (CommandError, CompileError) as exc:
         raise CheckError(str(exc)) from None
     if expected is None:
@@ -314,9 +315,9 @@ def _recorded(script):
                 yield revision.revision, spec
 
 
-def _history(script, engine, deployed: str) -> dict[tuple, str]:
-    """table_key -> newest revision whose snapshot records the table."""
+def _history(recorded, engine) -> dict[tuple, str]:
+    """table_key -> newest revision whose snapshot records the table (recorded: newest first)."""
     out: dict[tuple, str] = {}
-    for revision, spec in _recorded(script):
+    for revision, spec in recorded:
         out.setdefault(engine.table_key(spec.name), revision)
     return out

@@ -101,6 +101,14 @@ def _resolve(config, rev: str | None, default: str) -> str:
     return resolved.revision
 
 
+def _range(config, from_rev: str | None, to_rev: str | None) -> tuple[str, str, str]:
+    """(first revision, last revision, the range as `alembic upgrade --sql` takes it)."""
+    start = _resolve(config, from_rev, "base")
+    end = _resolve(config, to_rev, "head")
+    revision = f"{from_rev}:{to_rev or 'head'}" if from_rev and from_rev != "base" else (to_rev or "head")
+    return start, end, revision
+
+
 def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None) -> str:
     when = when or datetime.now(timezone.utc)
     if topology is not None and topology.is_file():
@@ -123,9 +131,7 @@ def render(config, engine: str, from_rev: str | None = None, to_rev: str | None 
     """The whole reviewed script: header, then Alembic's offline output made idempotent."""
     if engine not in ENGINES:
         raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
-    start = _resolve(config, from_rev, "base")
-    end = _resolve(config, to_rev, "head")
-    revision = f"{from_rev}:{to_rev or 'head'}" if from_rev and from_rev != "base" else (to_rev or "head")
+    start, end, revision = _range(config, from_rev, to_rev)
     body = make_idempotent(_alembic_output(config, engine, revision), engine)
     return header(engine, topology, start, end) + body
 
@@ -171,9 +177,7 @@ def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path
         raise ScriptError(f"splitting by endpoint needs the topology file ({topology} not found)")
     endpoints = sorted(topology_module.load(topology).endpoints, key=lambda e: len(e.name), reverse=True)
     dialect = engine_registry.get(engine)
-    start = _resolve(config, from_rev, "base")
-    end = _resolve(config, to_rev, "head")
-    revision = f"{from_rev}:{to_rev or 'head'}" if from_rev and from_rev != "base" else (to_rev or "head")
+    start, end, revision = _range(config, from_rev, to_rev)
     marks: list = []
     text = _alembic_output(config, engine, revision, marks)
 
@@ -203,5 +207,5 @@ def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path
         marker = body.find("-- Running upgrade")
         cut = body.find("\n\n", marker) + 2 if marker >= 0 else 0
         body = body[:cut] + "".join(last) + body[cut:]
-    files[final] = head + f"-- part: version stamping (and schema removal). Run it after every other file.\n\n" + make_idempotent(body, engine)
+    files[final] = head + "-- part: version stamping (and schema removal). Run it after every other file.\n\n" + make_idempotent(body, engine)
     return files

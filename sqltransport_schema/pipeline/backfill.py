@@ -16,14 +16,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from .connect import dbapi_connect, engine_of, jdbc, table_name
+from .sql import PostgreSQLPipeline as SQL
 
-UPDATE = ('UPDATE {table} SET {column} = CAST(%s AS {type}) '
-          'WHERE {id} = CAST(%s AS uuid) AND {concurrency} = %s AND {guard}')
-COLUMN_TYPE = (
-    "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-    "WHERE a.attrelid = %s::regclass AND a.attname = %s AND NOT a.attisdropped"
-)
-READ = "SELECT CAST({id} AS text) AS id, CAST({data} AS text) AS data, {concurrency} AS concurrency FROM {table}{where}"
 
 
 @dataclass
@@ -109,7 +103,7 @@ def backfill(url: str, table: str, prop: str, column: str, *, spark=None, batch_
     conn = dbapi_connect(url)
     try:
         cur = conn.cursor()
-        cur.execute(COLUMN_TYPE, (qualified, column))
+        cur.execute(SQL.BACKFILL_COLUMN_TYPE, (qualified, column))
         found = cur.fetchone()
         conn.rollback()
     finally:
@@ -119,9 +113,9 @@ def backfill(url: str, table: str, prop: str, column: str, *, spark=None, batch_
     column_type = found[0]
     guard = "TRUE" if overwrite else f"{q(column)} IS NULL"
     # names reach psycopg's parameterised text with % doubled (else read as placeholders)
-    update = UPDATE.format(table=qualified.replace("%", "%%"), column=q(column).replace("%", "%%"), type=column_type,
+    update = SQL.BACKFILL_UPDATE.format(table=qualified.replace("%", "%%"), column=q(column).replace("%", "%%"), type=column_type,
                            id=q("Id"), concurrency=q("Concurrency"), guard=guard.replace("%", "%%"))
-    read = READ.format(id=q("Id"), data=q("Data"), concurrency=q("Concurrency"), table=qualified,
+    read = SQL.BACKFILL_READ.format(id=q("Id"), data=q("Data"), concurrency=q("Concurrency"), table=qualified,
                        where="" if overwrite else f" WHERE {q(column)} IS NULL")
     path = prop.split(".")
     job = _Job(url, update, batch_size)

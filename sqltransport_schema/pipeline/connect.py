@@ -93,7 +93,9 @@ def dbapi_connect(url: str):
     if backend == "postgresql":
         import psycopg
 
-        return psycopg.connect(_libpq(parsed))
+        from psycopg.conninfo import make_conninfo
+
+        return psycopg.connect(make_conninfo(**_libpq(parsed)))
     if backend == "sqlite":
         import sqlite3
 
@@ -110,11 +112,12 @@ def dbapi_connect(url: str):
     raise ValueError(f"no pipeline connection for {backend!r}")
 
 
-def _libpq(parsed) -> str:
+def _libpq(parsed) -> dict:
+    """libpq connection parameters (make_conninfo quotes them: a password may hold ' or \\)."""
     parts = {"host": parsed.host or "127.0.0.1", "port": parsed.port or 5432, "dbname": parsed.database,
              "user": parsed.username, "password": parsed.password}
     parts.update({k: v for k, v in parsed.query.items() if isinstance(v, str)})
-    return " ".join(f"{k}='{str(v)}'" for k, v in parts.items() if v is not None)
+    return {k: str(v) for k, v in parts.items() if v is not None}
 
 
 def _odbc(parsed) -> str:  # pragma: no cover - no SQL Server here

@@ -153,6 +153,16 @@ class PostgreSQLPipeline(PipelineSQL):
     RESERVE_NEXT = "SELECT nextval(?::regclass), (SELECT coalesce(max({order}), 0) FROM {table})"
     RESERVE_SET = "SELECT setval(?::regclass, ?)"
     INT4_MAX = 2**31 - 1
+    # backfill of a saga's correlation column (psycopg's %s placeholders: filled in as they are)
+    BACKFILL_COLUMN_TYPE = (
+        "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+        "WHERE a.attrelid = %s::regclass AND a.attname = %s AND NOT a.attisdropped"
+    )
+    BACKFILL_READ = "SELECT CAST({id} AS text) AS id, CAST({data} AS text) AS data, {concurrency} AS concurrency FROM {table}{where}"
+    BACKFILL_UPDATE = (
+        "UPDATE {table} SET {column} = CAST(%s AS {type}) "
+        "WHERE {id} = CAST(%s AS uuid) AND {concurrency} = %s AND {guard}"
+    )
 
     def params(self, text: str) -> str:
         return text.replace("?", "%s")
