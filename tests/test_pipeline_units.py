@@ -94,3 +94,15 @@ def test_the_tool_never_imports_pyspark_outside_a_spark_job():
             "sqltransport_schema.pipeline.archive, sqltransport_schema.pipeline.backfill, sqltransport_schema.pipeline.cli_more; "
             "assert 'pyspark' not in sys.modules, 'pyspark imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_libpq_parameters_keep_quotes_and_backslashes_in_passwords():
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from sqlalchemy.engine import make_url
+
+    from sqltransport_schema.pipeline.connect import _libpq
+
+    url = make_url("postgresql://bob:a%27b%5Cc%20d@db.example:6543/queues")
+    assert conninfo_to_dict(make_conninfo(**_libpq(url))) == {
+        "host": "db.example", "port": "6543", "dbname": "queues", "user": "bob", "password": "a'b\\c d",
+    }
