@@ -15,7 +15,8 @@ Contenders, at batch size 1 / 50:
         receive() per transaction / receive_batch(50) per transaction.
   raw   exactly the engine's SEND / RECEIVE / RECEIVE_BATCH text (Statement.native
         ("pyformat")) through psycopg.connect, cursor.execute / executemany, commit per
-        transaction, same batching. Raw does the same wire-format work as ours (headers
+        transaction, same batching, on the cursor the engine makes for the runtime
+        (binary results, ids loaded as text), so the same bytes cross the wire. Raw does the same wire-format work as ours (headers
         encoded with wire.encode_headers on send, decoded with wire.decode_headers on
         receive, expired rows skipped, a batch sorted by Seq), so the ratio measures what
         the library adds around the SQL.
@@ -42,6 +43,7 @@ import json
 import multiprocessing as mp
 import os
 import pstats
+import statistics
 import sys
 import time
 import uuid
@@ -59,7 +61,7 @@ BODY_BYTES = 1024
 
 # messages per worker, per (operation, batch size)
 FULL_COUNTS = {("send", 1): 2000, ("send", 50): 12000, ("receive", 1): 2000, ("receive", 50): 12000}
-FULL_ROUNDS = 3
+FULL_ROUNDS = 5
 QUICK_COUNTS = {("send", 1): 200, ("send", 50): 1000, ("receive", 1): 200, ("receive", 50): 1000}
 
 
@@ -154,6 +156,14 @@ def statements():
     from sqltransport_schema.versions import profile
 
     return engines.get("postgresql").runtime_statements(profile("9.1"), TableName(QUEUE))
+
+
+def runtime_cursor(dbapi_connection):
+    """The cursor the engine makes for the runtime (binary results, ids as text): raw and
+    ours put the same bytes on the wire and get the same Python values back."""
+    from sqltransport_schema import engines
+
+    return engines.get("postgresql").runtime_cursor(dbapi_connection)
 
 
 def reset(database: str, contender: str) -> None:
@@ -262,7 +272,7 @@ class Raw:
 
     def send(self, messages, batch: int) -> int:
         conn, sql, encode, message_id = self.conn, self.send_sql, self.wire.encode_headers, self.wire.MESSAGE_ID
-        cur = conn.cursor()
+        cur = runtime_cursor(conn)
         if batch == 1:
             for body, headers in messages:
                 cur.execute(sql, {"Id": headers[message_id], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body})
@@ -278,7 +288,7 @@ class Raw:
 
     def receive(self, count: int, batch: int) -> tuple[int, int]:
         conn, decode = self.conn, self.wire.decode_headers
-        cur = conn.cursor()
+        cur = runtime_cursor(conn)
         got = empty = 0
         while got < count and empty < 100:
             if batch == 1:
@@ -432,12 +442,6 @@ def fmt_rate(cell: dict | None) -> str:
     return f"{cell['rate']:,.0f}"
 
 
-def ratio(a: dict | None, b: dict | None) -> float | None:
-    if not a or not b or "rate" not in a or "rate" not in b:
-        return None
-    return a["rate"] / b["rate"]
-
-
 def fmt_ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}x"
 
@@ -445,7 +449,7 @@ def fmt_ratio(value: float | None) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller message counts (a minute or two)")
-    parser.add_argument("--rounds", type=int, help=f"rounds per cell, best reported (default {FULL_ROUNDS}; 1 with --quick)")
+    parser.add_argument("--rounds", type=int, help=f"interleaved rounds per cell (default {FULL_ROUNDS}; 1 with --quick)")
     parser.add_argument("--keep-db", action="store_true", help="leave the benchmark database in place")
     parser.add_argument("--profile", choices=("send", "receive"), help="cProfile ours, one worker in-process")
     parser.add_argument("--batch", type=int, default=1, choices=BATCHES, help="batch size of the cProfile run of --profile")
@@ -483,8 +487,8 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
     print(f"message: {BODY_BYTES} B JSON body, {headers_len} B encoded headers (fresh message id each)")
     print("messages per worker: " + ", ".join(f"{op} batch {b}: {n:,}" for (op, b), n in counts.items()))
     print("pgmq batch 50: send_batch(50) and pop(qty=50) (read-and-delete in one statement); batch 1: send() and pop()")
-    print(f"best of {rounds} round(s) per cell (rounds interleaved, contenders in rotating order); "
-          "wall time from the barrier to the last worker done")
+    print(f"{rounds} round(s) per cell, interleaved: in each round the contenders run one after the other (rotating "
+          "order), so a round's ratio compares runs that shared the disk's state; wall time from the barrier to the last worker done")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
     runs: dict[tuple, list[dict]] = {}
@@ -516,28 +520,48 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
     elapsed = time.monotonic() - started
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; measuring took {elapsed:.0f} s")
 
-    def best(cells: list[dict] | None) -> dict | None:
-        if not cells:
+    def good(cells: list[dict] | None) -> list[dict] | None:
+        """The cell's rounds, or None when any round failed (an error is never averaged away)."""
+        if not cells or any("rate" not in c for c in cells):
             return None
-        good = [c for c in cells if "rate" in c]
-        return max(good, key=lambda c: c["rate"]) if len(good) == len(cells) else next(c for c in cells if "error" in c)
+        return cells
 
-    results = {key: best(cells) for key, cells in runs.items()}
+    def median_rate(key: tuple) -> float | None:
+        cells = good(runs.get(key))
+        return statistics.median(c["rate"] for c in cells) if cells else None
+
+    def paired(key: tuple, a: str, b: str) -> list[float] | None:
+        """a/b per round: the two ran one after the other, so they shared the disk's state."""
+        x, y = good(runs.get((*key, a))), good(runs.get((*key, b)))
+        if not x or not y:
+            return None
+        return [p["rate"] / q["rate"] for p, q in zip(x, y)]
+
+    def paired_median(key: tuple, a: str, b: str) -> float | None:
+        values = paired(key, a, b)
+        return statistics.median(values) if values else None
+
+    def best_ratio(key: tuple, a: str, b: str) -> float | None:
+        x, y = good(runs.get((*key, a))), good(runs.get((*key, b)))
+        return max(c["rate"] for c in x) / max(c["rate"] for c in y) if x and y else None
+
+    def fmt_median(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:,.0f}"
 
     for op in ("send", "receive"):
         print()
-        print(f"{op} (messages/s)")
-        print(f"{'workers':>7} {'batch':>5} {'ours msg/s':>11} {'raw msg/s':>10} {'pgmq msg/s':>11} {'ours/raw':>8} {'ours/pgmq':>9}")
+        print(f"{op} (messages/s, median of {rounds} rounds; ratios: median of the per-round ratios, best-of-rounds ratio after /)")
+        print(f"{'workers':>7} {'batch':>5} {'ours msg/s':>11} {'raw msg/s':>10} {'pgmq msg/s':>11} {'ours/raw':>14} {'ours/pgmq':>14}")
         for workers in WORKERS:
             for batch in BATCHES:
-                ours = results.get((op, workers, batch, "ours"))
-                raw = results.get((op, workers, batch, "raw"))
-                pg = results.get((op, workers, batch, "pgmq"))
-                print(f"{workers:>7} {batch:>5} {fmt_rate(ours):>11} {fmt_rate(raw):>10} {fmt_rate(pg):>11} "
-                      f"{fmt_ratio(ratio(ours, raw)):>8} {fmt_ratio(ratio(ours, pg)):>9}")
+                key = (op, workers, batch)
+                rates = [fmt_median(median_rate((*key, c))) for c in CONTENDERS]
+                vs_raw = f"{fmt_ratio(paired_median(key, 'ours', 'raw'))} / {fmt_ratio(best_ratio(key, 'ours', 'raw'))}"
+                vs_pgmq = f"{fmt_ratio(paired_median(key, 'ours', 'pgmq'))} / {fmt_ratio(best_ratio(key, 'ours', 'pgmq'))}"
+                print(f"{workers:>7} {batch:>5} {rates[0]:>11} {rates[1]:>10} {rates[2]:>11} {vs_raw:>14} {vs_pgmq:>14}")
 
     print()
-    print("targets")
+    print("targets (median of the per-round paired ratios; the batch ratio from median rates)")
     met = missed = 0
 
     def verdict(ok: bool | None, text: str) -> None:
@@ -556,29 +580,36 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
     for op in ("send", "receive"):
         for workers in WORKERS:
             for batch in BATCHES:
-                key = (op, workers, batch)
-                r = ratio(results.get((*key, "ours")), results.get((*key, "raw")))
+                r = paired_median((op, workers, batch), "ours", "raw")
                 verdict(None if r is None else r >= 0.9, f"{op:<7} workers={workers} batch={batch:<2}: ours >= 0.9x raw  ({fmt_ratio(r)})")
     for op in ("send", "receive"):
         for workers in WORKERS:
             for batch in BATCHES:
-                key = (op, workers, batch)
-                r = ratio(results.get((*key, "ours")), results.get((*key, "pgmq")))
+                r = paired_median((op, workers, batch), "ours", "pgmq")
                 verdict(None if r is None else r >= 1.0, f"{op:<7} workers={workers} batch={batch:<2}: ours >= 1.0x pgmq ({fmt_ratio(r)})")
     for workers in WORKERS:
-        r = ratio(results.get(("receive", workers, 50, "ours")), results.get(("receive", workers, 1, "ours")))
+        fifty, one = median_rate(("receive", workers, 50, "ours")), median_rate(("receive", workers, 1, "ours"))
+        r = fifty / one if fifty and one else None
         verdict(None if r is None else r >= 10, f"receive workers={workers}: ours batch 50 >= 10x batch 1 ({fmt_ratio(r)})")
     print(f"{met} met, {missed} missed or not measured")
 
     print()
-    print("client CPU per message in the worker processes (us; the best round's cell; server time not included)")
+    print("per-round ours/raw ratios (the spread the disk's commit latency puts on one cell)")
+    for op in ("send", "receive"):
+        for workers in WORKERS:
+            for batch in BATCHES:
+                values = paired((op, workers, batch), "ours", "raw")
+                print(f"  {op:<7} workers={workers} batch={batch:<2}: " + (" ".join(f"{v:.2f}" for v in values) if values else "n/a"))
+
+    print()
+    print("client CPU per message in the worker processes (us; median of the rounds; server time not included)")
     print(f"{'op':<7} {'workers':>7} {'batch':>5} {'ours':>6} {'raw':>6} {'pgmq':>6}")
     for op in ("send", "receive"):
         for workers in WORKERS:
             for batch in BATCHES:
-                cpu = [results.get((op, workers, batch, c)) for c in CONTENDERS]
+                cpu = [good(runs.get((op, workers, batch, c))) for c in CONTENDERS]
                 print(f"{op:<7} {workers:>7} {batch:>5} " + " ".join(
-                    f"{c['cpu_us']:>6.0f}" if c and "cpu_us" in c else f"{'n/a':>6}" for c in cpu))
+                    f"{statistics.median(x['cpu_us'] for x in c):>6.0f}" if c else f"{'n/a':>6}" for c in cpu))
 
     if rounds > 1:
         print()
@@ -631,7 +662,7 @@ class Ablation:
 
     def send(self, messages, batch: int) -> int:
         step, dbapi, sql, encode, key = self.step, self.dbapi, self.send_sql, self.wire.encode_headers, self.wire.MESSAGE_ID
-        cur = dbapi.cursor()
+        cur = runtime_cursor(dbapi)
         for body, headers in messages:
             if step >= 5:
                 with self.engine.connect() as conn, conn.begin():
@@ -641,17 +672,17 @@ class Ablation:
                     self.queue.send(self.sa, body, headers)
             elif step == 3:
                 with self.sa.begin():
-                    dbapi.cursor().execute(sql, {"Id": headers[key], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body})
+                    runtime_cursor(dbapi).execute(sql, {"Id": headers[key], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body})
             else:
                 if step == 2:
-                    cur = dbapi.cursor()
+                    cur = runtime_cursor(dbapi)
                 cur.execute(sql, {"Id": headers[key], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body})
                 dbapi.commit()
         return len(messages)
 
     def receive(self, count: int, batch: int) -> tuple[int, int]:
         step, dbapi, sql, decode = self.step, self.dbapi, self.receive_sql, self.wire.decode_headers
-        cur = dbapi.cursor()
+        cur = runtime_cursor(dbapi)
         for _ in range(count):
             if step >= 5:
                 with self.engine.connect() as conn, conn.begin():
@@ -661,11 +692,11 @@ class Ablation:
                     self.queue.receive(self.sa)
             elif step == 3:
                 with self.sa.begin():
-                    row = dbapi.cursor().execute(sql).fetchone()
+                    row = runtime_cursor(dbapi).execute(sql).fetchone()
                     str(row[0]), bytes(row[3]), decode(row[2])
             else:
                 if step == 2:
-                    cur = dbapi.cursor()
+                    cur = runtime_cursor(dbapi)
                 row = cur.execute(sql).fetchone()
                 str(row[0]), bytes(row[3]), decode(row[2])
                 dbapi.commit()
@@ -758,8 +789,6 @@ def call_counts(database: str, op: str, count: int) -> None:
 
 
 def profile_ours(database: str, op: str, batch: int, count: int) -> int:
-    import statistics
-
     rounds = 7
     print(f"{op}, batch 1, {count} messages per run, one worker in this process: client CPU (process_time) per message,")
     print(f"median of {rounds} runs, steps alternating; the server's work is the same in every step")

@@ -38,8 +38,9 @@ pytestmark = pytest.mark.slow
 
 
 # -- the consumer process (module level: the spawn context imports it by name) -------
-def consume(url: str, queue_name: str, go, ready, max_delay_s: float = 0.0, record_attempts: bool = False) -> None:
-    """Receive and record in the ledger, one message per transaction, until the queue stays empty."""
+def consume(url: str, queue_name: str, go, ready, max_delay_s: float = 0.0, record_attempts: bool = False,
+            batch: int = 1) -> None:
+    """Receive and record in the ledger, one message (or one batch) per transaction, until the queue stays empty."""
     pid = os.getpid()
     engine = make_engine(url)
     queue = Transport(engine, "9.1").queue(queue_name)
@@ -56,8 +57,11 @@ def consume(url: str, queue_name: str, go, ready, max_delay_s: float = 0.0, reco
             empty = 0
             while True:
                 with conn.begin():
-                    message = queue.receive(conn)
-                    if message is not None:
+                    if batch > 1:
+                        messages = queue.receive_batch(conn, batch)
+                    else:
+                        messages = [m for m in [queue.receive(conn)] if m is not None]
+                    for message in messages:
                         if attempts is not None:  # survives a kill: its own, committed connection
                             attempts.exec_driver_sql(
                                 "INSERT INTO attempts (message_id, pid) VALUES (%(id)s, %(pid)s)",
@@ -69,6 +73,9 @@ def consume(url: str, queue_name: str, go, ready, max_delay_s: float = 0.0, reco
                             "INSERT INTO received (message_id, seq, pid) VALUES (%(id)s, %(seq)s, %(pid)s)",
                             {"id": message.id, "seq": int(message.headers["seq"]), "pid": pid},
                         )
+                    seqs = [int(m.headers["seq"]) for m in messages]
+                    assert seqs == sorted(seqs), f"a batch out of FIFO order: {seqs}"
+                message = messages[0] if messages else None
                 if message is not None:
                     empty = 0
                     continue
@@ -201,6 +208,22 @@ def test_eight_consumer_processes_receive_each_message_exactly_once(project, pg_
           f"per consumer: {sorted(per_pid.values())}")
     _assert_exactly_once(rows, sent, left)
     assert len(per_pid) > 1, "only one consumer did any work"
+
+
+def test_batched_consumer_processes_receive_each_message_exactly_once(project, pg_url):
+    """receive_batch in competing processes: locked batches never overlap, each batch in FIFO order."""
+    total, consumers, batch = 20_000, 4, 25
+    _deploy(project, pg_url)
+    sent = _fill(pg_url, total)
+    with Consumers(pg_url, batch=batch) as group:
+        procs = [group.start() for _ in range(consumers)]
+        group.wait_ready(procs)
+        group.go.set()
+        group.join(timeout=300)
+        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    rows, _, left = _ledger(pg_url)
+    _assert_exactly_once(rows, sent, left)
+    assert len(Counter(pid for _, _, pid in rows)) > 1, "only one consumer did any work"
 
 
 def test_consumers_killed_mid_transaction_lose_and_duplicate_nothing(project, pg_url):

@@ -123,6 +123,40 @@ def test_batched_receive_keeps_fifo_and_leaves_the_rest(transport):
         assert sales.receive_batch(conn, 10) == []
 
 
+def test_bodies_and_headers_arrive_byte_for_byte_single_and_batched(transport):
+    """Every byte value, an empty and a NULL body, non-ASCII headers: the same on every engine
+    (PostgreSQL returns results in binary on the runtime's cursor)."""
+    sales = transport.queue("Sales")
+    bodies = [bytes(range(256)) * 5, b"", None, b"\x00" * 3, "Fäktura ☃".encode("utf-16-le")]
+    sent = [headers(n, text="Fäktura ☃ \u2028 \"q\"") for n in range(2 * len(bodies))]
+    with transport.engine.begin() as conn:
+        for body, h in zip(bodies * 2, sent):
+            sales.send(conn, body, h)
+    with transport.engine.begin() as conn:
+        single = [sales.receive(conn) for _ in bodies]
+        batched = sales.receive_batch(conn, 50)
+    for received, expected in ((single, sent[: len(bodies)]), (batched, sent[len(bodies):])):
+        assert [m.body for m in received] == bodies
+        assert [m.headers for m in received] == expected
+        assert all(isinstance(m.id, str) and uuid.UUID(m.id) for m in received)
+
+
+def test_the_postgresql_runtime_cursor_fetches_binary_results(pg_url):
+    import psycopg
+
+    from sqltransport_schema import engines
+
+    engine = make_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            cursor = engines.get("postgresql").runtime_cursor(conn.connection.dbapi_connection)
+            cursor.execute("SELECT %s::bytea", (b"\x00\xff",))
+            assert cursor.fetchone()[0] == b"\x00\xff"
+            assert cursor.pgresult.fformat(0) == psycopg.pq.Format.BINARY
+    finally:
+        engine.dispose()
+
+
 def test_delayed_messages_move_when_due_and_are_forwarded(transport):
     sales = transport.endpoint("Sales")
     billing = transport.queue("Billing")

@@ -176,6 +176,10 @@ class Engine:
         """The current UTC time as this engine's statements compare it (@Now), where they take one."""
         return None
 
+    def runtime_cursor(self, dbapi_connection):
+        """The one cursor the runtime keeps per DBAPI connection for its statements."""
+        return dbapi_connection.cursor()
+
     def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
                            subscriptions: TableName | None = None, topics: int = 1, **_options) -> dict[str, Statement]:
         """Every runtime statement for a queue (and its delayed table, and the subscription table)."""

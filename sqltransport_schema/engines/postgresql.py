@@ -7,6 +7,7 @@ qualified name, {table_literal} that text as a string literal.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
@@ -278,11 +279,12 @@ END
         "RETURNING rs.id, CASE WHEN Expires IS NULL THEN 0 WHEN Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, "
         "rs.Headers, rs.Body"
     )
-    # Beyond the transport: the batch is locked once (a materialised CTE) and joined on the
-    # primary key, so no row can come back twice; Seq restores FIFO order on the client.
+    # Beyond the transport: the batch is locked once (ARRAY(...) is an init plan, run once)
+    # and its rows deleted by their tuple ids (a TID scan, no second walk of the primary key
+    # per row), so no row can come back twice; our lock keeps each tuple where it is until
+    # the statement ends. Seq restores FIFO order on the client.
     RECEIVE_BATCH = (
-        "WITH batch AS MATERIALIZED (SELECT id FROM {table} ORDER BY Seq LIMIT @BatchSize FOR UPDATE SKIP LOCKED) "
-        "DELETE FROM {table} rs USING batch WHERE rs.id = batch.id "
+        "DELETE FROM {table} rs WHERE rs.ctid = ANY(ARRAY(SELECT ctid FROM {table} ORDER BY Seq LIMIT @BatchSize FOR UPDATE SKIP LOCKED)) "
         "RETURNING rs.id, CASE WHEN rs.Expires IS NULL THEN 0 WHEN rs.Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, "
         "rs.Headers, rs.Body, rs.Seq"
     )
@@ -311,6 +313,15 @@ END
     )
     UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
     FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
+
+    def runtime_cursor(self, dbapi_connection):
+        """On psycopg 3, results come in binary (a body leaves the server as its bytes, not as hex
+        text twice its size to encode and decode) and message ids as the text the API returns."""
+        if type(dbapi_connection).__module__.partition(".")[0] != "psycopg":  # psycopg2: as it comes
+            return dbapi_connection.cursor()
+        cursor = dbapi_connection.cursor(binary=True)
+        cursor.adapters.register_loader("uuid", _uuid_text_loader())  # this cursor only
+        return cursor
 
     # -- saga tables (transport-facts §8): quoted, mixed-case columns ----------------------
     CORRELATION_TYPES = {"string": "character varying(200)", "int": "integer", "guid": "uuid", "datetime": "timestamp"}
@@ -481,3 +492,18 @@ END
             lines.append("-- " + self.GRANT_SCHEMA_CREATE.format(schema=self.quote(schema), role=role_q))
         lines.extend(note.format(role=role_q) for note in self.INSTALLER_NOTES)
         return lines
+
+
+@functools.cache
+def _uuid_text_loader():
+    """A psycopg loader of binary uuid values straight to their canonical text (no UUID object)."""
+    from psycopg import adapt, pq
+
+    class UuidText(adapt.Loader):
+        format = pq.Format.BINARY
+
+        def load(self, data) -> str:
+            h = bytes(data).hex()
+            return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+    return UuidText

@@ -49,7 +49,7 @@ def _cursor(conn: Connection):
     pooled = conn.connection
     cursor = pooled.info.get("sqltransport_cursor")
     if cursor is None or getattr(cursor, "closed", False):
-        cursor = pooled.info["sqltransport_cursor"] = pooled.dbapi_connection.cursor()
+        cursor = pooled.info["sqltransport_cursor"] = engines.for_dialect(conn.dialect.name).runtime_cursor(pooled.dbapi_connection)
     return cursor
 
 

@@ -165,6 +165,27 @@ def _refuse_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_Pairs, parse_int=str, parse_float=str, parse_constant=_refuse_constant, strict=False
 )
+# The usual headers (a flat map of distinct keys to strings) straight into a dict, in C.
+_PLAIN_DECODER = json.JSONDecoder(strict=False)
+
+
+def _plain_headers(body: str) -> dict[str, str] | None:
+    """The headers when they are the usual case, else None (then the careful decoder decides).
+
+    A plain dict hides duplicate keys, so they are counted instead: with string values only
+    and no escaped quote, every pair holds exactly four quote characters."""
+    if '\\"' in body:
+        return None
+    try:
+        headers = _PLAIN_DECODER.decode(body)
+    except (ValueError, RecursionError):
+        return None
+    if type(headers) is not dict or body.count('"') != 4 * len(headers):
+        return None
+    for value in headers.values():
+        if type(value) is not str:
+            return None
+    return headers
 
 
 def decode_headers(text: str) -> dict[str, str]:
@@ -190,6 +211,9 @@ def decode_headers(text: str) -> dict[str, str]:
     body = text[1:] if text.startswith("\ufeff") else text
     if not body.strip():
         raise PoisonHeaders("empty", text)
+    plain = _plain_headers(body)
+    if plain is not None:
+        return plain
     try:
         parsed = _DECODER.decode(body)
     except RecursionError:
@@ -198,9 +222,6 @@ def decode_headers(text: str) -> dict[str, str]:
         raise PoisonHeaders(f"invalid JSON: {error}", text) from None
     if not isinstance(parsed, _Pairs):
         raise PoisonHeaders("not a JSON object", text)
-    headers = dict(parsed)
-    if len(headers) == len(parsed) and all(type(value) is str for value in headers.values()):
-        return headers  # the usual case: distinct keys, string values
     headers = {}
     seen: set[str] = set()
     for key, value in parsed:
