@@ -61,7 +61,7 @@ BODY_BYTES = 1024
 
 # messages per worker, per (operation, batch size)
 FULL_COUNTS = {("send", 1): 2000, ("send", 50): 12000, ("receive", 1): 2000, ("receive", 50): 12000}
-FULL_ROUNDS = 5
+FULL_ROUNDS = 6  # a multiple of the three contenders: every position in every cell equally often
 QUICK_COUNTS = {("send", 1): 200, ("send", 50): 1000, ("receive", 1): 200, ("receive", 50): 1000}
 
 
@@ -498,13 +498,16 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
         for contender in contenders:  # warm-up, not reported: worker imports, server caches, first WAL segments
             for op in ("send", "receive"):
                 run_cell(pool, database, contender, op, max(WORKERS), 1, 50)
-        turn = 0
         for round_no in range(rounds):
+            cell = 0
             for op in ("send", "receive"):
                 for workers in WORKERS:
                     for batch in BATCHES:
-                        order = contenders[turn % len(contenders):] + contenders[: turn % len(contenders)]
-                        turn += 1
+                        # each cell's order turns by one every round: over a multiple of len(contenders)
+                        # rounds every contender runs first, second and last in it equally often
+                        shift = (round_no + cell) % len(contenders)
+                        order = contenders[shift:] + contenders[:shift]
+                        cell += 1
                         for contender in order:
                             cell = run_cell(pool, database, contender, op, workers, batch, counts[(op, batch)])
                             runs.setdefault((op, workers, batch, contender), []).append(cell)
