@@ -499,15 +499,15 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
             for op in ("send", "receive"):
                 run_cell(pool, database, contender, op, max(WORKERS), 1, 50)
         for round_no in range(rounds):
-            cell = 0
+            cell_no = 0
             for op in ("send", "receive"):
                 for workers in WORKERS:
                     for batch in BATCHES:
                         # each cell's order turns by one every round: over a multiple of len(contenders)
                         # rounds every contender runs first, second and last in it equally often
-                        shift = (round_no + cell) % len(contenders)
+                        shift = (round_no + cell_no) % len(contenders)
                         order = contenders[shift:] + contenders[:shift]
-                        cell += 1
+                        cell_no += 1
                         for contender in order:
                             cell = run_cell(pool, database, contender, op, workers, batch, counts[(op, batch)])
                             runs.setdefault((op, workers, batch, contender), []).append(cell)
