@@ -60,7 +60,9 @@ BATCHES = (1, 50)
 BODY_BYTES = 1024
 
 # messages per worker, per (operation, batch size)
-FULL_COUNTS = {("send", 1): 2000, ("send", 50): 12000, ("receive", 1): 2000, ("receive", 50): 12000}
+# batch 1 runs about a second per cell at these counts: long enough that a disk stall of a few
+# hundred milliseconds does not decide a round on its own
+FULL_COUNTS = {("send", 1): 4000, ("send", 50): 12000, ("receive", 1): 4000, ("receive", 50): 12000}
 FULL_ROUNDS = 6  # a multiple of the three contenders: every position in every cell equally often
 QUICK_COUNTS = {("send", 1): 200, ("send", 50): 1000, ("receive", 1): 200, ("receive", 50): 1000}
 
