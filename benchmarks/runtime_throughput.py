@@ -7,6 +7,12 @@ the time is wall time from the moment all workers are ready (a barrier) until th
 last one is done. Receive cells start from a pre-filled queue (filled outside the
 timing, then VACUUM ANALYZE). Before each cell the queue is truncated.
 
+Rounds: every cell runs once per round, the contenders one after the other, and each
+cell's order turns by one each round (6 rounds: every contender runs first, second and
+last equally often). A ratio is the median of the per-round ratios: the two runs of a
+round shared the disk's state, whose commit latency drifts by 2x within minutes here.
+Rates are medians over the rounds; the best-of-rounds ratio is printed beside it.
+
 Contenders, at batch size 1 / 50:
 
   ours  Transport/Queue through a SQLAlchemy engine (db.make_engine), a Connection held
