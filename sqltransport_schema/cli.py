@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import engines
 from . import topology as topology_module
 
 EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
@@ -143,7 +144,6 @@ def cmd_adopt(args) -> int:
 
 def cmd_statements(args) -> int:
     """Every runtime statement of one engine and version, as a DBA reviews them."""
-    from . import engines
     from .schema import TableName
     from .versions import profile
 
@@ -198,7 +198,7 @@ def _print_statements(args, engine, what: str, statements: dict, extra: dict | N
 
 def cmd_grants(args) -> int:
     """The GRANT statements a runtime login (or, with --installer, the migration login) needs."""
-    from . import engines, grants
+    from . import grants
 
     engine = engines.get(args.engine)
     if engine.grants_unsupported:
@@ -292,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_adopt)
 
     p = sub.add_parser("statements", help="print every runtime statement of an engine and transport version")
-    p.add_argument("--engine", required=True, choices=("mssql", "postgresql", "sqlite", "mysql", "oracle"))
+    p.add_argument("--engine", required=True, choices=tuple(engines.ENGINES))
     p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
     p.add_argument("--topology", help="topology file for --sagas (default: topology.yaml)")
     p.add_argument("--transport-version", default="9.1")
@@ -307,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_statements)
 
     p = sub.add_parser("grants", help="print the GRANT statements a runtime (or installer) login needs")
-    p.add_argument("--engine", required=True, choices=("mssql", "postgresql", "sqlite"))
+    p.add_argument("--engine", required=True, choices=tuple(engines.ENGINES))
     p.add_argument("--role", required=True, help="the login/role to grant to")
     p.add_argument("--endpoint", help="grant only what this endpoint needs (receive its own queues, send to every queue)")
     p.add_argument("--installer", action="store_true", help="what the installer/migration login needs instead")

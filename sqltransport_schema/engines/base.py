@@ -49,6 +49,9 @@ class Engine:
     def qualified(self, name: TableName, profile: Profile | None = None) -> str:
         raise NotImplementedError
 
+    # False where a table is known by its name alone (a schema in an address is then dropped).
+    has_schemas = True
+
     def table_key(self, name: TableName) -> tuple:
         """Two tables with the same key are the same table on this engine."""
         schema = name.schema if name.schema is not None else self.default_schema

@@ -17,6 +17,7 @@ class SQLite(Engine):
     name = "sqlite"
     dialect = "sqlite"
     default_schema = None
+    has_schemas = False
     case_insensitive_names = True
     grants_unsupported = (
         "SQLite has no logins or permissions: whoever can open the database file can do everything; "

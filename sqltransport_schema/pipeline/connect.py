@@ -69,7 +69,7 @@ def table_name(text: str, engine: engines.Engine | None = None) -> TableName:
     """A table given as a canonical address (`Sales`, `Sales@[public]`, `Sales@[dbo]@[nsb]`)."""
     address = wire.parse_address(text)
     schema = address.schema
-    if engine is not None and engine.name == "sqlite":
+    if engine is not None and not engine.has_schemas:
         schema = None
     return TableName(address.table, schema, address.catalog)
 
