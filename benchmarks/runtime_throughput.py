@@ -8,8 +8,8 @@ last one is done. Receive cells start from a pre-filled queue (filled outside th
 timing, then VACUUM ANALYZE). Before each cell the queue is truncated.
 
 Rounds: every cell runs once per round, the contenders one after the other, and each
-cell's order turns by one each round (6 rounds: every contender runs first, second and
-last equally often). A ratio is the median of the per-round ratios: the two runs of a
+cell's order turns by one each round (8 rounds: every contender takes every position
+equally often). A ratio is the median of the per-round ratios: the two runs of a
 round shared the disk's state, whose commit latency drifts by 2x within minutes here.
 Rates are medians over the rounds; the best-of-rounds ratio is printed beside it.
 
@@ -19,6 +19,9 @@ Contenders, at batch size 1 / 50:
         by the worker and `conn.begin()` per transaction, as the message pump does:
         send() per transaction / send_many(50) per transaction;
         receive() per transaction / receive_batch(50) per transaction.
+  driver the same Queue calls on a psycopg connection bound once with
+        Transport.driver_connection, commit on that connection per transaction (the
+        runtime's path for bulk consumers without a SQLAlchemy transaction per message).
   raw   exactly the engine's SEND / RECEIVE / RECEIVE_BATCH text (Statement.native
         ("pyformat")) through psycopg.connect, cursor.execute / executemany, commit per
         transaction, same batching, on the cursor the engine makes for the runtime
@@ -60,7 +63,8 @@ sys.path.insert(0, str(REPO))
 
 from _databases import admin, create_database, drop_database  # noqa: E402  (beside this script)
 QUEUE = "bench"
-CONTENDERS = ("ours", "raw", "pgmq")
+CONTENDERS = ("ours", "driver", "raw", "pgmq")
+OURS = {"ours": "ours (SQLAlchemy Connection)", "driver": "ours (driver connection)"}  # the library's two paths
 WORKERS = (1, 2, 4)
 BATCHES = (1, 50)
 BODY_BYTES = 1024
@@ -69,7 +73,7 @@ BODY_BYTES = 1024
 # batch 1 runs about a second per cell at these counts: long enough that a disk stall of a few
 # hundred milliseconds does not decide a round on its own
 FULL_COUNTS = {("send", 1): 4000, ("send", 50): 12000, ("receive", 1): 4000, ("receive", 50): 12000}
-FULL_ROUNDS = 6  # a multiple of the three contenders: every position in every cell equally often
+FULL_ROUNDS = 8  # a multiple of the four contenders: every position in every cell equally often
 QUICK_COUNTS = {("send", 1): 200, ("send", 50): 1000, ("receive", 1): 200, ("receive", 50): 1000}
 
 
@@ -260,6 +264,51 @@ class Ours:
         self.engine.dispose()
 
 
+class Driver(Ours):
+    def __init__(self, url: str):
+        import psycopg
+
+        from sqltransport_schema.db import make_engine
+        from sqltransport_schema.runtime.transport import Transport
+
+        self.engine = make_engine(url)  # names the engine; no connection is taken from it
+        transport = Transport(self.engine, "9.1")
+        self.queue = transport.queue(QUEUE)
+        self.raw = psycopg.connect(url)
+        self.conn = transport.driver_connection(self.raw)
+        self.raw.execute("SELECT 1")
+        self.raw.commit()
+
+    def send(self, messages, batch: int) -> int:
+        conn, queue, commit = self.conn, self.queue, self.raw.commit
+        if batch == 1:
+            for body, headers in messages:
+                queue.send(conn, body, headers)
+                commit()
+        else:
+            for i in range(0, len(messages), batch):
+                queue.send_many(conn, messages[i : i + batch])
+                commit()
+        return len(messages)
+
+    def receive(self, count: int, batch: int) -> tuple[int, int]:
+        conn, queue, commit = self.conn, self.queue, self.raw.commit
+        got = empty = 0
+        while got < count and empty < 100:
+            if batch == 1:
+                taken = 1 if queue.receive(conn) is not None else 0
+            else:
+                taken = len(queue.receive_batch(conn, min(batch, count - got)))
+            commit()
+            got += taken
+            empty += taken == 0
+        return got, empty
+
+    def close(self):
+        self.raw.close()
+        self.engine.dispose()
+
+
 class Raw:
     def __init__(self, url: str):
         import psycopg
@@ -358,7 +407,7 @@ class Pgmq:
         self.client.close()
 
 
-KINDS = {"ours": Ours, "raw": Raw, "pgmq": Pgmq}
+KINDS = {"ours": Ours, "driver": Driver, "raw": Raw, "pgmq": Pgmq}
 
 
 def run_one(contender: str, op: str, batch: int, count: int, database: str, barrier) -> tuple:
@@ -562,59 +611,57 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
     for op in ("send", "receive"):
         print()
         print(f"{op} (messages/s, median of {rounds} rounds; ratios: median of the per-round ratios, best-of-rounds ratio after /)")
-        print(f"{'workers':>7} {'batch':>5} {'ours msg/s':>11} {'raw msg/s':>10} {'pgmq msg/s':>11} {'ours/raw':>14} {'ours/pgmq':>14}")
+        print(f"{'workers':>7} {'batch':>5} " + " ".join(f"{c + ' msg/s':>12}" for c in CONTENDERS) + " "
+              + " ".join(f"{o + '/' + ref:>14}" for o in OURS for ref in ("raw", "pgmq")))
         for workers in WORKERS:
             for batch in BATCHES:
                 key = (op, workers, batch)
-                rates = [fmt_median(median_rate((*key, c))) for c in CONTENDERS]
-                vs_raw = f"{fmt_ratio(paired_median(key, 'ours', 'raw'))} / {fmt_ratio(best_ratio(key, 'ours', 'raw'))}"
-                vs_pgmq = f"{fmt_ratio(paired_median(key, 'ours', 'pgmq'))} / {fmt_ratio(best_ratio(key, 'ours', 'pgmq'))}"
-                print(f"{workers:>7} {batch:>5} {rates[0]:>11} {rates[1]:>10} {rates[2]:>11} {vs_raw:>14} {vs_pgmq:>14}")
+                rates = " ".join(f"{fmt_median(median_rate((*key, c))):>12}" for c in CONTENDERS)
+                ratios = " ".join(f"{fmt_ratio(paired_median(key, o, ref)) + ' / ' + fmt_ratio(best_ratio(key, o, ref)):>14}"
+                                  for o in OURS for ref in ("raw", "pgmq"))
+                print(f"{workers:>7} {batch:>5} {rates} {ratios}")
 
     print()
-    print("targets (median of the per-round paired ratios; the batch ratio from median rates)")
-    met = missed = 0
+    print("targets (median of the per-round paired ratios; the batch ratio from median rates), for each of the library's paths")
+    tally: dict[str, list[int]] = {o: [0, 0] for o in OURS}
 
-    def verdict(ok: bool | None, text: str) -> None:
-        nonlocal met, missed
-        if ok is None:
-            state = "NOT MEASURED"
-            missed += 1
-        elif ok:
-            state = "met"
-            met += 1
-        else:
-            state = "MISSED"
-            missed += 1
+    def verdict(path: str, ok: bool | None, text: str) -> None:
+        state = "NOT MEASURED" if ok is None else "met" if ok else "MISSED"
+        tally[path][0 if ok else 1] += 1
         print(f"  {text} -> {state}")
 
-    for op in ("send", "receive"):
+    for path, label in OURS.items():
+        print(f" {label}")
+        for op in ("send", "receive"):
+            for workers in WORKERS:
+                for batch in BATCHES:
+                    r = paired_median((op, workers, batch), path, "raw")
+                    verdict(path, None if r is None else r >= 0.9, f"{op:<7} workers={workers} batch={batch:<2}: >= 0.9x raw  ({fmt_ratio(r)})")
+        for op in ("send", "receive"):
+            for workers in WORKERS:
+                for batch in BATCHES:
+                    r = paired_median((op, workers, batch), path, "pgmq")
+                    verdict(path, None if r is None else r >= 1.0, f"{op:<7} workers={workers} batch={batch:<2}: >= 1.0x pgmq ({fmt_ratio(r)})")
         for workers in WORKERS:
-            for batch in BATCHES:
-                r = paired_median((op, workers, batch), "ours", "raw")
-                verdict(None if r is None else r >= 0.9, f"{op:<7} workers={workers} batch={batch:<2}: ours >= 0.9x raw  ({fmt_ratio(r)})")
-    for op in ("send", "receive"):
-        for workers in WORKERS:
-            for batch in BATCHES:
-                r = paired_median((op, workers, batch), "ours", "pgmq")
-                verdict(None if r is None else r >= 1.0, f"{op:<7} workers={workers} batch={batch:<2}: ours >= 1.0x pgmq ({fmt_ratio(r)})")
-    for workers in WORKERS:
-        fifty, one = median_rate(("receive", workers, 50, "ours")), median_rate(("receive", workers, 1, "ours"))
-        r = fifty / one if fifty and one else None
-        verdict(None if r is None else r >= 10, f"receive workers={workers}: ours batch 50 >= 10x batch 1 ({fmt_ratio(r)})")
-    print(f"{met} met, {missed} missed or not measured")
+            fifty, one = median_rate(("receive", workers, 50, path)), median_rate(("receive", workers, 1, path))
+            r = fifty / one if fifty and one else None
+            verdict(path, None if r is None else r >= 10, f"receive workers={workers}: batch 50 >= 10x batch 1 ({fmt_ratio(r)})")
+    for path, label in OURS.items():
+        met, missed = tally[path]
+        print(f"{label}: {met} met, {missed} missed or not measured")
 
     print()
-    print("per-round ours/raw ratios (the spread the disk's commit latency puts on one cell)")
-    for op in ("send", "receive"):
-        for workers in WORKERS:
-            for batch in BATCHES:
-                values = paired((op, workers, batch), "ours", "raw")
-                print(f"  {op:<7} workers={workers} batch={batch:<2}: " + (" ".join(f"{v:.2f}" for v in values) if values else "n/a"))
+    print("per-round ratios to raw (the spread the disk's commit latency puts on one cell)")
+    for path in OURS:
+        for op in ("send", "receive"):
+            for workers in WORKERS:
+                for batch in BATCHES:
+                    values = paired((op, workers, batch), path, "raw")
+                    print(f"  {path:<6} {op:<7} workers={workers} batch={batch:<2}: " + (" ".join(f"{v:.2f}" for v in values) if values else "n/a"))
 
     print()
     print("client CPU per message in the worker processes (us; median of the rounds; server time not included)")
-    print(f"{'op':<7} {'workers':>7} {'batch':>5} {'ours':>6} {'raw':>6} {'pgmq':>6}")
+    print(f"{'op':<7} {'workers':>7} {'batch':>5} " + " ".join(f"{c:>6}" for c in CONTENDERS))
     for op in ("send", "receive"):
         for workers in WORKERS:
             for batch in BATCHES:
@@ -624,7 +671,7 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
 
     if rounds > 1:
         print()
-        print("every round (msg/s, ours / raw / pgmq)")
+        print("every round (msg/s, " + " / ".join(CONTENDERS) + ")")
         for op in ("send", "receive"):
             for workers in WORKERS:
                 for batch in BATCHES:
@@ -645,6 +692,7 @@ class Ablation:
         "+ held SQLAlchemy Connection, conn.begin()/commit per tx",
         "+ Queue.send/receive instead of hand-written code",
         "= ours: engine.connect() + begin per tx (pool checkout)",
+        "= ours on its own psycopg connection via Transport.driver_connection, commit on it",
     )
 
     def __init__(self, url: str, step: int):
@@ -656,17 +704,19 @@ class Ablation:
 
         self.step, self.wire = step, wire
         self.engine = make_engine(url)
-        self.queue = Transport(self.engine, "9.1").queue(QUEUE)
+        transport = Transport(self.engine, "9.1")
+        self.queue = transport.queue(QUEUE)
         found = statements()
         self.send_sql = found["send"].native("pyformat")[0]
         self.receive_sql = found["receive"].native("pyformat")[0]
         self.sa = self.engine.connect()
         self.sa.exec_driver_sql("SELECT 1")
         self.sa.rollback()
-        self.dbapi = psycopg.connect(url) if step == 0 else self.sa.connection.dbapi_connection
+        self.dbapi = psycopg.connect(url) if step in (0, 6) else self.sa.connection.dbapi_connection
+        self.bound = transport.driver_connection(self.dbapi) if step == 6 else None
 
     def close(self):
-        if self.step == 0:
+        if self.step in (0, 6):
             self.dbapi.close()
         self.sa.close()
         self.engine.dispose()
@@ -675,7 +725,10 @@ class Ablation:
         step, dbapi, sql, encode, key = self.step, self.dbapi, self.send_sql, self.wire.encode_headers, self.wire.MESSAGE_ID
         cur = runtime_cursor(dbapi)
         for body, headers in messages:
-            if step >= 5:
+            if step == 6:
+                self.queue.send(self.bound, body, headers)
+                dbapi.commit()
+            elif step == 5:
                 with self.engine.connect() as conn, conn.begin():
                     self.queue.send(conn, body, headers)
             elif step == 4:
@@ -695,7 +748,10 @@ class Ablation:
         step, dbapi, sql, decode = self.step, self.dbapi, self.receive_sql, self.wire.decode_headers
         cur = runtime_cursor(dbapi)
         for _ in range(count):
-            if step >= 5:
+            if step == 6:
+                self.queue.receive(self.bound)
+                dbapi.commit()
+            elif step == 5:
                 with self.engine.connect() as conn, conn.begin():
                     self.queue.receive(conn)
             elif step == 4:
@@ -776,7 +832,7 @@ def call_counts(database: str, op: str, count: int) -> None:
     import collections
 
     print("Python function calls per message (batch 1, cProfile call counts; independent of machine load)")
-    for name, kind in (("raw", Raw), ("ours", Ours)):
+    for name, kind in (("raw", Raw), ("ours", Ours), ("driver", Driver)):
         reset(database, "ours")
         messages = make_messages(count) if op == "send" else None
         if op == "receive":
@@ -796,7 +852,7 @@ def call_counts(database: str, op: str, count: int) -> None:
             package = next((p for p in ("sqlalchemy", "psycopg", "sqltransport_schema") if p in filename), None)
             by[package or ("builtins" if filename == "~" else "stdlib/other")] += calls
         parts = ", ".join(f"{package} {calls / count:.0f}" for package, calls in by.most_common() if calls / count >= 0.5)
-        print(f"  {name:<4} {stats.total_calls / count:>4.0f}  ({parts})")
+        print(f"  {name:<6} {stats.total_calls / count:>4.0f}  ({parts})")
 
 
 def profile_ours(database: str, op: str, batch: int, count: int) -> int:

@@ -14,6 +14,7 @@ ENGINES: dict[str, Engine] = {engine.name: engine for engine in (MSSQL(), Postgr
 TRANSPORT_ENGINES: tuple[str, ...] = tuple(name for name, engine in ENGINES.items() if not engine.saga_only)
 _BY_DIALECT = {engine.dialect: engine for engine in ENGINES.values()}
 _BY_DIALECT["mariadb"] = ENGINES["mysql"]
+_BY_DRIVER = {driver: engine for engine in ENGINES.values() for driver in engine.drivers}
 
 
 class UnsupportedEngine(ValueError):
@@ -36,4 +37,13 @@ def for_dialect(dialect_name: str) -> Engine:
         ) from None
 
 
-__all__ = ["ENGINES", "TRANSPORT_ENGINES", "Engine", "UnsupportedEngine", "get", "for_dialect"]
+def for_driver(module: str) -> Engine:
+    """The engine a DBAPI module (its top-level name, as `sqlite3` or `psycopg`) connects to."""
+    try:
+        return _BY_DRIVER[module]
+    except KeyError:
+        known = ", ".join(sorted(_BY_DRIVER))
+        raise UnsupportedEngine(f"sqltransport-schema does not know the DBAPI module {module!r}; known: {known}") from None
+
+
+__all__ = ["ENGINES", "TRANSPORT_ENGINES", "Engine", "UnsupportedEngine", "get", "for_dialect", "for_driver"]

@@ -35,6 +35,7 @@ class Engine:
 
     name: str = ""
     dialect: str = ""  # SQLAlchemy dialect name
+    drivers: tuple[str, ...] = ()  # DBAPI modules whose connections reach this engine (runtime driver path)
     default_schema: str | None = None
     case_insensitive_names = False
 

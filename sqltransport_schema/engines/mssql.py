@@ -19,6 +19,7 @@ MAX_IDENTIFIER = 128
 class MSSQL(Engine):
     name = "mssql"
     dialect = "mssql"
+    drivers = ("pyodbc",)
     default_schema = "dbo"
     case_insensitive_names = True  # the default collation compares names without case
 

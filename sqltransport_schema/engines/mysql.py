@@ -23,6 +23,7 @@ MAX_SIGNAL_MESSAGE = 128  # MySQL's MESSAGE_TEXT limit (MariaDB allows 512)
 class MySQL(Engine):
     name = "mysql"
     dialect = "mysql"
+    drivers = ("pymysql", "MySQLdb", "mariadb")
     default_schema = None
     saga_only = True
     grants_unsupported = "grants are not generated for MySQL; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"

@@ -22,6 +22,7 @@ MAX_IDENTIFIER = 30
 class Oracle(Engine):
     name = "oracle"
     dialect = "oracle"
+    drivers = ("oracledb",)
     default_schema = None
     saga_only = True
     grants_unsupported = "grants are not generated for Oracle; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"

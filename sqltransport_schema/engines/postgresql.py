@@ -22,6 +22,7 @@ MAX_IDENTIFIER_BYTES = 63
 class PostgreSQL(Engine):
     name = "postgresql"
     dialect = "postgresql"
+    drivers = ("psycopg", "psycopg2")
     default_schema = "public"
 
     CREATE_QUEUE = (

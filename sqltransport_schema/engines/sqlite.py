@@ -16,6 +16,7 @@ from .base import Engine
 class SQLite(Engine):
     name = "sqlite"
     dialect = "sqlite"
+    drivers = ("sqlite3",)
     default_schema = None
     has_schemas = False
     case_insensitive_names = True

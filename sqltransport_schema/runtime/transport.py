@@ -1,15 +1,19 @@
 """Send, receive, delay, publish: the version-matched statements, executed.
 
-Every call takes the caller's SQLAlchemy Connection and runs inside the caller's
-transaction (the transport's native transaction mode): the caller's own writes
-commit or roll back together with the receive, and a rollback puts the message back.
-Statements go to the DBAPI cursor of that same connection, converted once per
-driver paramstyle: no SQL is parsed or compiled per message.
+Every call takes the caller's connection and runs inside the caller's transaction
+(the transport's native transaction mode): the caller's own writes commit or roll
+back together with the receive, and a rollback puts the message back. The
+connection is a SQLAlchemy Connection, or a driver connection bound once with
+`Transport.driver_connection` for bulk consumers that manage the driver's
+transaction themselves (no SQLAlchemy transaction object per message).
+Statements go to one DBAPI cursor of that connection, converted once per driver
+paramstyle: no SQL is parsed or compiled per message.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -38,39 +42,70 @@ class Message:
     poison: str | None = None  # why the headers could not be read
 
 
-def _cursor(conn: Connection):
-    """The DBAPI cursor of the caller's connection, inside a transaction SQLAlchemy knows of.
+class DriverConnection:
+    """A driver (DBAPI) connection bound to the runtime: its cursor and paramstyle, found once.
 
-    One cursor is kept per DBAPI connection (in the pool record's info, which lives as long
-    as that connection): opening a cursor per statement costs more than our own code.
+    The transaction is the driver's and the caller's: psycopg and sqlite3 (with its default
+    isolation_level) begin one implicitly; the caller commits or rolls back on the driver
+    connection. Made by `Transport.driver_connection`, which checks the engine matches.
     """
+
+    __slots__ = ("connection", "cursor", "paramstyle")
+
+    def __init__(self, dbapi_connection, engine: engines.Engine):
+        self.connection = dbapi_connection
+        self.paramstyle = sys.modules[_driver_module(dbapi_connection)].paramstyle
+        self.cursor = engine.runtime_cursor(dbapi_connection)
+
+    def __repr__(self) -> str:
+        return f"DriverConnection({self.connection!r})"
+
+
+Conn = Connection | DriverConnection
+
+
+def _driver_module(dbapi_connection) -> str:
+    return type(dbapi_connection).__module__.partition(".")[0]
+
+
+def _cursor(conn: Conn):
+    """(cursor, paramstyle) for the caller's connection, inside a transaction.
+
+    For a SQLAlchemy Connection, one cursor is kept per DBAPI connection (in the pool
+    record's info, which lives as long as that connection): opening a cursor per statement
+    costs more than our own code; a transaction SQLAlchemy knows of is begun if none is.
+    """
+    if type(conn) is DriverConnection:
+        return conn.cursor, conn.paramstyle
+    if not isinstance(conn, Connection):
+        raise TypeError(f"expected a SQLAlchemy Connection or Transport.driver_connection(...), got {type(conn).__name__}")
     if conn.get_transaction() is None:
         conn.begin()
     pooled = conn.connection
     cursor = pooled.info.get("sqltransport_cursor")
     if cursor is None or getattr(cursor, "closed", False):
         cursor = pooled.info["sqltransport_cursor"] = engines.for_dialect(conn.dialect.name).runtime_cursor(pooled.dbapi_connection)
-    return cursor
+    return cursor, conn.dialect.paramstyle
 
 
-def execute(conn: Connection, statement: Statement, params: Mapping | None = None):
-    sql, order = statement.native(conn.dialect.paramstyle)
-    cursor = _cursor(conn)
+def execute(conn: Conn, statement: Statement, params: Mapping | None = None):
+    cursor, paramstyle = _cursor(conn)
+    sql, order = statement.native(paramstyle)
     if order:
         values = params or {}
-        bound = values if conn.dialect.paramstyle in ("pyformat", "named") else tuple(values[name] for name in order)
+        bound = values if paramstyle in ("pyformat", "named") else tuple(values[name] for name in order)
         cursor.execute(sql, bound)
     else:
         cursor.execute(sql)
     return cursor
 
 
-def execute_many(conn: Connection, statement: Statement, rows: Sequence[Mapping]) -> None:
+def execute_many(conn: Conn, statement: Statement, rows: Sequence[Mapping]) -> None:
     if not rows:
         return
-    sql, order = statement.native(conn.dialect.paramstyle)
-    cursor = _cursor(conn)
-    if conn.dialect.paramstyle in ("pyformat", "named"):
+    cursor, paramstyle = _cursor(conn)
+    sql, order = statement.native(paramstyle)
+    if paramstyle in ("pyformat", "named"):
         cursor.executemany(sql, rows)
     else:
         cursor.executemany(sql, [tuple(row[name] for name in order) for row in rows])
@@ -149,6 +184,17 @@ class Transport:
                 warnings.append(f"{spec.kind.value} table {where} lacks column(s) {', '.join(missing)}")
         return warnings
 
+    def driver_connection(self, dbapi_connection) -> DriverConnection:
+        """Bind a driver connection (psycopg, sqlite3, pyodbc) for the fast path: pass the result
+        where a Connection is taken, and commit or roll back on the driver connection itself."""
+        if isinstance(dbapi_connection, Connection):
+            raise TypeError("this is a SQLAlchemy Connection already: pass it as it is, or its .connection.driver_connection")
+        module = _driver_module(dbapi_connection)
+        engine = engines.for_driver(module)
+        if engine is not self.dialect:
+            raise ValueError(f"a {module} connection reaches {engine.name}, but this transport is for {self.dialect.name}")
+        return DriverConnection(dbapi_connection, engine)
+
     # -- tables ----------------------------------------------------------------------
     def name(self, table: str, schema: str | None = None, catalog: str | None = None) -> TableName:
         return TableName(table, schema if schema is not None else self.default_schema,
@@ -184,7 +230,7 @@ class Transport:
         return self.dialect.runtime_statements(self.profile, queue, peek_batch_size=self.peek_batch_size, **options, **tables)
 
     # -- publish -----------------------------------------------------------------------
-    def publish(self, conn: Connection, topics: str | Sequence[str], body: bytes, headers: Mapping[str, str]) -> list[str]:
+    def publish(self, conn: Conn, topics: str | Sequence[str], body: bytes, headers: Mapping[str, str]) -> list[str]:
         """Send one copy to every subscriber of any of the topics; returns their addresses."""
         topics = [topics] if isinstance(topics, str) else list(topics)
         addresses = self.subscriptions().subscribers(conn, topics)
@@ -219,14 +265,14 @@ class Queue:
             "Body": body,
         }
 
-    def send(self, conn: Connection, body: bytes | None, headers: Mapping[str, str] | str,
+    def send(self, conn: Conn, body: bytes | None, headers: Mapping[str, str] | str,
              time_to_be_received: timedelta | float | None = None, message_id: str | None = None) -> str:
         """Insert one message; headers as a mapping, or as raw text to pass a message on unchanged."""
         row = self._row(body, headers, time_to_be_received, message_id)
         execute(conn, self.statements["send"], row)
         return row["Id"]
 
-    def send_many(self, conn: Connection, messages: Iterable[tuple[bytes | None, Mapping[str, str]]],
+    def send_many(self, conn: Conn, messages: Iterable[tuple[bytes | None, Mapping[str, str]]],
                   time_to_be_received: timedelta | float | None = None) -> list[str]:
         rows = [self._row(body, headers, time_to_be_received, None) for body, headers in messages]
         execute_many(conn, self.statements["send"], rows)
@@ -242,7 +288,7 @@ class Queue:
             message.poison = str(exc)
         return message
 
-    def receive(self, conn: Connection) -> Message | None:
+    def receive(self, conn: Conn) -> Message | None:
         """The oldest message, deleted inside the caller's transaction; expired ones are dropped."""
         statement = self.statements["receive"]
         at = statement.positions
@@ -255,7 +301,7 @@ class Queue:
                 continue
             return self._message(row, at)
 
-    def receive_batch(self, conn: Connection, size: int) -> list[Message]:
+    def receive_batch(self, conn: Conn, size: int) -> list[Message]:
         """Up to size oldest messages in one statement, in FIFO order; expired ones dropped."""
         statement = self.statements["receive_batch"]
         at = statement.positions
@@ -263,10 +309,10 @@ class Queue:
         rows.sort(key=lambda r: r[at["Order"]])
         return [self._message(row, at) for row in rows if not row[at["Expired"]]]
 
-    def peek(self, conn: Connection) -> int:
+    def peek(self, conn: Conn) -> int:
         return execute(conn, self.statements["peek"]).fetchone()[0] or 0
 
-    def purge_expired(self, conn: Connection, batch_size: int = DEFAULT_PURGE_BATCH) -> int:
+    def purge_expired(self, conn: Conn, batch_size: int = DEFAULT_PURGE_BATCH) -> int:
         """Delete expired messages in batches until a batch comes back short."""
         total = 0
         while True:
@@ -275,7 +321,7 @@ class Queue:
             if deleted < batch_size:
                 return total
 
-    def purge(self, conn: Connection) -> int:
+    def purge(self, conn: Conn) -> int:
         return execute(conn, self.statements["purge_all"]).rowcount
 
 
@@ -288,14 +334,14 @@ class EndpointTables:
         self.delayed_name = TableName(f"{name.table}.{delayed_suffix}", name.schema, name.catalog)
         self.statements = transport.statements(name, delayed=self.delayed_name)
 
-    def send_delayed(self, conn: Connection, destination: str | Queue, body: bytes | None, headers: Mapping[str, str],
+    def send_delayed(self, conn: Conn, destination: str | Queue, body: bytes | None, headers: Mapping[str, str],
                      due_after: timedelta | float) -> None:
         """Store in this endpoint's delayed table; when due it reaches the input queue, which forwards it."""
         address = destination.address if isinstance(destination, Queue) else destination
         raw = wire.encode_headers({**headers, wire.FORWARD_DESTINATION: address})
         execute(conn, self.statements["store_delayed"], {"Headers": raw, "Body": body, "DueAfterMs": _milliseconds(due_after)})
 
-    def move_due(self, conn: Connection, batch_size: int = DEFAULT_MOVE_BATCH) -> int:
+    def move_due(self, conn: Conn, batch_size: int = DEFAULT_MOVE_BATCH) -> int:
         """Move up to batch_size due messages into the input queue; returns how many moved."""
         params = {"BatchSize": batch_size, "Now": self.transport.dialect.now_parameter()}
         moved = execute(conn, self.statements["move_due_delayed"], params).rowcount
@@ -304,7 +350,7 @@ class EndpointTables:
             execute(conn, follow_up, params)
         return max(moved, 0)
 
-    def next_due(self, conn: Connection):
+    def next_due(self, conn: Conn):
         row = execute(conn, self.statements["next_due"]).fetchone()
         return row[0] if row else None
 
@@ -328,13 +374,13 @@ class Subscriptions:
             found = self._by_topics[topics] = self.transport.statements(self.name, subscriptions=self.name, topics=topics)
         return found
 
-    def subscribe(self, conn: Connection, endpoint: str, address: str, topic: str) -> None:
+    def subscribe(self, conn: Conn, endpoint: str, address: str, topic: str) -> None:
         execute(conn, self._statements()["subscribe"], {"Endpoint": endpoint, "QueueAddress": address, "Topic": topic})
 
-    def unsubscribe(self, conn: Connection, endpoint: str, topic: str) -> None:
+    def unsubscribe(self, conn: Conn, endpoint: str, topic: str) -> None:
         execute(conn, self._statements()["unsubscribe"], {"Endpoint": endpoint, "Topic": topic})
 
-    def subscribers(self, conn: Connection, topics: Sequence[str]) -> list[str]:
+    def subscribers(self, conn: Conn, topics: Sequence[str]) -> list[str]:
         if not topics:
             return []
         statement = self._statements(len(topics))["find_subscribers"]
