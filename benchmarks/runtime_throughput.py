@@ -5,7 +5,8 @@ as wire.encode_headers writes it, a fresh message id each). Every cell runs a fi
 number of messages per worker in 1, 2 or 4 worker processes (multiprocessing spawn);
 the time is wall time from the moment all workers are ready (a barrier) until the
 last one is done. Receive cells start from a pre-filled queue (filled outside the
-timing, then VACUUM ANALYZE). Before each cell the queue is truncated.
+timing, in the server from a fill table generated once, then VACUUM ANALYZE). Before
+each cell the queue is truncated.
 
 Rounds: every cell runs once per round, the contenders one after the other, and each
 cell's order turns by one each round (8 rounds: every contender takes every position
@@ -70,9 +71,9 @@ BATCHES = (1, 50)
 BODY_BYTES = 1024
 
 # messages per worker, per (operation, batch size)
-# batch 1 runs about a second per cell at these counts: long enough that a disk stall of a few
-# hundred milliseconds does not decide a round on its own
-FULL_COUNTS = {("send", 1): 4000, ("send", 50): 12000, ("receive", 1): 4000, ("receive", 50): 12000}
+# every cell runs one to a few seconds at these counts: long enough that a disk stall of a few
+# hundred milliseconds does not decide a round on its own (batched receive runs at 25-50k msg/s)
+FULL_COUNTS = {("send", 1): 4000, ("send", 50): 12000, ("receive", 1): 4000, ("receive", 50): 36000}
 FULL_ROUNDS = 8  # a multiple of the four contenders: every position in every cell equally often
 QUICK_COUNTS = {("send", 1): 200, ("send", 50): 1000, ("receive", 1): 200, ("receive", 50): 1000}
 
@@ -188,35 +189,54 @@ def reset(database: str, contender: str) -> None:
             conn.execute(f'TRUNCATE "public"."{QUEUE}" RESTART IDENTITY')
 
 
-def prefill(database: str, contender: str, total: int) -> None:
-    """Fill the queue outside the timing: big transactions, then VACUUM ANALYZE."""
-    import psycopg
+FILL_CHUNK = 1000
+
+
+def _grow_fill(conn, contender: str, total: int) -> None:
+    """Make the fill table of a layout hold at least `total` distinct messages (generated once
+    per run, through the same encoding as a send; later fills copy from it in the server)."""
     from sqltransport_schema.runtime import wire
 
+    pgmq = contender == "pgmq"
+    table = "bench_fill_pgmq" if pgmq else "bench_fill"
+    columns = "n bigserial PRIMARY KEY, message jsonb, headers jsonb" if pgmq else "n bigserial PRIMARY KEY, id uuid, headers text, body bytea"
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+    have = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     body = make_body()
-    chunk = 1000
+    cur = conn.cursor()
+    while have < total:
+        n = min(FILL_CHUNK, total - have)
+        if pgmq:
+            text = body.decode()
+            cur.executemany(f"INSERT INTO {table} (message, headers) VALUES (%s::jsonb, %s::jsonb)",
+                            [(text, json.dumps(make_headers())) for _ in range(n)])
+        else:
+            rows = []
+            for _ in range(n):
+                h = make_headers()
+                rows.append((h[wire.MESSAGE_ID], wire.encode_headers(h), body))
+            cur.executemany(f"INSERT INTO {table} (id, headers, body) VALUES (%s, %s, %s)", rows)
+        have += n
+    conn.commit()
+
+
+def prefill(database: str, contender: str, total: int) -> None:
+    """Fill the queue outside the timing, in the server from the run's fill table, then VACUUM ANALYZE.
+
+    Rows arrive in fill order, each with its own message id in Id and Headers, the same rows a
+    send writes (Expires NULL; pgmq: vt = clock_timestamp(), as pgmq.send() writes it). pgmq's
+    Python client encodes jsonb[] arrays slowly, and the fill is not what is measured."""
+    import psycopg
+
     with psycopg.connect(url_of(database)) as conn:
-        cur = conn.cursor()
-        sql = send_sql()
-        done = 0
-        while done < total:
-            n = min(chunk, total - done)
-            if contender == "pgmq":
-                # the row pgmq.send() writes (vt = clock_timestamp()), inserted directly: pgmq's Python
-                # client encodes jsonb[] arrays slowly, and the fill is not what is measured
-                text = body.decode()
-                cur.executemany(
-                    f"INSERT INTO pgmq.q_{QUEUE} (vt, message, headers) VALUES (clock_timestamp(), %s::jsonb, %s::jsonb)",
-                    [(text, json.dumps(make_headers())) for _ in range(n)],
-                )
-            else:
-                rows = []
-                for _ in range(n):
-                    h = make_headers()
-                    rows.append({"Id": h[wire.MESSAGE_ID], "TimeToBeReceivedMs": None, "Headers": wire.encode_headers(h), "Body": body})
-                cur.executemany(sql, rows)
-            conn.commit()
-            done += n
+        _grow_fill(conn, contender, total)
+        if contender == "pgmq":
+            conn.execute(f"INSERT INTO pgmq.q_{QUEUE} (vt, message, headers) "
+                         "SELECT clock_timestamp(), message, headers FROM bench_fill_pgmq ORDER BY n LIMIT %s", (total,))
+        else:
+            conn.execute(f'INSERT INTO "public"."{QUEUE}" (Id, Expires, Headers, Body) '
+                         "SELECT id, NULL, headers, body FROM bench_fill ORDER BY n LIMIT %s", (total,))
+        conn.commit()
     with psycopg.connect(url_of(database), autocommit=True) as conn:
         table = f"pgmq.q_{QUEUE}" if contender == "pgmq" else f'"public"."{QUEUE}"'
         conn.execute(f"VACUUM ANALYZE {table}")
