@@ -363,3 +363,59 @@ def test_due_mover_loop_delivers_delayed_messages(transport):
     with transport.engine.begin() as conn:
         arrived = sales.input.receive_batch(conn, 10)
     assert sorted(m.body for m in arrived) == [str(n).encode() for n in range(5)]
+
+
+def test_pump_survives_its_connections_being_killed_and_loses_nothing(project, pg_url, monkeypatch, caplog):
+    """A failover or server restart cuts the pump's connections mid-work: it reconnects and goes on;
+    every message is handled and committed exactly once (the handler's write commits with the receive)."""
+    import psycopg
+
+    transport = deployed(project, pg_url, monkeypatch)
+    sales = transport.queue("Sales")
+    with transport.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE handled (n int PRIMARY KEY)")  # a duplicate would violate the key
+        sales.send_many(conn, [(str(n).encode(), headers(n)) for n in range(400)])
+
+    def handler(message, context):
+        context.connection.exec_driver_sql("INSERT INTO handled (n) VALUES (%(n)s)", {"n": int(message.headers["n"])})
+        time.sleep(0.002)
+
+    pump = MessagePump(transport, sales, handler, concurrency=3, peek_delay=0.1, failure_timeout=20)
+    raw_url = pg_url.replace("+psycopg", "")
+    kills = 0
+    with caplog.at_level(logging.WARNING, logger="sqltransport_schema.pump"):
+        pump.start()
+        with psycopg.connect(raw_url, autocommit=True) as admin:
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                done = admin.execute("SELECT count(*) FROM handled").fetchone()[0]
+                if done >= 400:
+                    break
+                if kills < 4 and done >= 60 * (kills + 1):
+                    kills += admin.execute(
+                        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = ''"
+                    ).fetchone()[0] > 0
+                time.sleep(0.02)
+        pump.stop(timeout=10)
+    assert kills == 4
+    assert pump.failure is None and not pump._thread.is_alive()
+    assert "retrying in 0.1 s" in caplog.text
+    transport.engine.dispose()  # the pool may still hold a connection that was cut
+    with transport.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*), min(n), max(n) FROM handled").one() == (400, 0, 399)
+        assert sales.peek(conn) == 0
+    transport.engine.dispose()
+
+
+def test_pump_stops_with_pump_failed_when_the_database_stays_unreachable(caplog):
+    from sqltransport_schema.runtime.pump import PumpFailed
+
+    transport = Transport(make_engine("postgresql://postgres@127.0.0.1:1/nowhere"), "9.1")  # a port nothing listens on
+    pump = MessagePump(transport, transport.queue("Sales"), lambda m, c: None, peek_delay=0.1, failure_timeout=0.5)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="sqltransport_schema.pump"), pytest.raises(PumpFailed, match="Sales@\\[public\\] failed for"):
+        pump.run()
+    assert 0.5 <= time.monotonic() - started < 10
+    assert isinstance(pump.failure, PumpFailed)
+    assert caplog.text.count("retrying in 0.1 s") >= 2 and "stopping" in caplog.text

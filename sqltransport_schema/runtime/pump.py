@@ -5,12 +5,18 @@ that connection, so its writes commit with the receive. A handler exception roll
 the receive back (the message returns to the queue); after the immediate retries
 the message moves to the error queue with the exception in its headers, as
 NServiceBus does. Poison headers go to the error queue unchanged.
+
+A failure of the database itself (a dropped connection, a failover, a restart) does not
+end the pump: the connection is discarded, the pump waits a peek delay and peeks again on
+a new one. Only when every attempt has failed for `failure_timeout` seconds does `run()`
+raise PumpFailed, as the transport's circuit breaker raises a critical error.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
@@ -23,6 +29,11 @@ from .transport import EndpointTables, Message, Queue, Transport
 log = logging.getLogger("sqltransport_schema.pump")
 
 RECOMMENDED_PEEK_DELAY = (0.1, 10.0)
+DEFAULT_FAILURE_TIMEOUT = 30.0  # the transport's circuit breaker waits as long before a critical error
+
+
+class PumpFailed(Exception):
+    """The database could not be reached (or refused every receive) for the whole failure timeout."""
 
 
 @dataclass
@@ -44,7 +55,8 @@ Handler = Callable[[Message, Context], None]
 class MessagePump:
     def __init__(self, transport: Transport, queue: Queue, handler: Handler, *, concurrency: int = 1,
                  peek_delay: float = 1.0, peek_batch_size: int | None = None, immediate_retries: int = 5,
-                 error_queue: str = "error", endpoint: EndpointTables | None = None):
+                 error_queue: str = "error", endpoint: EndpointTables | None = None,
+                 failure_timeout: float = DEFAULT_FAILURE_TIMEOUT):
         low, high = RECOMMENDED_PEEK_DELAY
         if not low <= peek_delay <= high:
             log.warning(
@@ -60,6 +72,8 @@ class MessagePump:
         self.immediate_retries = immediate_retries
         self.error_queue = transport.queue(error_queue) if isinstance(error_queue, str) else error_queue
         self.endpoint = endpoint
+        self.failure_timeout = failure_timeout
+        self._failing_since: float | None = None  # monotonic time of the first failure in a row
         self._stop = threading.Event()
         self._local = threading.local()
         self._connections: list[Connection] = []
@@ -68,6 +82,7 @@ class MessagePump:
         self._lock = threading.Lock()
         self.processed = 0
         self.failed = 0
+        self.failure: PumpFailed | None = None
 
     # -- one message ------------------------------------------------------------------
     def receive_one(self) -> bool:
@@ -80,6 +95,23 @@ class MessagePump:
             return self._receive_in_transaction()
         except _RolledBack:
             return True
+        except Exception:
+            self._discard_connection()
+            raise
+
+    def _discard_connection(self) -> None:
+        """Drop this thread's connection after a database failure; the next call connects anew."""
+        conn = getattr(self._local, "connection", None)
+        self._local.connection = None
+        if conn is not None:
+            with self._lock:
+                if conn in self._connections:
+                    self._connections.remove(conn)
+            try:
+                conn.invalidate()  # never back to the pool: its state is unknown
+                conn.close()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
 
     def _connection(self) -> Connection:
         """This thread's own connection, held for the pump's life (a pool checkout per message costs more than the SQL)."""
@@ -139,14 +171,40 @@ class MessagePump:
 
     # -- the loop ---------------------------------------------------------------------
     def _peek(self) -> int:
-        conn = self._connection()
-        with conn.begin():
-            return self.queue.peek(conn)
+        try:
+            conn = self._connection()
+            with conn.begin():
+                waiting = self.queue.peek(conn)
+        except Exception:
+            self._discard_connection()
+            raise
+        self._failing_since = None
+        return waiting
+
+    def _database_failed(self, exc: Exception) -> None:
+        """Log, wait a peek delay; raise PumpFailed once failures have lasted the failure timeout."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        failing_for = now - self._failing_since
+        if failing_for >= self.failure_timeout:
+            log.critical("receiving from %s has failed for %.1f s (failure timeout %.1f s): stopping: %s",
+                         self.queue.address, failing_for, self.failure_timeout, exc)
+            raise PumpFailed(f"receiving from {self.queue.address} failed for {failing_for:.1f} s: {exc}") from exc
+        log.warning("receiving from %s failed (%s: %s); retrying in %.1f s", self.queue.address,
+                    type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", self.peek_delay)
+        self._stop.wait(self.peek_delay)
 
     def run(self) -> None:
-        """Run until stop(); in-flight messages finish before it returns."""
+        """Run until stop(); in-flight messages finish before it returns.
+
+        Raises PumpFailed when the database has failed for the whole failure timeout (also kept
+        in `self.failure`, for a pump run by start())."""
         try:
             self._run()
+        except PumpFailed as exc:
+            self.failure = exc
+            raise
         finally:
             self.close()
 
@@ -160,16 +218,26 @@ class MessagePump:
     def _run(self) -> None:
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqlts-receive") as pool:
             while not self._stop.is_set():
-                waiting = self._peek()
-                if waiting <= 0:
-                    self._stop.wait(self.peek_delay)
-                    continue
-                # receive mode: up to `concurrency` tasks; back to peek when one finds nothing
-                while not self._stop.is_set():
-                    batch = [pool.submit(self.receive_one) for _ in range(min(self.concurrency, max(waiting, 1)))]
-                    if not all(f.result() for f in batch):
-                        break
-                    waiting = self.peek_batch_size
+                try:
+                    self._peek_and_receive(pool)
+                except Exception as exc:  # the database's failure (handler failures never reach here)
+                    self._database_failed(exc)
+
+    def _peek_and_receive(self, pool: ThreadPoolExecutor) -> None:
+        waiting = self._peek()
+        if waiting <= 0:
+            self._stop.wait(self.peek_delay)
+            return
+        # receive mode: up to `concurrency` tasks; back to peek when one finds nothing
+        while not self._stop.is_set():
+            batch = [pool.submit(self.receive_one) for _ in range(min(self.concurrency, max(waiting, 1)))]
+            taken = [f.exception() or f.result() for f in batch]  # every task ends before a failure is raised
+            failure = next((t for t in taken if isinstance(t, BaseException)), None)
+            if failure is not None:
+                raise failure
+            if not all(taken):
+                return
+            waiting = self.peek_batch_size
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="sqlts-pump", daemon=True)
