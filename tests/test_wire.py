@@ -109,6 +109,22 @@ def test_encode_exact_form(headers, expected):
     assert encode_headers(headers) == expected
 
 
+def test_the_fast_encoder_writes_what_the_exact_one_writes_for_every_character():
+    """The usual map is encoded by Python's C encoder plus `/`; every BMP character, astral
+    ones at the plane edges, and mixtures must come out as the character-by-character writer has them."""
+    from sqltransport_schema.runtime.wire import _encode_headers_exactly
+
+    astral = [chr(cp) for cp in (0x10000, 0x1F600, 0x10FFFF)]
+    for cp in range(0x10000):
+        headers = {f"k{chr(cp)}": f"a{chr(cp)}/b"}
+        assert encode_headers(headers) == _encode_headers_exactly(headers), hex(cp)
+    rng = random.Random(7)
+    pool = [chr(c) for c in range(0x100)] + ["\u2028", "\u2029", "\ud800", "\udfff", "\ufffe", "\uffff", "中", "☃"] + astral
+    for _ in range(2000):
+        headers = {"".join(rng.choices(pool, k=rng.randrange(8))): "".join(rng.choices(pool, k=rng.randrange(30))) for _ in range(3)}
+        assert encode_headers(headers) == _encode_headers_exactly(headers)
+
+
 def test_encode_keeps_insertion_order():
     headers = {"z": "1", "a": "2", "m": "3"}
     assert encode_headers(headers) == '{"z":"1","a":"2","m":"3"}'
