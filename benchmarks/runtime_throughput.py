@@ -159,10 +159,6 @@ def pgmq_versions() -> str:
         return f"pgmq unavailable: {exc}"
 
 
-def send_sql() -> str:
-    return statements()["send"].native("pyformat")[0]
-
-
 def statements():
     from sqltransport_schema import engines
     from sqltransport_schema.schema import TableName

@@ -26,22 +26,15 @@ import uuid
 
 import pytest
 
-from sqltransport_schema.db import make_engine
+from sqltransport_schema.engines.sqlite import SQLite
 from sqltransport_schema.runtime import wire
-from sqltransport_schema.runtime.transport import Transport
 
-from .test_mssql_runtime import RUNTIME_FIXTURE, raw_seed_statement, runtime_text
 from .test_mssql_ddl import shared_present
+from .test_mssql_runtime import RUNTIME_FIXTURE, raw_seed_statement, runtime_text
+from .test_runtime import deployed as deployed_transport
+from .test_runtime_driver import plain_driver_connection
 
-TOPOLOGY = """\
-transport_version: "9.1"
-endpoints:
-  - name: Sales
-queues:
-  - name: error
-"""
 TABLE = "[Sales]"
-SQLITE_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 NOCOUNT_LINES = (
     "DECLARE @NOCOUNT VARCHAR(3) = 'OFF';",
     "IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'",
@@ -71,10 +64,7 @@ def without_nocount(statement: str) -> str:
 def seed_send_on_sqlite(text: str) -> str:
     sql = without_nocount(raw_seed_statement(text, "send"))
     sql = replace_once(sql, "{0}", TABLE)
-    return replace_once(
-        sql, "DATEADD(ms, @TimeToBeReceivedMs, GETUTCDATE())",
-        "strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (@TimeToBeReceivedMs / 1000.0) || ' seconds')",
-    )
+    return replace_once(sql, "DATEADD(ms, @TimeToBeReceivedMs, GETUTCDATE())", SQLite.now_plus_ms("@TimeToBeReceivedMs"))
 
 
 def seed_receive_on_sqlite(text: str) -> str:
@@ -86,7 +76,7 @@ def seed_receive_on_sqlite(text: str) -> str:
     )
     assert found, f"seed 003 changed: the receive is no longer a TOP(1) CTE delete with OUTPUT:\n{sql}"
     order, output = found.groups()
-    output = replace_once(output.replace("deleted.", ""), "GETUTCDATE()", SQLITE_NOW)
+    output = replace_once(output.replace("deleted.", ""), "GETUTCDATE()", SQLite.NOW)
     return (f"SELECT {output}, {order} FROM {TABLE} ORDER BY {order} LIMIT 1",
             f"DELETE FROM {TABLE} WHERE {order} = ?")
 
@@ -103,12 +93,8 @@ def receive_with_the_seeds_sql(raw: sqlite3.Connection, receive: tuple[str, str]
 
 @pytest.fixture
 def deployed(project, sqlite_url, monkeypatch):
-    project.write_topology(TOPOLOGY)
-    project.compile("initial")
-    project.upgrade(sqlite_url)
-    monkeypatch.chdir(project.root)
-    transport = Transport.from_database(make_engine(sqlite_url), str(project.ini))
-    raw = sqlite3.connect(make_engine(sqlite_url).url.database)
+    transport = deployed_transport(project, sqlite_url, monkeypatch)
+    raw = plain_driver_connection(transport)
     yield transport, raw
     raw.close()
     transport.engine.dispose()

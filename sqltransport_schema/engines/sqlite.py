@@ -299,10 +299,15 @@ CREATE TABLE IF NOT EXISTS {table} (
     # Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', which compares in time order. Writers
     # serialise on the database lock, so a receive's DELETE ... RETURNING is exclusive.
     NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+
+    @staticmethod
+    def now_plus_ms(milliseconds: str) -> str:
+        """The UTC time text `milliseconds` (an expression) from now, as NOW writes times."""
+        return f"strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({milliseconds} / 1000.0) || ' seconds')"
+
     SEND = (
         "INSERT INTO {table} (Id, Recoverable, Expires, Headers, Body) VALUES (@Id, 1, "
-        "CASE WHEN @TimeToBeReceivedMs IS NOT NULL THEN strftime('%Y-%m-%d %H:%M:%f', 'now', "
-        "'+' || (@TimeToBeReceivedMs / 1000.0) || ' seconds') END, @Headers, @Body)"
+        "CASE WHEN @TimeToBeReceivedMs IS NOT NULL THEN " + now_plus_ms("@TimeToBeReceivedMs") + " END, @Headers, @Body)"
     )
     # Not `Expires IS NULL`: SQLite 3.40 evaluates that wrongly in a DELETE's RETURNING when
     # the partial index (WHERE Expires IS NOT NULL) exists; coalesce is read correctly.
@@ -321,8 +326,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     )
     PURGE_ALL = "DELETE FROM {table}"
     STORE_DELAYED = (
-        "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, "
-        "strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (@DueAfterMs / 1000.0) || ' seconds'))"
+        "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, " + now_plus_ms("@DueAfterMs") + ")"
     )
     # Two statements under one write lock and one cut-off (@Now), so they see the same rows.
     DUE = "SELECT RowVersion FROM {delayed} WHERE Due < @Now ORDER BY Due, RowVersion LIMIT @BatchSize"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
 
@@ -231,11 +231,8 @@ class MessagePump:
         # receive mode: up to `concurrency` tasks; back to peek when one finds nothing
         while not self._stop.is_set():
             batch = [pool.submit(self.receive_one) for _ in range(min(self.concurrency, max(waiting, 1)))]
-            taken = [f.exception() or f.result() for f in batch]  # every task ends before a failure is raised
-            failure = next((t for t in taken if isinstance(t, BaseException)), None)
-            if failure is not None:
-                raise failure
-            if not all(taken):
+            wait(batch)  # every task ends before a failure is raised
+            if not all([f.result() for f in batch]):  # a list: every result read, so no failure is skipped
                 return
             waiting = self.peek_batch_size
 
