@@ -49,7 +49,7 @@ def catalog_connection(url: str, error: type[Exception]):
 
     db = make_engine(url)
     try:
-        engine = engines.for_dialect(db.dialect.name)
+        engine = engines.for_sqlalchemy(db.dialect.name)
         with db.connect() as connection:
             yield engine, connection
     except (engines.UnsupportedEngine, NotImplementedError) as problem:

@@ -24,7 +24,7 @@ import re
 import pytest
 
 from sqltransport_schema.engines.mssql import MSSQL
-from sqltransport_schema.runtime.statements import Statement
+from sqltransport_schema.statements import Statement
 from sqltransport_schema.schema import TableName
 from sqltransport_schema.versions import profile
 

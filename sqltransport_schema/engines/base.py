@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..runtime.statements import MESSAGE, Statement, parameters_of
+from ..statements import MESSAGE, Statement, parameters_of
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import TableShape
 from ..versions import Profile
@@ -26,7 +26,7 @@ BACKFILL_REFUSED = (
 )
 
 
-class Engine:
+class Dialect:
     """One database engine: quoting, name limits, and every DDL statement it runs.
 
     Methods that produce DDL return a list of batches: complete SQL texts that run
@@ -34,7 +34,7 @@ class Engine:
     """
 
     name: str = ""
-    dialect: str = ""  # SQLAlchemy dialect name
+    sqlalchemy_name: str = ""  # the SQLAlchemy dialect's name
     drivers: tuple[str, ...] = ()  # DBAPI modules whose connections reach this engine (runtime driver path)
     default_schema: str | None = None
     case_insensitive_names = False

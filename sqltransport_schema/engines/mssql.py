@@ -7,18 +7,18 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 
 from __future__ import annotations
 
-from ..runtime.statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
+from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_predicate
 from ..versions import FEATURE_SINCE, ExpiresIndex, Profile, ScriptStyle, parse_version
-from .base import Engine
+from .base import Dialect
 
 MAX_IDENTIFIER = 128
 
 
-class MSSQL(Engine):
+class MSSQL(Dialect):
     name = "mssql"
-    dialect = "mssql"
+    sqlalchemy_name = "mssql"
     drivers = ("pyodbc",)
     default_schema = "dbo"
     case_insensitive_names = True  # the default collation compares names without case

@@ -14,15 +14,15 @@ import re
 from ..schema import Correlation, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_type
 from ..versions import Profile
-from .base import Engine
+from .base import Dialect
 
 MAX_IDENTIFIER = 64
 MAX_SIGNAL_MESSAGE = 128  # MySQL's MESSAGE_TEXT limit (MariaDB allows 512)
 
 
-class MySQL(Engine):
+class MySQL(Dialect):
     name = "mysql"
-    dialect = "mysql"
+    sqlalchemy_name = "mysql"
     drivers = ("pymysql", "MySQLdb", "mariadb")
     default_schema = None
     saga_only = True

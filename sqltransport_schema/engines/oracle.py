@@ -14,14 +14,14 @@ import hashlib
 
 from ..schema import Correlation, TableName, TableSpec
 from ..versions import Profile
-from .base import Engine
+from .base import Dialect
 
 MAX_IDENTIFIER = 30
 
 
-class Oracle(Engine):
+class Oracle(Dialect):
     name = "oracle"
-    dialect = "oracle"
+    sqlalchemy_name = "oracle"
     drivers = ("oracledb",)
     default_schema = None
     saga_only = True

@@ -13,15 +13,15 @@ import hashlib
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type
 from ..versions import FEATURE_SINCE, Profile
-from .base import Engine
+from .base import Dialect
 
 MAX_TABLE_BYTES = 55  # the transport's own limit: room for the suffixes of derived names
 MAX_IDENTIFIER_BYTES = 63
 
 
-class PostgreSQL(Engine):
+class PostgreSQL(Dialect):
     name = "postgresql"
-    dialect = "postgresql"
+    sqlalchemy_name = "postgresql"
     drivers = ("psycopg", "psycopg2")
     default_schema = "public"
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from ..schema import Correlation, Kind, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type, where_clause
 from ..versions import ExpiresIndex, Profile
-from .base import Engine
+from .base import Dialect
 
 
-class SQLite(Engine):
+class SQLite(Dialect):
     name = "sqlite"
-    dialect = "sqlite"
+    sqlalchemy_name = "sqlite"
     drivers = ("sqlite3",)
     default_schema = None
     has_schemas = False
@@ -340,7 +340,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     DELETE_MOVED_DELAYED = "DELETE FROM {delayed} WHERE RowVersion IN (" + DUE + ")"
     NEXT_DUE = "SELECT Due FROM {delayed} ORDER BY Due LIMIT 1"
     DELAYED_STATEMENTS = {
-        **Engine.DELAYED_STATEMENTS,
+        **Dialect.DELAYED_STATEMENTS,
         "move_due_delayed": ("MOVE_DUE_DELAYED", "copy due messages into the input queue"),
         "delete_moved_delayed": ("DELETE_MOVED_DELAYED", "delete what move_due_delayed copied"),
     }

@@ -74,7 +74,7 @@ def compare_transport_tables(autogen_context, upgrade_ops, schemas):
     expected = target()
     if expected is None:
         return _CONTINUE  # no compiled revision yet: no transport tables to expect
-    engine = engines.for_dialect(autogen_context.dialect.name)
+    engine = engines.for_sqlalchemy(autogen_context.dialect.name)
     version_table = (autogen_context.opts.get(VERSION_TABLE_OPTION) or "alembic_version").casefold()
     catalogs = sorted({spec.name.catalog for spec in expected.tables if spec.name.catalog is not None})
     live = {k: v for k, v in engine.read_shapes(autogen_context.connection, catalogs).items() if v[0].table.casefold() != version_table}

@@ -2,7 +2,7 @@
 
 Each operation carries everything that decides its DDL (names, transport version,
 options) as literal arguments, so a revision executes the same statements under
-any later release. The engine classes turn an operation into statements; this
+any later release. The dialect classes turn an operation into statements; this
 module only runs or prints them.
 """
 
@@ -53,14 +53,14 @@ def _call(op_name: str, name: TableName, tail: str) -> str:
 
 
 class TransportOp(MigrateOperation):
-    """Base of every operation here: statements per engine, a line of Python, a description."""
+    """Base of every operation here: statements per dialect, a line of Python, a description."""
 
     op_name = ""
 
-    def statements(self, engine: engines.Engine) -> list[str]:
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         raise NotImplementedError
 
-    def describe(self, engine: engines.Engine | None = None) -> str:
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
         raise NotImplementedError
 
     def python(self) -> str:
@@ -80,8 +80,8 @@ class _TableOp(TransportOp):
     kind = Kind.QUEUE
     noun = "queue"
 
-    def _where(self, engine):
-        return engine.display(self.spec.name, profile(self.version)) if engine else str(self.spec.name)
+    def _where(self, dialect):
+        return dialect.display(self.spec.name, profile(self.version)) if dialect else str(self.spec.name)
 
     def _tail(self) -> str:
         tail = f"version={_literal(self.version)}"
@@ -101,15 +101,15 @@ class _TableOp(TransportOp):
 class _CreateTable(_TableOp):
     adopts = True  # an existing table of this name is adopted if it has the expected columns
 
-    def statements(self, engine):
+    def statements(self, dialect):
         prof = profile(self.version)
-        reason = engine.unsupported(prof)
+        reason = dialect.unsupported(prof)
         if reason:
-            raise RuntimeError(f"cannot create {self.noun} {self._where(engine)} on {engine.name}: {reason}")
-        return engine.create_table(self.spec, prof)
+            raise RuntimeError(f"cannot create {self.noun} {self._where(dialect)} on {dialect.name}: {reason}")
+        return dialect.create_table(self.spec, prof)
 
-    def describe(self, engine=None):
-        return f"create {self.noun} {self._where(engine)} (transport {self.version})"
+    def describe(self, dialect=None):
+        return f"create {self.noun} {self._where(dialect)} (transport {self.version})"
 
     def python(self):
         return _call(self.op_name, self.spec.name, self._tail())
@@ -124,14 +124,14 @@ class _DropTable(_TableOp):
         self.discard_messages = discard_messages
         self.allow_protected = allow_protected
 
-    def statements(self, engine):
-        return engine.drop_table(self.spec, profile(self.version), self.discard_messages)
+    def statements(self, dialect):
+        return dialect.drop_table(self.spec, profile(self.version), self.discard_messages)
 
-    def describe(self, engine=None):
+    def describe(self, dialect=None):
         how = "discarding its messages" if self.discard_messages else "refused while it holds messages"
         if self.spec.protected:
             how += ", protected queue dropped by its drop_protected entry" if self.allow_protected else ", protected"
-        return f"drop {self.noun} {self._where(engine)} ({how})"
+        return f"drop {self.noun} {self._where(dialect)} ({how})"
 
     def python(self):
         tail = self._tail() + (", discard_messages=True" if self.discard_messages else "")
@@ -250,11 +250,11 @@ class ChangeQueueVersionOp(TransportOp):
         """Upgrade (or downgrade) a queue table in place between transport versions."""
         return operations.invoke(cls(TableName(table, schema, catalog), from_version, to_version))
 
-    def statements(self, engine):
-        return engine.change_queue_version(TableSpec(Kind.QUEUE, self.name), profile(self.from_version), profile(self.to_version))
+    def statements(self, dialect):
+        return dialect.change_queue_version(TableSpec(Kind.QUEUE, self.name), profile(self.from_version), profile(self.to_version))
 
-    def describe(self, engine=None):
-        where = engine.display(self.name, profile(self.to_version)) if engine else str(self.name)
+    def describe(self, dialect=None):
+        where = dialect.display(self.name, profile(self.to_version)) if dialect else str(self.name)
         return f"change queue {where} from transport {self.from_version} to {self.to_version}"
 
     def python(self):
@@ -269,8 +269,8 @@ class _BodyStringOp(TransportOp):
     name: TableName
     version: str
 
-    def describe(self, engine=None):
-        where = engine.display(self.name, profile(self.version)) if engine else str(self.name)
+    def describe(self, dialect=None):
+        where = dialect.display(self.name, profile(self.version)) if dialect else str(self.name)
         return f"{self.op_name.replace('_', ' ')} column of queue {where}"
 
     def python(self):
@@ -286,8 +286,8 @@ class AddBodyStringOp(_BodyStringOp):
         """Add the computed BodyString column to a queue table."""
         return operations.invoke(cls(TableName(table, schema, catalog), version))
 
-    def statements(self, engine):
-        return engine.add_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
+    def statements(self, dialect):
+        return dialect.add_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
 
     def reverse(self):
         return DropBodyStringOp(self.name, self.version)
@@ -302,8 +302,8 @@ class DropBodyStringOp(_BodyStringOp):
         """Drop the computed BodyString column (it holds no data of its own)."""
         return operations.invoke(cls(TableName(table, schema, catalog), version))
 
-    def statements(self, engine):
-        return engine.drop_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
+    def statements(self, dialect):
+        return dialect.drop_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
 
     def reverse(self):
         return AddBodyStringOp(self.name, self.version)
@@ -323,11 +323,11 @@ class ChangeQueueSeqTypeOp(TransportOp):
         """Change the PostgreSQL Seq column between serial and bigserial, keeping rows and order."""
         return operations.invoke(cls(TableName(table, schema, catalog), from_type, to_type))
 
-    def statements(self, engine):
-        return engine.change_seq_type(TableSpec(Kind.QUEUE, self.name), self.from_type, self.to_type)
+    def statements(self, dialect):
+        return dialect.change_seq_type(TableSpec(Kind.QUEUE, self.name), self.from_type, self.to_type)
 
-    def describe(self, engine=None):
-        where = engine.display(self.name) if engine else str(self.name)
+    def describe(self, dialect=None):
+        where = dialect.display(self.name) if dialect else str(self.name)
         return f"change Seq of queue {where} from {self.from_type} to {self.to_type}"
 
     def python(self):
@@ -353,13 +353,13 @@ class EnsureSchemaOp(_SchemaOp):
 
     @classmethod
     def ensure_schema(cls, operations, schema, *, catalog=None):
-        """Create a database schema unless it exists (never the engine's default schema)."""
+        """Create a database schema unless it exists (never the dialect's default schema)."""
         return operations.invoke(cls(SchemaName(schema, catalog)))
 
-    def statements(self, engine):
-        return engine.create_schema(self.schema)
+    def statements(self, dialect):
+        return dialect.create_schema(self.schema)
 
-    def describe(self, engine=None):
+    def describe(self, dialect=None):
         return f"ensure schema {self.schema.schema!r} exists"
 
     def reverse(self):
@@ -375,10 +375,10 @@ class DropSchemaIfEmptyOp(_SchemaOp):
         """Drop a database schema only when nothing is left in it."""
         return operations.invoke(cls(SchemaName(schema, catalog)))
 
-    def statements(self, engine):
-        return engine.drop_schema(self.schema)
+    def statements(self, dialect):
+        return dialect.drop_schema(self.schema)
 
-    def describe(self, engine=None):
+    def describe(self, dialect=None):
         return f"drop schema {self.schema.schema!r} if it is empty"
 
     def reverse(self):
@@ -397,45 +397,45 @@ class ProtectedQueue(RuntimeError):
 class _RunState:
     """What one migration run learns about its database once, instead of per operation."""
 
-    def __init__(self, context, engine: engines.Engine):
+    def __init__(self, context, dialect: engines.Dialect):
         self.context = context
-        self.engine = engine
+        self.dialect = dialect
         self.table_ops = 0
-        self.limit = engine.tables_per_transaction(context.connection)
+        self.limit = dialect.tables_per_transaction(context.connection)
         self._existing: dict | None = None
 
     def existing_columns(self) -> dict:
         if self._existing is None:
-            self._existing = self.engine.existing_columns(self.context.connection)
+            self._existing = self.dialect.existing_columns(self.context.connection)
         return self._existing
 
 
 _states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _state(context, engine) -> _RunState:
+def _state(context, dialect) -> _RunState:
     state = _states.get(context)
     if state is None:
-        state = _states[context] = _RunState(context, engine)
+        state = _states[context] = _RunState(context, dialect)
     return state
 
 
 def run(operations: Operations, operation: TransportOp) -> None:
     """Execute (online) or print (offline, --sql) the operation's statements."""
     context = operations.migration_context
-    engine = engines.for_dialect(context.dialect.name)
+    dialect = engines.for_sqlalchemy(context.dialect.name)
     if getattr(operation, "discard_messages", None) is False and context.opts.get(DISCARD_OPTION):
         operation = copy.copy(operation)  # a drop (of a table or saga table), now discarding its rows
         operation.discard_messages = True
-    batches = operation.statements(engine)
-    description = operation.describe(engine)
+    batches = operation.statements(dialect)
+    description = operation.describe(dialect)
     impl = context.impl
-    if engine.saga_only and not batches:
-        log.info("skipped on %s, which holds saga tables only: %s", engine.name, description)
+    if dialect.saga_only and not batches:
+        log.info("skipped on %s, which holds saga tables only: %s", dialect.name, description)
         return
     if isinstance(operation, _DropTable) and operation.refuses_protected(context.opts.get(PROTECTED_OPTION, frozenset())):
         raise ProtectedQueue(
-            f"refusing to drop protected queue {operation._where(engine)}: error and audit "
+            f"refusing to drop protected queue {operation._where(dialect)}: error and audit "
             "queues, and queues marked protected: true, are never dropped by a migration without an override. "
             f"Run again with -x drop_protected={operation.spec.name.table} to drop it (comma-separate several)"
         )
@@ -446,14 +446,14 @@ def run(operations: Operations, operation: TransportOp) -> None:
         impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
         separator = getattr(impl, "batch_separator", None)
         for batch in batches:
-            impl.static_output(batch if separator else engine.script_statement(batch, impl.command_terminator))
+            impl.static_output(batch if separator else dialect.script_statement(batch, impl.command_terminator))
             if separator:
                 impl.static_output(separator)
         if hook is not None:
             hook(None)
         return
     log.info("%s", description)
-    state = _state(context, engine)
+    state = _state(context, dialect)
     if getattr(operation, "adopts", False):
         _adopt_or_refuse(state, operation)
     _checkpoint(state, operation)
@@ -468,13 +468,13 @@ Operations.implementation_for(TransportOp)(run)
 
 def _adopt_or_refuse(state: _RunState, operation: "_CreateTable") -> None:
     """A table that already exists is adopted (IF NOT EXISTS) only if it has the transport's columns."""
-    engine = state.engine
-    found = state.existing_columns().get(engine.table_key(operation.spec.name))
+    dialect = state.dialect
+    found = state.existing_columns().get(dialect.table_key(operation.spec.name))
     if found is None:
         return
     version = getattr(operation, "version", None)
-    where = engine.display(operation.spec.name, profile(version) if version else None)
-    missing = sorted(engine.expected_columns(operation.spec) - found)
+    where = dialect.display(operation.spec.name, profile(version) if version else None)
+    missing = sorted(dialect.expected_columns(operation.spec) - found)
     if missing:
         raise StructureMismatch(
             f"{operation.noun} {where} already exists "

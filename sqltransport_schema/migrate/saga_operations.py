@@ -30,8 +30,8 @@ def _pair(correlation: Correlation) -> str:
     return f"({_literal(correlation.name)}, {_literal(correlation.type)})"
 
 
-def _where(spec: TableSpec, engine) -> str:
-    return engine.display(spec.name) if engine else str(spec.name)
+def _where(spec: TableSpec, dialect) -> str:
+    return dialect.display(spec.name) if dialect else str(spec.name)
 
 
 @dataclass
@@ -60,12 +60,12 @@ class CreateSagaTableOp(_SagaTableOp):
         """Create a saga table with its correlation columns and their unique indexes."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional)))
 
-    def statements(self, engine):
-        return engine.create_saga(self.spec)
+    def statements(self, dialect):
+        return dialect.create_saga(self.spec)
 
-    def describe(self, engine=None):
+    def describe(self, dialect=None):
         props = ", ".join(c.name for c in self.spec.correlations)
-        return f"create saga table {_where(self.spec, engine)} (correlation {props})"
+        return f"create saga table {_where(self.spec, dialect)} (correlation {props})"
 
     def python(self):
         return _call(self.op_name, self.spec.name, self._tail())
@@ -89,12 +89,12 @@ class DropSagaTableOp(_SagaTableOp):
         """Drop a saga table; the database refuses while it holds sagas unless discard_messages."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional), discard_messages))
 
-    def statements(self, engine):
-        return engine.drop_table(self.spec, None, self.discard_messages)
+    def statements(self, dialect):
+        return dialect.drop_table(self.spec, None, self.discard_messages)
 
-    def describe(self, engine=None):
+    def describe(self, dialect=None):
         how = "discarding its sagas" if self.discard_messages else "refused while it holds sagas"
-        return f"drop saga table {_where(self.spec, engine)} ({how})"
+        return f"drop saga table {_where(self.spec, dialect)} ({how})"
 
     def python(self):
         return _call(self.op_name, self.spec.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
@@ -121,11 +121,11 @@ class AddSagaCorrelationOp(_CorrelationOp):
         """Add a Correlation_<property> column (NULL in existing rows) and its unique index."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix), Correlation(*property)))
 
-    def statements(self, engine):
-        return engine.add_saga_correlation(self.spec, self.correlation)
+    def statements(self, dialect):
+        return dialect.add_saga_correlation(self.spec, self.correlation)
 
-    def describe(self, engine=None):
-        return f"add correlation property {self.correlation.name} ({self.correlation.type}) to saga table {_where(self.spec, engine)}"
+    def describe(self, dialect=None):
+        return f"add correlation property {self.correlation.name} ({self.correlation.type}) to saga table {_where(self.spec, dialect)}"
 
     def python(self):
         return _call(self.op_name, self.spec.name, self._tail())
@@ -148,11 +148,11 @@ class DropSagaCorrelationOp(_CorrelationOp):
         while any row has Correlation_<require> NULL: the backfill is not done."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix), Correlation(*property), Correlation(*require) if require else None))
 
-    def statements(self, engine):
-        return engine.drop_saga_correlation(self.spec, self.correlation, self.require)
+    def statements(self, dialect):
+        return dialect.drop_saga_correlation(self.spec, self.correlation, self.require)
 
-    def describe(self, engine=None):
-        text = f"drop correlation property {self.correlation.name} of saga table {_where(self.spec, engine)}"
+    def describe(self, dialect=None):
+        text = f"drop correlation property {self.correlation.name} of saga table {_where(self.spec, dialect)}"
         if self.require is not None:
             text += f" (promoting {self.require.name}; refused while any row lacks it)"
         return text

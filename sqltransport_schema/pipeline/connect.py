@@ -39,16 +39,16 @@ class Endpoint:
     layout_name: str | None = None  # None: the engine's own layout
 
     @property
-    def engine(self) -> engines.Engine:
+    def dialect(self) -> engines.Dialect:
         return engine_of(self.url)
 
     @property
     def layout(self) -> Layout:
-        return layout(self.layout_name or ENGINE_LAYOUT[self.engine.name], self.kind)
+        return layout(self.layout_name or ENGINE_LAYOUT[self.dialect.name], self.kind)
 
     @property
     def qualified(self) -> str:
-        return self.engine.qualified(self.table)
+        return self.dialect.qualified(self.table)
 
     def describe(self) -> str:
         """Where, without credentials: shown in progress lines and recorded in the ledger."""
@@ -60,12 +60,12 @@ class Endpoint:
         return Endpoint(self.url, table, kind or self.kind, self.layout_name)
 
 
-def engine_of(url: str) -> engines.Engine:
+def engine_of(url: str) -> engines.Dialect:
     backend = make_url(url).get_backend_name()
-    return engines.for_dialect(backend)
+    return engines.for_sqlalchemy(backend)
 
 
-def table_name(text: str, engine: engines.Engine | None = None) -> TableName:
+def table_name(text: str, engine: engines.Dialect | None = None) -> TableName:
     """A table given as a canonical address (`Sales`, `Sales@[public]`, `Sales@[dbo]@[nsb]`)."""
     address = wire.parse_address(text)
     schema = address.schema

@@ -194,7 +194,7 @@ def run_partition(task: Task, part: int) -> dict:
 def _streamable(task: Task) -> bool:
     """PostgreSQL-layout queue to PostgreSQL-layout queue on PostgreSQL, nothing to rewrite: server to server."""
     return (task.kind == Kind.QUEUE.value and task.explicit_order and not task.rewrites and task.ranges
-            and all(ep.engine.name == "postgresql" and ep.layout.name == "postgresql" for ep in (task.source, task.destination)))
+            and all(ep.dialect.name == "postgresql" and ep.layout.name == "postgresql" for ep in (task.source, task.destination)))
 
 
 def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
@@ -358,7 +358,7 @@ def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int 
 
 
 def _explicit(source: Endpoint, destination: Endpoint) -> bool:
-    return (source.kind is Kind.QUEUE and destination.layout.explicit_order and destination.engine.name != "mssql")
+    return (source.kind is Kind.QUEUE and destination.layout.explicit_order and destination.dialect.name != "mssql")
 
 
 def _task(move_id, source, destination, low, high, base, count, rewrites) -> Task:

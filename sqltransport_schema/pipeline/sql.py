@@ -361,4 +361,4 @@ _BY_ENGINE = {cls.engine_name: cls for cls in (PostgreSQLPipeline, SQLitePipelin
 
 
 def for_endpoint(ep: Endpoint) -> PipelineSQL:
-    return _BY_ENGINE[ep.engine.name]()
+    return _BY_ENGINE[ep.dialect.name]()

@@ -1,6 +1,6 @@
 """Saga persistence from Python: find, insert, update and complete rows of a SQL persistence saga table.
 
-The statements are the engine's (`Engine.saga_statements`: readable text with @Name
+The statements are the engine's (`Dialect.saga_statements`: readable text with @Name
 parameters, printable with `sqltransport-schema statements --sagas`). Updates and
 completions are optimistic: they name the Concurrency value that was read, and
 return False when another writer changed or completed the saga first.
@@ -44,7 +44,7 @@ def _text(value: Any) -> str:
 class SagaTable:
     """One saga table on one engine."""
 
-    def __init__(self, dialect: engines.Engine, spec: TableSpec):
+    def __init__(self, dialect: engines.Dialect, spec: TableSpec):
         if spec.kind is not Kind.SAGA or spec.correlation is None:
             raise ValueError(f"{spec.name} is not a saga table with a correlation property")
         self.dialect = dialect
@@ -59,7 +59,7 @@ class SagaTable:
 
     @classmethod
     def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> "SagaTable":
-        dialect = engines.for_dialect(engine.dialect.name)
+        dialect = engines.for_sqlalchemy(engine.dialect.name)
         found = [s for s in blueprint.tables if s.kind is Kind.SAGA and dialect.table_key(s.name) == dialect.table_key(name)]
         if not found:
             known = ", ".join(s.name.table for s in blueprint.tables if s.kind is Kind.SAGA) or "none"

@@ -25,7 +25,7 @@ from .. import engines
 from ..schema import Blueprint, Kind, TableName
 from ..versions import LATEST, profile
 from . import wire
-from .statements import Statement
+from ..statements import Statement
 
 log = logging.getLogger("sqltransport_schema.runtime")
 
@@ -52,7 +52,7 @@ class DriverConnection:
 
     __slots__ = ("connection", "cursor", "paramstyle")
 
-    def __init__(self, dbapi_connection, engine: engines.Engine):
+    def __init__(self, dbapi_connection, engine: engines.Dialect):
         self.connection = dbapi_connection
         self.paramstyle = sys.modules[_driver_module(dbapi_connection)].paramstyle
         self.cursor = engine.runtime_cursor(dbapi_connection)
@@ -84,7 +84,7 @@ def _cursor(conn: Conn):
     pooled = conn.connection
     cursor = pooled.info.get("sqltransport_cursor")
     if cursor is None or getattr(cursor, "closed", False):
-        cursor = pooled.info["sqltransport_cursor"] = engines.for_dialect(conn.dialect.name).runtime_cursor(pooled.dbapi_connection)
+        cursor = pooled.info["sqltransport_cursor"] = engines.for_sqlalchemy(conn.dialect.name).runtime_cursor(pooled.dbapi_connection)
     return cursor, conn.dialect.paramstyle
 
 
@@ -139,7 +139,7 @@ class Transport:
                  default_catalog: str | None = None, subscription_table: TableName | None = None,
                  peek_batch_size: int = 100):
         self.engine = engine
-        self.dialect = engines.for_dialect(engine.dialect.name)
+        self.dialect = engines.for_sqlalchemy(engine.dialect.name)
         if self.dialect.saga_only:
             raise ValueError(f"{self.dialect.name} holds saga tables only, no queues: use runtime.sagas.SagaTable")
         self.version = transport_version
