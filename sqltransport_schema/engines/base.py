@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 from ..statements import MESSAGE, Statement, parameters_of
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
-from ..shapes import TableShape
+from ..shapes import Column, TableShape
 from ..versions import Profile
 
 # The message a refused drop carries, on every engine.
@@ -78,8 +80,19 @@ class Dialect:
         return None
 
     # -- catalog ---------------------------------------------------------------------
-    # Columns each table kind must have (lower case), to tell an adoptable table from a stranger.
-    expected: dict[str, frozenset[str]] = {}
+    # The columns of each transport table kind, in DDL order (see shapes.Column): the one source
+    # of `expected`, of expected_shape's columns and of the pipeline's layouts; a unit test holds
+    # the CREATE templates to it.
+    COLUMNS: dict[Kind, tuple[Column, ...]] = {}
+
+    @functools.cached_property
+    def expected(self) -> dict[str, frozenset[str]]:
+        """Columns each table kind must have (lower case), to tell an adoptable table from a stranger."""
+        return {kind.value: frozenset(c.name.lower() for c in columns) for kind, columns in self.COLUMNS.items()}
+
+    def column_names(self, kind: Kind) -> tuple[str, ...]:
+        """The columns of a table kind as the DDL spells them, in DDL order."""
+        return tuple(c.name for c in self.COLUMNS[Kind(kind)])
     EXISTING_COLUMNS = (
         "SELECT table_schema, table_name, column_name FROM information_schema.columns "
         "WHERE table_schema NOT IN ('information_schema', 'pg_catalog', 'sys')"

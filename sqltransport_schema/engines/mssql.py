@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
-from ..shapes import IndexShape, TableShape, normalise_predicate
+from ..shapes import Column, IndexShape, TableShape, normalise_predicate, shape_columns
 from ..versions import FEATURE_SINCE, ExpiresIndex, Profile, ScriptStyle, parse_version
 from .base import Dialect
 
@@ -217,37 +217,35 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
     def guard_version_table(self, ddl: str) -> str:
         return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
 
-    # -- identifiers -------------------------------------------------------------------------
-    expected = {
-        "queue": frozenset({"id", "correlationid", "replytoaddress", "recoverable", "expires", "headers", "body", "rowversion"}),
-        "delayed": frozenset({"headers", "body", "due", "rowversion"}),
-        "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
+    # -- columns of each table kind (the one source; shapes.Column) ---------------------------
+    # Types as shapes_from_rows prints them from sys.types and max_length. Headers is nvarchar(max)
+    # or varchar(max), by version; Endpoint is declared without NOT NULL, the primary key makes it so.
+    COLUMNS = {
+        Kind.QUEUE: (
+            Column("Id", "uniqueidentifier", False),
+            Column("CorrelationId", "varchar(255)", True),
+            Column("ReplyToAddress", "varchar(255)", True),
+            Column("Recoverable", "bit", False),
+            Column("Expires", "datetime", True),
+            Column("Headers", None, False),
+            Column("Body", "varbinary(max)", True),
+            Column("RowVersion", "bigint", False),
+        ),
+        Kind.DELAYED: (
+            Column("Headers", "nvarchar(max)", False),
+            Column("Body", "varbinary(max)", True),
+            Column("Due", "datetime", False),
+            Column("RowVersion", "bigint", False),
+        ),
+        Kind.SUBSCRIPTIONS: (
+            Column("QueueAddress", "nvarchar(200)", False),
+            Column("Endpoint", "nvarchar(200)", False),
+            Column("Topic", "nvarchar(200)", False),
+        ),
     }
 
     # -- check: expected and live shapes ----------------------------------------------------
-    # Types as shapes_from_rows prints them from sys.types and max_length; (type, nullable).
-    QUEUE_COLUMNS = {
-        "id": ("uniqueidentifier", False),
-        "correlationid": ("varchar(255)", True),
-        "replytoaddress": ("varchar(255)", True),
-        "recoverable": ("bit", False),
-        "expires": ("datetime", True),
-        # headers: nvarchar(max) or varchar(max), by version
-        "body": ("varbinary(max)", True),
-        "rowversion": ("bigint", False),
-    }
     BODY_STRING_COLUMN = ("nvarchar(max)", True)  # AS CAST(Body AS nvarchar(max)): computed, nullable
-    DELAYED_COLUMNS = {
-        "headers": ("nvarchar(max)", False),
-        "body": ("varbinary(max)", True),
-        "due": ("datetime", False),
-        "rowversion": ("bigint", False),
-    }
-    SUBSCRIPTION_COLUMNS = {  # Endpoint is declared without NOT NULL; the primary key makes it so
-        "queueaddress": ("nvarchar(200)", False),
-        "endpoint": ("nvarchar(200)", False),
-        "topic": ("nvarchar(200)", False),
-    }
     EXPIRES_PREDICATE = normalise_predicate("Expires IS NOT NULL")
 
     # One query per catalog view, joined in Python; {sys} is sys, or [catalog].sys for another database.
@@ -283,8 +281,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
 
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         if spec.kind is Kind.QUEUE:
-            columns = dict(self.QUEUE_COLUMNS)
-            columns["headers"] = ("nvarchar(max)" if profile.headers_unicode else "varchar(max)", False)
+            columns = shape_columns(self.COLUMNS[Kind.QUEUE], headers="nvarchar(max)" if profile.headers_unicode else "varchar(max)")
             computed = set()
             if spec.body_string:
                 columns["bodystring"] = self.BODY_STRING_COLUMN
@@ -298,7 +295,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
         if spec.kind is Kind.DELAYED:
             indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
-            return TableShape(dict(self.DELAYED_COLUMNS), indexes, identity={"rowversion"})
+            return TableShape(shape_columns(self.COLUMNS[Kind.DELAYED]), indexes, identity={"rowversion"})
         if spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
             indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
@@ -310,7 +307,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False))
             return TableShape(columns, indexes)
         indexes = [IndexShape(("endpoint", "topic"), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
-        return TableShape(dict(self.SUBSCRIPTION_COLUMNS), indexes)
+        return TableShape(shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS]), indexes)
 
     @staticmethod
     def column_type(type_name: str, max_length: int, precision: int = 0, scale: int = 0) -> str:

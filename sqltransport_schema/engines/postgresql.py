@@ -11,7 +11,7 @@ import functools
 import hashlib
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
-from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type
+from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns
 from ..versions import FEATURE_SINCE, Profile
 from .base import Dialect
 
@@ -67,32 +67,31 @@ EXCEPTION WHEN dependent_objects_still_exist THEN
 END
 {tag}"""
 
-    expected = {
-        "queue": frozenset({"id", "expires", "headers", "body", "seq"}),
-        "delayed": frozenset({"id", "headers", "body", "due"}),
-        "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
-    }
-
-    # -- check: expected and live shapes ----------------------------------------------------
-    # Types as format_type() prints them; (type, nullable).
-    QUEUE_COLUMNS = {
-        "id": ("uuid", False),
-        "expires": ("timestamp without time zone", True),
-        "headers": ("text", False),
-        "body": ("bytea", True),
+    # -- columns of each table kind (the one source; shapes.Column) ---------------------------
+    # Types as format_type() prints them. Seq's type follows the topology's seq_type (SEQ_TYPES).
+    COLUMNS = {
+        Kind.QUEUE: (
+            Column("Id", "uuid", False),
+            Column("Expires", "timestamp without time zone", True),
+            Column("Headers", "text", False),
+            Column("Body", "bytea", True),
+            Column("Seq", None, False),
+        ),
+        Kind.DELAYED: (
+            Column("Id", "uuid", False),
+            Column("Headers", "text", False),
+            Column("Body", "bytea", True),
+            Column("Due", "timestamp with time zone", False),
+        ),
+        Kind.SUBSCRIPTIONS: (
+            Column("QueueAddress", "character varying(200)", False),
+            Column("Endpoint", "character varying(200)", False),
+            Column("Topic", "character varying(200)", False),
+        ),
     }
     SEQ_TYPES = {"serial": "integer", "bigserial": "bigint"}
-    DELAYED_COLUMNS = {
-        "id": ("uuid", False),
-        "headers": ("text", False),
-        "body": ("bytea", True),
-        "due": ("timestamp with time zone", False),
-    }
-    SUBSCRIPTION_COLUMNS = {
-        "queueaddress": ("character varying(200)", False),
-        "endpoint": ("character varying(200)", False),
-        "topic": ("character varying(200)", False),
-    }
+
+    # -- check: expected and live shapes ----------------------------------------------------
     USER_SCHEMAS = "n.nspname NOT IN ('information_schema') AND n.nspname !~ '^pg_'"
     SHAPE_TABLES = (
         "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -112,10 +111,10 @@ END
 
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         if spec.kind is Kind.QUEUE:
-            columns = dict(self.QUEUE_COLUMNS, seq=(self.SEQ_TYPES[spec.seq_type], False))
+            columns = shape_columns(self.COLUMNS[Kind.QUEUE], seq=self.SEQ_TYPES[spec.seq_type])
             indexes = [IndexShape(("id",), unique=True), IndexShape(("seq",), unique=True)]
         elif spec.kind is Kind.DELAYED:
-            columns = dict(self.DELAYED_COLUMNS)
+            columns = shape_columns(self.COLUMNS[Kind.DELAYED])
             due = self.index_names(spec)[0].table
             indexes = [IndexShape(("id",), unique=True), IndexShape(("due",), name=due)]
         elif spec.kind is Kind.SAGA:
@@ -126,7 +125,7 @@ END
                 columns[column] = (self.SHAPE_CORRELATION_TYPES[c.type], True)
                 indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
         else:
-            columns = dict(self.SUBSCRIPTION_COLUMNS)
+            columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes = [IndexShape(("endpoint", "topic"), unique=True)]
         return TableShape(columns, indexes)
 
@@ -246,7 +245,7 @@ END
         return batches
 
     def change_seq_type(self, spec: TableSpec, old: str, new: str) -> list[str]:
-        column_type = {"serial": "integer", "bigserial": "bigint"}[new]
+        column_type = self.SEQ_TYPES[new]
         fields = self._fields(spec)
         tag = self.dollar_tag(fields["table_literal"])
         return [

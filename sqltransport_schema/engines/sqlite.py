@@ -8,7 +8,7 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 from __future__ import annotations
 
 from ..schema import Correlation, Kind, TableName, TableSpec
-from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type, where_clause
+from ..shapes import Column, IndexShape, TableShape, shape_columns, normalise_predicate, normalise_type, where_clause
 from ..versions import ExpiresIndex, Profile
 from .base import Dialect
 
@@ -118,38 +118,38 @@ CREATE TABLE IF NOT EXISTS {table} (
             ]
         return batches + [self.DROP_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
 
-    expected = {
-        "queue": frozenset({"id", "correlationid", "replytoaddress", "recoverable", "expires", "headers", "body", "rowversion"}),
-        "delayed": frozenset({"headers", "body", "due", "rowversion"}),
-        "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
-    }
     EXISTING_COLUMNS = (
         "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
     )
 
+    # -- columns of each table kind (the one source; shapes.Column) ---------------------------
+    # The SQL Server transport's columns (the pipeline's "mssql" layout) in SQLite's declared types,
+    # lower case. INTEGER PRIMARY KEY (the rowid) is never null.
+    COLUMNS = {
+        Kind.QUEUE: (
+            Column("Id", "text", False),
+            Column("CorrelationId", "text", True),
+            Column("ReplyToAddress", "text", True),
+            Column("Recoverable", "integer", False),
+            Column("Expires", "datetime", True),
+            Column("Headers", "text", False),
+            Column("Body", "blob", True),
+            Column("RowVersion", "integer", False),
+        ),
+        Kind.DELAYED: (
+            Column("Headers", "text", False),
+            Column("Body", "blob", True),
+            Column("Due", "datetime", False),
+            Column("RowVersion", "integer", False),
+        ),
+        Kind.SUBSCRIPTIONS: (
+            Column("QueueAddress", "text", False),
+            Column("Endpoint", "text", False),
+            Column("Topic", "text", False),
+        ),
+    }
+
     # -- check: expected and live shapes ----------------------------------------------------
-    # Declared types, lower case; (type, nullable). INTEGER PRIMARY KEY (the rowid) is never null.
-    QUEUE_COLUMNS = {
-        "id": ("text", False),
-        "correlationid": ("text", True),
-        "replytoaddress": ("text", True),
-        "recoverable": ("integer", False),
-        "expires": ("datetime", True),
-        "headers": ("text", False),
-        "body": ("blob", True),
-        "rowversion": ("integer", False),
-    }
-    DELAYED_COLUMNS = {
-        "headers": ("text", False),
-        "body": ("blob", True),
-        "due": ("datetime", False),
-        "rowversion": ("integer", False),
-    }
-    SUBSCRIPTION_COLUMNS = {
-        "queueaddress": ("text", False),
-        "endpoint": ("text", False),
-        "topic": ("text", False),
-    }
     USER_TABLES = "m.type = 'table' AND substr(m.name, 1, 7) <> 'sqlite_'"
     SHAPE_TABLES = "SELECT m.name FROM sqlite_master AS m WHERE " + USER_TABLES
     # hidden 1 marks virtual-table columns; generated columns (2, 3) are real columns here
@@ -167,14 +167,14 @@ CREATE TABLE IF NOT EXISTS {table} (
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         indexes = []
         if spec.kind is Kind.QUEUE:
-            columns = dict(self.QUEUE_COLUMNS)
+            columns = shape_columns(self.COLUMNS[Kind.QUEUE])
             if spec.body_string:
                 columns["bodystring"] = ("text", True)
             if profile.expires_index is not ExpiresIndex.NONE:
                 predicate = "expiresisnotnull" if profile.expires_index is ExpiresIndex.FILTERED else None
                 indexes.append(IndexShape(("expires",), predicate=predicate, name=self._index(spec)))
         elif spec.kind is Kind.DELAYED:
-            columns = dict(self.DELAYED_COLUMNS)
+            columns = shape_columns(self.COLUMNS[Kind.DELAYED])
             indexes.append(IndexShape(("due",), name=self._index(spec)))
         elif spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
@@ -185,7 +185,7 @@ CREATE TABLE IF NOT EXISTS {table} (
                 predicate = normalise_predicate(f"{column} IS NOT NULL")
                 indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name)))
         else:
-            columns = dict(self.SUBSCRIPTION_COLUMNS)
+            columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes.append(IndexShape(("endpoint", "topic"), unique=True))
         return TableShape(columns, indexes)
 
