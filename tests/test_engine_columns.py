@@ -9,6 +9,7 @@ import re
 import pytest
 
 from sqltransport_schema import engines
+from sqltransport_schema.pipeline import layouts
 from sqltransport_schema.schema import Kind, TableName, TableSpec
 from sqltransport_schema.versions import profile
 
@@ -79,3 +80,12 @@ def test_adoptable_columns_and_expected_shapes_come_from_the_table(name):
         assert dialect.expected[kind.value] == names
         spec = TableSpec(kind, TableName("Sales", dialect.default_schema))
         assert set(dialect.expected_shape(spec, profile("9.1")).columns) == names
+
+
+@pytest.mark.parametrize("name", engines.TRANSPORT_ENGINES)
+def test_pipeline_layout_of_an_engine_has_its_columns(name):
+    """A layout is named for the transport whose columns it has; an engine's own tables have the
+    columns of the layout it declares (SQLite's are SQL Server's)."""
+    dialect = engines.get(name)
+    for kind in TRANSPORT_KINDS:
+        assert layouts.layout(dialect.pipeline.layout, kind).columns == dialect.column_names(kind)

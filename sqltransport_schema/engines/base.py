@@ -8,6 +8,7 @@ from ..statements import MESSAGE, Statement, parameters_of
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
 from ..versions import Profile
+from .pipeline import Pipeline
 
 # The message a refused drop carries, on every engine.
 DROP_REFUSED = (
@@ -339,6 +340,15 @@ class Dialect:
     def script_statement(self, statement: str, terminator: str) -> str:
         """A statement as an offline script (alembic --sql) writes it, where batches have no separator."""
         return statement + terminator
+
+    # -- the data pipeline (engines/pipeline.py) ---------------------------------------
+    # Engines with transport tables nest a subclass holding their pipeline section.
+    Pipeline = Pipeline
+
+    @functools.cached_property
+    def pipeline(self) -> Pipeline:
+        """This engine's pipeline section: connections, layout, ledger and partition statements."""
+        return self.Pipeline(self)
 
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:

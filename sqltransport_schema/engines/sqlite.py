@@ -7,6 +7,8 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 
 from __future__ import annotations
 
+import os
+
 from ..schema import Correlation, Kind, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, shape_columns, normalise_predicate, normalise_type, where_clause
 from ..versions import ExpiresIndex, Profile
@@ -350,3 +352,50 @@ CREATE TABLE IF NOT EXISTS {table} (
     )
     UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
     FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
+
+    # -- the data pipeline (engines/pipeline.py): sqlite3 ---------------------------------------
+    class Pipeline(Dialect.Pipeline):
+        """sqlite3 in autocommit, transactions begun explicitly (BEGIN IMMEDIATE for writes: the read and
+        the delete of a partition see the same rows). Times are text; RowVersion is AUTOINCREMENT,
+        whose sqlite_sequence entry can be moved past a reserved range."""
+
+        layout = "mssql"
+        jdbc_jar, jdbc_driver = "sqlite-jdbc.jar", "org.sqlite.JDBC"
+        takes_explicit_order = True
+        text_times = True
+        FRAGMENTS = {
+            **Dialect.Pipeline.FRAGMENTS, "text": "TEXT", "time": "DATETIME", "blob": "BLOB",
+            "expires_read": "CAST(Expires AS TEXT)",  # the JDBC driver would read DATETIME as a date only
+        }
+        RESERVE_MAX = "SELECT coalesce(max({order}), 0) FROM {table}"
+        RESERVE_SEQUENCE = "SELECT seq FROM sqlite_sequence WHERE name = @Table COLLATE NOCASE"
+        RESERVE_UPDATE = "UPDATE sqlite_sequence SET seq = @Last WHERE name = @Table COLLATE NOCASE"
+        RESERVE_INSERT = "INSERT INTO sqlite_sequence (name, seq) VALUES (@Table, @Last)"
+        BUSY_TIMEOUT = "PRAGMA busy_timeout = 60000"
+
+        def connect(self, url):
+            import sqlite3
+
+            conn = sqlite3.connect(url.database or ":memory:", isolation_level=None, timeout=60, check_same_thread=False)
+            conn.execute(self.BUSY_TIMEOUT)
+            return conn
+
+        def jdbc_url(self, url) -> str:
+            return f"jdbc:sqlite:{os.path.abspath(url.database)}"
+
+        def database_key(self, url) -> tuple:
+            return (os.path.realpath(url.database or ""),)
+
+        def begin(self, conn, write: bool = False) -> None:
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        def reserve(self, conn, table, span: int) -> int:
+            # The caller holds BEGIN IMMEDIATE: no other writer can insert meanwhile.
+            cur = conn.cursor()
+            current_max = self.execute(cur, self._table("RESERVE_MAX", table, order=table.order)).fetchone()[0]
+            found = self.execute(cur, self.statement("RESERVE_SEQUENCE"), Table=table.name.table).fetchone()
+            base = max(current_max, found[0] if found else 0) + 1
+            last = base + max(span, 1) - 1
+            self.execute(cur, self.statement("RESERVE_UPDATE" if found else "RESERVE_INSERT"), Table=table.name.table, Last=last)
+            return base
