@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from ..schema import Correlation, Kind, TableName, TableSpec
-from ..shapes import Column, IndexShape, TableShape, shape_columns, normalise_predicate, normalise_type, where_clause
+from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns, where_clause
 from ..versions import ExpiresIndex, Profile
 from .base import Dialect
 

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 from .connect import dbapi_connect, engine_of, jdbc, table_name
 
+
 @dataclass
 class BackfillResult:
     table: str
