@@ -9,6 +9,32 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class Column(NamedTuple):
+    """One column of a table kind as an engine's DDL creates it: the one source of an engine's
+    columns, read by `check` (expected_shape), adoption (expected) and the pipeline's layouts.
+
+    `name` is spelled as the DDL writes it; `type` as the catalog reads it back (normalised), or
+    None where it varies by table or version (the engine's expected_shape supplies it)."""
+
+    name: str
+    type: str | None
+    nullable: bool
+
+
+def shape_columns(columns: tuple[Column, ...], **varying: str) -> dict[str, tuple[str, bool]]:
+    """lower-case name -> (type, nullable), as a TableShape holds them: the columns of fixed type
+    in DDL order, then those whose type varies, typed by `varying` (lower-case name -> type), in
+    that order (the order `check` reports findings in)."""
+    by_name = {c.name.lower(): c for c in columns}
+    unset = {name for name, c in by_name.items() if c.type is None} - set(varying)
+    if unset:
+        raise ValueError(f"no type given for {', '.join(sorted(unset))}")
+    out = {name: (c.type, c.nullable) for name, c in by_name.items() if c.type is not None}
+    out.update((name, (type_, by_name[name].nullable)) for name, type_ in varying.items())
+    return out
 
 
 @dataclass(frozen=True)

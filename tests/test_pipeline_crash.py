@@ -46,7 +46,7 @@ def _kill_job_at(point: str, source_url: str, source: TableName, dest_url: str, 
 
 def _committed_partitions(dest_url: str) -> set[int]:
     """Partitions the destination's ledger records as committed (the move's ledger lives there)."""
-    from sqltransport_schema.pipeline.sql import LEDGER
+    from sqltransport_schema.engines.pipeline import LEDGER
 
     conn = dbapi_connect(dest_url)
     try:

@@ -100,9 +100,10 @@ def test_libpq_parameters_keep_quotes_and_backslashes_in_passwords():
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from sqlalchemy.engine import make_url
 
-    from sqltransport_schema.pipeline.connect import _libpq
+    from sqltransport_schema import engines
 
     url = make_url("postgresql://bob:a%27b%5Cc%20d@db.example:6543/queues")
-    assert conninfo_to_dict(make_conninfo(**_libpq(url))) == {
+    libpq_parameters = engines.get("postgresql").pipeline.libpq_parameters
+    assert conninfo_to_dict(make_conninfo(**libpq_parameters(url))) == {
         "host": "db.example", "port": "6543", "dbname": "queues", "user": "bob", "password": "a'b\\c d",
     }

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 from ..statements import MESSAGE, Statement, parameters_of
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
-from ..shapes import TableShape
+from ..shapes import Column, TableShape
 from ..versions import Profile
+from .pipeline import Pipeline
 
 # The message a refused drop carries, on every engine.
 DROP_REFUSED = (
@@ -78,8 +81,19 @@ class Dialect:
         return None
 
     # -- catalog ---------------------------------------------------------------------
-    # Columns each table kind must have (lower case), to tell an adoptable table from a stranger.
-    expected: dict[str, frozenset[str]] = {}
+    # The columns of each transport table kind, in DDL order (see shapes.Column): the one source
+    # of `expected`, of expected_shape's columns and of the pipeline's layouts; a unit test holds
+    # the CREATE templates to it.
+    COLUMNS: dict[Kind, tuple[Column, ...]] = {}
+
+    @functools.cached_property
+    def expected(self) -> dict[str, frozenset[str]]:
+        """Columns each table kind must have (lower case), to tell an adoptable table from a stranger."""
+        return {kind.value: frozenset(c.name.lower() for c in columns) for kind, columns in self.COLUMNS.items()}
+
+    def column_names(self, kind: Kind) -> tuple[str, ...]:
+        """The columns of a table kind as the DDL spells them, in DDL order."""
+        return tuple(c.name for c in self.COLUMNS[Kind(kind)])
     EXISTING_COLUMNS = (
         "SELECT table_schema, table_name, column_name FROM information_schema.columns "
         "WHERE table_schema NOT IN ('information_schema', 'pg_catalog', 'sys')"
@@ -326,6 +340,15 @@ class Dialect:
     def script_statement(self, statement: str, terminator: str) -> str:
         """A statement as an offline script (alembic --sql) writes it, where batches have no separator."""
         return statement + terminator
+
+    # -- the data pipeline (engines/pipeline.py) ---------------------------------------
+    # Engines with transport tables nest a subclass holding their pipeline section.
+    Pipeline = Pipeline
+
+    @functools.cached_property
+    def pipeline(self) -> Pipeline:
+        """This engine's pipeline section: connections, layout, ledger and partition statements."""
+        return self.Pipeline(self)
 
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:

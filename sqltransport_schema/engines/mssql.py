@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
-from ..shapes import IndexShape, TableShape, normalise_predicate
+from ..shapes import Column, IndexShape, TableShape, normalise_predicate, shape_columns
 from ..versions import FEATURE_SINCE, ExpiresIndex, Profile, ScriptStyle, parse_version
 from .base import Dialect
 
@@ -217,37 +217,35 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
     def guard_version_table(self, ddl: str) -> str:
         return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
 
-    # -- identifiers -------------------------------------------------------------------------
-    expected = {
-        "queue": frozenset({"id", "correlationid", "replytoaddress", "recoverable", "expires", "headers", "body", "rowversion"}),
-        "delayed": frozenset({"headers", "body", "due", "rowversion"}),
-        "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
+    # -- columns of each table kind (the one source; shapes.Column) ---------------------------
+    # Types as shapes_from_rows prints them from sys.types and max_length. Headers is nvarchar(max)
+    # or varchar(max), by version; Endpoint is declared without NOT NULL, the primary key makes it so.
+    COLUMNS = {
+        Kind.QUEUE: (
+            Column("Id", "uniqueidentifier", False),
+            Column("CorrelationId", "varchar(255)", True),
+            Column("ReplyToAddress", "varchar(255)", True),
+            Column("Recoverable", "bit", False),
+            Column("Expires", "datetime", True),
+            Column("Headers", None, False),
+            Column("Body", "varbinary(max)", True),
+            Column("RowVersion", "bigint", False),
+        ),
+        Kind.DELAYED: (
+            Column("Headers", "nvarchar(max)", False),
+            Column("Body", "varbinary(max)", True),
+            Column("Due", "datetime", False),
+            Column("RowVersion", "bigint", False),
+        ),
+        Kind.SUBSCRIPTIONS: (
+            Column("QueueAddress", "nvarchar(200)", False),
+            Column("Endpoint", "nvarchar(200)", False),
+            Column("Topic", "nvarchar(200)", False),
+        ),
     }
 
     # -- check: expected and live shapes ----------------------------------------------------
-    # Types as shapes_from_rows prints them from sys.types and max_length; (type, nullable).
-    QUEUE_COLUMNS = {
-        "id": ("uniqueidentifier", False),
-        "correlationid": ("varchar(255)", True),
-        "replytoaddress": ("varchar(255)", True),
-        "recoverable": ("bit", False),
-        "expires": ("datetime", True),
-        # headers: nvarchar(max) or varchar(max), by version
-        "body": ("varbinary(max)", True),
-        "rowversion": ("bigint", False),
-    }
     BODY_STRING_COLUMN = ("nvarchar(max)", True)  # AS CAST(Body AS nvarchar(max)): computed, nullable
-    DELAYED_COLUMNS = {
-        "headers": ("nvarchar(max)", False),
-        "body": ("varbinary(max)", True),
-        "due": ("datetime", False),
-        "rowversion": ("bigint", False),
-    }
-    SUBSCRIPTION_COLUMNS = {  # Endpoint is declared without NOT NULL; the primary key makes it so
-        "queueaddress": ("nvarchar(200)", False),
-        "endpoint": ("nvarchar(200)", False),
-        "topic": ("nvarchar(200)", False),
-    }
     EXPIRES_PREDICATE = normalise_predicate("Expires IS NOT NULL")
 
     # One query per catalog view, joined in Python; {sys} is sys, or [catalog].sys for another database.
@@ -283,8 +281,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
 
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         if spec.kind is Kind.QUEUE:
-            columns = dict(self.QUEUE_COLUMNS)
-            columns["headers"] = ("nvarchar(max)" if profile.headers_unicode else "varchar(max)", False)
+            columns = shape_columns(self.COLUMNS[Kind.QUEUE], headers="nvarchar(max)" if profile.headers_unicode else "varchar(max)")
             computed = set()
             if spec.body_string:
                 columns["bodystring"] = self.BODY_STRING_COLUMN
@@ -298,7 +295,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
         if spec.kind is Kind.DELAYED:
             indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
-            return TableShape(dict(self.DELAYED_COLUMNS), indexes, identity={"rowversion"})
+            return TableShape(shape_columns(self.COLUMNS[Kind.DELAYED]), indexes, identity={"rowversion"})
         if spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
             indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
@@ -310,7 +307,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False))
             return TableShape(columns, indexes)
         indexes = [IndexShape(("endpoint", "topic"), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
-        return TableShape(dict(self.SUBSCRIPTION_COLUMNS), indexes)
+        return TableShape(shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS]), indexes)
 
     @staticmethod
     def column_type(type_name: str, max_length: int, precision: int = 0, scale: int = 0) -> str:
@@ -1203,3 +1200,46 @@ WHERE Topic IN ({topics})"""
                     lines.append(f"-- schema {self.quote(schema)}: created (and owned) by the installer; if it exists already:")
                     lines.extend("-- " + line for line in grants)
         return lines
+
+    # -- the data pipeline (engines/pipeline.py): pyodbc, Spark through jTDS --------------------------
+    class Pipeline(Dialect.Pipeline):  # pragma: no cover - no SQL Server here
+        """SQL Server (pyodbc). IDENTITY columns take no explicit values without IDENTITY_INSERT (ALTER
+        permission), so partitions into SQL Server run one after the other, in order. Spark reads through
+        jTDS (`jdbc:jtds:sqlserver://`), which it handles with its generic dialect, so the pipeline always
+        reads SQL Server through an explicit query naming the columns."""
+
+        layout = "mssql"
+        jdbc_jar, jdbc_driver = "jtds.jar", "net.sourceforge.jtds.jdbc.Driver"
+        FRAGMENTS = {
+            **Dialect.Pipeline.FRAGMENTS, "text": "nvarchar(max)", "time": "datetime2", "blob": "varbinary(max)",
+            "now": "SYSUTCDATETIME()", "id_text": "LOWER(CONVERT(varchar(36), Id))",
+        }
+        CREATE_MOVES = "IF OBJECT_ID(N{moves_literal}) IS NULL " + Dialect.Pipeline.CREATE_MOVES.replace("IF NOT EXISTS ", "")
+        CREATE_LEDGER = "IF OBJECT_ID(N{ledger_literal}) IS NULL " + Dialect.Pipeline.CREATE_LEDGER.replace("IF NOT EXISTS ", "")
+        READ_RANGE = (
+            "SELECT {columns} FROM {table} WITH (UPDLOCK, ROWLOCK) WHERE {order} >= @Low AND {order} < @High "
+            "AND {order} <= @Last ORDER BY {order}"
+        )
+        READ_ALL = "SELECT {columns} FROM {table} WITH (UPDLOCK, ROWLOCK)"
+
+        def connect(self, url):
+            try:
+                import pyodbc
+            except ImportError as exc:
+                raise RuntimeError("writing to SQL Server needs pyodbc: pip install -e '.[mssql]'") from exc
+            return pyodbc.connect(self.odbc_connection_string(url), autocommit=False)
+
+        @staticmethod
+        def odbc_connection_string(url) -> str:
+            driver = url.query.get("driver", "ODBC Driver 18 for SQL Server")
+            server = url.host + (f",{url.port}" if url.port else "")
+            text = f"DRIVER={{{driver}}};SERVER={server};DATABASE={url.database or ''};"
+            if url.username:
+                text += f"UID={url.username};PWD={url.password or ''};"
+            else:
+                text += "Trusted_Connection=yes;"
+            return text + "TrustServerCertificate=yes;"
+
+        def jdbc_url(self, url) -> str:
+            props = f";user={url.username};password={url.password or ''}" if url.username else ";useNTLMv2=true"
+            return f"jdbc:jtds:sqlserver://{url.host}:{url.port or 1433}/{url.database or ''}{props}"

@@ -7,8 +7,10 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 
 from __future__ import annotations
 
+import os
+
 from ..schema import Correlation, Kind, TableName, TableSpec
-from ..shapes import IndexShape, TableShape, normalise_predicate, normalise_type, where_clause
+from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns, where_clause
 from ..versions import ExpiresIndex, Profile
 from .base import Dialect
 
@@ -118,38 +120,38 @@ CREATE TABLE IF NOT EXISTS {table} (
             ]
         return batches + [self.DROP_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
 
-    expected = {
-        "queue": frozenset({"id", "correlationid", "replytoaddress", "recoverable", "expires", "headers", "body", "rowversion"}),
-        "delayed": frozenset({"headers", "body", "due", "rowversion"}),
-        "subscriptions": frozenset({"queueaddress", "endpoint", "topic"}),
-    }
     EXISTING_COLUMNS = (
         "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
     )
 
+    # -- columns of each table kind (the one source; shapes.Column) ---------------------------
+    # The SQL Server transport's columns (the pipeline's "mssql" layout) in SQLite's declared types,
+    # lower case. INTEGER PRIMARY KEY (the rowid) is never null.
+    COLUMNS = {
+        Kind.QUEUE: (
+            Column("Id", "text", False),
+            Column("CorrelationId", "text", True),
+            Column("ReplyToAddress", "text", True),
+            Column("Recoverable", "integer", False),
+            Column("Expires", "datetime", True),
+            Column("Headers", "text", False),
+            Column("Body", "blob", True),
+            Column("RowVersion", "integer", False),
+        ),
+        Kind.DELAYED: (
+            Column("Headers", "text", False),
+            Column("Body", "blob", True),
+            Column("Due", "datetime", False),
+            Column("RowVersion", "integer", False),
+        ),
+        Kind.SUBSCRIPTIONS: (
+            Column("QueueAddress", "text", False),
+            Column("Endpoint", "text", False),
+            Column("Topic", "text", False),
+        ),
+    }
+
     # -- check: expected and live shapes ----------------------------------------------------
-    # Declared types, lower case; (type, nullable). INTEGER PRIMARY KEY (the rowid) is never null.
-    QUEUE_COLUMNS = {
-        "id": ("text", False),
-        "correlationid": ("text", True),
-        "replytoaddress": ("text", True),
-        "recoverable": ("integer", False),
-        "expires": ("datetime", True),
-        "headers": ("text", False),
-        "body": ("blob", True),
-        "rowversion": ("integer", False),
-    }
-    DELAYED_COLUMNS = {
-        "headers": ("text", False),
-        "body": ("blob", True),
-        "due": ("datetime", False),
-        "rowversion": ("integer", False),
-    }
-    SUBSCRIPTION_COLUMNS = {
-        "queueaddress": ("text", False),
-        "endpoint": ("text", False),
-        "topic": ("text", False),
-    }
     USER_TABLES = "m.type = 'table' AND substr(m.name, 1, 7) <> 'sqlite_'"
     SHAPE_TABLES = "SELECT m.name FROM sqlite_master AS m WHERE " + USER_TABLES
     # hidden 1 marks virtual-table columns; generated columns (2, 3) are real columns here
@@ -167,14 +169,14 @@ CREATE TABLE IF NOT EXISTS {table} (
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         indexes = []
         if spec.kind is Kind.QUEUE:
-            columns = dict(self.QUEUE_COLUMNS)
+            columns = shape_columns(self.COLUMNS[Kind.QUEUE])
             if spec.body_string:
                 columns["bodystring"] = ("text", True)
             if profile.expires_index is not ExpiresIndex.NONE:
                 predicate = "expiresisnotnull" if profile.expires_index is ExpiresIndex.FILTERED else None
                 indexes.append(IndexShape(("expires",), predicate=predicate, name=self._index(spec)))
         elif spec.kind is Kind.DELAYED:
-            columns = dict(self.DELAYED_COLUMNS)
+            columns = shape_columns(self.COLUMNS[Kind.DELAYED])
             indexes.append(IndexShape(("due",), name=self._index(spec)))
         elif spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
@@ -185,7 +187,7 @@ CREATE TABLE IF NOT EXISTS {table} (
                 predicate = normalise_predicate(f"{column} IS NOT NULL")
                 indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name)))
         else:
-            columns = dict(self.SUBSCRIPTION_COLUMNS)
+            columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes.append(IndexShape(("endpoint", "topic"), unique=True))
         return TableShape(columns, indexes)
 
@@ -350,3 +352,50 @@ CREATE TABLE IF NOT EXISTS {table} (
     )
     UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
     FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
+
+    # -- the data pipeline (engines/pipeline.py): sqlite3 ---------------------------------------
+    class Pipeline(Dialect.Pipeline):
+        """sqlite3 in autocommit, transactions begun explicitly (BEGIN IMMEDIATE for writes: the read and
+        the delete of a partition see the same rows). Times are text; RowVersion is AUTOINCREMENT,
+        whose sqlite_sequence entry can be moved past a reserved range."""
+
+        layout = "mssql"
+        jdbc_jar, jdbc_driver = "sqlite-jdbc.jar", "org.sqlite.JDBC"
+        takes_explicit_order = True
+        text_times = True
+        FRAGMENTS = {
+            **Dialect.Pipeline.FRAGMENTS, "text": "TEXT", "time": "DATETIME", "blob": "BLOB",
+            "expires_read": "CAST(Expires AS TEXT)",  # the JDBC driver would read DATETIME as a date only
+        }
+        RESERVE_MAX = "SELECT coalesce(max({order}), 0) FROM {table}"
+        RESERVE_SEQUENCE = "SELECT seq FROM sqlite_sequence WHERE name = @Table COLLATE NOCASE"
+        RESERVE_UPDATE = "UPDATE sqlite_sequence SET seq = @Last WHERE name = @Table COLLATE NOCASE"
+        RESERVE_INSERT = "INSERT INTO sqlite_sequence (name, seq) VALUES (@Table, @Last)"
+        BUSY_TIMEOUT = "PRAGMA busy_timeout = 60000"
+
+        def connect(self, url):
+            import sqlite3
+
+            conn = sqlite3.connect(url.database or ":memory:", isolation_level=None, timeout=60, check_same_thread=False)
+            conn.execute(self.BUSY_TIMEOUT)
+            return conn
+
+        def jdbc_url(self, url) -> str:
+            return f"jdbc:sqlite:{os.path.abspath(url.database)}"
+
+        def database_key(self, url) -> tuple:
+            return (os.path.realpath(url.database or ""),)
+
+        def begin(self, conn, write: bool = False) -> None:
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        def reserve(self, conn, table, span: int) -> int:
+            # The caller holds BEGIN IMMEDIATE: no other writer can insert meanwhile.
+            cur = conn.cursor()
+            current_max = self.execute(cur, self._table("RESERVE_MAX", table, order=table.order)).fetchone()[0]
+            found = self.execute(cur, self.statement("RESERVE_SEQUENCE"), Table=table.name.table).fetchone()
+            base = max(current_max, found[0] if found else 0) + 1
+            last = base + max(span, 1) - 1
+            self.execute(cur, self.statement("RESERVE_UPDATE" if found else "RESERVE_INSERT"), Table=table.name.table, Last=last)
+            return base

@@ -16,7 +16,6 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..runtime import wire
-from . import sql as pipeline_sql
 from .connect import Endpoint, dbapi_connect, jdbc
 from .layouts import QueueRow, to_utc_naive, write_queue_row
 
@@ -56,10 +55,7 @@ def _time_expr(column: str) -> str:
 
 def select_sql(source: Endpoint) -> str:
     """The read, one column list for every layout (Id as text, the order column as `seq`)."""
-    s = pipeline_sql.for_endpoint(source)
-    lay = source.layout
-    return (f"SELECT {s.ID_TEXT} AS id, {s.EXPIRES_READ} AS expires, Headers AS headers, Body AS body, {lay.order} AS seq "
-            f"FROM {source.qualified}")
+    return source.dialect.pipeline.archive_read(source.target)
 
 
 @dataclass
@@ -79,12 +75,10 @@ def archive_frame(spark, source: Endpoint, partitions: int = 4):
     from pyspark.sql import functions as F
 
     j = jdbc(source.url)
-    s = pipeline_sql.for_endpoint(source)
+    s = source.dialect.pipeline
     conn = dbapi_connect(source.url)
     try:
-        cur = conn.cursor()
-        cur.execute(s.sql(s.BOUNDS, order=source.layout.order, table=source.qualified))
-        low, high, _count = cur.fetchone()
+        low, high, _count = s.bounds(conn, source.target)
         s.rollback(conn)
     finally:
         conn.close()
@@ -164,7 +158,7 @@ def replay(spark, path: str, destination: Endpoint, *, replay_id: str | None = N
     if replay_id is None:
         key = repr((path, sorted((k, repr(v)) for k, v in filters.items()), destination.describe()))
         replay_id = "replay-" + hashlib.sha1(key.encode()).hexdigest()[:24]
-    dst_sql = pipeline_sql.for_endpoint(destination)
+    dst_sql = destination.dialect.pipeline
     lay = destination.layout
     columns = lay.columns[:-1]  # the destination assigns its own order, in replay order
     conn = dbapi_connect(destination.url)
@@ -176,17 +170,15 @@ def replay(spark, path: str, destination: Endpoint, *, replay_id: str | None = N
         def flush(part: int) -> None:
             nonlocal rows, skipped
             dst_sql.begin(conn, write=True)
-            cur = conn.cursor()
-            cur.execute(dst_sql.sql(dst_sql.LEDGER_ROW), (replay_id, part))
-            if cur.fetchone() is not None:
+            if dst_sql.ledger_row(conn, replay_id, part) is not None:
                 dst_sql.rollback(conn)
                 skipped += 1
                 return
             out = [write_queue_row(lay, QueueRow(r.id, None, None, to_utc_naive(r.expires), r.headers,
                                                  None if r.body is None else bytes(r.body), 0), None, dst_sql.text_times)[:-1]
                    for r in batch]
-            dst_sql.write_rows(conn, destination, columns, out)
-            cur.execute(dst_sql.sql(dst_sql.INSERT_LEDGER), (replay_id, part, None, None, len(out), "replay", dst_sql.blob(b"")))
+            dst_sql.write_rows(conn, destination.target, columns, out)
+            dst_sql.insert_ledger(conn, replay_id, part, None, None, len(out), "replay", b"")
             dst_sql.commit(conn)
             rows += len(out)
             if progress is not False:

@@ -16,8 +16,6 @@ import time
 from dataclasses import asdict, dataclass
 
 from .connect import dbapi_connect, engine_of, jdbc, table_name
-from .sql import PostgreSQLPipeline as SQL
-
 
 
 @dataclass
@@ -95,28 +93,21 @@ def backfill(url: str, table: str, prop: str, column: str, *, spark=None, batch_
              overwrite: bool = False) -> BackfillResult:
     started = time.perf_counter()
     engine = engine_of(url)
-    if engine.name != "postgresql":
+    pipeline = engine.pipeline
+    if not pipeline.backfills_sagas:
         raise ValueError(f"backfill supports the PostgreSQL saga layout; {engine.name} is not supported yet")
     name = table_name(table, engine)
     qualified = engine.qualified(name)
-    q = engine.quote
     conn = dbapi_connect(url)
     try:
-        cur = conn.cursor()
-        cur.execute(SQL.BACKFILL_COLUMN_TYPE, (qualified, column))
-        found = cur.fetchone()
+        column_type = pipeline.saga_column_type(conn, name, column)
         conn.rollback()
     finally:
         conn.close()
-    if found is None:
+    if column_type is None:
         raise ValueError(f"{qualified} has no column {column!r}")
-    column_type = found[0]
-    guard = "TRUE" if overwrite else f"{q(column)} IS NULL"
-    # names reach psycopg's parameterised text with % doubled (else read as placeholders)
-    update = SQL.BACKFILL_UPDATE.format(table=qualified.replace("%", "%%"), column=q(column).replace("%", "%%"), type=column_type,
-                           id=q("Id"), concurrency=q("Concurrency"), guard=guard.replace("%", "%%"))
-    read = SQL.BACKFILL_READ.format(id=q("Id"), data=q("Data"), concurrency=q("Concurrency"), table=qualified,
-                       where="" if overwrite else f" WHERE {q(column)} IS NULL")
+    update = pipeline.backfill_update(name, column, column_type, overwrite)
+    read = pipeline.backfill_read(name, column, overwrite)
     path = prop.split(".")
     job = _Job(url, update, batch_size)
     if spark is None:

@@ -2,7 +2,8 @@
 
 Two ways in: a DBAPI connection (psycopg 3, sqlite3, pyodbc), opened inside Spark tasks so that
 rows and the ledger row commit in one transaction; and a JDBC URL plus driver class for Spark's own
-JDBC reader (archive). Nothing here imports pyspark.
+JDBC reader (archive). What differs by engine (drivers, connection strings, JDBC URLs, the layout
+of its own tables) is the engine's pipeline section (`dialect.pipeline`). Nothing here imports pyspark.
 """
 
 from __future__ import annotations
@@ -10,23 +11,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote as urlquote
 
 from sqlalchemy.engine import make_url
 
 from .. import engines
+from ..engines.pipeline import Table
 from ..runtime import wire
 from ..schema import Kind, TableName
-from .layouts import ENGINE_LAYOUT, Layout, layout
+from .layouts import Layout, layout
 
-# Debian's JDBC driver packages (libpostgresql-jdbc-java, libxerial-sqlite-jdbc-java, libjtds-java)
+# Where the engines' JDBC driver jars are: Debian's packages (libpostgresql-jdbc-java,
+# libxerial-sqlite-jdbc-java, libjtds-java) install them here.
 JAVA_DIR = Path(os.environ.get("SQLTRANSPORT_JDBC_DIR", "/usr/share/java"))
-JDBC = {
-    # engine: (jar, driver class)
-    "postgresql": ("postgresql.jar", "org.postgresql.Driver"),
-    "sqlite": ("sqlite-jdbc.jar", "org.sqlite.JDBC"),
-    "mssql": ("jtds.jar", "net.sourceforge.jtds.jdbc.Driver"),
-}
 
 
 @dataclass(frozen=True)
@@ -44,7 +40,13 @@ class Endpoint:
 
     @property
     def layout(self) -> Layout:
-        return layout(self.layout_name or ENGINE_LAYOUT[self.dialect.name], self.kind)
+        return layout(self.layout_name or self.dialect.pipeline.layout, self.kind)
+
+    @property
+    def target(self) -> Table:
+        """This table as the engine's pipeline statements take it."""
+        lay = self.layout
+        return Table(self.table, lay.columns, lay.order, lay.key, self.describe())
 
     @property
     def qualified(self) -> str:
@@ -80,55 +82,19 @@ def same_database(a: str, b: str) -> bool:
     ua, ub = make_url(a), make_url(b)
     if ua.get_backend_name() != ub.get_backend_name():
         return False
-    if ua.get_backend_name() == "sqlite":
-        return os.path.realpath(ua.database or "") == os.path.realpath(ub.database or "")
-    return (ua.host, ua.port, ua.database, ua.username) == (ub.host, ub.port, ub.database, ub.username)
+    key = engine_of(a).pipeline.database_key
+    return key(ua) == key(ub)
 
 
 # --------------------------------------------------------------------------- DBAPI
 def dbapi_connect(url: str):
     """A DBAPI connection with explicit transaction control (sqlite3 in autocommit; we BEGIN)."""
     parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend == "postgresql":
-        import psycopg
-
-        from psycopg.conninfo import make_conninfo
-
-        return psycopg.connect(make_conninfo(**_libpq(parsed)))
-    if backend == "sqlite":
-        import sqlite3
-
-        path = parsed.database or ":memory:"
-        conn = sqlite3.connect(path, isolation_level=None, timeout=60, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 60000")
-        return conn
-    if backend == "mssql":
-        try:
-            import pyodbc
-        except ImportError as exc:  # pragma: no cover - no SQL Server here
-            raise RuntimeError("writing to SQL Server needs pyodbc: pip install -e '.[mssql]'") from exc
-        return pyodbc.connect(_odbc(parsed), autocommit=False)  # pragma: no cover
-    raise ValueError(f"no pipeline connection for {backend!r}")
-
-
-def _libpq(parsed) -> dict:
-    """libpq connection parameters (make_conninfo quotes them: a password may hold ' or \\)."""
-    parts = {"host": parsed.host or "127.0.0.1", "port": parsed.port or 5432, "dbname": parsed.database,
-             "user": parsed.username, "password": parsed.password}
-    parts.update({k: v for k, v in parsed.query.items() if isinstance(v, str)})
-    return {k: str(v) for k, v in parts.items() if v is not None}
-
-
-def _odbc(parsed) -> str:  # pragma: no cover - no SQL Server here
-    driver = parsed.query.get("driver", "ODBC Driver 18 for SQL Server")
-    server = parsed.host + (f",{parsed.port}" if parsed.port else "")
-    text = f"DRIVER={{{driver}}};SERVER={server};DATABASE={parsed.database or ''};"
-    if parsed.username:
-        text += f"UID={parsed.username};PWD={parsed.password or ''};"
-    else:
-        text += "Trusted_Connection=yes;"
-    return text + "TrustServerCertificate=yes;"
+    try:
+        dialect = engine_of(url)
+    except engines.UnsupportedEngine:
+        raise ValueError(f"no pipeline connection for {parsed.get_backend_name()!r}") from None
+    return dialect.pipeline.connect(parsed)
 
 
 # --------------------------------------------------------------------------- JDBC
@@ -141,28 +107,12 @@ class Jdbc:
 
 
 def jdbc(url: str) -> Jdbc:
-    """The JDBC URL and driver Spark reads this database through (drivers from Debian's /usr/share/java).
+    """The JDBC URL and driver Spark reads this database through (the engine's jar in JAVA_DIR)."""
+    pipeline = engine_of(url).pipeline
+    return Jdbc(pipeline.jdbc_url(make_url(url)), pipeline.jdbc_driver, str(JAVA_DIR / pipeline.jdbc_jar))
 
-    PostgreSQL gets `stringtype=unspecified` (uuid columns) and `reWriteBatchedInserts=true`; SQL Server
-    goes through jTDS (`jdbc:jtds:sqlserver://`), which Spark handles with its generic dialect, so the
-    pipeline always reads SQL Server through an explicit query naming the columns.
-    """
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    jar, driver = JDBC[backend]
-    jar_path = str(JAVA_DIR / jar)
-    if backend == "postgresql":
-        query = {"stringtype": "unspecified", "reWriteBatchedInserts": "true"}
-        if parsed.username:
-            query["user"] = parsed.username
-        if parsed.password:
-            query["password"] = parsed.password
-        text = f"jdbc:postgresql://{parsed.host or '127.0.0.1'}:{parsed.port or 5432}/{parsed.database}?" + "&".join(
-            f"{k}={urlquote(str(v))}" for k, v in query.items())
-        return Jdbc(text, driver, jar_path)
-    if backend == "sqlite":
-        return Jdbc(f"jdbc:sqlite:{os.path.abspath(parsed.database)}", driver, jar_path)
-    # SQL Server through jTDS
-    props = f";user={parsed.username};password={parsed.password or ''}" if parsed.username else ";useNTLMv2=true"
-    text = f"jdbc:jtds:sqlserver://{parsed.host}:{parsed.port or 1433}/{parsed.database or ''}{props}"
-    return Jdbc(text, driver, jar_path)
+
+def jdbc_jars() -> list[str]:
+    """Every engine's JDBC driver jar, where it is installed."""
+    names = dict.fromkeys(d.pipeline.jdbc_jar for d in engines.ENGINES.values() if d.pipeline.jdbc_jar)
+    return [str(JAVA_DIR / jar) for jar in names if (JAVA_DIR / jar).is_file()]

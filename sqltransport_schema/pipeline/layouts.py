@@ -9,7 +9,9 @@ Two layouts exist (transport-facts §1 and §7):
   delayed ``Id, Headers, Body, Due``.
 
 A layout is a property of the table, not of the server it lives on: a SQL Server-shaped table can
-be hosted on PostgreSQL (that is how the conversion is tested here, where no SQL Server runs).
+be hosted on PostgreSQL (that is how the conversion is tested here, where no SQL Server runs). A
+layout's columns are those of the engine it is named for (`Dialect.COLUMNS`); which layout an
+engine's own DDL gives is the engine's `pipeline.layout`.
 
 Rows travel between layouts as neutral tuples:
 
@@ -28,11 +30,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import NamedTuple
 
+from .. import engines
 from ..schema import Kind
 
-LAYOUTS = ("mssql", "postgresql")
-# Which layout an engine's own DDL gives its tables.
-ENGINE_LAYOUT = {"mssql": "mssql", "sqlite": "mssql", "postgresql": "postgresql"}
+LAYOUTS = ("mssql", "postgresql")  # each named for the engine whose transport defines its columns
 
 
 class QueueRow(NamedTuple):
@@ -83,17 +84,16 @@ class Layout:
         return self.columns
 
 
-QUEUE_MSSQL = Layout(
-    "mssql", Kind.QUEUE,
-    ("Id", "CorrelationId", "ReplyToAddress", "Recoverable", "Expires", "Headers", "Body", "RowVersion"),
-    order="RowVersion", key="RowVersion", explicit_order=True,
-)
-QUEUE_POSTGRESQL = Layout(
-    "postgresql", Kind.QUEUE, ("Id", "Expires", "Headers", "Body", "Seq"), order="Seq", key="Seq", explicit_order=True,
-)
-DELAYED_MSSQL = Layout("mssql", Kind.DELAYED, ("Headers", "Body", "Due", "RowVersion"), order="RowVersion", key="RowVersion")
-DELAYED_POSTGRESQL = Layout("postgresql", Kind.DELAYED, ("Id", "Headers", "Body", "Due"), order=None, key="Id")
-SUBSCRIPTIONS = Layout("any", Kind.SUBSCRIPTIONS, ("QueueAddress", "Endpoint", "Topic"), order=None, key=None)
+def _layout(name: str, kind: Kind, order: str | None, key: str | None, explicit_order: bool = False) -> Layout:
+    return Layout(name, kind, engines.get(name).column_names(kind), order, key, explicit_order)
+
+
+QUEUE_MSSQL = _layout("mssql", Kind.QUEUE, order="RowVersion", key="RowVersion", explicit_order=True)
+QUEUE_POSTGRESQL = _layout("postgresql", Kind.QUEUE, order="Seq", key="Seq", explicit_order=True)
+DELAYED_MSSQL = _layout("mssql", Kind.DELAYED, order="RowVersion", key="RowVersion")
+DELAYED_POSTGRESQL = _layout("postgresql", Kind.DELAYED, order=None, key="Id")
+# the same columns in both transports
+SUBSCRIPTIONS = Layout("any", Kind.SUBSCRIPTIONS, engines.get("mssql").column_names(Kind.SUBSCRIPTIONS), order=None, key=None)
 
 _LAYOUTS = {
     ("mssql", Kind.QUEUE): QUEUE_MSSQL,

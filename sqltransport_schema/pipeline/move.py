@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 
 from ..runtime import wire
 from ..schema import Kind
-from . import sql as pipeline_sql
 from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
     Checksum, partition_ranges, read_delayed_row, read_queue_row, write_delayed_row, write_queue_row,
@@ -162,26 +161,24 @@ class Task:
 
 def run_partition(task: Task, part: int) -> dict:
     """Move one partition exactly once (see the module docstring). Returns what it did."""
-    src_sql = pipeline_sql.for_endpoint(task.source)
-    dst_sql = pipeline_sql.for_endpoint(task.destination)
+    src_sql = task.source.dialect.pipeline
+    dst_sql = task.destination.dialect.pipeline
     same = same_database(task.source.url, task.destination.url)
     src = dbapi_connect(task.source.url)
     dst = src if same else dbapi_connect(task.destination.url)
     try:
         dst_sql.begin(dst)
-        cur = dst.cursor()
-        cur.execute(dst_sql.sql(dst_sql.LEDGER_ROW), (task.move_id, part))
-        done = cur.fetchone()
+        done = dst_sql.ledger_row(dst, task.move_id, part)
         dst_sql.rollback(dst)
         if done is not None:
             rows, checksum, keys, deleted = done
             if not deleted:
                 src_sql.begin(src, write=True)
-                src_sql.delete_keys(src, task.source, unpack_keys(keys))
+                src_sql.delete_keys(src, task.source.target, unpack_keys(keys))
                 if not same:
                     src_sql.commit(src)
                     dst_sql.begin(dst, write=True)
-                dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
+                dst_sql.mark_deleted(dst, task.move_id, part)
                 dst_sql.commit(dst)
             return {"part": part, "rows": rows, "checksum": checksum, "skipped": True}
         return _move_partition(task, part, src, dst, src_sql, dst_sql, same)
@@ -192,9 +189,12 @@ def run_partition(task: Task, part: int) -> dict:
 
 
 def _streamable(task: Task) -> bool:
-    """PostgreSQL-layout queue to PostgreSQL-layout queue on PostgreSQL, nothing to rewrite: server to server."""
-    return (task.kind == Kind.QUEUE.value and task.explicit_order and not task.rewrites and task.ranges
-            and all(ep.dialect.name == "postgresql" and ep.layout.name == "postgresql" for ep in (task.source, task.destination)))
+    """Queue to queue on one engine that streams their layout (PostgreSQL's, on PostgreSQL), nothing to
+    rewrite: server to server."""
+    source, dest = task.source, task.destination
+    return (task.kind == Kind.QUEUE.value and task.explicit_order and not task.rewrites and bool(task.ranges)
+            and source.dialect is dest.dialect
+            and all(ep.dialect.pipeline.stream_layout == ep.layout.name for ep in (source, dest)))
 
 
 def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
@@ -202,7 +202,7 @@ def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
 
     lo, hi = task.ranges[part]
     digest = hashlib.blake2b(digest_size=16)
-    keys = src_sql.stream_partition(src, dst, task.source, task.destination, lo, hi, task.src_high, task.src_low,
+    keys = src_sql.stream_partition(src, dst, task.source.target, task.destination.target, lo, hi, task.src_high, task.src_low,
                                     task.base, digest)
     return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(),
                              source_deleted=True)
@@ -217,10 +217,10 @@ def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
         return _stream_partition(task, part, src, dst, src_sql, dst_sql, same)
     if src_layout.order is not None and task.ranges:
         lo, hi = task.ranges[part]
-        cursor = src_sql.read_range(src, source, lo, hi, task.src_high)
+        cursor = src_sql.read_range(src, source.target, lo, hi, task.src_high)
     else:
         lo = hi = None
-        cursor = src_sql.read_all(src, source)
+        cursor = src_sql.read_all(src, source.target)
     checksum = Checksum()
     keys: list = []
     out: list[tuple] = []
@@ -256,7 +256,7 @@ def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
         raise MoveError("subscription rows are copied with move_subscriptions()")
     if not same:
         dst_sql.begin(dst, write=True)
-    dst_sql.write_rows(dst, dest, columns, out)
+    dst_sql.write_rows(dst, dest.target, columns, out)
     return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest())
 
 
@@ -264,15 +264,14 @@ def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys
                       source_deleted: bool = False) -> dict:
     """The ledger row with the rows (one destination transaction), then the source delete (or, when the
     source transaction already deleted the rows, its commit)."""
-    source = task.source
-    dst.cursor().execute(dst_sql.sql(dst_sql.INSERT_LEDGER),
-                         (task.move_id, part, lo, hi, count, digest, dst_sql.blob(pack_keys(keys))))
+    source = task.source.target
+    dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, count, digest, pack_keys(keys))
     failpoint("before-dest-commit", part)
     if same:
         # one database: rows, ledger row and the source delete commit together
         if not source_deleted:
             src_sql.delete_keys(src, source, keys)
-        dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
+        dst_sql.mark_deleted(dst, task.move_id, part)
         dst_sql.commit(dst)
         return {"part": part, "rows": count, "checksum": digest, "skipped": False}
     dst_sql.commit(dst)
@@ -282,7 +281,7 @@ def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys
     src_sql.commit(src)
     failpoint("after-source-delete", part)
     dst_sql.begin(dst, write=True)
-    dst.cursor().execute(dst_sql.sql(dst_sql.MARK_DELETED), (task.move_id, part))
+    dst_sql.mark_deleted(dst, task.move_id, part)
     dst_sql.commit(dst)
     return {"part": part, "rows": count, "checksum": digest, "skipped": False}
 
@@ -312,19 +311,15 @@ def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int 
     """Resume the unfinished move between these tables, or snapshot the source and reserve a new one."""
     if source.kind is not destination.kind:
         raise MoveError(f"cannot move {source.kind.value} rows into a {destination.kind.value} table")
-    src_sql, dst_sql = pipeline_sql.for_endpoint(source), pipeline_sql.for_endpoint(destination)
+    src_sql, dst_sql = source.dialect.pipeline, destination.dialect.pipeline
     dst = dbapi_connect(destination.url)
     try:
         dst_sql.ensure_ledger(dst)
         dst_sql.begin(dst, write=True)
-        cur = dst.cursor()
         if move_id is None:
-            cur.execute(dst_sql.sql(dst_sql.FIND_OPEN_MOVE), (source.describe(), destination.describe()))
-            found = cur.fetchone()
-            move_id = found[0] if found else None
+            move_id = dst_sql.find_open_move(dst, source.describe(), destination.describe())
         if move_id is not None:
-            cur.execute(dst_sql.sql(dst_sql.GET_MOVE), (move_id,))
-            row = cur.fetchone()
+            row = dst_sql.get_move(dst, move_id)
             if row is not None:
                 dst_sql.rollback(dst)
                 _, kind, low, high, base, count, _expected, _state = row
@@ -332,14 +327,11 @@ def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int 
         move_id = move_id or uuid.uuid4().hex
         src = dst if same_database(source.url, destination.url) else dbapi_connect(source.url)
         try:
-            lay = source.layout
-            scur = src.cursor()
-            if lay.order is not None:
-                scur.execute(src_sql.sql(src_sql.BOUNDS, order=lay.order, table=source.qualified))
-                low, high, rows = scur.fetchone()
+            target = source.target
+            if target.order is not None:
+                low, high, rows = src_sql.bounds(src, target)
             else:
-                scur.execute(src_sql.sql(src_sql.COUNT, table=source.qualified))
-                (rows,), low, high = scur.fetchone(), None, None
+                rows, low, high = src_sql.count(src, target), None, None
             if src is not dst:
                 src_sql.rollback(src)
         finally:
@@ -347,9 +339,9 @@ def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int 
                 src.close()
         explicit = _explicit(source, destination)
         count = 1 if low is None else (partitions or max(1, -(-rows // rows_per_partition)))
-        base = dst_sql.reserve(dst, destination, high - low + 1) if (explicit and low is not None) else None
-        cur.execute(dst_sql.sql(dst_sql.INSERT_MOVE),
-                    (move_id, source.describe(), destination.describe(), source.kind.value, low, high, base, count, rows))
+        base = dst_sql.reserve(dst, destination.target, high - low + 1) if (explicit and low is not None) else None
+        dst_sql.insert_move(dst, move_id, source.describe(), destination.describe(), source.kind.value, low, high, base,
+                            count, rows)
         failpoint("after-reserve")
         dst_sql.commit(dst)
         return _task(move_id, source, destination, low, high, base, count, rewrites), False
@@ -358,7 +350,8 @@ def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int 
 
 
 def _explicit(source: Endpoint, destination: Endpoint) -> bool:
-    return (source.kind is Kind.QUEUE and destination.layout.explicit_order and destination.dialect.name != "mssql")
+    return (source.kind is Kind.QUEUE and destination.layout.explicit_order
+            and destination.dialect.pipeline.takes_explicit_order)
 
 
 def _task(move_id, source, destination, low, high, base, count, rewrites) -> Task:
@@ -372,13 +365,11 @@ def _partition_count(task: Task) -> int:
 
 
 def _totals(destination: Endpoint, move_id: str) -> tuple[int, int, int]:
-    dst_sql = pipeline_sql.for_endpoint(destination)
+    dst_sql = destination.dialect.pipeline
     conn = dbapi_connect(destination.url)
     try:
         dst_sql.begin(conn)
-        cur = conn.cursor()
-        cur.execute(dst_sql.sql(dst_sql.LEDGER_TOTALS), (move_id,))
-        out = tuple(int(v) for v in cur.fetchone())
+        out = tuple(int(v) for v in dst_sql.ledger_totals(conn, move_id))
         dst_sql.rollback(conn)
         return out
     finally:
@@ -446,14 +437,12 @@ def move(source: Endpoint, destination: Endpoint, *, spark=None, rows_per_partit
     with Progress(destination, task.move_id, _partition_count(task), "move", stream=progress):
         results = execute(task, spark)
     seconds = time.perf_counter() - started
-    dst_sql = pipeline_sql.for_endpoint(destination)
+    dst_sql = destination.dialect.pipeline
     conn = dbapi_connect(destination.url)
     try:
         dst_sql.begin(conn, write=True)
-        cur = conn.cursor()
-        cur.execute(dst_sql.sql(dst_sql.LEDGER_CHECKSUMS), (task.move_id,))
-        ledger = cur.fetchall()
-        cur.execute(dst_sql.sql(dst_sql.FINISH_MOVE), (task.move_id,))
+        ledger = dst_sql.ledger_checksums(conn, task.move_id)
+        dst_sql.finish_move(conn, task.move_id)
         dst_sql.commit(conn)
     finally:
         conn.close()
@@ -471,12 +460,10 @@ def move(source: Endpoint, destination: Endpoint, *, spark=None, rows_per_partit
 
 
 def _remaining(ep: Endpoint) -> int:
-    s = pipeline_sql.for_endpoint(ep)
+    s = ep.dialect.pipeline
     conn = dbapi_connect(ep.url)
     try:
-        cur = conn.cursor()
-        cur.execute(s.sql(s.COUNT, table=ep.qualified))
-        n = cur.fetchone()[0]
+        n = s.count(conn, ep.target)
         s.rollback(conn)
         return int(n)
     finally:
@@ -487,23 +474,21 @@ def _remaining(ep: Endpoint) -> int:
 def move_subscriptions(source: Endpoint, destination: Endpoint, rewrites: dict | None = None, delete_source: bool = False) -> int:
     """Copy subscription rows with QueueAddress rewritten (upsert: rerunning is harmless). In place
     when source and destination are the same table."""
-    src_sql, dst_sql = pipeline_sql.for_endpoint(source), pipeline_sql.for_endpoint(destination)
+    src_sql, dst_sql = source.dialect.pipeline, destination.dialect.pipeline
     same_db = same_database(source.url, destination.url)
     src = dbapi_connect(source.url)
     dst = src if same_db else dbapi_connect(destination.url)
     try:
         src_sql.begin(src, write=True)
-        rows = [tuple(r) for r in src_sql.read_all(src, source)]
+        rows = [tuple(r) for r in src_sql.read_all(src, source.target)]
         out = [(rewrite_address(a, rewrites or {}), e, t) for a, e, t in rows]
         if not same_db:
             dst_sql.begin(dst, write=True)
-        dst.cursor().executemany(dst_sql.sql(dst_sql.UPSERT_SUBSCRIPTION, table=destination.qualified), out)
+        dst_sql.upsert_subscriptions(dst, destination.target, out)
         dst_sql.commit(dst)
         if delete_source and source.qualified != destination.qualified or (delete_source and not same_db):
-            cur = src.cursor()
             src_sql.begin(src, write=True)
-            cur.executemany(src_sql.sql("DELETE FROM {table} WHERE Endpoint = ? AND Topic = ?", table=source.qualified),
-                            [(e, t) for _, e, t in rows])
+            src_sql.delete_subscriptions(src, source.target, [(e, t) for _, e, t in rows])
             src_sql.commit(src)
         return len(out)
     finally:

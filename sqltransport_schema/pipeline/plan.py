@@ -201,12 +201,7 @@ def _exists(url: str, ep: Endpoint) -> bool:
 
     conn = dbapi_connect(url)
     try:
-        cur = conn.cursor()
-        try:
-            cur.execute(f"SELECT 1 FROM {ep.qualified} WHERE 1 = 0")
-            return True
-        except Exception:
-            return False
+        return ep.dialect.pipeline.exists(conn, ep.target)
     finally:
         conn.rollback()
         conn.close()

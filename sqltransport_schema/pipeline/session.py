@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .connect import JAVA_DIR, JDBC
+from .connect import jdbc_jars
 
 QUIET_LOG4J2 = """\
 rootLogger.level = error
@@ -45,8 +45,7 @@ def require_pyspark():
 
 def default_jars(extra: list[str] | None = None) -> list[str]:
     """Every JDBC driver jar Debian installed (postgresql, sqlite, jTDS), plus the user's."""
-    jars = [str(JAVA_DIR / jar) for jar, _driver in JDBC.values() if (JAVA_DIR / jar).is_file()]
-    return jars + [j for j in (extra or []) if j]
+    return jdbc_jars() + [j for j in (extra or []) if j]
 
 
 def _quiet_conf_dir() -> str:

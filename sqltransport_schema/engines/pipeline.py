@@ -1,0 +1,307 @@
+"""The data pipeline's side of an engine: the neutral base of each engine's nested `Pipeline`.
+
+An engine's pipeline section (`PostgreSQL.Pipeline`, `SQLite.Pipeline`, `MSSQL.Pipeline`; the
+instance is `dialect.pipeline`) says how the pipeline connects (DBAPI and Spark's JDBC reader),
+which table layout the engine's own DDL gives, and holds the statements: the ledger tables,
+partition reads, writes and deletes, the reservation of destination order values. It lives with
+the engine, so an engine's SQL is in one module, and the pipeline package stays engine-neutral.
+
+Statements follow the project's one convention: @Name parameters in a `Statement`, turned into the
+driver's style by `Statement.native` (identifiers filled in last, so quoting never meets parameter
+conversion). Values are always bound; table names reach the text only through the dialect's
+`qualified`. Column names are the layout's, unquoted, as the transports write them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ..schema import TableName
+from ..statements import Statement, parameters_of
+from ..versions import LATEST, profile
+
+if TYPE_CHECKING:
+    from .base import Dialect
+
+MOVES = "sqltransport_pipeline_moves"
+LEDGER = "sqltransport_pipeline_ledger"
+
+
+class Table(NamedTuple):
+    """A table as the pipeline reads or writes it: its name, its layout's columns, the FIFO order
+    column and the unique key source rows are deleted by (None: none), and where it is, described
+    without credentials for messages."""
+
+    name: TableName
+    columns: tuple[str, ...]
+    order: str | None
+    key: str | None
+    where: str
+
+
+class _Keep(dict):
+    """format_map fields: engine fragments filled in, other {names} (identifiers) kept for the Statement."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+class Pipeline:
+    """What every engine's pipeline section provides; engines without transport tables (saga-only)
+    keep this base, which has no connection."""
+
+    layout: str | None = None  # the pipeline layout this engine's own DDL gives its tables
+    jdbc_jar: str | None = None  # the JDBC driver's jar (in Debian's /usr/share/java) and class
+    jdbc_driver: str | None = None
+    paramstyle = "qmark"  # the DBAPI driver's parameter style (Statement.native)
+    # Capabilities the pipeline asks of an engine:
+    takes_explicit_order = False  # the order column takes explicit values (reserve); else partitions run in order
+    stream_layout: str | None = None  # queue partitions of this layout move server to server (stream_partition)
+    backfills_sagas = False  # backfill of a saga's correlation column (saga_backfill)
+    text_times = False  # times are stored as SQLite's text
+
+    # Engine SQL fragments the templates name: column types of the ledger tables, the current time,
+    # the row lock of a partition read, and how Spark's JDBC reader should see Id and Expires.
+    FRAGMENTS = {
+        "text": "text", "time": "timestamp", "blob": "bytea", "now": "CURRENT_TIMESTAMP", "lock": "",
+        "id_text": "Id", "expires_read": "Expires",
+    }
+
+    # -- the ledger (destination database, default schema) -----------------------------------
+    CREATE_MOVES = (
+        "CREATE TABLE IF NOT EXISTS {moves} (move_id varchar(64) NOT NULL PRIMARY KEY, source {text} NOT NULL, "
+        "destination {text} NOT NULL, kind varchar(20) NOT NULL, src_low bigint, src_high bigint, base bigint, "
+        "partitions integer NOT NULL, rows_expected bigint NOT NULL, state varchar(20) NOT NULL, "
+        "created_at {time} NOT NULL, finished_at {time})"
+    )
+    CREATE_LEDGER = (
+        "CREATE TABLE IF NOT EXISTS {ledger} (move_id varchar(64) NOT NULL, part integer NOT NULL, "
+        "lo bigint, hi bigint, rows integer NOT NULL, checksum varchar(64) NOT NULL, keys {blob}, "
+        "source_deleted integer NOT NULL, committed_at {time} NOT NULL, PRIMARY KEY (move_id, part))"
+    )
+    FIND_OPEN_MOVE = (
+        "SELECT move_id FROM {moves} WHERE source = @Source AND destination = @Destination AND state <> 'done' "
+        "ORDER BY created_at"
+    )
+    GET_MOVE = (
+        "SELECT move_id, kind, src_low, src_high, base, partitions, rows_expected, state FROM {moves} WHERE move_id = @MoveId"
+    )
+    INSERT_MOVE = (
+        "INSERT INTO {moves} (move_id, source, destination, kind, src_low, src_high, base, partitions, rows_expected, state, "
+        "created_at) VALUES (@MoveId, @Source, @Destination, @Kind, @Low, @High, @Base, @Partitions, @Rows, 'running', {now})"
+    )
+    FINISH_MOVE = "UPDATE {moves} SET state = 'done', finished_at = {now} WHERE move_id = @MoveId"
+    LEDGER_ROW = "SELECT rows, checksum, keys, source_deleted FROM {ledger} WHERE move_id = @MoveId AND part = @Part"
+    INSERT_LEDGER = (
+        "INSERT INTO {ledger} (move_id, part, lo, hi, rows, checksum, keys, source_deleted, committed_at) "
+        "VALUES (@MoveId, @Part, @Lo, @Hi, @Rows, @Checksum, @Keys, 0, {now})"
+    )
+    MARK_DELETED = "UPDATE {ledger} SET source_deleted = 1 WHERE move_id = @MoveId AND part = @Part"
+    LEDGER_TOTALS = (
+        "SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(source_deleted), 0) FROM {ledger} WHERE move_id = @MoveId"
+    )
+    LEDGER_CHECKSUMS = "SELECT part, rows, checksum FROM {ledger} WHERE move_id = @MoveId ORDER BY part"
+
+    # -- source and destination tables ------------------------------------------------------
+    BOUNDS = "SELECT min({order}), max({order}), count(*) FROM {table}"
+    COUNT = "SELECT count(*) FROM {table}"
+    EXISTS = "SELECT 1 FROM {table} WHERE 1 = 0"
+    READ_RANGE = (
+        "SELECT {columns} FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last ORDER BY {order}{lock}"
+    )
+    READ_ALL = "SELECT {columns} FROM {table}{lock}"
+    DELETE_KEY = "DELETE FROM {table} WHERE {key} = @Key"
+    INSERT = "INSERT INTO {table} ({columns}) VALUES ({values})"  # {values}: @<column> for each column
+    # archive: the read Spark's JDBC reader runs, one column list for every layout
+    ARCHIVE_READ = (
+        "SELECT {id_text} AS id, {expires_read} AS expires, Headers AS headers, Body AS body, {order} AS seq FROM {table}"
+    )
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        moves, ledger = dialect.qualified(TableName(MOVES)), dialect.qualified(TableName(LEDGER))
+        self._ledger_names = {"moves": moves, "ledger": ledger,
+                              "moves_literal": dialect.literal(moves), "ledger_literal": dialect.literal(ledger)}
+        self._ledger: dict[str, Statement] = {}
+
+    # -- statements -------------------------------------------------------------------------
+    def statement(self, attribute: str, template: str | None = None, **identifiers: str) -> Statement:
+        """The class attribute's template (or `template`) as a Statement: engine fragments filled in
+        now, identifiers when the driver's text is made."""
+        text = (template if template is not None else getattr(self, attribute)).format_map(_Keep(self.FRAGMENTS))
+        return Statement(attribute.lower(), text, identifiers, parameters_of(text))
+
+    def ledger_statement(self, attribute: str) -> Statement:
+        found = self._ledger.get(attribute)
+        if found is None:
+            found = self._ledger[attribute] = self.statement(attribute, **self._ledger_names)
+        return found
+
+    def bind(self, statement: Statement, values: dict[str, Any] | None = None) -> tuple[str, tuple | None]:
+        """(driver text, parameters in its order), or (text, None) for a statement without parameters
+        (then the text is the DBA's: a driver parses placeholders only where parameters are given)."""
+        if not statement.params:
+            return statement.sql, None
+        text, names = statement.native(self.paramstyle)
+        return text, tuple(values[name] for name in names)
+
+    def execute(self, cursor, statement: Statement, **values: Any):
+        text, params = self.bind(statement, values)
+        if params is None:
+            cursor.execute(text)
+        else:
+            cursor.execute(text, params)
+        return cursor
+
+    def executemany(self, cursor, statement: Statement, rows: list[tuple], fields: tuple[str, ...]) -> None:
+        """Rows of values in `fields` order; passed on as they are when the driver's order is the same
+        (no Python per row), else reordered."""
+        text, names = statement.native(self.paramstyle)
+        if names != fields:
+            at = [fields.index(name) for name in names]
+            rows = [tuple(row[i] for i in at) for row in rows]
+        cursor.executemany(text, rows)
+
+    def columns_text(self, columns) -> str:
+        return ", ".join(columns)
+
+    # -- connections ------------------------------------------------------------------------
+    def connect(self, url):
+        """A DBAPI connection with explicit transaction control (`url`: a SQLAlchemy URL object)."""
+        raise ValueError(f"no pipeline connection for {url.get_backend_name()!r}")
+
+    def jdbc_url(self, url) -> str:
+        """The JDBC URL Spark reads this database through."""
+        raise ValueError(f"no JDBC driver for {self.dialect.name!r}")
+
+    def database_key(self, url) -> tuple:
+        """Two URLs of this engine with the same key name one database."""
+        return (url.host, url.port, url.database, url.username)
+
+    # -- transactions -----------------------------------------------------------------------
+    def begin(self, conn, write: bool = False) -> None:
+        """psycopg and pyodbc open transactions implicitly."""
+
+    def commit(self, conn) -> None:
+        conn.commit()
+
+    def rollback(self, conn) -> None:
+        conn.rollback()
+
+    # -- the ledger --------------------------------------------------------------------------
+    def ensure_ledger(self, conn) -> None:
+        self.begin(conn, write=True)
+        cur = conn.cursor()
+        self.execute(cur, self.ledger_statement("CREATE_MOVES"))
+        self.execute(cur, self.ledger_statement("CREATE_LEDGER"))
+        self.commit(conn)
+
+    def blob(self, data: bytes):
+        return data
+
+    def find_open_move(self, conn, source: str, destination: str) -> str | None:
+        found = self.execute(conn.cursor(), self.ledger_statement("FIND_OPEN_MOVE"), Source=source, Destination=destination).fetchone()
+        return found[0] if found else None
+
+    def get_move(self, conn, move_id: str) -> tuple | None:
+        return self.execute(conn.cursor(), self.ledger_statement("GET_MOVE"), MoveId=move_id).fetchone()
+
+    def insert_move(self, conn, move_id: str, source: str, destination: str, kind: str, low, high, base, partitions: int,
+                    rows: int) -> None:
+        self.execute(conn.cursor(), self.ledger_statement("INSERT_MOVE"), MoveId=move_id, Source=source,
+                     Destination=destination, Kind=kind, Low=low, High=high, Base=base, Partitions=partitions, Rows=rows)
+
+    def finish_move(self, conn, move_id: str) -> None:
+        self.execute(conn.cursor(), self.ledger_statement("FINISH_MOVE"), MoveId=move_id)
+
+    def ledger_row(self, conn, move_id: str, part: int) -> tuple | None:
+        """(rows, checksum, keys, source_deleted) of a committed partition, or None."""
+        return self.execute(conn.cursor(), self.ledger_statement("LEDGER_ROW"), MoveId=move_id, Part=part).fetchone()
+
+    def insert_ledger(self, conn, move_id: str, part: int, lo, hi, rows: int, checksum: str, keys: bytes) -> None:
+        self.execute(conn.cursor(), self.ledger_statement("INSERT_LEDGER"), MoveId=move_id, Part=part, Lo=lo, Hi=hi,
+                     Rows=rows, Checksum=checksum, Keys=self.blob(keys))
+
+    def mark_deleted(self, conn, move_id: str, part: int) -> None:
+        self.execute(conn.cursor(), self.ledger_statement("MARK_DELETED"), MoveId=move_id, Part=part)
+
+    def ledger_totals(self, conn, move_id: str) -> tuple:
+        """(partitions committed, rows, partitions whose source rows are deleted)."""
+        return self.execute(conn.cursor(), self.ledger_statement("LEDGER_TOTALS"), MoveId=move_id).fetchone()
+
+    def ledger_checksums(self, conn, move_id: str) -> list[tuple]:
+        return self.execute(conn.cursor(), self.ledger_statement("LEDGER_CHECKSUMS"), MoveId=move_id).fetchall()
+
+    # -- source -------------------------------------------------------------------------------
+    def _table(self, attribute: str, table: Table, template: str | None = None, **identifiers: str) -> Statement:
+        return self.statement(attribute, template, table=self.dialect.qualified(table.name), **identifiers)
+
+    def bounds(self, conn, table: Table) -> tuple:
+        """(min, max) of the order column and the row count."""
+        return self.execute(conn.cursor(), self._table("BOUNDS", table, order=table.order)).fetchone()
+
+    def count(self, conn, table: Table) -> int:
+        return self.execute(conn.cursor(), self._table("COUNT", table)).fetchone()[0]
+
+    def exists(self, conn, table: Table) -> bool:
+        """Whether the table exists (the caller rolls back: a failed statement spoils a transaction)."""
+        try:
+            self.execute(conn.cursor(), self._table("EXISTS", table))
+            return True
+        except Exception:
+            return False
+
+    def read_range(self, conn, table: Table, lo: int, hi: int, high: int):
+        """A cursor over the rows with lo <= order < hi (and <= high, the snapshot's max), in order, locked."""
+        statement = self._table("READ_RANGE", table, columns=self.columns_text(table.columns), order=table.order)
+        return self.execute(conn.cursor(), statement, Low=lo, High=hi, Last=high)
+
+    def read_all(self, conn, table: Table):
+        return self.execute(conn.cursor(), self._table("READ_ALL", table, columns=self.columns_text(table.columns)))
+
+    def delete_keys(self, conn, table: Table, keys: list) -> int:
+        if not keys:
+            return 0
+        statement = self._table("DELETE_KEY", table, key=table.key)
+        self.executemany(conn.cursor(), statement, [(k,) for k in keys], ("Key",))
+        return len(keys)
+
+    def archive_read(self, table: Table) -> str:
+        """The SELECT Spark's JDBC reader runs to archive a queue (a subquery: no parameters)."""
+        return self._table("ARCHIVE_READ", table, order=table.order).sql
+
+    # -- destination ----------------------------------------------------------------------------
+    def write_rows(self, conn, table: Table, columns: tuple[str, ...], rows: list[tuple]) -> None:
+        """Rows of values in `columns` order, in one executemany."""
+        if not rows:
+            return
+        template = self.INSERT.replace("{values}", ", ".join("@" + c for c in columns))
+        statement = self._table("INSERT", table, template, columns=self.columns_text(columns))
+        self.executemany(conn.cursor(), statement, rows, tuple(columns))
+
+    def reserve(self, conn, table: Table, span: int) -> int:
+        """Reserve `span` consecutive order values past everything the table holds or will be given."""
+        raise NotImplementedError(f"{self.dialect.name}: explicit order values are not supported; partitions run in order")
+
+    # -- subscriptions: the runtime's own statements ---------------------------------------------
+    def _subscription(self, name: str, table: Table) -> Statement:
+        return self.dialect.runtime_statements(profile(LATEST), table.name, subscriptions=table.name)[name]
+
+    def upsert_subscriptions(self, conn, table: Table, rows: list[tuple]) -> None:
+        """(QueueAddress, Endpoint, Topic) rows, through the runtime's subscribe (rerunning is harmless)."""
+        self.executemany(conn.cursor(), self._subscription("subscribe", table), rows, ("QueueAddress", "Endpoint", "Topic"))
+
+    def delete_subscriptions(self, conn, table: Table, rows: list[tuple]) -> None:
+        """(Endpoint, Topic) rows, through the runtime's unsubscribe."""
+        self.executemany(conn.cursor(), self._subscription("unsubscribe", table), rows, ("Endpoint", "Topic"))
+
+    # -- backfill of a saga's correlation column (engines with backfills_sagas) --------------------
+    def saga_column_type(self, conn, table: TableName, column: str) -> str | None:
+        """The column's type as the catalog prints it, or None when the table has no such column."""
+        raise NotImplementedError(f"backfill is not supported on {self.dialect.name}")
+
+    def backfill_read(self, table: TableName, column: str, overwrite: bool) -> str:
+        raise NotImplementedError(f"backfill is not supported on {self.dialect.name}")
+
+    def backfill_update(self, table: TableName, column: str, column_type: str, overwrite: bool) -> str:
+        raise NotImplementedError(f"backfill is not supported on {self.dialect.name}")
