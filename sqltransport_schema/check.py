@@ -8,7 +8,6 @@ docs/check.md documents the categories and the JSON output.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,13 +238,6 @@ def _predicate(index: IndexShape) -> str:
 
 
 # --------------------------------------------------------------------------- the I/O edge
-def database_url(url: str | None, config) -> str:
-    """--url, else SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini (as migrations/env.py)."""
-    from .migrate.env import DEFAULT_URL
-
-    return url or os.environ.get("SQLTRANSPORT_URL") or config.get_main_option("sqlalchemy.url") or DEFAULT_URL
-
-
 def run(url: str, config) -> Report:
     """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError."""
     import sqlalchemy as sa

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import engines
 from . import topology as topology_module
+from .urls import database_url
 
 EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
 
@@ -105,7 +106,7 @@ def cmd_check(args) -> int:
 
     try:
         config = _config(args.config)
-        report = check.run(check.database_url(args.url, config), config)
+        report = check.run(database_url(args.url, config), config)
     except (check.CheckError, FileNotFoundError) as exc:
         if args.format == "json":
             sys.stdout.write(json.dumps({"status": "error", "message": str(exc)}, indent=2) + "\n")
@@ -125,11 +126,11 @@ def cmd_check(args) -> int:
 
 def cmd_adopt(args) -> int:
     """Take over a database NServiceBus installers made: stamp the revision it is, or plan the upgrade."""
-    from . import adopt, check
+    from . import adopt
 
     try:
         config = _config(args.config)
-        found, engine, action = adopt.run(check.database_url(args.url, config), config, stamp=not args.dry_run, apply=args.apply)
+        found, engine, action = adopt.run(database_url(args.url, config), config, stamp=not args.dry_run, apply=args.apply)
     except (adopt.AdoptError, FileNotFoundError) as exc:
         _emit(args, {"status": "error", "message": str(exc)}, [f"error: {exc}"], stream=sys.stderr)
         return EXIT_ERROR

@@ -24,7 +24,7 @@ def _mapping(pairs) -> dict[str, str]:
 
 
 def _url(args, config) -> str:
-    from ..check import database_url
+    from ..urls import database_url
 
     return database_url(args.url, config)
 
