@@ -65,6 +65,7 @@ def cmd_validate(args) -> int:
 
 def cmd_compile(args) -> int:
     from .migrate.compile import CompileError, compile_topology
+    from .revisions import SnapshotError
 
     started = time.perf_counter()
     config = _config(args.config)
@@ -74,7 +75,7 @@ def cmd_compile(args) -> int:
         plan, written = compile_topology(config, topo, args.message or "topology change", check=args.check)
     except topology_module.TopologyError as exc:
         return _invalid(args, exc)
-    except CompileError as exc:
+    except (CompileError, SnapshotError) as exc:
         _emit(args, {"status": "error", "message": str(exc)}, [f"error: {exc}"], stream=sys.stderr)
         return EXIT_ERROR
     changes = plan.summary(limit=10**9)

@@ -8,10 +8,10 @@ from alembic import context as alembic_context
 from sqlalchemy import MetaData, pool
 
 from ..db import make_engine, normalise_url
+from ..revisions import head_blueprint
 from ..urls import database_url
 
 from .autogen import TARGET_OPTION, model_tables_only
-from .compile import head_blueprint
 from .operations import DISCARD_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION
 
 TRUE = ("1", "true", "yes", "on")
