@@ -1,7 +1,8 @@
-"""What every command writes: the one set of exit codes and the one way to print a result.
+"""What commands print: the one set of exit codes and the one way to print a result or an error.
 
-Text goes to people (one line each), `--format json` to machines (one indented object); errors
-are `error: ...` on stderr. Commands print nothing else.
+Results go to people as lines, or to machines as one indented JSON object under `--format json`;
+errors as `error: ...` on stderr, or as a JSON status. The SQL a DBA reads (statements, grants,
+script) is written as it is.
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..topology import TopologyError
 
 # 1 means "something to do": uncompiled changes (compile --check), drift (check), an upgrade to
 # apply (adopt), moves pending or messages left (pipeline).
@@ -35,7 +39,7 @@ def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | Non
     return EXIT_ERROR
 
 
-def emit_invalid(args: argparse.Namespace, error) -> int:
+def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:
     """Every problem of an invalid topology.yaml, with its file:line:column; nothing is written."""
     payload = {"status": "invalid", "problems": [p.to_json() for p in error.problems]}
     lines = [str(p) for p in error.problems] + [f"{len(error.problems)} problem(s); nothing was written."]
