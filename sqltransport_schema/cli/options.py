@@ -39,10 +39,15 @@ NO_HELP = {"help": None}  # the option is listed without a help line
 
 def add_options(parser, *names: str, **changes: dict[str, Any]) -> None:
     """Add the named options of OPTIONS to parser (or an argument group), in order."""
+    unknown = set(changes) - set(names)
+    if unknown:
+        raise KeyError(f"changes to options not added: {', '.join(sorted(unknown))}")
     for name in names:
         flags, kwargs = OPTIONS[name]
-        change = dict(changes.get(name, {}))
-        parser.add_argument(*change.pop("flags", flags), **{**kwargs, **change})
+        kwargs = {**kwargs, **changes.get(name, {})}
+        if isinstance(kwargs.get("default"), list):
+            kwargs["default"] = list(kwargs["default"])  # each parser its own list, never the table's
+        parser.add_argument(*kwargs.pop("flags", flags), **kwargs)
 
 
 def add_spark_options(parser: argparse.ArgumentParser) -> None:
