@@ -44,7 +44,7 @@ from alembic import context
 from sqlalchemy import Column, DateTime, Index, Integer, LargeBinary, MetaData, String, Table, Text, create_engine, pool
 from sqlalchemy.dialects.postgresql import UUID
 from alembic.script import ScriptDirectory
-from sqltransport_schema.migrate.compile import head_blueprint
+from sqltransport_schema.revisions import head_blueprint
 
 blueprint = head_blueprint(ScriptDirectory.from_config(context.config))[1]
 metadata = MetaData()

@@ -205,23 +205,18 @@ def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[E
     from alembic.util import CommandError
 
     from .db import catalog_connection
-    from .migrate.compile import CompileError
+    from .revisions import snapshots, stamps
 
     try:
         script = ScriptDirectory.from_config(config)
-        revisions = [
-            (revision.revision, Blueprint.from_snapshot(revision.module.SNAPSHOT))
-            for revision in script.walk_revisions()
-            if getattr(revision.module, "SNAPSHOT", None) is not None
-        ]
-    except (CommandError, CompileError) as exc:
+        revisions = list(snapshots(script))
+    except CommandError as exc:
         raise AdoptError(str(exc)) from None
     if not revisions:
         raise AdoptError("the migrations hold no compiled revision; run `sqltransport-schema compile` first")
     version_table = config.get_main_option("version_table") or "alembic_version"
     with catalog_connection(url, AdoptError) as (engine, connection):
-        context = MigrationContext.configure(connection, opts={"version_table": version_table})
-        stamped = context.get_current_heads()
+        stamped = stamps(connection, version_table)
         if stamped:
             raise AdoptError(
                 f"the database is already stamped with {', '.join(stamped)}: it is managed; "
@@ -232,6 +227,7 @@ def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[E
         connection.rollback()  # reads only; what follows writes in its own transaction
         found = examine(revisions, live, engine)
         action = "nothing"
+        context = MigrationContext.configure(connection, opts={"version_table": version_table})
         if found.status in ("matches_head", "matches_revision") and stamp:
             with connection.begin():
                 context.stamp(script, found.matching_revision)

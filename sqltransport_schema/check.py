@@ -8,7 +8,6 @@ docs/check.md documents the categories and the JSON output.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,23 +238,15 @@ def _predicate(index: IndexShape) -> str:
 
 
 # --------------------------------------------------------------------------- the I/O edge
-def database_url(url: str | None, config) -> str:
-    """--url, else SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini (as migrations/env.py)."""
-    from .migrate.env import DEFAULT_URL
-
-    return url or os.environ.get("SQLTRANSPORT_URL") or config.get_main_option("sqlalchemy.url") or DEFAULT_URL
-
-
 def run(url: str, config) -> Report:
     """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError."""
     import sqlalchemy as sa
-    from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
     from alembic.util import CommandError
     from sqlalchemy.engine import make_url
 
+    from . import revisions
     from .db import catalog_connection, normalise_url
-    from .migrate.compile import CompileError, blueprint_at, head_blueprint
 
     try:
         parsed = make_url(normalise_url(url))
@@ -265,26 +256,24 @@ def run(url: str, config) -> Report:
         raise CheckError(f"no SQLite database at {parsed.database}")
     try:
         script = ScriptDirectory.from_config(config)
-        head, _ = head_blueprint(script)
-    except (CommandError, CompileError) as exc:
+        head, _ = revisions.head_blueprint(script)
+    except (CommandError, revisions.SnapshotError) as exc:
         raise CheckError(str(exc)) from None
     with catalog_connection(url, CheckError) as (engine, connection):
-        stamps = MigrationContext.configure(connection).get_current_heads()
-        if len(stamps) != 1:
-            raise CheckError(f"the database is stamped with {len(stamps)} revisions ({', '.join(stamps) or 'none'}); run `alembic upgrade head`")
+        try:
+            deployed = revisions.deployed_revision(connection)
+        except revisions.SnapshotError as exc:
+            raise CheckError(str(exc)) from None
         # the catalogs every revision places tables in (SQL Server three-part names)
-        recorded = list(_recorded(script))
+        recorded = [(revision, spec) for revision, bp in revisions.snapshots(script) for spec in bp.tables]
         catalogs = sorted({spec.name.catalog for _, spec in recorded if spec.name.catalog is not None})
         live = engine.read_shapes(connection, catalogs)
-    deployed = stamps[0]
     try:
-        expected = blueprint_at(script, deployed)
+        expected = revisions.recorded_blueprint(script, deployed)
         unapplied = _unapplied(script, deployed, head)
         history = _history(recorded, engine)
-    except (CommandError, CompileError) as exc:
+    except (CommandError, revisions.SnapshotError) as exc:
         raise CheckError(str(exc)) from None
-    if expected is None:
-        raise CheckError(f"revision {deployed} and its ancestors record no topology snapshot")
     version_table = config.get_main_option("version_table") or "alembic_version"
     live = {key: value for key, value in live.items() if value[0].table.casefold() != version_table.casefold()}
     return diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history)
@@ -304,15 +293,6 @@ def _unapplied(script, deployed: str, head: str | None) -> list[str]:
     except (CommandError, RevisionError):
         raise CheckError(f"the database is stamped with revision {deployed}, which is not an ancestor of the migrations head {head}") from None
     return list(reversed(found))
-
-
-def _recorded(script):
-    """(revision id, table spec) for every table every revision's snapshot records, newest first."""
-    for revision in script.walk_revisions():
-        snapshot = getattr(revision.module, "SNAPSHOT", None)
-        if snapshot is not None:
-            for spec in Blueprint.from_snapshot(snapshot).tables:
-                yield revision.revision, spec
 
 
 def _history(recorded, engine) -> dict[tuple, str]:

@@ -140,7 +140,7 @@ def test_runtime_grants_run_every_statement_and_nothing_else(project, deployed, 
     apply(deployed, sql)
     transport = as_role(deployed, role)
     try:
-        from sqltransport_schema.runtime.transport import deployed_blueprint
+        from sqltransport_schema.revisions import deployed_blueprint
 
         assert deployed_blueprint(transport.engine, str(project.ini)).transport_version == "9.1"
         exercise_endpoint(transport, "Sales", None, [("error", None), ("audit", None), ("Billing", "billing")])
@@ -167,7 +167,7 @@ def test_endpoint_grants_receive_own_queues_send_to_all(project, deployed, role)
     apply(deployed, sql)
     transport = as_role(deployed, role)
     try:
-        from sqltransport_schema.runtime.transport import deployed_blueprint
+        from sqltransport_schema.revisions import deployed_blueprint
 
         assert deployed_blueprint(transport.engine, str(project.ini)).transport_version == "9.1"
         exercise_endpoint(transport, "Sales", None, [("error", None), ("audit", None), ("Billing", "billing")])

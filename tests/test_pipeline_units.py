@@ -91,7 +91,7 @@ def test_the_tool_never_imports_pyspark_outside_a_spark_job():
 
     code = ("import sys, sqltransport_schema.cli as c; c.build_parser(); "
             "import sqltransport_schema.pipeline.move, sqltransport_schema.pipeline.plan, "
-            "sqltransport_schema.pipeline.archive, sqltransport_schema.pipeline.backfill, sqltransport_schema.pipeline.cli_more; "
+            "sqltransport_schema.pipeline.archive, sqltransport_schema.pipeline.backfill, sqltransport_schema.cli.pipeline; "
             "assert 'pyspark' not in sys.modules, 'pyspark imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -12,6 +12,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import format_as_comma, template_to_file
 from alembic.util import rev_id as new_rev_id
 
+from ..revisions import head_blueprint
 from ..schema import Blueprint, Kind, TableSpec, blueprint
 from ..topology import Topology
 from ..util import gc_paused
@@ -139,30 +140,6 @@ def _alterations(before: TableSpec, after: TableSpec, old_version: str, version:
 # --------------------------------------------------------------------------- revisions
 class CompileError(Exception):
     pass
-
-
-def head_blueprint(script: ScriptDirectory) -> tuple[str | None, Blueprint | None]:
-    """(head revision id, blueprint recorded at or below the head)."""
-    heads = script.get_heads()
-    if len(heads) > 1:
-        raise CompileError(f"migrations have several heads ({', '.join(heads)}); merge them with `alembic merge heads` first")
-    if not heads:
-        return None, None
-    return heads[0], blueprint_at(script, heads[0])
-
-
-def blueprint_at(script: ScriptDirectory, revision_id: str) -> Blueprint | None:
-    """The blueprint recorded by a revision, or by its nearest ancestor that records one."""
-    revision = script.get_revision(revision_id)
-    while revision is not None:
-        snapshot = getattr(revision.module, "SNAPSHOT", None)
-        if snapshot is not None:
-            return Blueprint.from_snapshot(snapshot)
-        down = revision.down_revision
-        if isinstance(down, tuple):
-            raise CompileError(f"revision {revision.revision} merges branches and records no snapshot; the deployed topology is unknown")
-        revision = script.get_revision(down) if down else None
-    return None
 
 
 def _docstring_text(text: str) -> str:

@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import os
 from logging.config import fileConfig
 
 from alembic import context as alembic_context
 from sqlalchemy import MetaData, pool
 
 from ..db import make_engine, normalise_url
+from ..revisions import head_blueprint
+from ..urls import database_url
 
 from .autogen import TARGET_OPTION, model_tables_only
-from .compile import head_blueprint
 from .operations import DISCARD_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION
 
-DEFAULT_URL = "sqlite:///sqltransport.db"
 TRUE = ("1", "true", "yes", "on")
-
-
-def database_url(config) -> str:
-    """-x url=... wins, then SQLTRANSPORT_URL, then sqlalchemy.url in alembic.ini."""
-    x_args = alembic_context.get_x_argument(as_dictionary=True)
-    url = x_args.get("url") or os.environ.get("SQLTRANSPORT_URL") or config.get_main_option("sqlalchemy.url") or DEFAULT_URL
-    return normalise_url(url)
 
 
 def run(context=alembic_context, target_metadata=None) -> None:
@@ -31,8 +23,8 @@ def run(context=alembic_context, target_metadata=None) -> None:
     config = context.config
     if config.config_file_name and config.attributes.get("configure_logging", True):
         fileConfig(config.config_file_name, disable_existing_loggers=False)
-    url = database_url(config)
     x_args = context.get_x_argument(as_dictionary=True)
+    url = normalise_url(database_url(x_args.get("url"), config))
     options = {
         DISCARD_OPTION: x_args.get("discard_messages", "").lower() in TRUE,
         PROTECTED_OPTION: frozenset(name.strip() for name in x_args.get("drop_protected", "").split(",") if name.strip()),

@@ -131,18 +131,17 @@ def derive(old: Blueprint | None, new: Blueprint, engine_name: str, mapping: dic
 
 def plan(config, url: str, to_revision: str | None = None, mapping: dict[str, str] | None = None) -> DataPlan:
     """The data steps between the revision `url` is stamped with and `to_revision` (default head)."""
-    from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 
     from ..db import make_engine
-    from ..migrate.compile import blueprint_at
+    from ..revisions import blueprint_at, stamps
 
     script = ScriptDirectory.from_config(config)
     target = to_revision or script.get_current_head()
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            heads = MigrationContext.configure(conn).get_current_heads()
+            heads = stamps(conn)
     finally:
         engine.dispose()
     current = heads[0] if heads else None

@@ -15,8 +15,9 @@ from typing import Any
 from sqlalchemy.engine import Connection, Engine
 
 from .. import engines
+from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec
-from .transport import deployed_blueprint, execute
+from .transport import execute
 
 _SAME = object()
 

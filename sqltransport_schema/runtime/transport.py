@@ -22,6 +22,7 @@ from typing import Iterable, Mapping, Sequence
 from sqlalchemy.engine import Connection, Engine
 
 from .. import engines
+from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName
 from ..versions import LATEST, profile
 from . import wire
@@ -386,21 +387,3 @@ class Subscriptions:
         statement = self._statements(len(topics))["find_subscribers"]
         rows = execute(conn, statement, {f"Topic{i}": topic for i, topic in enumerate(topics)}).fetchall()
         return sorted(row[0] for row in rows)
-
-
-def deployed_blueprint(engine: Engine, config_file: str = "alembic.ini") -> Blueprint:
-    """The blueprint recorded by the revision the database is stamped with."""
-    from alembic.config import Config
-    from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
-
-    with engine.connect() as conn:
-        heads = MigrationContext.configure(conn).get_current_heads()
-    if len(heads) != 1:
-        raise LookupError(f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `alembic upgrade head`")
-    from ..migrate.compile import blueprint_at
-
-    found = blueprint_at(ScriptDirectory.from_config(Config(config_file)), heads[0])
-    if found is None:
-        raise LookupError(f"revision {heads[0]} and its ancestors record no topology snapshot")
-    return found

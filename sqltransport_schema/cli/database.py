@@ -1,0 +1,66 @@
+"""Commands on a live database: check (drift from the deployed revision), adopt (take over tables
+NServiceBus installers made). The work is in check.py and adopt.py; this parses and prints."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..urls import database_url
+from .options import add_options, load_config
+from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Compare a live database with the topology of the revision it is stamped with."""
+    from .. import check
+
+    try:
+        config = load_config(args.config)
+        report = check.run(database_url(args.url, config), config)
+    except (check.CheckError, FileNotFoundError) as exc:
+        if args.format == "markdown":
+            sys.stdout.write(f"### sqltransport-schema check: error\n\n{exc}\n")
+            return EXIT_ERROR
+        return emit_error(args, str(exc))
+    if args.format == "markdown":
+        sys.stdout.write(report.markdown())
+    else:
+        emit(args, report.to_json(), report.text_lines())
+    return EXIT_OK if report.in_sync else EXIT_CHANGES
+
+
+def cmd_adopt(args: argparse.Namespace) -> int:
+    """Take over a database NServiceBus installers made: stamp the revision it is, or plan the upgrade."""
+    from .. import adopt
+
+    try:
+        config = load_config(args.config)
+        found, engine, action = adopt.run(database_url(args.url, config), config, stamp=not args.dry_run, apply=args.apply)
+    except (adopt.AdoptError, FileNotFoundError) as exc:
+        return emit_error(args, str(exc), json_stream=sys.stderr)
+    emit(args, {**found.to_json(engine), "action": action}, adopt.text_lines(found, engine, action))
+    if found.status == "not_adoptable":
+        return EXIT_ERROR
+    if found.status == "needs_upgrade" and action != "applied":
+        return EXIT_CHANGES
+    return EXIT_OK
+
+
+def add_check(sub) -> None:
+    p = sub.add_parser("check", help="compare a live database with the topology its migrations record")
+    add_options(p, "url", "format", "config", format={
+        "choices": ("text", "json", "markdown"), "help": "output for people, CI, or a pull-request comment"})
+    p.set_defaults(func=cmd_check)
+
+
+def add_adopt(sub) -> None:
+    p = sub.add_parser("adopt", help="take over a database NServiceBus installers made: stamp it, or print the upgrade plan")
+    add_options(p, "url")
+    p.add_argument("--dry-run", action="store_true", help="examine only; stamp nothing")
+    p.add_argument("--apply", action="store_true", help="when the tables need upgrading, run the plan and stamp the head")
+    add_options(p, "format", "config")
+    p.set_defaults(func=cmd_adopt)
+
+
+PARSERS = {"check": add_check, "adopt": add_adopt}

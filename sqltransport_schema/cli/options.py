@@ -1,0 +1,75 @@
+"""The options several commands share, each declared once in a table (as Alembic's config.py
+declares its own), and what turns them into values: the Alembic configuration, the topology file.
+
+A command adds the ones it takes by name, in the order its --help lists them; `changes` adjusts
+one use (its flags, or any argparse keyword such as `required` or `help`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .. import engines
+
+TOPOLOGY_DEFAULT = "(default: sqltransport.topology in alembic.ini, else ./topology.yaml)"
+LAYOUTS = ("mssql", "postgresql")
+
+OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "topology": (("--topology", "-t"), {"help": f"topology file {TOPOLOGY_DEFAULT}"}),
+    "format": (("--format",), {"choices": ("text", "json"), "default": "text", "help": "output for people or for CI"}),
+    "config": (("--config", "-c"), {"default": "alembic.ini", "help": "Alembic configuration (default: alembic.ini)"}),
+    "url": (("--url",), {"help": "database URL (default: SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini)"}),
+    "engine": (("--engine",), {"required": True, "choices": tuple(engines.ENGINES)}),
+    "output": (("-o", "--output"), {"help": "write to this file instead of stdout"}),
+    "to_rev": (("--to",), {"dest": "to_rev", "help": "target revision (default: head)"}),
+    "map": (("--map",), {"action": "append", "default": [], "metavar": "OLD=NEW", "help": "destination of a removed queue (addresses)"}),
+    "table": (("--table",), {"required": True, "help": "queue table as an address: audit, error@[dbo]"}),
+    "layout": (("--layout",), {"choices": LAYOUTS, "help": "table layout (default: its engine's)"}),
+    # Spark (the pipeline commands that run partitions)
+    "master": (("--master",), {"help": "Spark master (default: local[*]; under spark-submit: its master)"}),
+    "conf": (("--conf",), {"action": "append", "default": [], "metavar": "KEY=VALUE", "help": "Spark configuration (repeatable)"}),
+    "jars": (("--jars",), {"default": "", "help": "extra JDBC driver jars, comma-separated (Debian's /usr/share/java ones are added)"}),
+    "no_spark": (("--no-spark",), {"action": "store_true", "help": "run the partitions in this process, without Spark"}),
+}
+SPARK = ("master", "conf", "jars", "no_spark")
+NO_HELP = {"help": None}  # the option is listed without a help line
+
+
+def add_options(parser, *names: str, **changes: dict[str, Any]) -> None:
+    """Add the named options of OPTIONS to parser (or an argument group), in order."""
+    unknown = set(changes) - set(names)
+    if unknown:
+        raise KeyError(f"changes to options not added: {', '.join(sorted(unknown))}")
+    for name in names:
+        flags, kwargs = OPTIONS[name]
+        kwargs = {**kwargs, **changes.get(name, {})}
+        if isinstance(kwargs.get("default"), list):
+            kwargs["default"] = list(kwargs["default"])  # each parser its own list, never the table's
+        parser.add_argument(*kwargs.pop("flags", flags), **kwargs)
+
+
+def add_spark_options(parser: argparse.ArgumentParser) -> None:
+    add_options(parser.add_argument_group("Spark"), *SPARK)
+
+
+def load_config(path: str):
+    """The Alembic configuration at path, quiet: commands report what they wrote themselves."""
+    from alembic.config import Config
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such Alembic configuration; run from the project folder or pass -c")
+    # quiet: compile reports what it wrote itself (and keeps --format json clean)
+    return Config(path, cmd_opts=argparse.Namespace(quiet=True, x=None))
+
+
+def topology_path(args: argparse.Namespace, config=None) -> Path:
+    """--topology, else sqltransport.topology in the Alembic configuration, else ./topology.yaml."""
+    if args.topology:
+        return Path(args.topology)
+    if config is not None:
+        configured = config.get_main_option("sqltransport.topology")
+        if configured:
+            return Path(config.config_file_name).parent / configured
+    return Path("topology.yaml")

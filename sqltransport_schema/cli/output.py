@@ -1,0 +1,47 @@
+"""What commands print: the one set of exit codes and the one way to print a result or an error.
+
+Results go to people as lines, or to machines as one indented JSON object under `--format json`;
+errors as `error: ...` on stderr, or as a JSON status. The SQL a DBA reads (statements, grants,
+script) is written as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..topology import TopologyError
+
+# 1 means "something to do": uncompiled changes (compile --check), drift (check), an upgrade to
+# apply (adopt), moves pending or messages left (pipeline).
+EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
+DESCRIPTION = "sqltransport-schema command line. Exit codes: 0 ok, 1 changes found (compile --check) or drift (check), 2 error."
+
+
+def emit(args: argparse.Namespace, payload: dict, lines: list[str], stream: TextIO | None = None) -> None:
+    """The payload as JSON under --format json, else the lines (stdout unless stream)."""
+    stream = stream or sys.stdout
+    if getattr(args, "format", "text") == "json":
+        stream.write(json.dumps(payload, indent=2, default=str) + "\n")
+    else:
+        stream.write("".join(line + "\n" for line in lines))
+
+
+def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | None = None) -> int:
+    """`error: message` on stderr, or {"status": "error"} under --format json (stdout unless json_stream)."""
+    if getattr(args, "format", "text") == "json":
+        emit(args, {"status": "error", "message": message}, [], stream=json_stream)
+    else:
+        sys.stderr.write(f"error: {message}\n")
+    return EXIT_ERROR
+
+
+def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:
+    """Every problem of an invalid topology.yaml, with its file:line:column; nothing is written."""
+    payload = {"status": "invalid", "problems": [p.to_json() for p in error.problems]}
+    lines = [str(p) for p in error.problems] + [f"{len(error.problems)} problem(s); nothing was written."]
+    emit(args, payload, lines, stream=sys.stderr if args.format == "text" else sys.stdout)
+    return EXIT_ERROR

@@ -1,0 +1,247 @@
+"""`sqltransport-schema pipeline ...`: move, plan, run, archive, replay, backfill.
+
+Progress goes to stderr, the summary to stdout (`--format json` for machines). Exit 1 means work
+is left (plan: moves pending; move: messages remain in the source). Nothing here imports pyspark:
+the pipeline modules start a session only when a command runs one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from ..urls import database_url
+from .options import LAYOUTS, NO_HELP, add_options, add_spark_options, load_config
+from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
+
+Command = Callable[[argparse.Namespace], int]
+
+
+# --------------------------------------------------------------------------- from options to values
+def _session(args: argparse.Namespace):
+    """The Spark session the command runs its partitions in (None under --no-spark)."""
+    if getattr(args, "no_spark", False):
+        return None
+    from ..pipeline.session import get_session
+
+    spark, seconds = get_session(args.master, args.conf, [j for j in args.jars.split(",") if j])
+    if args.format == "text" and seconds:
+        sys.stderr.write(f"[spark] session started in {seconds:.1f} s ({spark.sparkContext.master})\n")
+    return spark
+
+
+def _endpoint(url: str, table: str, layout: str | None, kind: str):
+    from ..pipeline.connect import Endpoint, engine_of, table_name
+    from ..schema import Kind
+
+    return Endpoint(url, table_name(table, engine_of(url)), Kind(kind), layout)
+
+
+def _mapping(pairs: list[str] | None) -> dict[str, str]:
+    """--map OLD=NEW pairs as a dict."""
+    out = {}
+    for pair in pairs or ():
+        old, sep, new = pair.partition("=")
+        if not sep:
+            raise ValueError(f"--map {pair!r}: expected OLD=NEW")
+        out[old.strip()] = new.strip()
+    return out
+
+
+def _plan(args: argparse.Namespace):
+    """(the data plan between the database's revision and --to, the database URL)."""
+    from ..pipeline import plan as planning
+
+    config = load_config(args.config)
+    url = database_url(args.url, config)
+    return planning.plan(config, url, args.to_rev, _mapping(args.map)), url
+
+
+def _guard(func: Command) -> Command:
+    """A database or Spark failure becomes one readable line and exit 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        from ..pipeline.move import MoveError
+        from ..pipeline.session import SparkUnavailable
+
+        try:
+            return func(args)
+        except (FileNotFoundError, ValueError):
+            raise  # the top-level handler reports these (exit 2)
+        except (MoveError, SparkUnavailable, LookupError) as exc:
+            message = str(exc)
+        except Exception as exc:  # a database or Spark failure: one readable line, exit 2
+            first = str(exc).strip().splitlines()
+            message = f"{type(exc).__name__}: {first[0] if first else ''}"
+        return emit_error(args, message)
+
+    return run
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_move(args: argparse.Namespace) -> int:
+    from ..pipeline.move import move, move_subscriptions, parse_rewrites
+
+    source = _endpoint(args.from_url, args.from_table, args.from_layout, args.kind)
+    dest = _endpoint(args.to_url or args.from_url, args.to_table or args.from_table, args.to_layout, args.kind)
+    rewrites = parse_rewrites(args.rewrite_address)
+    if args.kind == "subscriptions":
+        count = move_subscriptions(source, dest, rewrites, delete_source=args.delete_source)
+        emit(args, {"status": "done", "rows": count}, [f"{count} subscription row(s) written to {dest.describe()}"])
+        return EXIT_OK
+    spark = _session(args)
+    result = move(source, dest, spark=spark, rows_per_partition=args.rows_per_partition, partitions=args.partitions,
+                  rewrites=rewrites, move_id=args.move_id, progress=None if args.format == "text" else False)
+    payload = {"status": "done" if not result.remaining_in_source else "remaining", **result.to_json()}
+    lines = [
+        f"moved {result.rows:,} message(s) in {result.partitions} partition(s) "
+        f"({'resumed, ' + str(result.skipped_partitions) + ' partition(s) already done, ' if result.resumed else ''}"
+        f"{result.seconds:.1f} s, {result.rows_per_second:,.0f} rows/s)",
+        f"  from {result.source}",
+        f"  to   {result.destination}",
+        f"  move id {result.move_id}, ledger checksum {result.checksum}",
+    ]
+    if result.remaining_in_source:
+        lines.append(f"  {result.remaining_in_source} message(s) arrived in the source meanwhile: run the move again")
+    emit(args, payload, lines)
+    return EXIT_CHANGES if result.remaining_in_source else EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    result, _url = _plan(args)
+    lines = [f"data steps from revision {result.from_revision or '<none>'} to {result.to_revision}:"]
+    lines += [f"  move {m.describe()}" for m in result.moves] or ["  no messages to move"]
+    lines += [f"  discarded with its messages: {d}" for d in result.discarded]
+    lines += [f"  unresolved: {u}" for u in result.unresolved]
+    if result.moves:
+        lines.append("Run: sqltransport-schema pipeline run (then alembic upgrade)")
+    status = "unresolved" if result.unresolved else ("pending" if result.moves else "nothing")
+    emit(args, {"status": status, **result.to_json()}, lines)
+    return EXIT_CHANGES if (result.moves or result.unresolved) else EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..pipeline import plan as planning
+
+    result, url = _plan(args)
+    if result.unresolved:
+        lines = [f"unresolved: {u}" for u in result.unresolved] + ["nothing was moved"]
+        emit(args, {"status": "unresolved", **result.to_json()}, lines)
+        return EXIT_ERROR
+    spark = _session(args) if result.moves else None
+    moves = planning.run(result, url, spark=spark, progress=None if args.format == "text" else False)
+    lines = [f"moved {r.rows:,} message(s): {m.describe()}" for m, r in zip(result.moves, moves)] or ["no messages to move"]
+    if result.moves:
+        lines.append("Now: alembic upgrade " + (args.to_rev or "head"))
+    emit(args, {"status": "done", **result.to_json(), "results": [r.to_json() for r in moves]}, lines)
+    return EXIT_OK
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    from ..pipeline.archive import archive
+
+    spark = _session(args)
+    if args.format == "text":
+        sys.stderr.write(f"[archive] reading {args.table} through JDBC, writing Parquet to {args.output}\n")
+    result = archive(spark, _endpoint(args.url, args.table, args.layout, "queue"), args.output, mode=args.mode,
+                     partitions=args.partitions)
+    emit(args, {"status": "done", **result.to_json()},
+         [f"archived {result.rows:,} message(s) of {result.source} to {result.path} "
+          f"({len(result.dates)} date partition(s), {result.seconds:.1f} s)"])
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from ..pipeline.archive import replay
+
+    spark = _session(args)
+    result = replay(spark, args.archive, _endpoint(args.url, args.table, args.layout, "queue"), replay_id=args.replay_id,
+                    message_ids=args.message_id, message_types=args.message_type, since=args.since, until=args.until,
+                    where=args.where, progress=None if args.format == "text" else False)
+    emit(args, {"status": "done", **result.to_json()},
+         [f"replayed {result.rows:,} message(s) into {result.destination} "
+          f"({result.skipped_batches} of {result.batches} batch(es) already done; replay id {result.replay_id})"])
+    return EXIT_OK
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from ..pipeline.backfill import backfill
+
+    result = backfill(args.url, args.table, args.property, args.column, spark=_session(args), batch_size=args.batch_size,
+                      overwrite=args.overwrite)
+    emit(args, {"status": "done" if not result.unreadable else "incomplete", **result.to_json()},
+         [f"backfilled {result.updated:,} row(s) of {result.table}.{result.column} from Data.{result.property} "
+          f"({result.missing} without the property, {result.unreadable} unreadable)"])
+    return EXIT_CHANGES if result.unreadable else EXIT_OK
+
+
+# --------------------------------------------------------------------------- parsers
+def add_pipeline(sub) -> None:
+    """`pipeline` and its subcommands on the top-level subparsers."""
+    pipeline = sub.add_parser("pipeline", help="Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill")
+    psub = pipeline.add_subparsers(dest="pipeline_command", required=True)
+
+    p = psub.add_parser("move", help="move messages between queue tables, exactly once (resumable)")
+    p.add_argument("--from", dest="from_url", required=True, help="source database URL")
+    p.add_argument("--from-table", required=True, help="source table as an address: Sales, Sales@[dbo], Sales@[dbo]@[nsb]")
+    p.add_argument("--from-layout", choices=LAYOUTS, help="source layout (default: its engine's)")
+    p.add_argument("--to", dest="to_url", help="destination database URL (default: the source's)")
+    p.add_argument("--to-table", help="destination table (default: the source's name)")
+    p.add_argument("--to-layout", choices=LAYOUTS, help="destination layout (default: its engine's)")
+    p.add_argument("--kind", choices=("queue", "delayed", "subscriptions"), default="queue")
+    p.add_argument("--rewrite-address", action="append", default=[], metavar="OLD=NEW",
+                   help="rewrite NServiceBus.ReplyToAddress / ForwardDestination (and subscription QueueAddress) equal to OLD")
+    p.add_argument("--rows-per-partition", type=int, default=25_000)
+    p.add_argument("--partitions", type=int, help="number of partitions (default: rows / --rows-per-partition)")
+    p.add_argument("--move-id", help="resume this move (default: the unfinished move between these tables, else a new one)")
+    p.add_argument("--delete-source", action="store_true", help="subscriptions: delete the source rows once copied")
+    add_options(p, "format", format=NO_HELP)
+    add_spark_options(p)
+    p.set_defaults(func=_guard(cmd_move))
+
+    database = ("url", "config", "to_rev", "map", "format")
+    p = psub.add_parser("plan", help="list the message moves the pending revisions need (exit 1 when there are some)")
+    add_options(p, *database, format=NO_HELP)
+    p.set_defaults(func=_guard(cmd_plan))
+
+    p = psub.add_parser("run", help="perform the planned moves, so the revision's guarded drops pass")
+    add_options(p, *database, format=NO_HELP)
+    add_spark_options(p)
+    p.set_defaults(func=_guard(cmd_run))
+
+    queue = ("url", "table", "layout", "format")
+    queue_changes = {"url": {"required": True, "help": "database URL"}, "format": NO_HELP}
+    p = psub.add_parser("archive", help="export a queue's rows to Parquet partitioned by date, headers as columns")
+    add_options(p, *queue, **queue_changes)
+    add_options(p, "output", output={"required": True, "help": "Parquet folder (local path, hdfs://, s3a://...)"})
+    p.add_argument("--mode", choices=("errorifexists", "append", "overwrite"), default="errorifexists")
+    p.add_argument("--partitions", type=int, default=4, help="parallel JDBC reads")
+    add_spark_options(p)
+    p.set_defaults(func=_guard(cmd_archive))
+
+    p = psub.add_parser("replay", help="send archived messages back into a queue (exactly once per replay id)")
+    add_options(p, *queue, **queue_changes)
+    p.add_argument("--archive", required=True, help="Parquet folder written by archive")
+    p.add_argument("--message-id", action="append", help="only these message ids (repeatable)")
+    p.add_argument("--message-type", action="append", help="only these message types (repeatable)")
+    p.add_argument("--since", help="first date (YYYY-MM-DD)")
+    p.add_argument("--until", help="last date (YYYY-MM-DD)")
+    p.add_argument("--where", help="a Spark SQL condition on the archive's columns")
+    p.add_argument("--replay-id", help="resume this replay (default: derived from the archive, filters and queue)")
+    add_spark_options(p)
+    p.set_defaults(func=_guard(cmd_replay))
+
+    p = psub.add_parser("backfill", help="fill a saga's correlation column from its JSON Data")
+    add_options(p, "url", "table", url=queue_changes["url"],
+                table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
+    p.add_argument("--property", required=True, help="JSON property of Data (dots for nested: Order.Id)")
+    p.add_argument("--column", required=True, help="the correlation column, e.g. Correlation_OrderId")
+    p.add_argument("--batch-size", type=int, default=5_000)
+    p.add_argument("--overwrite", action="store_true", help="also rewrite rows whose column is already filled")
+    add_options(p, "format", format=NO_HELP)
+    add_spark_options(p)
+    p.set_defaults(func=_guard(cmd_backfill))
+
+
+PARSERS = {"pipeline": add_pipeline}

@@ -1,0 +1,133 @@
+"""What a DBA reviews: the runtime statements (statements), the GRANTs a login needs (grants),
+the deployment script (script). listings.py, grants.py and scripts.py derive them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .. import engines
+from .. import topology as topology_module
+from .options import NO_HELP, TOPOLOGY_DEFAULT, add_options, load_config, topology_path
+from .output import EXIT_OK, emit, emit_invalid
+
+
+def cmd_statements(args: argparse.Namespace) -> int:
+    """Every runtime statement of one engine and version, as a DBA reviews them."""
+    from .. import listings
+
+    engine = engines.get(args.engine)
+    if args.sagas:
+        statements = listings.saga_statements(engine, topology_module.load(topology_path(args)))
+        return _print_statements(args, engine, "saga", statements)
+    prof, statements = listings.runtime_statements(
+        engine, args.transport_version, args.queue, args.schema, args.catalog, subscription_table=args.subscription_table,
+        delayed_suffix=args.delayed_suffix, topics=args.topics, peek_batch_size=args.peek_batch_size)
+    return _print_statements(args, engine, f"transport {prof.version}", statements, {"transport_version": prof.version})
+
+
+def _print_statements(args: argparse.Namespace, engine, what: str, statements: dict, extra: dict | None = None) -> int:
+    if args.format == "json":
+        payload = {name: {"doc": st.doc, "params": list(st.params), "sql": st.sql} for name, st in statements.items()}
+        sys.stdout.write(json.dumps({"engine": engine.name, **(extra or {}), "statements": payload}, indent=2) + "\n")
+        return EXIT_OK
+    comment = "--"
+    sys.stdout.write(f"{comment} sqltransport-schema runtime statements: {engine.name}, {what}\n")
+    for name, st in statements.items():
+        params = ", ".join("@" + p for p in dict.fromkeys(st.params)) or "none"
+        sys.stdout.write(f"\n{comment} {name}: {st.doc}\n{comment} parameters: {params}\n{st.sql.strip()}\n")
+        if engine.name == "mssql":
+            sys.stdout.write("GO\n")
+    return EXIT_OK
+
+
+def cmd_grants(args: argparse.Namespace) -> int:
+    """The GRANT statements a runtime login (or, with --installer, the migration login) needs."""
+    from .. import grants
+
+    engine = engines.get(args.engine)
+    if engine.grants_unsupported:
+        sys.stdout.write(engine.grants_unsupported + "\n")
+        return EXIT_OK
+    config = load_config(args.config) if args.topology is None else None
+    path = topology_path(args, config)
+    try:
+        topo = topology_module.load(path)
+    except topology_module.TopologyError as exc:
+        return emit_invalid(args, exc)
+    if args.installer:
+        if args.endpoint:
+            raise ValueError("--endpoint applies to runtime grants, not to --installer")
+        lines = engine.installer_grants(grants.installer_plan(topo), args.role)
+        what = "installer/migration login"
+    else:
+        lines = engine.runtime_grants(grants.runtime_plan(topo, args.endpoint), args.role)
+        what = f"runtime login of endpoint {args.endpoint}" if args.endpoint else "runtime login (every endpoint)"
+    header = f"-- sqltransport-schema grants: {engine.name}, {what}, transport {topo.transport_version}, from {path}"
+    sys.stdout.write("".join(line + "\n" for line in [header, *lines]))
+    return EXIT_OK
+
+
+def cmd_script(args: argparse.Namespace) -> int:
+    """The deployment script a DBA reviews: Alembic's offline output, safe to re-run."""
+    from .. import scripts
+
+    config = load_config(args.config)
+    path = topology_path(args, config)
+    if args.split:
+        folder = Path(args.split)
+        files = scripts.render_split(config, args.engine, args.from_rev, args.to_rev, path)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+        emit(args, {"status": "written", "files": [str(folder / n) for n in files]}, [f"wrote {folder / n}" for n in files])
+        return EXIT_OK
+    text = scripts.render(config, args.engine, args.from_rev, args.to_rev, path)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        sys.stderr.write(f"wrote {args.output}\n")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def add_statements(sub) -> None:
+    p = sub.add_parser("statements", help="print every runtime statement of an engine and transport version")
+    add_options(p, "engine")
+    p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
+    add_options(p, "topology", topology={"flags": ("--topology",), "help": "topology file for --sagas (default: topology.yaml)"})
+    p.add_argument("--transport-version", default="9.1")
+    p.add_argument("--queue", default="MyQueue", help="queue table the statements name (default: MyQueue)")
+    p.add_argument("--schema", help="schema of the tables (default: the engine's default)")
+    p.add_argument("--catalog", help="catalog (SQL Server three-part names)")
+    p.add_argument("--subscription-table", default="SubscriptionRouting")
+    p.add_argument("--delayed-suffix", default="Delayed")
+    p.add_argument("--topics", type=int, default=1, help="how many topics find_subscribers takes")
+    p.add_argument("--peek-batch-size", type=int, default=100, help="TOP n of the peek statement (SQL Server 4.1.2-6.0)")
+    add_options(p, "format", format=NO_HELP)
+    p.set_defaults(func=cmd_statements)
+
+
+def add_grants(sub) -> None:
+    p = sub.add_parser("grants", help="print the GRANT statements a runtime (or installer) login needs")
+    add_options(p, "engine")
+    p.add_argument("--role", required=True, help="the login/role to grant to")
+    p.add_argument("--endpoint", help="grant only what this endpoint needs (receive its own queues, send to every queue)")
+    p.add_argument("--installer", action="store_true", help="what the installer/migration login needs instead")
+    add_options(p, "topology", "config")
+    p.set_defaults(func=cmd_grants, format="text")
+
+
+def add_script(sub) -> None:
+    p = sub.add_parser("script", help="write the deployment script (SQL Server or PostgreSQL) a DBA reviews, safe to re-run")
+    add_options(p, "engine", engine={"choices": ("mssql", "postgresql")})
+    p.add_argument("--from", dest="from_rev", help="revision the database is at (default: an empty database)")
+    add_options(p, "to_rev", "output", to_rev={"help": "revision to upgrade to (default: head)"})
+    p.add_argument("--split", metavar="DIR", help="write one file per endpoint into DIR (00-shared.sql first, 99-alembic-version.sql last)")
+    add_options(p, "topology", "config", topology={"help": f"topology file whose sha256 the header records {TOPOLOGY_DEFAULT}"})
+    p.set_defaults(func=cmd_script, format="text")
+
+
+PARSERS = {"statements": add_statements, "grants": add_grants, "script": add_script}

@@ -1,0 +1,96 @@
+"""Commands on topology.yaml alone: validate, compile (a revision from its changes), json-schema."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .. import topology as topology_module
+from .options import add_options, load_config, topology_path
+from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error, emit_invalid
+
+SHOWN_CHANGES = 50  # changes `compile` lists; JSON holds them all
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    path = topology_path(args)
+    try:
+        topo = topology_module.load(path)
+    except topology_module.TopologyError as exc:
+        return emit_invalid(args, exc)
+    from ..schema import blueprint
+
+    tables = blueprint(topo).tables
+    emit(args, {"status": "valid", "file": str(path), "tables": len(tables)}, [f"{path}: valid ({len(tables)} tables)"])
+    return EXIT_OK
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from ..migrate.compile import CompileError, compile_topology
+    from ..revisions import SnapshotError
+
+    started = time.perf_counter()
+    config = load_config(args.config)
+    path = topology_path(args, config)
+    try:
+        topo = topology_module.load(path)
+        plan, written = compile_topology(config, topo, args.message or "topology change", check=args.check)
+    except topology_module.TopologyError as exc:
+        return emit_invalid(args, exc)
+    except (CompileError, SnapshotError) as exc:
+        return emit_error(args, str(exc), json_stream=sys.stderr)
+    changes = plan.summary(limit=10**9)
+    payload = {
+        "status": "up-to-date" if plan.empty else ("pending" if args.check else "compiled"),
+        "topology": str(path),
+        "changes": changes,
+        "revision": str(written) if written else None,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    if plan.empty:
+        emit(args, payload, [f"{path}: nothing to compile; the migrations head matches the topology."])
+        return EXIT_OK
+    if args.check:
+        lines = [f"{path} holds {len(changes)} change(s) not compiled yet:"] + [f"  {c}" for c in changes[:SHOWN_CHANGES]]
+        if len(changes) > SHOWN_CHANGES:
+            lines.append(f"  ... and {len(changes) - SHOWN_CHANGES} more")
+        lines.append('Run: sqltransport-schema compile -m "describe the change"')
+        emit(args, payload, lines)
+        return EXIT_CHANGES
+    emit(args, payload, [f"wrote {written}"] + [f"  {c}" for c in plan.summary(limit=SHOWN_CHANGES)])
+    return EXIT_OK
+
+
+def cmd_json_schema(args: argparse.Namespace) -> int:
+    text = json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def add_compile(sub) -> None:
+    p = sub.add_parser("compile", help="write a revision for the changes in topology.yaml")
+    add_options(p, "topology", "format", "config")
+    p.add_argument("-m", "--message", help="revision message")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when topology.yaml holds uncompiled changes")
+    p.set_defaults(func=cmd_compile)
+
+
+def add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="validate topology.yaml and report every problem")
+    add_options(p, "topology", "format")
+    p.set_defaults(func=cmd_validate)
+
+
+def add_json_schema(sub) -> None:
+    p = sub.add_parser("json-schema", help="print the JSON Schema of topology.yaml")
+    add_options(p, "output")
+    p.set_defaults(func=cmd_json_schema)
+
+
+PARSERS = {"compile": add_compile, "validate": add_validate, "json-schema": add_json_schema}

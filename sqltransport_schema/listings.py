@@ -1,0 +1,51 @@
+"""The statements a DBA reviews before granting a login the right to run them: every runtime
+statement of an engine at a transport version, and every saga table's statements of a topology.
+`sqltransport-schema statements` prints these; the engines write each statement."""
+
+from __future__ import annotations
+
+from .engines import Dialect
+from .schema import Kind, TableName, blueprint
+from .statements import Statement
+from .topology import Topology
+from .versions import Profile, profile
+
+
+def runtime_statements(
+    engine: Dialect,
+    version: str,
+    queue: str,
+    schema: str | None = None,
+    catalog: str | None = None,
+    *,
+    subscription_table: str = "SubscriptionRouting",
+    delayed_suffix: str = "Delayed",
+    topics: int = 1,
+    peek_batch_size: int = 100,
+) -> tuple[Profile, dict[str, Statement]]:
+    """(profile, statements) of one queue, with its delayed and subscription tables where the version has them."""
+    if engine.saga_only:
+        raise ValueError(f"{engine.name} holds saga tables only: add --sagas to print the saga statements of the topology")
+    prof = profile(version)
+    reason = engine.unsupported(prof)
+    if reason:
+        raise ValueError(reason)
+    tables = {}
+    if prof.delayed_delivery:
+        tables["delayed"] = TableName(f"{queue}.{delayed_suffix}", schema, catalog)
+    if prof.subscriptions:
+        tables["subscriptions"] = TableName(subscription_table, schema, catalog)
+    queue_name = TableName(queue, schema, catalog)
+    return prof, engine.runtime_statements(prof, queue_name, topics=topics, peek_batch_size=peek_batch_size, **tables)
+
+
+def saga_statements(engine: Dialect, topology: Topology) -> dict[str, Statement]:
+    """Every saga table's statements, named `<table>: <statement>`."""
+    out = {}
+    for spec in blueprint(topology).tables:
+        if spec.kind is Kind.SAGA:
+            for name, statement in engine.saga_statements(spec).items():
+                out[f"{spec.name.table}: {name}"] = statement
+    if not out:
+        raise ValueError(f"{topology.path} declares no sagas")
+    return out

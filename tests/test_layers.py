@@ -1,0 +1,150 @@
+"""The package's layers point one way: read every module's imports (module level and inside
+functions, not those under `if TYPE_CHECKING:`) with `ast`, then check there is no cycle and
+that no layer reaches above itself.
+
+Layers, lowest first:
+  core      statements, shapes, schema, versions, util, urls, revisions
+            (and topology, whose validation asks the engines for their name limits)
+  engines   one Dialect per database
+  services  db, migrate, runtime, check, adopt, grants, listings, scripts, pipeline
+  cli       the command line (and spark-submit's pipeline/job.py), on top; nothing imports it
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "sqltransport_schema"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+
+CORE = ("statements", "shapes", "schema", "versions", "util", "urls", "revisions")
+ABOVE_ENGINES = ("db", "migrate", "runtime", "check", "adopt", "grants", "listings", "scripts", "pipeline", "cli")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+
+
+def _resolve(importer: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = importer if MODULES[importer].name == "__init__.py" else importer.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _import_nodes(node: ast.AST):
+    """Every import statement under node, at any depth, except those only type checkers run."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child
+        elif not _is_type_checking(child):
+            yield from _import_nodes(child)
+
+
+def _imports(name: str) -> set[str]:
+    """The package's modules `name` imports (a package when no submodule is named)."""
+    found = set()
+    for node in _import_nodes(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = _resolve(name, node)
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        found.update(t for t in targets if t in MODULES and t != name)
+    return found
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+ENTRY_POINTS = {f"{PACKAGE}.pipeline.job": "cli"}  # spark-submit's entry point runs the command line
+
+
+def _layer(module: str) -> str:
+    return ENTRY_POINTS.get(module) or (module.split(".")[1] if "." in module else "")
+
+
+def _cycle() -> list[str] | None:
+    """One import cycle, as the modules along it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(GRAPH[node]):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(GRAPH):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.endswith(".__main__")))  # that one runs the CLI
+def test_every_module_imports(module):
+    importlib.import_module(module)
+
+
+def test_no_import_cycle():
+    assert _cycle() is None, " -> ".join(_cycle() or ())
+
+
+def _offences(layers: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(f"{src} imports {dst}" for src, targets in GRAPH.items() if _layer(src) in layers
+                  for dst in targets if _layer(dst) in forbidden)
+
+
+def test_the_core_sits_below_the_engines():
+    assert _offences(CORE, ("engines", "topology", *ABOVE_ENGINES)) == []
+
+
+def test_topology_uses_the_engines_and_nothing_above_them():
+    assert _offences(("topology",), ABOVE_ENGINES) == []
+    assert _offences(("engines",), ("topology",)) == []
+
+
+def test_revisions_read_only_alembic_and_the_schema():
+    assert GRAPH[f"{PACKAGE}.revisions"] <= {f"{PACKAGE}.schema"}
+    assert GRAPH[f"{PACKAGE}.urls"] == set()
+
+
+def test_the_engines_sit_below_everything_that_uses_them():
+    assert _offences(("engines",), ABOVE_ENGINES) == []
+
+
+def test_the_runtime_sits_beside_migrate_not_above_it():
+    assert _offences(("runtime",), ("migrate", "check", "adopt", "scripts", "grants", "pipeline", "cli")) == []
+
+
+def test_nothing_but_the_cli_imports_the_cli():
+    assert sorted(f"{src} imports {dst}" for src, targets in GRAPH.items() if _layer(src) != "cli"
+                  for dst in targets if _layer(dst) == "cli") == []
+
+
+def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones():
+    """check.run imports db inside the function: the walk must find it, or the tests above prove
+    nothing; schema names Topology for type checkers only, which is no import at run time."""
+    assert f"{PACKAGE}.db" in GRAPH[f"{PACKAGE}.check"]
+    assert f"{PACKAGE}.topology" not in GRAPH[f"{PACKAGE}.schema"]
