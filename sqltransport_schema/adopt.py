@@ -16,10 +16,7 @@ from .migrate import operations as ops
 from .migrate.compile import create_op
 from .schema import Blueprint, Kind, TableSpec
 from .shapes import TableShape
-from .versions import profile
-
-# One release per distinct table shape, oldest first: the boundaries of transport-facts §1.
-SHAPE_RELEASES = ("1.0", "2.2.3", "2.2.6", "3.1", "4.1", "4.3.2", "5.0", "5.0.3", "6.0", "6.0.1", "8.1", "9.1")
+from .versions import SHAPE_RELEASES, profile
 
 
 @dataclass(frozen=True)

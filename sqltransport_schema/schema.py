@@ -175,39 +175,15 @@ class Blueprint:
         )
 
 
-def blueprint(topology: "Topology") -> Blueprint:
-    """Every table the topology needs, in a stable order: queues, then delayed, then subscriptions, then sagas."""
-    from .versions import profile
+# The blueprint's table order: a snapshot lists every queue, then the delayed tables, and so on.
+_KIND_ORDER = {Kind.QUEUE: 0, Kind.DELAYED: 1, Kind.SUBSCRIPTIONS: 2, Kind.SAGA: 3}
 
-    prof = profile(topology.transport_version)
-    seq_type = topology.postgresql_seq_type
-    specs: list[TableSpec] = []
-    delayed: list[TableSpec] = []
-    for endpoint in topology.endpoints:
-        for table in endpoint.queue_tables():
-            specs.append(
-                TableSpec(
-                    Kind.QUEUE,
-                    TableName(table, endpoint.schema, endpoint.catalog),
-                    body_string=endpoint.body_string,
-                    seq_type=seq_type,
-                    protected=endpoint.protected if endpoint.protected is not None else protected_by_default(Kind.QUEUE, table),
-                )
-            )
-        if endpoint.has_delayed_table(prof):
-            delayed.append(
-                TableSpec(Kind.DELAYED, TableName(endpoint.delayed_table(topology.delayed_table_suffix), endpoint.schema, endpoint.catalog))
-            )
-    for queue in topology.queues:
-        protected = queue.protected if queue.protected is not None else protected_by_default(Kind.QUEUE, queue.name)
-        specs.append(TableSpec(Kind.QUEUE, TableName(queue.name, queue.schema, queue.catalog), seq_type=seq_type, protected=protected))
-    specs.extend(delayed)
-    subscriptions = topology.subscription_table(prof)
-    if subscriptions is not None:
-        specs.append(TableSpec(Kind.SUBSCRIPTIONS, subscriptions))
-    for endpoint in topology.endpoints:
-        for saga in endpoint.sagas:
-            specs.append(endpoint.saga_spec(saga))
+
+def blueprint(topology: "Topology") -> Blueprint:
+    """Every table the topology needs (Topology.tables without the marks), in a stable order:
+    queues, then delayed, then subscriptions, then sagas."""
+    specs = [owned.spec for owned in topology.tables()]
+    specs.sort(key=lambda spec: _KIND_ORDER[spec.kind])  # stable: the walk's order within a kind
     return Blueprint(
         transport_version=topology.transport_version,
         engines=topology.engines,
@@ -215,4 +191,3 @@ def blueprint(topology: "Topology") -> Blueprint:
         discarded=frozenset(d.table_name for d in topology.discard),
         drop_protected=frozenset(d.table_name for d in topology.drop_protected),
     )
-

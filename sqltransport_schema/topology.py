@@ -15,7 +15,7 @@ from typing import Any, Iterator, NamedTuple
 import yaml
 
 from . import engines as engine_registry
-from .schema import CORRELATION_TYPES, Correlation, Kind, TableName, TableSpec
+from .schema import CORRELATION_TYPES, Correlation, Kind, TableName, TableSpec, protected_by_default
 from .util import gc_paused
 from .versions import FEATURE_SINCE, LATEST, UnknownVersion, parse_version, profile
 
@@ -356,6 +356,30 @@ class Queue(Placed):
     protected: bool | None = None  # None: error/audit by name
 
 
+class Owned(NamedTuple):
+    """A table the topology owns: its spec, what the file calls it, and where the file makes it."""
+
+    spec: TableSpec
+    role: str  # "endpoint", "instance queue", "delayed table", "queue", "subscription table" or "saga table"
+    mark: Mark
+
+    is_index = False  # beside validation's indexes, which share the table namespace
+    engine = None  # on every engine that holds its kind
+
+    @property
+    def what(self) -> str:
+        """How problems name the table, e.g. "instance queue 'Sales.host-a'"."""
+        return f"{self.role} {self.spec.name.table!r}"
+
+    @property
+    def name(self) -> TableName:
+        return self.spec.name
+
+    @property
+    def kind(self) -> Kind:
+        return self.spec.kind
+
+
 @dataclass(frozen=True)
 class Topology:
     path: str
@@ -379,6 +403,39 @@ class Topology:
         if self.subscriptions is not None:
             return self.subscriptions.table_name
         return TableName("SubscriptionRouting", self.default_schema, self.default_catalog)
+
+    def tables(self) -> Iterator[Owned]:
+        """Every table the topology owns, with what the file calls it and where it makes it.
+
+        The one walk over the topology's tables: schema.blueprint keeps the specs, the name
+        checks of validation also read the roles and marks. Order: each endpoint's queues and delayed table,
+        then the queues, the subscription table and the saga tables.
+        """
+        prof = profile(self.transport_version)
+        seq_type = self.postgresql_seq_type
+        suffix = self.delayed_table_suffix
+        for ep in self.endpoints:
+            name_mark = ep.mark_of("name")
+            for i, table in enumerate(ep.queue_tables()):
+                protected = ep.protected if ep.protected is not None else protected_by_default(Kind.QUEUE, table)
+                spec = TableSpec(Kind.QUEUE, TableName(table, ep.schema, ep.catalog), ep.body_string, seq_type, protected)
+                if i == 0:
+                    yield Owned(spec, "endpoint", name_mark)
+                else:
+                    yield Owned(spec, "instance queue", ep.mark_of(f"instances[{i - 1}]"))
+            if ep.has_delayed_table(prof):
+                name = TableName(ep.delayed_table(suffix), ep.schema, ep.catalog)
+                yield Owned(TableSpec(Kind.DELAYED, name), "delayed table", name_mark)
+        for q in self.queues:
+            protected = q.protected if q.protected is not None else protected_by_default(Kind.QUEUE, q.name)
+            yield Owned(TableSpec(Kind.QUEUE, q.table_name, seq_type=seq_type, protected=protected), "queue", q.mark_of("name"))
+        sub = self.subscription_table(prof)
+        if sub is not None:
+            mark = self.subscriptions.mark_of("table") if self.subscriptions else self.marks.get("transport_version", Mark(self.path, 1, 1))
+            yield Owned(TableSpec(Kind.SUBSCRIPTIONS, sub), "subscription table", mark)
+        for ep in self.endpoints:
+            for saga in ep.sagas:
+                yield Owned(ep.saga_spec(saga), "saga table", saga.mark_of("name"))
 
 
 # --------------------------------------------------------------------------- reading
@@ -646,53 +703,37 @@ def _build(root: _Obj, path: str) -> Topology:
 
 
 # --------------------------------------------------------------------------- meaning
-class _Owned(NamedTuple):
-    """A table (or a table-namespace index) the topology creates, and where the file makes it."""
+class _Index(NamedTuple):
+    """An index in a table's namespace on one engine, named and placed as its table is."""
 
     name: TableName
     what: str
     mark: Mark
-    is_index: bool = False
-    kind: str = "queue"  # schema.Kind value of the table (of the indexed table, for an index)
-    engine: str | None = None  # an index exists only on the engine that creates it
+    kind: Kind  # of the indexed table
+    engine: str  # an index exists only on the engine that creates it
+    is_index = True
 
 
-def _owned_tables(t: Topology) -> list[_Owned]:
-    prof = profile(t.transport_version)
-    owned: list[_Owned] = []
-    for ep in t.endpoints:
-        for i, table in enumerate(ep.queue_tables()):
-            what = f"endpoint {ep.name!r}" if i == 0 else f"instance queue {table!r}"
-            mark = ep.mark_of("name") if i == 0 else ep.mark_of(f"instances[{i - 1}]")
-            owned.append(_Owned(TableName(table, ep.schema, ep.catalog), what, mark))
-        if ep.has_delayed_table(prof):
-            table = ep.delayed_table(t.delayed_table_suffix)
-            owned.append(
-                _Owned(TableName(table, ep.schema, ep.catalog), f"delayed table {table!r}", ep.mark_of("name"), kind="delayed")
-            )
-    owned += [_Owned(q.table_name, f"queue {q.name!r}", q.mark_of("name")) for q in t.queues]
-    sub = t.subscription_table(prof)
-    if sub is not None:
-        mark = t.subscriptions.mark_of("table") if t.subscriptions else t.marks.get("transport_version", Mark(t.path, 1, 1))
-        owned.append(_Owned(sub, f"subscription table {sub.table!r}", mark, kind="subscriptions"))
-    sagas = [(ep.saga_spec(saga), saga.mark_of("name")) for ep in t.endpoints for saga in ep.sagas]
-    owned += [_Owned(spec.name, f"saga table {spec.name.table!r}", mark, kind="saga") for spec, mark in sagas]
+def _owned_tables(t: Topology) -> list[Owned | _Index]:
+    """The topology's tables (Topology.tables) and, per engine, the indexes that share their namespace."""
+    tables = list(t.tables())
     indexes = []
     for engine_name in dict.fromkeys(t.engines):
         suffixes = engine_registry.get(engine_name).index_suffixes
         if not suffixes:
             continue
-        for item in owned:
+        for item in tables:
             for suffix in suffixes.get(item.kind, ()):
                 index = TableName(item.name.table + suffix, item.name.schema, item.name.catalog)
-                indexes.append(_Owned(index, f"index {index.table!r} of {item.what}", item.mark, True, item.kind, engine_name))
+                indexes.append(_Index(index, f"index {index.table!r} of {item.what}", item.mark, item.kind, engine_name))
+    sagas = [item for item in tables if item.kind is Kind.SAGA]
     for engine_name in dict.fromkeys(t.engines):
         engine = engine_registry.get(engine_name)
-        for spec, mark in sagas:
-            for index in engine.saga_index_names(spec):
-                what = f"index {index.table!r} of saga table {spec.name.table!r}"
-                indexes.append(_Owned(index, what, mark, True, "saga", engine_name))
-    return owned + indexes
+        for item in sagas:
+            for index in engine.saga_index_names(item.spec):
+                what = f"index {index.table!r} of saga table {item.name.table!r}"
+                indexes.append(_Index(index, what, item.mark, Kind.SAGA, engine_name))
+    return tables + indexes
 
 
 def _ignores(engine, part: str) -> bool:
@@ -700,7 +741,7 @@ def _ignores(engine, part: str) -> bool:
     return engine.table_key(TableName("t", "s", "c")) == engine.table_key(TableName("t", **{"schema": "s", "catalog": "c", part: "x"}))
 
 
-def _collision_advice(a: _Owned, b: _Owned, on: list[str]) -> str:
+def _collision_advice(a: Owned | _Index, b: Owned | _Index, on: list[str]) -> str:
     """What to change when a and b are one table on the engines in on."""
     if a.name.table != b.name.table:
         verb = "does" if len(on) == 1 else "do"
@@ -789,9 +830,9 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
     for engine_name in dict.fromkeys(t.engines):
         engine = engine_registry.get(engine_name)
         for item in tables:
-            if item.kind == "saga":
+            if item.kind is Kind.SAGA:
                 continue  # saga tables have their own limits, checked with their columns below
-            if not engine.holds(Kind(item.kind)):
+            if not engine.holds(item.kind):
                 continue
             for part, problem in engine.name_problems(item.name):
                 if (item.mark, part) not in reported:
@@ -799,14 +840,14 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
                     yield Problem(item.mark, f"{part} name of {item.what} {problem}: shorten it")
     # One problem per pair of places in the file: what derives from them (delayed
     # tables, indexes) collides too but says nothing new. Reported at the later place.
-    collisions: dict[frozenset, list[tuple[_Owned, _Owned, str]]] = {}
+    collisions: dict[frozenset, list[tuple[Owned | _Index, Owned | _Index, str]]] = {}
     for engine_name in dict.fromkeys(t.engines):
         engine = engine_registry.get(engine_name)
-        first: dict[tuple, _Owned] = {}
+        first: dict[tuple, Owned | _Index] = {}
         for item in owned:
             if item.engine not in (None, engine_name):
                 continue  # another engine's index
-            if not engine.holds(Kind(item.kind)):
+            if not engine.holds(item.kind):
                 continue  # not deployed on this engine
             earlier = first.setdefault(engine.table_key(item.name), item)
             if earlier is not item and earlier.mark != item.mark:

@@ -1,13 +1,15 @@
-"""Transport version -> profile: what the queue schema of that release looks like.
+"""Transport version -> profile: what the tables and statements of that release look like.
 
-The table in transport-facts §1 is encoded here once; DDL, drift checks and the
-runtime all read the profile, never the version number itself.
+Every version boundary (transport-facts §1 and §4) is one row of BOUNDARIES, here and
+nowhere else; DDL, drift checks, adoption and the runtime read the profile, never the
+version number itself. A new boundary is a new row; a new kind of difference is a Profile
+field (its 1.0 value as default) plus its rows.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from functools import lru_cache
 
@@ -35,23 +37,86 @@ class ScriptStyle(str, Enum):
     APPLOCK_TRY_CATCH = "applock_try_catch"  # 6.3.1+
 
 
+class PeekForm(str, Enum):
+    """How the SQL Server transport's peek counts the messages it could receive."""
+
+    COUNT = "count"  # a plain count: 4.0's form, the earliest transport-facts §4 records
+    TOP = "top"  # counts at most N rows (SELECT TOP n)
+    ROWVERSION_RANGE = "rowversion_range"  # reads the RowVersion range
+
+
+# Field metadata: the fact changes what tables a release makes (adopt tells releases apart by it).
+SHAPE = {"shape": True}
+
+
 @dataclass(frozen=True)
 class Profile:
+    """What one release's tables and statements look like.
+
+    A field holds its default (the 1.0 value) until a row of BOUNDARIES changes it.
+    """
+
     version: str
-    headers_unicode: bool
-    rowversion_clustered: bool
-    expires_index: ExpiresIndex
-    script_style: ScriptStyle
-    three_part_names: bool
-    delayed_delivery: bool
-    body_string: bool
-    subscriptions: bool
-    postgresql: bool
+    headers_unicode: bool = field(default=False, metadata=SHAPE)
+    rowversion_clustered: bool = field(default=True, metadata=SHAPE)
+    expires_index: ExpiresIndex = field(default=ExpiresIndex.NONE, metadata=SHAPE)
+    script_style: ScriptStyle = ScriptStyle.IF_NOT_EXISTS
+    three_part_names: bool = False
+    delayed_delivery: bool = field(default=False, metadata=SHAPE)
+    body_string: bool = field(default=False, metadata=SHAPE)
+    subscriptions: bool = field(default=False, metadata=SHAPE)
+    postgresql: bool = field(default=False, metadata=SHAPE)
+    # SQL Server runtime statements (transport-facts §4)
+    receive_correlation: bool = True  # receive returns CorrelationId and ReplyToAddress
+    peek: PeekForm = PeekForm.COUNT
+    send_correlation: bool = True  # send fills CorrelationId/ReplyToAddress and always writes Recoverable
 
     @property
     def queue_shape(self) -> tuple:
         """The parts of a queue table that differ between versions."""
         return (self.headers_unicode, self.rowversion_clustered, self.expires_index)
+
+
+# Every version boundary, one row each: the first release of the new form, the Profile field
+# it changes and the field's value from that release on (until a later row of the same field).
+BOUNDARIES: tuple[tuple[str, str, object], ...] = (
+    # Queue, delayed and subscription tables (transport-facts §1).
+    ("2.2.3", "expires_index", ExpiresIndex.PLAIN),
+    ("2.2.6", "headers_unicode", True),
+    ("3.1", "expires_index", ExpiresIndex.FILTERED),
+    ("3.1", "three_part_names", True),
+    ("3.1", "delayed_delivery", True),
+    ("4.1", "body_string", True),
+    # RowVersion stopped being the clustered index in three maintenance lines at once:
+    # 4.3.2, 5.0.3 and 6.0.1 (5.0.0-5.0.2 and 6.0.0 still cluster on it).
+    ("4.3.2", "rowversion_clustered", False),
+    ("5.0", "rowversion_clustered", True),
+    ("5.0.3", "rowversion_clustered", False),
+    ("6.0", "rowversion_clustered", True),
+    ("6.0.1", "rowversion_clustered", False),
+    ("5.0", "subscriptions", True),
+    ("8.1", "postgresql", True),
+    # SQL Server creation scripts: how they guard against concurrent installers.
+    ("3.0", "script_style", ScriptStyle.APPLOCK),
+    ("6.3.1", "script_style", ScriptStyle.APPLOCK_TRY_CATCH),
+    # SQL Server runtime statements (transport-facts §4).
+    # 4.1: receive stops returning CorrelationId/ReplyToAddress ("4.1+ no longer outputs ...").
+    # Before 4.1 every version gets seed 003's form: 3.0 - 4.0 used it; the 1.x/2.x texts
+    # (client-side expiry check, milliseconds to expiry) are not recorded, and the seed's
+    # expired flag gives the same guarantee on their tables (expired rows are deleted and
+    # flagged, never handled). 3.0's `WHERE Expires IS NULL OR Expires > GETUTCDATE()`
+    # filter is not reproduced: it left expired rows behind for the purge.
+    ("4.1", "receive_correlation", False),
+    # 4.1.2: peek counts at most N rows ("4.1.2-6.0 used the TOP {n} count form"); before
+    # it the plain count of 4.0, the earliest peek §4 records, for every older version too.
+    ("4.1.2", "peek", PeekForm.TOP),
+    # 6.1: peek reads the RowVersion range ("4.1.2-6.0" is the TOP form, so 6.0.x included).
+    ("6.1", "peek", PeekForm.ROWVERSION_RANGE),
+    # 7.0: send writes only Id, Recoverable, Expires, Headers, Body, and copes with a dropped
+    # Recoverable column (§1: "7.x - 9.x send copes with a table whose Recoverable column was
+    # dropped"). 1.x - 6.x send fills CorrelationId/ReplyToAddress as in seed 003.
+    ("7.0", "send_correlation", False),
+)
 
 
 def parse_version(text: str) -> VersionTuple:
@@ -68,49 +133,48 @@ def parse_version(text: str) -> VersionTuple:
     return major, minor, patch
 
 
-def _nonclustered_rowversion(v: VersionTuple) -> bool:
-    # The fix shipped in three maintenance lines at once: 4.3.2, 5.0.3 and 6.0.1.
-    if v >= (6, 0, 1):
-        return True
-    if (5, 0, 3) <= v < (6, 0, 0):
-        return True
-    return (4, 3, 2) <= v < (5, 0, 0)
+def _checked_rows() -> list[tuple[VersionTuple, str, object]]:
+    """BOUNDARIES oldest first (a stable sort: the table's order within a release)."""
+    names = {f.name for f in fields(Profile)} - {"version"}
+    for since, name, _ in BOUNDARIES:
+        if name not in names:
+            raise ValueError(f"version boundary {since} names {name!r}, which is not a Profile field")
+    return sorted(((parse_version(since), name, value) for since, name, value in BOUNDARIES), key=lambda row: row[0])
+
+
+_ROWS = _checked_rows()
 
 
 @lru_cache(maxsize=None)
 def profile(version: str) -> Profile:
+    """The release's profile: each field's default, changed by every boundary at or before it."""
     v = parse_version(version)
-    if v < (2, 2, 3):
-        expires = ExpiresIndex.NONE
-    elif v < (3, 1, 0):
-        expires = ExpiresIndex.PLAIN
-    else:
-        expires = ExpiresIndex.FILTERED
-    if v < (3, 0, 0):
-        style = ScriptStyle.IF_NOT_EXISTS
-    elif v < (6, 3, 1):
-        style = ScriptStyle.APPLOCK
-    else:
-        style = ScriptStyle.APPLOCK_TRY_CATCH
-    return Profile(
-        version=version,
-        headers_unicode=v >= (2, 2, 6),
-        rowversion_clustered=not _nonclustered_rowversion(v),
-        expires_index=expires,
-        script_style=style,
-        three_part_names=v >= (3, 1, 0),
-        delayed_delivery=v >= (3, 1, 0),
-        body_string=v >= (4, 1, 0),
-        subscriptions=v >= (5, 0, 0),
-        postgresql=v >= (8, 1, 0),
-    )
+    return Profile(version, **{name: value for since, name, value in _ROWS if since <= v})
 
+
+def first_release(name: str) -> str:
+    """The first release whose profile differs from 1.0's in the field `name` (for messages)."""
+    return min((since for since, field_name, _ in BOUNDARIES if field_name == name), key=parse_version)
+
+
+FIRST = "1.0"
 
 # What each optional feature needs, for validation messages.
 FEATURE_SINCE = {
-    "delayed_delivery": "3.1",
-    "catalog": "3.1",
-    "body_string": "4.1",
-    "subscriptions": "5.0",
-    "postgresql": "8.1",
+    "delayed_delivery": first_release("delayed_delivery"),
+    "catalog": first_release("three_part_names"),
+    "body_string": first_release("body_string"),
+    "subscriptions": first_release("subscriptions"),
+    "postgresql": first_release("postgresql"),
 }
+
+_SHAPE_FIELDS = {f.name for f in fields(Profile) if f.metadata.get("shape")}
+
+# One release per distinct table shape, oldest first: the first release, each boundary of a
+# SHAPE field, and the latest release (which names the current layout).
+SHAPE_RELEASES: tuple[str, ...] = tuple(
+    sorted(
+        {FIRST, LATEST} | {since for since, name, _ in BOUNDARIES if name in _SHAPE_FIELDS},
+        key=parse_version,
+    )
+)

@@ -5,7 +5,7 @@ copies in tests/golden/):
 - seed 003, its "Runtime" part: the transport's runtime statements as documented;
 - transport-facts.md §4: the runtime statement history by version and the latest forms.
 Every expected value below is written from those documents, never computed from
-MSSQL.RUNTIME_SINCE or sqltransport_schema.versions.
+sqltransport_schema.versions (its BOUNDARIES or the profiles).
 
 Normalisation of the seed text before comparing (each one asserted, so a changed seed shows):
 - "Move Due Delayed Messages" ends in `ORDER BY Due";`: the `"` is the closing quote of the

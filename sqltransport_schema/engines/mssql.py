@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, shape_columns
-from ..versions import FEATURE_SINCE, ExpiresIndex, Profile, ScriptStyle, parse_version
+from ..versions import FEATURE_SINCE, ExpiresIndex, PeekForm, Profile, ScriptStyle, first_release
 from .base import Dialect
 
 MAX_IDENTIFIER = 128
@@ -610,8 +610,8 @@ END;"""
     # (each bracket-quoted and qualified for the version), {table_literal} the queue's
     # qualified name escaped for an N'...' literal, {sys} the catalog's sys schema. @Name
     # are parameters; @NOCOUNT, @DueAfter and @batch are T-SQL variables declared in the
-    # statement. Version boundaries (RUNTIME_SINCE) are runtime-only facts, so they live
-    # here rather than in Profile.
+    # statement. Which form a version uses is a Profile field (receive_correlation, peek,
+    # send_correlation), set by versions.BOUNDARIES.
 
     # The NOCOUNT save/restore around send, receive and store is the transport's: the
     # caller's setting is left as it found it.
@@ -973,26 +973,6 @@ SELECT DISTINCT QueueAddress
 FROM {subscriptions}
 WHERE Topic IN ({topics})"""
 
-    # Where a statement's form changed (transport-facts §4); each is the first version of the new form.
-    RUNTIME_SINCE = {
-        # 4.1: receive stops returning CorrelationId/ReplyToAddress ("4.1+ no longer outputs ...").
-        # Before 4.1 every version gets seed 003's form: 3.0 - 4.0 used it; the 1.x/2.x texts
-        # (client-side expiry check, milliseconds to expiry) are not recorded, and the seed's
-        # expired flag gives the same guarantee on their tables (expired rows are deleted and
-        # flagged, never handled). 3.0's `WHERE Expires IS NULL OR Expires > GETUTCDATE()`
-        # filter is not reproduced: it left expired rows behind for the purge.
-        "receive_without_correlation": (4, 1, 0),
-        # 4.1.2: peek counts at most N rows ("4.1.2-6.0 used the TOP {n} count form"); before
-        # it the plain count of 4.0, the earliest peek §4 records, for every older version too.
-        "peek_top": (4, 1, 2),
-        # 6.1: peek reads the RowVersion range ("4.1.2-6.0" is the TOP form, so 6.0.x included).
-        "peek_rowversion_range": (6, 1, 0),
-        # 7.0: send writes only Id, Recoverable, Expires, Headers, Body, and copes with a dropped
-        # Recoverable column (§1: "7.x - 9.x send copes with a table whose Recoverable column was
-        # dropped"). 1.x - 6.x send fills CorrelationId/ReplyToAddress as in seed 003.
-        "send_without_correlation": (7, 0, 0),
-    }
-
     MISSING_INDEX_WARNING = (
         "Table {table} does not contain index 'Index_Expires'. Adding this index will speed up the process of "
         "purging expired messages from the queue. Please consult the documentation for further information."
@@ -1026,22 +1006,20 @@ WHERE Topic IN ({topics})"""
         `topics` parameters @Topic0..; `recoverable_column=False` (7.0+) sends into a queue
         whose Recoverable column was dropped; `peek_batch_size` is the N of 4.1.2 - 6.0's peek.
         """
-        v = parse_version(profile.version)
-        since = self.RUNTIME_SINCE
         if isinstance(topics, bool) or not isinstance(topics, int) or topics < 1:
             raise ValueError(f"topics must be a positive integer, not {topics!r}")
         if isinstance(peek_batch_size, bool) or not isinstance(peek_batch_size, int) or peek_batch_size < 0:
             raise ValueError(f"peek_batch_size must be a positive integer, not {peek_batch_size!r}")
-        peek_top = since["peek_top"] <= v < since["peek_rowversion_range"]
+        peek_top = profile.peek is PeekForm.TOP
         if peek_top and peek_batch_size <= 0:
             raise ValueError(
                 f"transport {profile.version} peeks with SELECT TOP n: give peek_batch_size, a positive integer"
             )
-        latest_send = v >= since["send_without_correlation"]
+        latest_send = not profile.send_correlation
         if not recoverable_column and not latest_send:
             raise ValueError(
                 f"transport {profile.version} always writes the Recoverable column; "
-                "a queue without it needs transport 7.0 or later"
+                f"a queue without it needs transport {first_release('send_correlation')} or later"
             )
         if delayed is not None and not profile.delayed_delivery:
             raise ValueError(f"transport {profile.version} has no delayed delivery table (since {FEATURE_SINCE['delayed_delivery']})")
@@ -1052,14 +1030,14 @@ WHERE Topic IN ({topics})"""
         catalog = queue.catalog if profile.three_part_names else None
         table = {"table": qualified}
         probe = {"sys": self._sys(catalog), "table_literal": self.literal_text(qualified)}
-        correlation = v < since["receive_without_correlation"]
+        correlation = profile.receive_correlation
 
         if not latest_send:
             send, send_params = self.SEND_WITH_CORRELATION, ("Id", "CorrelationId", "ReplyToAddress", "TimeToBeReceivedMs", "Headers", "Body")
         else:
             send = self.SEND if recoverable_column else self.SEND_WITHOUT_RECOVERABLE
             send_params = ("Id", "TimeToBeReceivedMs", "Headers", "Body")
-        if v < since["peek_top"]:
+        if profile.peek is PeekForm.COUNT:
             peek = self.PEEK_COUNT
         elif peek_top:
             peek = self.PEEK_TOP.replace("{peek_batch_size}", str(peek_batch_size))
