@@ -1,8 +1,13 @@
-<%
+<%!
+    def commands(rendered):
+        """The operations as Alembic renders them, without the marker comments around them."""
+        lines = [line for line in (rendered or "").split("\n") if not line.lstrip().startswith("# ### ")]
+        return "\n".join(lines).strip() or "pass"
+%><%
     snapshot = context.get("snapshot")
     transport_version = context.get("transport_version")
     summary = context.get("summary")
-%>"""${message}
+%>"""${context.get("docstring_message", message)}
 
 Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
@@ -29,11 +34,11 @@ transport_version = ${repr(transport_version)}
 
 
 def upgrade() -> None:
-    ${upgrades if upgrades else "pass"}
+    ${commands(context.get("upgrades"))}
 
 
 def downgrade() -> None:
-    ${downgrades if downgrades else "pass"}
+    ${commands(context.get("downgrades"))}
 % if snapshot:
 
 

@@ -9,8 +9,6 @@ from pathlib import Path
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from alembic.util import format_as_comma, template_to_file
-from alembic.util import rev_id as new_rev_id
 
 from ..revisions import head_blueprint
 from ..schema import Blueprint, Kind, TableSpec, blueprint
@@ -20,6 +18,7 @@ from ..versions import profile
 from . import operations as ops
 from . import saga_operations as saga_ops
 from .saga_plan import saga_alterations
+from .write import write_revision
 
 _CREATE = {Kind.QUEUE: ops.CreateQueueOp, Kind.DELAYED: ops.CreateDelayedTableOp, Kind.SUBSCRIPTIONS: ops.CreateSubscriptionTableOp}
 _DROP = {Kind.QUEUE: ops.DropQueueOp, Kind.DELAYED: ops.DropDelayedTableOp, Kind.SUBSCRIPTIONS: ops.DropSubscriptionTableOp}
@@ -142,57 +141,16 @@ class CompileError(Exception):
     pass
 
 
-def _docstring_text(text: str) -> str:
-    """Names may hold backslashes and quotes; in the revision's docstring they stay text."""
-    return "\n".join(ops._one_line(line) for line in text.split("\n")).replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _indent(lines: list[str]) -> str:
-    return "\n    ".join(lines) if lines else "pass"
-
-
 def compile_topology(config: Config, topology: Topology, message: str, check: bool = False) -> tuple[Plan, Path | None]:
     """Write the revision for the topology's changes (unless check); returns the plan and the new file."""
     with gc_paused():
-        return _compile(config, topology, message, check)
+        new = blueprint(topology)
+        if check:
+            return plan_at_head(ScriptDirectory.from_config(config), new), None
+        return write_revision(config, message, lambda script: plan_at_head(script, new))
 
 
-def _compile(config: Config, topology: Topology, message: str, check: bool) -> tuple[Plan, Path | None]:
-    script = ScriptDirectory.from_config(config)
-    head, old = head_blueprint(script)
-    new = blueprint(topology)
-    result = plan(old, new)
-    if result.empty or check:
-        return result, None
-    return result, _write_revision(script, head, message, result)
-
-
-def _write_revision(script: ScriptDirectory, head: str | None, message: str, result: Plan) -> Path:
-    """Render script.py.mako into versions/, as `alembic revision` names and fills it.
-
-    Unlike ScriptDirectory.generate_revision this does not import the new file to
-    return a Script: at 10,000 endpoints that import alone (compiling 80,000 lines
-    of Python) costs more than the whole compile.
-    """
-    rev = new_rev_id()
-    create_date = script._generate_create_date()
-    path = script._rev_path(script._singular_version_location, rev, message, create_date)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    template_to_file(
-        Path(script.dir, "script.py.mako"),
-        path,
-        script.output_encoding,
-        up_revision=rev,
-        down_revision=head,
-        branch_labels=None,
-        depends_on=None,
-        create_date=create_date,
-        comma=format_as_comma,
-        message=_docstring_text(message),
-        upgrades=_indent([op.python() for op in result.upgrade]),
-        downgrades=_indent([op.python() for op in result.downgrade]),
-        snapshot=result.new.to_snapshot(),
-        transport_version=result.new.transport_version,
-        summary=_docstring_text("\n".join(result.summary()) or "no schema change"),
-    )
-    return path
+def plan_at_head(script: ScriptDirectory, new: Blueprint) -> Plan:
+    """The plan from the blueprint recorded at the migrations head to `new`."""
+    _, old = head_blueprint(script)
+    return plan(old, new)

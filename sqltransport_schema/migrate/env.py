@@ -13,6 +13,7 @@ from ..urls import database_url
 
 from .autogen import TARGET_OPTION, model_tables_only
 from .operations import DISCARD_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION
+from .write import REVISION_OPTION
 
 TRUE = ("1", "true", "yes", "on")
 
@@ -21,6 +22,13 @@ def run(context=alembic_context, target_metadata=None) -> None:
     """target_metadata: the project's own SQLAlchemy models, if Alembic also manages those;
     transport tables are compared with the topology by migrate.autogen either way."""
     config = context.config
+    revision = config.attributes.get(REVISION_OPTION)
+    if revision is not None:
+        # `compile` writing a revision (migrate.write): its operations come from topology.yaml;
+        # no database is read, so any dialect does, and logging stays as the caller set it.
+        context.configure(dialect_name="sqlite", **revision(context.script))
+        context.run_migrations()
+        return
     if config.config_file_name and config.attributes.get("configure_logging", True):
         fileConfig(config.config_file_name, disable_existing_loggers=False)
     x_args = context.get_x_argument(as_dictionary=True)
