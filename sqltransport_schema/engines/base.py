@@ -214,7 +214,7 @@ class Dialect:
                 out[name] = Statement(name, template, identifiers, parameters_of(template), doc, self.RESULT_COLUMNS.get(name, ()))
         return out
 
-    # -- saga tables (SQL persistence: seed 002, transport-facts §8) ------------------------
+    # -- saga tables (SQL persistence; upstream-conformance §7) ------------------------------
     # Engines that hold saga tables only (no transport layout): queue, delayed and
     # subscription operations emit nothing on them.
     saga_only = False
@@ -222,10 +222,26 @@ class Dialect:
     CORRELATION_TYPES: dict[str, str] = {}
     # Lower-case names of the fixed saga columns (to tell an adoptable table from a stranger).
     SAGA_COLUMNS = frozenset({"id", "metadata", "data", "persistenceversion", "sagatypeversion", "concurrency"})
+    # What a migration says where SQL persistence's installer stops with "Incorrect data type":
+    # an existing correlation column of another type is never converted or used.
+    SAGA_WRONG_TYPE = (
+        "saga table {table}: column {column} exists with type {{found}}, not {expected}. SQL persistence's installer "
+        "stops on this column too; give the property a new name (a transitional property) instead of a new type"
+    )
 
     def holds(self, kind: Kind) -> bool:
         """Whether this engine deploys tables of this kind."""
         return kind is Kind.SAGA or not self.saga_only
+
+    @staticmethod
+    def saga_suffix(spec: TableSpec) -> str:
+        """The saga's table suffix: the table name without the endpoint's prefix (upstream hashes it)."""
+        prefix = spec.saga_prefix or ""
+        return spec.name.table[len(prefix):] if spec.name.table.startswith(prefix) else spec.name.table
+
+    def saga_table(self, spec: TableSpec) -> TableName:
+        """The table SQL persistence reads this saga from (Oracle names it from the suffix alone)."""
+        return spec.name
 
     def correlation_column(self, prop: str) -> str:
         return "Correlation_" + prop
@@ -257,6 +273,12 @@ class Dialect:
         fields = self._saga_fields(spec, correlation)
         return [self.ADD_CORRELATION.format(**fields), self.CREATE_CORRELATION_INDEX.format(**fields)]
 
+    def wrong_type_message(self, spec: TableSpec, correlation: Correlation, expected: str) -> str:
+        """The refusal of an existing correlation column of another type ({found} left to the database)."""
+        return self.SAGA_WRONG_TYPE.format(
+            table=self.display(self.saga_table(spec)), column=self.correlation_column(correlation.name), expected=expected
+        )
+
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
         """Drop a correlation column and its index; with require, the database refuses while
         any row has Correlation_<require> NULL (the promotion's backfill is not done)."""
@@ -266,61 +288,74 @@ class Dialect:
         new_column = self.correlation_column(new.name)
         return BACKFILL_REFUSED.format(
             old=self.correlation_column(old.name), new=new_column, new_quoted=self.quote(new_column), prop=new.name,
-            name=self.display(spec.name),
+            name=self.display(self.saga_table(spec)),
         )
 
-    # Runtime statements of a saga table. {table} is the saga table, {correlation} and
-    # {transitional} the quoted correlation columns; @Name are parameters. Column names are
-    # unquoted where the engine folds them to the case the DDL created (PostgreSQL overrides).
-    SAGA_COLUMNS_SELECT = "Id, Metadata, Data, PersistenceVersion, SagaTypeVersion, Concurrency"
-    SAGA_GET_BY_ID = "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE Id = @Id"
-    SAGA_FIND = "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {correlation} = @CorrelationValue"
-    # Seed 002: no match on the correlation column -> query the transitional column.
-    SAGA_FIND_WITH_TRANSITIONAL = (
-        "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {correlation} = @CorrelationValue\n"
-        "UNION ALL\n"
-        "SELECT " + SAGA_COLUMNS_SELECT + " FROM {table} WHERE {transitional} = @TransitionalValue\n"
-        "    AND NOT EXISTS (SELECT 1 FROM {table} WHERE {correlation} = @CorrelationValue)"
-    )
-    SAGA_INSERT = (
-        "INSERT INTO {table} (Id, Metadata, Data, PersistenceVersion, SagaTypeVersion, Concurrency, {correlation}) "
-        "VALUES (@Id, @Metadata, @Data, @PersistenceVersion, @SagaTypeVersion, 1, @CorrelationValue)"
-    )
-    SAGA_INSERT_WITH_TRANSITIONAL = (
-        "INSERT INTO {table} (Id, Metadata, Data, PersistenceVersion, SagaTypeVersion, Concurrency, {correlation}, {transitional}) "
-        "VALUES (@Id, @Metadata, @Data, @PersistenceVersion, @SagaTypeVersion, 1, @CorrelationValue, @TransitionalValue)"
-    )
+    # Runtime statements of a saga table, as SQL persistence's runtime writes them: the select
+    # list in its order (read by position), its parameter names, the correlation column never
+    # updated. {table} is the saga table, {correlation} and {transitional} the quoted correlation
+    # columns. Column names are unquoted where the engine folds them to the DDL's case. These
+    # defaults take no row lock (SQLite locks the database on write); the other engines lock
+    # as upstream does.
+    SAGA_GET_BY_ID = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE Id = @Id"""
+    SAGA_FIND = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE {correlation} = @propertyValue"""
+    # This project's addition (upstream looks sagas up by the correlation property only): the
+    # saga by its transitional value, for a caller that finds none by the correlation value.
+    SAGA_FIND_BY_TRANSITIONAL = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE {transitional} = @TransitionalCorrelationId"""
+    SAGA_INSERT = """\
+INSERT INTO {table} (Id, Metadata, Data, PersistenceVersion, SagaTypeVersion, Concurrency{columns})
+VALUES (@Id, @Metadata, @Data, @PersistenceVersion, @SagaTypeVersion, 1{values})"""
     # Optimistic concurrency: 0 rows affected = another update or completion won the race.
-    SAGA_UPDATE = (
-        "UPDATE {table} SET Data = @Data, PersistenceVersion = @PersistenceVersion, SagaTypeVersion = @SagaTypeVersion, "
-        "Concurrency = @Concurrency + 1 WHERE Id = @Id AND Concurrency = @Concurrency"
-    )
-    SAGA_UPDATE_WITH_TRANSITIONAL = (
-        "UPDATE {table} SET Data = @Data, PersistenceVersion = @PersistenceVersion, SagaTypeVersion = @SagaTypeVersion, "
-        "Concurrency = @Concurrency + 1, {transitional} = @TransitionalValue WHERE Id = @Id AND Concurrency = @Concurrency"
-    )
-    SAGA_COMPLETE = "DELETE FROM {table} WHERE Id = @Id AND Concurrency = @Concurrency"
+    SAGA_UPDATE = """\
+UPDATE {table}
+SET Data = @Data, PersistenceVersion = @PersistenceVersion, SagaTypeVersion = @SagaTypeVersion,
+    Concurrency = @Concurrency + 1{set_transitional}
+WHERE Id = @Id AND Concurrency = @Concurrency"""
+    SAGA_COMPLETE = """\
+DELETE FROM {table}
+WHERE Id = @Id AND Concurrency = @Concurrency"""
     SAGA_STATEMENTS = {
-        "get_saga_by_id": ("SAGA_GET_BY_ID", "read a saga by its Id"),
-        "find_saga": ("SAGA_FIND", "find a saga by its correlation value"),
+        "get_saga_by_id": ("SAGA_GET_BY_ID", "read a saga by its Id, locking its row"),
+        "find_saga": ("SAGA_FIND", "find a saga by its correlation value, locking its row"),
+        "find_saga_by_transitional": (
+            "SAGA_FIND_BY_TRANSITIONAL", "this project's addition: find a saga by its transitional correlation value"
+        ),
         "insert_saga": ("SAGA_INSERT", "store a new saga (Concurrency 1)"),
         "update_saga": ("SAGA_UPDATE", "update a saga if Concurrency is unchanged (0 rows: lost the race)"),
         "complete_saga": ("SAGA_COMPLETE", "delete a completed saga if Concurrency is unchanged (0 rows: lost the race)"),
     }
-    SAGA_RESULT = ("Id", "Metadata", "Data", "PersistenceVersion", "SagaTypeVersion", "Concurrency")
+    SAGA_RESULT = ("Id", "SagaTypeVersion", "Concurrency", "Metadata", "Data")
 
     def saga_statements(self, spec: TableSpec, profile: Profile | None = None) -> dict[str, Statement]:
-        """Every runtime statement of one saga table (transitional variants when it has a transitional property)."""
-        identifiers = {"table": self.qualified(spec.name, profile), "correlation": self.quote(self.correlation_column(spec.correlation.name))}
+        """Every runtime statement of one saga table; find_saga only with a correlation property,
+        find_saga_by_transitional only with a transitional one."""
+        identifiers = {"table": self.qualified(self.saga_table(spec), profile)}
+        # the optional parts of insert and update, as template text: parameters stay in the template
+        parts = {"columns": "", "values": "", "set_transitional": ""}
+        if spec.correlation is not None:
+            identifiers["correlation"] = self.quote(self.correlation_column(spec.correlation.name))
+            parts["columns"] += ", {correlation}"
+            parts["values"] += ", @CorrelationId"
         if spec.transitional is not None:
             identifiers["transitional"] = self.quote(self.correlation_column(spec.transitional.name))
+            parts["columns"] += ", {transitional}"
+            parts["values"] += ", @TransitionalCorrelationId"
+            parts["set_transitional"] = ",\n    {transitional} = @TransitionalCorrelationId"
+        keep = {name: "{" + name + "}" for name in ("table", "correlation", "transitional")}
         out = {}
         for name, (attribute, doc) in self.SAGA_STATEMENTS.items():
-            if spec.transitional is not None and hasattr(self, attribute + "_WITH_TRANSITIONAL"):
-                attribute += "_WITH_TRANSITIONAL"
-                if name == "find_saga":
-                    doc += ", else by its transitional correlation value"
-            template = getattr(self, attribute)
+            if (name == "find_saga" and spec.correlation is None) or (name == "find_saga_by_transitional" and spec.transitional is None):
+                continue
+            template = getattr(self, attribute).format(**keep, **parts)
             columns = self.SAGA_RESULT if template.startswith("SELECT") else ()
             out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)
         return out
@@ -355,5 +390,6 @@ class Dialect:
         return self.qualified(name, profile)
 
     def refusal(self, spec: TableSpec, profile: Profile | None = None) -> str:
-        template = SAGA_DROP_REFUSED if spec.kind is Kind.SAGA else DROP_REFUSED
-        return template.format(name=self.display(spec.name, profile))
+        if spec.kind is Kind.SAGA:
+            return SAGA_DROP_REFUSED.format(name=self.display(self.saga_table(spec), profile))
+        return DROP_REFUSED.format(name=self.display(spec.name, profile))

@@ -1,8 +1,9 @@
 """Saga persistence from Python: find, insert, update and complete rows of a SQL persistence saga table.
 
-The statements are the engine's (`Dialect.saga_statements`: readable text with @Name
-parameters, printable with `sqltransport-schema statements --sagas`). Updates and
-completions are optimistic: they name the Concurrency value that was read, and
+The statements are the engine's (`Dialect.saga_statements`: SQL persistence's own texts, with
+its parameter names and row locks, printable with `sqltransport-schema statements --sagas`).
+Reads lock the row (UPDLOCK / FOR UPDATE) until the caller's transaction ends, as an endpoint's
+do. Updates and completions are optimistic: they name the Concurrency value that was read, and
 return False when another writer changed or completed the saga first.
 """
 
@@ -20,6 +21,9 @@ from ..schema import Blueprint, Kind, TableName, TableSpec
 from .transport import execute
 
 _SAME = object()
+# What insert writes as PersistenceVersion when the caller names none (and update, for a row
+# whose version was not read: SQL persistence's select list leaves it out).
+DEFAULT_PERSISTENCE_VERSION = "0.0.0"
 
 
 class DuplicateSaga(Exception):
@@ -31,7 +35,7 @@ class SagaRow:
     id: str
     metadata: str
     data: str
-    persistence_version: str
+    persistence_version: str | None  # None when read: SQL persistence's select list leaves it out
     saga_type_version: str
     concurrency: int
 
@@ -46,8 +50,8 @@ class SagaTable:
     """One saga table on one engine."""
 
     def __init__(self, dialect: engines.Dialect, spec: TableSpec):
-        if spec.kind is not Kind.SAGA or spec.correlation is None:
-            raise ValueError(f"{spec.name} is not a saga table with a correlation property")
+        if spec.kind is not Kind.SAGA:
+            raise ValueError(f"{spec.name} is not a saga table")
         self.dialect = dialect
         self.spec = spec
         self.statements = dialect.saga_statements(spec)
@@ -70,34 +74,39 @@ class SagaTable:
     # -- reading -----------------------------------------------------------------------
     @staticmethod
     def _row(cursor) -> SagaRow | None:
-        row = cursor.fetchone()
+        row = cursor.fetchone()  # Id, SagaTypeVersion, Concurrency, Metadata, Data (SAGA_RESULT)
         if row is None:
             return None
-        return SagaRow(_text(row[0]), _text(row[1]), _text(row[2]), row[3], row[4], int(row[5]))
+        return SagaRow(_text(row[0]), _text(row[3]), _text(row[4]), None, row[1], int(row[2]))
 
     def get(self, conn: Connection, saga_id: str) -> SagaRow | None:
+        """The saga with this Id, its row locked until the transaction ends."""
         return self._row(execute(conn, self.statements["get_saga_by_id"], {"Id": saga_id}))
 
     def find(self, conn: Connection, value: Any, transitional_value: Any = _SAME) -> SagaRow | None:
-        """The saga whose correlation value is `value`; with a transitional property and no match,
-        the saga whose transitional value is `transitional_value` (by default the same value,
-        when both properties have one type)."""
-        params = {"CorrelationValue": value}
-        if self.spec.transitional is not None:
-            if transitional_value is _SAME:
-                same_type = self.spec.transitional.type == self.spec.correlation.type
-                transitional_value = value if same_type else None
-            params["TransitionalValue"] = transitional_value
-        return self._row(execute(conn, self.statements["find_saga"], params))
+        """The saga whose correlation value is `value` (SQL persistence's lookup, row locked).
+        With a transitional property and no match, this project's addition: the saga whose
+        transitional value is `transitional_value` (by default the same value, when both
+        properties have one type). Upstream endpoints never make that second lookup."""
+        if self.spec.correlation is None:
+            raise LookupError(f"saga table {self.dialect.display(self.dialect.saga_table(self.spec))} has no correlation property: use get()")
+        found = self._row(execute(conn, self.statements["find_saga"], {"propertyValue": value}))
+        if found is not None or self.spec.transitional is None:
+            return found
+        if transitional_value is _SAME:
+            transitional_value = value if self.spec.transitional.type == self.spec.correlation.type else None
+        if transitional_value is None:
+            return None
+        return self._row(execute(conn, self.statements["find_saga_by_transitional"], {"TransitionalCorrelationId": transitional_value}))
 
     # -- writing -----------------------------------------------------------------------
     def _transitional(self, params: dict, value: Any) -> dict:
         if self.spec.transitional is not None:
-            params["TransitionalValue"] = value
+            params["TransitionalCorrelationId"] = value
         return params
 
-    def insert(self, conn: Connection, saga_id: str, data: str, correlation_value: Any, *, transitional_value: Any = None,
-               metadata: str = "{}", persistence_version: str = "0.0.0", saga_type_version: str = "0.0.0") -> SagaRow:
+    def insert(self, conn: Connection, saga_id: str, data: str, correlation_value: Any = None, *, transitional_value: Any = None,
+               metadata: str = "{}", persistence_version: str = DEFAULT_PERSISTENCE_VERSION, saga_type_version: str = "0.0.0") -> SagaRow:
         """Store a new saga (Concurrency 1). DuplicateSaga: its Id or correlation value is taken."""
         params = {
             "Id": saga_id,
@@ -105,12 +114,13 @@ class SagaTable:
             "Data": data,
             "PersistenceVersion": persistence_version,
             "SagaTypeVersion": saga_type_version,
-            "CorrelationValue": correlation_value,
         }
+        if self.spec.correlation is not None:
+            params["CorrelationId"] = correlation_value
         try:
             execute(conn, self.statements["insert_saga"], self._transitional(params, transitional_value))
         except conn.dialect.loaded_dbapi.IntegrityError as exc:
-            raise DuplicateSaga(f"saga {saga_id} not stored in {self.dialect.display(self.spec.name)}: {exc}") from exc
+            raise DuplicateSaga(f"saga {saga_id} not stored in {self.dialect.display(self.dialect.saga_table(self.spec))}: {exc}") from exc
         return SagaRow(saga_id, metadata, data, persistence_version, saga_type_version, 1)
 
     def update(self, conn: Connection, saga: SagaRow, data: str, *, transitional_value: Any = None,
@@ -120,7 +130,7 @@ class SagaTable:
         params = {
             "Id": saga.id,
             "Data": data,
-            "PersistenceVersion": persistence_version or saga.persistence_version,
+            "PersistenceVersion": persistence_version or saga.persistence_version or DEFAULT_PERSISTENCE_VERSION,
             "SagaTypeVersion": saga_type_version or saga.saga_type_version,
             "Concurrency": saga.concurrency,
         }
