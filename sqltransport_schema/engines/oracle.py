@@ -1,11 +1,11 @@
 """Oracle: saga tables of SQL persistence only, as an offline script (`alembic upgrade --sql`).
 
-Transport-facts §8: upper-case names, CORR_<PROP> columns, names of at most 30
-characters (the limit before Oracle 12.2, which SQL persistence keeps). Index names
-are SAGA_I_ and the first 23 hex digits of SHA-1 over the UTF-8 bytes of the table
-name, a NUL byte and the property name: 30 characters, the same on every run.
-Oracle B-tree indexes store no entry whose key is all NULL, so a plain unique index
-already ignores sagas without a value. Batches end with `/` (SQL*Plus, SQLcl).
+Named as SQL persistence names them (upstream-conformance §7), so its runtime finds them:
+the table is the saga's table suffix in upper case, without the endpoint's prefix (at most
+27 ASCII characters); its primary key is "<TABLE>_PK"; columns CORR_<PROPERTY> (cut to 30
+characters); index names SAGAIDX_ and the first 22 hex digits of SHA-1 over the UTF-8 bytes
+of '<TABLE>/<Property>'. Oracle B-tree indexes store no entry whose key is all NULL, so a
+plain unique index already ignores sagas without a value. Batches end with `/` (SQL*Plus, SQLcl).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from ..versions import Profile
 from .base import Dialect
 
 MAX_IDENTIFIER = 30
+MAX_SAGA_SUFFIX = 27  # room for _PK in the primary key's name
+MAX_TABLE_PREFIX = 25  # SQL persistence's limit (its other Oracle tables append a code to the prefix)
 
 
 class Oracle(Dialect):
@@ -30,15 +32,16 @@ class Oracle(Dialect):
     CORRELATION_TYPES = {"string": "NVARCHAR2(200)", "datetime": "TIMESTAMP", "int": "NUMBER(19)", "guid": "VARCHAR2(38)"}
     CREATE_SAGA = """\
 CREATE TABLE {table} (
-    ID VARCHAR2(38) NOT NULL PRIMARY KEY,
+    ID VARCHAR2(38) NOT NULL,
     METADATA CLOB NOT NULL,
     DATA CLOB NOT NULL,
     PERSISTENCEVERSION VARCHAR2(23) NOT NULL,
     SAGATYPEVERSION VARCHAR2(23) NOT NULL,
-    CONCURRENCY NUMBER(9) NOT NULL
+    CONCURRENCY NUMBER(9) NOT NULL,
+    CONSTRAINT {primary_key} PRIMARY KEY (ID) ENABLE
 )"""
     ADD_CORRELATION = "ALTER TABLE {table} ADD ({column} {column_type})"
-    CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX {index} ON {table} ({column})"
+    CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX {index} ON {table} ({column} ASC)"
     GUARD = """\
 DECLARE
     pending NUMBER;
@@ -51,6 +54,23 @@ END;"""
     DROP_CORRELATION_INDEX = "DROP INDEX {index}"
     DROP_CORRELATION = "ALTER TABLE {table} DROP COLUMN {column}"
     DROP_TABLE = "DROP TABLE {table}"
+    # SQL persistence's runtime locks what it reads with FOR UPDATE. A driver binds :Name
+    # (oracledb's named style), which is how upstream writes these parameters.
+    SAGA_GET_BY_ID = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE Id = @Id
+FOR UPDATE"""
+    SAGA_FIND = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE {correlation} = @propertyValue
+FOR UPDATE"""
+    SAGA_FIND_BY_TRANSITIONAL = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE {transitional} = @TransitionalCorrelationId
+FOR UPDATE"""
 
     def quote(self, identifier: str) -> str:
         return '"' + identifier.upper() + '"'  # a '"' in a name is refused by name_problems
@@ -63,12 +83,15 @@ END;"""
     def table_key(self, name: TableName) -> tuple:
         return (name.schema.upper() if name.schema else None, name.table.upper())
 
+    def saga_table(self, spec: TableSpec) -> TableName:
+        return TableName(self.saga_suffix(spec).upper(), spec.name.schema)
+
     def correlation_column(self, prop: str) -> str:
-        return "CORR_" + prop.upper()
+        return ("CORR_" + prop.upper())[:MAX_IDENTIFIER]
 
     def correlation_index(self, spec: TableSpec, prop: str) -> str:
-        digest = hashlib.sha1(f"{spec.name.table}\0{prop}".encode("utf-8")).hexdigest()
-        return ("SAGA_I_" + digest)[:MAX_IDENTIFIER].upper()
+        digest = hashlib.sha1(f"{self.saga_table(spec).table}/{prop}".encode("utf-8")).hexdigest()
+        return "SAGAIDX_" + digest[:22].upper()
 
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
         return [TableName(self.correlation_index(spec, c.name), spec.name.schema) for c in spec.correlations]
@@ -85,24 +108,32 @@ END;"""
         return problems
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:
-        problems = super().saga_name_problems(spec)
-        for c in spec.correlations:
-            column = self.correlation_column(c.name)
-            if len(column.encode("utf-8")) > MAX_IDENTIFIER:
-                problems.append(f"column {column!r} is {len(column.encode('utf-8'))} bytes long; Oracle names hold at most {MAX_IDENTIFIER}")
-            if '"' in column:
-                problems.append(f"column {column!r} contains '\"', which Oracle names cannot hold")
+        """SQL persistence's Oracle limits: a suffix of at most 27 ASCII characters, a prefix of at most 25."""
+        problems = [f"schema name {problem}" for part, problem in self.name_problems(spec.name) if part == "schema"]
+        suffix, prefix = self.saga_suffix(spec), spec.saga_prefix or ""
+        if len(suffix) > MAX_SAGA_SUFFIX or not suffix.isascii() or '"' in suffix:
+            problems.append(
+                f"table suffix {suffix!r} must be at most {MAX_SAGA_SUFFIX} ASCII characters without '\"' "
+                "(SQL persistence names the Oracle table from it alone; set table_suffix)"
+            )
+        if len(prefix) > MAX_TABLE_PREFIX or not prefix.isascii():
+            problems.append(f"table prefix {prefix!r} must be at most {MAX_TABLE_PREFIX} ASCII characters for SQL persistence on Oracle")
+        columns = [self.correlation_column(c.name) for c in spec.correlations]
+        if len(columns) == 2 and columns[0] == columns[1]:
+            problems.append(f"both correlation properties become column {columns[0]!r} (cut to {MAX_IDENTIFIER} characters)")
+        problems += [f"column {column!r} contains '\"', which Oracle names cannot hold" for column in columns if '"' in column]
         return problems
 
     def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
-        if correlation is None:
-            return {"table": self.qualified(spec.name)}
-        return {
-            "table": self.qualified(spec.name),
-            "column": self.quote(self.correlation_column(correlation.name)),
-            "column_type": self.CORRELATION_TYPES[correlation.type],
-            "index": self.qualified(TableName(self.correlation_index(spec, correlation.name), spec.name.schema)),
-        }
+        table = self.saga_table(spec)
+        fields = {"table": self.qualified(table), "primary_key": self.quote(table.table + "_PK")}
+        if correlation is not None:
+            fields.update(
+                column=self.quote(self.correlation_column(correlation.name)),
+                column_type=self.CORRELATION_TYPES[correlation.type],
+                index=self.qualified(TableName(self.correlation_index(spec, correlation.name), spec.name.schema)),
+            )
+        return fields
 
     # -- DDL ---------------------------------------------------------------------------
     def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
@@ -120,7 +151,7 @@ END;"""
     def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
         if not self.holds(spec.kind):
             return []
-        table = self.qualified(spec.name)
+        table = self._saga_fields(spec)["table"]
         batches = []
         if not discard_messages:
             batches.append(self.GUARD.format(table=table, condition="1 = 1", message=self.literal(self.refusal(spec))))
