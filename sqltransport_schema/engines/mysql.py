@@ -1,4 +1,4 @@
-"""MySQL and MariaDB: saga tables of SQL persistence only (seed 002, transport-facts §8).
+"""MySQL and MariaDB: saga tables of SQL persistence only (upstream-conformance §7).
 
 There is no SQL transport layout for MySQL, so queue, delayed and subscription tables
 are not deployed here (`saga_only`). A schema is a database: a table's schema, when
@@ -34,16 +34,18 @@ class MySQL(Dialect):
         "int": "bigint(20)",
         "guid": "varchar(38) character set ascii",
     }
+    # As SQL persistence's installer makes it: the whole table ascii (Id and the version columns);
+    # string correlation columns carry utf8mb4 themselves.
     CREATE_SAGA = """\
 CREATE TABLE IF NOT EXISTS {table} (
-    Id varchar(38) character set ascii NOT NULL,
+    Id varchar(38) NOT NULL,
     Metadata json NOT NULL,
     Data json NOT NULL,
     PersistenceVersion varchar(23) NOT NULL,
     SagaTypeVersion varchar(23) NOT NULL,
     Concurrency int NOT NULL,
     PRIMARY KEY (Id)
-) DEFAULT CHARSET=utf8mb4"""
+) DEFAULT CHARSET=ascii"""
     # Every step after CREATE TABLE IF NOT EXISTS runs in a procedure that is created, called and
     # dropped (dropped first too, should an earlier run have stopped at its CALL): MySQL allows
     # IF and SIGNAL only in routines, and its ALTER TABLE has no IF [NOT] EXISTS. The catalog
@@ -57,11 +59,46 @@ CREATE TABLE IF NOT EXISTS {table} (
         "AND column_name = {column_literal}"
     )
     TABLE_EXISTS = "SELECT 1 FROM information_schema.tables WHERE table_schema = {database} AND table_name = {table_literal}"
-    # A unique index admits any number of NULLs on MySQL: sagas without a value never collide.
+    # The installer's steps: the column if missing, its type checked, the index if missing. It
+    # compares column_type plus character set, so only the types with a character set (string,
+    # guid) are ever refused; the same here. A unique index admits any number of NULLs on MySQL.
     ADD_CORRELATION = """\
     IF NOT EXISTS ({column_exists}) THEN
-        ALTER TABLE {table} ADD COLUMN {column} {column_type}, ADD UNIQUE INDEX {index} ({column});
+        ALTER TABLE {table} ADD COLUMN {column} {column_type};
+    END IF;{verify}
+    IF NOT EXISTS ({index_exists}) THEN
+        CREATE UNIQUE INDEX {index} ON {table} ({column});
     END IF;"""
+    VERIFY_CORRELATION_TYPE = """
+    SET @found = ({column_charset_type});
+    IF @found <> {column_type_literal} THEN
+        SET @refusal = LEFT(CONCAT({message_head}, @found, {message_tail}), {max_message});
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = @refusal;
+    END IF;"""
+    COLUMN_CHARSET_TYPE = (
+        "SELECT CONCAT(column_type, ' character set ', character_set_name) FROM information_schema.columns "
+        "WHERE table_schema = {database} AND table_name = {table_literal} AND column_name = {column_literal}"
+    )
+    INDEX_EXISTS = (
+        "SELECT 1 FROM information_schema.statistics WHERE table_schema = {database} AND table_name = {table_literal} "
+        "AND index_name = {index_literal}"
+    )
+    # SQL persistence's runtime locks what it reads with FOR UPDATE.
+    SAGA_GET_BY_ID = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE Id = @Id
+FOR UPDATE"""
+    SAGA_FIND = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE {correlation} = @propertyValue
+FOR UPDATE"""
+    SAGA_FIND_BY_TRANSITIONAL = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table}
+WHERE {transitional} = @TransitionalCorrelationId
+FOR UPDATE"""
     DROP_CORRELATION = """\
     IF EXISTS ({column_exists}) THEN{guard}
         ALTER TABLE {table} DROP INDEX {index}, DROP COLUMN {column};
@@ -179,7 +216,10 @@ CREATE TABLE IF NOT EXISTS {table} (
                 column_type=self.CORRELATION_TYPES[correlation.type],
                 index=self.quote(self.correlation_index(spec, correlation.name)),
             )
-            fields["column_exists"] = self.COLUMN_EXISTS.format(column_literal=self.literal(column), **fields)
+            literals = {"column_literal": self.literal(column), "index_literal": self.literal(self.correlation_index(spec, correlation.name))}
+            fields["column_exists"] = self.COLUMN_EXISTS.format(**literals, **fields)
+            fields["index_exists"] = self.INDEX_EXISTS.format(**literals, **fields)
+            fields["column_charset_type"] = self.COLUMN_CHARSET_TYPE.format(**literals, **fields)
         return fields
 
     def _step(self, body: str) -> list[str]:
@@ -207,7 +247,18 @@ CREATE TABLE IF NOT EXISTS {table} (
         return super().create_table(spec, profile) if self.holds(spec.kind) else []
 
     def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
-        return self._step(self.ADD_CORRELATION.format(**self._saga_fields(spec, correlation)))
+        fields = self._saga_fields(spec, correlation)
+        column_type = fields["column_type"]
+        verify = ""
+        if " character set " in column_type:
+            # the short form of wrong_type_message: MESSAGE_TEXT holds 128 characters (see docs/sagas.md)
+            head = f"saga table {spec.name.table}: {self.correlation_column(correlation.name)} is "
+            tail = f", not {column_type}; see docs/sagas.md"
+            verify = self.VERIFY_CORRELATION_TYPE.format(
+                column_type_literal=self.literal(column_type), message_head=self.literal(head), message_tail=self.literal(tail),
+                max_message=MAX_SIGNAL_MESSAGE, **fields,
+            )
+        return self._step(self.ADD_CORRELATION.format(verify=verify, **fields))
 
     def backfill_message(self, spec: TableSpec, old: Correlation, new: Correlation) -> str:
         """The refusal, short enough for MESSAGE_TEXT (the full advice is in docs/sagas.md)."""
