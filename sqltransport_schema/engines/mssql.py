@@ -475,7 +475,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         message = self.literal_text(self.refusal(spec, profile))
         return [self.DROP_GUARDED.format(message=message, **fields)]
 
-    # -- saga tables (transport-facts §8, seed 002) ----------------------------------------------
+    # -- saga tables (upstream-conformance §7) ---------------------------------------------------
     # Each step its own batch, guarded by the catalog, so a re-run skips what exists (a column
     # added in a batch is visible to the next batch's CREATE INDEX, not to the same batch's).
     CORRELATION_TYPES = {
@@ -514,6 +514,32 @@ END;"""
     BACKFILL_GUARD = """
     IF EXISTS (SELECT * FROM {table} WHERE {require} IS NULL)
         THROW 50000, N'{message}', 1;"""
+    # The installer's check of an existing column: INFORMATION_SCHEMA's data_type, where it stops.
+    VERIFY_CORRELATION_TYPE = """\
+DECLARE @found sysname = (
+    SELECT data_type FROM {information_schema}.COLUMNS
+    WHERE table_schema = N'{schema_name}' AND table_name = N'{table_name}' AND column_name = N'{column_name}'
+);
+IF @found <> N'{data_type}'
+BEGIN
+    DECLARE @refusal nvarchar(2048) = N'{message_head}' + @found + N'{message_tail}';
+    THROW 50000, @refusal, 1;
+END;"""
+    # data_type as INFORMATION_SCHEMA.COLUMNS reports each correlation type
+    DATA_TYPES = {"string": "nvarchar", "datetime": "datetime", "datetimeoffset": "datetimeoffset", "int": "bigint", "guid": "uniqueidentifier"}
+    # SQL persistence's runtime statements lock what they read with UPDLOCK.
+    SAGA_GET_BY_ID = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table} WITH (UPDLOCK)
+WHERE Id = @Id"""
+    SAGA_FIND = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table} WITH (UPDLOCK)
+WHERE {correlation} = @propertyValue"""
+    SAGA_FIND_BY_TRANSITIONAL = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table} WITH (UPDLOCK)
+WHERE {transitional} = @TransitionalCorrelationId"""
     SAGA_SHAPE_COLUMNS = {
         "id": ("uniqueidentifier", False),
         "metadata": ("nvarchar(max)", False),
@@ -553,7 +579,16 @@ END;"""
 
     def add_saga_correlation(self, spec: TableSpec, correlation: Correlation, profile: Profile | None = None) -> list[str]:
         fields = self._saga_fields(spec, correlation, profile)
-        return [self.ADD_CORRELATION.format(**fields), self.CREATE_CORRELATION_INDEX.format(**fields)]
+        data_type = self.DATA_TYPES[correlation.type]
+        head, _, tail = self.wrong_type_message(spec, correlation, data_type).partition("{found}")
+        catalog = spec.name.catalog if profile is None or profile.three_part_names else None
+        verify = self.VERIFY_CORRELATION_TYPE.format(
+            information_schema=(self.quote(catalog) + "." if catalog is not None else "") + "INFORMATION_SCHEMA",
+            schema_name=self.literal_text(spec.name.schema if spec.name.schema is not None else self.default_schema),
+            table_name=self.literal_text(spec.name.table), data_type=data_type,
+            message_head=self.literal_text(head), message_tail=self.literal_text(tail), **fields,
+        )
+        return [self.ADD_CORRELATION.format(**fields), verify, self.CREATE_CORRELATION_INDEX.format(**fields)]
 
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
         fields = self._saga_fields(spec, correlation)

@@ -14,12 +14,32 @@ GO
 IF NOT EXISTS (SELECT * FROM sys.columns WHERE object_id = OBJECT_ID(N'[dbo].[Sales_OrderSaga]') AND name = N'Correlation_OrderId')
     ALTER TABLE [dbo].[Sales_OrderSaga] ADD [Correlation_OrderId] uniqueidentifier NULL;
 GO
+DECLARE @found sysname = (
+    SELECT data_type FROM INFORMATION_SCHEMA.COLUMNS
+    WHERE table_schema = N'dbo' AND table_name = N'Sales_OrderSaga' AND column_name = N'Correlation_OrderId'
+);
+IF @found <> N'uniqueidentifier'
+BEGIN
+    DECLARE @refusal nvarchar(2048) = N'saga table [dbo].[Sales_OrderSaga]: column Correlation_OrderId exists with type ' + @found + N', not uniqueidentifier. SQL persistence''s installer stops on this column too; give the property a new name (a transitional property) instead of a new type';
+    THROW 50000, @refusal, 1;
+END;
+GO
 IF NOT EXISTS (SELECT * FROM sys.indexes WHERE object_id = OBJECT_ID(N'[dbo].[Sales_OrderSaga]') AND name = N'Index_Correlation_OrderId')
     CREATE UNIQUE NONCLUSTERED INDEX [Index_Correlation_OrderId] ON [dbo].[Sales_OrderSaga] ([Correlation_OrderId])
     WHERE [Correlation_OrderId] IS NOT NULL;
 GO
 IF NOT EXISTS (SELECT * FROM sys.columns WHERE object_id = OBJECT_ID(N'[dbo].[Sales_OrderSaga]') AND name = N'Correlation_OrderNumber')
     ALTER TABLE [dbo].[Sales_OrderSaga] ADD [Correlation_OrderNumber] nvarchar(200) NULL;
+GO
+DECLARE @found sysname = (
+    SELECT data_type FROM INFORMATION_SCHEMA.COLUMNS
+    WHERE table_schema = N'dbo' AND table_name = N'Sales_OrderSaga' AND column_name = N'Correlation_OrderNumber'
+);
+IF @found <> N'nvarchar'
+BEGIN
+    DECLARE @refusal nvarchar(2048) = N'saga table [dbo].[Sales_OrderSaga]: column Correlation_OrderNumber exists with type ' + @found + N', not nvarchar. SQL persistence''s installer stops on this column too; give the property a new name (a transitional property) instead of a new type';
+    THROW 50000, @refusal, 1;
+END;
 GO
 IF NOT EXISTS (SELECT * FROM sys.indexes WHERE object_id = OBJECT_ID(N'[dbo].[Sales_OrderSaga]') AND name = N'Index_Correlation_OrderNumber')
     CREATE UNIQUE NONCLUSTERED INDEX [Index_Correlation_OrderNumber] ON [dbo].[Sales_OrderSaga] ([Correlation_OrderNumber])
@@ -28,6 +48,16 @@ GO
 -- add_saga_correlation: Sales_OrderSaga
 IF NOT EXISTS (SELECT * FROM sys.columns WHERE object_id = OBJECT_ID(N'[dbo].[Sales_OrderSaga]') AND name = N'Correlation_OrderNumber')
     ALTER TABLE [dbo].[Sales_OrderSaga] ADD [Correlation_OrderNumber] nvarchar(200) NULL;
+GO
+DECLARE @found sysname = (
+    SELECT data_type FROM INFORMATION_SCHEMA.COLUMNS
+    WHERE table_schema = N'dbo' AND table_name = N'Sales_OrderSaga' AND column_name = N'Correlation_OrderNumber'
+);
+IF @found <> N'nvarchar'
+BEGIN
+    DECLARE @refusal nvarchar(2048) = N'saga table [dbo].[Sales_OrderSaga]: column Correlation_OrderNumber exists with type ' + @found + N', not nvarchar. SQL persistence''s installer stops on this column too; give the property a new name (a transitional property) instead of a new type';
+    THROW 50000, @refusal, 1;
+END;
 GO
 IF NOT EXISTS (SELECT * FROM sys.indexes WHERE object_id = OBJECT_ID(N'[dbo].[Sales_OrderSaga]') AND name = N'Index_Correlation_OrderNumber')
     CREATE UNIQUE NONCLUSTERED INDEX [Index_Correlation_OrderNumber] ON [dbo].[Sales_OrderSaga] ([Correlation_OrderNumber])
@@ -79,12 +109,32 @@ GO
 IF NOT EXISTS (SELECT * FROM [finance].sys.columns WHERE object_id = OBJECT_ID(N'[finance].[billing].[Bill_Invoices]') AND name = N'Correlation_PlacedAt')
     ALTER TABLE [finance].[billing].[Bill_Invoices] ADD [Correlation_PlacedAt] datetimeoffset NULL;
 GO
+DECLARE @found sysname = (
+    SELECT data_type FROM [finance].INFORMATION_SCHEMA.COLUMNS
+    WHERE table_schema = N'billing' AND table_name = N'Bill_Invoices' AND column_name = N'Correlation_PlacedAt'
+);
+IF @found <> N'datetimeoffset'
+BEGIN
+    DECLARE @refusal nvarchar(2048) = N'saga table [finance].[billing].[Bill_Invoices]: column Correlation_PlacedAt exists with type ' + @found + N', not datetimeoffset. SQL persistence''s installer stops on this column too; give the property a new name (a transitional property) instead of a new type';
+    THROW 50000, @refusal, 1;
+END;
+GO
 IF NOT EXISTS (SELECT * FROM [finance].sys.indexes WHERE object_id = OBJECT_ID(N'[finance].[billing].[Bill_Invoices]') AND name = N'Index_Correlation_PlacedAt')
     CREATE UNIQUE NONCLUSTERED INDEX [Index_Correlation_PlacedAt] ON [finance].[billing].[Bill_Invoices] ([Correlation_PlacedAt])
     WHERE [Correlation_PlacedAt] IS NOT NULL;
 GO
 IF NOT EXISTS (SELECT * FROM [finance].sys.columns WHERE object_id = OBJECT_ID(N'[finance].[billing].[Bill_Invoices]') AND name = N'Correlation_InvoiceNumber')
     ALTER TABLE [finance].[billing].[Bill_Invoices] ADD [Correlation_InvoiceNumber] bigint NULL;
+GO
+DECLARE @found sysname = (
+    SELECT data_type FROM [finance].INFORMATION_SCHEMA.COLUMNS
+    WHERE table_schema = N'billing' AND table_name = N'Bill_Invoices' AND column_name = N'Correlation_InvoiceNumber'
+);
+IF @found <> N'bigint'
+BEGIN
+    DECLARE @refusal nvarchar(2048) = N'saga table [finance].[billing].[Bill_Invoices]: column Correlation_InvoiceNumber exists with type ' + @found + N', not bigint. SQL persistence''s installer stops on this column too; give the property a new name (a transitional property) instead of a new type';
+    THROW 50000, @refusal, 1;
+END;
 GO
 IF NOT EXISTS (SELECT * FROM [finance].sys.indexes WHERE object_id = OBJECT_ID(N'[finance].[billing].[Bill_Invoices]') AND name = N'Index_Correlation_InvoiceNumber')
     CREATE UNIQUE NONCLUSTERED INDEX [Index_Correlation_InvoiceNumber] ON [finance].[billing].[Bill_Invoices] ([Correlation_InvoiceNumber])
@@ -93,6 +143,16 @@ GO
 -- add_saga_correlation: Bill_Invoices
 IF NOT EXISTS (SELECT * FROM [finance].sys.columns WHERE object_id = OBJECT_ID(N'[finance].[billing].[Bill_Invoices]') AND name = N'Correlation_InvoiceNumber')
     ALTER TABLE [finance].[billing].[Bill_Invoices] ADD [Correlation_InvoiceNumber] bigint NULL;
+GO
+DECLARE @found sysname = (
+    SELECT data_type FROM [finance].INFORMATION_SCHEMA.COLUMNS
+    WHERE table_schema = N'billing' AND table_name = N'Bill_Invoices' AND column_name = N'Correlation_InvoiceNumber'
+);
+IF @found <> N'bigint'
+BEGIN
+    DECLARE @refusal nvarchar(2048) = N'saga table [finance].[billing].[Bill_Invoices]: column Correlation_InvoiceNumber exists with type ' + @found + N', not bigint. SQL persistence''s installer stops on this column too; give the property a new name (a transitional property) instead of a new type';
+    THROW 50000, @refusal, 1;
+END;
 GO
 IF NOT EXISTS (SELECT * FROM [finance].sys.indexes WHERE object_id = OBJECT_ID(N'[finance].[billing].[Bill_Invoices]') AND name = N'Index_Correlation_InvoiceNumber')
     CREATE UNIQUE NONCLUSTERED INDEX [Index_Correlation_InvoiceNumber] ON [finance].[billing].[Bill_Invoices] ([Correlation_InvoiceNumber])
