@@ -104,10 +104,14 @@ SAGA = Field(
     fields={
         "name": _name("Saga name (the saga type's name); the table suffix unless table_suffix is set.", required=True),
         "table_suffix": _name("Table suffix instead of the saga name."),
-        "correlation": _correlation("The correlation property: a column with a unique index that ignores NULLs.", required=True),
+        "correlation": _correlation(
+            "The correlation property: a column with a unique index that ignores NULLs. Optional, as in SQL persistence: "
+            "a saga without one is found by its Id (or a custom finder) only."
+        ),
         "transitional": _correlation(
-            "A transitional correlation property: an extra column and unique index, queried when the correlation "
-            "property finds no saga. Promote it by making it the correlation property once every saga has a value."
+            "A transitional correlation property: an extra column and unique index that every save writes (SQL persistence "
+            "never looks sagas up by it; this project's runtime can). Promote it by making it the correlation property "
+            "once every saga has a value."
         ),
     },
 )
@@ -889,6 +893,12 @@ def _saga_problems(t: Topology) -> Iterator[Problem]:
             yield Problem(ep.mark_of("sagas"), f"endpoint {ep.name!r} is send-only and handles no messages, so it has no sagas: remove sagas or send_only")
         for saga in ep.sagas:
             c, tr = saga.correlation, saga.transitional
+            if c is None and tr is not None and "correlation" not in saga.marks:
+                yield Problem(
+                    saga.mark_of("transitional"),
+                    f"saga {saga.name!r}: a transitional property needs a correlation property (SQL persistence refuses it alone): "
+                    "make it the correlation property or add one",
+                )
             if c is not None and tr is not None and c.name.casefold() == tr.name.casefold():
                 yield Problem(
                     saga.mark_of("transitional.name"),

@@ -60,18 +60,26 @@ def test_saga_problems_are_reported_with_file_line_column():
     text = saga_topology(
         "      - name: OrderSaga\n        correlation: {name: OrderId, type: strin}\n"
         "      - name: ShipSaga\n        correlation: {name: OrderId, type: int}\n        transitional: {name: orderid, type: int}\n"
-        "      - name: NoCorrelation\n",
+        "      - name: NoCorrelation\n"
+        "      - name: OnlyTransitional\n        transitional: {name: OrderNumber, type: int}\n",
     )
     found = problems(text)
     assert any(p.startswith("topology.yaml:7:44: error:") and "did you mean 'string'" in p for p in found)
     assert any(p.startswith("topology.yaml:10:30: error:") and "is the correlation property" in p for p in found)
-    assert any(p.startswith("topology.yaml:11:9: error:") and "needs a 'correlation' key" in p for p in found)
+    # SQL persistence allows a saga without a correlation property, not a transitional one alone
+    assert not any("NoCorrelation" in p or ":11:" in p for p in found)
+    assert any(p.startswith("topology.yaml:13:23: error:") and "needs a correlation property" in p for p in found)
 
 
 def test_names_over_an_engines_limit_are_errors():
     long_saga = "      - name: " + "S" * 40 + "\n        correlation: {name: OrderId, type: int}\n"
     found = problems(saga_topology(long_saga, engines="[sqlite, oracle]"))
-    assert len(found) == 1 and "on oracle" in found[0] and "30" in found[0]
+    assert len(found) == 1 and "on oracle" in found[0] and "at most 27 ASCII characters" in found[0]
+    # SQL persistence on PostgreSQL: a table prefix over 20 characters, a suffix over 43
+    long_prefix = saga_topology(ORDER, engines="[postgresql]", endpoint_extra="    table_prefix: " + "P" * 21 + "\n")
+    assert any("table prefix" in p and "over 20" in p for p in problems(long_prefix))
+    found = problems(saga_topology(long_saga.replace("S" * 40, "S" * 44), engines="[postgresql]"))
+    assert any("table suffix" in p and "over 43" in p for p in found)
     long_prop = "      - name: OrderSaga\n        correlation: {name: " + "P" * 60 + ", type: int}\n"
     found = problems(saga_topology(long_prop, engines="[postgresql, mysql]"))
     assert any("postgresql" in p and "63-byte" in p for p in found) and any("mysql" in p and "64" in p for p in found)
@@ -198,7 +206,7 @@ SAGA_STRUCTURALLY_BAD = {
     "unknown-saga-key": ORDER + "        correlation_property: x\n",
     "no-type": "      - name: OrderSaga\n        correlation: {name: OrderId}\n",
     "unknown-type": "      - name: OrderSaga\n        correlation: {name: OrderId, type: decimal}\n",
-    "no-correlation": "      - name: OrderSaga\n",
+    "no-name": "      - table_suffix: OrderSaga\n",
     "list-for-transitional": ORDER + "        transitional: [OrderNumber]\n",
     "number-for-suffix": "      - name: OrderSaga\n        table_suffix: 7\n        correlation: {name: OrderId, type: int}\n",
 }
