@@ -110,28 +110,49 @@ def test_oracle_saga_ddl_matches_the_golden_script():
     assert_golden("oracle_sagas.sql", render("oracle", [oracle_order], "/"))
 
 
-def test_oracle_names_are_upper_case_and_within_30_characters():
+def test_oracle_names_are_sql_persistences():
+    """The table is the suffix alone (SQL persistence's runtime queries that name), its primary key
+    "<TABLE>_PK", index names SAGAIDX_ + 22 hex of SHA-1 over '<TABLE>/<Property>'."""
     engine = engines.get("oracle")
-    spec = ORDER._replace(name=TableName("S" * 30))
-    create = "\n".join(engine.create_saga(spec))
-    assert '"' + "S" * 30 + '"' in create and '"CORR_ORDERID" VARCHAR2(38)' in create
-    for c in spec.correlations:
-        index = engine.correlation_index(spec, c.name)
-        assert len(index) == 30 and index == index.upper() and index.startswith("SAGA_I_")
-        assert index == engine.correlation_index(spec, c.name)  # stable
+    create = "\n".join(engine.create_saga(ORDER))
+    assert 'CREATE TABLE "ORDERSAGA" (' in create and 'CONSTRAINT "ORDERSAGA_PK" PRIMARY KEY (ID) ENABLE' in create
+    assert "SALES" not in create and '"CORR_ORDERID" VARCHAR2(38)' in create
+    assert engine.correlation_index(ORDER, "OrderId") == "SAGAIDX_FD8BAD844CFBBE419E43FE"  # facts §7 vector
+    approved = ORDER._replace(name=TableName("xtheSaga"), saga_prefix="x")
+    assert engine.correlation_index(approved, "CorrelationProperty") == "SAGAIDX_E78AFF37B286FF56612DF6"
+    assert 'CREATE UNIQUE INDEX "SAGAIDX_FD8BAD844CFBBE419E43FE" ON "ORDERSAGA" ("CORR_ORDERID" ASC)' in create
+    assert engine.correlation_column("P" * 40) == "CORR_" + "P" * 25  # cut to 30 characters, as upstream
+    statements = engine.saga_statements(ORDER._replace(name=TableName("Sales_OrderSaga", "app")))
+    assert 'FROM "APP"."ORDERSAGA"' in statements["find_saga"].sql and statements["find_saga"].sql.endswith("FOR UPDATE")
+    assert statements["find_saga"].native("named")[0].count(":propertyValue") == 1
 
 
 # --------------------------------------------------------------------------- names
-def test_postgresql_index_names_hash_table_and_property_and_fit_63_bytes():
+def test_postgresql_index_names_are_sql_persistences():
+    """<prefix>_i_ + SHA-1 of '<suffix>/<property>' in upper-case hex (facts §7 vectors)."""
     engine = engines.get("postgresql")
-    expected = "Sales__i_" + hashlib.sha1(b"Sales_OrderSaga\0OrderId").hexdigest()
+    assert engine.correlation_index(ORDER, "OrderId") == "Sales__i_9ACA1354611B1EEE42F739F02F62E0AB88D036F3"
+    approved = ORDER._replace(name=TableName("ptheSaga"), saga_prefix="p")
+    assert engine.correlation_index(approved, "CorrelationProperty") == "p_i_D89EC3A0705013CCFF7590FD75D03B38CD0022C9"
+    expected = "Sales__i_" + hashlib.sha1(b"OrderSaga/OrderId").hexdigest().upper()
     assert engine.correlation_index(ORDER, "OrderId") == expected
-    long_prefix = "Ä" * 40 + "_"
-    spec = ORDER._replace(name=TableName(long_prefix + "OrderSaga"), saga_prefix=long_prefix)
-    name = engine.correlation_index(spec, "OrderId")
-    assert len(name.encode("utf-8")) <= 63 and name.endswith(hashlib.sha1((spec.name.table + "\0OrderId").encode()).hexdigest())
-    other = spec._replace(name=TableName(long_prefix + "OtherSaga"))
-    assert engine.correlation_index(other, "OrderId") != name  # the cut prefix never merges two tables' indexes
+    batches = engine.add_saga_correlation(ORDER, ORDER.correlation)
+    assert batches[2] == f'CREATE UNIQUE INDEX IF NOT EXISTS "{expected}" ON "public"."Sales_OrderSaga" USING btree ("Correlation_OrderId" ASC)'
+
+
+def test_saga_runtime_statements_are_sql_persistences_per_engine():
+    """Select list in upstream's order, its parameter names and its locks."""
+    for name, lock in (("mssql", "WITH (UPDLOCK)"), ("postgresql", "FOR UPDATE"), ("mysql", "FOR UPDATE"), ("oracle", "FOR UPDATE"), ("sqlite", None)):
+        statements = engines.get(name).saga_statements(ORDER)
+        find, insert, update = statements["find_saga"], statements["insert_saga"], statements["update_saga"]
+        assert find.params == ("propertyValue",) and find.columns == ("Id", "SagaTypeVersion", "Concurrency", "Metadata", "Data")
+        assert (lock in find.sql and lock in statements["get_saga_by_id"].sql) if lock else "UPDLOCK" not in find.sql and "FOR UPDATE" not in find.sql
+        assert insert.params[-2:] == ("CorrelationId", "TransitionalCorrelationId")
+        assert "TransitionalCorrelationId" in update.params and "CorrelationId" not in update.params  # never updated
+        assert statements["find_saga_by_transitional"].params == ("TransitionalCorrelationId",)
+    plain = engines.get("postgresql").saga_statements(ORDER._replace(correlation=None, transitional=None))
+    assert set(plain) == {"get_saga_by_id", "insert_saga", "update_saga", "complete_saga"}
+    assert plain["insert_saga"].params == ("Id", "Metadata", "Data", "PersistenceVersion", "SagaTypeVersion")
 
 
 # --------------------------------------------------------------------------- offline scripts
@@ -159,7 +180,7 @@ def test_offline_scripts_hold_saga_tables_only(project, url):
     result = run(str(BIN / "alembic"), "-c", str(project.ini), "-x", f"url={url}", "upgrade", "head", "--sql", cwd=project.root)
     assert result.returncode == 0, result.stderr
     script = result.stdout
-    assert "CREATE TABLE" in script and ("SALES_ORDERSAGA" in script if url == "oracle://" else "`Sales_OrderSaga`" in script)
+    assert "CREATE TABLE" in script and ('"ORDERSAGA"' in script if url == "oracle://" else "`Sales_OrderSaga`" in script)
     assert "error" not in script.replace("alembic_version", "")  # the queue is skipped on saga-only engines
     if url == "oracle://":
         assert "\n/\n" in script and '"CORR_ORDERID" VARCHAR2(38)' in script
@@ -174,10 +195,11 @@ def test_statements_cli_prints_every_saga_statement(project, capsys):
     out = capsys.readouterr().out
     for name in ("get_saga_by_id", "find_saga", "insert_saga", "update_saga", "complete_saga"):
         assert f"-- Sales_OrderSaga: {name}:" in out
-    assert "UPDATE [dbo].[Sales_OrderSaga] SET Data = @Data" in out and "WHERE Id = @Id AND Concurrency = @Concurrency" in out
+    assert "UPDATE [dbo].[Sales_OrderSaga]\nSET Data = @Data" in out and "WHERE Id = @Id AND Concurrency = @Concurrency" in out
+    assert "FROM [dbo].[Sales_OrderSaga] WITH (UPDLOCK)\nWHERE [Correlation_OrderId] = @propertyValue" in out
     assert cli.main(["statements", "--engine", "oracle", "--sagas", "--topology", str(project.topology), "--format", "json"]) == 0
     payload = __import__("json").loads(capsys.readouterr().out)
     find = payload["statements"]["Sales_OrderSaga: find_saga"]
-    assert find["params"] == ["CorrelationValue"] and '"SALES_ORDERSAGA"' in find["sql"] and '"CORR_ORDERID"' in find["sql"]
+    assert find["params"] == ["propertyValue"] and '"ORDERSAGA"' in find["sql"] and '"CORR_ORDERID"' in find["sql"]
     assert cli.main(["statements", "--engine", "mysql"]) == 2
     assert "holds saga tables only" in capsys.readouterr().err
