@@ -167,6 +167,18 @@ def test_switching_the_correlation_property_without_a_transition_is_refused():
     assert "Add 'OrderNumber' as the transitional property first" in str(exc.value)
 
 
+def test_a_saga_without_a_correlation_property_compiles_and_gains_or_loses_one_plainly():
+    plain = "      - name: OrderSaga\n"
+    (spec,) = saga_specs(saga_topology(plain))
+    assert spec.correlation is None and spec.correlations == ()
+    # dropping the correlation property drops its column, unguarded
+    (step,) = saga_steps(saga_topology(ORDER), saga_topology(plain))
+    assert isinstance(step, saga_ops.DropSagaCorrelationOp) and step.correlation.name == "OrderId" and step.require is None
+    # a correlation property for a saga that had none (never looked up by one): added, as the installer does
+    (step,) = saga_steps(saga_topology(plain), saga_topology(ORDER))
+    assert isinstance(step, saga_ops.AddSagaCorrelationOp) and step.correlation == Correlation("OrderId", "string")
+
+
 def test_new_and_removed_saga_tables_create_and_drop_refusing_while_sagas_remain():
     steps = saga_steps(HEAD, saga_topology(ORDER_T))
     assert [type(s).__name__ for s in steps] == ["CreateSagaTableOp"]

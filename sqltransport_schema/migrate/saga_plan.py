@@ -7,7 +7,8 @@
 - a transitional property removed without promotion: its column and index are dropped.
 
 Changing a property's type, or switching the correlation property to one the table does not
-have yet, is refused: existing sagas would lose the way they are found.
+have yet, is refused: existing sagas would lose the way they are found. A saga that had no
+correlation property gets one added plainly (it was never looked up by one).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ def saga_alterations(before: TableSpec, after: TableSpec) -> list:
             role = "correlation" if after.correlation and after.correlation.name == name else "transitional"
             raise ValueError(TYPE_CHANGE.format(table=table, role=role, name=name, old=old[name].type, new=new[name].type, suffix=new[name].type.capitalize()))
     promoted = after.correlation
-    if promoted is not None and before.correlation != promoted and promoted.name not in old:
-        old_name = before.correlation.name if before.correlation else None
-        raise ValueError(DIRECT_SWITCH.format(table=table, old=old_name, new=promoted.name))
+    # A saga that had no correlation property was never looked up by one: adding it is a plain
+    # add (as SQL persistence's installer does; a transitional property alone is not allowed).
+    if promoted is not None and before.correlation is not None and before.correlation != promoted and promoted.name not in old:
+        raise ValueError(DIRECT_SWITCH.format(table=table, old=before.correlation.name, new=promoted.name))
     steps: list = [AddSagaCorrelationOp(after, c) for c in after.correlations if c.name not in old]
     for c in before.correlations:
         if c.name not in new:
