@@ -8,7 +8,6 @@ from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
 
-
 def normalise_url(url: str) -> str:
     """A bare postgresql:// URL means psycopg 3, the driver this package installs; mysql:// and
     mariadb:// mean PyMySQL."""

@@ -242,9 +242,9 @@ def test_runtime_connections_wait_and_begin_as_writers(deployment):
     with engine.connect() as conn:
         raw = conn.connection.dbapi_connection
         assert raw.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
-        with conn.begin():  # BEGIN IMMEDIATE: this transaction holds the write lock before it writes
-            with pytest.raises(sqlite3.OperationalError, match="locked"):
-                sqlite3.connect(engine.url.database, timeout=0).execute("BEGIN IMMEDIATE")
+        # BEGIN IMMEDIATE: this transaction holds the write lock before it writes
+        with conn.begin(), pytest.raises(sqlite3.OperationalError, match="locked"):
+            sqlite3.connect(engine.url.database, timeout=0).execute("BEGIN IMMEDIATE")
     engine.dispose()
     driver = sqlite3.connect(make_engine(url).url.database, timeout=60)
     Transport(make_engine(url), "9.1").driver_connection(driver)
