@@ -37,6 +37,12 @@ Contenders, at batch size 1 / 50:
         document as a dict (pgmq stores JSONB), the headers the same map as JSONB.
 
     .venv/bin/python benchmarks/runtime_throughput.py [--quick] [--rounds N] [--keep-db]
+    .venv/bin/python benchmarks/runtime_throughput.py --sqlite [--quick] [--rounds N]
+
+--sqlite: the same cells on one SQLite file (WAL, as the migrations create it), send and receive
+at batch size 1 in 1 and 4 processes: ours and driver (sqlite3 bound with driver_connection)
+against raw, the engine's SEND / RECEIVE text (Statement.native("named")) on sqlite3.connect with
+isolation_level IMMEDIATE and the same busy timeout, commit per transaction, the same wire work.
     .venv/bin/python benchmarks/runtime_throughput.py --profile send|receive [--batch 1|50]
 
 --profile: where ours spends client CPU, one worker in this process: batch-1 steps from
@@ -76,10 +82,22 @@ BODY_BYTES = 1024
 FULL_COUNTS = {("send", 1): 4000, ("send", 50): 12000, ("receive", 1): 4000, ("receive", 50): 36000}
 FULL_ROUNDS = 8  # a multiple of the four contenders: every position in every cell equally often
 QUICK_COUNTS = {("send", 1): 200, ("send", 50): 1000, ("receive", 1): 200, ("receive", 50): 1000}
+# SQLite: one writer at a time, so a cell's rate is the lock's hand-over rate; a few seconds per cell
+SQLITE_CONTENDERS = ("ours", "driver", "raw")
+SQLITE_WORKERS = (1, 4)
+SQLITE_COUNTS = {("send", 1): 500, ("receive", 1): 500}
+SQLITE_ROUNDS = 6  # a multiple of the three contenders
 
 
 def url_of(database: str) -> str:
+    """A PostgreSQL database by name; a SQLite database by its file path (--sqlite)."""
+    if is_sqlite(database):
+        return f"sqlite:///{database}"
     return f"postgresql://postgres@127.0.0.1:5432/{database}"
+
+
+def is_sqlite(database: str) -> bool:
+    return database.endswith(".db")
 
 
 # --------------------------------------------------------------------------- messages
@@ -159,12 +177,12 @@ def pgmq_versions() -> str:
         return f"pgmq unavailable: {exc}"
 
 
-def statements():
+def statements(engine: str = "postgresql"):
     from sqltransport_schema import engines
     from sqltransport_schema.schema import TableName
     from sqltransport_schema.versions import profile
 
-    return engines.get("postgresql").runtime_statements(profile("9.1"), TableName(QUEUE))
+    return engines.get(engine).runtime_statements(profile("9.1"), TableName(QUEUE))
 
 
 def runtime_cursor(dbapi_connection):
@@ -172,10 +190,16 @@ def runtime_cursor(dbapi_connection):
     ours put the same bytes on the wire and get the same Python values back."""
     from sqltransport_schema import engines
 
-    return engines.get("postgresql").runtime_cursor(dbapi_connection)
+    module = type(dbapi_connection).__module__.partition(".")[0]
+    return engines.for_driver(module).runtime_cursor(dbapi_connection)
 
 
 def reset(database: str, contender: str) -> None:
+    if is_sqlite(database):
+        with sqlite_connect(database) as conn:
+            conn.execute(f'DELETE FROM "{QUEUE}"')
+            conn.execute("DELETE FROM sqlite_sequence")
+        return
     import psycopg
 
     with psycopg.connect(url_of(database), autocommit=True) as conn:
@@ -222,6 +246,8 @@ def prefill(database: str, contender: str, total: int) -> None:
     Rows arrive in fill order, each with its own message id in Id and Headers, the same rows a
     send writes (Expires NULL; pgmq: vt = clock_timestamp(), as pgmq.send() writes it). pgmq's
     Python client encodes jsonb[] arrays slowly, and the fill is not what is measured."""
+    if is_sqlite(database):
+        return prefill_sqlite(database, total)
     import psycopg
 
     with psycopg.connect(url_of(database)) as conn:
@@ -236,6 +262,46 @@ def prefill(database: str, contender: str, total: int) -> None:
     with psycopg.connect(url_of(database), autocommit=True) as conn:
         table = f"pgmq.q_{QUEUE}" if contender == "pgmq" else f'"public"."{QUEUE}"'
         conn.execute(f"VACUUM ANALYZE {table}")
+
+
+def sqlite_connect(path: str):
+    """sqlite3 as raw uses it: sqlite3's implicit BEGIN as BEGIN IMMEDIATE, the runtime's busy timeout."""
+    import sqlite3
+
+    from sqltransport_schema import engines
+
+    return sqlite3.connect(path, isolation_level="IMMEDIATE", timeout=engines.get("sqlite").BUSY_TIMEOUT_MS / 1000)
+
+
+def setup_sqlite(path: str) -> str:
+    """A new database file in WAL with our queue table from the engine's DDL, as the migrations make it."""
+    from sqltransport_schema import engines
+    from sqltransport_schema.schema import Kind, TableName, TableSpec
+    from sqltransport_schema.versions import profile
+
+    sqlite = engines.get("sqlite")
+    with sqlite_connect(path) as conn:
+        assert sqlite.new_database_in_wal(conn)
+        for ddl in sqlite.create_table(TableSpec(Kind.QUEUE, TableName(QUEUE)), profile("9.1")):
+            conn.execute(ddl)
+        conn.execute("CREATE TABLE bench_fill (n INTEGER PRIMARY KEY, id TEXT, headers TEXT, body BLOB)")
+    return path
+
+
+def prefill_sqlite(path: str, total: int) -> None:
+    """The SQLite queue filled from the run's fill table (grown once, encoded as a send encodes)."""
+    from sqltransport_schema.runtime import wire
+
+    body = make_body()
+    with sqlite_connect(path) as conn:
+        have = conn.execute("SELECT count(*) FROM bench_fill").fetchone()[0]
+        rows = []
+        for _ in range(max(0, total - have)):
+            h = make_headers()
+            rows.append((h[wire.MESSAGE_ID], wire.encode_headers(h), body))
+        conn.executemany("INSERT INTO bench_fill (id, headers, body) VALUES (?, ?, ?)", rows)
+        conn.execute(f'INSERT INTO "{QUEUE}" (Id, Recoverable, Expires, Headers, Body) '
+                     "SELECT id, 1, NULL, headers, body FROM bench_fill ORDER BY n LIMIT ?", (total,))
 
 
 # --------------------------------------------------------------------------- contenders
@@ -290,7 +356,12 @@ class Driver(Ours):
         self.engine = make_engine(url)  # names the engine; no connection is taken from it
         transport = Transport(self.engine, "9.1")
         self.queue = transport.queue(QUEUE)
-        self.raw = psycopg.connect(url)
+        if url.startswith("sqlite"):
+            import sqlite3
+
+            self.raw = sqlite3.connect(self.engine.url.database)  # as a user opens it; binding sets it up
+        else:
+            self.raw = psycopg.connect(url)
         self.conn = transport.driver_connection(self.raw)
         self.raw.execute("SELECT 1")
         self.raw.commit()
@@ -332,11 +403,13 @@ class Raw:
         from sqltransport_schema.runtime import wire
 
         self.wire = wire
-        self.conn = psycopg.connect(url)
-        found = statements()
-        self.send_sql = found["send"].native("pyformat")[0]
-        self.receive_sql = found["receive"].native("pyformat")[0]
-        self.receive_batch_sql = found["receive_batch"].native("pyformat")[0]
+        sqlite = url.startswith("sqlite")
+        self.conn = sqlite_connect(url.removeprefix("sqlite:///")) if sqlite else psycopg.connect(url)
+        found = statements("sqlite" if sqlite else "postgresql")
+        style = "named" if sqlite else "pyformat"  # both take the parameters as a dict
+        self.send_sql = found["send"].native(style)[0]
+        self.receive_sql = found["receive"].native(style)[0]
+        self.receive_batch_sql = found["receive_batch"].native(style)[0]
         columns = getattr(found["receive_batch"], "columns", ())
         # the row layout the hand-written code below relies on
         assert not columns or tuple(columns[:5]) == ("Id", "Expired", "Headers", "Body", "Order"), columns
@@ -526,8 +599,15 @@ def main() -> int:
     parser.add_argument("--keep-db", action="store_true", help="leave the benchmark database in place")
     parser.add_argument("--profile", choices=("send", "receive"), help="cProfile ours, one worker in-process")
     parser.add_argument("--batch", type=int, default=1, choices=BATCHES, help="batch size of the cProfile run of --profile")
+    parser.add_argument("--sqlite", action="store_true", help="the SQLite cells (one file in a temporary folder)")
     args = parser.parse_args()
     counts = QUICK_COUNTS if args.quick else FULL_COUNTS
+    if args.sqlite:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="sqlts_bench_") as folder:
+            counts = {key: QUICK_COUNTS[key] for key in SQLITE_COUNTS} if args.quick else SQLITE_COUNTS
+            return compare_sqlite(setup_sqlite(os.path.join(folder, "bench.db")), counts, args.rounds or (1 if args.quick else SQLITE_ROUNDS))
 
     database = create_database("sqlts_bench_rt")
     try:
@@ -540,6 +620,41 @@ def main() -> int:
             print(f"(database {database} kept)")
         else:
             drop_database(database)
+
+
+def measure(database: str, contenders, workers_list, batches, counts: dict, rounds: int) -> tuple[dict, float]:
+    """Every cell once per round, the contenders one after the other in an order that turns each
+    round; (runs by (op, workers, batch, contender), seconds measuring took)."""
+    runs: dict[tuple, list[dict]] = {}
+    pool = Workers(max(WORKERS))
+    started = time.monotonic()
+    try:
+        for contender in contenders:  # warm-up, not reported: worker imports, server caches, first WAL segments
+            for op in ("send", "receive"):
+                run_cell(pool, database, contender, op, max(WORKERS), 1, 50)
+        for round_no in range(rounds):
+            cell_no = 0
+            for op in ("send", "receive"):
+                for workers in workers_list:
+                    for batch in batches:
+                        # each cell's order turns by one every round: over a multiple of len(contenders)
+                        # rounds every contender runs first, second and last in it equally often
+                        shift = (round_no + cell_no) % len(contenders)
+                        order = contenders[shift:] + contenders[:shift]
+                        cell_no += 1
+                        for contender in order:
+                            cell = run_cell(pool, database, contender, op, workers, batch, counts[(op, batch)])
+                            runs.setdefault((op, workers, batch, contender), []).append(cell)
+                            if "error" in cell:
+                                print(f"  ! {op} {contender} workers={workers} batch={batch}: {cell['error']}", flush=True)
+                            elif cell["done"] != cell["expected"] or cell["empty"]:
+                                print(f"  ! {op} {contender} workers={workers} batch={batch}: {cell['done']} of {cell['expected']} "
+                                      f"messages, {cell['empty']} empty receives", flush=True)
+                        print(f"  .. round {round_no + 1} {op} workers={workers} batch={batch}: " + ", ".join(
+                            f"{c} {fmt_rate(runs[(op, workers, batch, c)][-1])}" for c in contenders), file=sys.stderr, flush=True)
+    finally:
+        pool.close()
+    return runs, time.monotonic() - started
 
 
 def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) -> int:
@@ -564,36 +679,7 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
           "order), so a round's ratio compares runs that shared the disk's state; wall time from the barrier to the last worker done")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
-    runs: dict[tuple, list[dict]] = {}
-    pool = Workers(max(WORKERS))
-    started = time.monotonic()
-    try:
-        for contender in contenders:  # warm-up, not reported: worker imports, server caches, first WAL segments
-            for op in ("send", "receive"):
-                run_cell(pool, database, contender, op, max(WORKERS), 1, 50)
-        for round_no in range(rounds):
-            cell_no = 0
-            for op in ("send", "receive"):
-                for workers in WORKERS:
-                    for batch in BATCHES:
-                        # each cell's order turns by one every round: over a multiple of len(contenders)
-                        # rounds every contender runs first, second and last in it equally often
-                        shift = (round_no + cell_no) % len(contenders)
-                        order = contenders[shift:] + contenders[:shift]
-                        cell_no += 1
-                        for contender in order:
-                            cell = run_cell(pool, database, contender, op, workers, batch, counts[(op, batch)])
-                            runs.setdefault((op, workers, batch, contender), []).append(cell)
-                            if "error" in cell:
-                                print(f"  ! {op} {contender} workers={workers} batch={batch}: {cell['error']}", flush=True)
-                            elif cell["done"] != cell["expected"] or cell["empty"]:
-                                print(f"  ! {op} {contender} workers={workers} batch={batch}: {cell['done']} of {cell['expected']} "
-                                      f"messages, {cell['empty']} empty receives", flush=True)
-                        print(f"  .. round {round_no + 1} {op} workers={workers} batch={batch}: " + ", ".join(
-                            f"{c} {fmt_rate(runs[(op, workers, batch, c)][-1])}" for c in contenders), file=sys.stderr, flush=True)
-    finally:
-        pool.close()
-    elapsed = time.monotonic() - started
+    runs, elapsed = measure(database, contenders, WORKERS, BATCHES, counts, rounds)
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; measuring took {elapsed:.0f} s")
 
     def good(cells: list[dict] | None) -> list[dict] | None:
@@ -694,6 +780,44 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
                     per = [" / ".join(fmt_rate(runs[(op, workers, batch, c)][i]) if (op, workers, batch, c) in runs else "n/a"
                                       for c in CONTENDERS) for i in range(rounds)]
                     print(f"  {op:<7} workers={workers} batch={batch:<2}: " + " | ".join(per))
+    return 0
+
+
+def compare_sqlite(path: str, counts: dict, rounds: int) -> int:
+    """ours and driver against raw sqlite3 on one SQLite file: rates, paired ratios per cell."""
+    import sqlite3
+
+    import sqlalchemy
+
+    with sqlite_connect(path) as conn:
+        mode, synchronous = conn.execute("PRAGMA journal_mode").fetchone()[0], conn.execute("PRAGMA synchronous").fetchone()[0]
+    print(f"SQLite {sqlite3.sqlite_version} (journal_mode={mode}, synchronous={synchronous}); {os.cpu_count()} cores; "
+          f"Python {sys.version.split()[0]}, SQLAlchemy {sqlalchemy.__version__}")
+    print("messages per worker: " + ", ".join(f"{op} batch {b}: {n:,}" for (op, b), n in counts.items()))
+    print(f"{rounds} round(s) per cell, interleaved (rotating order); wall time from the barrier to the last worker done")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    runs, elapsed = measure(path, SQLITE_CONTENDERS, SQLITE_WORKERS, (1,), counts, rounds)
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; measuring took {elapsed:.0f} s")
+
+    def rates(key: tuple) -> list[float] | None:
+        cells = runs.get(key)
+        return None if not cells or any("rate" not in c for c in cells) else [c["rate"] for c in cells]
+
+    print()
+    print(f"SQLite, batch 1 (messages/s, median of {rounds} rounds; ratios: median of the per-round ratios, best-of-rounds ratio after /)")
+    print(f"{'op':<7} {'workers':>7} " + " ".join(f"{c + ' msg/s':>12}" for c in SQLITE_CONTENDERS) + " "
+          + " ".join(f"{o + '/raw':>14}" for o in OURS) + "  per-round ratios ours/raw | driver/raw")
+    for op in ("send", "receive"):
+        for workers in SQLITE_WORKERS:
+            found = {c: rates((op, workers, 1, c)) for c in SQLITE_CONTENDERS}
+            cells = " ".join(f"{statistics.median(r):>12,.0f}" if r else f"{'n/a':>12}" for r in found.values())
+            ratios, rounds_text = [], []
+            for o in OURS:
+                a, b = found[o], found["raw"]
+                per = [x / y for x, y in zip(a, b)] if a and b else None
+                ratios.append(f"{fmt_ratio(statistics.median(per) if per else None) + ' / ' + fmt_ratio(max(a) / max(b) if per else None):>14}")
+                rounds_text.append(" ".join(f"{v:.2f}" for v in per) if per else "n/a")
+            print(f"{op:<7} {workers:>7} {cells} {' '.join(ratios)}  {' | '.join(rounds_text)}")
     return 0
 
 

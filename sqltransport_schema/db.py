@@ -7,8 +7,6 @@ from contextlib import contextmanager
 from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
-SQLITE_BUSY_TIMEOUT_S = 30
-
 
 def normalise_url(url: str) -> str:
     """A bare postgresql:// URL means psycopg 3, the driver this package installs; mysql:// and
@@ -21,22 +19,39 @@ def normalise_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def make_engine(url: str, **kwargs) -> Engine:
-    """An engine whose transactions are real on every backend, SQLite included."""
+def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs) -> Engine:
+    """An engine whose transactions are real on every backend, SQLite included.
+
+    On SQLite its transactions begin as writers and wait for the lock (sqlite_transactions);
+    sqlite_writers=False for an engine that only reads (a catalog, a stamped revision)."""
     url = normalise_url(url)
     if url.startswith("sqlite"):
         kwargs.setdefault("poolclass", pool.NullPool)
-        kwargs.setdefault("connect_args", {}).setdefault("timeout", SQLITE_BUSY_TIMEOUT_S)
     engine = create_engine(url, **kwargs)
     if engine.dialect.name == "sqlite":
-        # sqlite3 would commit before each DDL statement and begin lazily; take transaction control ourselves.
-        @event.listens_for(engine, "connect")
-        def _no_implicit_transactions(dbapi_connection, _record):
-            dbapi_connection.isolation_level = None
+        sqlite_transactions(engine, writers=sqlite_writers)
+    return engine
 
-        @event.listens_for(engine, "begin")
-        def _begin(connection):
-            connection.exec_driver_sql("BEGIN")
+
+def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
+    """Take transaction control of a SQLite engine (before its first connection) so competing
+    processes wait instead of failing with "database is locked": every transaction begins with
+    BEGIN IMMEDIATE (BEGIN when not writers), every connection has a 30 s busy timeout.
+
+    sqlite3 would commit before each DDL statement and begin lazily, as a reader; ours begins at once."""
+    from . import engines
+
+    sqlite = engines.get("sqlite")
+    begin = sqlite.BEGIN_WRITER if writers else sqlite.BEGIN_READER
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_transactions(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None
+        sqlite.wait_for_locks(dbapi_connection)
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection):
+        connection.exec_driver_sql(begin)
 
     return engine
 
@@ -47,7 +62,7 @@ def catalog_connection(url: str, error: type[Exception]):
     failure to reach or read the database is raised as `error` with one clear line."""
     from . import engines
 
-    db = make_engine(url)
+    db = make_engine(url, sqlite_writers=False)
     try:
         engine = engines.for_sqlalchemy(db.dialect.name)
         with db.connect() as connection:

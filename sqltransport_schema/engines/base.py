@@ -198,6 +198,9 @@ class Dialect:
         """The one cursor the runtime keeps per DBAPI connection for its statements."""
         return dbapi_connection.cursor()
 
+    def bind_runtime_connection(self, dbapi_connection) -> None:
+        """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
+
     def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
                            subscriptions: TableName | None = None, topics: int = 1, **_options) -> dict[str, Statement]:
         """Every runtime statement for a queue (and its delayed table, and the subscription table)."""

@@ -297,6 +297,39 @@ CREATE TABLE IF NOT EXISTS {table} (
     def drop_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.DROP_BODY_STRING.format(table=self.qualified(spec.name))]
 
+    # -- waiting for the database lock ---------------------------------------------------
+    # SQLite has one writer at a time. A transaction begun as a reader (BEGIN, or sqlite3's implicit
+    # BEGIN) that later writes while another process holds the write lock fails at once with
+    # "database is locked": waiting could deadlock, so the busy timeout does not apply. Begun as a
+    # writer (BEGIN IMMEDIATE) it waits for the lock, up to the busy timeout, like any other.
+    BEGIN_WRITER = "BEGIN IMMEDIATE"
+    BEGIN_READER = "BEGIN"
+    BUSY_TIMEOUT_MS = 30000
+    BUSY_TIMEOUT = "PRAGMA busy_timeout"
+    # WAL: readers no longer wait for a writer, and a commit writes to the -wal file only.
+    PAGE_COUNT = "PRAGMA page_count"
+    JOURNAL_MODE_WAL = "PRAGMA journal_mode = WAL"
+
+    def wait_for_locks(self, dbapi_connection) -> None:
+        """A busy timeout of at least BUSY_TIMEOUT_MS on a sqlite3 connection (a longer one is kept)."""
+        if dbapi_connection.execute(self.BUSY_TIMEOUT).fetchone()[0] < self.BUSY_TIMEOUT_MS:
+            dbapi_connection.execute(f"{self.BUSY_TIMEOUT} = {self.BUSY_TIMEOUT_MS}")
+
+    def bind_runtime_connection(self, dbapi_connection) -> None:
+        """A caller's sqlite3 connection for the driver path: waits for locks, and sqlite3's implicit
+        BEGIN (before the first write of a transaction) begins a writer. A connection in autocommit
+        mode (isolation_level None) is left to its caller, who begins transactions with BEGIN_WRITER."""
+        self.wait_for_locks(dbapi_connection)
+        if dbapi_connection.isolation_level is not None and dbapi_connection.isolation_level.upper() in ("", "DEFERRED"):
+            dbapi_connection.isolation_level = "IMMEDIATE"
+
+    def new_database_in_wal(self, dbapi_connection) -> bool:
+        """Switch a database the migrations are about to create (an empty file) to WAL; True if switched.
+        An existing database keeps the journal mode it has. Outside any transaction (SQLite's rule)."""
+        if dbapi_connection.execute(self.PAGE_COUNT).fetchone()[0] != 0:
+            return False
+        return dbapi_connection.execute(self.JOURNAL_MODE_WAL).fetchone()[0].lower() == "wal"
+
     # -- runtime statements -------------------------------------------------------------
     # Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', which compares in time order. Writers
     # serialise on the database lock, so a receive's DELETE ... RETURNING is exclusive.

@@ -7,6 +7,7 @@ from logging.config import fileConfig
 from alembic import context as alembic_context
 from sqlalchemy import MetaData, pool
 
+from .. import engines
 from ..db import make_engine, normalise_url
 from ..revisions import head_blueprint
 from ..urls import database_url
@@ -51,6 +52,8 @@ def run(context=alembic_context, target_metadata=None) -> None:
     }
     try:
         with engine.connect() as connection:
+            if engine.dialect.name == "sqlite":  # a database the migrations create starts in WAL (docs/runtime.md)
+                engines.get("sqlite").new_database_in_wal(connection.connection.dbapi_connection)
             context.configure(connection=connection, transactional_ddl=True, **compare, **options)
             with context.begin_transaction():
                 context.run_migrations()

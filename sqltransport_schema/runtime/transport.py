@@ -48,7 +48,8 @@ class DriverConnection:
 
     The transaction is the driver's and the caller's: psycopg and sqlite3 (with its default
     isolation_level) begin one implicitly; the caller commits or rolls back on the driver
-    connection. Made by `Transport.driver_connection`, which checks the engine matches.
+    connection. Made by `Transport.driver_connection`, which checks the engine matches and sets
+    the connection up once (sqlite3: a busy timeout, and its implicit BEGIN as BEGIN IMMEDIATE).
     """
 
     __slots__ = ("connection", "cursor", "paramstyle")
@@ -56,6 +57,7 @@ class DriverConnection:
     def __init__(self, dbapi_connection, engine: engines.Dialect):
         self.connection = dbapi_connection
         self.paramstyle = sys.modules[_driver_module(dbapi_connection)].paramstyle
+        engine.bind_runtime_connection(dbapi_connection)
         self.cursor = engine.runtime_cursor(dbapi_connection)
 
     def __repr__(self) -> str:
