@@ -220,7 +220,7 @@ def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[E
                 "use `sqltransport-schema check` to compare it with the topology"
             )
         catalogs = sorted({spec.name.catalog for _, bp in revisions for spec in bp.tables if spec.name.catalog is not None})
-        live = {k: v for k, v in engine.read_shapes(connection, catalogs).items() if v[0].table.casefold() != version_table.casefold()}
+        live = {k: v for k, v in engine.catalog.read_shapes(connection, catalogs).items() if v[0].table.casefold() != version_table.casefold()}
         connection.rollback()  # reads only; what follows writes in its own transaction
         found = examine(revisions, live, engine)
         action = "nothing"

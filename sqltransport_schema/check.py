@@ -267,7 +267,7 @@ def run(url: str, config) -> Report:
         # the catalogs every revision places tables in (SQL Server three-part names)
         recorded = [(revision, spec) for revision, bp in revisions.snapshots(script) for spec in bp.tables]
         catalogs = sorted({spec.name.catalog for _, spec in recorded if spec.name.catalog is not None})
-        live = engine.read_shapes(connection, catalogs)
+        live = engine.catalog.read_shapes(connection, catalogs)
     try:
         expected = revisions.recorded_blueprint(script, deployed)
         unapplied = _unapplied(script, deployed, head)

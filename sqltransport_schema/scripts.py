@@ -64,15 +64,15 @@ def make_idempotent(text: str, engine: str) -> str:
     from . import engines as engine_registry
 
     dialect = engine_registry.get(engine)
-    insert = re.compile(dialect.ALEMBIC_FIRST_STAMP.replace("{rev}", _REV))
+    insert = re.compile(dialect.script.ALEMBIC_FIRST_STAMP.replace("{rev}", _REV))
     out = []
     for line in text.split("\n"):
         m_insert, m_update = insert.match(line), UPDATE.match(line)
         if m_insert:
-            line = dialect.FIRST_STAMP.format(rev=m_insert.group(1))
+            line = dialect.script.FIRST_STAMP.format(rev=m_insert.group(1))
         elif m_update:
             new, old = m_update.groups()
-            line = dialect.RESTAMP.format(new=new, old=old)
+            line = dialect.script.RESTAMP.format(new=new, old=old)
         elif "alembic_version" in line and line != "CREATE TABLE alembic_version (" and not line.lstrip().startswith(("version_num", "CONSTRAINT", "--")):
             raise ScriptError(f"unexpected alembic_version statement in Alembic's output, not made idempotent: {line!r}")
         out.append(line)
@@ -83,7 +83,7 @@ def make_idempotent(text: str, engine: str) -> str:
     if created > 1:
         raise ScriptError("Alembic's output creates alembic_version more than once")
     if created:
-        text = text.replace(VERSION_TABLE_DDL, dialect.guard_version_table(VERSION_TABLE_DDL), 1)
+        text = text.replace(VERSION_TABLE_DDL, dialect.script.guard_version_table(VERSION_TABLE_DDL), 1)
     return text
 
 
@@ -200,7 +200,7 @@ def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path
     for name, owner in zip(names, order):
         what = "schemas, shared queues and tables" if owner == SHARED else f"endpoint {owner}"
         note = f"-- part: {what}. Run the files in name order: {names[0]} first, {final} last.\n\n"
-        files[name] = head + note + dialect.SCRIPT_BEGIN + "".join(parts[owner]) + dialect.SCRIPT_COMMIT
+        files[name] = head + note + dialect.script.SCRIPT_BEGIN + "".join(parts[owner]) + dialect.script.SCRIPT_COMMIT
     # The frame keeps Alembic's transaction: schema removals go inside it, before the stamps.
     body = "".join(frame)
     if last:

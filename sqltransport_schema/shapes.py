@@ -1,7 +1,7 @@
 """Engine-neutral shapes of tables: what a table should look like, or what the catalog says it looks like.
 
 Engines build the expected shape of a table spec (`Dialect.expected_shape`) and read the live
-shapes of every table from the catalog (`Dialect.read_shapes`); `check.diff` compares the two.
+shapes of every table from the catalog (`dialect.catalog.read_shapes`); `check.diff` compares the two.
 Everything here is plain data: no database, no engine.
 """
 

@@ -154,7 +154,7 @@ ENGINE = MSSQL()
 
 
 def judge_rows(version="9.1", **kw):
-    live = ENGINE.shapes_from_rows(
+    live = ENGINE.catalog.shapes_from_rows(
         TABLES,
         queue_columns(headers=kw.pop("headers", ("nvarchar", -1))),
         queue_indexes(**{k: v for k, v in kw.items() if k in ("rowversion", "expires_filter", "expires")}),

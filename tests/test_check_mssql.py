@@ -1,5 +1,5 @@
 """check on SQL Server without a server: catalog rows written by hand as the sys.* queries of
-MSSQL.SHAPE_* return them, turned into shapes by MSSQL.shapes_from_rows, compared by check.diff."""
+MSSQL.Catalog.SHAPE_* return them, turned into shapes by MSSQL.Catalog.shapes_from_rows, compared by check.diff."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def queue_index_columns(rowversion="NONCLUSTERED", include=("Id", "RowVersion"),
 
 def check(version="9.1", specs=None, tables=TABLES, columns=None, indexes=None, index_columns=None):
     specs = specs or (TableSpec(Kind.QUEUE, TableName("Sales")),)
-    live = ENGINE.shapes_from_rows(
+    live = ENGINE.catalog.shapes_from_rows(
         tables,
         queue_columns() if columns is None else columns,
         queue_indexes() if indexes is None else indexes,
@@ -194,12 +194,12 @@ def test_delayed_and_subscription_tables_in_sync():
 
 
 def test_column_types_from_sys_columns():
-    assert ENGINE.column_type("nvarchar", -1) == "nvarchar(max)"
-    assert ENGINE.column_type("varchar", 255) == "varchar(255)"
-    assert ENGINE.column_type("nvarchar", 400) == "nvarchar(200)"
-    assert ENGINE.column_type("NVARCHAR", 400) == "nvarchar(200)"
-    assert ENGINE.column_type("decimal", 9, 18, 2) == "decimal(18,2)"
-    assert ENGINE.column_type("datetime", 8, 23, 3) == "datetime"
+    assert ENGINE.catalog.column_type("nvarchar", -1) == "nvarchar(max)"
+    assert ENGINE.catalog.column_type("varchar", 255) == "varchar(255)"
+    assert ENGINE.catalog.column_type("nvarchar", 400) == "nvarchar(200)"
+    assert ENGINE.catalog.column_type("NVARCHAR", 400) == "nvarchar(200)"
+    assert ENGINE.catalog.column_type("decimal", 9, 18, 2) == "decimal(18,2)"
+    assert ENGINE.catalog.column_type("datetime", 8, 23, 3) == "datetime"
 
 
 def test_names_compare_without_case():
@@ -215,10 +215,10 @@ def test_other_engines_describe_indexes_as_before():
 
 def test_read_shapes_runs_the_four_queries_and_builds_shapes():
     answers = {
-        ENGINE.SHAPE_TABLES.format(sys="sys"): TABLES,
-        ENGINE.SHAPE_COLUMNS.format(sys="sys"): queue_columns(),
-        ENGINE.SHAPE_INDEXES.format(sys="sys"): queue_indexes(),
-        ENGINE.SHAPE_INDEX_COLUMNS.format(sys="sys"): queue_index_columns(),
+        ENGINE.catalog.SHAPE_TABLES.format(sys="sys"): TABLES,
+        ENGINE.catalog.SHAPE_COLUMNS.format(sys="sys"): queue_columns(),
+        ENGINE.catalog.SHAPE_INDEXES.format(sys="sys"): queue_indexes(),
+        ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="sys"): queue_index_columns(),
     }
 
     class Connection:
@@ -230,9 +230,9 @@ def test_read_shapes_runs_the_four_queries_and_builds_shapes():
             return iter(answers[sql])
 
     connection = Connection()
-    live = ENGINE.read_shapes(connection)
+    live = ENGINE.catalog.read_shapes(connection)
     assert connection.ran == list(answers)
-    assert live == ENGINE.shapes_from_rows(*answers.values())
+    assert live == ENGINE.catalog.shapes_from_rows(*answers.values())
     name, shape = live[ENGINE.table_key(TableName("Sales"))]
     assert name == TableName("Sales", "dbo") and shape.identity == {"rowversion"}
     assert IndexShape(("expires",), False, "expiresisnotnull", "Index_Expires", clustered=False, include=("id", "rowversion")) in shape.indexes
@@ -240,19 +240,19 @@ def test_read_shapes_runs_the_four_queries_and_builds_shapes():
 
 def test_tables_in_other_catalogs_are_read_through_their_sys_views():
     """Endpoints placed in another database (three-part names) are checked there, not reported missing."""
-    here = {ENGINE.SHAPE_TABLES.format(sys="sys"): [], ENGINE.SHAPE_COLUMNS.format(sys="sys"): [],
-            ENGINE.SHAPE_INDEXES.format(sys="sys"): [], ENGINE.SHAPE_INDEX_COLUMNS.format(sys="sys"): []}
-    there = {ENGINE.SHAPE_TABLES.format(sys="[logi]]stics].sys"): TABLES,
-             ENGINE.SHAPE_COLUMNS.format(sys="[logi]]stics].sys"): queue_columns(),
-             ENGINE.SHAPE_INDEXES.format(sys="[logi]]stics].sys"): queue_indexes(),
-             ENGINE.SHAPE_INDEX_COLUMNS.format(sys="[logi]]stics].sys"): queue_index_columns()}
+    here = {ENGINE.catalog.SHAPE_TABLES.format(sys="sys"): [], ENGINE.catalog.SHAPE_COLUMNS.format(sys="sys"): [],
+            ENGINE.catalog.SHAPE_INDEXES.format(sys="sys"): [], ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="sys"): []}
+    there = {ENGINE.catalog.SHAPE_TABLES.format(sys="[logi]]stics].sys"): TABLES,
+             ENGINE.catalog.SHAPE_COLUMNS.format(sys="[logi]]stics].sys"): queue_columns(),
+             ENGINE.catalog.SHAPE_INDEXES.format(sys="[logi]]stics].sys"): queue_indexes(),
+             ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="[logi]]stics].sys"): queue_index_columns()}
     answers = {**here, **there}
 
     class Connection:
         def exec_driver_sql(self, sql):
             return iter(answers[sql])
 
-    live = ENGINE.read_shapes(Connection(), catalogs=["logi]stics"])
+    live = ENGINE.catalog.read_shapes(Connection(), catalogs=["logi]stics"])
     assert list(live) == [ENGINE.table_key(TableName("Sales", "dbo", "logi]stics"))]
     expected = Blueprint("9.1", ("mssql",), (TableSpec(Kind.QUEUE, TableName("Sales", None, "logi]stics")),))
     assert diff(expected, "a", "a", live, engine=ENGINE).findings == []

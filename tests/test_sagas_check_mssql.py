@@ -46,7 +46,7 @@ def index_columns(placed_at=True):
 
 
 def check(cols=None, idx=None, idx_cols=None, tables=TABLES):
-    live = ENGINE.shapes_from_rows(tables, columns() if cols is None else cols, indexes() if idx is None else idx,
+    live = ENGINE.catalog.shapes_from_rows(tables, columns() if cols is None else cols, indexes() if idx is None else idx,
                                    index_columns() if idx_cols is None else idx_cols)
     return diff(Blueprint("9.1", ("mssql",), (SPEC,)), "a", "a", live, engine=ENGINE)
 

@@ -210,7 +210,7 @@ def test_runtime_grants_cover_an_endpoints_own_saga_tables_only():
     sagas = lambda plan: {g.table.table for g in plan.tables if g.need == grants.SAGA}  # noqa: E731
     assert sagas(grants.runtime_plan(topo)) == {"Sales_Api_OrderSaga", "Billing_InvoiceSaga"}
     assert sagas(grants.runtime_plan(topo, "Billing")) == {"Billing_InvoiceSaga"}
-    lines = "\n".join(__import__("sqltransport_schema.engines", fromlist=["get"]).get("postgresql").runtime_grants(grants.runtime_plan(topo, "Billing"), "app"))
+    lines = "\n".join(__import__("sqltransport_schema.engines", fromlist=["get"]).get("postgresql").grants.runtime(grants.runtime_plan(topo, "Billing"), "app"))
     assert 'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "public"."Billing_InvoiceSaga" TO "app";' in lines
 
 

@@ -48,8 +48,8 @@ def cmd_grants(args: argparse.Namespace) -> int:
     from .. import grants
 
     engine = engines.get(args.engine)
-    if engine.grants_unsupported:
-        sys.stdout.write(engine.grants_unsupported + "\n")
+    if engine.grants.unsupported:
+        sys.stdout.write(engine.grants.unsupported + "\n")
         return EXIT_OK
     config = load_config(args.config) if args.topology is None else None
     path = topology_path(args, config)
@@ -60,10 +60,10 @@ def cmd_grants(args: argparse.Namespace) -> int:
     if args.installer:
         if args.endpoint:
             raise ValueError("--endpoint applies to runtime grants, not to --installer")
-        lines = engine.installer_grants(grants.installer_plan(topo), args.role)
+        lines = engine.grants.installer(grants.installer_plan(topo), args.role)
         what = "installer/migration login"
     else:
-        lines = engine.runtime_grants(grants.runtime_plan(topo, args.endpoint), args.role)
+        lines = engine.grants.runtime(grants.runtime_plan(topo, args.endpoint), args.role)
         what = f"runtime login of endpoint {args.endpoint}" if args.endpoint else "runtime login (every endpoint)"
     header = f"-- sqltransport-schema grants: {engine.name}, {what}, transport {topo.transport_version}, from {path}"
     sys.stdout.write("".join(line + "\n" for line in [header, *lines]))

@@ -8,7 +8,10 @@ from ..statements import MESSAGE, Statement, parameters_of
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
 from ..versions import Profile
+from .catalog import Catalog
+from .grants import Grants
 from .pipeline import Pipeline
+from .script import Script
 
 # The message a refused drop carries, on every engine.
 DROP_REFUSED = (
@@ -80,7 +83,7 @@ class Dialect:
         """How many table operations one transaction can hold on this server (None: no limit)."""
         return None
 
-    # -- catalog ---------------------------------------------------------------------
+    # -- columns -------------------------------------------------------------------------
     # The columns of each transport table kind, in DDL order (see shapes.Column): the one source
     # of `expected`, of expected_shape's columns and of the pipeline's layouts; a unit test holds
     # the CREATE templates to it.
@@ -94,34 +97,18 @@ class Dialect:
     def column_names(self, kind: Kind) -> tuple[str, ...]:
         """The columns of a table kind as the DDL spells them, in DDL order."""
         return tuple(c.name for c in self.COLUMNS[Kind(kind)])
-    EXISTING_COLUMNS = (
-        "SELECT table_schema, table_name, column_name FROM information_schema.columns "
-        "WHERE table_schema NOT IN ('information_schema', 'pg_catalog', 'sys')"
-    )
 
     def expected_columns(self, spec: TableSpec) -> frozenset[str]:
         if spec.kind is Kind.SAGA:
             return self.SAGA_COLUMNS | {self.correlation_column(c.name).lower() for c in spec.correlations}
         return self.expected[spec.kind.value]
 
-    def existing_columns(self, connection) -> dict[tuple, set[str]]:
-        """table_key -> lower-case column names of every table, in one query."""
-        out: dict[tuple, set[str]] = {}
-        for schema, table, column in connection.exec_driver_sql(self.EXISTING_COLUMNS):
-            out.setdefault(self.table_key(TableName(table, schema)), set()).add(column.lower())
-        return out
-
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
-        """The columns and indexes our DDL gives this table (for `check`)."""
-        raise NotImplementedError(f"check does not support {self.name} yet")
+        """The columns and indexes our DDL gives this table (for `check`).
 
-    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
-        """table_key -> (name, live shape) of every user table, in a few bulk catalog queries."""
+        It stays on the dialect, not in the catalog section: it is the expected side, derived from
+        COLUMNS and the DDL's indexes, and reads no database; `catalog.read_shapes` is the live side."""
         raise NotImplementedError(f"check does not support {self.name} yet")
-
-    def catalog_warnings(self, connection, queues: list[TableName], profile: Profile) -> list[str]:
-        """What the transport would warn of at start-up (a missing expiry index, non-Unicode headers)."""
-        return []
 
     def unsupported(self, profile: Profile) -> str | None:
         """Why this engine cannot host the given transport version, or None."""
@@ -363,21 +350,27 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
             out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)
         return out
 
-    # -- grants -------------------------------------------------------------------------
-    # Why this engine has nothing to grant (printed instead of statements), or None.
-    grants_unsupported: str | None = None
+    # -- nested sections: catalog reads, grants, deployment scripts, the pipeline -----------
+    # Each engine nests subclasses of these (engines/catalog.py, grants.py, script.py, pipeline.py); the
+    # instances, made on first use, reach back to the dialect for quoting and names.
+    Catalog = Catalog
+    Grants = Grants
+    Script = Script
 
-    def runtime_grants(self, plan, role: str) -> list[str]:
-        """The GRANT statements (and comments) a runtime login needs for a grants.GrantPlan."""
-        raise NotImplementedError(f"grants are not supported on {self.name}")
+    @functools.cached_property
+    def catalog(self) -> Catalog:
+        """This engine's catalog reads: existing columns, live shapes, start-up warnings."""
+        return self.Catalog(self)
 
-    def installer_grants(self, plan, role: str) -> list[str]:
-        """What the installer/migration login needs for a grants.GrantPlan."""
-        raise NotImplementedError(f"grants are not supported on {self.name}")
+    @functools.cached_property
+    def grants(self) -> Grants:
+        """This engine's GRANT statements for `sqltransport-schema grants`."""
+        return self.Grants(self)
 
-    def script_statement(self, statement: str, terminator: str) -> str:
-        """A statement as an offline script (alembic --sql) writes it, where batches have no separator."""
-        return statement + terminator
+    @functools.cached_property
+    def script(self) -> Script:
+        """This engine's offline-script writing and repeatable version stamping."""
+        return self.Script(self)
 
     # -- the data pipeline (engines/pipeline.py) ---------------------------------------
     # Engines with transport tables nest a subclass holding their pipeline section.

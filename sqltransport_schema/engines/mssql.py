@@ -7,11 +7,20 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, shape_columns
 from ..versions import FEATURE_SINCE, ExpiresIndex, PeekForm, Profile, ScriptStyle, first_release
 from .base import Dialect
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from sqlalchemy.engine import Connection
+
+    from ..grants import GrantPlan
 
 MAX_IDENTIFIER = 128
 
@@ -23,6 +32,106 @@ class MSSQL(Dialect):
     default_schema = "dbo"
     case_insensitive_names = True  # the default collation compares names without case
 
+    # =====================================================================================
+    # -- identifiers and names ------------------------------------------------------------
+    # =====================================================================================
+    def quote(self, identifier: str) -> str:
+        return "[" + identifier.replace("]", "]]") + "]"
+
+    def literal_text(self, text: str) -> str:
+        """Text placed inside an existing '...' literal."""
+        return text.replace("'", "''")
+
+    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
+        schema = name.schema if name.schema is not None else self.default_schema
+        parts = [schema, name.table]
+        if name.catalog is not None and (profile is None or profile.three_part_names):
+            parts.insert(0, name.catalog)
+        return ".".join(self.quote(part) for part in parts)
+
+    def _sys(self, catalog: str | None) -> str:
+        return f"{self.quote(catalog)}.sys" if catalog is not None else "sys"
+
+    def _fields(self, spec: TableSpec, profile: Profile | None) -> dict:
+        table = self.qualified(spec.name, profile)
+        catalog = spec.name.catalog if profile is None or profile.three_part_names else None
+        return {"table": table, "name": self.literal_text(table), "sys": self._sys(catalog)}
+
+    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        problems = []
+        for part, value in (("table", name.table), ("schema", name.schema), ("catalog", name.catalog)):
+            if value is not None and len(value) > MAX_IDENTIFIER:
+                problems.append(
+                    (part, f"is {len(value)} characters long; SQL Server names hold at most {MAX_IDENTIFIER}")
+                )
+        return problems
+
+    # =====================================================================================
+    # -- columns of each table kind, and the shapes our DDL gives them (check) ------------
+    # =====================================================================================
+    # Types as shapes_from_rows prints them from sys.types and max_length. Headers is nvarchar(max)
+    # or varchar(max), by version; Endpoint is declared without NOT NULL, the primary key makes it so.
+    COLUMNS = {
+        Kind.QUEUE: (
+            Column("Id", "uniqueidentifier", False),
+            Column("CorrelationId", "varchar(255)", True),
+            Column("ReplyToAddress", "varchar(255)", True),
+            Column("Recoverable", "bit", False),
+            Column("Expires", "datetime", True),
+            Column("Headers", None, False),
+            Column("Body", "varbinary(max)", True),
+            Column("RowVersion", "bigint", False),
+        ),
+        Kind.DELAYED: (
+            Column("Headers", "nvarchar(max)", False),
+            Column("Body", "varbinary(max)", True),
+            Column("Due", "datetime", False),
+            Column("RowVersion", "bigint", False),
+        ),
+        Kind.SUBSCRIPTIONS: (
+            Column("QueueAddress", "nvarchar(200)", False),
+            Column("Endpoint", "nvarchar(200)", False),
+            Column("Topic", "nvarchar(200)", False),
+        ),
+    }
+
+    # -- expected shapes (check; the live side is Catalog.read_shapes) -------------------
+    BODY_STRING_COLUMN = ("nvarchar(max)", True)  # AS CAST(Body AS nvarchar(max)): computed, nullable
+    EXPIRES_PREDICATE = normalise_predicate("Expires IS NOT NULL")
+
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        if spec.kind is Kind.QUEUE:
+            columns = shape_columns(self.COLUMNS[Kind.QUEUE], headers="nvarchar(max)" if profile.headers_unicode else "varchar(max)")
+            computed = set()
+            if spec.body_string:
+                columns["bodystring"] = self.BODY_STRING_COLUMN
+                computed.add("bodystring")
+            indexes = [IndexShape(("rowversion",), name="Index_RowVersion", clustered=profile.rowversion_clustered)]
+            if profile.expires_index is not ExpiresIndex.NONE:
+                predicate = self.EXPIRES_PREDICATE if profile.expires_index is ExpiresIndex.FILTERED else None
+                indexes.append(
+                    IndexShape(("expires",), predicate=predicate, name="Index_Expires", clustered=False, include=("id", "rowversion"))
+                )
+            return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
+        if spec.kind is Kind.DELAYED:
+            indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
+            return TableShape(shape_columns(self.COLUMNS[Kind.DELAYED]), indexes, identity={"rowversion"})
+        if spec.kind is Kind.SAGA:
+            columns = dict(self.SAGA_SHAPE_COLUMNS)
+            indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
+            for c in spec.correlations:
+                column = self.correlation_column(c.name).lower()
+                type_ = self.CORRELATION_TYPES[c.type] + ("(7)" if c.type == "datetimeoffset" else "")
+                columns[column] = (type_, True)
+                predicate = normalise_predicate(f"{column} IS NOT NULL")
+                indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False))
+            return TableShape(columns, indexes)
+        indexes = [IndexShape(("endpoint", "topic"), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
+        return TableShape(shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS]), indexes)
+
+    # =====================================================================================
+    # -- DDL ------------------------------------------------------------------------------
+    # =====================================================================================
     # -- the transport's installation guard (seed 003) ---------------------------------
     GUARD_APPLOCK = """\
 IF EXISTS (
@@ -202,217 +311,6 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         WHERE s.name = N'{schema_name}')
     EXEC {sp_executesql} N'{statement}';"""
 
-    # -- deployment scripts: Alembic's version stamping made repeatable (sqltransport-schema script)
-    ALEMBIC_FIRST_STAMP = r"^INSERT INTO alembic_version \(version_num\) OUTPUT inserted\.version_num VALUES \({rev}\);$"
-    FIRST_STAMP = "IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{rev}');"
-    RESTAMP = (
-        "IF EXISTS (SELECT 1 FROM alembic_version WHERE version_num = '{old}')\n"
-        "    UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
-    )
-    GUARDED_VERSION_TABLE = "IF OBJECT_ID(N'alembic_version', N'U') IS NULL\nBEGIN\n{ddl}\nEND;"
-    # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
-    SCRIPT_BEGIN = "BEGIN TRANSACTION;\n\nGO\n\n"
-    SCRIPT_COMMIT = "COMMIT;\n\nGO\n"
-
-    def guard_version_table(self, ddl: str) -> str:
-        return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
-
-    # -- columns of each table kind (the one source; shapes.Column) ---------------------------
-    # Types as shapes_from_rows prints them from sys.types and max_length. Headers is nvarchar(max)
-    # or varchar(max), by version; Endpoint is declared without NOT NULL, the primary key makes it so.
-    COLUMNS = {
-        Kind.QUEUE: (
-            Column("Id", "uniqueidentifier", False),
-            Column("CorrelationId", "varchar(255)", True),
-            Column("ReplyToAddress", "varchar(255)", True),
-            Column("Recoverable", "bit", False),
-            Column("Expires", "datetime", True),
-            Column("Headers", None, False),
-            Column("Body", "varbinary(max)", True),
-            Column("RowVersion", "bigint", False),
-        ),
-        Kind.DELAYED: (
-            Column("Headers", "nvarchar(max)", False),
-            Column("Body", "varbinary(max)", True),
-            Column("Due", "datetime", False),
-            Column("RowVersion", "bigint", False),
-        ),
-        Kind.SUBSCRIPTIONS: (
-            Column("QueueAddress", "nvarchar(200)", False),
-            Column("Endpoint", "nvarchar(200)", False),
-            Column("Topic", "nvarchar(200)", False),
-        ),
-    }
-
-    # -- check: expected and live shapes ----------------------------------------------------
-    BODY_STRING_COLUMN = ("nvarchar(max)", True)  # AS CAST(Body AS nvarchar(max)): computed, nullable
-    EXPIRES_PREDICATE = normalise_predicate("Expires IS NOT NULL")
-
-    # One query per catalog view, joined in Python; {sys} is sys, or [catalog].sys for another database.
-    # Rows: (object_id, schema, table)
-    SHAPE_TABLES = """\
-SELECT t.object_id, s.name, t.name
-FROM {sys}.tables t
-INNER JOIN {sys}.schemas s ON s.schema_id = t.schema_id
-WHERE t.is_ms_shipped = 0"""
-    # Rows: (object_id, column, type, max_length (bytes; -1 = max), precision, scale,
-    #        is_nullable, is_identity, is_computed), in column order
-    SHAPE_COLUMNS = """\
-SELECT c.object_id, c.name, ty.name, c.max_length, c.precision, c.scale, c.is_nullable, c.is_identity, c.is_computed
-FROM {sys}.columns c
-INNER JOIN {sys}.types ty ON ty.user_type_id = c.user_type_id
-INNER JOIN {sys}.tables t ON t.object_id = c.object_id
-WHERE t.is_ms_shipped = 0
-ORDER BY c.object_id, c.column_id"""
-    # Rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition); heaps left out
-    SHAPE_INDEXES = """\
-SELECT i.object_id, i.index_id, i.name, i.type_desc, i.is_unique, i.has_filter, i.filter_definition
-FROM {sys}.indexes i
-INNER JOIN {sys}.tables t ON t.object_id = i.object_id
-WHERE t.is_ms_shipped = 0 AND i.type <> 0 AND i.is_hypothetical = 0"""
-    # Rows: (object_id, index_id, column, key_ordinal (0 for included columns), is_included_column)
-    SHAPE_INDEX_COLUMNS = """\
-SELECT ic.object_id, ic.index_id, c.name, ic.key_ordinal, ic.is_included_column
-FROM {sys}.index_columns ic
-INNER JOIN {sys}.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
-INNER JOIN {sys}.tables t ON t.object_id = ic.object_id
-WHERE t.is_ms_shipped = 0
-ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
-
-    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
-        if spec.kind is Kind.QUEUE:
-            columns = shape_columns(self.COLUMNS[Kind.QUEUE], headers="nvarchar(max)" if profile.headers_unicode else "varchar(max)")
-            computed = set()
-            if spec.body_string:
-                columns["bodystring"] = self.BODY_STRING_COLUMN
-                computed.add("bodystring")
-            indexes = [IndexShape(("rowversion",), name="Index_RowVersion", clustered=profile.rowversion_clustered)]
-            if profile.expires_index is not ExpiresIndex.NONE:
-                predicate = self.EXPIRES_PREDICATE if profile.expires_index is ExpiresIndex.FILTERED else None
-                indexes.append(
-                    IndexShape(("expires",), predicate=predicate, name="Index_Expires", clustered=False, include=("id", "rowversion"))
-                )
-            return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
-        if spec.kind is Kind.DELAYED:
-            indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
-            return TableShape(shape_columns(self.COLUMNS[Kind.DELAYED]), indexes, identity={"rowversion"})
-        if spec.kind is Kind.SAGA:
-            columns = dict(self.SAGA_SHAPE_COLUMNS)
-            indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
-            for c in spec.correlations:
-                column = self.correlation_column(c.name).lower()
-                type_ = self.CORRELATION_TYPES[c.type] + ("(7)" if c.type == "datetimeoffset" else "")
-                columns[column] = (type_, True)
-                predicate = normalise_predicate(f"{column} IS NOT NULL")
-                indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False))
-            return TableShape(columns, indexes)
-        indexes = [IndexShape(("endpoint", "topic"), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
-        return TableShape(shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS]), indexes)
-
-    @staticmethod
-    def column_type(type_name: str, max_length: int, precision: int = 0, scale: int = 0) -> str:
-        """A sys.types name and sys.columns sizes as DDL spells the type, lower case:
-        nvarchar/-1 -> nvarchar(max), varchar/255 -> varchar(255), nvarchar/400 -> nvarchar(200)."""
-        name = type_name.strip().lower()
-        if name in ("varchar", "char", "varbinary", "binary", "nvarchar", "nchar"):
-            if max_length == -1:
-                return f"{name}(max)"
-            return f"{name}({max_length // 2 if name in ('nvarchar', 'nchar') else max_length})"
-        if name in ("decimal", "numeric"):
-            return f"{name}({precision},{scale})"
-        if name in ("datetime2", "datetimeoffset", "time"):
-            return f"{name}({scale})"
-        return name
-
-    def shapes_from_rows(self, tables, columns, indexes, index_columns, catalog: str | None = None) -> dict[tuple, tuple[TableName, TableShape]]:
-        """The live shapes from the rows of SHAPE_TABLES, SHAPE_COLUMNS, SHAPE_INDEXES and
-        SHAPE_INDEX_COLUMNS (pure: no connection). catalog: the database the rows were read
-        from (None: the connection's own)."""
-        by_object: dict[int, TableShape] = {}
-        out: dict[tuple, tuple[TableName, TableShape]] = {}
-        for object_id, schema, table in tables:
-            name = TableName(table, schema, catalog)
-            by_object[object_id] = shape = TableShape()
-            out[self.table_key(name)] = (name, shape)
-        for object_id, column, type_name, max_length, precision, scale, nullable, identity, computed in columns:
-            shape = by_object.get(object_id)
-            if shape is None:
-                continue
-            key = column.lower()
-            shape.columns[key] = (self.column_type(type_name, max_length, precision, scale), bool(nullable))
-            if identity:
-                shape.identity.add(key)
-            if computed:
-                shape.computed.add(key)
-        keys: dict[tuple[int, int], list[tuple[int, str]]] = {}
-        included: dict[tuple[int, int], list[str]] = {}
-        for object_id, index_id, column, key_ordinal, is_included in index_columns:
-            if is_included:
-                included.setdefault((object_id, index_id), []).append(column.lower())
-            else:
-                keys.setdefault((object_id, index_id), []).append((key_ordinal, column.lower()))
-        for object_id, index_id, name, type_desc, unique, has_filter, filter_definition in indexes:
-            shape = by_object.get(object_id)
-            if shape is None or (type_desc or "").upper() == "HEAP":
-                continue
-            kind = (type_desc or "").upper()
-            shape.indexes.append(
-                IndexShape(
-                    tuple(column for _, column in sorted(keys.get((object_id, index_id), []))),
-                    bool(unique),
-                    normalise_predicate(filter_definition) if has_filter else None,
-                    name,
-                    clustered=kind.startswith("CLUSTERED"),
-                    include=tuple(sorted(included.get((object_id, index_id), []))),
-                )
-            )
-        return out
-
-    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
-        """The connection's database, and each named catalog (three-part names) through [catalog].sys."""
-        out: dict[tuple, tuple[TableName, TableShape]] = {}
-        for catalog in (None, *dict.fromkeys(catalogs)):
-            sys_ = self._sys(catalog)
-
-            def rows(sql: str) -> list[tuple]:
-                return [tuple(row) for row in connection.exec_driver_sql(sql.format(sys=sys_))]
-
-            out.update(self.shapes_from_rows(
-                rows(self.SHAPE_TABLES), rows(self.SHAPE_COLUMNS), rows(self.SHAPE_INDEXES), rows(self.SHAPE_INDEX_COLUMNS), catalog
-            ))
-        return out
-
-    def quote(self, identifier: str) -> str:
-        return "[" + identifier.replace("]", "]]") + "]"
-
-    def literal_text(self, text: str) -> str:
-        """Text placed inside an existing '...' literal."""
-        return text.replace("'", "''")
-
-    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
-        schema = name.schema if name.schema is not None else self.default_schema
-        parts = [schema, name.table]
-        if name.catalog is not None and (profile is None or profile.three_part_names):
-            parts.insert(0, name.catalog)
-        return ".".join(self.quote(part) for part in parts)
-
-    def _sys(self, catalog: str | None) -> str:
-        return f"{self.quote(catalog)}.sys" if catalog is not None else "sys"
-
-    def _fields(self, spec: TableSpec, profile: Profile | None) -> dict:
-        table = self.qualified(spec.name, profile)
-        catalog = spec.name.catalog if profile is None or profile.three_part_names else None
-        return {"table": table, "name": self.literal_text(table), "sys": self._sys(catalog)}
-
-    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
-        problems = []
-        for part, value in (("table", name.table), ("schema", name.schema), ("catalog", name.catalog)):
-            if value is not None and len(value) > MAX_IDENTIFIER:
-                problems.append(
-                    (part, f"is {len(value)} characters long; SQL Server names hold at most {MAX_IDENTIFIER}")
-                )
-        return problems
-
     # -- creation --------------------------------------------------------------------------
     def _guarded(self, body: str, fields: dict, profile: Profile, exists_condition: str, catalog_view: str) -> str:
         guard = self.GUARD_APPLOCK.format(
@@ -474,129 +372,6 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             return [self.DROP_DISCARDING.format(**fields)]
         message = self.literal_text(self.refusal(spec, profile))
         return [self.DROP_GUARDED.format(message=message, **fields)]
-
-    # -- saga tables (upstream-conformance §7) ---------------------------------------------------
-    # Each step its own batch, guarded by the catalog, so a re-run skips what exists (a column
-    # added in a batch is visible to the next batch's CREATE INDEX, not to the same batch's).
-    CORRELATION_TYPES = {
-        "string": "nvarchar(200)",
-        "datetime": "datetime",
-        "datetimeoffset": "datetimeoffset",
-        "int": "bigint",
-        "guid": "uniqueidentifier",
-    }
-    CREATE_SAGA = """\
-IF OBJECT_ID(N'{name}', N'U') IS NULL
-BEGIN
-    CREATE TABLE {table} (
-        Id uniqueidentifier NOT NULL PRIMARY KEY,
-        Metadata nvarchar(max) NOT NULL,
-        Data nvarchar(max) NOT NULL,
-        PersistenceVersion varchar(23) NOT NULL,
-        SagaTypeVersion varchar(23) NOT NULL,
-        Concurrency int NOT NULL
-    );
-END;"""
-    ADD_CORRELATION = """\
-IF NOT EXISTS (SELECT * FROM {sys}.columns WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{column_name}')
-    ALTER TABLE {table} ADD {column} {column_type} NULL;"""
-    CREATE_CORRELATION_INDEX = """\
-IF NOT EXISTS (SELECT * FROM {sys}.indexes WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{index_name}')
-    CREATE UNIQUE NONCLUSTERED INDEX {index} ON {table} ({column})
-    WHERE {column} IS NOT NULL;"""
-    DROP_CORRELATION = """\
-IF EXISTS (SELECT * FROM {sys}.columns WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{column_name}')
-BEGIN{guard}
-    IF EXISTS (SELECT * FROM {sys}.indexes WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{index_name}')
-        DROP INDEX {index} ON {table};
-    ALTER TABLE {table} DROP COLUMN {column};
-END;"""
-    BACKFILL_GUARD = """
-    IF EXISTS (SELECT * FROM {table} WHERE {require} IS NULL)
-        THROW 50000, N'{message}', 1;"""
-    # The installer's check of an existing column: INFORMATION_SCHEMA's data_type, where it stops.
-    VERIFY_CORRELATION_TYPE = """\
-DECLARE @found sysname = (
-    SELECT data_type FROM {information_schema}.COLUMNS
-    WHERE table_schema = N'{schema_name}' AND table_name = N'{table_name}' AND column_name = N'{column_name}'
-);
-IF @found <> N'{data_type}'
-BEGIN
-    DECLARE @refusal nvarchar(2048) = N'{message_head}' + @found + N'{message_tail}';
-    THROW 50000, @refusal, 1;
-END;"""
-    # data_type as INFORMATION_SCHEMA.COLUMNS reports each correlation type
-    DATA_TYPES = {"string": "nvarchar", "datetime": "datetime", "datetimeoffset": "datetimeoffset", "int": "bigint", "guid": "uniqueidentifier"}
-    # SQL persistence's runtime statements lock what they read with UPDLOCK.
-    SAGA_GET_BY_ID = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table} WITH (UPDLOCK)
-WHERE Id = @Id"""
-    SAGA_FIND = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table} WITH (UPDLOCK)
-WHERE {correlation} = @propertyValue"""
-    SAGA_FIND_BY_TRANSITIONAL = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table} WITH (UPDLOCK)
-WHERE {transitional} = @TransitionalCorrelationId"""
-    SAGA_SHAPE_COLUMNS = {
-        "id": ("uniqueidentifier", False),
-        "metadata": ("nvarchar(max)", False),
-        "data": ("nvarchar(max)", False),
-        "persistenceversion": ("varchar(23)", False),
-        "sagatypeversion": ("varchar(23)", False),
-        "concurrency": ("int", False),
-    }
-
-    def saga_name_problems(self, spec: TableSpec) -> list[str]:
-        problems = super().saga_name_problems(spec)
-        for c in spec.correlations:
-            for what, value in (("column", self.correlation_column(c.name)), ("index", self.correlation_index(spec, c.name))):
-                if len(value) > MAX_IDENTIFIER:
-                    problems.append(f"{what} {value!r} is {len(value)} characters long; SQL Server names hold at most {MAX_IDENTIFIER}")
-        return problems
-
-    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None, profile: Profile | None = None) -> dict:
-        fields = self._fields(spec, profile)
-        if correlation is not None:
-            column = self.correlation_column(correlation.name)
-            index = self.correlation_index(spec, correlation.name)
-            fields.update(
-                column=self.quote(column),
-                column_name=self.literal_text(column),
-                column_type=self.CORRELATION_TYPES[correlation.type],
-                index=self.quote(index),
-                index_name=self.literal_text(index),
-            )
-        return fields
-
-    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
-        batches = [self.CREATE_SAGA.format(**self._saga_fields(spec, profile=profile))]
-        for correlation in spec.correlations:
-            batches += self.add_saga_correlation(spec, correlation, profile)
-        return batches
-
-    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation, profile: Profile | None = None) -> list[str]:
-        fields = self._saga_fields(spec, correlation, profile)
-        data_type = self.DATA_TYPES[correlation.type]
-        head, _, tail = self.wrong_type_message(spec, correlation, data_type).partition("{found}")
-        catalog = spec.name.catalog if profile is None or profile.three_part_names else None
-        verify = self.VERIFY_CORRELATION_TYPE.format(
-            information_schema=(self.quote(catalog) + "." if catalog is not None else "") + "INFORMATION_SCHEMA",
-            schema_name=self.literal_text(spec.name.schema if spec.name.schema is not None else self.default_schema),
-            table_name=self.literal_text(spec.name.table), data_type=data_type,
-            message_head=self.literal_text(head), message_tail=self.literal_text(tail), **fields,
-        )
-        return [self.ADD_CORRELATION.format(**fields), verify, self.CREATE_CORRELATION_INDEX.format(**fields)]
-
-    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
-        fields = self._saga_fields(spec, correlation)
-        guard = ""
-        if require is not None:
-            message = self.literal_text(self.backfill_refusal(spec, correlation, require))
-            guard = self.BACKFILL_GUARD.format(require=self.quote(self.correlation_column(require.name)), message=message, **fields)
-        return [self.DROP_CORRELATION.format(guard=guard, **fields)]
 
     # -- version changes -------------------------------------------------------------------
     def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
@@ -1008,29 +783,6 @@ SELECT DISTINCT QueueAddress
 FROM {subscriptions}
 WHERE Topic IN ({topics})"""
 
-    MISSING_INDEX_WARNING = (
-        "Table {table} does not contain index 'Index_Expires'. Adding this index will speed up the process of "
-        "purging expired messages from the queue. Please consult the documentation for further information."
-    )
-    NON_UNICODE_WARNING = (
-        "Table {table} stores headers in a non Unicode-compatible column ({type}). This may lead to data loss "
-        "when sending non-ASCII characters in headers. Please change the column type to nvarchar(max)."
-    )
-
-    def catalog_warnings(self, connection, queues: list[TableName], profile: Profile) -> list[str]:
-        """The transport's own start-up checks (seed 003), run per queue."""
-        warnings = []
-        for name in queues:
-            checks = self.runtime_statements(profile, name, peek_batch_size=1)
-            if profile.expires_index is not ExpiresIndex.NONE:
-                if not connection.exec_driver_sql(checks["check_expires_index"].sql).scalar():
-                    warnings.append(self.MISSING_INDEX_WARNING.format(table=self.qualified(name, profile)))
-            if profile.headers_unicode:
-                column_type = connection.exec_driver_sql(checks["check_headers_type"].sql).scalar()
-                if column_type and column_type.lower() != "nvarchar":
-                    warnings.append(self.NON_UNICODE_WARNING.format(table=self.qualified(name, profile), type=column_type))
-        return warnings
-
     def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
                            subscriptions: TableName | None = None, topics: int = 1,
                            recoverable_column: bool = True, peek_batch_size: int = 0) -> dict[str, Statement]:
@@ -1136,85 +888,373 @@ WHERE Topic IN ({topics})"""
             )
         return out
 
-    # -- grants (sqltransport-schema grants) -----------------------------------------------
-    # Privileges per need, from the statements above: receive/receive_batch are DELETE ... OUTPUT
-    # deleted.* with a WHERE (SELECT, DELETE); peek and the start-up checks read (SELECT, which
-    # also makes the table's metadata visible in sys.columns/sys.indexes); move_due inserts into
-    # the input queue; subscribe is a MERGE (SELECT, INSERT, UPDATE). RowVersion is an IDENTITY:
-    # no sequence to grant. GRANT cannot name another database, so grants for tables in another
-    # catalog follow a USE of it (the login needs a user in each such database).
-    GRANT_PRIVILEGES = {
-        "receive": "SELECT, INSERT, DELETE",
-        "send": "INSERT",
-        "delayed": "SELECT, INSERT, DELETE",
-        "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
-        "saga": "SELECT, INSERT, UPDATE, DELETE",
+    # =====================================================================================
+    # -- sagas ----------------------------------------------------------------------------
+    # =====================================================================================
+    # -- saga tables (upstream-conformance §7) ---------------------------------------------------
+    # Each step its own batch, guarded by the catalog, so a re-run skips what exists (a column
+    # added in a batch is visible to the next batch's CREATE INDEX, not to the same batch's).
+    CORRELATION_TYPES = {
+        "string": "nvarchar(200)",
+        "datetime": "datetime",
+        "datetimeoffset": "datetimeoffset",
+        "int": "bigint",
+        "guid": "uniqueidentifier",
     }
-    GRANT_TABLE = "GRANT {privileges} ON {table} TO {role};"
-    USE_CATALOG = "USE {catalog};"
-    # Seed 003: the installer creates tables and reads the catalog views for its guards.
-    INSTALLER_DATABASE = ("GRANT CREATE TABLE TO {role};", "GRANT VIEW DEFINITION TO {role};")
-    INSTALLER_CREATE_SCHEMA = "GRANT CREATE SCHEMA TO {role};"
-    # ALTER on the schema: create, alter and drop its tables; the drop guards and alembic_version
-    # read and write rows, which ALTER alone does not allow.
-    INSTALLER_SCHEMA = (
-        "GRANT ALTER ON SCHEMA::{schema} TO {role};",
-        "GRANT SELECT, INSERT, UPDATE, DELETE ON SCHEMA::{schema} TO {role};",
-    )
+    CREATE_SAGA = """\
+IF OBJECT_ID(N'{name}', N'U') IS NULL
+BEGIN
+    CREATE TABLE {table} (
+        Id uniqueidentifier NOT NULL PRIMARY KEY,
+        Metadata nvarchar(max) NOT NULL,
+        Data nvarchar(max) NOT NULL,
+        PersistenceVersion varchar(23) NOT NULL,
+        SagaTypeVersion varchar(23) NOT NULL,
+        Concurrency int NOT NULL
+    );
+END;"""
+    ADD_CORRELATION = """\
+IF NOT EXISTS (SELECT * FROM {sys}.columns WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{column_name}')
+    ALTER TABLE {table} ADD {column} {column_type} NULL;"""
+    CREATE_CORRELATION_INDEX = """\
+IF NOT EXISTS (SELECT * FROM {sys}.indexes WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{index_name}')
+    CREATE UNIQUE NONCLUSTERED INDEX {index} ON {table} ({column})
+    WHERE {column} IS NOT NULL;"""
+    DROP_CORRELATION = """\
+IF EXISTS (SELECT * FROM {sys}.columns WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{column_name}')
+BEGIN{guard}
+    IF EXISTS (SELECT * FROM {sys}.indexes WHERE object_id = OBJECT_ID(N'{name}') AND name = N'{index_name}')
+        DROP INDEX {index} ON {table};
+    ALTER TABLE {table} DROP COLUMN {column};
+END;"""
+    BACKFILL_GUARD = """
+    IF EXISTS (SELECT * FROM {table} WHERE {require} IS NULL)
+        THROW 50000, N'{message}', 1;"""
+    # The installer's check of an existing column: INFORMATION_SCHEMA's data_type, where it stops.
+    VERIFY_CORRELATION_TYPE = """\
+DECLARE @found sysname = (
+    SELECT data_type FROM {information_schema}.COLUMNS
+    WHERE table_schema = N'{schema_name}' AND table_name = N'{table_name}' AND column_name = N'{column_name}'
+);
+IF @found <> N'{data_type}'
+BEGIN
+    DECLARE @refusal nvarchar(2048) = N'{message_head}' + @found + N'{message_tail}';
+    THROW 50000, @refusal, 1;
+END;"""
+    # data_type as INFORMATION_SCHEMA.COLUMNS reports each correlation type
+    DATA_TYPES = {"string": "nvarchar", "datetime": "datetime", "datetimeoffset": "datetimeoffset", "int": "bigint", "guid": "uniqueidentifier"}
+    # SQL persistence's runtime statements lock what they read with UPDLOCK.
+    SAGA_GET_BY_ID = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table} WITH (UPDLOCK)
+WHERE Id = @Id"""
+    SAGA_FIND = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table} WITH (UPDLOCK)
+WHERE {correlation} = @propertyValue"""
+    SAGA_FIND_BY_TRANSITIONAL = """\
+SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
+FROM {table} WITH (UPDLOCK)
+WHERE {transitional} = @TransitionalCorrelationId"""
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("uniqueidentifier", False),
+        "metadata": ("nvarchar(max)", False),
+        "data": ("nvarchar(max)", False),
+        "persistenceversion": ("varchar(23)", False),
+        "sagatypeversion": ("varchar(23)", False),
+        "concurrency": ("int", False),
+    }
 
-    @staticmethod
-    def _by_catalog(items, catalog_of) -> dict:
-        groups: dict = {None: []}
-        for item in items:
-            groups.setdefault(catalog_of(item), []).append(item)
-        return groups
+    def saga_name_problems(self, spec: TableSpec) -> list[str]:
+        problems = super().saga_name_problems(spec)
+        for c in spec.correlations:
+            for what, value in (("column", self.correlation_column(c.name)), ("index", self.correlation_index(spec, c.name))):
+                if len(value) > MAX_IDENTIFIER:
+                    problems.append(f"{what} {value!r} is {len(value)} characters long; SQL Server names hold at most {MAX_IDENTIFIER}")
+        return problems
 
-    def _with_catalogs(self, groups: dict, render) -> list[str]:
-        lines: list[str] = []
-        for catalog, items in groups.items():
-            if not items:
-                continue
-            if catalog is not None:
-                lines.append(self.USE_CATALOG.format(catalog=self.quote(catalog)))
-            for item in items:
-                lines.extend(render(item))
-        return lines
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None, profile: Profile | None = None) -> dict:
+        fields = self._fields(spec, profile)
+        if correlation is not None:
+            column = self.correlation_column(correlation.name)
+            index = self.correlation_index(spec, correlation.name)
+            fields.update(
+                column=self.quote(column),
+                column_name=self.literal_text(column),
+                column_type=self.CORRELATION_TYPES[correlation.type],
+                index=self.quote(index),
+                index_name=self.literal_text(index),
+            )
+        return fields
 
-    def runtime_grants(self, plan, role: str) -> list[str]:
-        role_q = self.quote(role)
+    def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        batches = [self.CREATE_SAGA.format(**self._saga_fields(spec, profile=profile))]
+        for correlation in spec.correlations:
+            batches += self.add_saga_correlation(spec, correlation, profile)
+        return batches
 
-        def render(grant):
-            table = self.qualified(grant.table._replace(catalog=None))
-            return [self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=table, role=role_q)]
+    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation, profile: Profile | None = None) -> list[str]:
+        fields = self._saga_fields(spec, correlation, profile)
+        data_type = self.DATA_TYPES[correlation.type]
+        head, _, tail = self.wrong_type_message(spec, correlation, data_type).partition("{found}")
+        catalog = spec.name.catalog if profile is None or profile.three_part_names else None
+        verify = self.VERIFY_CORRELATION_TYPE.format(
+            information_schema=(self.quote(catalog) + "." if catalog is not None else "") + "INFORMATION_SCHEMA",
+            schema_name=self.literal_text(spec.name.schema if spec.name.schema is not None else self.default_schema),
+            table_name=self.literal_text(spec.name.table), data_type=data_type,
+            message_head=self.literal_text(head), message_tail=self.literal_text(tail), **fields,
+        )
+        return [self.ADD_CORRELATION.format(**fields), verify, self.CREATE_CORRELATION_INDEX.format(**fields)]
 
-        # First, in the login's own database: Transport.from_database reads which revision is deployed.
-        version_table = self.GRANT_TABLE.format(privileges="SELECT", table=self.qualified(TableName("alembic_version")), role=role_q)
-        return [version_table] + self._with_catalogs(self._by_catalog(plan.tables, lambda g: g.table.catalog), render)
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        guard = ""
+        if require is not None:
+            message = self.literal_text(self.backfill_refusal(spec, correlation, require))
+            guard = self.BACKFILL_GUARD.format(require=self.quote(self.correlation_column(require.name)), message=message, **fields)
+        return [self.DROP_CORRELATION.format(guard=guard, **fields)]
 
-    def installer_grants(self, plan, role: str) -> list[str]:
-        role_q = self.quote(role)
-        per_catalog: dict = {}
-        for grant in plan.tables:
-            per_catalog.setdefault(grant.table.catalog, {}).setdefault(grant.table.schema or self.default_schema, None)
-        per_catalog.setdefault(None, {}).setdefault(self.default_schema, None)  # alembic_version lives here
-        lines: list[str] = []
-        for catalog in sorted(per_catalog, key=lambda c: (c is not None, c or "")):
-            if catalog is not None:
-                lines.append(self.USE_CATALOG.format(catalog=self.quote(catalog)))
-            schemas = list(per_catalog[catalog])
-            lines.extend(line.format(role=role_q) for line in self.INSTALLER_DATABASE)
-            if any(schema != self.default_schema for schema in schemas):
-                lines.append(self.INSTALLER_CREATE_SCHEMA.format(role=role_q))
-            for schema in schemas:
-                grants = [line.format(schema=self.quote(schema), role=role_q) for line in self.INSTALLER_SCHEMA]
-                if schema == self.default_schema:
-                    lines.extend(grants)
+    # =====================================================================================
+    # -- catalog reads (check, adopt, autogenerate, the runtime's start-up checks) --------
+    # =====================================================================================
+    class Catalog(Dialect.Catalog):
+        """Live shapes from four bulk queries over the sys catalog views (per database), and the
+        transport's own start-up checks."""
+
+        # One query per catalog view, joined in Python; {sys} is sys, or [catalog].sys for another database.
+        # Rows: (object_id, schema, table)
+        SHAPE_TABLES = """\
+SELECT t.object_id, s.name, t.name
+FROM {sys}.tables t
+INNER JOIN {sys}.schemas s ON s.schema_id = t.schema_id
+WHERE t.is_ms_shipped = 0"""
+        # Rows: (object_id, column, type, max_length (bytes; -1 = max), precision, scale,
+        #        is_nullable, is_identity, is_computed), in column order
+        SHAPE_COLUMNS = """\
+SELECT c.object_id, c.name, ty.name, c.max_length, c.precision, c.scale, c.is_nullable, c.is_identity, c.is_computed
+FROM {sys}.columns c
+INNER JOIN {sys}.types ty ON ty.user_type_id = c.user_type_id
+INNER JOIN {sys}.tables t ON t.object_id = c.object_id
+WHERE t.is_ms_shipped = 0
+ORDER BY c.object_id, c.column_id"""
+        # Rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition); heaps left out
+        SHAPE_INDEXES = """\
+SELECT i.object_id, i.index_id, i.name, i.type_desc, i.is_unique, i.has_filter, i.filter_definition
+FROM {sys}.indexes i
+INNER JOIN {sys}.tables t ON t.object_id = i.object_id
+WHERE t.is_ms_shipped = 0 AND i.type <> 0 AND i.is_hypothetical = 0"""
+        # Rows: (object_id, index_id, column, key_ordinal (0 for included columns), is_included_column)
+        SHAPE_INDEX_COLUMNS = """\
+SELECT ic.object_id, ic.index_id, c.name, ic.key_ordinal, ic.is_included_column
+FROM {sys}.index_columns ic
+INNER JOIN {sys}.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+INNER JOIN {sys}.tables t ON t.object_id = ic.object_id
+WHERE t.is_ms_shipped = 0
+ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
+
+        @staticmethod
+        def column_type(type_name: str, max_length: int, precision: int = 0, scale: int = 0) -> str:
+            """A sys.types name and sys.columns sizes as DDL spells the type, lower case:
+            nvarchar/-1 -> nvarchar(max), varchar/255 -> varchar(255), nvarchar/400 -> nvarchar(200)."""
+            name = type_name.strip().lower()
+            if name in ("varchar", "char", "varbinary", "binary", "nvarchar", "nchar"):
+                if max_length == -1:
+                    return f"{name}(max)"
+                return f"{name}({max_length // 2 if name in ('nvarchar', 'nchar') else max_length})"
+            if name in ("decimal", "numeric"):
+                return f"{name}({precision},{scale})"
+            if name in ("datetime2", "datetimeoffset", "time"):
+                return f"{name}({scale})"
+            return name
+
+        def shapes_from_rows(self, tables, columns, indexes, index_columns, catalog: str | None = None) -> dict[tuple, tuple[TableName, TableShape]]:
+            """The live shapes from the rows of SHAPE_TABLES, SHAPE_COLUMNS, SHAPE_INDEXES and
+            SHAPE_INDEX_COLUMNS (pure: no connection). catalog: the database the rows were read
+            from (None: the connection's own)."""
+            table_key = self.dialect.table_key
+            by_object: dict[int, TableShape] = {}
+            out: dict[tuple, tuple[TableName, TableShape]] = {}
+            for object_id, schema, table in tables:
+                name = TableName(table, schema, catalog)
+                by_object[object_id] = shape = TableShape()
+                out[table_key(name)] = (name, shape)
+            for object_id, column, type_name, max_length, precision, scale, nullable, identity, computed in columns:
+                shape = by_object.get(object_id)
+                if shape is None:
+                    continue
+                key = column.lower()
+                shape.columns[key] = (self.column_type(type_name, max_length, precision, scale), bool(nullable))
+                if identity:
+                    shape.identity.add(key)
+                if computed:
+                    shape.computed.add(key)
+            keys: dict[tuple[int, int], list[tuple[int, str]]] = {}
+            included: dict[tuple[int, int], list[str]] = {}
+            for object_id, index_id, column, key_ordinal, is_included in index_columns:
+                if is_included:
+                    included.setdefault((object_id, index_id), []).append(column.lower())
                 else:
-                    lines.append(f"-- schema {self.quote(schema)}: created (and owned) by the installer; if it exists already:")
-                    lines.extend("-- " + line for line in grants)
-        return lines
+                    keys.setdefault((object_id, index_id), []).append((key_ordinal, column.lower()))
+            for object_id, index_id, name, type_desc, unique, has_filter, filter_definition in indexes:
+                shape = by_object.get(object_id)
+                if shape is None or (type_desc or "").upper() == "HEAP":
+                    continue
+                kind = (type_desc or "").upper()
+                shape.indexes.append(
+                    IndexShape(
+                        tuple(column for _, column in sorted(keys.get((object_id, index_id), []))),
+                        bool(unique),
+                        normalise_predicate(filter_definition) if has_filter else None,
+                        name,
+                        clustered=kind.startswith("CLUSTERED"),
+                        include=tuple(sorted(included.get((object_id, index_id), []))),
+                    )
+                )
+            return out
 
-    # -- the data pipeline (engines/pipeline.py): pyodbc, Spark through jTDS --------------------------
+        def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
+            """The connection's database, and each named catalog (three-part names) through [catalog].sys."""
+            out: dict[tuple, tuple[TableName, TableShape]] = {}
+            for catalog in (None, *dict.fromkeys(catalogs)):
+                sys_ = self.dialect._sys(catalog)
+
+                def rows(sql: str) -> list[tuple]:
+                    return [tuple(row) for row in connection.exec_driver_sql(sql.format(sys=sys_))]
+
+                out.update(self.shapes_from_rows(
+                    rows(self.SHAPE_TABLES), rows(self.SHAPE_COLUMNS), rows(self.SHAPE_INDEXES), rows(self.SHAPE_INDEX_COLUMNS), catalog
+                ))
+            return out
+
+        MISSING_INDEX_WARNING = (
+            "Table {table} does not contain index 'Index_Expires'. Adding this index will speed up the process of "
+            "purging expired messages from the queue. Please consult the documentation for further information."
+        )
+        NON_UNICODE_WARNING = (
+            "Table {table} stores headers in a non Unicode-compatible column ({type}). This may lead to data loss "
+            "when sending non-ASCII characters in headers. Please change the column type to nvarchar(max)."
+        )
+
+        def warnings(self, connection: Connection, queues: list[TableName], profile: Profile) -> list[str]:
+            """The transport's own start-up checks (seed 003), run per queue."""
+            warnings = []
+            for name in queues:
+                checks = self.dialect.runtime_statements(profile, name, peek_batch_size=1)
+                if profile.expires_index is not ExpiresIndex.NONE:
+                    if not connection.exec_driver_sql(checks["check_expires_index"].sql).scalar():
+                        warnings.append(self.MISSING_INDEX_WARNING.format(table=self.dialect.qualified(name, profile)))
+                if profile.headers_unicode:
+                    column_type = connection.exec_driver_sql(checks["check_headers_type"].sql).scalar()
+                    if column_type and column_type.lower() != "nvarchar":
+                        warnings.append(self.NON_UNICODE_WARNING.format(table=self.dialect.qualified(name, profile), type=column_type))
+            return warnings
+
+    # =====================================================================================
+    # -- grants (sqltransport-schema grants) ----------------------------------------------
+    # =====================================================================================
+    class Grants(Dialect.Grants):
+        """Table grants per need; grants in another catalog follow a USE of it."""
+
+        # Privileges per need, from the statements above: receive/receive_batch are DELETE ... OUTPUT
+        # deleted.* with a WHERE (SELECT, DELETE); peek and the start-up checks read (SELECT, which
+        # also makes the table's metadata visible in sys.columns/sys.indexes); move_due inserts into
+        # the input queue; subscribe is a MERGE (SELECT, INSERT, UPDATE). RowVersion is an IDENTITY:
+        # no sequence to grant. GRANT cannot name another database, so grants for tables in another
+        # catalog follow a USE of it (the login needs a user in each such database).
+        GRANT_PRIVILEGES = {
+            "receive": "SELECT, INSERT, DELETE",
+            "send": "INSERT",
+            "delayed": "SELECT, INSERT, DELETE",
+            "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
+            "saga": "SELECT, INSERT, UPDATE, DELETE",
+        }
+        GRANT_TABLE = "GRANT {privileges} ON {table} TO {role};"
+        USE_CATALOG = "USE {catalog};"
+        # Seed 003: the installer creates tables and reads the catalog views for its guards.
+        INSTALLER_DATABASE = ("GRANT CREATE TABLE TO {role};", "GRANT VIEW DEFINITION TO {role};")
+        INSTALLER_CREATE_SCHEMA = "GRANT CREATE SCHEMA TO {role};"
+        # ALTER on the schema: create, alter and drop its tables; the drop guards and alembic_version
+        # read and write rows, which ALTER alone does not allow.
+        INSTALLER_SCHEMA = (
+            "GRANT ALTER ON SCHEMA::{schema} TO {role};",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON SCHEMA::{schema} TO {role};",
+        )
+
+        @staticmethod
+        def _by_catalog(items, catalog_of) -> dict:
+            groups: dict = {None: []}
+            for item in items:
+                groups.setdefault(catalog_of(item), []).append(item)
+            return groups
+
+        def _with_catalogs(self, groups: dict, render) -> list[str]:
+            lines: list[str] = []
+            for catalog, items in groups.items():
+                if not items:
+                    continue
+                if catalog is not None:
+                    lines.append(self.USE_CATALOG.format(catalog=self.dialect.quote(catalog)))
+                for item in items:
+                    lines.extend(render(item))
+            return lines
+
+        def runtime(self, plan: GrantPlan, role: str) -> list[str]:
+            role_q = self.dialect.quote(role)
+
+            def render(grant):
+                table = self.dialect.qualified(grant.table._replace(catalog=None))
+                return [self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=table, role=role_q)]
+
+            # First, in the login's own database: Transport.from_database reads which revision is deployed.
+            version_table = self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName("alembic_version")), role=role_q)
+            return [version_table] + self._with_catalogs(self._by_catalog(plan.tables, lambda g: g.table.catalog), render)
+
+        def installer(self, plan: GrantPlan, role: str) -> list[str]:
+            role_q = self.dialect.quote(role)
+            per_catalog: dict = {}
+            for grant in plan.tables:
+                per_catalog.setdefault(grant.table.catalog, {}).setdefault(grant.table.schema or self.dialect.default_schema, None)
+            per_catalog.setdefault(None, {}).setdefault(self.dialect.default_schema, None)  # alembic_version lives here
+            lines: list[str] = []
+            for catalog in sorted(per_catalog, key=lambda c: (c is not None, c or "")):
+                if catalog is not None:
+                    lines.append(self.USE_CATALOG.format(catalog=self.dialect.quote(catalog)))
+                schemas = list(per_catalog[catalog])
+                lines.extend(line.format(role=role_q) for line in self.INSTALLER_DATABASE)
+                if any(schema != self.dialect.default_schema for schema in schemas):
+                    lines.append(self.INSTALLER_CREATE_SCHEMA.format(role=role_q))
+                for schema in schemas:
+                    grants = [line.format(schema=self.dialect.quote(schema), role=role_q) for line in self.INSTALLER_SCHEMA]
+                    if schema == self.dialect.default_schema:
+                        lines.extend(grants)
+                    else:
+                        lines.append(f"-- schema {self.dialect.quote(schema)}: created (and owned) by the installer; if it exists already:")
+                        lines.extend("-- " + line for line in grants)
+            return lines
+
+    # =====================================================================================
+    # -- deployment scripts (sqltransport-schema script) ----------------------------------
+    # =====================================================================================
+    class Script(Dialect.Script):
+        """Alembic's version stamping made repeatable: IF-guarded stamps and version table; GO-separated files."""
+
+        ALEMBIC_FIRST_STAMP = r"^INSERT INTO alembic_version \(version_num\) OUTPUT inserted\.version_num VALUES \({rev}\);$"
+        FIRST_STAMP = "IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{rev}');"
+        RESTAMP = (
+            "IF EXISTS (SELECT 1 FROM alembic_version WHERE version_num = '{old}')\n"
+            "    UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
+        )
+        GUARDED_VERSION_TABLE = "IF OBJECT_ID(N'alembic_version', N'U') IS NULL\nBEGIN\n{ddl}\nEND;"
+        # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
+        SCRIPT_BEGIN = "BEGIN TRANSACTION;\n\nGO\n\n"
+        SCRIPT_COMMIT = "COMMIT;\n\nGO\n"
+
+        def guard_version_table(self, ddl: str) -> str:
+            return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
+
+    # =====================================================================================
+    # -- the data pipeline (engines/pipeline.py): pyodbc, Spark through jTDS --------------
+    # =====================================================================================
     class Pipeline(Dialect.Pipeline):  # pragma: no cover - no SQL Server here
         """SQL Server (pyodbc). IDENTITY columns take no explicit values without IDENTITY_INSERT (ALTER
         permission), so partitions into SQL Server run one after the other, in order. Spark reads through

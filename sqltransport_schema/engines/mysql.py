@@ -10,11 +10,17 @@ failure applied (each step is idempotent or guarded, so running it again continu
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..schema import Correlation, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_type
 from ..versions import Profile
 from .base import Dialect
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from sqlalchemy.engine import Connection
 
 MAX_IDENTIFIER = 64
 MAX_SIGNAL_MESSAGE = 128  # MySQL's MESSAGE_TEXT limit (MariaDB allows 512)
@@ -26,8 +32,83 @@ class MySQL(Dialect):
     drivers = ("pymysql", "MySQLdb", "mariadb")
     default_schema = None
     saga_only = True
-    grants_unsupported = "grants are not generated for MySQL; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"
 
+    # =====================================================================================
+    # -- identifiers and names ------------------------------------------------------------
+    # =====================================================================================
+    def quote(self, identifier: str) -> str:
+        return "`" + identifier.replace("`", "``") + "`"
+
+    def literal(self, text: str) -> str:
+        # backslash escapes in MySQL string literals (unless NO_BACKSLASH_ESCAPES): double them too
+        return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
+        if name.schema is not None:
+            return f"{self.quote(name.schema)}.{self.quote(name.table)}"
+        return self.quote(name.table)
+
+    def table_key(self, name: TableName) -> tuple:
+        return (name.schema, name.table)  # catalogs do not apply
+
+    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        return [
+            (part, f"is {len(value)} characters long; MySQL names hold at most {MAX_IDENTIFIER}")
+            for part, value in (("table", name.table), ("schema", name.schema))
+            if value is not None and len(value) > MAX_IDENTIFIER
+        ]
+
+    # =====================================================================================
+    # -- columns: the saga tables' shapes our DDL gives them (check, the connection's database) ---
+    # =====================================================================================
+    # Types as information_schema.columns.column_type spells them, without integer display widths
+    # (MariaDB prints int(11), MySQL 8 int); MariaDB's json is longtext with a json_valid CHECK.
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("varchar(38)", False),
+        "metadata": ("json", False),
+        "data": ("json", False),
+        "persistenceversion": ("varchar(23)", False),
+        "sagatypeversion": ("varchar(23)", False),
+        "concurrency": ("int", False),
+    }
+
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        if not self.holds(spec.kind):
+            raise NotImplementedError(f"{self.name} holds saga tables only")
+        columns = dict(self.SAGA_SHAPE_COLUMNS)
+        indexes = [IndexShape(("id",), unique=True)]
+        for c in spec.correlations:
+            column = self.correlation_column(c.name).lower()
+            columns[column] = (self.Catalog.shape_type(self.CORRELATION_TYPES[c.type].split(" character set")[0]), True)
+            indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
+        return TableShape(columns, indexes)
+
+    # =====================================================================================
+    # -- DDL (saga tables only: queue, delayed and subscription operations emit nothing) ---
+    # =====================================================================================
+    def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return super().create_table(spec, profile) if self.holds(spec.kind) else []
+
+    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
+        if not self.holds(spec.kind):
+            return []
+        fields = self._saga_fields(spec)
+        guard = ""
+        if not discard_messages:
+            refusal = self.refusal(spec)
+            if len(refusal) > MAX_SIGNAL_MESSAGE:
+                refusal = f"refusing to drop saga table {spec.name.table}: it still holds sagas (see docs/sagas.md)"
+            guard = self._refuse_if(fields["table"], "", refusal)
+        return self._step(self.DROP_TABLE.format(guard=guard, **fields))
+
+    # =====================================================================================
+    # -- runtime statements ---------------------------------------------------------------
+    # =====================================================================================
+    # None of the transport's (saga-only); a saga table's statements are Dialect.saga_statements'.
+
+    # =====================================================================================
+    # -- sagas ----------------------------------------------------------------------------
+    # =====================================================================================
     CORRELATION_TYPES = {
         "string": "varchar(200) character set utf8mb4",
         "datetime": "datetime",
@@ -111,91 +192,6 @@ FOR UPDATE"""
     IF EXISTS ({table_exists}) THEN{guard}
         DROP TABLE {table};
     END IF;"""
-    EXISTING_COLUMNS = (
-        "SELECT table_schema, table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()"
-    )
-
-    # -- check: expected and live shapes (the connection's database) ---------------------------
-    # Types as information_schema.columns.column_type spells them, without integer display widths
-    # (MariaDB prints int(11), MySQL 8 int); MariaDB's json is longtext with a json_valid CHECK.
-    SAGA_SHAPE_COLUMNS = {
-        "id": ("varchar(38)", False),
-        "metadata": ("json", False),
-        "data": ("json", False),
-        "persistenceversion": ("varchar(23)", False),
-        "sagatypeversion": ("varchar(23)", False),
-        "concurrency": ("int", False),
-    }
-    SHAPE_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
-    SHAPE_COLUMNS = (
-        "SELECT table_name, column_name, column_type, is_nullable FROM information_schema.columns "
-        "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
-    )
-    SHAPE_INDEXES = (
-        "SELECT table_name, index_name, non_unique, column_name FROM information_schema.statistics "
-        "WHERE table_schema = DATABASE() ORDER BY table_name, index_name, seq_in_index"
-    )
-
-    @staticmethod
-    def shape_type(column_type: str) -> str:
-        text = re.sub(r"^(tinyint|smallint|mediumint|int|bigint)\(\d+\)", r"\1", normalise_type(column_type))
-        return "json" if text == "longtext" else text
-
-    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
-        if not self.holds(spec.kind):
-            raise NotImplementedError(f"{self.name} holds saga tables only")
-        columns = dict(self.SAGA_SHAPE_COLUMNS)
-        indexes = [IndexShape(("id",), unique=True)]
-        for c in spec.correlations:
-            column = self.correlation_column(c.name).lower()
-            columns[column] = (self.shape_type(self.CORRELATION_TYPES[c.type].split(" character set")[0]), True)
-            indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
-        return TableShape(columns, indexes)
-
-    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
-        out: dict[tuple, tuple[TableName, TableShape]] = {}
-        for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
-            out[self.table_key(TableName(table))] = (TableName(table), TableShape())
-        for table, column, column_type, nullable in connection.exec_driver_sql(self.SHAPE_COLUMNS):
-            entry = out.get(self.table_key(TableName(table)))
-            if entry is not None:
-                entry[1].columns[column.lower()] = (self.shape_type(column_type), nullable == "YES")
-        found: dict[tuple, dict] = {}
-        for table, index, non_unique, column in connection.exec_driver_sql(self.SHAPE_INDEXES):
-            parts = found.setdefault((self.table_key(TableName(table)), index), {"unique": not int(non_unique), "columns": []})
-            parts["columns"].append(column.lower())
-        for (key, index), parts in found.items():
-            if key in out:
-                out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], None, index))
-        return out
-
-    def quote(self, identifier: str) -> str:
-        return "`" + identifier.replace("`", "``") + "`"
-
-    def literal(self, text: str) -> str:
-        # backslash escapes in MySQL string literals (unless NO_BACKSLASH_ESCAPES): double them too
-        return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
-
-    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
-        if name.schema is not None:
-            return f"{self.quote(name.schema)}.{self.quote(name.table)}"
-        return self.quote(name.table)
-
-    def table_key(self, name: TableName) -> tuple:
-        return (name.schema, name.table)  # catalogs do not apply
-
-    def existing_columns(self, connection) -> dict[tuple, set[str]]:
-        out: dict[tuple, set[str]] = {}
-        for _schema, table, column in connection.exec_driver_sql(self.EXISTING_COLUMNS):
-            out.setdefault(self.table_key(TableName(table)), set()).add(column.lower())
-        return out
-
-    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
-        return [
-            (part, f"is {len(value)} characters long; MySQL names hold at most {MAX_IDENTIFIER}")
-            for part, value in (("table", name.table), ("schema", name.schema))
-            if value is not None and len(value) > MAX_IDENTIFIER
-        ]
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:
         problems = super().saga_name_problems(spec)
@@ -231,20 +227,10 @@ FOR UPDATE"""
             self.DROP_PROCEDURE.format(procedure=procedure),
         ]
 
-    def script_statement(self, statement: str, terminator: str) -> str:
-        # the mysql client splits on ';': a procedure's body needs another delimiter
-        if statement.startswith("CREATE PROCEDURE"):
-            return f"DELIMITER //\n{statement} //\nDELIMITER {terminator.strip() or ';'}"
-        return statement + terminator
-
     def _refuse_if(self, table: str, where: str, message: str) -> str:
         if len(message) > MAX_SIGNAL_MESSAGE:
             message = message[: MAX_SIGNAL_MESSAGE - 3] + "..."
         return self.REFUSE_IF.format(table=table, where=where, message=self.literal(message))
-
-    # -- DDL ---------------------------------------------------------------------------
-    def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
-        return super().create_table(spec, profile) if self.holds(spec.kind) else []
 
     def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
         fields = self._saga_fields(spec, correlation)
@@ -278,14 +264,66 @@ FOR UPDATE"""
             guard = self._refuse_if(fields["table"], where, self.backfill_message(spec, correlation, require))
         return self._step(self.DROP_CORRELATION.format(guard=guard, **fields))
 
-    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
-        if not self.holds(spec.kind):
-            return []
-        fields = self._saga_fields(spec)
-        guard = ""
-        if not discard_messages:
-            refusal = self.refusal(spec)
-            if len(refusal) > MAX_SIGNAL_MESSAGE:
-                refusal = f"refusing to drop saga table {spec.name.table}: it still holds sagas (see docs/sagas.md)"
-            guard = self._refuse_if(fields["table"], "", refusal)
-        return self._step(self.DROP_TABLE.format(guard=guard, **fields))
+    # =====================================================================================
+    # -- catalog reads (check, adopt, autogenerate): information_schema of the connection's database ---
+    # =====================================================================================
+    class Catalog(Dialect.Catalog):
+        EXISTING_COLUMNS = (
+            "SELECT table_schema, table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()"
+        )
+
+        SHAPE_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
+        SHAPE_COLUMNS = (
+            "SELECT table_name, column_name, column_type, is_nullable FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
+        )
+        SHAPE_INDEXES = (
+            "SELECT table_name, index_name, non_unique, column_name FROM information_schema.statistics "
+            "WHERE table_schema = DATABASE() ORDER BY table_name, index_name, seq_in_index"
+        )
+
+        @staticmethod
+        def shape_type(column_type: str) -> str:
+            text = re.sub(r"^(tinyint|smallint|mediumint|int|bigint)\(\d+\)", r"\1", normalise_type(column_type))
+            return "json" if text == "longtext" else text
+
+        def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
+            table_key, shape_type = self.dialect.table_key, self.shape_type
+            out: dict[tuple, tuple[TableName, TableShape]] = {}
+            for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
+                out[table_key(TableName(table))] = (TableName(table), TableShape())
+            for table, column, column_type, nullable in connection.exec_driver_sql(self.SHAPE_COLUMNS):
+                entry = out.get(table_key(TableName(table)))
+                if entry is not None:
+                    entry[1].columns[column.lower()] = (shape_type(column_type), nullable == "YES")
+            found: dict[tuple, dict] = {}
+            for table, index, non_unique, column in connection.exec_driver_sql(self.SHAPE_INDEXES):
+                parts = found.setdefault((table_key(TableName(table)), index), {"unique": not int(non_unique), "columns": []})
+                parts["columns"].append(column.lower())
+            for (key, index), parts in found.items():
+                if key in out:
+                    out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], None, index))
+            return out
+
+        def existing_columns(self, connection: Connection) -> dict[tuple, set[str]]:
+            table_key = self.dialect.table_key
+            out: dict[tuple, set[str]] = {}
+            for _schema, table, column in connection.exec_driver_sql(self.EXISTING_COLUMNS):
+                out.setdefault(table_key(TableName(table)), set()).add(column.lower())
+            return out
+
+    # =====================================================================================
+    # -- grants (sqltransport-schema grants) ----------------------------------------------
+    # =====================================================================================
+    class Grants(Dialect.Grants):
+        unsupported = "grants are not generated for MySQL; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"
+
+    # =====================================================================================
+    # -- deployment scripts (alembic --sql) -----------------------------------------------
+    # =====================================================================================
+    class Script(Dialect.Script):
+        def statement(self, statement: str, terminator: str) -> str:
+            # the mysql client splits on ';': a procedure's body needs another delimiter
+            if statement.startswith("CREATE PROCEDURE"):
+                return f"DELIMITER //\n{statement} //\nDELIMITER {terminator.strip() or ';'}"
+            return statement + terminator

@@ -27,8 +27,60 @@ class Oracle(Dialect):
     drivers = ("oracledb",)
     default_schema = None
     saga_only = True
-    grants_unsupported = "grants are not generated for Oracle; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"
 
+    # =====================================================================================
+    # -- identifiers and names ------------------------------------------------------------
+    # =====================================================================================
+    def quote(self, identifier: str) -> str:
+        return '"' + identifier.upper() + '"'  # a '"' in a name is refused by name_problems
+
+    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
+        if name.schema is not None:
+            return f"{self.quote(name.schema)}.{self.quote(name.table)}"
+        return self.quote(name.table)
+
+    def table_key(self, name: TableName) -> tuple:
+        return (name.schema.upper() if name.schema else None, name.table.upper())
+
+    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        problems = []
+        for part, value in (("table", name.table), ("schema", name.schema)):
+            if value is None:
+                continue
+            if len(value.encode("utf-8")) > MAX_IDENTIFIER:
+                problems.append((part, f"is {len(value.encode('utf-8'))} bytes long; Oracle names hold at most {MAX_IDENTIFIER}"))
+            if '"' in value:
+                problems.append((part, "contains '\"', which Oracle names cannot hold"))
+        return problems
+
+    # =====================================================================================
+    # -- columns --------------------------------------------------------------------------
+    # =====================================================================================
+    # None of the transport's (saga-only); `check` does not read Oracle (expected_shape is the base's).
+
+    # =====================================================================================
+    # -- DDL (saga tables only: queue, delayed and subscription operations emit nothing) ---
+    # =====================================================================================
+    def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return super().create_table(spec, profile) if self.holds(spec.kind) else []
+
+    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
+        if not self.holds(spec.kind):
+            return []
+        table = self._saga_fields(spec)["table"]
+        batches = []
+        if not discard_messages:
+            batches.append(self.GUARD.format(table=table, condition="1 = 1", message=self.literal(self.refusal(spec))))
+        return batches + [self.DROP_TABLE.format(table=table)]
+
+    # =====================================================================================
+    # -- runtime statements ---------------------------------------------------------------
+    # =====================================================================================
+    # None of the transport's (saga-only); a saga table's statements are Dialect.saga_statements'.
+
+    # =====================================================================================
+    # -- sagas ----------------------------------------------------------------------------
+    # =====================================================================================
     CORRELATION_TYPES = {"string": "NVARCHAR2(200)", "datetime": "TIMESTAMP", "int": "NUMBER(19)", "guid": "VARCHAR2(38)"}
     CREATE_SAGA = """\
 CREATE TABLE {table} (
@@ -72,17 +124,6 @@ FROM {table}
 WHERE {transitional} = @TransitionalCorrelationId
 FOR UPDATE"""
 
-    def quote(self, identifier: str) -> str:
-        return '"' + identifier.upper() + '"'  # a '"' in a name is refused by name_problems
-
-    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
-        if name.schema is not None:
-            return f"{self.quote(name.schema)}.{self.quote(name.table)}"
-        return self.quote(name.table)
-
-    def table_key(self, name: TableName) -> tuple:
-        return (name.schema.upper() if name.schema else None, name.table.upper())
-
     def saga_table(self, spec: TableSpec) -> TableName:
         return TableName(self.saga_suffix(spec).upper(), spec.name.schema)
 
@@ -95,17 +136,6 @@ FOR UPDATE"""
 
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
         return [TableName(self.correlation_index(spec, c.name), spec.name.schema) for c in spec.correlations]
-
-    def name_problems(self, name: TableName) -> list[tuple[str, str]]:
-        problems = []
-        for part, value in (("table", name.table), ("schema", name.schema)):
-            if value is None:
-                continue
-            if len(value.encode("utf-8")) > MAX_IDENTIFIER:
-                problems.append((part, f"is {len(value.encode('utf-8'))} bytes long; Oracle names hold at most {MAX_IDENTIFIER}"))
-            if '"' in value:
-                problems.append((part, "contains '\"', which Oracle names cannot hold"))
-        return problems
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:
         """SQL persistence's Oracle limits: a suffix of at most 27 ASCII characters, a prefix of at most 25."""
@@ -135,10 +165,6 @@ FOR UPDATE"""
             )
         return fields
 
-    # -- DDL ---------------------------------------------------------------------------
-    def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
-        return super().create_table(spec, profile) if self.holds(spec.kind) else []
-
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
         fields = self._saga_fields(spec, correlation)
         batches = []
@@ -148,11 +174,8 @@ FOR UPDATE"""
             batches.append(self.GUARD.format(table=fields["table"], condition=condition, message=message))
         return batches + [self.DROP_CORRELATION_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
 
-    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
-        if not self.holds(spec.kind):
-            return []
-        table = self._saga_fields(spec)["table"]
-        batches = []
-        if not discard_messages:
-            batches.append(self.GUARD.format(table=table, condition="1 = 1", message=self.literal(self.refusal(spec))))
-        return batches + [self.DROP_TABLE.format(table=table)]
+    # =====================================================================================
+    # -- grants (sqltransport-schema grants) ----------------------------------------------
+    # =====================================================================================
+    class Grants(Dialect.Grants):
+        unsupported = "grants are not generated for Oracle; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"

@@ -11,12 +11,20 @@ import functools
 import hashlib
 import uuid
 from datetime import timezone
+from typing import TYPE_CHECKING
 from urllib.parse import quote as urlquote
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns
 from ..versions import FEATURE_SINCE, Profile
 from .base import Dialect
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from sqlalchemy.engine import Connection
+
+    from ..grants import GrantPlan
 
 MAX_TABLE_BYTES = 55  # the transport's own limit: room for the suffixes of derived names
 MAX_IDENTIFIER_BYTES = 63
@@ -28,143 +36,9 @@ class PostgreSQL(Dialect):
     drivers = ("psycopg", "psycopg2")
     default_schema = "public"
 
-    CREATE_QUEUE = (
-        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, "
-        "Headers TEXT NOT NULL, Body BYTEA, Seq {seq_type} NOT NULL UNIQUE)"
-    )
-    CREATE_DELAYED = (
-        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, "
-        "Headers text NOT NULL, Body bytea, Due timestamptz NOT NULL) WITH (fillfactor=100)"
-    )
-    CREATE_DUE_INDEX = "CREATE INDEX IF NOT EXISTS {index} on {table}(Due)"
-    CREATE_SUBSCRIPTIONS = (
-        "CREATE TABLE IF NOT EXISTS {table} (QueueAddress VARCHAR(200) NOT NULL, Endpoint VARCHAR(200) NOT NULL, "
-        "Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)"
-    )
-    DROP_GUARDED = """\
-DO {tag}
-BEGIN
-    -- nested, not AND: PL/pgSQL plans an expression whole, and the table may be gone already
-    IF to_regclass({table_literal}) IS NOT NULL THEN
-        IF EXISTS (SELECT 1 FROM {table}) THEN
-            RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'object_in_use';
-        END IF;
-    END IF;
-END
-{tag}"""
-    DROP_TABLE = "DROP TABLE IF EXISTS {table}"
-    SEQ_COLUMN_TYPE = "ALTER TABLE {table} ALTER COLUMN Seq TYPE {column_type}"
-    SEQ_SEQUENCE_TYPE = """\
-DO {tag}
-BEGIN
-    EXECUTE format('ALTER SEQUENCE %s AS {column_type}', pg_get_serial_sequence({table_literal}, 'seq'));
-END
-{tag}"""
-    CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
-    DROP_SCHEMA_IF_EMPTY = """\
-DO {tag}
-BEGIN
-    DROP SCHEMA IF EXISTS {schema};
-EXCEPTION WHEN dependent_objects_still_exist THEN
-    NULL;
-END
-{tag}"""
-
-    # -- columns of each table kind (the one source; shapes.Column) ---------------------------
-    # Types as format_type() prints them. Seq's type follows the topology's seq_type (SEQ_TYPES).
-    COLUMNS = {
-        Kind.QUEUE: (
-            Column("Id", "uuid", False),
-            Column("Expires", "timestamp without time zone", True),
-            Column("Headers", "text", False),
-            Column("Body", "bytea", True),
-            Column("Seq", None, False),
-        ),
-        Kind.DELAYED: (
-            Column("Id", "uuid", False),
-            Column("Headers", "text", False),
-            Column("Body", "bytea", True),
-            Column("Due", "timestamp with time zone", False),
-        ),
-        Kind.SUBSCRIPTIONS: (
-            Column("QueueAddress", "character varying(200)", False),
-            Column("Endpoint", "character varying(200)", False),
-            Column("Topic", "character varying(200)", False),
-        ),
-    }
-    SEQ_TYPES = {"serial": "integer", "bigserial": "bigint"}
-
-    # -- check: expected and live shapes ----------------------------------------------------
-    USER_SCHEMAS = "n.nspname NOT IN ('information_schema') AND n.nspname !~ '^pg_'"
-    SHAPE_TABLES = (
-        "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.relkind IN ('r', 'p') AND " + USER_SCHEMAS
-    )
-    SHAPE_COLUMNS = (
-        "SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull "
-        "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND " + USER_SCHEMAS
-    )
-    SHAPE_INDEXES = (
-        "SELECT n.nspname, t.relname, i.relname, ix.indisunique, pg_get_expr(ix.indpred, ix.indrelid), "
-        "ARRAY(SELECT pg_get_indexdef(ix.indexrelid, k, true) FROM generate_series(1, ix.indnkeyatts) AS k) "
-        "FROM pg_index ix JOIN pg_class t ON t.oid = ix.indrelid JOIN pg_class i ON i.oid = ix.indexrelid "
-        "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.relkind IN ('r', 'p') AND " + USER_SCHEMAS
-    )
-
-    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
-        if spec.kind is Kind.QUEUE:
-            columns = shape_columns(self.COLUMNS[Kind.QUEUE], seq=self.SEQ_TYPES[spec.seq_type])
-            indexes = [IndexShape(("id",), unique=True), IndexShape(("seq",), unique=True)]
-        elif spec.kind is Kind.DELAYED:
-            columns = shape_columns(self.COLUMNS[Kind.DELAYED])
-            due = self.index_names(spec)[0].table
-            indexes = [IndexShape(("id",), unique=True), IndexShape(("due",), name=due)]
-        elif spec.kind is Kind.SAGA:
-            columns = dict(self.SAGA_SHAPE_COLUMNS)
-            indexes = [IndexShape(("id",), unique=True)]
-            for c in spec.correlations:
-                column = self.correlation_column(c.name).lower()
-                columns[column] = (self.SHAPE_CORRELATION_TYPES[c.type], True)
-                indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
-        else:
-            columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
-            indexes = [IndexShape(("endpoint", "topic"), unique=True)]
-        return TableShape(columns, indexes)
-
-    @staticmethod
-    def _index_column(text: str) -> str:
-        if len(text) >= 2 and text[0] == text[-1] == '"':
-            return text[1:-1].replace('""', '"').lower()
-        return text.lower()
-
-    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
-        out: dict[tuple, tuple[TableName, TableShape]] = {}
-        for schema, table in connection.exec_driver_sql(self.SHAPE_TABLES):
-            name = TableName(table, schema)
-            out[self.table_key(name)] = (name, TableShape())
-        for schema, table, column, type_, nullable in connection.exec_driver_sql(self.SHAPE_COLUMNS):
-            entry = out.get(self.table_key(TableName(table, schema)))
-            if entry is not None:
-                entry[1].columns[column.lower()] = (normalise_type(type_), bool(nullable))
-        for schema, table, index, unique, predicate, columns in connection.exec_driver_sql(self.SHAPE_INDEXES):
-            entry = out.get(self.table_key(TableName(table, schema)))
-            if entry is not None:
-                shape = IndexShape(tuple(self._index_column(c) for c in columns), bool(unique), normalise_predicate(predicate), index)
-                entry[1].indexes.append(shape)
-        return out
-
-    # -- deployment scripts: Alembic's version stamping made repeatable (sqltransport-schema script)
-    ALEMBIC_FIRST_STAMP = r"^INSERT INTO alembic_version \(version_num\) VALUES \({rev}\) RETURNING alembic_version\.version_num;$"
-    FIRST_STAMP = "INSERT INTO alembic_version (version_num) SELECT '{rev}'\n    WHERE NOT EXISTS (SELECT 1 FROM alembic_version);"
-    RESTAMP = "UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
-    # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
-    SCRIPT_BEGIN = "BEGIN;\n\n"
-    SCRIPT_COMMIT = "COMMIT;\n"
-
-    def guard_version_table(self, ddl: str) -> str:
-        return ddl.replace("CREATE TABLE alembic_version", "CREATE TABLE IF NOT EXISTS alembic_version", 1)
-
+    # =====================================================================================
+    # -- identifiers and names ------------------------------------------------------------
+    # =====================================================================================
     def quote(self, identifier: str) -> str:
         return '"' + identifier.replace('"', '""') + '"'
 
@@ -223,7 +97,98 @@ END
         table = self.qualified(spec.name)
         return {"table": table, "table_literal": self.literal(table)}
 
-    # -- DDL -----------------------------------------------------------------------------
+    # =====================================================================================
+    # -- columns of each table kind, and the shapes our DDL gives them (check) ------------
+    # =====================================================================================
+    # Types as format_type() prints them. Seq's type follows the topology's seq_type (SEQ_TYPES).
+    COLUMNS = {
+        Kind.QUEUE: (
+            Column("Id", "uuid", False),
+            Column("Expires", "timestamp without time zone", True),
+            Column("Headers", "text", False),
+            Column("Body", "bytea", True),
+            Column("Seq", None, False),
+        ),
+        Kind.DELAYED: (
+            Column("Id", "uuid", False),
+            Column("Headers", "text", False),
+            Column("Body", "bytea", True),
+            Column("Due", "timestamp with time zone", False),
+        ),
+        Kind.SUBSCRIPTIONS: (
+            Column("QueueAddress", "character varying(200)", False),
+            Column("Endpoint", "character varying(200)", False),
+            Column("Topic", "character varying(200)", False),
+        ),
+    }
+    SEQ_TYPES = {"serial": "integer", "bigserial": "bigint"}
+
+    # -- expected shapes (check; the live side is Catalog.read_shapes) -------------------
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        if spec.kind is Kind.QUEUE:
+            columns = shape_columns(self.COLUMNS[Kind.QUEUE], seq=self.SEQ_TYPES[spec.seq_type])
+            indexes = [IndexShape(("id",), unique=True), IndexShape(("seq",), unique=True)]
+        elif spec.kind is Kind.DELAYED:
+            columns = shape_columns(self.COLUMNS[Kind.DELAYED])
+            due = self.index_names(spec)[0].table
+            indexes = [IndexShape(("id",), unique=True), IndexShape(("due",), name=due)]
+        elif spec.kind is Kind.SAGA:
+            columns = dict(self.SAGA_SHAPE_COLUMNS)
+            indexes = [IndexShape(("id",), unique=True)]
+            for c in spec.correlations:
+                column = self.correlation_column(c.name).lower()
+                columns[column] = (self.SHAPE_CORRELATION_TYPES[c.type], True)
+                indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
+        else:
+            columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
+            indexes = [IndexShape(("endpoint", "topic"), unique=True)]
+        return TableShape(columns, indexes)
+
+    # =====================================================================================
+    # -- DDL ------------------------------------------------------------------------------
+    # =====================================================================================
+    CREATE_QUEUE = (
+        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, "
+        "Headers TEXT NOT NULL, Body BYTEA, Seq {seq_type} NOT NULL UNIQUE)"
+    )
+    CREATE_DELAYED = (
+        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, "
+        "Headers text NOT NULL, Body bytea, Due timestamptz NOT NULL) WITH (fillfactor=100)"
+    )
+    CREATE_DUE_INDEX = "CREATE INDEX IF NOT EXISTS {index} on {table}(Due)"
+    CREATE_SUBSCRIPTIONS = (
+        "CREATE TABLE IF NOT EXISTS {table} (QueueAddress VARCHAR(200) NOT NULL, Endpoint VARCHAR(200) NOT NULL, "
+        "Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)"
+    )
+    DROP_GUARDED = """\
+DO {tag}
+BEGIN
+    -- nested, not AND: PL/pgSQL plans an expression whole, and the table may be gone already
+    IF to_regclass({table_literal}) IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM {table}) THEN
+            RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'object_in_use';
+        END IF;
+    END IF;
+END
+{tag}"""
+    DROP_TABLE = "DROP TABLE IF EXISTS {table}"
+    SEQ_COLUMN_TYPE = "ALTER TABLE {table} ALTER COLUMN Seq TYPE {column_type}"
+    SEQ_SEQUENCE_TYPE = """\
+DO {tag}
+BEGIN
+    EXECUTE format('ALTER SEQUENCE %s AS {column_type}', pg_get_serial_sequence({table_literal}, 'seq'));
+END
+{tag}"""
+    CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
+    DROP_SCHEMA_IF_EMPTY = """\
+DO {tag}
+BEGIN
+    DROP SCHEMA IF EXISTS {schema};
+EXCEPTION WHEN dependent_objects_still_exist THEN
+    NULL;
+END
+{tag}"""
+
     def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.CREATE_QUEUE.format(seq_type=spec.seq_type, **self._fields(spec))]
 
@@ -267,7 +232,9 @@ END
         quoted = self.quote(schema.schema)
         return [self.DROP_SCHEMA_IF_EMPTY.format(schema=quoted, tag=self.dollar_tag(quoted))]
 
-    # -- runtime statements (transport-facts §7) -------------------------------------------
+    # =====================================================================================
+    # -- runtime statements (transport-facts §7) ------------------------------------------
+    # =====================================================================================
     # {table} is the queue, {delayed} the endpoint's delayed table, {subscriptions} the
     # subscription table; @Name are parameters. Timestamps follow the transport: UTC as
     # timestamp without time zone (Due is timestamptz: store and move must share a
@@ -326,6 +293,9 @@ END
         cursor.adapters.register_loader("uuid", _uuid_text_loader())  # this cursor only
         return cursor
 
+    # =====================================================================================
+    # -- sagas ----------------------------------------------------------------------------
+    # =====================================================================================
     # -- saga tables (upstream-conformance §7): quoted, mixed-case columns ---------------------
     # As SQL persistence's installer leaves them: the version columns nullable, the primary key
     # a table constraint (PostgreSQL names it <table>_pkey), one unique btree index per
@@ -476,66 +446,134 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             batches.append(self.BACKFILL_GUARD.format(tag=tag, require=required, message=message, table=fields["table"]))
         return batches + [self.DROP_CORRELATION_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
 
-    # -- grants (sqltransport-schema grants) -----------------------------------------------
-    # Privileges per need, verified against the statements above on a real server:
-    # receive/receive_batch/peek/purge_expired lock rows with SELECT ... FOR UPDATE SKIP LOCKED,
-    # which needs UPDATE on at least one column (UPDATE (id) is enough, and lets no payload
-    # change); DELETE ... WHERE/RETURNING needs SELECT; every INSERT into a queue draws Seq
-    # from its serial sequence, which needs USAGE on that sequence.
-    GRANT_PRIVILEGES = {
-        "receive": "SELECT, INSERT, UPDATE (id), DELETE",
-        "send": "INSERT",
-        "delayed": "SELECT, INSERT, DELETE",
-        "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
-        "saga": "SELECT, INSERT, UPDATE, DELETE",  # subscribe is INSERT ... ON CONFLICT DO UPDATE
-    }
-    GRANT_TABLE = "GRANT {privileges} ON TABLE {table} TO {role};"
-    GRANT_SEQUENCE = "GRANT USAGE ON SEQUENCE {sequence} TO {role};"
-    GRANT_SCHEMA_USAGE = "GRANT USAGE ON SCHEMA {schema} TO {role};"
-    # The serial Seq column's sequence: <table>_seq_seq (table names stop at 55 bytes so this fits).
-    SEQUENCE_NAME = "{table}_seq_seq"
-    INSTALLER_DATABASE = (
-        "DO {tag} BEGIN EXECUTE format('GRANT CONNECT, CREATE ON DATABASE %I TO %I', current_database(), {role_literal}); END {tag};"
-    )
-    GRANT_SCHEMA_CREATE = "GRANT USAGE, CREATE ON SCHEMA {schema} TO {role};"
-    INSTALLER_NOTES = (
-        "-- Ownership: ALTER TABLE, DROP TABLE and the queue upgrades need the tables' owner. The installer",
-        "-- owns what it creates; tables created by another login must be handed over first:",
-        "--   ALTER TABLE <table> OWNER TO {role};  (and ALTER SCHEMA <schema> OWNER TO {role})",
-        "-- Runtime grants (sqltransport-schema grants --role ...) must be run by the owner (or a superuser)",
-        "-- after each upgrade that creates tables.",
-    )
+    # =====================================================================================
+    # -- catalog reads (check, adopt, autogenerate) ---------------------------------------
+    # =====================================================================================
+    class Catalog(Dialect.Catalog):
+        """Live shapes from three bulk queries over pg_catalog (tables, columns, indexes)."""
 
-    def _schema_of(self, schema) -> str:
-        return self.quote(schema.schema if schema is not None else self.default_schema)
+        USER_SCHEMAS = "n.nspname NOT IN ('information_schema') AND n.nspname !~ '^pg_'"
+        SHAPE_TABLES = (
+            "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind IN ('r', 'p') AND " + USER_SCHEMAS
+        )
+        SHAPE_COLUMNS = (
+            "SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull "
+            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND " + USER_SCHEMAS
+        )
+        SHAPE_INDEXES = (
+            "SELECT n.nspname, t.relname, i.relname, ix.indisunique, pg_get_expr(ix.indpred, ix.indrelid), "
+            "ARRAY(SELECT pg_get_indexdef(ix.indexrelid, k, true) FROM generate_series(1, ix.indnkeyatts) AS k) "
+            "FROM pg_index ix JOIN pg_class t ON t.oid = ix.indrelid JOIN pg_class i ON i.oid = ix.indexrelid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE t.relkind IN ('r', 'p') AND " + USER_SCHEMAS
+        )
 
-    def runtime_grants(self, plan, role: str) -> list[str]:
-        role_q = self.quote(role)
-        lines = [self.GRANT_SCHEMA_USAGE.format(schema=self._schema_of(s), role=role_q) for s in plan.schemas]
-        # Transport.from_database reads which revision is deployed
-        lines.append(self.GRANT_TABLE.format(privileges="SELECT", table=self.qualified(TableName("alembic_version")), role=role_q))
-        for grant in plan.tables:
-            name = grant.table._replace(catalog=None)  # PostgreSQL does not qualify with a catalog
-            lines.append(self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=self.qualified(name), role=role_q))
-            if grant.serial:
-                sequence = name._replace(table=self.SEQUENCE_NAME.format(table=name.table))
-                lines.append(self.GRANT_SEQUENCE.format(sequence=self.qualified(sequence), role=role_q))
-        return lines
+        @staticmethod
+        def _index_column(text: str) -> str:
+            if len(text) >= 2 and text[0] == text[-1] == '"':
+                return text[1:-1].replace('""', '"').lower()
+            return text.lower()
 
-    def installer_grants(self, plan, role: str) -> list[str]:
-        role_q = self.quote(role)
-        role_literal = self.literal(role)
-        lines = [self.INSTALLER_DATABASE.format(role_literal=role_literal, tag=self.dollar_tag(role_literal))]
-        schemas = [self.default_schema] + [s.schema for s in plan.schemas if s is not None and s.schema != self.default_schema]
-        lines.append(self.GRANT_SCHEMA_CREATE.format(schema=self.quote(self.default_schema), role=role_q))
-        for schema in schemas[1:]:
-            lines.append(f"-- schema {self.quote(schema)}: created (and owned) by the installer; if it exists already:")
-            lines.append("-- " + self.GRANT_SCHEMA_CREATE.format(schema=self.quote(schema), role=role_q))
-        lines.extend(note.format(role=role_q) for note in self.INSTALLER_NOTES)
-        return lines
+        def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
+            table_key = self.dialect.table_key
+            out: dict[tuple, tuple[TableName, TableShape]] = {}
+            for schema, table in connection.exec_driver_sql(self.SHAPE_TABLES):
+                name = TableName(table, schema)
+                out[table_key(name)] = (name, TableShape())
+            for schema, table, column, type_, nullable in connection.exec_driver_sql(self.SHAPE_COLUMNS):
+                entry = out.get(table_key(TableName(table, schema)))
+                if entry is not None:
+                    entry[1].columns[column.lower()] = (normalise_type(type_), bool(nullable))
+            for schema, table, index, unique, predicate, columns in connection.exec_driver_sql(self.SHAPE_INDEXES):
+                entry = out.get(table_key(TableName(table, schema)))
+                if entry is not None:
+                    shape = IndexShape(tuple(self._index_column(c) for c in columns), bool(unique), normalise_predicate(predicate), index)
+                    entry[1].indexes.append(shape)
+            return out
 
+    # =====================================================================================
+    # -- grants (sqltransport-schema grants) ----------------------------------------------
+    # =====================================================================================
+    class Grants(Dialect.Grants):
+        """Schema usage, table privileges per need and the serial columns' sequences."""
 
-    # -- the data pipeline (engines/pipeline.py): psycopg 3, binary COPY ------------------------
+        # Privileges per need, verified against the statements above on a real server:
+        # receive/receive_batch/peek/purge_expired lock rows with SELECT ... FOR UPDATE SKIP LOCKED,
+        # which needs UPDATE on at least one column (UPDATE (id) is enough, and lets no payload
+        # change); DELETE ... WHERE/RETURNING needs SELECT; every INSERT into a queue draws Seq
+        # from its serial sequence, which needs USAGE on that sequence.
+        GRANT_PRIVILEGES = {
+            "receive": "SELECT, INSERT, UPDATE (id), DELETE",
+            "send": "INSERT",
+            "delayed": "SELECT, INSERT, DELETE",
+            "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
+            "saga": "SELECT, INSERT, UPDATE, DELETE",  # subscribe is INSERT ... ON CONFLICT DO UPDATE
+        }
+        GRANT_TABLE = "GRANT {privileges} ON TABLE {table} TO {role};"
+        GRANT_SEQUENCE = "GRANT USAGE ON SEQUENCE {sequence} TO {role};"
+        GRANT_SCHEMA_USAGE = "GRANT USAGE ON SCHEMA {schema} TO {role};"
+        # The serial Seq column's sequence: <table>_seq_seq (table names stop at 55 bytes so this fits).
+        SEQUENCE_NAME = "{table}_seq_seq"
+        INSTALLER_DATABASE = (
+            "DO {tag} BEGIN EXECUTE format('GRANT CONNECT, CREATE ON DATABASE %I TO %I', current_database(), {role_literal}); END {tag};"
+        )
+        GRANT_SCHEMA_CREATE = "GRANT USAGE, CREATE ON SCHEMA {schema} TO {role};"
+        INSTALLER_NOTES = (
+            "-- Ownership: ALTER TABLE, DROP TABLE and the queue upgrades need the tables' owner. The installer",
+            "-- owns what it creates; tables created by another login must be handed over first:",
+            "--   ALTER TABLE <table> OWNER TO {role};  (and ALTER SCHEMA <schema> OWNER TO {role})",
+            "-- Runtime grants (sqltransport-schema grants --role ...) must be run by the owner (or a superuser)",
+            "-- after each upgrade that creates tables.",
+        )
+
+        def _schema_of(self, schema) -> str:
+            return self.dialect.quote(schema.schema if schema is not None else self.dialect.default_schema)
+
+        def runtime(self, plan: GrantPlan, role: str) -> list[str]:
+            role_q = self.dialect.quote(role)
+            lines = [self.GRANT_SCHEMA_USAGE.format(schema=self._schema_of(s), role=role_q) for s in plan.schemas]
+            # Transport.from_database reads which revision is deployed
+            lines.append(self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName("alembic_version")), role=role_q))
+            for grant in plan.tables:
+                name = grant.table._replace(catalog=None)  # PostgreSQL does not qualify with a catalog
+                lines.append(self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=self.dialect.qualified(name), role=role_q))
+                if grant.serial:
+                    sequence = name._replace(table=self.SEQUENCE_NAME.format(table=name.table))
+                    lines.append(self.GRANT_SEQUENCE.format(sequence=self.dialect.qualified(sequence), role=role_q))
+            return lines
+
+        def installer(self, plan: GrantPlan, role: str) -> list[str]:
+            role_q = self.dialect.quote(role)
+            role_literal = self.dialect.literal(role)
+            lines = [self.INSTALLER_DATABASE.format(role_literal=role_literal, tag=self.dialect.dollar_tag(role_literal))]
+            schemas = [self.dialect.default_schema] + [s.schema for s in plan.schemas if s is not None and s.schema != self.dialect.default_schema]
+            lines.append(self.GRANT_SCHEMA_CREATE.format(schema=self.dialect.quote(self.dialect.default_schema), role=role_q))
+            for schema in schemas[1:]:
+                lines.append(f"-- schema {self.dialect.quote(schema)}: created (and owned) by the installer; if it exists already:")
+                lines.append("-- " + self.GRANT_SCHEMA_CREATE.format(schema=self.dialect.quote(schema), role=role_q))
+            lines.extend(note.format(role=role_q) for note in self.INSTALLER_NOTES)
+            return lines
+
+    # =====================================================================================
+    # -- deployment scripts (sqltransport-schema script) ----------------------------------
+    # =====================================================================================
+    class Script(Dialect.Script):
+        """Alembic's version stamping made repeatable: guarded stamps, CREATE TABLE IF NOT EXISTS."""
+
+        ALEMBIC_FIRST_STAMP = r"^INSERT INTO alembic_version \(version_num\) VALUES \({rev}\) RETURNING alembic_version\.version_num;$"
+        FIRST_STAMP = "INSERT INTO alembic_version (version_num) SELECT '{rev}'\n    WHERE NOT EXISTS (SELECT 1 FROM alembic_version);"
+        RESTAMP = "UPDATE alembic_version SET version_num = '{new}' WHERE version_num = '{old}';"
+        # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
+        SCRIPT_BEGIN = "BEGIN;\n\n"
+        SCRIPT_COMMIT = "COMMIT;\n"
+
+        def guard_version_table(self, ddl: str) -> str:
+            return ddl.replace("CREATE TABLE alembic_version", "CREATE TABLE IF NOT EXISTS alembic_version", 1)
+
+    # =====================================================================================
+    # -- the data pipeline (engines/pipeline.py): psycopg 3, binary COPY ------------------
+    # =====================================================================================
     class Pipeline(Dialect.Pipeline):
         """psycopg 3 (%s placeholders). Queue partitions between PostgreSQL-layout tables stream
         server to server as binary COPY; other writes are binary COPY too; Seq values are reserved

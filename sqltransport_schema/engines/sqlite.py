@@ -8,11 +8,17 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..schema import Correlation, Kind, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns, where_clause
 from ..versions import ExpiresIndex, Profile
 from .base import Dialect
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from sqlalchemy.engine import Connection
 
 
 class SQLite(Dialect):
@@ -22,11 +28,82 @@ class SQLite(Dialect):
     default_schema = None
     has_schemas = False
     case_insensitive_names = True
-    grants_unsupported = (
-        "SQLite has no logins or permissions: whoever can open the database file can do everything; "
-        "restrict access with file-system permissions instead. Nothing to grant."
-    )
 
+    # =====================================================================================
+    # -- identifiers and names ------------------------------------------------------------
+    # =====================================================================================
+    def quote(self, identifier: str) -> str:
+        return '"' + identifier.replace('"', '""') + '"'
+
+    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
+        return self.quote(name.table)
+
+    def table_key(self, name: TableName) -> tuple:
+        return (name.table.casefold(),)
+
+    index_suffixes = {"queue": ("_Expires",), "delayed": ("_Due",)}
+
+    def _index(self, spec: TableSpec) -> str:
+        return self.index_names(spec)[0].table
+
+    # =====================================================================================
+    # -- columns of each table kind, and the shapes our DDL gives them (check) ------------
+    # =====================================================================================
+    # The SQL Server transport's columns (the pipeline's "mssql" layout) in SQLite's declared types,
+    # lower case. INTEGER PRIMARY KEY (the rowid) is never null.
+    COLUMNS = {
+        Kind.QUEUE: (
+            Column("Id", "text", False),
+            Column("CorrelationId", "text", True),
+            Column("ReplyToAddress", "text", True),
+            Column("Recoverable", "integer", False),
+            Column("Expires", "datetime", True),
+            Column("Headers", "text", False),
+            Column("Body", "blob", True),
+            Column("RowVersion", "integer", False),
+        ),
+        Kind.DELAYED: (
+            Column("Headers", "text", False),
+            Column("Body", "blob", True),
+            Column("Due", "datetime", False),
+            Column("RowVersion", "integer", False),
+        ),
+        Kind.SUBSCRIPTIONS: (
+            Column("QueueAddress", "text", False),
+            Column("Endpoint", "text", False),
+            Column("Topic", "text", False),
+        ),
+    }
+
+    # -- expected shapes (check; the live side is Catalog.read_shapes) -------------------
+    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        indexes = []
+        if spec.kind is Kind.QUEUE:
+            columns = shape_columns(self.COLUMNS[Kind.QUEUE])
+            if spec.body_string:
+                columns["bodystring"] = ("text", True)
+            if profile.expires_index is not ExpiresIndex.NONE:
+                predicate = "expiresisnotnull" if profile.expires_index is ExpiresIndex.FILTERED else None
+                indexes.append(IndexShape(("expires",), predicate=predicate, name=self._index(spec)))
+        elif spec.kind is Kind.DELAYED:
+            columns = shape_columns(self.COLUMNS[Kind.DELAYED])
+            indexes.append(IndexShape(("due",), name=self._index(spec)))
+        elif spec.kind is Kind.SAGA:
+            columns = dict(self.SAGA_SHAPE_COLUMNS)
+            indexes.append(IndexShape(("id",), unique=True))  # the primary key's automatic index
+            for c in spec.correlations:
+                column = self.correlation_column(c.name).lower()
+                columns[column] = (self.CORRELATION_TYPES[c.type].lower(), True)
+                predicate = normalise_predicate(f"{column} IS NOT NULL")
+                indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name)))
+        else:
+            columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
+            indexes.append(IndexShape(("endpoint", "topic"), unique=True))
+        return TableShape(columns, indexes)
+
+    # =====================================================================================
+    # -- DDL ------------------------------------------------------------------------------
+    # =====================================================================================
     CREATE_QUEUE = """\
 CREATE TABLE IF NOT EXISTS {table} (
     Id TEXT NOT NULL,
@@ -64,186 +141,6 @@ CREATE TABLE IF NOT EXISTS {table} (
     GUARD_CREATE = 'CREATE TEMP TABLE "sqltransport_drop_guard" (queue TEXT CONSTRAINT {message} CHECK (queue IS NULL))'
     GUARD_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'nonempty\' FROM {table} LIMIT 1'
     DROP_TABLE = "DROP TABLE IF EXISTS {table}"
-
-    # -- saga tables: SQL persistence's columns in SQLite's types ------------------------------
-    CORRELATION_TYPES = {"string": "TEXT", "int": "INTEGER", "guid": "TEXT", "datetime": "DATETIME", "datetimeoffset": "TEXT"}
-    CREATE_SAGA = """\
-CREATE TABLE IF NOT EXISTS {table} (
-    Id TEXT NOT NULL PRIMARY KEY,
-    Metadata TEXT NOT NULL,
-    Data TEXT NOT NULL,
-    PersistenceVersion TEXT NOT NULL,
-    SagaTypeVersion TEXT NOT NULL,
-    Concurrency INTEGER NOT NULL
-)"""
-    ADD_CORRELATION = "ALTER TABLE {table} ADD COLUMN {column} {column_type}"
-    CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {table} ({column}) WHERE {column} IS NOT NULL"
-    BACKFILL_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'null\' FROM {table} WHERE {require} IS NULL LIMIT 1'
-    DROP_CORRELATION = "ALTER TABLE {table} DROP COLUMN {column}"
-    SAGA_SHAPE_COLUMNS = {
-        "id": ("text", False),
-        "metadata": ("text", False),
-        "data": ("text", False),
-        "persistenceversion": ("text", False),
-        "sagatypeversion": ("text", False),
-        "concurrency": ("integer", False),
-    }
-
-    def correlation_index(self, spec: TableSpec, prop: str) -> str:
-        # one namespace for every index of the database: the table name keeps it apart
-        return f"{spec.name.table}_Index_Correlation_{prop}"
-
-    def saga_index_names(self, spec: TableSpec) -> list[TableName]:
-        return [TableName(self.correlation_index(spec, c.name)) for c in spec.correlations]
-
-    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
-        if correlation is None:
-            return {"table": self.qualified(spec.name)}
-        column = self.quote(self.correlation_column(correlation.name))
-        return {
-            "table": self.qualified(spec.name),
-            "column": column,
-            "column_type": self.CORRELATION_TYPES[correlation.type],
-            "index": self.quote(self.correlation_index(spec, correlation.name)),
-        }
-
-    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
-        fields = self._saga_fields(spec, correlation)
-        batches = []
-        if require is not None:
-            # the trick of the guarded queue drop: a CHECK constraint named with the refusal
-            batches += [
-                self.GUARD_RESET,
-                self.GUARD_CREATE.format(message=self.quote(self.backfill_refusal(spec, correlation, require))),
-                self.BACKFILL_PROBE.format(table=fields["table"], require=self.quote(self.correlation_column(require.name))),
-                self.GUARD_RESET,
-            ]
-        return batches + [self.DROP_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
-
-    EXISTING_COLUMNS = (
-        "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
-    )
-
-    # -- columns of each table kind (the one source; shapes.Column) ---------------------------
-    # The SQL Server transport's columns (the pipeline's "mssql" layout) in SQLite's declared types,
-    # lower case. INTEGER PRIMARY KEY (the rowid) is never null.
-    COLUMNS = {
-        Kind.QUEUE: (
-            Column("Id", "text", False),
-            Column("CorrelationId", "text", True),
-            Column("ReplyToAddress", "text", True),
-            Column("Recoverable", "integer", False),
-            Column("Expires", "datetime", True),
-            Column("Headers", "text", False),
-            Column("Body", "blob", True),
-            Column("RowVersion", "integer", False),
-        ),
-        Kind.DELAYED: (
-            Column("Headers", "text", False),
-            Column("Body", "blob", True),
-            Column("Due", "datetime", False),
-            Column("RowVersion", "integer", False),
-        ),
-        Kind.SUBSCRIPTIONS: (
-            Column("QueueAddress", "text", False),
-            Column("Endpoint", "text", False),
-            Column("Topic", "text", False),
-        ),
-    }
-
-    # -- check: expected and live shapes ----------------------------------------------------
-    USER_TABLES = "m.type = 'table' AND substr(m.name, 1, 7) <> 'sqlite_'"
-    SHAPE_TABLES = "SELECT m.name FROM sqlite_master AS m WHERE " + USER_TABLES
-    # hidden 1 marks virtual-table columns; generated columns (2, 3) are real columns here
-    SHAPE_COLUMNS = (
-        'SELECT m.name, p.name, p.type, p."notnull", p.pk FROM sqlite_master AS m '
-        "JOIN pragma_table_xinfo(m.name) AS p WHERE p.hidden <> 1 AND " + USER_TABLES
-    )
-    SHAPE_INDEXES = (
-        'SELECT m.name, il.name, il."unique", ii.name, s.sql FROM sqlite_master AS m '
-        "JOIN pragma_index_list(m.name) AS il JOIN pragma_index_info(il.name) AS ii "
-        "LEFT JOIN sqlite_master AS s ON s.type = 'index' AND s.name = il.name "
-        "WHERE " + USER_TABLES + " ORDER BY m.name, il.name, ii.seqno"
-    )
-
-    def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
-        indexes = []
-        if spec.kind is Kind.QUEUE:
-            columns = shape_columns(self.COLUMNS[Kind.QUEUE])
-            if spec.body_string:
-                columns["bodystring"] = ("text", True)
-            if profile.expires_index is not ExpiresIndex.NONE:
-                predicate = "expiresisnotnull" if profile.expires_index is ExpiresIndex.FILTERED else None
-                indexes.append(IndexShape(("expires",), predicate=predicate, name=self._index(spec)))
-        elif spec.kind is Kind.DELAYED:
-            columns = shape_columns(self.COLUMNS[Kind.DELAYED])
-            indexes.append(IndexShape(("due",), name=self._index(spec)))
-        elif spec.kind is Kind.SAGA:
-            columns = dict(self.SAGA_SHAPE_COLUMNS)
-            indexes.append(IndexShape(("id",), unique=True))  # the primary key's automatic index
-            for c in spec.correlations:
-                column = self.correlation_column(c.name).lower()
-                columns[column] = (self.CORRELATION_TYPES[c.type].lower(), True)
-                predicate = normalise_predicate(f"{column} IS NOT NULL")
-                indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name)))
-        else:
-            columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
-            indexes.append(IndexShape(("endpoint", "topic"), unique=True))
-        return TableShape(columns, indexes)
-
-    def read_shapes(self, connection, catalogs=()) -> dict[tuple, tuple[TableName, TableShape]]:
-        out: dict[tuple, tuple[TableName, TableShape]] = {}
-        for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
-            name = TableName(table)
-            out[self.table_key(name)] = (name, TableShape())
-        for table, column, type_, notnull, pk in connection.exec_driver_sql(self.SHAPE_COLUMNS):
-            entry = out.get(self.table_key(TableName(table)))
-            if entry is not None:
-                entry[1].columns[column.lower()] = (normalise_type(type_ or ""), not notnull and not pk)
-        found: dict[tuple, dict] = {}  # (table key, index) -> parts
-        for table, index, unique, column, sql in connection.exec_driver_sql(self.SHAPE_INDEXES):
-            parts = found.setdefault((self.table_key(TableName(table)), index), {"unique": bool(unique), "sql": sql, "columns": []})
-            parts["columns"].append((column or "<expression>").lower())
-        for (key, index), parts in found.items():
-            if key in out:
-                predicate = normalise_predicate(where_clause(parts["sql"]))
-                out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], predicate, index))
-        return out
-
-    def quote(self, identifier: str) -> str:
-        return '"' + identifier.replace('"', '""') + '"'
-
-    def qualified(self, name: TableName, profile: Profile | None = None) -> str:
-        return self.quote(name.table)
-
-    def table_key(self, name: TableName) -> tuple:
-        return (name.table.casefold(),)
-
-    index_suffixes = {"queue": ("_Expires",), "delayed": ("_Due",)}
-
-    MISSING_INDEX = (
-        "Table {table} does not contain index {index}. Adding this index will speed up the process of purging "
-        "expired messages from the queue. Run `alembic upgrade head`, or create it as the migrations do."
-    )
-
-    def now_parameter(self) -> str:
-        from datetime import datetime, timezone
-
-        return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]  # the text NOW produces
-
-    def catalog_warnings(self, connection, queues: list[TableName], profile: Profile) -> list[str]:
-        if profile.expires_index is ExpiresIndex.NONE:
-            return []
-        indexes = {row[0].casefold() for row in connection.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        warnings = []
-        for name in queues:
-            index = self._index(TableSpec(Kind.QUEUE, name))
-            if index.casefold() not in indexes:
-                warnings.append(self.MISSING_INDEX.format(table=self.qualified(name), index=self.quote(index)))
-        return warnings
-
-    def _index(self, spec: TableSpec) -> str:
-        return self.index_names(spec)[0].table
 
     def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
         table = self.qualified(spec.name)
@@ -297,6 +194,9 @@ CREATE TABLE IF NOT EXISTS {table} (
     def drop_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.DROP_BODY_STRING.format(table=self.qualified(spec.name))]
 
+    # =====================================================================================
+    # -- runtime statements ---------------------------------------------------------------
+    # =====================================================================================
     # -- waiting for the database lock ---------------------------------------------------
     # SQLite has one writer at a time. A transaction begun as a reader (BEGIN, or sqlite3's implicit
     # BEGIN) that later writes while another process holds the write lock fails at once with
@@ -330,7 +230,6 @@ CREATE TABLE IF NOT EXISTS {table} (
             return False
         return dbapi_connection.execute(self.JOURNAL_MODE_WAL).fetchone()[0].lower() == "wal"
 
-    # -- runtime statements -------------------------------------------------------------
     # Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', which compares in time order. Writers
     # serialise on the database lock, so a receive's DELETE ... RETURNING is exclusive.
     NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
@@ -386,7 +285,142 @@ CREATE TABLE IF NOT EXISTS {table} (
     UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
     FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
 
-    # -- the data pipeline (engines/pipeline.py): sqlite3 ---------------------------------------
+    def now_parameter(self) -> str:
+        from datetime import datetime, timezone
+
+        return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]  # the text NOW produces
+
+    # =====================================================================================
+    # -- sagas ----------------------------------------------------------------------------
+    # =====================================================================================
+    # -- saga tables: SQL persistence's columns in SQLite's types ------------------------------
+    CORRELATION_TYPES = {"string": "TEXT", "int": "INTEGER", "guid": "TEXT", "datetime": "DATETIME", "datetimeoffset": "TEXT"}
+    CREATE_SAGA = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    Id TEXT NOT NULL PRIMARY KEY,
+    Metadata TEXT NOT NULL,
+    Data TEXT NOT NULL,
+    PersistenceVersion TEXT NOT NULL,
+    SagaTypeVersion TEXT NOT NULL,
+    Concurrency INTEGER NOT NULL
+)"""
+    ADD_CORRELATION = "ALTER TABLE {table} ADD COLUMN {column} {column_type}"
+    CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {table} ({column}) WHERE {column} IS NOT NULL"
+    BACKFILL_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'null\' FROM {table} WHERE {require} IS NULL LIMIT 1'
+    DROP_CORRELATION = "ALTER TABLE {table} DROP COLUMN {column}"
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("text", False),
+        "metadata": ("text", False),
+        "data": ("text", False),
+        "persistenceversion": ("text", False),
+        "sagatypeversion": ("text", False),
+        "concurrency": ("integer", False),
+    }
+
+    def correlation_index(self, spec: TableSpec, prop: str) -> str:
+        # one namespace for every index of the database: the table name keeps it apart
+        return f"{spec.name.table}_Index_Correlation_{prop}"
+
+    def saga_index_names(self, spec: TableSpec) -> list[TableName]:
+        return [TableName(self.correlation_index(spec, c.name)) for c in spec.correlations]
+
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
+        if correlation is None:
+            return {"table": self.qualified(spec.name)}
+        column = self.quote(self.correlation_column(correlation.name))
+        return {
+            "table": self.qualified(spec.name),
+            "column": column,
+            "column_type": self.CORRELATION_TYPES[correlation.type],
+            "index": self.quote(self.correlation_index(spec, correlation.name)),
+        }
+
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        batches = []
+        if require is not None:
+            # the trick of the guarded queue drop: a CHECK constraint named with the refusal
+            batches += [
+                self.GUARD_RESET,
+                self.GUARD_CREATE.format(message=self.quote(self.backfill_refusal(spec, correlation, require))),
+                self.BACKFILL_PROBE.format(table=fields["table"], require=self.quote(self.correlation_column(require.name))),
+                self.GUARD_RESET,
+            ]
+        return batches + [self.DROP_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
+
+    # =====================================================================================
+    # -- catalog reads (check, adopt, autogenerate, the runtime's start-up checks) --------
+    # =====================================================================================
+    class Catalog(Dialect.Catalog):
+        """Columns and live shapes from sqlite_master and the table pragmas, and the transport's
+        missing-index warning."""
+
+        EXISTING_COLUMNS = (
+            "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
+        )
+
+        USER_TABLES = "m.type = 'table' AND substr(m.name, 1, 7) <> 'sqlite_'"
+        SHAPE_TABLES = "SELECT m.name FROM sqlite_master AS m WHERE " + USER_TABLES
+        # hidden 1 marks virtual-table columns; generated columns (2, 3) are real columns here
+        SHAPE_COLUMNS = (
+            'SELECT m.name, p.name, p.type, p."notnull", p.pk FROM sqlite_master AS m '
+            "JOIN pragma_table_xinfo(m.name) AS p WHERE p.hidden <> 1 AND " + USER_TABLES
+        )
+        SHAPE_INDEXES = (
+            'SELECT m.name, il.name, il."unique", ii.name, s.sql FROM sqlite_master AS m '
+            "JOIN pragma_index_list(m.name) AS il JOIN pragma_index_info(il.name) AS ii "
+            "LEFT JOIN sqlite_master AS s ON s.type = 'index' AND s.name = il.name "
+            "WHERE " + USER_TABLES + " ORDER BY m.name, il.name, ii.seqno"
+        )
+
+        def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
+            table_key = self.dialect.table_key
+            out: dict[tuple, tuple[TableName, TableShape]] = {}
+            for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
+                name = TableName(table)
+                out[table_key(name)] = (name, TableShape())
+            for table, column, type_, notnull, pk in connection.exec_driver_sql(self.SHAPE_COLUMNS):
+                entry = out.get(table_key(TableName(table)))
+                if entry is not None:
+                    entry[1].columns[column.lower()] = (normalise_type(type_ or ""), not notnull and not pk)
+            found: dict[tuple, dict] = {}  # (table key, index) -> parts
+            for table, index, unique, column, sql in connection.exec_driver_sql(self.SHAPE_INDEXES):
+                parts = found.setdefault((table_key(TableName(table)), index), {"unique": bool(unique), "sql": sql, "columns": []})
+                parts["columns"].append((column or "<expression>").lower())
+            for (key, index), parts in found.items():
+                if key in out:
+                    predicate = normalise_predicate(where_clause(parts["sql"]))
+                    out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], predicate, index))
+            return out
+
+        MISSING_INDEX = (
+            "Table {table} does not contain index {index}. Adding this index will speed up the process of purging "
+            "expired messages from the queue. Run `alembic upgrade head`, or create it as the migrations do."
+        )
+
+        def warnings(self, connection: Connection, queues: list[TableName], profile: Profile) -> list[str]:
+            if profile.expires_index is ExpiresIndex.NONE:
+                return []
+            indexes = {row[0].casefold() for row in connection.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")}
+            warnings = []
+            for name in queues:
+                index = self.dialect._index(TableSpec(Kind.QUEUE, name))
+                if index.casefold() not in indexes:
+                    warnings.append(self.MISSING_INDEX.format(table=self.dialect.qualified(name), index=self.dialect.quote(index)))
+            return warnings
+
+    # =====================================================================================
+    # -- grants (sqltransport-schema grants) ----------------------------------------------
+    # =====================================================================================
+    class Grants(Dialect.Grants):
+        unsupported = (
+            "SQLite has no logins or permissions: whoever can open the database file can do everything; "
+            "restrict access with file-system permissions instead. Nothing to grant."
+        )
+
+    # =====================================================================================
+    # -- the data pipeline (engines/pipeline.py): sqlite3 ---------------------------------
+    # =====================================================================================
     class Pipeline(Dialect.Pipeline):
         """sqlite3 in autocommit, transactions begun explicitly (BEGIN IMMEDIATE for writes: the read and
         the delete of a partition see the same rows). Times are text; RowVersion is AUTOINCREMENT,

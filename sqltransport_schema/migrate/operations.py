@@ -406,7 +406,7 @@ class _RunState:
 
     def existing_columns(self) -> dict:
         if self._existing is None:
-            self._existing = self.dialect.existing_columns(self.context.connection)
+            self._existing = self.dialect.catalog.existing_columns(self.context.connection)
         return self._existing
 
 
@@ -446,7 +446,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
         impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
         separator = getattr(impl, "batch_separator", None)
         for batch in batches:
-            impl.static_output(batch if separator else dialect.script_statement(batch, impl.command_terminator))
+            impl.static_output(batch if separator else dialect.script.statement(batch, impl.command_terminator))
             if separator:
                 impl.static_output(separator)
         if hook is not None:

@@ -173,9 +173,9 @@ class Transport:
     def verify(self, blueprint: Blueprint) -> list[str]:
         """Differences between the catalog and the recorded blueprint, as the transport warns of them."""
         with self.engine.connect() as conn:
-            existing = self._existing_columns = self.dialect.existing_columns(conn)
+            existing = self._existing_columns = self.dialect.catalog.existing_columns(conn)
             present = [s.name for s in blueprint.tables if s.kind is Kind.QUEUE and self.dialect.table_key(s.name) in existing]
-            warnings = self.dialect.catalog_warnings(conn, present, self.profile)
+            warnings = self.dialect.catalog.warnings(conn, present, self.profile)
         for spec in blueprint.tables:
             found = existing.get(self.dialect.table_key(spec.name))
             where = self.dialect.display(spec.name, self.profile)

@@ -1,0 +1,39 @@
+"""The deployment-script side of an engine: the neutral base of each engine's nested `Script`.
+
+An engine's script section (`PostgreSQL.Script`, `MSSQL.Script`, `MySQL.Script`; the instance is
+`dialect.script`) says how an offline script (alembic --sql, `sqltransport-schema script`) writes
+a statement, and how Alembic's version stamping is made repeatable: the first stamp Alembic
+writes (`ALEMBIC_FIRST_STAMP`, a pattern with {rev}), its guarded form (`FIRST_STAMP`), the
+guarded restamp (`RESTAMP`), the guarded creation of alembic_version (`guard_version_table`) and
+how each file of a split script opens and closes its transaction. Engines without repeatable
+scripts keep None there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .base import Dialect
+
+
+class Script:
+    """What every engine's script section provides."""
+
+    ALEMBIC_FIRST_STAMP: str | None = None
+    FIRST_STAMP: str | None = None
+    RESTAMP: str | None = None
+    # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
+    SCRIPT_BEGIN: str | None = None
+    SCRIPT_COMMIT: str | None = None
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    def statement(self, statement: str, terminator: str) -> str:
+        """A statement as an offline script (alembic --sql) writes it, where batches have no separator."""
+        return statement + terminator
+
+    def guard_version_table(self, ddl: str) -> str:
+        """alembic_version's CREATE TABLE, made to do nothing when the table exists."""
+        raise NotImplementedError(f"repeatable scripts are not supported on {self.dialect.name}")
