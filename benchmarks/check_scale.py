@@ -33,10 +33,10 @@ REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "benchmarks" / ".work"
 sys.path.insert(0, str(REPO))
 
-from sqltransport_schema import check, cli  # noqa: E402
-
 from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (beside this script)
 from compile_scale import new_project  # noqa: E402
+
+from sqltransport_schema import check, cli  # noqa: E402
 
 # The reference environment: Alembic as documented, with the tables declared as SQLAlchemy models.
 REFERENCE_ENV = '''
@@ -169,8 +169,10 @@ def main() -> None:
     ratio = last["alembic"] / last["check"]
     verdict = "met" if ratio >= 4 else "MISSED"
     print(f"target: check at least 4x faster than alembic check at {last['queues']} queues -> {verdict} ({ratio:.1f}x)")
-    print("alembic+cmp: `alembic check` through this project's env.py (topology comparator): differences found "
-          + ", ".join(str(r["integrated_found"]) for r in rows))
+    print(
+        "alembic+cmp: `alembic check` through this project's env.py (topology comparator): differences found "
+        + ", ".join(str(r["integrated_found"]) for r in rows)
+    )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,10 @@ from sqltransport_schema.schema import Kind, TableName, TableSpec  # noqa: E402
 from sqltransport_schema.versions import profile  # noqa: E402
 
 PG = "postgresql://postgres@127.0.0.1:5432/{db}"
-HEADERS = ('{{"NServiceBus.MessageId":"{id}","NServiceBus.EnclosedMessageTypes":"Shop.OrderPlaced",'
-           '"NServiceBus.TimeSent":"2026-11-21 10:00:00:000000 Z","NServiceBus.ContentType":"application/json"}}')
+HEADERS = (
+    '{{"NServiceBus.MessageId":"{id}","NServiceBus.EnclosedMessageTypes":"Shop.OrderPlaced",'
+    '"NServiceBus.TimeSent":"2026-11-21 10:00:00:000000 Z","NServiceBus.ContentType":"application/json"}}'
+)
 
 
 def create_queue(db: str, table: str) -> None:
@@ -62,8 +64,10 @@ def in_database(rows: int, body_size: int) -> tuple[float, float]:
         fill(db, "Source", rows, body_size)
         with psycopg.connect(PG.format(db=db)) as conn:
             started = time.perf_counter()
-            conn.execute('INSERT INTO "public"."Dest" (id, expires, headers, body) '
-                         'SELECT id, expires, headers, body FROM "public"."Source" ORDER BY seq')
+            conn.execute(
+                'INSERT INTO "public"."Dest" (id, expires, headers, body) '
+                'SELECT id, expires, headers, body FROM "public"."Source" ORDER BY seq'
+            )
             conn.commit()
             inserted = time.perf_counter() - started
             conn.execute('DELETE FROM "public"."Source"')
@@ -105,15 +109,20 @@ def main() -> None:
     started = time.perf_counter()
     spark.sparkContext.parallelize([1, 2], 2).count()  # first action: the Python workers start
     first_action = time.perf_counter() - started
-    print(f"rows {args.rows:,}, body {args.body} B, master {args.master}; Spark fixed start-up "
-          f"{startup:.1f} s session + {first_action:.1f} s first action (not counted below)", flush=True)
+    print(
+        f"rows {args.rows:,}, body {args.body} B, master {args.master}; Spark fixed start-up "
+        f"{startup:.1f} s session + {first_action:.1f} s first action (not counted below)",
+        flush=True,
+    )
     insert_only, insert_delete = in_database(args.rows, args.body)
     seconds, partitions = pipeline(args.rows, args.body, spark, args.rows_per_partition)
     w = 52
     print(f"{'method':<{w}}{'seconds':>10}{'rows/s':>12}{'ratio':>8}")
-    for label, t in (("INSERT INTO ... SELECT (in-database bound)", insert_only),
-                     ("INSERT INTO ... SELECT, then DELETE (in-database)", insert_delete),
-                     (f"pipeline move ({partitions} partitions, ledger, delete)", seconds)):
+    for label, t in (
+        ("INSERT INTO ... SELECT (in-database bound)", insert_only),
+        ("INSERT INTO ... SELECT, then DELETE (in-database)", insert_delete),
+        (f"pipeline move ({partitions} partitions, ledger, delete)", seconds),
+    ):
         print(f"{label:<{w}}{t:>10.2f}{args.rows / t:>12,.0f}{insert_only / t:>8.2f}")
     ratio = insert_only / seconds
     print(f"target: pipeline >= 0.5x the in-database bound -> {'met' if ratio >= 0.5 else 'missed'} ({ratio:.2f}x)")

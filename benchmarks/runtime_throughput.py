@@ -69,6 +69,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _databases import admin, create_database, drop_database  # noqa: E402  (beside this script)
+
 QUEUE = "bench"
 CONTENDERS = ("ours", "driver", "raw", "pgmq")
 OURS = {"ours": "ours (SQLAlchemy Connection)", "driver": "ours (driver connection)"}  # the library's two paths
@@ -112,7 +113,13 @@ def make_body() -> bytes:
             {"Sku": f"SKU-{i:05d}", "Description": f"Article number {i} in the catalogue", "Quantity": i % 7 + 1, "UnitPrice": 12.5 + i}
             for i in range(6)
         ],
-        "ShippingAddress": {"Name": "Erika Mustermann", "Street": "Heidestrasse 17", "City": "Koeln", "PostalCode": "51147", "Country": "DE"},
+        "ShippingAddress": {
+            "Name": "Erika Mustermann",
+            "Street": "Heidestrasse 17",
+            "City": "Koeln",
+            "PostalCode": "51147",
+            "Country": "DE",
+        },
         "Notes": "",
     }
     base = len(json.dumps(doc, separators=(",", ":")).encode())
@@ -219,7 +226,9 @@ def _grow_fill(conn, contender: str, total: int) -> None:
 
     pgmq = contender == "pgmq"
     table = "bench_fill_pgmq" if pgmq else "bench_fill"
-    columns = "n bigserial PRIMARY KEY, message jsonb, headers jsonb" if pgmq else "n bigserial PRIMARY KEY, id uuid, headers text, body bytea"
+    columns = (
+        "n bigserial PRIMARY KEY, message jsonb, headers jsonb" if pgmq else "n bigserial PRIMARY KEY, id uuid, headers text, body bytea"
+    )
     conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
     have = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     body = make_body()
@@ -228,8 +237,10 @@ def _grow_fill(conn, contender: str, total: int) -> None:
         n = min(FILL_CHUNK, total - have)
         if pgmq:
             text = body.decode()
-            cur.executemany(f"INSERT INTO {table} (message, headers) VALUES (%s::jsonb, %s::jsonb)",
-                            [(text, json.dumps(make_headers())) for _ in range(n)])
+            cur.executemany(
+                f"INSERT INTO {table} (message, headers) VALUES (%s::jsonb, %s::jsonb)",
+                [(text, json.dumps(make_headers())) for _ in range(n)],
+            )
         else:
             rows = []
             for _ in range(n):
@@ -253,11 +264,17 @@ def prefill(database: str, contender: str, total: int) -> None:
     with psycopg.connect(url_of(database)) as conn:
         _grow_fill(conn, contender, total)
         if contender == "pgmq":
-            conn.execute(f"INSERT INTO pgmq.q_{QUEUE} (vt, message, headers) "
-                         "SELECT clock_timestamp(), message, headers FROM bench_fill_pgmq ORDER BY n LIMIT %s", (total,))
+            conn.execute(
+                f"INSERT INTO pgmq.q_{QUEUE} (vt, message, headers) "
+                "SELECT clock_timestamp(), message, headers FROM bench_fill_pgmq ORDER BY n LIMIT %s",
+                (total,),
+            )
         else:
-            conn.execute(f'INSERT INTO "public"."{QUEUE}" (Id, Expires, Headers, Body) '
-                         "SELECT id, NULL, headers, body FROM bench_fill ORDER BY n LIMIT %s", (total,))
+            conn.execute(
+                f'INSERT INTO "public"."{QUEUE}" (Id, Expires, Headers, Body) '
+                "SELECT id, NULL, headers, body FROM bench_fill ORDER BY n LIMIT %s",
+                (total,),
+            )
         conn.commit()
     with psycopg.connect(url_of(database), autocommit=True) as conn:
         table = f"pgmq.q_{QUEUE}" if contender == "pgmq" else f'"public"."{QUEUE}"'
@@ -300,8 +317,11 @@ def prefill_sqlite(path: str, total: int) -> None:
             h = make_headers()
             rows.append((h[wire.MESSAGE_ID], wire.encode_headers(h), body))
         conn.executemany("INSERT INTO bench_fill (id, headers, body) VALUES (?, ?, ?)", rows)
-        conn.execute(f'INSERT INTO "{QUEUE}" (Id, Recoverable, Expires, Headers, Body) '
-                     "SELECT id, 1, NULL, headers, body FROM bench_fill ORDER BY n LIMIT ?", (total,))
+        conn.execute(
+            f'INSERT INTO "{QUEUE}" (Id, Recoverable, Expires, Headers, Body) '
+            "SELECT id, 1, NULL, headers, body FROM bench_fill ORDER BY n LIMIT ?",
+            (total,),
+        )
 
 
 # --------------------------------------------------------------------------- contenders
@@ -427,7 +447,10 @@ class Raw:
             for i in range(0, len(messages), batch):
                 cur.executemany(
                     sql,
-                    [{"Id": h[message_id], "TimeToBeReceivedMs": None, "Headers": encode(h), "Body": b} for b, h in messages[i : i + batch]],
+                    [
+                        {"Id": h[message_id], "TimeToBeReceivedMs": None, "Headers": encode(h), "Body": b}
+                        for b, h in messages[i : i + batch]
+                    ],
                 )
                 conn.commit()
         return len(messages)
@@ -607,7 +630,9 @@ def main() -> int:
 
         with tempfile.TemporaryDirectory(prefix="sqlts_bench_") as folder:
             counts = {key: QUICK_COUNTS[key] for key in SQLITE_COUNTS} if args.quick else SQLITE_COUNTS
-            return compare_sqlite(setup_sqlite(os.path.join(folder, "bench.db")), counts, args.rounds or (1 if args.quick else SQLITE_ROUNDS))
+            return compare_sqlite(
+                setup_sqlite(os.path.join(folder, "bench.db")), counts, args.rounds or (1 if args.quick else SQLITE_ROUNDS)
+            )
 
     database = create_database("sqlts_bench_rt")
     try:
@@ -648,10 +673,17 @@ def measure(database: str, contenders, workers_list, batches, counts: dict, roun
                             if "error" in cell:
                                 print(f"  ! {op} {contender} workers={workers} batch={batch}: {cell['error']}", flush=True)
                             elif cell["done"] != cell["expected"] or cell["empty"]:
-                                print(f"  ! {op} {contender} workers={workers} batch={batch}: {cell['done']} of {cell['expected']} "
-                                      f"messages, {cell['empty']} empty receives", flush=True)
-                        print(f"  .. round {round_no + 1} {op} workers={workers} batch={batch}: " + ", ".join(
-                            f"{c} {fmt_rate(runs[(op, workers, batch, c)][-1])}" for c in contenders), file=sys.stderr, flush=True)
+                                print(
+                                    f"  ! {op} {contender} workers={workers} batch={batch}: {cell['done']} of {cell['expected']} "
+                                    f"messages, {cell['empty']} empty receives",
+                                    flush=True,
+                                )
+                        print(
+                            f"  .. round {round_no + 1} {op} workers={workers} batch={batch}: "
+                            + ", ".join(f"{c} {fmt_rate(runs[(op, workers, batch, c)][-1])}" for c in contenders),
+                            file=sys.stderr,
+                            flush=True,
+                        )
     finally:
         pool.close()
     return runs, time.monotonic() - started
@@ -664,19 +696,25 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
     contenders = [c for c in CONTENDERS if not (c == "pgmq" and pgmq_problem)]
     with admin() as conn:
         server = conn.execute("SHOW server_version").fetchone()[0]
-        settings = dict(conn.execute(
-            "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync', 'autovacuum', 'shared_buffers')"
-        ).fetchall())
+        settings = dict(
+            conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync', 'autovacuum', 'shared_buffers')"
+            ).fetchall()
+        )
     headers_len = len(__import__("sqltransport_schema.runtime.wire", fromlist=["wire"]).encode_headers(make_headers()))
-    print(f"PostgreSQL {server} (synchronous_commit={settings.get('synchronous_commit')}, fsync={settings.get('fsync')}, "
-          f"autovacuum={settings.get('autovacuum')}); {os.cpu_count()} cores; Python {sys.version.split()[0]}, "
-          f"psycopg {psycopg.__version__}, SQLAlchemy {sqlalchemy.__version__}")
+    print(
+        f"PostgreSQL {server} (synchronous_commit={settings.get('synchronous_commit')}, fsync={settings.get('fsync')}, "
+        f"autovacuum={settings.get('autovacuum')}); {os.cpu_count()} cores; Python {sys.version.split()[0]}, "
+        f"psycopg {psycopg.__version__}, SQLAlchemy {sqlalchemy.__version__}"
+    )
     print(pgmq_versions() if not pgmq_problem else f"pgmq: NOT MEASURED -- {pgmq_problem}")
     print(f"message: {BODY_BYTES} B JSON body, {headers_len} B encoded headers (fresh message id each)")
     print("messages per worker: " + ", ".join(f"{op} batch {b}: {n:,}" for (op, b), n in counts.items()))
     print("pgmq batch 50: send_batch(50) and pop(qty=50) (read-and-delete in one statement); batch 1: send() and pop()")
-    print(f"{rounds} round(s) per cell, interleaved: in each round the contenders run one after the other (rotating "
-          "order), so a round's ratio compares runs that shared the disk's state; wall time from the barrier to the last worker done")
+    print(
+        f"{rounds} round(s) per cell, interleaved: in each round the contenders run one after the other (rotating "
+        "order), so a round's ratio compares runs that shared the disk's state; wall time from the barrier to the last worker done"
+    )
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
     runs, elapsed = measure(database, contenders, WORKERS, BATCHES, counts, rounds)
@@ -713,14 +751,21 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
     for op in ("send", "receive"):
         print()
         print(f"{op} (messages/s, median of {rounds} rounds; ratios: median of the per-round ratios, best-of-rounds ratio after /)")
-        print(f"{'workers':>7} {'batch':>5} " + " ".join(f"{c + ' msg/s':>12}" for c in CONTENDERS) + " "
-              + " ".join(f"{o + '/' + ref:>14}" for o in OURS for ref in ("raw", "pgmq")))
+        print(
+            f"{'workers':>7} {'batch':>5} "
+            + " ".join(f"{c + ' msg/s':>12}" for c in CONTENDERS)
+            + " "
+            + " ".join(f"{o + '/' + ref:>14}" for o in OURS for ref in ("raw", "pgmq"))
+        )
         for workers in WORKERS:
             for batch in BATCHES:
                 key = (op, workers, batch)
                 rates = " ".join(f"{fmt_median(median_rate((*key, c))):>12}" for c in CONTENDERS)
-                ratios = " ".join(f"{fmt_ratio(paired_median(key, o, ref)) + ' / ' + fmt_ratio(best_ratio(key, o, ref)):>14}"
-                                  for o in OURS for ref in ("raw", "pgmq"))
+                ratios = " ".join(
+                    f"{fmt_ratio(paired_median(key, o, ref)) + ' / ' + fmt_ratio(best_ratio(key, o, ref)):>14}"
+                    for o in OURS
+                    for ref in ("raw", "pgmq")
+                )
                 print(f"{workers:>7} {batch:>5} {rates} {ratios}")
 
     print()
@@ -738,12 +783,16 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
             for workers in WORKERS:
                 for batch in BATCHES:
                     r = paired_median((op, workers, batch), path, "raw")
-                    verdict(path, None if r is None else r >= 0.9, f"{op:<7} workers={workers} batch={batch:<2}: >= 0.9x raw  ({fmt_ratio(r)})")
+                    verdict(
+                        path, None if r is None else r >= 0.9, f"{op:<7} workers={workers} batch={batch:<2}: >= 0.9x raw  ({fmt_ratio(r)})"
+                    )
         for op in ("send", "receive"):
             for workers in WORKERS:
                 for batch in BATCHES:
                     r = paired_median((op, workers, batch), path, "pgmq")
-                    verdict(path, None if r is None else r >= 1.0, f"{op:<7} workers={workers} batch={batch:<2}: >= 1.0x pgmq ({fmt_ratio(r)})")
+                    verdict(
+                        path, None if r is None else r >= 1.0, f"{op:<7} workers={workers} batch={batch:<2}: >= 1.0x pgmq ({fmt_ratio(r)})"
+                    )
         for workers in WORKERS:
             fifty, one = median_rate(("receive", workers, 50, path)), median_rate(("receive", workers, 1, path))
             r = fifty / one if fifty and one else None
@@ -759,7 +808,10 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
             for workers in WORKERS:
                 for batch in BATCHES:
                     values = paired((op, workers, batch), path, "raw")
-                    print(f"  {path:<6} {op:<7} workers={workers} batch={batch:<2}: " + (" ".join(f"{v:.2f}" for v in values) if values else "n/a"))
+                    print(
+                        f"  {path:<6} {op:<7} workers={workers} batch={batch:<2}: "
+                        + (" ".join(f"{v:.2f}" for v in values) if values else "n/a")
+                    )
 
     print()
     print("client CPU per message in the worker processes (us; median of the rounds; server time not included)")
@@ -768,8 +820,10 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
         for workers in WORKERS:
             for batch in BATCHES:
                 cpu = [good(runs.get((op, workers, batch, c))) for c in CONTENDERS]
-                print(f"{op:<7} {workers:>7} {batch:>5} " + " ".join(
-                    f"{statistics.median(x['cpu_us'] for x in c):>6.0f}" if c else f"{'n/a':>6}" for c in cpu))
+                print(
+                    f"{op:<7} {workers:>7} {batch:>5} "
+                    + " ".join(f"{statistics.median(x['cpu_us'] for x in c):>6.0f}" if c else f"{'n/a':>6}" for c in cpu)
+                )
 
     if rounds > 1:
         print()
@@ -777,8 +831,12 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
         for op in ("send", "receive"):
             for workers in WORKERS:
                 for batch in BATCHES:
-                    per = [" / ".join(fmt_rate(runs[(op, workers, batch, c)][i]) if (op, workers, batch, c) in runs else "n/a"
-                                      for c in CONTENDERS) for i in range(rounds)]
+                    per = [
+                        " / ".join(
+                            fmt_rate(runs[(op, workers, batch, c)][i]) if (op, workers, batch, c) in runs else "n/a" for c in CONTENDERS
+                        )
+                        for i in range(rounds)
+                    ]
                     print(f"  {op:<7} workers={workers} batch={batch:<2}: " + " | ".join(per))
     return 0
 
@@ -791,8 +849,10 @@ def compare_sqlite(path: str, counts: dict, rounds: int) -> int:
 
     with sqlite_connect(path) as conn:
         mode, synchronous = conn.execute("PRAGMA journal_mode").fetchone()[0], conn.execute("PRAGMA synchronous").fetchone()[0]
-    print(f"SQLite {sqlite3.sqlite_version} (journal_mode={mode}, synchronous={synchronous}); {os.cpu_count()} cores; "
-          f"Python {sys.version.split()[0]}, SQLAlchemy {sqlalchemy.__version__}")
+    print(
+        f"SQLite {sqlite3.sqlite_version} (journal_mode={mode}, synchronous={synchronous}); {os.cpu_count()} cores; "
+        f"Python {sys.version.split()[0]}, SQLAlchemy {sqlalchemy.__version__}"
+    )
     print("messages per worker: " + ", ".join(f"{op} batch {b}: {n:,}" for (op, b), n in counts.items()))
     print(f"{rounds} round(s) per cell, interleaved (rotating order); wall time from the barrier to the last worker done")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
@@ -805,8 +865,13 @@ def compare_sqlite(path: str, counts: dict, rounds: int) -> int:
 
     print()
     print(f"SQLite, batch 1 (messages/s, median of {rounds} rounds; ratios: median of the per-round ratios, best-of-rounds ratio after /)")
-    print(f"{'op':<7} {'workers':>7} " + " ".join(f"{c + ' msg/s':>12}" for c in SQLITE_CONTENDERS) + " "
-          + " ".join(f"{o + '/raw':>14}" for o in OURS) + "  per-round ratios ours/raw | driver/raw")
+    print(
+        f"{'op':<7} {'workers':>7} "
+        + " ".join(f"{c + ' msg/s':>12}" for c in SQLITE_CONTENDERS)
+        + " "
+        + " ".join(f"{o + '/raw':>14}" for o in OURS)
+        + "  per-round ratios ours/raw | driver/raw"
+    )
     for op in ("send", "receive"):
         for workers in SQLITE_WORKERS:
             found = {c: rates((op, workers, 1, c)) for c in SQLITE_CONTENDERS}
@@ -815,7 +880,9 @@ def compare_sqlite(path: str, counts: dict, rounds: int) -> int:
             for o in OURS:
                 a, b = found[o], found["raw"]
                 per = [x / y for x, y in zip(a, b)] if a and b else None
-                ratios.append(f"{fmt_ratio(statistics.median(per) if per else None) + ' / ' + fmt_ratio(max(a) / max(b) if per else None):>14}")
+                ratios.append(
+                    f"{fmt_ratio(statistics.median(per) if per else None) + ' / ' + fmt_ratio(max(a) / max(b) if per else None):>14}"
+                )
                 rounds_text.append(" ".join(f"{v:.2f}" for v in per) if per else "n/a")
             print(f"{op:<7} {workers:>7} {cells} {' '.join(ratios)}  {' | '.join(rounds_text)}")
     return 0
@@ -876,7 +943,9 @@ class Ablation:
                     self.queue.send(self.sa, body, headers)
             elif step == 3:
                 with self.sa.begin():
-                    runtime_cursor(dbapi).execute(sql, {"Id": headers[key], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body})
+                    runtime_cursor(dbapi).execute(
+                        sql, {"Id": headers[key], "TimeToBeReceivedMs": None, "Headers": encode(headers), "Body": body}
+                    )
             else:
                 if step == 2:
                     cur = runtime_cursor(dbapi)

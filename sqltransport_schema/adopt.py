@@ -119,12 +119,18 @@ def judge(spec: TableSpec, version: str, live: TableShape | None, engine) -> Tab
     table = check.display(engine, spec.name)
     if live is None:
         return TableVerdict(spec, table, "missing")
-    fits = lambda candidate, release: not check._table_findings(  # noqa: E731
-        table, engine.expected_shape(candidate, profile(release)), live, engine.case_insensitive_names
-    )
+
+    def fits(candidate: TableSpec, release: str) -> bool:
+        expected = engine.expected_shape(candidate, profile(release))
+        return not check._table_findings(table, expected, live, engine.case_insensitive_names)
+
     # Same shape as the target version's: the table is what the revision would make.
     if fits(spec, version):
-        versions = tuple(r for r in reversed(_releases(engine, spec.kind)) if engine.expected_shape(spec, profile(r)) == engine.expected_shape(spec, profile(version)))
+        versions = tuple(
+            r
+            for r in reversed(_releases(engine, spec.kind))
+            if engine.expected_shape(spec, profile(r)) == engine.expected_shape(spec, profile(version))
+        )
         return TableVerdict(spec, table, "matches", versions or (version,), spec)
     for candidate in _variants(spec, engine):
         made_by = [r for r in _releases(engine, spec.kind) if fits(candidate, r)]
@@ -220,7 +226,9 @@ def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[E
                 "use `sqltransport-schema check` to compare it with the topology"
             )
         catalogs = sorted({spec.name.catalog for _, bp in revisions for spec in bp.tables if spec.name.catalog is not None})
-        live = {k: v for k, v in engine.catalog.read_shapes(connection, catalogs).items() if v[0].table.casefold() != version_table.casefold()}
+        live = {
+            k: v for k, v in engine.catalog.read_shapes(connection, catalogs).items() if v[0].table.casefold() != version_table.casefold()
+        }
         connection.rollback()  # reads only; what follows writes in its own transaction
         found = examine(revisions, live, engine)
         action = "nothing"
@@ -263,7 +271,11 @@ def text_lines(found: Examination, engine, action: str) -> list[str]:
     else:
         lines.append(f"upgrade plan to the head {found.head_revision} (transport {found.head_version}):")
         lines += [f"  {op.describe(engine)}" for op in found.plan]
-        lines.append("applied and stamped the head" if action == "applied" else "nothing written; run again with --apply to run this plan and stamp the head")
+        lines.append(
+            "applied and stamped the head"
+            if action == "applied"
+            else "nothing written; run again with --apply to run this plan and stamp the head"
+        )
     return lines
 
 

@@ -163,7 +163,13 @@ def diff(
         if key in expected_keys:
             continue
         if key in history:
-            findings.append(Finding("extra_managed_table", display(engine, name), f"recorded by revision {history[key]}, not by the deployed revision {deployed_revision}"))
+            findings.append(
+                Finding(
+                    "extra_managed_table",
+                    display(engine, name),
+                    f"recorded by revision {history[key]}, not by the deployed revision {deployed_revision}",
+                )
+            )
         else:
             findings.append(Finding("unmanaged_table", display(engine, name), "in no revision's topology; left alone"))
     findings.sort(key=Finding.sort_key)
@@ -291,7 +297,9 @@ def _unapplied(script, deployed: str, head: str | None) -> list[str]:
             raise RevisionError(deployed)
         found = [r.revision for r in script.iterate_revisions(head, deployed) if r.revision != deployed]
     except (CommandError, RevisionError):
-        raise CheckError(f"the database is stamped with revision {deployed}, which is not an ancestor of the migrations head {head}") from None
+        raise CheckError(
+            f"the database is stamped with revision {deployed}, which is not an ancestor of the migrations head {head}"
+        ) from None
     return list(reversed(found))
 
 

@@ -10,7 +10,8 @@ Alembic until it looks a deployment up.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from .schema import Blueprint
 
@@ -78,7 +79,9 @@ def deployed_revision(connection: Connection) -> str:
     """The one revision the database is stamped with."""
     heads = stamps(connection)
     if len(heads) != 1:
-        raise SnapshotError(f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `alembic upgrade head`")
+        raise SnapshotError(
+            f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `alembic upgrade head`"
+        )
     return heads[0]
 
 

@@ -61,9 +61,11 @@ class SchemaName:
 PROTECTED_BY_DEFAULT = frozenset(("error", "audit"))
 
 
-def protected_by_default(kind: "Kind", table: str) -> bool:
+def protected_by_default(kind: Kind, table: str) -> bool:
     """Error and audit queues hold the system's failure and history records."""
     return kind is Kind.QUEUE and table.casefold() in PROTECTED_BY_DEFAULT
+
+
 class Correlation(NamedTuple):
     """A saga correlation property: column Correlation_<name>, typed per engine from `type`."""
 
@@ -74,7 +76,7 @@ class Correlation(NamedTuple):
         return f'{{"name": {_json_string(self.name)}, "type": "{self.type}"}}'
 
     @classmethod
-    def from_json(cls, data: dict | None) -> "Correlation | None":
+    def from_json(cls, data: dict | None) -> Correlation | None:
         return cls(data["name"], data["type"]) if data else None
 
 
@@ -116,7 +118,7 @@ class TableSpec(NamedTuple):
         return "".join(parts)
 
     @classmethod
-    def from_json(cls, data: dict) -> "TableSpec":
+    def from_json(cls, data: dict) -> TableSpec:
         kind = Kind(data["kind"])
         return cls(
             kind=kind,
@@ -153,7 +155,11 @@ class Blueprint:
         """JSON text, one table a line, so revision files diff well and import fast."""
         sagas = any(spec.kind is Kind.SAGA for spec in self.tables)
         head = json.dumps(
-            {"format": SNAPSHOT_FORMAT_SAGAS if sagas else SNAPSHOT_FORMAT, "transport_version": self.transport_version, "engines": list(self.engines)}
+            {
+                "format": SNAPSHOT_FORMAT_SAGAS if sagas else SNAPSHOT_FORMAT,
+                "transport_version": self.transport_version,
+                "engines": list(self.engines),
+            }
         )
         lines = [head[:-1] + ', "tables": [']
         rows = [spec.to_json_line() for spec in self.tables]
@@ -164,7 +170,7 @@ class Blueprint:
         return "\n".join(lines)
 
     @classmethod
-    def from_snapshot(cls, text: str) -> "Blueprint":
+    def from_snapshot(cls, text: str) -> Blueprint:
         data = json.loads(text)
         if data.get("format") not in SNAPSHOT_FORMATS:
             raise ValueError(f"unknown snapshot format {data.get('format')!r}")
@@ -179,7 +185,7 @@ class Blueprint:
 _KIND_ORDER = {Kind.QUEUE: 0, Kind.DELAYED: 1, Kind.SUBSCRIPTIONS: 2, Kind.SAGA: 3}
 
 
-def blueprint(topology: "Topology") -> Blueprint:
+def blueprint(topology: Topology) -> Blueprint:
     """Every table the topology needs (Topology.tables without the marks), in a stable order:
     queues, then delayed, then subscriptions, then sagas."""
     specs = [owned.spec for owned in topology.tables()]

@@ -73,7 +73,11 @@ def make_idempotent(text: str, engine: str) -> str:
         elif m_update:
             new, old = m_update.groups()
             line = dialect.script.RESTAMP.format(new=new, old=old)
-        elif "alembic_version" in line and line != "CREATE TABLE alembic_version (" and not line.lstrip().startswith(("version_num", "CONSTRAINT", "--")):
+        elif (
+            "alembic_version" in line
+            and line != "CREATE TABLE alembic_version ("
+            and not line.lstrip().startswith(("version_num", "CONSTRAINT", "--"))
+        ):
             raise ScriptError(f"unexpected alembic_version statement in Alembic's output, not made idempotent: {line!r}")
         out.append(line)
     text = "\n".join(out)
@@ -207,5 +211,7 @@ def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path
         marker = body.find("-- Running upgrade")
         cut = body.find("\n\n", marker) + 2 if marker >= 0 else 0
         body = body[:cut] + "".join(last) + body[cut:]
-    files[final] = head + "-- part: version stamping (and schema removal). Run it after every other file.\n\n" + make_idempotent(body, engine)
+    files[final] = (
+        head + "-- part: version stamping (and schema removal). Run it after every other file.\n\n" + make_idempotent(body, engine)
+    )
     return files

@@ -62,7 +62,7 @@ class IndexShape:
         return (self.columns, self.unique, self.clustered, self.include)
 
     def describe(self) -> str:
-        text = ("unique " if self.unique else "")
+        text = "unique " if self.unique else ""
         if self.clustered is not None:
             text += "clustered " if self.clustered else "nonclustered "
         text += "index"

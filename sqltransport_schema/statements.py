@@ -10,9 +10,9 @@ driver's style can never touch a table name.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping
 
 # Result layouts of the statements that return messages; "Order" restores FIFO after a batch.
 MESSAGE = ("Id", "Expired", "Headers", "Body")

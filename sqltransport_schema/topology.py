@@ -8,9 +8,10 @@ that editors use, so the two can never disagree.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -63,8 +64,8 @@ class Field:
     doc: str
     required: bool = False
     default: Any = None
-    items: "Field | None" = None
-    fields: "dict[str, Field] | None" = None
+    items: Field | None = None
+    fields: dict[str, Field] | None = None
     values: tuple[str, ...] = ()
     allow_false: bool = False  # an object that may also be written `false` (= none)
     title: str = ""
@@ -78,6 +79,7 @@ PLACEMENT = {
     "schema": _name("Database schema; defaults to default_schema (engine default: dbo on SQL Server, public on PostgreSQL)."),
     "catalog": _name("Database (catalog) on SQL Server, for three-part names (transport 3.1+); defaults to default_catalog."),
 }
+
 
 def _correlation(doc: str, required: bool = False) -> Field:
     return Field(
@@ -654,8 +656,12 @@ def _saga(obj: _Obj) -> Saga:
         if sub is not None:
             marks.update({f"{key}.{k}": m for k, m in sub.marks.items()})
     return Saga(
-        obj.get("name"), obj.get("table_suffix"), _correlation_of(obj.get("correlation")), _correlation_of(obj.get("transitional")),
-        obj.mark, marks,
+        obj.get("name"),
+        obj.get("table_suffix"),
+        _correlation_of(obj.get("correlation")),
+        _correlation_of(obj.get("transitional")),
+        obj.mark,
+        marks,
     )
 
 
@@ -695,13 +701,10 @@ def _build(root: _Obj, path: str) -> Topology:
         postgresql_seq_type=pg.get("seq_type", "serial") if pg is not None else "serial",
         endpoints=endpoints,
         queues=tuple(
-            _placed(Queue, obj, "name", defaults, protected=obj.get("protected"))
-            for obj, _ in _complete(root.get("queues", []), "name")
+            _placed(Queue, obj, "name", defaults, protected=obj.get("protected")) for obj, _ in _complete(root.get("queues", []), "name")
         ),
         discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("discard", []), "name")),
-        drop_protected=tuple(
-            _placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("drop_protected", []), "name")
-        ),
+        drop_protected=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("drop_protected", []), "name")),
         marks={**root.marks, "engines_items": [m for _, m in engines] if engines else []},
     )
 
@@ -795,13 +798,18 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
     # Features the version lacks, and contradictions.
     for ep in t.endpoints:
         if ep.send_only and ep.delayed_delivery:
-            yield Problem(ep.mark_of("delayed_delivery"), f"endpoint {ep.name!r} is send-only and so has no delayed table: remove delayed_delivery or send_only")
+            yield Problem(
+                ep.mark_of("delayed_delivery"),
+                f"endpoint {ep.name!r} is send-only and so has no delayed table: remove delayed_delivery or send_only",
+            )
         elif ep.delayed_delivery and not prof.delayed_delivery:
             yield lacks("delayed_delivery", ep.mark_of("delayed_delivery"), "delayed_delivery")
         if ep.send_only and ep.instances:
             yield Problem(ep.mark_of("instances"), f"endpoint {ep.name!r} is send-only and receives nothing: remove instances or send_only")
         if ep.body_string and ep.send_only:
-            yield Problem(ep.mark_of("body_string"), f"endpoint {ep.name!r} is send-only and has no queue for a BodyString column: remove body_string")
+            yield Problem(
+                ep.mark_of("body_string"), f"endpoint {ep.name!r} is send-only and has no queue for a BodyString column: remove body_string"
+            )
         elif ep.body_string and not prof.body_string:
             yield lacks("body_string", ep.mark_of("body_string"), "body_string")
     if t.subscriptions is not None and not prof.subscriptions:
@@ -858,9 +866,11 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
                 collisions.setdefault(frozenset((earlier.mark, item.mark)), []).append((earlier, item, engine_name))
     for hits in collisions.values():
         earlier, item, _ = min(hits, key=lambda hit: hit[0].is_index + hit[1].is_index)  # tables before indexes
-        on = [name for name in dict.fromkeys(t.engines) if any(
-            (e.what, i.what, engine_name) == (earlier.what, item.what, name) for e, i, engine_name in hits
-        )]
+        on = [
+            name
+            for name in dict.fromkeys(t.engines)
+            if any((e.what, i.what, engine_name) == (earlier.what, item.what, name) for e, i, engine_name in hits)
+        ]
         if (earlier.mark.line, earlier.mark.column) > (item.mark.line, item.mark.column):
             earlier, item = item, earlier
         yield Problem(
@@ -881,7 +891,9 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
         for engine_name, keys in by_key.items():
             hit = keys.get(engine_registry.get(engine_name).table_key(d.table_name))
             if hit is not None:
-                yield Problem(d.mark_of("name"), f"{d.name!r} is listed under {key} but is still {hit.what} (at {hit.mark}): remove one of them")
+                yield Problem(
+                    d.mark_of("name"), f"{d.name!r} is listed under {key} but is still {hit.what} (at {hit.mark}): remove one of them"
+                )
                 break
 
 
@@ -890,7 +902,10 @@ def _saga_problems(t: Topology) -> Iterator[Problem]:
     engine_names = list(dict.fromkeys(t.engines))
     for ep in t.endpoints:
         if ep.sagas and ep.send_only:
-            yield Problem(ep.mark_of("sagas"), f"endpoint {ep.name!r} is send-only and handles no messages, so it has no sagas: remove sagas or send_only")
+            yield Problem(
+                ep.mark_of("sagas"),
+                f"endpoint {ep.name!r} is send-only and handles no messages, so it has no sagas: remove sagas or send_only",
+            )
         for saga in ep.sagas:
             c, tr = saga.correlation, saga.transitional
             if c is None and tr is not None and "correlation" not in saga.marks:
@@ -906,7 +921,11 @@ def _saga_problems(t: Topology) -> Iterator[Problem]:
                     "a transitional property names the new property the saga moves to: name another one or remove transitional",
                 )
             for key, correlation in (("correlation", c), ("transitional", tr)):
-                lacking = [name for name in engine_names if correlation is not None and correlation.type not in engine_registry.get(name).CORRELATION_TYPES]
+                lacking = [
+                    name
+                    for name in engine_names
+                    if correlation is not None and correlation.type not in engine_registry.get(name).CORRELATION_TYPES
+                ]
                 if lacking:
                     takes = "; ".join(f"{name} takes {', '.join(engine_registry.get(name).CORRELATION_TYPES)}" for name in lacking)
                     yield Problem(

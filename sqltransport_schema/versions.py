@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from functools import lru_cache
+from functools import cache
 
 VersionTuple = tuple[int, int, int]
 
@@ -122,14 +122,10 @@ BOUNDARIES: tuple[tuple[str, str, object], ...] = (
 def parse_version(text: str) -> VersionTuple:
     match = _VERSION_RE.match(text.strip()) if isinstance(text, str) else None
     if not match:
-        raise UnknownVersion(
-            f"transport version {text!r} is not of the form MAJOR.MINOR or MAJOR.MINOR.PATCH (e.g. \"9.1\")"
-        )
+        raise UnknownVersion(f"transport version {text!r} is not of the form MAJOR.MINOR or MAJOR.MINOR.PATCH (e.g. \"9.1\")")
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
     if not 1 <= major <= 9:
-        raise UnknownVersion(
-            f"transport version {text!r} is unknown: the SQL transport has versions 1.x to 9.x (latest {LATEST})"
-        )
+        raise UnknownVersion(f"transport version {text!r} is unknown: the SQL transport has versions 1.x to 9.x (latest {LATEST})")
     return major, minor, patch
 
 
@@ -145,7 +141,7 @@ def _checked_rows() -> list[tuple[VersionTuple, str, object]]:
 _ROWS = _checked_rows()
 
 
-@lru_cache(maxsize=None)
+@cache
 def profile(version: str) -> Profile:
     """The release's profile: each field's default, changed by every boundary at or before it."""
     v = parse_version(version)

@@ -77,15 +77,16 @@ def queue_spec(name: str, schema: str | None = None, seq_type: str = "bigserial"
 
 
 def headers_for(i: int, message_id: str, extra: str = "") -> str:
-    return (f'{{"NServiceBus.MessageId":"{message_id}","NServiceBus.EnclosedMessageTypes":"Shop.Order{i % 7}",'
-            f'"NServiceBus.TimeSent":"2026-11-{1 + i % 3:02d} 10:00:00:{i % 1000000:06d} Z",'
-            f'"NServiceBus.ContentType":"application/json","Text":"n\\u00e4me {i}"{extra}}}')
+    return (
+        f'{{"NServiceBus.MessageId":"{message_id}","NServiceBus.EnclosedMessageTypes":"Shop.Order{i % 7}",'
+        f'"NServiceBus.TimeSent":"2026-11-{1 + i % 3:02d} 10:00:00:{i % 1000000:06d} Z",'
+        f'"NServiceBus.ContentType":"application/json","Text":"n\\u00e4me {i}"{extra}}}'
+    )
 
 
 def fill_queue(url: str, table: TableName, count: int, body_size: int = 64, seed: int = 1) -> None:
     """`count` messages with distinct ids, headers and bodies (some NULL bodies, some Expires)."""
     import random
-
     from datetime import datetime, timedelta
 
     from sqltransport_schema.pipeline.connect import dbapi_connect, engine_of
@@ -109,7 +110,8 @@ def fill_queue(url: str, table: TableName, count: int, body_size: int = 64, seed
             conn.execute("BEGIN")
             conn.executemany(
                 f"INSERT INTO {qualified} (Id, Recoverable, Headers, Body, Expires) VALUES (?, 1, ?, ?, ?)",
-                [(m, h, b, e.strftime("%Y-%m-%d %H:%M:%S.000") if e else None) for m, h, b, e in rows])
+                [(m, h, b, e.strftime("%Y-%m-%d %H:%M:%S.000") if e else None) for m, h, b, e in rows],
+            )
         conn.commit()
     finally:
         conn.close()

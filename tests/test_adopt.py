@@ -27,12 +27,15 @@ queues:
 
 # The PostgreSQL transport's installer (transport-facts §7), as it runs for Sales and error.
 INSTALLER = [
-    'CREATE TABLE IF NOT EXISTS "public"."{0}" (Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, Headers TEXT NOT NULL, Body BYTEA, Seq serial NOT NULL UNIQUE)'.format(q)
+    f'CREATE TABLE IF NOT EXISTS "public"."{q}" '
+    "(Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, Headers TEXT NOT NULL, Body BYTEA, Seq serial NOT NULL UNIQUE)"
     for q in ("Sales", "error")
 ] + [
-    'CREATE TABLE IF NOT EXISTS "public"."Sales.Delayed" (Id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, Headers text NOT NULL, Body bytea, Due timestamptz NOT NULL) WITH (fillfactor=100)',
+    'CREATE TABLE IF NOT EXISTS "public"."Sales.Delayed" (Id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, '
+    "Headers text NOT NULL, Body bytea, Due timestamptz NOT NULL) WITH (fillfactor=100)",
     'CREATE INDEX IF NOT EXISTS "Sales.Delayed_Due" on "public"."Sales.Delayed"(Due)',
-    'CREATE TABLE IF NOT EXISTS "public"."SubscriptionRouting" (QueueAddress VARCHAR(200) NOT NULL, Endpoint VARCHAR(200) NOT NULL, Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)',
+    'CREATE TABLE IF NOT EXISTS "public"."SubscriptionRouting" (QueueAddress VARCHAR(200) NOT NULL, '
+    "Endpoint VARCHAR(200) NOT NULL, Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)",
 ]
 SEND = """INSERT INTO "public"."Sales" (Id, Expires, Headers, Body) VALUES (gen_random_uuid(), NULL, '{}', '\\x01')"""
 
@@ -118,7 +121,11 @@ def test_differences_give_the_upgrade_plan_and_apply_runs_it(project, pg_url, ca
 
 def test_a_missing_saga_table_is_in_the_plan(project, pg_url, capsys):
     catalog.execute(pg_url, *INSTALLER)
-    project.write_topology(TOPOLOGY.replace("  - name: Sales\n", "  - name: Sales\n    sagas:\n      - name: OrderSaga\n        correlation: {name: OrderId, type: guid}\n"))
+    project.write_topology(
+        TOPOLOGY.replace(
+            "  - name: Sales\n", "  - name: Sales\n    sagas:\n      - name: OrderSaga\n        correlation: {name: OrderId, type: guid}\n"
+        )
+    )
     project.compile("initial")
     code, payload = adopt_cli(project, pg_url, capsys, "--apply")
     assert (code, payload["action"]) == (0, "applied")

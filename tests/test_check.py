@@ -185,7 +185,11 @@ def test_several_differences_each_once_in_markdown(project, deployed, capsys):
     code, found, payload = findings(project, deployed, capsys)
     assert code == 1
     assert sorted(found) == sorted(
-        [("missing_table", table(deployed, "error")), ("extra_column", table(deployed, "Sales")), ("unmanaged_table", table(deployed, "Stranger"))]
+        [
+            ("missing_table", table(deployed, "error")),
+            ("extra_column", table(deployed, "Sales")),
+            ("unmanaged_table", table(deployed, "Stranger")),
+        ]
     )
     assert payload["counts"] == {"missing_table": 1, "extra_column": 1, "unmanaged_table": 1}
     assert run(project, deployed, "--format", "markdown") == 1
@@ -230,7 +234,9 @@ def test_predicates_normalise_alike():
 
 def test_diff_reports_an_empty_database_as_missing_tables():
     engine = get("postgresql")
-    expected = Blueprint("9.1", ("postgresql",), (TableSpec(Kind.QUEUE, TableName("Sales")), TableSpec(Kind.QUEUE, TableName("error", "ops"))))
+    expected = Blueprint(
+        "9.1", ("postgresql",), (TableSpec(Kind.QUEUE, TableName("Sales")), TableSpec(Kind.QUEUE, TableName("error", "ops")))
+    )
     report = diff(expected, "a", "a", {}, engine=engine)
     assert [(f.category, f.table) for f in report.findings] == [("missing_table", "ops.error"), ("missing_table", "public.Sales")]
     assert not report.in_sync

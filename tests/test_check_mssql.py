@@ -235,17 +235,25 @@ def test_read_shapes_runs_the_four_queries_and_builds_shapes():
     assert live == ENGINE.catalog.shapes_from_rows(*answers.values())
     name, shape = live[ENGINE.table_key(TableName("Sales"))]
     assert name == TableName("Sales", "dbo") and shape.identity == {"rowversion"}
-    assert IndexShape(("expires",), False, "expiresisnotnull", "Index_Expires", clustered=False, include=("id", "rowversion")) in shape.indexes
+    assert (
+        IndexShape(("expires",), False, "expiresisnotnull", "Index_Expires", clustered=False, include=("id", "rowversion")) in shape.indexes
+    )
 
 
 def test_tables_in_other_catalogs_are_read_through_their_sys_views():
     """Endpoints placed in another database (three-part names) are checked there, not reported missing."""
-    here = {ENGINE.catalog.SHAPE_TABLES.format(sys="sys"): [], ENGINE.catalog.SHAPE_COLUMNS.format(sys="sys"): [],
-            ENGINE.catalog.SHAPE_INDEXES.format(sys="sys"): [], ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="sys"): []}
-    there = {ENGINE.catalog.SHAPE_TABLES.format(sys="[logi]]stics].sys"): TABLES,
-             ENGINE.catalog.SHAPE_COLUMNS.format(sys="[logi]]stics].sys"): queue_columns(),
-             ENGINE.catalog.SHAPE_INDEXES.format(sys="[logi]]stics].sys"): queue_indexes(),
-             ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="[logi]]stics].sys"): queue_index_columns()}
+    here = {
+        ENGINE.catalog.SHAPE_TABLES.format(sys="sys"): [],
+        ENGINE.catalog.SHAPE_COLUMNS.format(sys="sys"): [],
+        ENGINE.catalog.SHAPE_INDEXES.format(sys="sys"): [],
+        ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="sys"): [],
+    }
+    there = {
+        ENGINE.catalog.SHAPE_TABLES.format(sys="[logi]]stics].sys"): TABLES,
+        ENGINE.catalog.SHAPE_COLUMNS.format(sys="[logi]]stics].sys"): queue_columns(),
+        ENGINE.catalog.SHAPE_INDEXES.format(sys="[logi]]stics].sys"): queue_indexes(),
+        ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="[logi]]stics].sys"): queue_index_columns(),
+    }
     answers = {**here, **there}
 
     class Connection:
@@ -259,4 +267,6 @@ def test_tables_in_other_catalogs_are_read_through_their_sys_views():
     # the same table in the connection's own database is another table
     elsewhere = Blueprint("9.1", ("mssql",), (TableSpec(Kind.QUEUE, TableName("Sales")),))
     assert [(f.category, f.table) for f in diff(elsewhere, "a", "a", live, engine=ENGINE).findings] == [
-        ("missing_table", "dbo.Sales"), ("unmanaged_table", "logi]stics.dbo.Sales")]
+        ("missing_table", "dbo.Sales"),
+        ("unmanaged_table", "logi]stics.dbo.Sales"),
+    ]

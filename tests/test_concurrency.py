@@ -38,8 +38,7 @@ pytestmark = pytest.mark.slow
 
 
 # -- the consumer process (module level: the spawn context imports it by name) -------
-def consume(url: str, queue_name: str, go, ready, max_delay_s: float = 0.0, record_attempts: bool = False,
-            batch: int = 1) -> None:
+def consume(url: str, queue_name: str, go, ready, max_delay_s: float = 0.0, record_attempts: bool = False, batch: int = 1) -> None:
     """Receive and record in the ledger, one message (or one batch) per transaction, until the queue stays empty."""
     pid = os.getpid()
     engine = make_engine(url)
@@ -203,9 +202,11 @@ def test_eight_consumer_processes_receive_each_message_exactly_once(project, pg_
 
     rows, _, left = _ledger(pg_url)
     per_pid = Counter(pid for _, _, pid in rows)
-    print(f"\n[exactly-once] sent {total} in {filled - started:.1f} s; {consumers} consumers ready in "
-          f"{ready - filled:.1f} s; drained in {drained - ready:.1f} s ({total / (drained - ready):.0f} msg/s); "
-          f"per consumer: {sorted(per_pid.values())}")
+    print(
+        f"\n[exactly-once] sent {total} in {filled - started:.1f} s; {consumers} consumers ready in "
+        f"{ready - filled:.1f} s; drained in {drained - ready:.1f} s ({total / (drained - ready):.0f} msg/s); "
+        f"per consumer: {sorted(per_pid.values())}"
+    )
     _assert_exactly_once(rows, sent, left)
     assert len(per_pid) > 1, "only one consumer did any work"
 
@@ -266,9 +267,11 @@ def test_consumers_killed_mid_transaction_lose_and_duplicate_nothing(project, pg
     committed_by = {message_id: pid for message_id, _, pid in rows}
     interrupted = {message_id for message_id, pid in attempts if pid in killed and committed_by.get(message_id) != pid}
     re_received = {message_id for message_id in interrupted if message_id in committed_by}
-    print(f"\n[kills] {len(killed)} consumers SIGKILLed in a {kill_phase:.1f} s kill phase; {len(interrupted)} receive(s) "
-          f"interrupted mid-transaction, {len(re_received)} of them received again by another consumer; "
-          f"{len(attempts)} attempts for {total} messages; total {elapsed:.1f} s")
+    print(
+        f"\n[kills] {len(killed)} consumers SIGKILLed in a {kill_phase:.1f} s kill phase; {len(interrupted)} receive(s) "
+        f"interrupted mid-transaction, {len(re_received)} of them received again by another consumer; "
+        f"{len(attempts)} attempts for {total} messages; total {elapsed:.1f} s"
+    )
     _assert_exactly_once(rows, sent, left)
     assert len(killed) >= min_kills, f"only {len(killed)} kills before the queue ran low"
     assert re_received, "no receive interrupted by a kill was received again"

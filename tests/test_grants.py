@@ -78,7 +78,10 @@ def as_role(url: str, role: str) -> Transport:
 
 
 def headers(n) -> dict[str, str]:
-    return {**wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[public]"), "n": str(n)}
+    return {
+        **wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[public]"),
+        "n": str(n),
+    }
 
 
 def exercise_endpoint(transport: Transport, endpoint: str, schema: str | None, send_to: list[tuple[str, str | None]]) -> None:
@@ -236,11 +239,14 @@ def test_mssql_output(project):
     assert "GRANT ALTER ON SCHEMA::[dbo] TO [role];" in sql
 
 
-@pytest.mark.parametrize("engine, says", [
-    ("sqlite", "no logins or permissions"),
-    ("mysql", "grants are not generated for MySQL"),
-    ("oracle", "grants are not generated for Oracle"),
-])
+@pytest.mark.parametrize(
+    "engine, says",
+    [
+        ("sqlite", "no logins or permissions"),
+        ("mysql", "grants are not generated for MySQL"),
+        ("oracle", "grants are not generated for Oracle"),
+    ],
+)
 def test_engines_without_generated_grants_say_so_in_one_line(project, engine, says):
     project.write_topology(TOPOLOGY)
     code, out = run_grants(project, "--engine", engine, "--role", "x")

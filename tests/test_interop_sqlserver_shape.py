@@ -72,13 +72,13 @@ def seed_receive_on_sqlite(text: str) -> str:
     found = re.fullmatch(
         r"WITH message AS \(\s*SELECT TOP\(1\) \*\s*FROM \{0\} WITH \(UPDLOCK, READPAST, ROWLOCK\)\s*ORDER BY (\w+)\)\s*"
         r"DELETE FROM message\s*OUTPUT\s*(.*);",
-        sql.strip(), re.S,
+        sql.strip(),
+        re.S,
     )
     assert found, f"seed 003 changed: the receive is no longer a TOP(1) CTE delete with OUTPUT:\n{sql}"
     order, output = found.groups()
     output = replace_once(output.replace("deleted.", ""), "GETUTCDATE()", SQLite.NOW)
-    return (f"SELECT {output}, {order} FROM {TABLE} ORDER BY {order} LIMIT 1",
-            f"DELETE FROM {TABLE} WHERE {order} = ?")
+    return (f"SELECT {output}, {order} FROM {TABLE} ORDER BY {order} LIMIT 1", f"DELETE FROM {TABLE} WHERE {order} = ?")
 
 
 def receive_with_the_seeds_sql(raw: sqlite3.Connection, receive: tuple[str, str]):
@@ -121,8 +121,17 @@ def test_messages_sent_with_the_seeds_sql_are_received_by_the_runtime(deployed):
     ]
     nsb.insert(1, ('{"NServiceBus.MessageId":"%s","n":"expired"}' % uuid.uuid4(), 1))  # time to be received: 1 ms
     for headers, ttbr in nsb:
-        raw.execute(send, {"Id": str(uuid.uuid4()), "CorrelationId": None, "ReplyToAddress": None,
-                           "TimeToBeReceivedMs": ttbr, "Headers": headers, "Body": headers.encode()[-12:]})
+        raw.execute(
+            send,
+            {
+                "Id": str(uuid.uuid4()),
+                "CorrelationId": None,
+                "ReplyToAddress": None,
+                "TimeToBeReceivedMs": ttbr,
+                "Headers": headers,
+                "Body": headers.encode()[-12:],
+            },
+        )
     raw.commit()
     time.sleep(0.01)
 
@@ -138,8 +147,15 @@ def test_messages_sent_with_the_seeds_sql_are_received_by_the_runtime(deployed):
 def test_messages_the_runtime_sends_are_received_by_the_seeds_sql(deployed):
     transport, raw = deployed
     sales = transport.queue("Sales")
-    ours = [{**wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[dbo]"),
-             "path": "x/y", "text": "Fäktura ☃", "n": str(n)} for n in range(2)]
+    ours = [
+        {
+            **wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[dbo]"),
+            "path": "x/y",
+            "text": "Fäktura ☃",
+            "n": str(n),
+        }
+        for n in range(2)
+    ]
     with transport.engine.begin() as conn:
         sent = [sales.send(conn, f"body {n}".encode(), h) for n, h in enumerate(ours)]
         sent.append(sales.send(conn, b"soon gone", {**ours[0], "n": "expired"}, time_to_be_received=0.001))

@@ -89,7 +89,7 @@ def _cycle() -> list[str] | None:
         path.append(node)
         for target in sorted(GRAPH[node]):
             if state.get(target) == 1:
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state and (found := visit(target)):
                 return found
         path.pop()
@@ -112,8 +112,9 @@ def test_no_import_cycle():
 
 
 def _offences(layers: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
-    return sorted(f"{src} imports {dst}" for src, targets in GRAPH.items() if _layer(src) in layers
-                  for dst in targets if _layer(dst) in forbidden)
+    return sorted(
+        f"{src} imports {dst}" for src, targets in GRAPH.items() if _layer(src) in layers for dst in targets if _layer(dst) in forbidden
+    )
 
 
 def test_the_core_sits_below_the_engines():
@@ -139,8 +140,10 @@ def test_the_runtime_sits_beside_migrate_not_above_it():
 
 
 def test_nothing_but_the_cli_imports_the_cli():
-    assert sorted(f"{src} imports {dst}" for src, targets in GRAPH.items() if _layer(src) != "cli"
-                  for dst in targets if _layer(dst) == "cli") == []
+    assert (
+        sorted(f"{src} imports {dst}" for src, targets in GRAPH.items() if _layer(src) != "cli" for dst in targets if _layer(dst) == "cli")
+        == []
+    )
 
 
 def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones():

@@ -170,11 +170,12 @@ def test_discarded_queue_is_dropped_with_its_messages(project, db_url):
     project.compile("initial")
     project.upgrade(db_url)
     insert_message(db_url, "Sales.host-a")
-    project.write_topology(
-        TOPOLOGY.replace("    instances: [host-a]\n", "") + "discard:\n  - name: Sales.host-a\n"
-    )
+    project.write_topology(TOPOLOGY.replace("    instances: [host-a]\n", "") + "discard:\n  - name: Sales.host-a\n")
     project.compile("retire host-a")
-    assert 'op.drop_queue("Sales.host-a", version="9.1", body_string=False, seq_type="serial", discard_messages=True)' in project.revisions()[-1].read_text()
+    assert (
+        'op.drop_queue("Sales.host-a", version="9.1", body_string=False, seq_type="serial", discard_messages=True)'
+        in project.revisions()[-1].read_text()
+    )
     project.upgrade(db_url)
     assert key(db_url, "Sales.host-a") not in catalog.read(db_url)
 
@@ -196,7 +197,9 @@ def test_compile_never_drops_a_protected_queue_without_its_override(project, cap
     assert project.compile("initial") == 0
     capsys.readouterr()
     for removed in ("  - name: error\n", "  - name: Archive\n    protected: true\n"):
-        project.write_topology(TOPOLOGY.replace("  - name: error\n", "  - name: error\n  - name: Archive\n    protected: true\n").replace(removed, ""))
+        project.write_topology(
+            TOPOLOGY.replace("  - name: error\n", "  - name: error\n  - name: Archive\n    protected: true\n").replace(removed, "")
+        )
         assert project.compile("drop it") == 2
         err = capsys.readouterr().err
         name = "error" if "error" in removed else "Archive"

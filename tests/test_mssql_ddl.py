@@ -15,7 +15,7 @@ import io
 import re
 import shutil
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -56,7 +56,7 @@ def _delimited(sql: str, start: int, close: str) -> tuple[str, int]:
     while True:
         k = sql.find(close, j)
         if k < 0:
-            raise SqlTokenError(f"unterminated {close!r}-delimited token at {start}: {sql[start - 1:start + 60]!r}")
+            raise SqlTokenError(f"unterminated {close!r}-delimited token at {start}: {sql[start - 1 : start + 60]!r}")
         if sql.startswith(close * 2, k):
             parts.append(sql[j:k] + close)
             j = k + 2
@@ -90,7 +90,7 @@ def tokenize(sql: str) -> list[Tok]:
             j = sql.find("*/", i + 2)
             if j < 0:
                 raise SqlTokenError(f"unterminated /* comment at {i}")
-            out.append(Tok("comment", sql[i:j + 2], sql[i:j + 2]))
+            out.append(Tok("comment", sql[i : j + 2], sql[i : j + 2]))
             i = j + 2
         elif (m := _WORD.match(sql, i)) or (m := _NUMBER.match(sql, i)):
             out.append(Tok("word" if not m.group().isdigit() else "number", m.group(), m.group()))
@@ -197,7 +197,7 @@ def extract_v1_ddl(markdown: str) -> str:
     marker = next(i for i, line in enumerate(lines) if line.startswith(V1_MARKER))
     opening = next(i for i in range(marker + 1, len(lines)) if lines[i].strip() == "```sql")
     closing = next(i for i in range(opening + 1, len(lines)) if lines[i].strip() == "```")
-    ddl = "\n".join(lines[opening + 1:closing]).strip()
+    ddl = "\n".join(lines[opening + 1 : closing]).strip()
     assert ddl.startswith("IF NOT") and "CREATE TABLE [{0}].[{1}]" in ddl, ddl[:200]
     return ddl + "\n"
 
@@ -338,7 +338,7 @@ def table_columns(text: str) -> list[str]:
     start = next(i for i in range(len(tokens) - 1) if tokens[i] == "create" and tokens[i + 1] == "table")
     opening = tokens.index("(", start)
     columns, current, depth = [], [], 0
-    for token in tokens[opening + 1:]:
+    for token in tokens[opening + 1 :]:
         if token == "(":
             depth += 1
         elif token == ")":
@@ -366,7 +366,7 @@ def test_queue_shape_per_version(version, headers, rowversion, expires, try_catc
     for definition, (name, type_, not_null) in zip(columns, QUEUE_COLUMNS):
         type_ = type_ or f"{headers} ( max )"
         assert definition.startswith(f"{name} {type_}"), definition
-        rest = definition[len(f"{name} {type_}"):].strip()
+        rest = definition[len(f"{name} {type_}") :].strip()
         assert rest == ("not null" if not_null else "") or (not not_null and rest == "null"), definition
     assert " primary key " not in text and " unique " not in text  # no key, no unique constraint on Id
 
@@ -421,7 +421,7 @@ CREATE_VERSIONS = ["1.2", "2.2.3", "2.2.6", "3.0", "3.1", "4.1", "4.3.2", "6.3.0
 CHANGES = [("1.2", "9.1"), ("4.0", "9.1"), ("9.1", "4.0"), ("2.2.3", "3.1"), ("9.1", "1.2")]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _linter():
     from sqlfluff.core import FluffConfig, Linter
 
@@ -451,9 +451,15 @@ def _emitted_batches() -> dict[str, list[str]]:
             where = f"{version}-{catalog or 'nocat'}"
             add(f"queue-{where}", ENGINE.create_table(TableSpec(Kind.QUEUE, TableName("Sales", "dbo", catalog)), profile(version)))
             if v >= (3, 1):
-                add(f"delayed-{where}", ENGINE.create_table(TableSpec(Kind.DELAYED, TableName("Sales.Delayed", "dbo", catalog)), profile(version)))
+                add(
+                    f"delayed-{where}",
+                    ENGINE.create_table(TableSpec(Kind.DELAYED, TableName("Sales.Delayed", "dbo", catalog)), profile(version)),
+                )
             if v >= (5, 0):
-                add(f"subs-{where}", ENGINE.create_table(TableSpec(Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting", None, catalog)), profile(version)))
+                add(
+                    f"subs-{where}",
+                    ENGINE.create_table(TableSpec(Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting", None, catalog)), profile(version)),
+                )
             if v >= (4, 1):
                 spec = TableSpec(Kind.QUEUE, TableName("Billing", "billing", catalog), body_string=True)
                 add(f"queue+bodystring-{where}", ENGINE.create_table(spec, profile(version)))
@@ -724,7 +730,10 @@ def test_hostile_table_names_never_escape_quoting(hostile):
         for prof in (profile("1.2"), profile("9.1")):  # two-part and three-part
             qualified = ENGINE.qualified(name, prof)
             # the qualified name is the quoted parts joined by dots, and reads back as those parts
-            assert [t.value for t in tokenize(qualified) if t.kind == "ident"] == ([name.catalog] if prof.three_part_names else []) + [name.schema, name.table]
+            assert [t.value for t in tokenize(qualified) if t.kind == "ident"] == ([name.catalog] if prof.three_part_names else []) + [
+                name.schema,
+                name.table,
+            ]
             literals |= {qualified, qualified + "_lock", ENGINE.refusal(TableSpec(Kind.QUEUE, name), prof)}
         for label, version, batches in _hostile_batches(name):
             assert batches, label

@@ -21,11 +21,12 @@ Then both sides are compared token for token, ignoring whitespace, case and [bra
 from __future__ import annotations
 
 import re
+
 import pytest
 
 from sqltransport_schema.engines.mssql import MSSQL
-from sqltransport_schema.statements import Statement
 from sqltransport_schema.schema import TableName
+from sqltransport_schema.statements import Statement
 from sqltransport_schema.versions import profile
 
 from .test_mssql_ddl import (
@@ -76,7 +77,7 @@ STRAY_QUOTE = '";'  # end of "Move Due Delayed Messages" in seed 003 (see the mo
 def runtime_part(seed: str) -> str:
     lines = seed.splitlines()
     assert lines.count(RUNTIME_HEADING) == 1, "seed 003: expected one 'Runtime' heading"
-    return "\n".join(lines[lines.index(RUNTIME_HEADING):]) + "\n"
+    return "\n".join(lines[lines.index(RUNTIME_HEADING) :]) + "\n"
 
 
 def facts_section_4(markdown: str) -> str:
@@ -379,16 +380,18 @@ def test_receive_batch_is_receive_for_up_to_batch_size_rows(version):
     statements = catalog_statements(version, ("nsb", "dbo", "Sales"))
     receive, batch = normalized(statements["receive"].sql), normalized(statements["receive_batch"].sql)
     # the receive's CTE, DELETE and OUTPUT, with TOP(@BatchSize) and RowVersion added to the output
-    core = receive[receive.index("with message as"):receive.index("deleted . body ;")] + "deleted . body , deleted . rowversion into @batch"
+    core = (
+        receive[receive.index("with message as") : receive.index("deleted . body ;")] + "deleted . body , deleted . rowversion into @batch"
+    )
     assert core.replace("top ( 1 )", "top ( @batchsize )") in batch
     table = "nsb . dbo . sales" if three_part(version) else "dbo . sales"
     assert f"select top ( @batchsize ) * from {table} with ( updlock , readpast , rowlock ) order by rowversion )" in batch
     # the same columns as receive, then RowVersion, oldest first
-    output = receive[receive.index("output") + len("output"):receive.index(";", receive.index("output"))]
+    output = receive[receive.index("output") + len("output") : receive.index(";", receive.index("output"))]
     names = [("expired" if "case" in item else item.split(".")[-1].strip()) for item in output.split(" , ")]
     assert f"select {' , '.join(names)} , rowversion from @batch order by rowversion ;" in batch
-    assert batch.startswith(receive[:receive.index("with message as")])  # the same NOCOUNT save
-    assert batch.endswith(receive[receive.index("if ( @nocount = 'on' )"):])  # and restore
+    assert batch.startswith(receive[: receive.index("with message as")])  # the same NOCOUNT save
+    assert batch.endswith(receive[receive.index("if ( @nocount = 'on' )") :])  # and restore
     assert statements["receive_batch"].params == ("BatchSize",)
 
 
@@ -402,12 +405,13 @@ def test_move_due_delayed_fills_the_owning_queue():
     assert text.endswith("from nsb . sales . sales.delayed order by due")
     assert statements["store_delayed"].identifiers == {"delayed": "[nsb].[sales].[Sales.Delayed]"}
     # a queue whose Recoverable column was dropped (7.0+): moved rows leave it out as well
-    without = ENGINE.runtime_statements(
-        profile("9.1"), TableName("Sales"), delayed=TableName("Sales.Delayed"), recoverable_column=False
-    )
+    without = ENGINE.runtime_statements(profile("9.1"), TableName("Sales"), delayed=TableName("Sales.Delayed"), recoverable_column=False)
     text = normalized(without["move_due_delayed"].sql)
     assert "recoverable" not in text
-    assert "output newid ( ) , null , null , null , deleted . headers , deleted . body into dbo . sales ( id , correlationid , replytoaddress , expires , headers , body )" in text
+    assert (
+        "output newid ( ) , null , null , null , deleted . headers , deleted . body "
+        "into dbo . sales ( id , correlationid , replytoaddress , expires , headers , body )" in text
+    )
 
 
 @pytest.mark.parametrize(

@@ -67,11 +67,17 @@ def test_replay_selected_messages_of_the_error_queue(spark, tmp_path, pg_url):
 
     for i in range(4):
         message_id = str(uuid.uuid4())
-        headers = {wire.MESSAGE_ID: message_id, wire.ENCLOSED_MESSAGE_TYPES: f"Shop.Cmd{i % 2}, Shop, Version=1.0.0.0",
-                   wire.FAILED_Q: "Sales@[public]", wire.EXCEPTION_MESSAGE: f"boom {i}",
-                   wire.TIME_OF_FAILURE: "2026-11-20 08:00:00:000000 Z"}
-        conn.execute('INSERT INTO "public"."error" (Id, Headers, Body) VALUES (%s, %s, %s)',
-                     (message_id, wire.encode_headers(headers), f"body {i}".encode()))
+        headers = {
+            wire.MESSAGE_ID: message_id,
+            wire.ENCLOSED_MESSAGE_TYPES: f"Shop.Cmd{i % 2}, Shop, Version=1.0.0.0",
+            wire.FAILED_Q: "Sales@[public]",
+            wire.EXCEPTION_MESSAGE: f"boom {i}",
+            wire.TIME_OF_FAILURE: "2026-11-20 08:00:00:000000 Z",
+        }
+        conn.execute(
+            'INSERT INTO "public"."error" (Id, Headers, Body) VALUES (%s, %s, %s)',
+            (message_id, wire.encode_headers(headers), f"body {i}".encode()),
+        )
     conn.commit()
     conn.close()
     path = str(tmp_path / "errors")

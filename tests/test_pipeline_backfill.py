@@ -34,8 +34,10 @@ def _sagas(url, count):
         if i % 10 == 0:
             del data["Order"]  # not every saga has the property yet
         ids.append(order_id if i % 10 else None)
-        conn.execute('INSERT INTO "public"."Sales_OrderSaga" VALUES (%s, %s, %s, %s, %s, %s, %s, NULL)',
-                     (uuid.uuid4(), "{}", json.dumps(data), "8.0.0", "1.0.0", 1 + i % 3, f"N-{i}"))
+        conn.execute(
+            'INSERT INTO "public"."Sales_OrderSaga" VALUES (%s, %s, %s, %s, %s, %s, %s, NULL)',
+            (uuid.uuid4(), "{}", json.dumps(data), "8.0.0", "1.0.0", 1 + i % 3, f"N-{i}"),
+        )
     conn.commit()
     conn.close()
     return ids
@@ -43,8 +45,10 @@ def _sagas(url, count):
 
 def _column(url):
     conn = dbapi_connect(url)
-    rows = conn.execute('SELECT "Correlation_OrderNumber", "Correlation_OrderId" FROM "public"."Sales_OrderSaga" '
-                        'ORDER BY length("Correlation_OrderNumber"), "Correlation_OrderNumber"').fetchall()
+    rows = conn.execute(
+        'SELECT "Correlation_OrderNumber", "Correlation_OrderId" FROM "public"."Sales_OrderSaga" '
+        'ORDER BY length("Correlation_OrderNumber"), "Correlation_OrderNumber"'
+    ).fetchall()
     conn.close()
     return [None if r[1] is None else str(r[1]) for r in rows]
 
@@ -77,7 +81,9 @@ def test_backfill_lets_the_refused_promotion_of_a_project_saga_table_pass(projec
     from .conftest import connect
 
     head = 'transport_version: "9.1"\nengines: [postgresql]\nendpoints:\n  - name: Sales\n    sagas:\n      - name: OrderSaga\n'
-    project.write_topology(head + "        correlation: {name: OrderNumber, type: string}\n        transitional: {name: OrderId, type: guid}\n")
+    project.write_topology(
+        head + "        correlation: {name: OrderNumber, type: string}\n        transitional: {name: OrderId, type: guid}\n"
+    )
     assert project.compile("transition") == 0
     project.upgrade(pg_url)
     db = connect(pg_url)

@@ -26,9 +26,27 @@ def _kill_job_at(point: str, source_url: str, source: TableName, dest_url: str, 
     env = dict(os.environ)
     env[pipeline_move.FAILPOINT_ENV] = point
     env[pipeline_move.FAILPOINT_FILE_ENV] = str(marker)
-    command = [sys.executable, "-m", "sqltransport_schema.cli", "pipeline", "move",
-               "--from", source_url, "--from-table", _address(source), "--to", dest_url, "--to-table", _address(dest),
-               "--rows-per-partition", str(PER_PARTITION), "--master", "local[2]", "--format", "json"]
+    command = [
+        sys.executable,
+        "-m",
+        "sqltransport_schema.cli",
+        "pipeline",
+        "move",
+        "--from",
+        source_url,
+        "--from-table",
+        _address(source),
+        "--to",
+        dest_url,
+        "--to-table",
+        _address(dest),
+        "--rows-per-partition",
+        str(PER_PARTITION),
+        "--master",
+        "local[2]",
+        "--format",
+        "json",
+    ]
     job = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 180
@@ -62,12 +80,15 @@ def _address(name: TableName) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point, destination", [
-    ("after-reserve", "postgresql"),
-    ("before-dest-commit:1", "postgresql"),
-    ("after-dest-commit:2", "sqlite"),
-    ("after-source-delete:3", "sqlite"),
-])
+@pytest.mark.parametrize(
+    "point, destination",
+    [
+        ("after-reserve", "postgresql"),
+        ("before-dest-commit:1", "postgresql"),
+        ("after-dest-commit:2", "sqlite"),
+        ("after-source-delete:3", "sqlite"),
+    ],
+)
 def test_killed_move_reruns_to_exactly_once(spark, tmp_path, pg_url, sqlite_url, point, destination):
     source = TableName("Sales", "public")
     create_table(pg_url, queue_spec("Sales", "public"))
@@ -86,8 +107,9 @@ def test_killed_move_reruns_to_exactly_once(spark, tmp_path, pg_url, sqlite_url,
     if point.startswith("before-dest-commit"):
         assert int(point.split(":")[1]) not in committed  # killed before its commit: not in the ledger
 
-    result = pipeline_move.move(Endpoint(pg_url, source), Endpoint(dest_url, dest), spark=spark, progress=False,
-                                rows_per_partition=PER_PARTITION)
+    result = pipeline_move.move(
+        Endpoint(pg_url, source), Endpoint(dest_url, dest), spark=spark, progress=False, rows_per_partition=PER_PARTITION
+    )
     after = queue_contents(dest_url, dest)
     assert queue_contents(pg_url, source) == []
     assert checksum(after) == checksum(before)  # exactly once: same count, same content

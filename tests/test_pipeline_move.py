@@ -38,8 +38,9 @@ def _move_and_compare(spark, src_url, src_table, dst_url, dst_table, count, **op
 
 @pytest.mark.slow
 def test_move_100k_postgresql_to_postgresql(spark, pg_url, pg_url2):
-    result = _move_and_compare(spark, pg_url, TableName("Sales", "public"), pg_url2, TableName("Billing", "public"), N,
-                               rows_per_partition=12_500)
+    result = _move_and_compare(
+        spark, pg_url, TableName("Sales", "public"), pg_url2, TableName("Billing", "public"), N, rows_per_partition=12_500
+    )
     assert result.partitions == 8
 
 
@@ -54,8 +55,9 @@ def test_move_100k_sqlite_to_postgresql(spark, sqlite_url, pg_url):
 
 
 def test_move_within_one_database_is_one_transaction_per_partition(spark, pg_url):
-    result = _move_and_compare(spark, pg_url, TableName("Old", "public"), pg_url, TableName("New", "public"), 3_000,
-                               rows_per_partition=1_000)
+    result = _move_and_compare(
+        spark, pg_url, TableName("Old", "public"), pg_url, TableName("New", "public"), 3_000, rows_per_partition=1_000
+    )
     assert result.partitions == 3
 
 
@@ -67,8 +69,13 @@ def test_destination_keeps_existing_messages_first_and_later_sends_after(spark, 
     fill_queue(sqlite_url, TableName("Sales"), 10, seed=3)
     existing = queue_contents(sqlite_url, TableName("Sales"))
     moved = queue_contents(pg_url, TableName("Sales", "public"))
-    pipeline_move.move(Endpoint(pg_url, TableName("Sales", "public")), Endpoint(sqlite_url, TableName("Sales")),
-                       spark=spark, progress=False, rows_per_partition=100)
+    pipeline_move.move(
+        Endpoint(pg_url, TableName("Sales", "public")),
+        Endpoint(sqlite_url, TableName("Sales")),
+        spark=spark,
+        progress=False,
+        rows_per_partition=100,
+    )
     fill_queue(sqlite_url, TableName("Sales"), 5, seed=4)
     later = queue_contents(sqlite_url, TableName("Sales"))
     assert later[:10] == existing
@@ -106,11 +113,25 @@ def test_sql_server_layout_to_postgresql_layout_and_back(spark, pg_url, sqlite_u
     for i in range(300):
         message_id = uuid.uuid4()
         legacy = i % 3 == 0  # a v1/v2 sender: correlation id and reply-to address only in the columns
-        headers = (f'{{"NServiceBus.MessageId":"{message_id}"}}' if legacy else
-                   f'{{"NServiceBus.MessageId":"{message_id}","NServiceBus.CorrelationId":"corr-{i}"}}')
-        rows.append((message_id, f"corr-{i}" if legacy else None, "Sales@[dbo]" if legacy else None, 1,
-                     datetime(2031, 1, 1) + timedelta(minutes=i) if i % 2 else None, headers, bytes([i % 256]) * 10))
-    with conn.cursor().copy('COPY "public"."Legacy" (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body) FROM STDIN') as copy:
+        headers = (
+            f'{{"NServiceBus.MessageId":"{message_id}"}}'
+            if legacy
+            else f'{{"NServiceBus.MessageId":"{message_id}","NServiceBus.CorrelationId":"corr-{i}"}}'
+        )
+        rows.append(
+            (
+                message_id,
+                f"corr-{i}" if legacy else None,
+                "Sales@[dbo]" if legacy else None,
+                1,
+                datetime(2031, 1, 1) + timedelta(minutes=i) if i % 2 else None,
+                headers,
+                bytes([i % 256]) * 10,
+            )
+        )
+    with conn.cursor().copy(
+        'COPY "public"."Legacy" (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body) FROM STDIN'
+    ) as copy:
         for row in rows:
             copy.write_row(row)
     conn.commit()
@@ -126,8 +147,11 @@ def test_sql_server_layout_to_postgresql_layout_and_back(spark, pg_url, sqlite_u
         if n % 3:
             assert h_after == h_before  # headers already complete: byte for byte
         else:  # the legacy columns became the headers later receivers read
-            assert wire.decode_headers(h_after) == {**wire.decode_headers(h_before), wire.CORRELATION_ID: f"corr-{n}",
-                                                    wire.REPLY_TO_ADDRESS: "Sales@[dbo]"}
+            assert wire.decode_headers(h_after) == {
+                **wire.decode_headers(h_before),
+                wire.CORRELATION_ID: f"corr-{n}",
+                wire.REPLY_TO_ADDRESS: "Sales@[dbo]",
+            }
     before = moved
     conn = dbapi_connect(pg_url)
     expires = [r[0] for r in conn.execute('SELECT Expires FROM "public"."Modern" ORDER BY Seq').fetchall()]
@@ -155,12 +179,19 @@ def test_rewrites_reply_to_and_forward_destination(spark, pg_url, sqlite_url):
     ]
     conn.execute("BEGIN")
     for h in headers:
-        conn.execute('INSERT INTO "Sales" (Id, Recoverable, Headers, Body) VALUES (?, 1, ?, NULL)', (str(uuid.uuid4()), wire.encode_headers(h)))
+        conn.execute(
+            'INSERT INTO "Sales" (Id, Recoverable, Headers, Body) VALUES (?, 1, ?, NULL)', (str(uuid.uuid4()), wire.encode_headers(h))
+        )
     conn.execute("COMMIT")
     conn.close()
     rewrites = pipeline_move.parse_rewrites(["Billing@[dbo]@[nsb]=Billing@[public]"])
-    pipeline_move.move(Endpoint(sqlite_url, TableName("Sales")), Endpoint(pg_url, TableName("Sales", "public")),
-                       spark=spark, progress=False, rewrites=rewrites)
+    pipeline_move.move(
+        Endpoint(sqlite_url, TableName("Sales")),
+        Endpoint(pg_url, TableName("Sales", "public")),
+        spark=spark,
+        progress=False,
+        rewrites=rewrites,
+    )
     out = [wire.decode_headers(h) for _, h, _ in queue_contents(pg_url, TableName("Sales", "public"))]
     assert out[0][wire.REPLY_TO_ADDRESS] == "Billing@[public]" and out[0]["Other"] == "Billing@[dbo]@[nsb]"
     assert out[1][wire.FORWARD_DESTINATION] == "Billing@[public]" and out[1][wire.REPLY_TO_ADDRESS] == "Shipping@[dbo]"
@@ -171,8 +202,10 @@ def test_subscription_rows_are_copied_with_addresses_rewritten(pg_url, sqlite_ur
     create_table(sqlite_url, TableSpec(Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting")))
     create_table(pg_url, TableSpec(Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting", "public")))
     conn = dbapi_connect(sqlite_url)
-    conn.executemany('INSERT INTO "SubscriptionRouting" VALUES (?, ?, ?)',
-                     [("Billing@[dbo]@[nsb]", "Billing", "Shop.OrderPlaced"), ("Shipping@[dbo]", "Shipping", "Shop.OrderPlaced")])
+    conn.executemany(
+        'INSERT INTO "SubscriptionRouting" VALUES (?, ?, ?)',
+        [("Billing@[dbo]@[nsb]", "Billing", "Shop.OrderPlaced"), ("Shipping@[dbo]", "Shipping", "Shop.OrderPlaced")],
+    )
     conn.close()
     source = Endpoint(sqlite_url, TableName("SubscriptionRouting"), Kind.SUBSCRIPTIONS)
     dest = Endpoint(pg_url, TableName("SubscriptionRouting", "public"), Kind.SUBSCRIPTIONS)
@@ -191,9 +224,17 @@ def test_delayed_messages_move_with_their_due_times(spark, sqlite_url, pg_url):
     conn = dbapi_connect(sqlite_url)
     conn.execute("BEGIN")
     due = [datetime(2030, 5, 1, 12, 0, 0) + timedelta(seconds=7 * i) for i in range(120)]
-    conn.executemany('INSERT INTO "Sales.Delayed" (Headers, Body, Due) VALUES (?, ?, ?)',
-                     [(f'{{"NServiceBus.MessageId":"{i}","NServiceBus.SqlServer.ForwardDestination":"Billing@[dbo]"}}',
-                       bytes([i]), d.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]) for i, d in enumerate(due)])
+    conn.executemany(
+        'INSERT INTO "Sales.Delayed" (Headers, Body, Due) VALUES (?, ?, ?)',
+        [
+            (
+                f'{{"NServiceBus.MessageId":"{i}","NServiceBus.SqlServer.ForwardDestination":"Billing@[dbo]"}}',
+                bytes([i]),
+                d.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+            )
+            for i, d in enumerate(due)
+        ],
+    )
     conn.execute("COMMIT")
     conn.close()
     source = Endpoint(sqlite_url, TableName("Sales.Delayed"), Kind.DELAYED)
@@ -244,9 +285,29 @@ def test_the_job_runs_under_spark_submit(spark, tmp_path, sqlite_url):
     fill_queue(sqlite_url, TableName("Sales"), 1_000, seed=41)
     before = queue_contents(sqlite_url, TableName("Sales"))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run([str(submit), "--master", "local[2]", job.__file__, "move", "--from", sqlite_url,
-                           "--from-table", "Sales", "--to", other, "--rows-per-partition", "300", "--format", "json"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(submit),
+            "--master",
+            "local[2]",
+            job.__file__,
+            "move",
+            "--from",
+            sqlite_url,
+            "--from-table",
+            "Sales",
+            "--to",
+            other,
+            "--rows-per-partition",
+            "300",
+            "--format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"partitions": 4' in done.stdout and '"master"' not in done.stdout
     assert queue_contents(other, TableName("Sales")) == before
@@ -266,8 +327,13 @@ def test_names_with_question_marks_percent_signs_and_braces(pg_url, pg_url2, sql
     before = queue_contents(src_url, src)
     pipeline_move.move(Endpoint(src_url, src), Endpoint(pg_url2, TableName(odd, "public")), progress=False, rows_per_partition=100)
     assert queue_contents(pg_url2, TableName(odd, "public")) == before
-    pipeline_move.move(Endpoint(pg_url2, TableName(odd, "public")), Endpoint(pg_url, TableName(odd + "2", "public")),
-                       progress=False, rows_per_partition=100, rewrites=pipeline_move.parse_rewrites(["A=B"]))
+    pipeline_move.move(
+        Endpoint(pg_url2, TableName(odd, "public")),
+        Endpoint(pg_url, TableName(odd + "2", "public")),
+        progress=False,
+        rows_per_partition=100,
+        rewrites=pipeline_move.parse_rewrites(["A=B"]),
+    )
     assert queue_contents(pg_url, TableName(odd + "2", "public")) == before
 
 
@@ -278,8 +344,10 @@ def test_delayed_messages_move_from_postgresql_to_the_sql_server_layout(pg_url, 
     conn.execute("SET TIME ZONE 'UTC'")
     due = [datetime(2030, 5, 1, 12, 0, 0) + timedelta(seconds=i) for i in range(40)]
     for i, d in enumerate(due):
-        conn.execute('INSERT INTO "public"."Sales.Delayed" (Headers, Body, Due) VALUES (%s, %s, %s)',
-                     (f'{{"NServiceBus.MessageId":"{i}"}}', bytes([i]), d.replace(tzinfo=timezone.utc)))
+        conn.execute(
+            'INSERT INTO "public"."Sales.Delayed" (Headers, Body, Due) VALUES (%s, %s, %s)',
+            (f'{{"NServiceBus.MessageId":"{i}"}}', bytes([i]), d.replace(tzinfo=timezone.utc)),
+        )
     conn.commit()
     conn.close()
     source = Endpoint(pg_url, TableName("Sales.Delayed", "public"), Kind.DELAYED)

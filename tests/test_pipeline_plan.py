@@ -44,10 +44,8 @@ def d(name, schema=None):
 
 
 def test_derive_rules():
-    old = _bp(q("Sales"), q("Sales.host-b"), q("Billing"), q("Audit"), q("Shipping"), d("Sales.Delayed"), d("Billing.Delayed"),
-              q("Gone"))
-    new = _bp(q("Sales"), q("Invoicing"), q("Audit", "archive"), d("Sales.Delayed"), d("Invoicing.Delayed"),
-              discarded=[TableName("Gone")])
+    old = _bp(q("Sales"), q("Sales.host-b"), q("Billing"), q("Audit"), q("Shipping"), d("Sales.Delayed"), d("Billing.Delayed"), q("Gone"))
+    new = _bp(q("Sales"), q("Invoicing"), q("Audit", "archive"), d("Sales.Delayed"), d("Invoicing.Delayed"), discarded=[TableName("Gone")])
     moves, unresolved, discarded = planning.derive(old, new, "postgresql", {"Billing@[public]": "Invoicing@[public]"})
     assert [m.describe() for m in moves] == [
         "queue Sales.host-b@[public] -> Sales@[public] (instance queue retired)",
@@ -55,7 +53,9 @@ def test_derive_rules():
         "queue Audit@[public] -> Audit@[archive] (queue moved)",
         "delayed Billing.Delayed@[public] -> Invoicing.Delayed@[public] (follows its endpoint)",
     ]
-    assert unresolved == ["queue Shipping@[public] is removed and holds no declared destination: pass --map OLD=NEW, or list it under discard:"]
+    assert unresolved == [
+        "queue Shipping@[public] is removed and holds no declared destination: pass --map OLD=NEW, or list it under discard:"
+    ]
     assert discarded == ["Gone@[public]"]
 
 
@@ -69,8 +69,10 @@ def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, caps
     from sqltransport_schema.pipeline.connect import dbapi_connect
 
     conn = dbapi_connect(pg_url)
-    conn.execute('INSERT INTO "public"."SubscriptionRouting" (QueueAddress, Endpoint, Topic) VALUES '
-                 "('Billing@[public]', 'Billing', 'Shop.OrderPlaced'), ('Sales@[public]', 'Sales', 'Shop.Invoiced')")
+    conn.execute(
+        'INSERT INTO "public"."SubscriptionRouting" (QueueAddress, Endpoint, Topic) VALUES '
+        "('Billing@[public]', 'Billing', 'Shop.OrderPlaced'), ('Sales@[public]', 'Sales', 'Shop.Invoiced')"
+    )
     conn.commit()
     conn.close()
     host_b = queue_contents(pg_url, TableName("Sales.host-b", "public"))

@@ -17,8 +17,7 @@ from sqltransport_schema.schema import Kind, TableName
 
 def test_jdbc_urls_and_drivers():
     pg = jdbc("postgresql://app:s3cret@db.example:5433/orders")
-    assert pg.url == ("jdbc:postgresql://db.example:5433/orders?stringtype=unspecified&reWriteBatchedInserts=true"
-                      "&user=app&password=s3cret")
+    assert pg.url == ("jdbc:postgresql://db.example:5433/orders?stringtype=unspecified&reWriteBatchedInserts=true&user=app&password=s3cret")
     assert (pg.driver, pg.jar) == ("org.postgresql.Driver", "/usr/share/java/postgresql.jar")
     lite = jdbc("sqlite:///relative.db")
     assert lite.url.startswith("jdbc:sqlite:/") and lite.url.endswith("/relative.db") and lite.driver == "org.sqlite.JDBC"
@@ -42,7 +41,13 @@ def test_layout_conversion_between_sql_server_and_postgresql_rows():
     row = layouts.read_queue_row(layouts.QUEUE_MSSQL, (message_id, "c", "r@[dbo]", 1, "2030-01-01 00:00:01.500", "{}", b"x", 7))
     assert row == layouts.QueueRow(str(message_id), "c", "r@[dbo]", datetime(2030, 1, 1, 0, 0, 1, 500000), "{}", b"x", 7)
     assert layouts.write_queue_row(layouts.QUEUE_POSTGRESQL, row, 42, False) == (str(message_id), row.expires, "{}", b"x", 42)
-    assert layouts.write_queue_row(layouts.QUEUE_MSSQL, row, None, True)[:5] == (str(message_id), "c", "r@[dbo]", 1, "2030-01-01 00:00:01.500")
+    assert layouts.write_queue_row(layouts.QUEUE_MSSQL, row, None, True)[:5] == (
+        str(message_id),
+        "c",
+        "r@[dbo]",
+        1,
+        "2030-01-01 00:00:01.500",
+    )
     aware = datetime(2030, 1, 1, 1, 0, tzinfo=timezone.utc)
     assert layouts.to_utc_naive(aware) == datetime(2030, 1, 1, 1, 0)
 
@@ -70,8 +75,9 @@ def test_pipeline_subcommands_are_registered(capsys):
 
 def test_move_reports_errors_with_exit_2(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'none.db'}"
-    code = cli.main(["pipeline", "move", "--from", url, "--from-table", "Missing", "--to", url, "--to-table", "Other",
-                     "--no-spark", "--format", "json"])
+    code = cli.main(
+        ["pipeline", "move", "--from", url, "--from-table", "Missing", "--to", url, "--to-table", "Other", "--no-spark", "--format", "json"]
+    )
     assert code == 2
     assert '"status": "error"' in capsys.readouterr().out
 
@@ -89,10 +95,12 @@ def test_the_tool_never_imports_pyspark_outside_a_spark_job():
     import subprocess
     import sys
 
-    code = ("import sys, sqltransport_schema.cli as c; c.build_parser(); "
-            "import sqltransport_schema.pipeline.move, sqltransport_schema.pipeline.plan, "
-            "sqltransport_schema.pipeline.archive, sqltransport_schema.pipeline.backfill, sqltransport_schema.cli.pipeline; "
-            "assert 'pyspark' not in sys.modules, 'pyspark imported'")
+    code = (
+        "import sys, sqltransport_schema.cli as c; c.build_parser(); "
+        "import sqltransport_schema.pipeline.move, sqltransport_schema.pipeline.plan, "
+        "sqltransport_schema.pipeline.archive, sqltransport_schema.pipeline.backfill, sqltransport_schema.cli.pipeline; "
+        "assert 'pyspark' not in sys.modules, 'pyspark imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -105,5 +113,9 @@ def test_libpq_parameters_keep_quotes_and_backslashes_in_passwords():
     url = make_url("postgresql://bob:a%27b%5Cc%20d@db.example:6543/queues")
     libpq_parameters = engines.get("postgresql").pipeline.libpq_parameters
     assert conninfo_to_dict(make_conninfo(**libpq_parameters(url))) == {
-        "host": "db.example", "port": "6543", "dbname": "queues", "user": "bob", "password": "a'b\\c d",
+        "host": "db.example",
+        "port": "6543",
+        "dbname": "queues",
+        "user": "bob",
+        "password": "a'b\\c d",
     }

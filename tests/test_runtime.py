@@ -43,7 +43,11 @@ def transport(project, db_url, monkeypatch):
 
 
 def headers(n: int | str = 0, **extra) -> dict[str, str]:
-    return {**wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[dbo]"), "n": str(n), **extra}
+    return {
+        **wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[dbo]"),
+        "n": str(n),
+        **extra,
+    }
 
 
 def test_from_database_reads_the_deployed_version(transport):
@@ -135,7 +139,7 @@ def test_bodies_and_headers_arrive_byte_for_byte_single_and_batched(transport):
     with transport.engine.begin() as conn:
         single = [sales.receive(conn) for _ in bodies]
         batched = sales.receive_batch(conn, 50)
-    for received, expected in ((single, sent[: len(bodies)]), (batched, sent[len(bodies):])):
+    for received, expected in ((single, sent[: len(bodies)]), (batched, sent[len(bodies) :])):
         assert [m.body for m in received] == bodies
         assert [m.headers for m in received] == expected
         assert all(isinstance(m.id, str) and uuid.UUID(m.id) for m in received)
@@ -294,14 +298,21 @@ def test_interoperates_with_the_postgresql_transports_own_sql(project, pg_url):
     )
     nsb_receive = (
         'DELETE FROM "public"."Sales" rs WHERE rs.id = (SELECT id FROM "public"."Sales" ORDER BY Seq LIMIT 1 FOR UPDATE SKIP LOCKED) '
-        "RETURNING rs.id, CASE WHEN Expires IS NULL THEN 0 WHEN Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, rs.Headers, rs.Body"
+        "RETURNING rs.id, CASE WHEN Expires IS NULL THEN 0 WHEN Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, "
+        "rs.Headers, rs.Body"
     )
-    nsb_headers = '{"NServiceBus.MessageId":"0b0c6b5e-1c1e-4a43-9a53-0a1b2c3d4e5f","NServiceBus.ReplyToAddress":"Shop@[public]","x":"a\\/b"}'
+    nsb_headers = (
+        '{"NServiceBus.MessageId":"0b0c6b5e-1c1e-4a43-9a53-0a1b2c3d4e5f","NServiceBus.ReplyToAddress":"Shop@[public]","x":"a\\/b"}'
+    )
     with psycopg.connect(pg_url.replace("+psycopg", "")) as raw:
         raw.execute(nsb_send, {"Id": uuid.uuid4(), "TimeToBeReceivedMs": None, "Headers": nsb_headers, "Body": b"from .NET"})
     with engine.begin() as conn:
         received = sales.receive(conn)
-    assert received.headers == {"NServiceBus.MessageId": "0b0c6b5e-1c1e-4a43-9a53-0a1b2c3d4e5f", "NServiceBus.ReplyToAddress": "Shop@[public]", "x": "a/b"}
+    assert received.headers == {
+        "NServiceBus.MessageId": "0b0c6b5e-1c1e-4a43-9a53-0a1b2c3d4e5f",
+        "NServiceBus.ReplyToAddress": "Shop@[public]",
+        "x": "a/b",
+    }
     assert received.body == b"from .NET"
 
     ours = headers("to .NET", path="x/y")
@@ -328,8 +339,19 @@ def test_statements_command_prints_every_statement_for_review(capsys):
 
     assert cli.main(["statements", "--engine", "postgresql", "--queue", "Sales", "--topics", "2"]) == 0
     out = capsys.readouterr().out
-    for name in ("send", "receive", "receive_batch", "peek", "purge_expired", "purge_all", "store_delayed",
-                 "move_due_delayed", "subscribe", "unsubscribe", "find_subscribers"):
+    for name in (
+        "send",
+        "receive",
+        "receive_batch",
+        "peek",
+        "purge_expired",
+        "purge_all",
+        "store_delayed",
+        "move_due_delayed",
+        "subscribe",
+        "unsubscribe",
+        "find_subscribers",
+    ):
         assert f"-- {name}: " in out
     assert 'INSERT INTO "public"."Sales" (Id, Expires, Headers, Body)' in out
     assert "WHERE Topic IN (@Topic0, @Topic1)" in out
@@ -392,10 +414,13 @@ def test_pump_survives_its_connections_being_killed_and_loses_nothing(project, p
                 if done >= 400:
                     break
                 if kills < 4 and done >= 60 * (kills + 1):
-                    kills += admin.execute(
-                        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = ''"
-                    ).fetchone()[0] > 0
+                    kills += (
+                        admin.execute(
+                            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = ''"
+                        ).fetchone()[0]
+                        > 0
+                    )
                 time.sleep(0.02)
         pump.stop(timeout=10)
     assert kills == 4
@@ -414,7 +439,10 @@ def test_pump_stops_with_pump_failed_when_the_database_stays_unreachable(caplog)
     transport = Transport(make_engine("postgresql://postgres@127.0.0.1:1/nowhere"), "9.1")  # a port nothing listens on
     pump = MessagePump(transport, transport.queue("Sales"), lambda m, c: None, peek_delay=0.1, failure_timeout=0.5)
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="sqltransport_schema.pump"), pytest.raises(PumpFailed, match="Sales@\\[public\\] failed for"):
+    with (
+        caplog.at_level(logging.WARNING, logger="sqltransport_schema.pump"),
+        pytest.raises(PumpFailed, match="Sales@\\[public\\] failed for"),
+    ):
         pump.run()
     assert 0.5 <= time.monotonic() - started < 10
     assert isinstance(pump.failure, PumpFailed)

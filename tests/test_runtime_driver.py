@@ -13,7 +13,7 @@ from sqltransport_schema.runtime.transport import DriverConnection
 from .test_runtime import headers, transport  # noqa: F401  (the fixture, deployed on SQLite and PostgreSQL)
 
 
-def plain_driver_connection(transport):
+def plain_driver_connection(transport):  # noqa: F811  (the fixture's value)
     """What a user holds without SQLAlchemy: sqlite3.connect / psycopg.connect on the same database."""
     url = transport.engine.url
     if url.get_backend_name() == "sqlite":

@@ -22,8 +22,13 @@ endpoints:
         correlation: {name: OrderId, type: guid}
         transitional: {name: OrderNumber, type: int}
 """
-SPEC = TableSpec(Kind.SAGA, TableName("Sales_OrderSaga"), correlation=Correlation("OrderId", "guid"),
-                 transitional=Correlation("OrderNumber", "int"), saga_prefix="Sales_")
+SPEC = TableSpec(
+    Kind.SAGA,
+    TableName("Sales_OrderSaga"),
+    correlation=Correlation("OrderId", "guid"),
+    transitional=Correlation("OrderNumber", "int"),
+    saga_prefix="Sales_",
+)
 
 
 def is_sqlite(url: str) -> bool:

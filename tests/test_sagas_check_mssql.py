@@ -8,8 +8,13 @@ from sqltransport_schema.schema import Blueprint, Correlation, Kind, TableName, 
 
 ENGINE = MSSQL()
 SAGA = 901578250
-SPEC = TableSpec(Kind.SAGA, TableName("Sales_OrderSaga"), correlation=Correlation("OrderId", "guid"),
-                 transitional=Correlation("PlacedAt", "datetimeoffset"), saga_prefix="Sales_")
+SPEC = TableSpec(
+    Kind.SAGA,
+    TableName("Sales_OrderSaga"),
+    correlation=Correlation("OrderId", "guid"),
+    transitional=Correlation("PlacedAt", "datetimeoffset"),
+    saga_prefix="Sales_",
+)
 TABLES = [(SAGA, "dbo", "Sales_OrderSaga")]
 
 
@@ -46,8 +51,9 @@ def index_columns(placed_at=True):
 
 
 def check(cols=None, idx=None, idx_cols=None, tables=TABLES):
-    live = ENGINE.catalog.shapes_from_rows(tables, columns() if cols is None else cols, indexes() if idx is None else idx,
-                                   index_columns() if idx_cols is None else idx_cols)
+    live = ENGINE.catalog.shapes_from_rows(
+        tables, columns() if cols is None else cols, indexes() if idx is None else idx, index_columns() if idx_cols is None else idx_cols
+    )
     return diff(Blueprint("9.1", ("mssql",), (SPEC,)), "a", "a", live, engine=ENGINE)
 
 

@@ -41,8 +41,10 @@ def test_table_name_is_prefix_and_name_or_suffix():
     assert spec.name == TableName("Sales_Api_OrderSaga")
     assert spec.correlation == Correlation("OrderId", "string") and spec.transitional is None
     assert spec.saga_prefix == "Sales_Api_"
-    text = saga_topology("      - name: OrderSaga\n        table_suffix: Orders\n        correlation: {name: OrderId, type: guid}\n",
-                         endpoint_extra="    table_prefix: S_\n    schema: sales\n")
+    text = saga_topology(
+        "      - name: OrderSaga\n        table_suffix: Orders\n        correlation: {name: OrderId, type: guid}\n",
+        endpoint_extra="    table_prefix: S_\n    schema: sales\n",
+    )
     (spec,) = saga_specs(text)
     assert spec.name == TableName("S_Orders", "sales") and spec.saga_prefix == "S_"
 
@@ -95,7 +97,9 @@ def test_send_only_endpoints_have_no_sagas_and_saga_tables_collide_like_tables()
 
 def test_saga_only_engines_skip_queue_tables_in_validation():
     # 60-character queue names exceed PostgreSQL's transport limit, not MySQL's concern
-    text = saga_topology(ORDER, engines="[mysql, oracle]").replace("  - name: Sales.Api\n", "  - name: Sales.Api\n    instances: [" + "h" * 60 + "]\n")
+    text = saga_topology(ORDER, engines="[mysql, oracle]").replace(
+        "  - name: Sales.Api\n", "  - name: Sales.Api\n    instances: [" + "h" * 60 + "]\n"
+    )
     topology.loads(text)
 
 
@@ -113,7 +117,10 @@ def test_snapshot_without_sagas_stays_format_1_and_with_sagas_round_trips_as_for
 
 
 def test_a_format_1_snapshot_of_an_old_revision_still_loads():
-    old = '{"format": 1, "transport_version": "9.1", "engines": ["sqlite"], "tables": [\n{"kind": "queue", "table": "Sales", "body_string": false, "seq_type": "serial"}\n]}'
+    old = (
+        '{"format": 1, "transport_version": "9.1", "engines": ["sqlite"], "tables": [\n'
+        '{"kind": "queue", "table": "Sales", "body_string": false, "seq_type": "serial"}\n]}'
+    )
     loaded = Blueprint.from_snapshot(old)
     assert loaded.tables[0].kind is Kind.QUEUE and loaded.tables[0].correlation is None
 
@@ -135,7 +142,8 @@ def test_promotion_drops_the_old_column_guarded_by_the_new_one():
     assert isinstance(step, saga_ops.DropSagaCorrelationOp)
     assert step.correlation == Correlation("OrderId", "string") and step.require == Correlation("OrderNumber", "int")
     assert step.python() == (
-        'op.drop_saga_correlation("Sales_Api_OrderSaga", prefix="Sales_Api_", property=("OrderId", "string"), require=("OrderNumber", "int"))'
+        'op.drop_saga_correlation("Sales_Api_OrderSaga", prefix="Sales_Api_", '
+        'property=("OrderId", "string"), require=("OrderNumber", "int"))'
     )
     assert "refused while any row lacks it" in step.describe()
 
@@ -183,7 +191,8 @@ def test_new_and_removed_saga_tables_create_and_drop_refusing_while_sagas_remain
     steps = saga_steps(HEAD, saga_topology(ORDER_T))
     assert [type(s).__name__ for s in steps] == ["CreateSagaTableOp"]
     assert steps[0].python() == (
-        'op.create_saga_table("Sales_Api_OrderSaga", prefix="Sales_Api_", correlation=("OrderId", "string"), transitional=("OrderNumber", "int"))'
+        'op.create_saga_table("Sales_Api_OrderSaga", prefix="Sales_Api_", '
+        'correlation=("OrderId", "string"), transitional=("OrderNumber", "int"))'
     )
     (drop,) = saga_steps(saga_topology(ORDER_T), HEAD)
     assert isinstance(drop, saga_ops.DropSagaTableOp) and not drop.discard_messages
@@ -205,12 +214,19 @@ def test_compile_cli_reports_a_refused_type_change(project, capsys):
 def test_runtime_grants_cover_an_endpoints_own_saga_tables_only():
     from sqltransport_schema import grants
 
-    text = saga_topology(ORDER) + "  - name: Billing\n    sagas:\n      - name: InvoiceSaga\n        correlation: {name: InvoiceId, type: int}\n"
+    text = (
+        saga_topology(ORDER)
+        + "  - name: Billing\n    sagas:\n      - name: InvoiceSaga\n        correlation: {name: InvoiceId, type: int}\n"
+    )
     topo = topology.loads(text)
     sagas = lambda plan: {g.table.table for g in plan.tables if g.need == grants.SAGA}  # noqa: E731
     assert sagas(grants.runtime_plan(topo)) == {"Sales_Api_OrderSaga", "Billing_InvoiceSaga"}
     assert sagas(grants.runtime_plan(topo, "Billing")) == {"Billing_InvoiceSaga"}
-    lines = "\n".join(__import__("sqltransport_schema.engines", fromlist=["get"]).get("postgresql").grants.runtime(grants.runtime_plan(topo, "Billing"), "app"))
+    lines = "\n".join(
+        __import__("sqltransport_schema.engines", fromlist=["get"])
+        .get("postgresql")
+        .grants.runtime(grants.runtime_plan(topo, "Billing"), "app")
+    )
     assert 'GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "public"."Billing_InvoiceSaga" TO "app";' in lines
 
 
@@ -240,6 +256,8 @@ def test_the_json_schema_accepts_a_full_saga_entry():
 
     from .test_topology import validator
 
-    text = saga_topology("      - name: OrderSaga\n        table_suffix: Orders\n" + ORDER_T.split("\n", 1)[1], endpoint_extra="    table_prefix: S_\n")
+    text = saga_topology(
+        "      - name: OrderSaga\n        table_suffix: Orders\n" + ORDER_T.split("\n", 1)[1], endpoint_extra="    table_prefix: S_\n"
+    )
     topology.loads(text)
     assert list(validator().iter_errors(yaml.safe_load(text))) == []

@@ -72,12 +72,20 @@ def test_mssql_saga_ddl_matches_the_golden_script():
 
 def test_mssql_saga_ddl_follows_transport_facts_8():
     create = "\n".join(engines.get("mssql").create_saga(ORDER))
-    for column in ("Id uniqueidentifier NOT NULL PRIMARY KEY", "Metadata nvarchar(max) NOT NULL", "Data nvarchar(max) NOT NULL",
-                   "PersistenceVersion varchar(23) NOT NULL", "SagaTypeVersion varchar(23) NOT NULL", "Concurrency int NOT NULL"):
+    for column in (
+        "Id uniqueidentifier NOT NULL PRIMARY KEY",
+        "Metadata nvarchar(max) NOT NULL",
+        "Data nvarchar(max) NOT NULL",
+        "PersistenceVersion varchar(23) NOT NULL",
+        "SagaTypeVersion varchar(23) NOT NULL",
+        "Concurrency int NOT NULL",
+    ):
         assert column in create
     assert "[Correlation_OrderId] uniqueidentifier NULL" in create and "[Correlation_OrderNumber] nvarchar(200) NULL" in create
-    assert "CREATE UNIQUE NONCLUSTERED INDEX [Index_Correlation_OrderId] ON [dbo].[Sales_OrderSaga] ([Correlation_OrderId])\n" \
-           "    WHERE [Correlation_OrderId] IS NOT NULL;" in create
+    assert (
+        "CREATE UNIQUE NONCLUSTERED INDEX [Index_Correlation_OrderId] ON [dbo].[Sales_OrderSaga] ([Correlation_OrderId])\n"
+        "    WHERE [Correlation_OrderId] IS NOT NULL;" in create
+    )
     invoices = "\n".join(engines.get("mssql").create_saga(INVOICES))
     assert "[finance].[billing].[Bill_Invoices]" in invoices and "[finance].sys.columns" in invoices
     assert "datetimeoffset NULL" in invoices and "[Correlation_InvoiceNumber] bigint NULL" in invoices
@@ -137,16 +145,29 @@ def test_postgresql_index_names_are_sql_persistences():
     expected = "Sales__i_" + hashlib.sha1(b"OrderSaga/OrderId").hexdigest().upper()
     assert engine.correlation_index(ORDER, "OrderId") == expected
     batches = engine.add_saga_correlation(ORDER, ORDER.correlation)
-    assert batches[2] == f'CREATE UNIQUE INDEX IF NOT EXISTS "{expected}" ON "public"."Sales_OrderSaga" USING btree ("Correlation_OrderId" ASC)'
+    assert (
+        batches[2]
+        == f'CREATE UNIQUE INDEX IF NOT EXISTS "{expected}" ON "public"."Sales_OrderSaga" USING btree ("Correlation_OrderId" ASC)'
+    )
 
 
 def test_saga_runtime_statements_are_sql_persistences_per_engine():
     """Select list in upstream's order, its parameter names and its locks."""
-    for name, lock in (("mssql", "WITH (UPDLOCK)"), ("postgresql", "FOR UPDATE"), ("mysql", "FOR UPDATE"), ("oracle", "FOR UPDATE"), ("sqlite", None)):
+    for name, lock in (
+        ("mssql", "WITH (UPDLOCK)"),
+        ("postgresql", "FOR UPDATE"),
+        ("mysql", "FOR UPDATE"),
+        ("oracle", "FOR UPDATE"),
+        ("sqlite", None),
+    ):
         statements = engines.get(name).saga_statements(ORDER)
         find, insert, update = statements["find_saga"], statements["insert_saga"], statements["update_saga"]
         assert find.params == ("propertyValue",) and find.columns == ("Id", "SagaTypeVersion", "Concurrency", "Metadata", "Data")
-        assert (lock in find.sql and lock in statements["get_saga_by_id"].sql) if lock else "UPDLOCK" not in find.sql and "FOR UPDATE" not in find.sql
+        assert (
+            (lock in find.sql and lock in statements["get_saga_by_id"].sql)
+            if lock
+            else "UPDLOCK" not in find.sql and "FOR UPDATE" not in find.sql
+        )
         assert insert.params[-2:] == ("CorrelationId", "TransitionalCorrelationId")
         assert "TransitionalCorrelationId" in update.params and "CorrelationId" not in update.params  # never updated
         assert statements["find_saga_by_transitional"].params == ("TransitionalCorrelationId",)

@@ -178,8 +178,13 @@ def test_the_offline_mysql_script_runs_in_the_mysql_client(project, mysql_url):
     script = project.offline("mysql://")
     assert "DELIMITER //" in script
     url = make_url(mysql_url)
-    result = subprocess.run([client, "-h", url.host, "-P", str(url.port or 3306), "-u", url.username, url.database],
-                            input=script, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [client, "-h", url.host, "-P", str(url.port or 3306), "-u", url.username, url.database],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     db = connect(mysql_url)
     columns = {c["name"] for c in sa.inspect(db).get_columns("Sales_OrderSaga")}

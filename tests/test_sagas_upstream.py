@@ -114,7 +114,17 @@ def adopt(project, url, capsys, *extra) -> tuple[int, dict]:
 
 def test_an_installer_made_saga_table_is_adopted_and_upgraded_without_a_second_index(project, saga_db, capsys):
     url = saga_db
-    run_sql(url, installer_ddl(url, {"OrderId": (PG_TYPES if url.startswith("postgresql") else MYSQL_TYPES if url.startswith("mysql") else SQLITE_TYPES)["OrderId"]}))
+    run_sql(
+        url,
+        installer_ddl(
+            url,
+            {
+                "OrderId": (PG_TYPES if url.startswith("postgresql") else MYSQL_TYPES if url.startswith("mysql") else SQLITE_TYPES)[
+                    "OrderId"
+                ]
+            },
+        ),
+    )
     project.write_topology(topology(ORDER))
     assert project.compile("sagas") == 0
     code, report = adopt(project, url, capsys, "--apply")  # the endpoint's queue tables are created with it
@@ -156,7 +166,9 @@ def test_a_correlation_column_of_another_type_is_refused_as_the_installer_refuse
     with pytest.raises(Exception) as exc:
         project.upgrade(url)
     text = str(exc.value)
-    assert "Correlation_OrderId" in text and ("exists with type integer" in text if url.startswith("postgresql") else "is varchar(38) character set ascii" in text)
+    assert "Correlation_OrderId" in text and (
+        "exists with type integer" in text if url.startswith("postgresql") else "is varchar(38) character set ascii" in text
+    )
     assert unique_indexes(url) == {"correlation_orderid": [installer_index(url, "OrderId")]}  # left as it was
 
 

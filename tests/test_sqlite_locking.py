@@ -1,6 +1,7 @@
 """Competing processes on one SQLite file through the runtime API: they wait for each other, no call fails.
 
-Every sender and consumer is its own process (forked by a forkserver that imported this module once) with its own engine or sqlite3 connection,
+Every sender and consumer is its own process (forked by a forkserver that imported this module once)
+with its own engine or sqlite3 connection,
 on the database the project's migrations made. All four ways in are mixed: a SQLAlchemy
 Connection (`with conn.begin():` around each call, as an application writes it), a plain sqlite3
 connection bound with `Transport.driver_connection`, and the message pump. Any exception a call
@@ -99,6 +100,7 @@ def _send(path, engine, transport, queue, sends, done, failures) -> None:
                     assert transport.publish(conn, TOPIC, b"body", headers) == [queue.address]
                     return headers[wire.MESSAGE_ID]
                 return queue.send(conn, b"body", headers)
+
     for n in range(sends):
         try:
             done.append(send_one(n))
@@ -161,8 +163,9 @@ def _run(url: str, ini: str, senders: tuple[str, ...], consumers: tuple[str, ...
     if not senders:
         senders_done.set()
     roles = [("sender", p) for p in senders] + [("consumer", p) for p in consumers]
-    procs = [ctx.Process(target=work, args=(role, path, url, ini, start, senders_done, results, SENDS), daemon=True)
-             for role, path in roles]
+    procs = [
+        ctx.Process(target=work, args=(role, path, url, ini, start, senders_done, results, SENDS), daemon=True) for role, path in roles
+    ]
     for proc in procs:
         proc.start()
     try:

@@ -68,7 +68,11 @@ def test_unknown_top_level_key_suggests_the_known_one():
         endpoint:
           - name: Sales
         """,
-        2, 1, "unknown key 'endpoint'", "did you mean 'endpoints'?", "allowed keys: transport_version, engines",
+        2,
+        1,
+        "unknown key 'endpoint'",
+        "did you mean 'endpoints'?",
+        "allowed keys: transport_version, engines",
     )
 
 
@@ -80,7 +84,11 @@ def test_unknown_key_inside_an_endpoint_suggests_the_known_one():
           - name: Sales
             instance: [host-a]
         """,
-        4, 5, "unknown key 'instance' in endpoint", "did you mean 'instances'?", "allowed keys: name, schema",
+        4,
+        5,
+        "unknown key 'instance' in endpoint",
+        "did you mean 'instances'?",
+        "allowed keys: name, schema",
     )
 
 
@@ -92,7 +100,10 @@ def test_unknown_key_without_a_close_match_lists_the_allowed_keys():
           - name: audit
             colour: red
         """,
-        4, 5, "unknown key 'colour' in queue", "allowed keys: name, schema, catalog",
+        4,
+        5,
+        "unknown key 'colour' in queue",
+        "allowed keys: name, schema, catalog",
     )
     assert "did you mean" not in problem.message
 
@@ -105,7 +116,10 @@ def test_a_misspelt_required_key_is_one_problem():
         queues:
           - nme: audit
         """,
-        3, 5, "unknown key 'nme'", "did you mean 'name'?",
+        3,
+        5,
+        "unknown key 'nme'",
+        "did you mean 'name'?",
     )
 
 
@@ -116,7 +130,9 @@ def test_a_missing_required_key_is_named():
         queues:
           - schema: ops
         """,
-        3, 5, "queue needs a 'name' key",
+        3,
+        5,
+        "queue needs a 'name' key",
     )
     assert_problem('engines: [mssql]\n', 1, 1, "needs a 'transport_version' key")
 
@@ -127,9 +143,19 @@ def test_a_missing_required_key_is_named():
         pytest.param("name: [Sales]", 3, 11, ["endpoints[0].name must be a name (a string)", "not a list"], id="list-for-name"),
         pytest.param("name: 42", 3, 11, ["endpoints[0].name must be a name (a string)", "not a number"], id="number-for-name"),
         pytest.param("name: {a: b}", 3, 11, ["must be a name (a string)", "not a mapping"], id="mapping-for-name"),
-        pytest.param("name: Sales\n    send_only: \"yes\"", 4, 16, ["endpoints[0].send_only must be true or false", "not a string"], id="yes-as-string"),
-        pytest.param("name: Sales\n    instances: host-a", 4, 16, ["endpoints[0].instances must be a list", "not a string"], id="string-for-list"),
-        pytest.param("name: Sales\n    instances: [7]", 4, 17, ["endpoints[0].instances[0] must be a name", "not a number"], id="number-in-list"),
+        pytest.param(
+            "name: Sales\n    send_only: \"yes\"",
+            4,
+            16,
+            ["endpoints[0].send_only must be true or false", "not a string"],
+            id="yes-as-string",
+        ),
+        pytest.param(
+            "name: Sales\n    instances: host-a", 4, 16, ["endpoints[0].instances must be a list", "not a string"], id="string-for-list"
+        ),
+        pytest.param(
+            "name: Sales\n    instances: [7]", 4, 17, ["endpoints[0].instances[0] must be a name", "not a number"], id="number-in-list"
+        ),
     ],
 )
 def test_wrong_types_inside_an_endpoint(value, line, column, fragments):
@@ -143,7 +169,9 @@ def test_a_mapping_where_a_list_is_expected():
         endpoints:
           name: Sales
         """,
-        3, 3, "endpoints must be a list, not a mapping",
+        3,
+        3,
+        "endpoints must be a list, not a mapping",
     )
 
 
@@ -154,14 +182,20 @@ def test_a_topology_that_is_not_a_mapping():
 def test_subscriptions_must_be_a_mapping_or_false():
     assert_problem(
         'transport_version: "9.1"\nsubscriptions: SubscriptionRouting\n',
-        2, 16, "subscriptions must be a mapping or false, not a string",
+        2,
+        16,
+        "subscriptions must be a mapping or false, not a string",
     )
 
 
 def test_an_unknown_engine_suggests_the_known_one():
     assert_problem(
         'transport_version: "9.1"\nengines: [mssql, postgres]\n',
-        2, 18, "engines[1] is 'postgres'", "expected one of mssql, postgresql, sqlite", "did you mean 'postgresql'?",
+        2,
+        18,
+        "engines[1] is 'postgres'",
+        "expected one of mssql, postgresql, sqlite",
+        "did you mean 'postgresql'?",
     )
 
 
@@ -202,7 +236,10 @@ def test_a_null_name_is_not_a_name():
 def test_an_unquoted_version_is_to_be_quoted(written, shown):
     assert_problem(
         f"engines: [mssql]\ntransport_version: {written}\n",
-        2, 20, "transport_version must be a string", f"write it quoted, e.g. transport_version: {shown}",
+        2,
+        20,
+        "transport_version must be a string",
+        f"write it quoted, e.g. transport_version: {shown}",
     )
 
 
@@ -222,7 +259,9 @@ def test_a_null_version():
 def test_a_duplicate_top_level_key():
     assert_problem(
         'transport_version: "9.1"\nengines: [mssql]\ntransport_version: "9.0"\n',
-        3, 1, "'transport_version' is given twice in topology (first at line 1); keep one",
+        3,
+        1,
+        "'transport_version' is given twice in topology (first at line 1); keep one",
     )
 
 
@@ -235,7 +274,9 @@ def test_a_duplicate_key_inside_an_endpoint():
             send_only: false
             send_only: true
         """,
-        5, 5, "'send_only' is given twice in endpoints[0] (first at line 4); keep one",
+        5,
+        5,
+        "'send_only' is given twice in endpoints[0] (first at line 4); keep one",
     )
 
 
@@ -249,8 +290,11 @@ def test_two_endpoints_with_the_same_name_are_one_problem():
           - name: Sales
           - name: Sales
         """,
-        4, 11, "endpoint 'Sales' is the same table as endpoint 'Sales' (at t.yaml:3:11)",
-        "on mssql, postgresql, sqlite", "rename one",
+        4,
+        11,
+        "endpoint 'Sales' is the same table as endpoint 'Sales' (at t.yaml:3:11)",
+        "on mssql, postgresql, sqlite",
+        "rename one",
     )
 
 
@@ -264,8 +308,11 @@ def test_an_instance_queue_colliding_with_a_queue():
         queues:
           - name: Sales.x
         """,
-        6, 11, "queue 'Sales.x' is the same table as instance queue 'Sales.x' (at t.yaml:4:17)",
-        "on mssql, postgresql, sqlite", "rename one",
+        6,
+        11,
+        "queue 'Sales.x' is the same table as instance queue 'Sales.x' (at t.yaml:4:17)",
+        "on mssql, postgresql, sqlite",
+        "rename one",
     )
 
 
@@ -280,7 +327,9 @@ def test_the_later_of_two_places_is_reported_whatever_the_key_order():
           - name: Sales
             instances: [x]
         """,
-        6, 17, "instance queue 'Sales.x' is the same table as queue 'Sales.x' (at t.yaml:3:11)",
+        6,
+        17,
+        "instance queue 'Sales.x' is the same table as queue 'Sales.x' (at t.yaml:3:11)",
     )
 
 
@@ -295,9 +344,12 @@ queues:
 
 def test_names_differing_only_in_case_collide_on_mssql_and_sqlite():
     assert_problem(
-        CASE_ONLY.format(engines=""), 5, 11,
+        CASE_ONLY.format(engines=""),
+        5,
+        11,
         "queue 'AUDIT' is the same table as queue 'audit' (at t.yaml:4:11) on mssql, sqlite",
-        "differ only in case", "rename one",
+        "differ only in case",
+        "rename one",
     )
     assert_problem(CASE_ONLY.format(engines="engines: [sqlite]"), 5, 11, "on sqlite:", "differ only in case")
 
@@ -319,9 +371,12 @@ queues:
 
 def test_the_same_name_in_another_schema_collides_on_sqlite_only():
     problem = assert_problem(
-        OTHER_SCHEMA.format(engines=""), 5, 11,
+        OTHER_SCHEMA.format(engines=""),
+        5,
+        11,
         "queue 'audit' is the same table as queue 'audit' (at t.yaml:4:11) on sqlite:",
-        "sqlite ignores the schema", "remove that engine from engines",
+        "sqlite ignores the schema",
+        "remove that engine from engines",
     )
     assert "mssql" not in problem.message and "postgresql" not in problem.message
     assert "place it in another schema" not in problem.message  # it already is
@@ -343,14 +398,20 @@ def test_the_same_name_in_another_catalog_collides_on_postgresql_only():
           - name: audit
             catalog: two
         """,
-        6, 11, "on postgresql:", "postgresql ignores the catalog",
+        6,
+        11,
+        "on postgresql:",
+        "postgresql ignores the catalog",
     )
 
 
 def test_a_schema_left_out_is_the_engine_default_schema():
     assert_problem(
         'transport_version: "9.1"\nengines: [mssql]\nqueues:\n  - name: a\n  - name: a\n    schema: dbo\n',
-        5, 11, "queue 'a' is the same table as queue 'a' (at t.yaml:4:11) on mssql", "rename one or place it in another schema",
+        5,
+        11,
+        "queue 'a' is the same table as queue 'a' (at t.yaml:4:11) on mssql",
+        "rename one or place it in another schema",
     )
 
 
@@ -363,7 +424,9 @@ def test_a_delayed_table_colliding_with_a_queue():
         queues:
           - name: Sales.Delayed
         """,
-        5, 11, "queue 'Sales.Delayed' is the same table as delayed table 'Sales.Delayed' (at t.yaml:3:11)",
+        5,
+        11,
+        "queue 'Sales.Delayed' is the same table as delayed table 'Sales.Delayed' (at t.yaml:3:11)",
         "on mssql, postgresql, sqlite",
     )
 
@@ -384,7 +447,9 @@ queues:
 
 def test_the_postgresql_due_index_collides_with_a_queue():
     assert_problem(
-        PG_INDEX.format(engines="postgresql"), 6, 11,
+        PG_INDEX.format(engines="postgresql"),
+        6,
+        11,
         "queue 'Sales.Delayed_Due' is the same table as index 'Sales.Delayed_Due' of delayed table 'Sales.Delayed' "
         "(at t.yaml:4:11) on postgresql",
         "rename one",
@@ -403,7 +468,9 @@ def test_an_index_collides_only_on_the_engines_that_create_it():
 def test_the_sqlite_expires_index_collides_with_a_queue():
     assert_problem(
         'transport_version: "9.1"\nengines: [sqlite]\nqueues:\n  - name: audit\n  - name: audit_Expires\n',
-        5, 11, "queue 'audit_Expires' is the same table as index 'audit_Expires' of queue 'audit' (at t.yaml:4:11) on sqlite",
+        5,
+        11,
+        "queue 'audit_Expires' is the same table as index 'audit_Expires' of queue 'audit' (at t.yaml:4:11) on sqlite",
     )
 
 
@@ -414,7 +481,9 @@ def test_a_subscription_table_has_no_expires_index():
 def test_a_queue_colliding_with_the_default_subscription_table_points_at_the_version():
     assert_problem(
         'transport_version: "9.1"\nengines: [mssql]\nqueues:\n  - name: subscriptionrouting\n',
-        4, 11, "queue 'subscriptionrouting' is the same table as subscription table 'SubscriptionRouting' (at t.yaml:1:20)",
+        4,
+        11,
+        "queue 'subscriptionrouting' is the same table as subscription table 'SubscriptionRouting' (at t.yaml:1:20)",
     )
 
 
@@ -423,7 +492,9 @@ def test_a_queue_colliding_with_the_default_subscription_table_points_at_the_ver
     "text, line, column, fragment",
     [
         pytest.param('endpoints:\n  - name: "Sa@les"\n', 3, 11, "'Sa@les' contains '@'", id="endpoint"),
-        pytest.param('endpoints:\n  - name: Sales\n    instances: [host-a, "host@b"]\n', 4, 25, "instance 'host@b' contains '@'", id="instance"),
+        pytest.param(
+            'endpoints:\n  - name: Sales\n    instances: [host-a, "host@b"]\n', 4, 25, "instance 'host@b' contains '@'", id="instance"
+        ),
         pytest.param('queues:\n  - name: "err@r"\n', 3, 11, "'err@r' contains '@'", id="queue"),
         pytest.param('subscriptions:\n  table: "Sub@scriptions"\n', 3, 10, "'Sub@scriptions' contains '@'", id="subscriptions"),
         pytest.param('delayed_table_suffix: "De@layed"\n', 2, 23, "delayed_table_suffix contains '@'", id="suffix"),
@@ -437,7 +508,11 @@ def test_at_sign_in_a_table_name(text, line, column, fragment):
 def test_a_129_character_name_is_too_long_on_mssql():
     assert_problem(
         f'transport_version: "9.1"\nengines: [mssql]\nqueues:\n  - name: {"q" * 129}\n',
-        4, 11, "table name of queue", "is 129 characters long; SQL Server names hold at most 128", "shorten it",
+        4,
+        11,
+        "table name of queue",
+        "is 129 characters long; SQL Server names hold at most 128",
+        "shorten it",
     )
 
 
@@ -454,7 +529,10 @@ def test_a_long_schema_on_mssql():
 def test_a_56_byte_name_is_too_long_on_postgresql():
     assert_problem(
         f'transport_version: "9.1"\nengines: [postgresql]\nqueues:\n  - name: {"é" * 28}\n',
-        4, 11, "is 56 bytes in UTF-8; PostgreSQL transport table names hold at most 55", "shorten it",
+        4,
+        11,
+        "is 56 bytes in UTF-8; PostgreSQL transport table names hold at most 55",
+        "shorten it",
     )
 
 
@@ -468,7 +546,10 @@ def test_the_delayed_table_suffix_counts_towards_the_limit():
     valid(f'transport_version: "9.1"\nengines: [postgresql]\nendpoints:\n  - name: {"e" * 47}\n')
     assert_problem(
         f'transport_version: "9.1"\nengines: [postgresql]\nendpoints:\n  - name: {"e" * 48}\n',
-        4, 11, "table name of delayed table", "is 56 bytes",
+        4,
+        11,
+        "table name of delayed table",
+        "is 56 bytes",
     )
 
 
@@ -476,21 +557,32 @@ def test_the_delayed_table_suffix_counts_towards_the_limit():
 def test_delayed_delivery_before_3_1():
     assert_problem(
         'transport_version: "3.0"\nengines: [mssql]\nendpoints:\n  - name: Sales\n    delayed_delivery: true\n',
-        5, 23, "delayed_delivery needs transport version 3.1 or later", "uses 3.0", "Raise transport_version or remove it",
+        5,
+        23,
+        "delayed_delivery needs transport version 3.1 or later",
+        "uses 3.0",
+        "Raise transport_version or remove it",
     )
 
 
 def test_body_string_before_4_1():
     assert_problem(
         'transport_version: "4.0"\nengines: [mssql]\nendpoints:\n  - name: Sales\n    body_string: true\n',
-        5, 18, "body_string needs transport version 4.1 or later", "uses 4.0",
+        5,
+        18,
+        "body_string needs transport version 4.1 or later",
+        "uses 4.0",
     )
 
 
 def test_a_subscription_table_before_5_0():
     assert_problem(
         'transport_version: "4.3.1"\nengines: [mssql]\nsubscriptions:\n  table: Subscriptions\n',
-        4, 3, "a subscription table needs transport version 5.0 or later", "uses 4.3.1", "Raise transport_version or remove it",
+        4,
+        3,
+        "a subscription table needs transport version 5.0 or later",
+        "uses 4.3.1",
+        "Raise transport_version or remove it",
     )
 
 
@@ -501,14 +593,18 @@ def test_subscriptions_false_is_fine_before_5_0():
 def test_a_catalog_before_3_1():
     assert_problem(
         'transport_version: "3.0"\nengines: [mssql]\nqueues:\n  - name: audit\n    catalog: ops\n',
-        5, 14, "catalog 'ops' (three-part names) needs transport version 3.1 or later",
+        5,
+        14,
+        "catalog 'ops' (three-part names) needs transport version 3.1 or later",
     )
 
 
 def test_a_default_catalog_before_3_1_is_one_problem_at_default_catalog():
     assert_problem(
         'transport_version: "3.0"\nengines: [mssql]\ndefault_catalog: ops\nqueues:\n  - name: a\n  - name: b\n',
-        3, 18, "default_catalog 'ops' (three-part names) needs transport version 3.1 or later",
+        3,
+        18,
+        "default_catalog 'ops' (three-part names) needs transport version 3.1 or later",
     )
     # ... also when no table is listed: it would still place the tables added later.
     assert_problem('transport_version: "3.0"\nengines: [mssql]\ndefault_catalog: ops\n', 3, 18, "default_catalog 'ops'")
@@ -518,8 +614,11 @@ def test_a_default_catalog_before_3_1_is_one_problem_at_default_catalog():
 def test_postgresql_before_8_1(version):
     body = f'transport_version: "{version}"\nengines: [{{engines}}]\nendpoints:\n  - name: Sales\n'
     assert_problem(
-        body.format(engines="mssql, postgresql"), 1, 20,
-        "the PostgreSQL transport starts at version 8.1", f"transport version {version} has no PostgreSQL layout",
+        body.format(engines="mssql, postgresql"),
+        1,
+        20,
+        "the PostgreSQL transport starts at version 8.1",
+        f"transport version {version} has no PostgreSQL layout",
         "remove postgresql from engines or raise transport_version",
     )
     assert valid(body.format(engines="mssql, sqlite")).engines == ("mssql", "sqlite")
@@ -527,8 +626,11 @@ def test_postgresql_before_8_1(version):
 
 def test_postgresql_before_8_1_when_engines_is_left_out():
     assert_problem(
-        'transport_version: "8.0"\n', 1, 20,
-        "engines is not set, so it defaults to all of mssql, postgresql, sqlite", "write engines: [mssql, sqlite]",
+        'transport_version: "8.0"\n',
+        1,
+        20,
+        "engines is not set, so it defaults to all of mssql, postgresql, sqlite",
+        "write engines: [mssql, sqlite]",
     )
 
 
@@ -536,21 +638,30 @@ def test_postgresql_before_8_1_when_engines_is_left_out():
 def test_send_only_with_delayed_delivery():
     assert_problem(
         'transport_version: "9.1"\nendpoints:\n  - name: Web\n    send_only: true\n    delayed_delivery: true\n',
-        5, 23, "endpoint 'Web' is send-only and so has no delayed table", "remove delayed_delivery or send_only",
+        5,
+        23,
+        "endpoint 'Web' is send-only and so has no delayed table",
+        "remove delayed_delivery or send_only",
     )
 
 
 def test_send_only_with_instances():
     assert_problem(
         'transport_version: "9.1"\nendpoints:\n  - name: Web\n    send_only: true\n    instances: [a]\n',
-        5, 16, "endpoint 'Web' is send-only and receives nothing", "remove instances or send_only",
+        5,
+        16,
+        "endpoint 'Web' is send-only and receives nothing",
+        "remove instances or send_only",
     )
 
 
 def test_send_only_with_body_string():
     assert_problem(
         'transport_version: "9.1"\nendpoints:\n  - name: Web\n    send_only: true\n    body_string: true\n',
-        5, 18, "endpoint 'Web' is send-only", "remove body_string",
+        5,
+        18,
+        "endpoint 'Web' is send-only",
+        "remove body_string",
     )
 
 
@@ -565,7 +676,9 @@ def test_discarding_a_table_that_is_still_in_the_topology():
           - name: Sales.host-a
           - name: Sales.host-b
         """,
-        6, 11, "'Sales.host-a' is listed under discard but is still instance queue 'Sales.host-a' (at t.yaml:4:17)",
+        6,
+        11,
+        "'Sales.host-a' is listed under discard but is still instance queue 'Sales.host-a' (at t.yaml:4:17)",
         "remove one of them",
     )
 
@@ -579,12 +692,17 @@ def test_discard_compares_names_as_the_engines_do():
 def test_drop_protected_names_a_queue_that_is_gone():
     assert_problem(
         'transport_version: "9.1"\nqueues:\n  - name: audit\ndrop_protected:\n  - name: audit\n',
-        5, 11, "'audit' is listed under drop_protected but is still queue 'audit' (at t.yaml:3:11)", "remove one of them",
+        5,
+        11,
+        "'audit' is listed under drop_protected but is still queue 'audit' (at t.yaml:3:11)",
+        "remove one of them",
     )
 
 
 def test_protected_is_true_or_false():
-    assert_problem('transport_version: "9.1"\nqueues:\n  - name: archive\n    protected: yes please\n', 4, 16, "protected must be true or false")
+    assert_problem(
+        'transport_version: "9.1"\nqueues:\n  - name: archive\n    protected: yes please\n', 4, 16, "protected must be true or false"
+    )
 
 
 def test_error_and_audit_are_protected_by_default_and_others_when_marked():
@@ -638,16 +756,37 @@ def test_every_problem_of_a_file_is_reported_once_in_line_order():
 @pytest.mark.parametrize(
     "text, line, column, fragments",
     [
-        pytest.param('transport_version: "9.1"\nengines: [mssql, sqlite\nendpoints:\n  - name: Sales\n', 3, 10,
-                     ["not valid YAML", "expected ',' or ']'", "flow sequence at line 2"], id="unclosed-bracket"),
-        pytest.param('transport_version: "9.1\nendpoints:\n  - name: Sales\n', 4, 1,
-                     ["not valid YAML", "end of stream", "quoted scalar at line 1"], id="unclosed-quote"),
-        pytest.param('transport_version: "9.1"\nendpoints:\n  - name: Sales\n   instances: [a]\n', 4, 4,
-                     ["not valid YAML", "expected '-' indicator"], id="indentation"),
-        pytest.param('transport_version: "9.1"\nendpoints:\n  - name: Sales: x\n', 3, 16,
-                     ["not valid YAML", "mapping values are not allowed"], id="colon"),
-        pytest.param('transport_version: "9.1"\nendpoints:\n\t- name: Sales\n', 3, 1,
-                     ["not valid YAML", "cannot start any token"], id="tab"),
+        pytest.param(
+            'transport_version: "9.1"\nengines: [mssql, sqlite\nendpoints:\n  - name: Sales\n',
+            3,
+            10,
+            ["not valid YAML", "expected ',' or ']'", "flow sequence at line 2"],
+            id="unclosed-bracket",
+        ),
+        pytest.param(
+            'transport_version: "9.1\nendpoints:\n  - name: Sales\n',
+            4,
+            1,
+            ["not valid YAML", "end of stream", "quoted scalar at line 1"],
+            id="unclosed-quote",
+        ),
+        pytest.param(
+            'transport_version: "9.1"\nendpoints:\n  - name: Sales\n   instances: [a]\n',
+            4,
+            4,
+            ["not valid YAML", "expected '-' indicator"],
+            id="indentation",
+        ),
+        pytest.param(
+            'transport_version: "9.1"\nendpoints:\n  - name: Sales: x\n',
+            3,
+            16,
+            ["not valid YAML", "mapping values are not allowed"],
+            id="colon",
+        ),
+        pytest.param(
+            'transport_version: "9.1"\nendpoints:\n\t- name: Sales\n', 3, 1, ["not valid YAML", "cannot start any token"], id="tab"
+        ),
     ],
 )
 def test_yaml_syntax_errors_report_the_line(text, line, column, fragments):
@@ -699,9 +838,7 @@ def test_the_subscription_table_by_default_from_5_0_on():
     assert subscriptions(tables(text.format("9.1", ""))) == {TableName("SubscriptionRouting")}
     assert subscriptions(tables(text.format("4.3.1", ""))) == set()
     assert subscriptions(tables(text.format("9.1", "subscriptions: false\n"))) == set()
-    assert subscriptions(tables(text.format("9.1", "subscriptions:\n  table: Subs\n  schema: pubsub\n"))) == {
-        TableName("Subs", "pubsub")
-    }
+    assert subscriptions(tables(text.format("9.1", "subscriptions:\n  table: Subs\n  schema: pubsub\n"))) == {TableName("Subs", "pubsub")}
 
 
 def test_send_only_endpoints_own_no_tables():

@@ -38,7 +38,8 @@ NOW = datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 # pairs in .NET) and lone surrogates (which a .NET string can hold too).
 POOL = (
     [chr(c) for c in range(0x20)]
-    + list('"\\/\'{}[]:,@ .') + list("abcXYZ019")
+    + list('"\\/\'{}[]:,@ .')
+    + list("abcXYZ019")
     + ["\x7f", "\x85", "\xa0", "é", "ß", "中", "\u2028", "\u2029", "\ufeff", "\ufffd", "\ufffe", "\uffff"]
     + ["😀", "🇳🇱", "\U0010ffff", "\U00010000", "\ud800", "\udfff", "\udc00"]
 )
@@ -205,8 +206,10 @@ def test_older_sender_forms_of_generated_headers_decode_the_same():
         ('  {  }  ', {}),
         ("{}", {}),
         # the v4 timeout migration script appended a header this way
-        ('{"a":"b", "NServiceBus.SqlServer.ForwardDestination": "Sales" }',
-         {"a": "b", "NServiceBus.SqlServer.ForwardDestination": "Sales"}),
+        (
+            '{"a":"b", "NServiceBus.SqlServer.ForwardDestination": "Sales" }',
+            {"a": "b", "NServiceBus.SqlServer.ForwardDestination": "Sales"},
+        ),
         # SimpleJson-era writers left most control characters raw inside strings
         ('{"a":"x\x01y\x1fz"}', {"a": "x\x01y\x1fz"}),
         ('{"a":"line1\nline2"}', {"a": "line1\nline2"}),
@@ -571,9 +574,7 @@ def test_standard_headers_new_conversation_each_time_and_current_time():
 
 
 def test_standard_headers_reply_to_address_object():
-    headers = standard_headers(
-        message_id="m", enclosed_types="T", reply_to=Address("Client", None, "nsb.prod"), machine="h", now=NOW
-    )
+    headers = standard_headers(message_id="m", enclosed_types="T", reply_to=Address("Client", None, "nsb.prod"), machine="h", now=NOW)
     assert headers[wire.REPLY_TO_ADDRESS] == "Client@[]@[nsb.prod]"
 
 
@@ -670,7 +671,7 @@ def test_error_headers_implicit_context_and_suppressed_context():
         try:
             raise KeyError("k")
         except KeyError:
-            raise RuntimeError("while handling")
+            raise RuntimeError("while handling")  # noqa: B904  (the implicit context is the point)
 
     def suppressed():
         try:

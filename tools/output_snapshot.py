@@ -25,9 +25,37 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 TOOL = str(BIN / "sqltransport-schema")
 ALEMBIC = str(BIN / "alembic")
-VERSIONS = ["1.0", "2.0", "2.2.2", "2.2.3", "2.2.6", "3.0", "3.0.2", "3.1", "3.1.6", "4.0", "4.1", "4.1.2", "4.3.2",
-            "5.0", "5.0.3", "6.0", "6.0.1", "6.2", "6.3", "6.3.1", "6.3.4", "7.0", "7.0.4", "8.0", "8.1", "8.1.13",
-            "9.0", "9.0.2", "9.1"]
+VERSIONS = [
+    "1.0",
+    "2.0",
+    "2.2.2",
+    "2.2.3",
+    "2.2.6",
+    "3.0",
+    "3.0.2",
+    "3.1",
+    "3.1.6",
+    "4.0",
+    "4.1",
+    "4.1.2",
+    "4.3.2",
+    "5.0",
+    "5.0.3",
+    "6.0",
+    "6.0.1",
+    "6.2",
+    "6.3",
+    "6.3.1",
+    "6.3.4",
+    "7.0",
+    "7.0.4",
+    "8.0",
+    "8.1",
+    "8.1.13",
+    "9.0",
+    "9.0.2",
+    "9.1",
+]
 
 
 def run(args: list[str], cwd: Path, env: dict | None = None) -> str:
@@ -65,9 +93,25 @@ def main(out: Path) -> None:
             for version in VERSIONS:
                 for fmt in ("text", "json"):
                     extra = ["--catalog", "nsb", "--schema", "dbo"] if engine == "mssql" and version >= "3.1" else []
-                    save(f"statements-{engine}-{version}-{fmt}.txt",
-                         run([TOOL, "statements", "--engine", engine, "--transport-version", version, "--format", fmt,
-                              "--topics", "2", *extra], work))
+                    save(
+                        f"statements-{engine}-{version}-{fmt}.txt",
+                        run(
+                            [
+                                TOOL,
+                                "statements",
+                                "--engine",
+                                engine,
+                                "--transport-version",
+                                version,
+                                "--format",
+                                fmt,
+                                "--topics",
+                                "2",
+                                *extra,
+                            ],
+                            work,
+                        ),
+                    )
         for engine in ("mssql", "postgresql", "sqlite", "mysql", "oracle"):
             save(f"statements-sagas-{engine}.txt", run([TOOL, "statements", "--engine", engine, "--sagas"], work))
             save(f"grants-{engine}.txt", run([TOOL, "grants", "--engine", engine, "--role", "app"], work))
@@ -79,21 +123,28 @@ def main(out: Path) -> None:
             save(f"script-split-{engine}.txt", run([TOOL, "script", "--engine", engine, "--split", str(split)], work))
             for f in sorted(split.iterdir()):
                 save(f"script-split-{engine}-{f.name}", f.read_text(encoding="utf-8"))
-        for label, url in (("mssql", "mssql://"), ("postgresql", "postgresql://"), ("sqlite", "sqlite://"),
-                           ("mysql", "mysql://")):
+        for label, url in (("mssql", "mssql://"), ("postgresql", "postgresql://"), ("sqlite", "sqlite://"), ("mysql", "mysql://")):
             save(f"alembic-sql-{label}.txt", run([ALEMBIC, "-x", f"url={url}", "upgrade", "head", "--sql"], work))
-            save(f"alembic-sql-down-{label}.txt",
-                 run([ALEMBIC, "-x", f"url={url}", "-x", "drop_protected=error,audit", "downgrade", "head:base", "--sql"], work))
+            save(
+                f"alembic-sql-down-{label}.txt",
+                run([ALEMBIC, "-x", f"url={url}", "-x", "drop_protected=error,audit", "downgrade", "head:base", "--sql"], work),
+            )
         save("validate.txt", run([TOOL, "validate"], work))
         save("json-schema.txt", run([TOOL, "json-schema"], work))
         save("compile-check-clean.txt", run([TOOL, "compile", "--check", "--format", "json"], work))
         topology = (work / "topology.yaml").read_text(encoding="utf-8")
         changes = [
             ("add-endpoint", topology.replace("queues:\n", "  - name: Returns\n    instances: [r1]\nqueues:\n")),
-            ("version-up", topology.replace('transport_version: "9.1"', 'transport_version: "9.1"').replace(
-                "seq_type: serial", "seq_type: bigserial")),
-            ("remove-instance", topology.replace("instances: [host-a, host-b]", "instances: [host-a]").replace(
-                "discard: []", "discard:\n  - name: Sales.host-b")),
+            (
+                "version-up",
+                topology.replace('transport_version: "9.1"', 'transport_version: "9.1"').replace("seq_type: serial", "seq_type: bigserial"),
+            ),
+            (
+                "remove-instance",
+                topology.replace("instances: [host-a, host-b]", "instances: [host-a]").replace(
+                    "discard: []", "discard:\n  - name: Sales.host-b"
+                ),
+            ),
             ("invalid", topology.replace("name: Billing", "name: Bill ing\n    bogus: 1")),
         ]
         for label, text in changes:
@@ -104,8 +155,7 @@ def main(out: Path) -> None:
             for new in sorted(set((work / "migrations" / "versions").glob("*.py")) - before):
                 save(f"compile-{label}-revision.py", new.read_text(encoding="utf-8"))
             for label2, url in (("mssql", "mssql://"), ("postgresql", "postgresql://"), ("sqlite", "sqlite://")):
-                save(f"compile-{label}-alembic-sql-{label2}.txt",
-                     run([ALEMBIC, "-x", f"url={url}", "upgrade", "head", "--sql"], work))
+                save(f"compile-{label}-alembic-sql-{label2}.txt", run([ALEMBIC, "-x", f"url={url}", "upgrade", "head", "--sql"], work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

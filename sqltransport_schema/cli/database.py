@@ -49,8 +49,13 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 def add_check(sub) -> None:
     p = sub.add_parser("check", help="compare a live database with the topology its migrations record")
-    add_options(p, "url", "format", "config", format={
-        "choices": ("text", "json", "markdown"), "help": "output for people, CI, or a pull-request comment"})
+    add_options(
+        p,
+        "url",
+        "format",
+        "config",
+        format={"choices": ("text", "json", "markdown"), "help": "output for people, CI, or a pull-request comment"},
+    )
     p.set_defaults(func=cmd_check)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from ..urls import database_url
 from .options import LAYOUTS, NO_HELP, add_options, add_spark_options, load_config
@@ -91,8 +91,16 @@ def cmd_move(args: argparse.Namespace) -> int:
         emit(args, {"status": "done", "rows": count}, [f"{count} subscription row(s) written to {dest.describe()}"])
         return EXIT_OK
     spark = _session(args)
-    result = move(source, dest, spark=spark, rows_per_partition=args.rows_per_partition, partitions=args.partitions,
-                  rewrites=rewrites, move_id=args.move_id, progress=None if args.format == "text" else False)
+    result = move(
+        source,
+        dest,
+        spark=spark,
+        rows_per_partition=args.rows_per_partition,
+        partitions=args.partitions,
+        rewrites=rewrites,
+        move_id=args.move_id,
+        progress=None if args.format == "text" else False,
+    )
     payload = {"status": "done" if not result.remaining_in_source else "remaining", **result.to_json()}
     lines = [
         f"moved {result.rows:,} message(s) in {result.partitions} partition(s) "
@@ -144,11 +152,15 @@ def cmd_archive(args: argparse.Namespace) -> int:
     spark = _session(args)
     if args.format == "text":
         sys.stderr.write(f"[archive] reading {args.table} through JDBC, writing Parquet to {args.output}\n")
-    result = archive(spark, _endpoint(args.url, args.table, args.layout, "queue"), args.output, mode=args.mode,
-                     partitions=args.partitions)
-    emit(args, {"status": "done", **result.to_json()},
-         [f"archived {result.rows:,} message(s) of {result.source} to {result.path} "
-          f"({len(result.dates)} date partition(s), {result.seconds:.1f} s)"])
+    result = archive(spark, _endpoint(args.url, args.table, args.layout, "queue"), args.output, mode=args.mode, partitions=args.partitions)
+    emit(
+        args,
+        {"status": "done", **result.to_json()},
+        [
+            f"archived {result.rows:,} message(s) of {result.source} to {result.path} "
+            f"({len(result.dates)} date partition(s), {result.seconds:.1f} s)"
+        ],
+    )
     return EXIT_OK
 
 
@@ -156,23 +168,43 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from ..pipeline.archive import replay
 
     spark = _session(args)
-    result = replay(spark, args.archive, _endpoint(args.url, args.table, args.layout, "queue"), replay_id=args.replay_id,
-                    message_ids=args.message_id, message_types=args.message_type, since=args.since, until=args.until,
-                    where=args.where, progress=None if args.format == "text" else False)
-    emit(args, {"status": "done", **result.to_json()},
-         [f"replayed {result.rows:,} message(s) into {result.destination} "
-          f"({result.skipped_batches} of {result.batches} batch(es) already done; replay id {result.replay_id})"])
+    result = replay(
+        spark,
+        args.archive,
+        _endpoint(args.url, args.table, args.layout, "queue"),
+        replay_id=args.replay_id,
+        message_ids=args.message_id,
+        message_types=args.message_type,
+        since=args.since,
+        until=args.until,
+        where=args.where,
+        progress=None if args.format == "text" else False,
+    )
+    emit(
+        args,
+        {"status": "done", **result.to_json()},
+        [
+            f"replayed {result.rows:,} message(s) into {result.destination} "
+            f"({result.skipped_batches} of {result.batches} batch(es) already done; replay id {result.replay_id})"
+        ],
+    )
     return EXIT_OK
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     from ..pipeline.backfill import backfill
 
-    result = backfill(args.url, args.table, args.property, args.column, spark=_session(args), batch_size=args.batch_size,
-                      overwrite=args.overwrite)
-    emit(args, {"status": "done" if not result.unreadable else "incomplete", **result.to_json()},
-         [f"backfilled {result.updated:,} row(s) of {result.table}.{result.column} from Data.{result.property} "
-          f"({result.missing} without the property, {result.unreadable} unreadable)"])
+    result = backfill(
+        args.url, args.table, args.property, args.column, spark=_session(args), batch_size=args.batch_size, overwrite=args.overwrite
+    )
+    emit(
+        args,
+        {"status": "done" if not result.unreadable else "incomplete", **result.to_json()},
+        [
+            f"backfilled {result.updated:,} row(s) of {result.table}.{result.column} from Data.{result.property} "
+            f"({result.missing} without the property, {result.unreadable} unreadable)"
+        ],
+    )
     return EXIT_CHANGES if result.unreadable else EXIT_OK
 
 
@@ -190,8 +222,13 @@ def add_pipeline(sub) -> None:
     p.add_argument("--to-table", help="destination table (default: the source's name)")
     p.add_argument("--to-layout", choices=LAYOUTS, help="destination layout (default: its engine's)")
     p.add_argument("--kind", choices=("queue", "delayed", "subscriptions"), default="queue")
-    p.add_argument("--rewrite-address", action="append", default=[], metavar="OLD=NEW",
-                   help="rewrite NServiceBus.ReplyToAddress / ForwardDestination (and subscription QueueAddress) equal to OLD")
+    p.add_argument(
+        "--rewrite-address",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="rewrite NServiceBus.ReplyToAddress / ForwardDestination (and subscription QueueAddress) equal to OLD",
+    )
     p.add_argument("--rows-per-partition", type=int, default=25_000)
     p.add_argument("--partitions", type=int, help="number of partitions (default: rows / --rows-per-partition)")
     p.add_argument("--move-id", help="resume this move (default: the unfinished move between these tables, else a new one)")
@@ -233,8 +270,7 @@ def add_pipeline(sub) -> None:
     p.set_defaults(func=_guard(cmd_replay))
 
     p = psub.add_parser("backfill", help="fill a saga's correlation column from its JSON Data")
-    add_options(p, "url", "table", url=queue_changes["url"],
-                table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
+    add_options(p, "url", "table", url=queue_changes["url"], table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
     p.add_argument("--property", required=True, help="JSON property of Data (dots for nested: Order.Id)")
     p.add_argument("--column", required=True, help="the correlation column, e.g. Correlation_OrderId")
     p.add_argument("--batch-size", type=int, default=5_000)

@@ -23,8 +23,16 @@ def cmd_statements(args: argparse.Namespace) -> int:
         statements = listings.saga_statements(engine, topology_module.load(topology_path(args)))
         return _print_statements(args, engine, "saga", statements)
     prof, statements = listings.runtime_statements(
-        engine, args.transport_version, args.queue, args.schema, args.catalog, subscription_table=args.subscription_table,
-        delayed_suffix=args.delayed_suffix, topics=args.topics, peek_batch_size=args.peek_batch_size)
+        engine,
+        args.transport_version,
+        args.queue,
+        args.schema,
+        args.catalog,
+        subscription_table=args.subscription_table,
+        delayed_suffix=args.delayed_suffix,
+        topics=args.topics,
+        peek_batch_size=args.peek_batch_size,
+    )
     return _print_statements(args, engine, f"transport {prof.version}", statements, {"transport_version": prof.version})
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import topology as topology_module
 from .options import add_options, load_config, topology_path
-from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error, emit_invalid
+from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid
 
 SHOWN_CHANGES = 50  # changes `compile` lists; JSON holds them all
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 
-from ..statements import MESSAGE, Statement, parameters_of
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
+from ..statements import MESSAGE, Statement, parameters_of
 from ..versions import Profile
 from .catalog import Catalog
 from .grants import Grants
@@ -188,8 +188,16 @@ class Dialect:
     def bind_runtime_connection(self, dbapi_connection) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
 
-    def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
-                           subscriptions: TableName | None = None, topics: int = 1, **_options) -> dict[str, Statement]:
+    def runtime_statements(
+        self,
+        profile: Profile,
+        queue: TableName,
+        *,
+        delayed: TableName | None = None,
+        subscriptions: TableName | None = None,
+        topics: int = 1,
+        **_options,
+    ) -> dict[str, Statement]:
         """Every runtime statement for a queue (and its delayed table, and the subscription table)."""
         groups = [(self.QUEUE_STATEMENTS, {"table": self.qualified(queue, profile)})]
         if delayed is not None:
@@ -227,7 +235,7 @@ class Dialect:
     def saga_suffix(spec: TableSpec) -> str:
         """The saga's table suffix: the table name without the endpoint's prefix (upstream hashes it)."""
         prefix = spec.saga_prefix or ""
-        return spec.name.table[len(prefix):] if spec.name.table.startswith(prefix) else spec.name.table
+        return spec.name.table[len(prefix) :] if spec.name.table.startswith(prefix) else spec.name.table
 
     def saga_table(self, spec: TableSpec) -> TableName:
         """The table SQL persistence reads this saga from (Oracle names it from the suffix alone)."""
@@ -277,7 +285,10 @@ class Dialect:
     def backfill_refusal(self, spec: TableSpec, old: Correlation, new: Correlation) -> str:
         new_column = self.correlation_column(new.name)
         return BACKFILL_REFUSED.format(
-            old=self.correlation_column(old.name), new=new_column, new_quoted=self.quote(new_column), prop=new.name,
+            old=self.correlation_column(old.name),
+            new=new_column,
+            new_quoted=self.quote(new_column),
+            prop=new.name,
             name=self.display(self.saga_table(spec)),
         )
 
@@ -317,7 +328,8 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
         "get_saga_by_id": ("SAGA_GET_BY_ID", "read a saga by its Id, locking its row"),
         "find_saga": ("SAGA_FIND", "find a saga by its correlation value, locking its row"),
         "find_saga_by_transitional": (
-            "SAGA_FIND_BY_TRANSITIONAL", "this project's addition: find a saga by its transitional correlation value"
+            "SAGA_FIND_BY_TRANSITIONAL",
+            "this project's addition: find a saga by its transitional correlation value",
         ),
         "insert_saga": ("SAGA_INSERT", "store a new saga (Concurrency 1)"),
         "update_saga": ("SAGA_UPDATE", "update a saga if Concurrency is unchanged (0 rows: lost the race)"),

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, shape_columns
+from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
 from ..versions import FEATURE_SINCE, ExpiresIndex, PeekForm, Profile, ScriptStyle, first_release
 from .base import Dialect
 
@@ -61,9 +61,7 @@ class MSSQL(Dialect):
         problems = []
         for part, value in (("table", name.table), ("schema", name.schema), ("catalog", name.catalog)):
             if value is not None and len(value) > MAX_IDENTIFIER:
-                problems.append(
-                    (part, f"is {len(value)} characters long; SQL Server names hold at most {MAX_IDENTIFIER}")
-                )
+                problems.append((part, f"is {len(value)} characters long; SQL Server names hold at most {MAX_IDENTIFIER}"))
         return problems
 
     # =====================================================================================
@@ -124,7 +122,9 @@ class MSSQL(Dialect):
                 type_ = self.CORRELATION_TYPES[c.type] + ("(7)" if c.type == "datetimeoffset" else "")
                 columns[column] = (type_, True)
                 predicate = normalise_predicate(f"{column} IS NOT NULL")
-                indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False))
+                indexes.append(
+                    IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False)
+                )
             return TableShape(columns, indexes)
         indexes = [IndexShape(("endpoint", "topic"), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
         return TableShape(shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS]), indexes)
@@ -313,9 +313,7 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
 
     # -- creation --------------------------------------------------------------------------
     def _guarded(self, body: str, fields: dict, profile: Profile, exists_condition: str, catalog_view: str) -> str:
-        guard = self.GUARD_APPLOCK.format(
-            exists_condition=exists_condition.format(**fields), catalog_view=catalog_view, **fields
-        )
+        guard = self.GUARD_APPLOCK.format(exists_condition=exists_condition.format(**fields), catalog_view=catalog_view, **fields)
         wrapper = self.TRY_CATCH if profile.script_style is ScriptStyle.APPLOCK_TRY_CATCH else self.NO_TRY_CATCH
         return guard + "\n" + wrapper.format(body=body, **fields)
 
@@ -783,9 +781,17 @@ SELECT DISTINCT QueueAddress
 FROM {subscriptions}
 WHERE Topic IN ({topics})"""
 
-    def runtime_statements(self, profile: Profile, queue: TableName, *, delayed: TableName | None = None,
-                           subscriptions: TableName | None = None, topics: int = 1,
-                           recoverable_column: bool = True, peek_batch_size: int = 0) -> dict[str, Statement]:
+    def runtime_statements(
+        self,
+        profile: Profile,
+        queue: TableName,
+        *,
+        delayed: TableName | None = None,
+        subscriptions: TableName | None = None,
+        topics: int = 1,
+        recoverable_column: bool = True,
+        peek_batch_size: int = 0,
+    ) -> dict[str, Statement]:
         """Every runtime statement of `profile`'s transport version for the queue `queue`.
 
         `delayed` (3.1+) adds store/move of delayed messages (moved into `queue`, the owning
@@ -799,9 +805,7 @@ WHERE Topic IN ({topics})"""
             raise ValueError(f"peek_batch_size must be a positive integer, not {peek_batch_size!r}")
         peek_top = profile.peek is PeekForm.TOP
         if peek_top and peek_batch_size <= 0:
-            raise ValueError(
-                f"transport {profile.version} peeks with SELECT TOP n: give peek_batch_size, a positive integer"
-            )
+            raise ValueError(f"transport {profile.version} peeks with SELECT TOP n: give peek_batch_size, a positive integer")
         latest_send = not profile.send_correlation
         if not recoverable_column and not latest_send:
             raise ValueError(
@@ -820,7 +824,10 @@ WHERE Topic IN ({topics})"""
         correlation = profile.receive_correlation
 
         if not latest_send:
-            send, send_params = self.SEND_WITH_CORRELATION, ("Id", "CorrelationId", "ReplyToAddress", "TimeToBeReceivedMs", "Headers", "Body")
+            send, send_params = (
+                self.SEND_WITH_CORRELATION,
+                ("Id", "CorrelationId", "ReplyToAddress", "TimeToBeReceivedMs", "Headers", "Body"),
+            )
         else:
             send = self.SEND if recoverable_column else self.SEND_WITHOUT_RECOVERABLE
             send_params = ("Id", "TimeToBeReceivedMs", "Headers", "Body")
@@ -834,13 +841,19 @@ WHERE Topic IN ({topics})"""
         out = {
             "send": Statement("send", send, table, send_params, "place a message on the queue"),
             "receive": Statement(
-                "receive", self.RECEIVE_WITH_CORRELATION if correlation else self.RECEIVE, table, (),
+                "receive",
+                self.RECEIVE_WITH_CORRELATION if correlation else self.RECEIVE,
+                table,
+                (),
                 "take the oldest unlocked message off the queue, flagging it if expired",
                 columns=MESSAGE_WITH_CORRELATION if correlation else MESSAGE,
             ),
             "receive_batch": Statement(
-                "receive_batch", self.RECEIVE_BATCH_WITH_CORRELATION if correlation else self.RECEIVE_BATCH, table,
-                ("BatchSize",), "take up to @BatchSize oldest unlocked messages, oldest first, flagging expired ones",
+                "receive_batch",
+                self.RECEIVE_BATCH_WITH_CORRELATION if correlation else self.RECEIVE_BATCH,
+                table,
+                ("BatchSize",),
+                "take up to @BatchSize oldest unlocked messages, oldest first, flagging expired ones",
                 columns=(MESSAGE_WITH_CORRELATION if correlation else MESSAGE) + ("Order",),
             ),
             "peek": Statement("peek", peek, table, (), "estimate how many messages wait in the queue"),
@@ -855,36 +868,48 @@ WHERE Topic IN ({topics})"""
                 "check_headers_type", self.CHECK_HEADERS_TYPE, probe, (), "name the type of the queue's Headers column"
             ),
             "check_recoverable_column": Statement(
-                "check_recoverable_column", self.CHECK_RECOVERABLE_COLUMN, probe, (),
+                "check_recoverable_column",
+                self.CHECK_RECOVERABLE_COLUMN,
+                probe,
+                (),
                 "count the queue's Recoverable column (0: dropped, send without it)",
             ),
         }
         if delayed is not None:
             both = {"table": qualified, "delayed": self.qualified(delayed, profile)}
             out["store_delayed"] = Statement(
-                "store_delayed", self.STORE_DELAYED, {"delayed": both["delayed"]},
+                "store_delayed",
+                self.STORE_DELAYED,
+                {"delayed": both["delayed"]},
                 ("DueAfterMilliseconds", "DueAfterSeconds", "DueAfterMinutes", "DueAfterHours", "DueAfterDays", "Headers", "Body"),
                 "store a message in the delayed table, due after the given time",
             )
             out["move_due_delayed"] = Statement(
                 "move_due_delayed",
                 self.MOVE_DUE_DELAYED if recoverable_column else self.MOVE_DUE_DELAYED_WITHOUT_RECOVERABLE,
-                both, ("BatchSize",),
+                both,
+                ("BatchSize",),
                 "move up to @BatchSize due messages into the input queue; then return when the next falls due",
             )
         if subscriptions is not None:
             subs = {"subscriptions": self.qualified(subscriptions, profile)}
             topic_params = tuple(f"Topic{i}" for i in range(topics))
             out["subscribe"] = Statement(
-                "subscribe", self.SUBSCRIBE, subs, ("Endpoint", "QueueAddress", "Topic"),
+                "subscribe",
+                self.SUBSCRIBE,
+                subs,
+                ("Endpoint", "QueueAddress", "Topic"),
                 "subscribe an endpoint (at a queue address) to a topic",
             )
             out["unsubscribe"] = Statement(
                 "unsubscribe", self.UNSUBSCRIBE, subs, ("Endpoint", "Topic"), "unsubscribe an endpoint from a topic"
             )
             out["find_subscribers"] = Statement(
-                "find_subscribers", self.FIND_SUBSCRIBERS.replace("{topics}", ", ".join("@" + p for p in topic_params)),
-                subs, topic_params, "queue addresses subscribed to any of the topics",
+                "find_subscribers",
+                self.FIND_SUBSCRIBERS.replace("{topics}", ", ".join("@" + p for p in topic_params)),
+                subs,
+                topic_params,
+                "queue addresses subscribed to any of the topics",
             )
         return out
 
@@ -942,7 +967,13 @@ BEGIN
     THROW 50000, @refusal, 1;
 END;"""
     # data_type as INFORMATION_SCHEMA.COLUMNS reports each correlation type
-    DATA_TYPES = {"string": "nvarchar", "datetime": "datetime", "datetimeoffset": "datetimeoffset", "int": "bigint", "guid": "uniqueidentifier"}
+    DATA_TYPES = {
+        "string": "nvarchar",
+        "datetime": "datetime",
+        "datetimeoffset": "datetimeoffset",
+        "int": "bigint",
+        "guid": "uniqueidentifier",
+    }
     # SQL persistence's runtime statements lock what they read with UPDLOCK.
     SAGA_GET_BY_ID = """\
 SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
@@ -1001,8 +1032,11 @@ WHERE {transitional} = @TransitionalCorrelationId"""
         verify = self.VERIFY_CORRELATION_TYPE.format(
             information_schema=(self.quote(catalog) + "." if catalog is not None else "") + "INFORMATION_SCHEMA",
             schema_name=self.literal_text(spec.name.schema if spec.name.schema is not None else self.default_schema),
-            table_name=self.literal_text(spec.name.table), data_type=data_type,
-            message_head=self.literal_text(head), message_tail=self.literal_text(tail), **fields,
+            table_name=self.literal_text(spec.name.table),
+            data_type=data_type,
+            message_head=self.literal_text(head),
+            message_tail=self.literal_text(tail),
+            **fields,
         )
         return [self.ADD_CORRELATION.format(**fields), verify, self.CREATE_CORRELATION_INDEX.format(**fields)]
 
@@ -1067,7 +1101,9 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 return f"{name}({scale})"
             return name
 
-        def shapes_from_rows(self, tables, columns, indexes, index_columns, catalog: str | None = None) -> dict[tuple, tuple[TableName, TableShape]]:
+        def shapes_from_rows(
+            self, tables, columns, indexes, index_columns, catalog: str | None = None
+        ) -> dict[tuple, tuple[TableName, TableShape]]:
             """The live shapes from the rows of SHAPE_TABLES, SHAPE_COLUMNS, SHAPE_INDEXES and
             SHAPE_INDEX_COLUMNS (pure: no connection). catalog: the database the rows were read
             from (None: the connection's own)."""
@@ -1118,12 +1154,14 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             for catalog in (None, *dict.fromkeys(catalogs)):
                 sys_ = self.dialect._sys(catalog)
 
-                def rows(sql: str) -> list[tuple]:
+                def rows(sql: str, sys_: str = sys_) -> list[tuple]:
                     return [tuple(row) for row in connection.exec_driver_sql(sql.format(sys=sys_))]
 
-                out.update(self.shapes_from_rows(
-                    rows(self.SHAPE_TABLES), rows(self.SHAPE_COLUMNS), rows(self.SHAPE_INDEXES), rows(self.SHAPE_INDEX_COLUMNS), catalog
-                ))
+                out.update(
+                    self.shapes_from_rows(
+                        rows(self.SHAPE_TABLES), rows(self.SHAPE_COLUMNS), rows(self.SHAPE_INDEXES), rows(self.SHAPE_INDEX_COLUMNS), catalog
+                    )
+                )
             return out
 
         MISSING_INDEX_WARNING = (
@@ -1206,7 +1244,9 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 return [self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=table, role=role_q)]
 
             # First, in the login's own database: Transport.from_database reads which revision is deployed.
-            version_table = self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName("alembic_version")), role=role_q)
+            version_table = self.GRANT_TABLE.format(
+                privileges="SELECT", table=self.dialect.qualified(TableName("alembic_version")), role=role_q
+            )
             return [version_table] + self._with_catalogs(self._by_catalog(plan.tables, lambda g: g.table.catalog), render)
 
         def installer(self, plan: GrantPlan, role: str) -> list[str]:
@@ -1264,8 +1304,12 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         layout = "mssql"
         jdbc_jar, jdbc_driver = "jtds.jar", "net.sourceforge.jtds.jdbc.Driver"
         FRAGMENTS = {
-            **Dialect.Pipeline.FRAGMENTS, "text": "nvarchar(max)", "time": "datetime2", "blob": "varbinary(max)",
-            "now": "SYSUTCDATETIME()", "id_text": "LOWER(CONVERT(varchar(36), Id))",
+            **Dialect.Pipeline.FRAGMENTS,
+            "text": "nvarchar(max)",
+            "time": "datetime2",
+            "blob": "varbinary(max)",
+            "now": "SYSUTCDATETIME()",
+            "id_text": "LOWER(CONVERT(varchar(36), Id))",
         }
         CREATE_MOVES = "IF OBJECT_ID(N{moves_literal}) IS NULL " + Dialect.Pipeline.CREATE_MOVES.replace("IF NOT EXISTS ", "")
         CREATE_LEDGER = "IF OBJECT_ID(N{ledger_literal}) IS NULL " + Dialect.Pipeline.CREATE_LEDGER.replace("IF NOT EXISTS ", "")

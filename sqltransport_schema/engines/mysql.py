@@ -212,7 +212,10 @@ FOR UPDATE"""
                 column_type=self.CORRELATION_TYPES[correlation.type],
                 index=self.quote(self.correlation_index(spec, correlation.name)),
             )
-            literals = {"column_literal": self.literal(column), "index_literal": self.literal(self.correlation_index(spec, correlation.name))}
+            literals = {
+                "column_literal": self.literal(column),
+                "index_literal": self.literal(self.correlation_index(spec, correlation.name)),
+            }
             fields["column_exists"] = self.COLUMN_EXISTS.format(**literals, **fields)
             fields["index_exists"] = self.INDEX_EXISTS.format(**literals, **fields)
             fields["column_charset_type"] = self.COLUMN_CHARSET_TYPE.format(**literals, **fields)
@@ -241,8 +244,11 @@ FOR UPDATE"""
             head = f"saga table {spec.name.table}: {self.correlation_column(correlation.name)} is "
             tail = f", not {column_type}; see docs/sagas.md"
             verify = self.VERIFY_CORRELATION_TYPE.format(
-                column_type_literal=self.literal(column_type), message_head=self.literal(head), message_tail=self.literal(tail),
-                max_message=MAX_SIGNAL_MESSAGE, **fields,
+                column_type_literal=self.literal(column_type),
+                message_head=self.literal(head),
+                message_tail=self.literal(tail),
+                max_message=MAX_SIGNAL_MESSAGE,
+                **fields,
             )
         return self._step(self.ADD_CORRELATION.format(verify=verify, **fields))
 
@@ -268,9 +274,7 @@ FOR UPDATE"""
     # -- catalog reads (check, adopt, autogenerate): information_schema of the connection's database ---
     # =====================================================================================
     class Catalog(Dialect.Catalog):
-        EXISTING_COLUMNS = (
-            "SELECT table_schema, table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()"
-        )
+        EXISTING_COLUMNS = "SELECT table_schema, table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()"
 
         SHAPE_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
         SHAPE_COLUMNS = (

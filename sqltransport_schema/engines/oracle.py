@@ -131,7 +131,7 @@ FOR UPDATE"""
         return ("CORR_" + prop.upper())[:MAX_IDENTIFIER]
 
     def correlation_index(self, spec: TableSpec, prop: str) -> str:
-        digest = hashlib.sha1(f"{self.saga_table(spec).table}/{prop}".encode("utf-8")).hexdigest()
+        digest = hashlib.sha1(f"{self.saga_table(spec).table}/{prop}".encode()).hexdigest()
         return "SAGAIDX_" + digest[:22].upper()
 
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:

@@ -63,8 +63,13 @@ class Pipeline:
     # Engine SQL fragments the templates name: column types of the ledger tables, the current time,
     # the row lock of a partition read, and how Spark's JDBC reader should see Id and Expires.
     FRAGMENTS = {
-        "text": "text", "time": "timestamp", "blob": "bytea", "now": "CURRENT_TIMESTAMP", "lock": "",
-        "id_text": "Id", "expires_read": "Expires",
+        "text": "text",
+        "time": "timestamp",
+        "blob": "bytea",
+        "now": "CURRENT_TIMESTAMP",
+        "lock": "",
+        "id_text": "Id",
+        "expires_read": "Expires",
     }
 
     # -- the ledger (destination database, default schema) -----------------------------------
@@ -80,12 +85,9 @@ class Pipeline:
         "source_deleted integer NOT NULL, committed_at {time} NOT NULL, PRIMARY KEY (move_id, part))"
     )
     FIND_OPEN_MOVE = (
-        "SELECT move_id FROM {moves} WHERE source = @Source AND destination = @Destination AND state <> 'done' "
-        "ORDER BY created_at"
+        "SELECT move_id FROM {moves} WHERE source = @Source AND destination = @Destination AND state <> 'done' ORDER BY created_at"
     )
-    GET_MOVE = (
-        "SELECT move_id, kind, src_low, src_high, base, partitions, rows_expected, state FROM {moves} WHERE move_id = @MoveId"
-    )
+    GET_MOVE = "SELECT move_id, kind, src_low, src_high, base, partitions, rows_expected, state FROM {moves} WHERE move_id = @MoveId"
     INSERT_MOVE = (
         "INSERT INTO {moves} (move_id, source, destination, kind, src_low, src_high, base, partitions, rows_expected, state, "
         "created_at) VALUES (@MoveId, @Source, @Destination, @Kind, @Low, @High, @Base, @Partitions, @Rows, 'running', {now})"
@@ -97,31 +99,29 @@ class Pipeline:
         "VALUES (@MoveId, @Part, @Lo, @Hi, @Rows, @Checksum, @Keys, 0, {now})"
     )
     MARK_DELETED = "UPDATE {ledger} SET source_deleted = 1 WHERE move_id = @MoveId AND part = @Part"
-    LEDGER_TOTALS = (
-        "SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(source_deleted), 0) FROM {ledger} WHERE move_id = @MoveId"
-    )
+    LEDGER_TOTALS = "SELECT count(*), coalesce(sum(rows), 0), coalesce(sum(source_deleted), 0) FROM {ledger} WHERE move_id = @MoveId"
     LEDGER_CHECKSUMS = "SELECT part, rows, checksum FROM {ledger} WHERE move_id = @MoveId ORDER BY part"
 
     # -- source and destination tables ------------------------------------------------------
     BOUNDS = "SELECT min({order}), max({order}), count(*) FROM {table}"
     COUNT = "SELECT count(*) FROM {table}"
     EXISTS = "SELECT 1 FROM {table} WHERE 1 = 0"
-    READ_RANGE = (
-        "SELECT {columns} FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last ORDER BY {order}{lock}"
-    )
+    READ_RANGE = "SELECT {columns} FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last ORDER BY {order}{lock}"
     READ_ALL = "SELECT {columns} FROM {table}{lock}"
     DELETE_KEY = "DELETE FROM {table} WHERE {key} = @Key"
     INSERT = "INSERT INTO {table} ({columns}) VALUES ({values})"  # {values}: @<column> for each column
     # archive: the read Spark's JDBC reader runs, one column list for every layout
-    ARCHIVE_READ = (
-        "SELECT {id_text} AS id, {expires_read} AS expires, Headers AS headers, Body AS body, {order} AS seq FROM {table}"
-    )
+    ARCHIVE_READ = "SELECT {id_text} AS id, {expires_read} AS expires, Headers AS headers, Body AS body, {order} AS seq FROM {table}"
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         moves, ledger = dialect.qualified(TableName(MOVES)), dialect.qualified(TableName(LEDGER))
-        self._ledger_names = {"moves": moves, "ledger": ledger,
-                              "moves_literal": dialect.literal(moves), "ledger_literal": dialect.literal(ledger)}
+        self._ledger_names = {
+            "moves": moves,
+            "ledger": ledger,
+            "moves_literal": dialect.literal(moves),
+            "ledger_literal": dialect.literal(ledger),
+        }
         self._ledger: dict[str, Statement] = {}
 
     # -- statements -------------------------------------------------------------------------
@@ -206,10 +206,22 @@ class Pipeline:
     def get_move(self, conn, move_id: str) -> tuple | None:
         return self.execute(conn.cursor(), self.ledger_statement("GET_MOVE"), MoveId=move_id).fetchone()
 
-    def insert_move(self, conn, move_id: str, source: str, destination: str, kind: str, low, high, base, partitions: int,
-                    rows: int) -> None:
-        self.execute(conn.cursor(), self.ledger_statement("INSERT_MOVE"), MoveId=move_id, Source=source,
-                     Destination=destination, Kind=kind, Low=low, High=high, Base=base, Partitions=partitions, Rows=rows)
+    def insert_move(
+        self, conn, move_id: str, source: str, destination: str, kind: str, low, high, base, partitions: int, rows: int
+    ) -> None:
+        self.execute(
+            conn.cursor(),
+            self.ledger_statement("INSERT_MOVE"),
+            MoveId=move_id,
+            Source=source,
+            Destination=destination,
+            Kind=kind,
+            Low=low,
+            High=high,
+            Base=base,
+            Partitions=partitions,
+            Rows=rows,
+        )
 
     def finish_move(self, conn, move_id: str) -> None:
         self.execute(conn.cursor(), self.ledger_statement("FINISH_MOVE"), MoveId=move_id)
@@ -219,8 +231,17 @@ class Pipeline:
         return self.execute(conn.cursor(), self.ledger_statement("LEDGER_ROW"), MoveId=move_id, Part=part).fetchone()
 
     def insert_ledger(self, conn, move_id: str, part: int, lo, hi, rows: int, checksum: str, keys: bytes) -> None:
-        self.execute(conn.cursor(), self.ledger_statement("INSERT_LEDGER"), MoveId=move_id, Part=part, Lo=lo, Hi=hi,
-                     Rows=rows, Checksum=checksum, Keys=self.blob(keys))
+        self.execute(
+            conn.cursor(),
+            self.ledger_statement("INSERT_LEDGER"),
+            MoveId=move_id,
+            Part=part,
+            Lo=lo,
+            Hi=hi,
+            Rows=rows,
+            Checksum=checksum,
+            Keys=self.blob(keys),
+        )
 
     def mark_deleted(self, conn, move_id: str, part: int) -> None:
         self.execute(conn.cursor(), self.ledger_statement("MARK_DELETED"), MoveId=move_id, Part=part)

@@ -268,8 +268,7 @@ END
     )
     PURGE_ALL = "DELETE FROM {table}"
     STORE_DELAYED = (
-        "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, "
-        "(now() AT TIME ZONE 'UTC') + (@DueAfterMs || ' ms')::INTERVAL)"
+        "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, (now() AT TIME ZONE 'UTC') + (@DueAfterMs || ' ms')::INTERVAL)"
     )
     MOVE_DUE_DELAYED = (
         "WITH message as (DELETE FROM {delayed} WHERE id in (SELECT id from {delayed} WHERE {delayed}.Due < now() AT TIME ZONE 'UTC' "
@@ -372,7 +371,12 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
         "concurrency": ("integer", False),
     }
     # information_schema.columns.data_type of each correlation type (the installer's check reads it)
-    SHAPE_CORRELATION_TYPES = {"string": "character varying(200)", "int": "integer", "guid": "uuid", "datetime": "timestamp without time zone"}
+    SHAPE_CORRELATION_TYPES = {
+        "string": "character varying(200)",
+        "int": "integer",
+        "guid": "uuid",
+        "datetime": "timestamp without time zone",
+    }
     DATA_TYPES = {"string": "character varying", "int": "integer", "guid": "uuid", "datetime": "timestamp without time zone"}
     MAX_SAGA_PREFIX = 20  # the installer refuses a longer table prefix
     MAX_SAGA_SUFFIX = 43  # the script generator refuses a longer table suffix
@@ -380,7 +384,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
     def correlation_index(self, spec: TableSpec, prop: str) -> str:
         """<table prefix>_i_<SHA-1 of '<suffix>/<property>' in UTF-8, 40 upper-case hex digits>,
         as SQL persistence names it (the prefix as configured: a longer one is refused)."""
-        digest = hashlib.sha1(f"{self.saga_suffix(spec)}/{prop}".encode("utf-8")).hexdigest().upper()
+        digest = hashlib.sha1(f"{self.saga_suffix(spec)}/{prop}".encode()).hexdigest().upper()
         return f"{spec.saga_prefix or ''}_i_{digest}"
 
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
@@ -534,10 +538,14 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             role_q = self.dialect.quote(role)
             lines = [self.GRANT_SCHEMA_USAGE.format(schema=self._schema_of(s), role=role_q) for s in plan.schemas]
             # Transport.from_database reads which revision is deployed
-            lines.append(self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName("alembic_version")), role=role_q))
+            lines.append(
+                self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName("alembic_version")), role=role_q)
+            )
             for grant in plan.tables:
                 name = grant.table._replace(catalog=None)  # PostgreSQL does not qualify with a catalog
-                lines.append(self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=self.dialect.qualified(name), role=role_q))
+                lines.append(
+                    self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=self.dialect.qualified(name), role=role_q)
+                )
                 if grant.serial:
                     sequence = name._replace(table=self.SEQUENCE_NAME.format(table=name.table))
                     lines.append(self.GRANT_SEQUENCE.format(sequence=self.dialect.qualified(sequence), role=role_q))
@@ -547,7 +555,9 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             role_q = self.dialect.quote(role)
             role_literal = self.dialect.literal(role)
             lines = [self.INSTALLER_DATABASE.format(role_literal=role_literal, tag=self.dialect.dollar_tag(role_literal))]
-            schemas = [self.dialect.default_schema] + [s.schema for s in plan.schemas if s is not None and s.schema != self.dialect.default_schema]
+            schemas = [self.dialect.default_schema] + [
+                s.schema for s in plan.schemas if s is not None and s.schema != self.dialect.default_schema
+            ]
             lines.append(self.GRANT_SCHEMA_CREATE.format(schema=self.dialect.quote(self.dialect.default_schema), role=role_q))
             for schema in schemas[1:]:
                 lines.append(f"-- schema {self.dialect.quote(schema)}: created (and owned) by the installer; if it exists already:")
@@ -608,9 +618,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             "WITH moved AS (DELETE FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last "
             "RETURNING Id, Expires, Headers, Body, {order}) "
         )
-        SELECT_MOVED = (
-            "SELECT Id, Expires, Headers, Body, CAST({order} - @SourceLow + @Base AS {order_type}) FROM moved ORDER BY {order}"
-        )
+        SELECT_MOVED = "SELECT Id, Expires, Headers, Body, CAST({order} - @SourceLow + @Base AS {order_type}) FROM moved ORDER BY {order}"
         COPY_OUT = "COPY ({statement}) TO STDOUT (FORMAT BINARY)"
         INSERT_INTO = "INSERT INTO {dest} ({columns}) "
         # what the destination transaction holds in the partition's reserved slot = the source keys moved
@@ -621,9 +629,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             "SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
             "WHERE a.attrelid = @Table::regclass AND a.attname = @Column AND NOT a.attisdropped"
         )
-        BACKFILL_READ = (
-            "SELECT CAST({id} AS text) AS id, CAST({data} AS text) AS data, {concurrency} AS concurrency FROM {table}{where}"
-        )
+        BACKFILL_READ = "SELECT CAST({id} AS text) AS id, CAST({data} AS text) AS data, {concurrency} AS concurrency FROM {table}{where}"
         BACKFILL_UPDATE = (
             "UPDATE {table} SET {column} = CAST(@Value AS {type}) "
             "WHERE {id} = CAST(@Id AS uuid) AND {concurrency} = @Concurrency AND {guard}"
@@ -640,8 +646,13 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
         @staticmethod
         def libpq_parameters(url) -> dict:
             """libpq connection parameters (make_conninfo quotes them: a password may hold ' or \\)."""
-            parts = {"host": url.host or "127.0.0.1", "port": url.port or 5432, "dbname": url.database,
-                     "user": url.username, "password": url.password}
+            parts = {
+                "host": url.host or "127.0.0.1",
+                "port": url.port or 5432,
+                "dbname": url.database,
+                "user": url.username,
+                "password": url.password,
+            }
             parts.update({k: v for k, v in url.query.items() if isinstance(v, str)})
             return {k: str(v) for k, v in parts.items() if v is not None}
 
@@ -653,7 +664,8 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             if url.password:
                 query["password"] = url.password
             return f"jdbc:postgresql://{url.host or '127.0.0.1'}:{url.port or 5432}/{url.database}?" + "&".join(
-                f"{k}={urlquote(str(v))}" for k, v in query.items())
+                f"{k}={urlquote(str(v))}" for k, v in query.items()
+            )
 
         # -- source -----------------------------------------------------------------------------
         def delete_keys(self, conn, table, keys: list) -> int:
@@ -670,8 +682,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             cur.execute(*self.bind(statement, {"Low": lo, "High": hi, "Last": high}), binary=True)
             return cur
 
-        def stream_partition(self, src, dst, source, dest, lo: int, hi: int, high: int, low: int, base: int,
-                             checksum) -> list[int]:
+        def stream_partition(self, src, dst, source, dest, lo: int, hi: int, high: int, low: int, base: int, checksum) -> list[int]:
             """Move one partition's rows PostgreSQL -> PostgreSQL without Python per row; returns the source keys.
 
             The source's DELETE ... RETURNING is left uncommitted (the caller commits it after the
@@ -680,19 +691,21 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             binary stream (a hash of exactly what was written).
             """
             order, dest_order = source.order, dest.order
-            names = {"table": self.dialect.qualified(source.name), "dest": self.dialect.qualified(dest.name),
-                     "order": order, "columns": self.columns_text(dest.columns),
-                     "order_type": self.column_types(dst, dest)[dest_order.lower()][1]}
+            names = {
+                "table": self.dialect.qualified(source.name),
+                "dest": self.dialect.qualified(dest.name),
+                "order": order,
+                "columns": self.columns_text(dest.columns),
+                "order_type": self.column_types(dst, dest)[dest_order.lower()][1],
+            }
             values = {"Low": lo, "High": hi, "Last": high, "SourceLow": low, "Base": base}
             if src is dst:  # one database: the server moves the rows inside the partition's one transaction
                 moved = self.statement("MOVE", self.DELETE_MOVED + self.INSERT_INTO + self.SELECT_MOVED, **names)
                 self.execute(src.cursor(), moved, **values)
             else:
-                copy_out = self.statement("COPY_OUT", self.COPY_OUT.replace("{statement}", self.DELETE_MOVED + self.SELECT_MOVED),
-                                          **names)
+                copy_out = self.statement("COPY_OUT", self.COPY_OUT.replace("{statement}", self.DELETE_MOVED + self.SELECT_MOVED), **names)
                 copy_in = self._table("COPY", dest, columns=names["columns"])
-                with src.cursor().copy(*self.bind(copy_out, values)) as reader, \
-                        dst.cursor().copy(self.bind(copy_in)[0]) as writer:
+                with src.cursor().copy(*self.bind(copy_out, values)) as reader, dst.cursor().copy(self.bind(copy_in)[0]) as writer:
                     buffer, size = [], 0
                     for data in reader:  # one message per row: hand the writer ~1 MB at a time
                         buffer.append(data)
@@ -761,20 +774,27 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             if self.column_types(conn, table)[order.lower()][1] == "integer" and last > self.INT4_MAX:
                 raise ValueError(
                     f"{table.where}: {order} is integer (serial) and the move needs values up to {last}; "
-                    "switch the topology to postgresql: {seq_type: bigserial} first")
+                    "switch the topology to postgresql: {seq_type: bigserial} first"
+                )
             self.execute(cur, self.statement("RESERVE_SET"), Sequence=sequence, Last=last)
             return base
 
         # -- backfill of a saga's correlation column ---------------------------------------------------
         def saga_column_type(self, conn, table: TableName, column: str) -> str | None:
-            found = self.execute(conn.cursor(), self.statement("BACKFILL_COLUMN_TYPE"), Table=self.dialect.qualified(table),
-                                 Column=column).fetchone()
+            found = self.execute(
+                conn.cursor(), self.statement("BACKFILL_COLUMN_TYPE"), Table=self.dialect.qualified(table), Column=column
+            ).fetchone()
             return None if found is None else found[0]
 
         def _backfill_names(self, table: TableName, column: str) -> dict:
             q = self.dialect.quote
-            return {"table": self.dialect.qualified(table), "column": q(column), "id": q("Id"), "data": q("Data"),
-                    "concurrency": q("Concurrency")}
+            return {
+                "table": self.dialect.qualified(table),
+                "column": q(column),
+                "id": q("Id"),
+                "data": q("Data"),
+                "concurrency": q("Concurrency"),
+            }
 
         def backfill_read(self, table: TableName, column: str, overwrite: bool) -> str:
             """The rows to fill (id, data, concurrency): a subquery for Spark's JDBC reader, no parameters."""
@@ -789,6 +809,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             if names != ("Value", "Id", "Concurrency"):
                 raise AssertionError(f"BACKFILL_UPDATE binds {names}")
             return text
+
 
 @functools.cache
 def _uuid_text_loader():

@@ -145,19 +145,13 @@ CREATE TABLE IF NOT EXISTS {table} (
     def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
         table = self.qualified(spec.name)
         body_string = ",\n    " + self.BODY_STRING_COLUMN if spec.body_string else ""
-        return [self.CREATE_QUEUE.format(table=table, body_string=body_string)] + self._expires_index(
-            spec, profile.expires_index
-        )
+        return [self.CREATE_QUEUE.format(table=table, body_string=body_string)] + self._expires_index(spec, profile.expires_index)
 
     def _expires_index(self, spec: TableSpec, kind: ExpiresIndex) -> list[str]:
         if kind is ExpiresIndex.NONE:
             return []
         filter_ = " WHERE Expires IS NOT NULL" if kind is ExpiresIndex.FILTERED else ""
-        return [
-            self.CREATE_EXPIRES_INDEX.format(
-                index=self.quote(self._index(spec)), table=self.qualified(spec.name), filter=filter_
-            )
-        ]
+        return [self.CREATE_EXPIRES_INDEX.format(index=self.quote(self._index(spec)), table=self.qualified(spec.name), filter=filter_)]
 
     def create_delayed(self, spec: TableSpec, profile: Profile) -> list[str]:
         table = self.qualified(spec.name)
@@ -184,9 +178,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
         if old.expires_index == new.expires_index:
             return []
-        return [self.DROP_INDEX.format(index=self.quote(self._index(spec)))] + self._expires_index(
-            spec, new.expires_index
-        )
+        return [self.DROP_INDEX.format(index=self.quote(self._index(spec)))] + self._expires_index(spec, new.expires_index)
 
     def add_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.ADD_BODY_STRING.format(table=self.qualified(spec.name))]
@@ -246,22 +238,15 @@ CREATE TABLE IF NOT EXISTS {table} (
     # Not `Expires IS NULL`: SQLite 3.40 evaluates that wrongly in a DELETE's RETURNING when
     # the partial index (WHERE Expires IS NOT NULL) exists; coalesce is read correctly.
     EXPIRED = "CASE WHEN coalesce(Expires, '9999') > " + NOW + " THEN 0 ELSE 1 END"
-    RECEIVE = (
-        "DELETE FROM {table} WHERE RowVersion = (SELECT min(RowVersion) FROM {table}) "
-        "RETURNING Id, " + EXPIRED + ", Headers, Body"
-    )
+    RECEIVE = "DELETE FROM {table} WHERE RowVersion = (SELECT min(RowVersion) FROM {table}) RETURNING Id, " + EXPIRED + ", Headers, Body"
     RECEIVE_BATCH = (
         "DELETE FROM {table} WHERE RowVersion IN (SELECT RowVersion FROM {table} ORDER BY RowVersion LIMIT @BatchSize) "
         "RETURNING Id, " + EXPIRED + ", Headers, Body, RowVersion"
     )
     PEEK = "SELECT COALESCE(max(RowVersion) - min(RowVersion) + 1, 0) FROM {table}"
-    PURGE_EXPIRED = (
-        "DELETE FROM {table} WHERE RowVersion IN (SELECT RowVersion FROM {table} WHERE Expires < " + NOW + " LIMIT @BatchSize)"
-    )
+    PURGE_EXPIRED = "DELETE FROM {table} WHERE RowVersion IN (SELECT RowVersion FROM {table} WHERE Expires < " + NOW + " LIMIT @BatchSize)"
     PURGE_ALL = "DELETE FROM {table}"
-    STORE_DELAYED = (
-        "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, " + now_plus_ms("@DueAfterMs") + ")"
-    )
+    STORE_DELAYED = "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, " + now_plus_ms("@DueAfterMs") + ")"
     # Two statements under one write lock and one cut-off (@Now), so they see the same rows.
     DUE = "SELECT RowVersion FROM {delayed} WHERE Due < @Now ORDER BY Due, RowVersion LIMIT @BatchSize"
     MOVE_DUE_DELAYED = (
@@ -355,9 +340,7 @@ CREATE TABLE IF NOT EXISTS {table} (
         """Columns and live shapes from sqlite_master and the table pragmas, and the transport's
         missing-index warning."""
 
-        EXISTING_COLUMNS = (
-            "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
-        )
+        EXISTING_COLUMNS = "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
 
         USER_TABLES = "m.type = 'table' AND substr(m.name, 1, 7) <> 'sqlite_'"
         SHAPE_TABLES = "SELECT m.name FROM sqlite_master AS m WHERE " + USER_TABLES
@@ -431,7 +414,10 @@ CREATE TABLE IF NOT EXISTS {table} (
         takes_explicit_order = True
         text_times = True
         FRAGMENTS = {
-            **Dialect.Pipeline.FRAGMENTS, "text": "TEXT", "time": "DATETIME", "blob": "BLOB",
+            **Dialect.Pipeline.FRAGMENTS,
+            "text": "TEXT",
+            "time": "DATETIME",
+            "blob": "BLOB",
             "expires_read": "CAST(Expires AS TEXT)",  # the JDBC driver would read DATETIME as a date only
         }
         RESERVE_MAX = "SELECT coalesce(max({order}), 0) FROM {table}"

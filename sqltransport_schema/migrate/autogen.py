@@ -30,7 +30,6 @@ except ImportError:  # pragma: no cover - older Alembic ignores the result
     _CONTINUE = None
 
 
-
 class TransportDriftOp(MigrateOperation):
     """A difference between a transport table and the topology that no generated step repairs."""
 
@@ -77,7 +76,9 @@ def compare_transport_tables(autogen_context, upgrade_ops, schemas):
     engine = engines.for_sqlalchemy(autogen_context.dialect.name)
     version_table = (autogen_context.opts.get(VERSION_TABLE_OPTION) or "alembic_version").casefold()
     catalogs = sorted({spec.name.catalog for spec in expected.tables if spec.name.catalog is not None})
-    live = {k: v for k, v in engine.catalog.read_shapes(autogen_context.connection, catalogs).items() if v[0].table.casefold() != version_table}
+    live = {
+        k: v for k, v in engine.catalog.read_shapes(autogen_context.connection, catalogs).items() if v[0].table.casefold() != version_table
+    }
     upgrade_ops.ops.extend(drift_operations(expected, live, engine))
     return _CONTINUE
 

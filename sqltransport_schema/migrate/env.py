@@ -11,7 +11,6 @@ from .. import engines
 from ..db import make_engine, normalise_url
 from ..revisions import head_blueprint
 from ..urls import database_url
-
 from .autogen import TARGET_OPTION, model_tables_only
 from .operations import DISCARD_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION
 from .write import REVISION_OPTION

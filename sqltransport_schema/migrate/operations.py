@@ -161,8 +161,18 @@ class DropQueueOp(_DropTable):
 
     @classmethod
     def drop_queue(
-        cls, operations, table, *, schema=None, catalog=None, version, body_string=False, seq_type="serial",
-        protected=None, discard_messages=False, allow_protected=False,
+        cls,
+        operations,
+        table,
+        *,
+        schema=None,
+        catalog=None,
+        version,
+        body_string=False,
+        seq_type="serial",
+        protected=None,
+        discard_messages=False,
+        allow_protected=False,
     ):
         """Drop a queue table; the database refuses while it holds rows unless discard_messages.
 
@@ -258,7 +268,9 @@ class ChangeQueueVersionOp(TransportOp):
         return f"change queue {where} from transport {self.from_version} to {self.to_version}"
 
     def python(self):
-        return _call("change_queue_version", self.name, f"from_version={_literal(self.from_version)}, to_version={_literal(self.to_version)}")
+        return _call(
+            "change_queue_version", self.name, f"from_version={_literal(self.from_version)}, to_version={_literal(self.to_version)}"
+        )
 
     def reverse(self):
         return ChangeQueueVersionOp(self.name, self.to_version, self.from_version)
@@ -410,7 +422,7 @@ class _RunState:
         return self._existing
 
 
-_states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _state(context, dialect) -> _RunState:
@@ -466,7 +478,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
 Operations.implementation_for(TransportOp)(run)
 
 
-def _adopt_or_refuse(state: _RunState, operation: "_CreateTable") -> None:
+def _adopt_or_refuse(state: _RunState, operation: _CreateTable) -> None:
     """A table that already exists is adopted (IF NOT EXISTS) only if it has the transport's columns."""
     dialect = state.dialect
     found = state.existing_columns().get(dialect.table_key(operation.spec.name))

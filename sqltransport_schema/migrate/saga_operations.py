@@ -84,8 +84,9 @@ class DropSagaTableOp(_SagaTableOp):
         self.discard_messages = discard_messages
 
     @classmethod
-    def drop_saga_table(cls, operations, table, *, schema=None, catalog=None, prefix=None, correlation=None, transitional=None,
-                        discard_messages=False):
+    def drop_saga_table(
+        cls, operations, table, *, schema=None, catalog=None, prefix=None, correlation=None, transitional=None, discard_messages=False
+    ):
         """Drop a saga table; the database refuses while it holds sagas unless discard_messages."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional), discard_messages))
 
@@ -146,7 +147,9 @@ class DropSagaCorrelationOp(_CorrelationOp):
     def drop_saga_correlation(cls, operations, table, *, schema=None, catalog=None, prefix=None, property, require=None):
         """Drop a correlation column and its index. With require (a promotion), the database refuses
         while any row has Correlation_<require> NULL: the backfill is not done."""
-        return operations.invoke(cls(_spec(table, schema, catalog, prefix), Correlation(*property), Correlation(*require) if require else None))
+        return operations.invoke(
+            cls(_spec(table, schema, catalog, prefix), Correlation(*property), Correlation(*require) if require else None)
+        )
 
     def statements(self, dialect):
         return dialect.drop_saga_correlation(self.spec, self.correlation, self.require)

@@ -37,7 +37,11 @@ def saga_alterations(before: TableSpec, after: TableSpec) -> list:
     for name in old.keys() & new.keys():
         if old[name].type != new[name].type:
             role = "correlation" if after.correlation and after.correlation.name == name else "transitional"
-            raise ValueError(TYPE_CHANGE.format(table=table, role=role, name=name, old=old[name].type, new=new[name].type, suffix=new[name].type.capitalize()))
+            raise ValueError(
+                TYPE_CHANGE.format(
+                    table=table, role=role, name=name, old=old[name].type, new=new[name].type, suffix=new[name].type.capitalize()
+                )
+            )
     promoted = after.correlation
     # A saga that had no correlation property was never looked up by one: adding it is a plain
     # add (as SQL persistence's installer does; a transitional property alone is not allowed).

@@ -49,8 +49,11 @@ REPLAY_BATCH = 5_000
 
 def _time_expr(column: str) -> str:
     """'yyyy-MM-dd HH:mm:ss:ffffff Z' (the transport's format) -> timestamp, NULL when unreadable."""
-    return (f"try_to_timestamp(regexp_replace({column}, '^(\\\\d{{4}}-\\\\d{{2}}-\\\\d{{2}} \\\\d{{2}}:\\\\d{{2}}:\\\\d{{2}}):(\\\\d+) Z$', '$1.$2'), "
-            "'yyyy-MM-dd HH:mm:ss.SSSSSS')")
+    return (
+        f"try_to_timestamp(regexp_replace({column}, "
+        "'^(\\\\d{4}-\\\\d{2}-\\\\d{2} \\\\d{2}:\\\\d{2}:\\\\d{2}):(\\\\d+) Z$', '$1.$2'), "
+        "'yyyy-MM-dd HH:mm:ss.SSSSSS')"
+    )
 
 
 def select_sql(source: Endpoint) -> str:
@@ -82,13 +85,22 @@ def archive_frame(spark, source: Endpoint, partitions: int = 4):
         s.rollback(conn)
     finally:
         conn.close()
-    reader = (spark.read.format("jdbc").option("url", j.url).option("driver", j.driver)
-              .option("dbtable", f"({select_sql(source)}) archived").option("fetchsize", "5000"))
+    reader = (
+        spark.read.format("jdbc")
+        .option("url", j.url)
+        .option("driver", j.driver)
+        .option("dbtable", f"({select_sql(source)}) archived")
+        .option("fetchsize", "5000")
+    )
     if s.text_times:  # SQLite's driver types a computed column by its first value: name the types
         reader = reader.option("customSchema", "id STRING, expires STRING, headers STRING, body BINARY, seq LONG")
     if low is not None and high > low and partitions > 1:
-        reader = (reader.option("partitionColumn", "seq").option("lowerBound", str(low))
-                  .option("upperBound", str(high + 1)).option("numPartitions", str(partitions)))
+        reader = (
+            reader.option("partitionColumn", "seq")
+            .option("lowerBound", str(low))
+            .option("upperBound", str(high + 1))
+            .option("numPartitions", str(partitions))
+        )
     df = reader.load()
     if dict(df.dtypes).get("expires") == "string":  # SQLite keeps times as text
         df = df.withColumn("expires", F.expr("try_to_timestamp(expires)"))
@@ -99,12 +111,14 @@ def archive_frame(spark, source: Endpoint, partitions: int = 4):
         df = df.withColumn(column, F.col("_h").getItem(header))
     for column, header in TIME_HEADERS.items():
         df = df.withColumn(column, F.expr(_time_expr(f"_h['{header}']")))
-    df = (df.withColumn("message_type", F.expr("trim(split(split(enclosed_message_types, ';')[0], ',')[0])"))
-          .withColumn("headers_readable", F.col("_h").isNotNull())
-          .withColumn("source_table", F.lit(source.describe().split(" ", 1)[1]))
-          .withColumn("archived_at", F.current_timestamp())
-          .withColumn("date", F.coalesce(F.to_date("time_sent"), F.to_date("time_of_failure"), F.current_date()))
-          .drop("_h"))
+    df = (
+        df.withColumn("message_type", F.expr("trim(split(split(enclosed_message_types, ';')[0], ',')[0])"))
+        .withColumn("headers_readable", F.col("_h").isNotNull())
+        .withColumn("source_table", F.lit(source.describe().split(" ", 1)[1]))
+        .withColumn("archived_at", F.current_timestamp())
+        .withColumn("date", F.coalesce(F.to_date("time_sent"), F.to_date("time_of_failure"), F.current_date()))
+        .drop("_h")
+    )
     return df
 
 
@@ -150,8 +164,9 @@ def select_archived(spark, path: str, *, message_ids=None, message_types=None, s
     return df.orderBy("source_table", "seq", "date")
 
 
-def replay(spark, path: str, destination: Endpoint, *, replay_id: str | None = None, batch_size: int = REPLAY_BATCH,
-           progress=False, **filters) -> ReplayResult:
+def replay(
+    spark, path: str, destination: Endpoint, *, replay_id: str | None = None, batch_size: int = REPLAY_BATCH, progress=False, **filters
+) -> ReplayResult:
     """Send the selected archived messages into `destination`, in archived order, exactly once per replay id."""
     started = time.perf_counter()
     df = select_archived(spark, path, **filters).select("id", "expires", "headers", "body", "seq")
@@ -174,9 +189,15 @@ def replay(spark, path: str, destination: Endpoint, *, replay_id: str | None = N
                 dst_sql.rollback(conn)
                 skipped += 1
                 return
-            out = [write_queue_row(lay, QueueRow(r.id, None, None, to_utc_naive(r.expires), r.headers,
-                                                 None if r.body is None else bytes(r.body), 0), None, dst_sql.text_times)[:-1]
-                   for r in batch]
+            out = [
+                write_queue_row(
+                    lay,
+                    QueueRow(r.id, None, None, to_utc_naive(r.expires), r.headers, None if r.body is None else bytes(r.body), 0),
+                    None,
+                    dst_sql.text_times,
+                )[:-1]
+                for r in batch
+            ]
             dst_sql.write_rows(conn, destination.target, columns, out)
             dst_sql.insert_ledger(conn, replay_id, part, None, None, len(out), "replay", b"")
             dst_sql.commit(conn)

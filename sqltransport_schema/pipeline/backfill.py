@@ -89,8 +89,9 @@ def _write(job: _Job, rows) -> tuple[int, int]:
     return updated, skipped
 
 
-def backfill(url: str, table: str, prop: str, column: str, *, spark=None, batch_size: int = 5_000,
-             overwrite: bool = False) -> BackfillResult:
+def backfill(
+    url: str, table: str, prop: str, column: str, *, spark=None, batch_size: int = 5_000, overwrite: bool = False
+) -> BackfillResult:
     started = time.perf_counter()
     engine = engine_of(url)
     pipeline = engine.pipeline
@@ -136,11 +137,14 @@ def backfill(url: str, table: str, prop: str, column: str, *, spark=None, batch_
         from pyspark.sql import functions as F
 
         j = jdbc(url)
-        df = (spark.read.format("jdbc").option("url", j.url).option("driver", j.driver)
-              .option("dbtable", f"({read}) saga").load())
+        df = spark.read.format("jdbc").option("url", j.url).option("driver", j.driver).option("dbtable", f"({read}) saga").load()
         json_path = "$." + ".".join(path)
-        df = df.select("id", "concurrency", F.get_json_object("data", json_path).alias("value"),
-                       F.expr("data IS NOT NULL AND get_json_object(data, '$') IS NULL").alias("unreadable")).cache()
+        df = df.select(
+            "id",
+            "concurrency",
+            F.get_json_object("data", json_path).alias("value"),
+            F.expr("data IS NOT NULL AND get_json_object(data, '$') IS NULL").alias("unreadable"),
+        ).cache()
         candidates = df.count()
         unreadable = df.where("unreadable").count()
         missing = df.where("value IS NULL AND NOT unreadable").count()
@@ -149,5 +153,6 @@ def backfill(url: str, table: str, prop: str, column: str, *, spark=None, batch_
         df.unpersist()
         updated = sum(c[0] for c in counts)
         skipped = sum(c[1] for c in counts)
-    return BackfillResult(qualified, prop, column, candidates, updated, missing, unreadable, skipped,
-                          round(time.perf_counter() - started, 3))
+    return BackfillResult(
+        qualified, prop, column, candidates, updated, missing, unreadable, skipped, round(time.perf_counter() - started, 3)
+    )

@@ -58,7 +58,7 @@ class Endpoint:
         where = parsed.render_as_string(hide_password=True)
         return f"{where} {self.qualified}"
 
-    def with_table(self, table: TableName, kind: Kind | None = None) -> "Endpoint":
+    def with_table(self, table: TableName, kind: Kind | None = None) -> Endpoint:
         return Endpoint(self.url, table, kind or self.kind, self.layout_name)
 
 

@@ -164,8 +164,9 @@ def read_queue_row(source: Layout, row: tuple) -> QueueRow:
     else:
         id_, expires, headers, body, order = row
         correlation = reply_to = None
-    return QueueRow(canonical_id(id_), correlation, reply_to, to_utc_naive(expires), headers,
-                    None if body is None else bytes(body), int(order))
+    return QueueRow(
+        canonical_id(id_), correlation, reply_to, to_utc_naive(expires), headers, None if body is None else bytes(body), int(order)
+    )
 
 
 def read_delayed_row(source: Layout, row: tuple) -> DelayedRow:

@@ -31,7 +31,12 @@ from ..runtime import wire
 from ..schema import Kind
 from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
-    Checksum, partition_ranges, read_delayed_row, read_queue_row, write_delayed_row, write_queue_row,
+    Checksum,
+    partition_ranges,
+    read_delayed_row,
+    read_queue_row,
+    write_delayed_row,
+    write_queue_row,
 )
 
 DEFAULT_ROWS_PER_PARTITION = 25_000
@@ -122,7 +127,7 @@ def unpack_keys(data: bytes | None) -> list:
     body = data[1:]
     if data[:1] == b"I":
         return list(struct.unpack(f"<{len(body) // 8}q", body))
-    return [str(uuid.UUID(bytes=body[i:i + 16])) for i in range(0, len(body), 16)]
+    return [str(uuid.UUID(bytes=body[i : i + 16])) for i in range(0, len(body), 16)]
 
 
 # --------------------------------------------------------------------------- failpoints (tests)
@@ -192,9 +197,14 @@ def _streamable(task: Task) -> bool:
     """Queue to queue on one engine that streams their layout (PostgreSQL's, on PostgreSQL), nothing to
     rewrite: server to server."""
     source, dest = task.source, task.destination
-    return (task.kind == Kind.QUEUE.value and task.explicit_order and not task.rewrites and bool(task.ranges)
-            and source.dialect is dest.dialect
-            and all(ep.dialect.pipeline.stream_layout == ep.layout.name for ep in (source, dest)))
+    return (
+        task.kind == Kind.QUEUE.value
+        and task.explicit_order
+        and not task.rewrites
+        and bool(task.ranges)
+        and source.dialect is dest.dialect
+        and all(ep.dialect.pipeline.stream_layout == ep.layout.name for ep in (source, dest))
+    )
 
 
 def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
@@ -202,10 +212,10 @@ def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
 
     lo, hi = task.ranges[part]
     digest = hashlib.blake2b(digest_size=16)
-    keys = src_sql.stream_partition(src, dst, task.source.target, task.destination.target, lo, hi, task.src_high, task.src_low,
-                                    task.base, digest)
-    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(),
-                             source_deleted=True)
+    keys = src_sql.stream_partition(
+        src, dst, task.source.target, task.destination.target, lo, hi, task.src_high, task.src_low, task.base, digest
+    )
+    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), source_deleted=True)
 
 
 def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
@@ -260,8 +270,7 @@ def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
     return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest())
 
 
-def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, count, digest,
-                      source_deleted: bool = False) -> dict:
+def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, count, digest, source_deleted: bool = False) -> dict:
     """The ledger row with the rows (one destination transaction), then the source delete (or, when the
     source transaction already deleted the rows, its commit)."""
     source = task.source.target
@@ -306,8 +315,15 @@ class MoveResult:
         return asdict(self)
 
 
-def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
-            partitions: int | None = None, rewrites: dict | None = None, move_id: str | None = None) -> tuple[Task, bool]:
+def prepare(
+    source: Endpoint,
+    destination: Endpoint,
+    *,
+    rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
+    partitions: int | None = None,
+    rewrites: dict | None = None,
+    move_id: str | None = None,
+) -> tuple[Task, bool]:
     """Resume the unfinished move between these tables, or snapshot the source and reserve a new one."""
     if source.kind is not destination.kind:
         raise MoveError(f"cannot move {source.kind.value} rows into a {destination.kind.value} table")
@@ -340,8 +356,7 @@ def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int 
         explicit = _explicit(source, destination)
         count = 1 if low is None else (partitions or max(1, -(-rows // rows_per_partition)))
         base = dst_sql.reserve(dst, destination.target, high - low + 1) if (explicit and low is not None) else None
-        dst_sql.insert_move(dst, move_id, source.describe(), destination.describe(), source.kind.value, low, high, base,
-                            count, rows)
+        dst_sql.insert_move(dst, move_id, source.describe(), destination.describe(), source.kind.value, low, high, base, count, rows)
         failpoint("after-reserve")
         dst_sql.commit(dst)
         return _task(move_id, source, destination, low, high, base, count, rewrites), False
@@ -350,14 +365,23 @@ def prepare(source: Endpoint, destination: Endpoint, *, rows_per_partition: int 
 
 
 def _explicit(source: Endpoint, destination: Endpoint) -> bool:
-    return (source.kind is Kind.QUEUE and destination.layout.explicit_order
-            and destination.dialect.pipeline.takes_explicit_order)
+    return source.kind is Kind.QUEUE and destination.layout.explicit_order and destination.dialect.pipeline.takes_explicit_order
 
 
 def _task(move_id, source, destination, low, high, base, count, rewrites) -> Task:
     ranges = partition_ranges(low, high, count) if low is not None and source.layout.order else []
-    return Task(move_id, source, destination, source.kind.value, low, high, base, ranges,
-                _explicit(source, destination) and base is not None, rewrites or {})
+    return Task(
+        move_id,
+        source,
+        destination,
+        source.kind.value,
+        low,
+        high,
+        base,
+        ranges,
+        _explicit(source, destination) and base is not None,
+        rewrites or {},
+    )
 
 
 def _partition_count(task: Task) -> int:
@@ -427,13 +451,22 @@ def execute(task: Task, spark=None) -> list[dict]:
     return rdd.mapPartitions(lambda it: [run_partition(task, i) for i in it]).collect()
 
 
-def move(source: Endpoint, destination: Endpoint, *, spark=None, rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
-         partitions: int | None = None, rewrites: dict | None = None, move_id: str | None = None,
-         progress=None) -> MoveResult:
+def move(
+    source: Endpoint,
+    destination: Endpoint,
+    *,
+    spark=None,
+    rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
+    partitions: int | None = None,
+    rewrites: dict | None = None,
+    move_id: str | None = None,
+    progress=None,
+) -> MoveResult:
     """Move every message of `source` into `destination`, exactly once (resumes an unfinished move)."""
     started = time.perf_counter()
-    task, resumed = prepare(source, destination, rows_per_partition=rows_per_partition, partitions=partitions,
-                            rewrites=rewrites, move_id=move_id)
+    task, resumed = prepare(
+        source, destination, rows_per_partition=rows_per_partition, partitions=partitions, rewrites=rewrites, move_id=move_id
+    )
     with Progress(destination, task.move_id, _partition_count(task), "move", stream=progress):
         results = execute(task, spark)
     seconds = time.perf_counter() - started
@@ -454,9 +487,20 @@ def move(source: Endpoint, destination: Endpoint, *, spark=None, rows_per_partit
     rows = sum(int(r[1]) for r in ledger)
     moved_now = sum(r["rows"] for r in results if not r["skipped"])
     remaining = _remaining(source)
-    return MoveResult(task.move_id, source.describe(), destination.describe(), task.kind, _partition_count(task), rows,
-                      sum(1 for r in results if r["skipped"]), resumed, round(seconds, 3),
-                      round(moved_now / seconds, 1) if seconds > 0 else 0.0, remaining, combined.hexdigest())
+    return MoveResult(
+        task.move_id,
+        source.describe(),
+        destination.describe(),
+        task.kind,
+        _partition_count(task),
+        rows,
+        sum(1 for r in results if r["skipped"]),
+        resumed,
+        round(seconds, 3),
+        round(moved_now / seconds, 1) if seconds > 0 else 0.0,
+        remaining,
+        combined.hexdigest(),
+    )
 
 
 def _remaining(ep: Endpoint) -> int:

@@ -53,16 +53,22 @@ class DataPlan:
     target: Blueprint | None = None
 
     def to_json(self) -> dict:
-        return {"from_revision": self.from_revision, "to_revision": self.to_revision,
-                "moves": [m.to_json() for m in self.moves], "unresolved": self.unresolved, "discarded": self.discarded}
+        return {
+            "from_revision": self.from_revision,
+            "to_revision": self.to_revision,
+            "moves": [m.to_json() for m in self.moves],
+            "unresolved": self.unresolved,
+            "discarded": self.discarded,
+        }
 
 
 def address(name: TableName, default_schema: str | None) -> str:
     return wire.Address(name.table, name.schema if name.schema is not None else default_schema, name.catalog).format()
 
 
-def derive(old: Blueprint | None, new: Blueprint, engine_name: str, mapping: dict[str, str] | None = None,
-           delayed_suffix: str = "Delayed") -> tuple[list[PlannedMove], list[str], list[str]]:
+def derive(
+    old: Blueprint | None, new: Blueprint, engine_name: str, mapping: dict[str, str] | None = None, delayed_suffix: str = "Delayed"
+) -> tuple[list[PlannedMove], list[str], list[str]]:
     """Pure: (moves, unresolved, discarded) between two blueprints."""
     from .. import engines
 
@@ -81,8 +87,9 @@ def derive(old: Blueprint | None, new: Blueprint, engine_name: str, mapping: dic
     queue_moves: dict[tuple, TableName] = {}
 
     def add(spec: TableSpec, dest: TableName, reason: str) -> None:
-        moves.append(PlannedMove(spec.kind.value, spec.name, dest, reason,
-                                 address(spec.name, default_schema), address(dest, default_schema)))
+        moves.append(
+            PlannedMove(spec.kind.value, spec.name, dest, reason, address(spec.name, default_schema), address(dest, default_schema))
+        )
 
     for spec in removed:
         key = engine.table_key(spec.name)
@@ -103,8 +110,10 @@ def derive(old: Blueprint | None, new: Blueprint, engine_name: str, mapping: dic
             if candidate is not None and candidate.kind is Kind.QUEUE:
                 dest, reason = candidate.name, "instance queue retired"
         if dest is None:
-            unresolved.append(f"queue {address(spec.name, default_schema)} is removed and holds no declared destination: "
-                              "pass --map OLD=NEW, or list it under discard:")
+            unresolved.append(
+                f"queue {address(spec.name, default_schema)} is removed and holds no declared destination: "
+                "pass --map OLD=NEW, or list it under discard:"
+            )
             continue
         queue_moves[key] = dest
         add(spec, dest, reason)
@@ -122,8 +131,10 @@ def derive(old: Blueprint | None, new: Blueprint, engine_name: str, mapping: dic
                 if candidate is not None and candidate.kind is Kind.DELAYED:
                     dest = candidate.name
         if dest is None:
-            unresolved.append(f"delayed table {address(spec.name, default_schema)} is removed and has no destination: "
-                              "pass --map OLD=NEW, or list it under discard:")
+            unresolved.append(
+                f"delayed table {address(spec.name, default_schema)} is removed and has no destination: "
+                "pass --map OLD=NEW, or list it under discard:"
+            )
             continue
         add(spec, dest, "follows its endpoint")
     return moves, unresolved, discarded
@@ -179,8 +190,9 @@ def run(data_plan: DataPlan, url: str, spark=None, progress=None) -> list:
             conn.close()
         rewrites = parse_rewrites([(step.source_address, step.destination_address)])
         kind = Kind(step.kind)
-        results.append(move(Endpoint(url, step.source, kind), Endpoint(url, step.destination, kind),
-                            spark=spark, rewrites=rewrites, progress=progress))
+        results.append(
+            move(Endpoint(url, step.source, kind), Endpoint(url, step.destination, kind), spark=spark, rewrites=rewrites, progress=progress)
+        )
     if data_plan.subscriptions is not None and data_plan.moves:
         rewrites = parse_rewrites([(m.source_address, m.destination_address) for m in data_plan.moves if m.kind == "queue"])
         sub = Endpoint(url, data_plan.subscriptions, Kind.SUBSCRIPTIONS)

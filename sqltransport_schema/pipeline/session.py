@@ -57,8 +57,13 @@ def _quiet_conf_dir() -> str:
     return str(folder)
 
 
-def get_session(master: str | None = None, conf: dict | list | None = None, jars: list[str] | None = None,
-                app_name: str = "sqltransport-schema pipeline", driver_memory: str = "2g"):
+def get_session(
+    master: str | None = None,
+    conf: dict | list | None = None,
+    jars: list[str] | None = None,
+    app_name: str = "sqltransport-schema pipeline",
+    driver_memory: str = "2g",
+):
     """The active Spark session (as spark-submit made it) or a new one; returns (session, start-up seconds)."""
     require_pyspark()
     from pyspark.sql import SparkSession

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable
 
 from sqlalchemy.engine import Connection
 
@@ -53,15 +53,28 @@ Handler = Callable[[Message, Context], None]
 
 
 class MessagePump:
-    def __init__(self, transport: Transport, queue: Queue, handler: Handler, *, concurrency: int = 1,
-                 peek_delay: float = 1.0, peek_batch_size: int | None = None, immediate_retries: int = 5,
-                 error_queue: str = "error", endpoint: EndpointTables | None = None,
-                 failure_timeout: float = DEFAULT_FAILURE_TIMEOUT):
+    def __init__(
+        self,
+        transport: Transport,
+        queue: Queue,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        peek_delay: float = 1.0,
+        peek_batch_size: int | None = None,
+        immediate_retries: int = 5,
+        error_queue: str = "error",
+        endpoint: EndpointTables | None = None,
+        failure_timeout: float = DEFAULT_FAILURE_TIMEOUT,
+    ):
         low, high = RECOMMENDED_PEEK_DELAY
         if not low <= peek_delay <= high:
             log.warning(
                 "peek delay %.3f s is outside the recommended %.1f s to %.0f s: shorter stresses the database, "
-                "longer lets messages back up", peek_delay, low, high,
+                "longer lets messages back up",
+                peek_delay,
+                low,
+                high,
             )
         self.transport = transport
         self.queue = queue
@@ -188,11 +201,21 @@ class MessagePump:
             self._failing_since = now
         failing_for = now - self._failing_since
         if failing_for >= self.failure_timeout:
-            log.critical("receiving from %s has failed for %.1f s (failure timeout %.1f s): stopping: %s",
-                         self.queue.address, failing_for, self.failure_timeout, exc)
+            log.critical(
+                "receiving from %s has failed for %.1f s (failure timeout %.1f s): stopping: %s",
+                self.queue.address,
+                failing_for,
+                self.failure_timeout,
+                exc,
+            )
             raise PumpFailed(f"receiving from {self.queue.address} failed for {failing_for:.1f} s: {exc}") from exc
-        log.warning("receiving from %s failed (%s: %s); retrying in %.1f s", self.queue.address,
-                    type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "", self.peek_delay)
+        log.warning(
+            "receiving from %s failed (%s: %s); retrying in %.1f s",
+            self.queue.address,
+            type(exc).__name__,
+            str(exc).splitlines()[0] if str(exc) else "",
+            self.peek_delay,
+        )
         self._stop.wait(self.peek_delay)
 
     def run(self) -> None:

@@ -57,13 +57,14 @@ class SagaTable:
         self.statements = dialect.saga_statements(spec)
 
     @classmethod
-    def from_database(cls, engine: Engine, table: str, schema: str | None = None, catalog: str | None = None,
-                      config_file: str = "alembic.ini") -> "SagaTable":
+    def from_database(
+        cls, engine: Engine, table: str, schema: str | None = None, catalog: str | None = None, config_file: str = "alembic.ini"
+    ) -> SagaTable:
         """The saga table as the revision the database is stamped with records it."""
         return cls.from_blueprint(engine, deployed_blueprint(engine, config_file), TableName(table, schema, catalog))
 
     @classmethod
-    def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> "SagaTable":
+    def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> SagaTable:
         dialect = engines.for_sqlalchemy(engine.dialect.name)
         found = [s for s in blueprint.tables if s.kind is Kind.SAGA and dialect.table_key(s.name) == dialect.table_key(name)]
         if not found:
@@ -89,7 +90,9 @@ class SagaTable:
         transitional value is `transitional_value` (by default the same value, when both
         properties have one type). Upstream endpoints never make that second lookup."""
         if self.spec.correlation is None:
-            raise LookupError(f"saga table {self.dialect.display(self.dialect.saga_table(self.spec))} has no correlation property: use get()")
+            raise LookupError(
+                f"saga table {self.dialect.display(self.dialect.saga_table(self.spec))} has no correlation property: use get()"
+            )
         found = self._row(execute(conn, self.statements["find_saga"], {"propertyValue": value}))
         if found is not None or self.spec.transitional is None:
             return found
@@ -105,8 +108,18 @@ class SagaTable:
             params["TransitionalCorrelationId"] = value
         return params
 
-    def insert(self, conn: Connection, saga_id: str, data: str, correlation_value: Any = None, *, transitional_value: Any = None,
-               metadata: str = "{}", persistence_version: str = DEFAULT_PERSISTENCE_VERSION, saga_type_version: str = "0.0.0") -> SagaRow:
+    def insert(
+        self,
+        conn: Connection,
+        saga_id: str,
+        data: str,
+        correlation_value: Any = None,
+        *,
+        transitional_value: Any = None,
+        metadata: str = "{}",
+        persistence_version: str = DEFAULT_PERSISTENCE_VERSION,
+        saga_type_version: str = "0.0.0",
+    ) -> SagaRow:
         """Store a new saga (Concurrency 1). DuplicateSaga: its Id or correlation value is taken."""
         params = {
             "Id": saga_id,
@@ -123,8 +136,16 @@ class SagaTable:
             raise DuplicateSaga(f"saga {saga_id} not stored in {self.dialect.display(self.dialect.saga_table(self.spec))}: {exc}") from exc
         return SagaRow(saga_id, metadata, data, persistence_version, saga_type_version, 1)
 
-    def update(self, conn: Connection, saga: SagaRow, data: str, *, transitional_value: Any = None,
-               persistence_version: str | None = None, saga_type_version: str | None = None) -> SagaRow | None:
+    def update(
+        self,
+        conn: Connection,
+        saga: SagaRow,
+        data: str,
+        *,
+        transitional_value: Any = None,
+        persistence_version: str | None = None,
+        saga_type_version: str | None = None,
+    ) -> SagaRow | None:
         """Write new data if the saga is still at the Concurrency it was read at. None: another
         writer won the race (the caller retries the message); else the row as it now is."""
         params = {

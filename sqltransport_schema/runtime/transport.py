@@ -15,18 +15,18 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping, Sequence
 
 from sqlalchemy.engine import Connection, Engine
 
 from .. import engines
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName
+from ..statements import Statement
 from ..versions import LATEST, profile
 from . import wire
-from ..statements import Statement
 
 log = logging.getLogger("sqltransport_schema.runtime")
 
@@ -138,9 +138,16 @@ def _milliseconds(value: timedelta | float | int | None) -> int | None:
 class Transport:
     """Statements for one engine and one transport version, bound to tables on demand."""
 
-    def __init__(self, engine: Engine, transport_version: str = LATEST, *, default_schema: str | None = None,
-                 default_catalog: str | None = None, subscription_table: TableName | None = None,
-                 peek_batch_size: int = 100):
+    def __init__(
+        self,
+        engine: Engine,
+        transport_version: str = LATEST,
+        *,
+        default_schema: str | None = None,
+        default_catalog: str | None = None,
+        subscription_table: TableName | None = None,
+        peek_batch_size: int = 100,
+    ):
         self.engine = engine
         self.dialect = engines.for_sqlalchemy(engine.dialect.name)
         if self.dialect.saga_only:
@@ -160,7 +167,7 @@ class Transport:
 
     # -- what is deployed ----------------------------------------------------------
     @classmethod
-    def from_database(cls, engine: Engine, config_file: str = "alembic.ini") -> "Transport":
+    def from_database(cls, engine: Engine, config_file: str = "alembic.ini") -> Transport:
         """The transport for the schema actually deployed: the Alembic revision and the blueprint it recorded."""
         blueprint = deployed_blueprint(engine, config_file)
         subscriptions = next((s.name for s in blueprint.tables if s.kind is Kind.SUBSCRIPTIONS), None)
@@ -200,17 +207,18 @@ class Transport:
 
     # -- tables ----------------------------------------------------------------------
     def name(self, table: str, schema: str | None = None, catalog: str | None = None) -> TableName:
-        return TableName(table, schema if schema is not None else self.default_schema,
-                         catalog if catalog is not None else self.default_catalog)
+        return TableName(
+            table, schema if schema is not None else self.default_schema, catalog if catalog is not None else self.default_catalog
+        )
 
-    def queue(self, table: str | TableName, schema: str | None = None, catalog: str | None = None) -> "Queue":
+    def queue(self, table: str | TableName, schema: str | None = None, catalog: str | None = None) -> Queue:
         name = table if isinstance(table, TableName) else self.name(table, schema, catalog)
         queue = self._queues.get(name)
         if queue is None:
             queue = self._queues[name] = Queue(self, name)
         return queue
 
-    def address_queue(self, address: str) -> "Queue":
+    def address_queue(self, address: str) -> Queue:
         parsed = wire.parse_address(address)
         return self.queue(parsed.table, parsed.schema, parsed.catalog)
 
@@ -218,10 +226,10 @@ class Transport:
         schema = name.schema if name.schema is not None else self.dialect.default_schema
         return wire.Address(name.table, schema, name.catalog).format()
 
-    def endpoint(self, name: str, schema: str | None = None, catalog: str | None = None, delayed_suffix: str = "Delayed") -> "EndpointTables":
+    def endpoint(self, name: str, schema: str | None = None, catalog: str | None = None, delayed_suffix: str = "Delayed") -> EndpointTables:
         return EndpointTables(self, self.name(name, schema, catalog), delayed_suffix)
 
-    def subscriptions(self) -> "Subscriptions":
+    def subscriptions(self) -> Subscriptions:
         return Subscriptions(self, self.subscription_table)
 
     def statements(self, queue: TableName, **tables) -> dict[str, Statement]:
@@ -268,15 +276,22 @@ class Queue:
             "Body": body,
         }
 
-    def send(self, conn: Conn, body: bytes | None, headers: Mapping[str, str] | str,
-             time_to_be_received: timedelta | float | None = None, message_id: str | None = None) -> str:
+    def send(
+        self,
+        conn: Conn,
+        body: bytes | None,
+        headers: Mapping[str, str] | str,
+        time_to_be_received: timedelta | float | None = None,
+        message_id: str | None = None,
+    ) -> str:
         """Insert one message; headers as a mapping, or as raw text to pass a message on unchanged."""
         row = self._row(body, headers, time_to_be_received, message_id)
         execute(conn, self.statements["send"], row)
         return row["Id"]
 
-    def send_many(self, conn: Conn, messages: Iterable[tuple[bytes | None, Mapping[str, str]]],
-                  time_to_be_received: timedelta | float | None = None) -> list[str]:
+    def send_many(
+        self, conn: Conn, messages: Iterable[tuple[bytes | None, Mapping[str, str]]], time_to_be_received: timedelta | float | None = None
+    ) -> list[str]:
         rows = [self._row(body, headers, time_to_be_received, None) for body, headers in messages]
         execute_many(conn, self.statements["send"], rows)
         return [row["Id"] for row in rows]
@@ -337,8 +352,9 @@ class EndpointTables:
         self.delayed_name = TableName(f"{name.table}.{delayed_suffix}", name.schema, name.catalog)
         self.statements = transport.statements(name, delayed=self.delayed_name)
 
-    def send_delayed(self, conn: Conn, destination: str | Queue, body: bytes | None, headers: Mapping[str, str],
-                     due_after: timedelta | float) -> None:
+    def send_delayed(
+        self, conn: Conn, destination: str | Queue, body: bytes | None, headers: Mapping[str, str], due_after: timedelta | float
+    ) -> None:
         """Store in this endpoint's delayed table; when due it reaches the input queue, which forwards it."""
         address = destination.address if isinstance(destination, Queue) else destination
         raw = wire.encode_headers({**headers, wire.FORWARD_DESTINATION: address})

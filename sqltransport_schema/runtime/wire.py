@@ -16,9 +16,10 @@ import re
 import socket
 import traceback
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "PoisonHeaders",
@@ -109,9 +110,7 @@ _SHORT_ESCAPES = {
     "\f": "\\f",
     "\r": "\\r",
 }
-_NEEDS_ESCAPE = re.compile(
-    '[\x00-\x1f"/\\\\\x85\u2028\u2029\ud800-\udfff\ufffe\uffff\U00010000-\U0010ffff]'
-)
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"/\\\\\x85\u2028\u2029\ud800-\udfff\ufffe\uffff\U00010000-\U0010ffff]')
 
 
 def _escape_char(match: re.Match) -> str:
@@ -162,9 +161,7 @@ def _encode_headers_exactly(headers: Mapping[str, str]) -> str:
             raise TypeError(f"header names must be str, not {type(key).__name__}: {key!r}")
         if not isinstance(value, str):
             if value is None:
-                raise TypeError(
-                    f"header {key!r} is None; NServiceBus headers are never null, leave the header out instead"
-                )
+                raise TypeError(f"header {key!r} is None; NServiceBus headers are never null, leave the header out instead")
             raise TypeError(f"header {key!r} must be a str, not {type(value).__name__}: {value!r}")
         parts.append(_json_string(key) + ":" + _json_string(value))
     return "{" + ",".join(parts) + "}"
@@ -179,9 +176,7 @@ def _refuse_constant(name: str) -> Any:
 
 
 # One decoder for every call: json.loads with options builds a new JSONDecoder each time.
-_DECODER = json.JSONDecoder(
-    object_pairs_hook=_Pairs, parse_int=str, parse_float=str, parse_constant=_refuse_constant, strict=False
-)
+_DECODER = json.JSONDecoder(object_pairs_hook=_Pairs, parse_int=str, parse_float=str, parse_constant=_refuse_constant, strict=False)
 # The usual headers (a flat map of distinct keys to strings) straight into a dict, in C.
 _PLAIN_DECODER = json.JSONDecoder(strict=False)
 
@@ -286,9 +281,7 @@ class Address:
         if not self.table.strip():
             raise ValueError("address table part is empty")
         if "@" in self.table:
-            raise ValueError(
-                f"address table part {self.table!r} contains '@'; the canonical form cannot carry it"
-            )
+            raise ValueError(f"address table part {self.table!r} contains '@'; the canonical form cannot carry it")
         for field_name in ("schema", "catalog"):
             value = getattr(self, field_name)
             if value is None:
@@ -321,10 +314,7 @@ def _next_part(rest: str, what: str, text: str) -> tuple[str, str, bool]:
         while True:
             close = rest.find("]", start)
             if close < 0:
-                raise ValueError(
-                    f"address {text!r}: the {what} part has no closing ']' "
-                    "(a ']' inside brackets is written ']]')"
-                )
+                raise ValueError(f"address {text!r}: the {what} part has no closing ']' (a ']' inside brackets is written ']]')")
             if rest.startswith("]]", close):
                 pieces.append(rest[start : close + 1])
                 start = close + 2
@@ -342,10 +332,7 @@ def _next_part(rest: str, what: str, text: str) -> tuple[str, str, bool]:
         return "".join(pieces), after[1:], True
     part, sep, after = rest.partition("@")
     if "[" in part or "]" in part:
-        raise ValueError(
-            f"address {text!r}: the unbracketed {what} part {part!r} contains a bracket; "
-            "write it as [name] with ']' doubled"
-        )
+        raise ValueError(f"address {text!r}: the unbracketed {what} part {part!r} contains a bracket; write it as [name] with ']' doubled")
     return part, after, bool(sep)
 
 
@@ -379,9 +366,7 @@ def parse_address(text: str) -> Address:
 
 # --- Timestamps --------------------------------------------------------------------------
 
-_TIME_SENT = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?::(\d{1,7}))? Z", re.ASCII
-)
+_TIME_SENT = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?::(\d{1,7}))? Z", re.ASCII)
 
 
 def format_time_sent(dt: datetime) -> str:
@@ -395,10 +380,7 @@ def format_time_sent(dt: datetime) -> str:
     if dt.tzinfo is None or dt.utcoffset() is None:
         raise ValueError(f"naive datetime {dt!r}: give a timezone-aware (UTC) datetime")
     d = dt.astimezone(timezone.utc)
-    return (
-        f"{d.year:04d}-{d.month:02d}-{d.day:02d} "
-        f"{d.hour:02d}:{d.minute:02d}:{d.second:02d}:{d.microsecond:06d} Z"
-    )
+    return f"{d.year:04d}-{d.month:02d}-{d.day:02d} {d.hour:02d}:{d.minute:02d}:{d.second:02d}:{d.microsecond:06d} Z"
 
 
 def parse_time_sent(text: str) -> datetime:
@@ -415,9 +397,7 @@ def parse_time_sent(text: str) -> datetime:
     year, month, day, hour, minute, second, fraction = match.groups()
     micro = int((fraction or "").ljust(6, "0")[:6])
     try:
-        return datetime(
-            int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=timezone.utc
-        )
+        return datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=timezone.utc)
     except ValueError as error:
         raise ValueError(f"{text!r} is not a valid time: {error}") from None
 
@@ -481,18 +461,12 @@ def standard_headers(
         else:
             parse_address(_require_text("reply_to", reply_to))
             headers[REPLY_TO_ADDRESS] = reply_to
-    headers[CORRELATION_ID] = (
-        message_id if correlation_id is None else _require_text("correlation_id", correlation_id)
-    )
-    headers[CONVERSATION_ID] = (
-        str(uuid.uuid4()) if conversation_id is None else _require_text("conversation_id", conversation_id)
-    )
+    headers[CORRELATION_ID] = message_id if correlation_id is None else _require_text("correlation_id", correlation_id)
+    headers[CONVERSATION_ID] = str(uuid.uuid4()) if conversation_id is None else _require_text("conversation_id", conversation_id)
     headers[TIME_SENT] = format_time_sent(datetime.now(timezone.utc) if now is None else now)
     if originating_endpoint is not None:
         headers[ORIGINATING_ENDPOINT] = _require_text("originating_endpoint", originating_endpoint)
-    headers[ORIGINATING_MACHINE] = (
-        socket.gethostname() if machine is None else _require_text("machine", machine)
-    )
+    headers[ORIGINATING_MACHINE] = socket.gethostname() if machine is None else _require_text("machine", machine)
     return headers
 
 
