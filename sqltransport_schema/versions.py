@@ -70,6 +70,9 @@ class Profile:
     receive_correlation: bool = True  # receive returns CorrelationId and ReplyToAddress
     peek: PeekForm = PeekForm.COUNT
     send_correlation: bool = True  # send fills CorrelationId/ReplyToAddress and always writes Recoverable
+    # PostgreSQL transport (upstream-conformance §6)
+    postgresql_body_string: bool = field(default=False, metadata=SHAPE)  # its BodyString script adds the column
+    postgresql_peek_locked: bool = False  # peek reads max/min Seq through FOR UPDATE SKIP LOCKED subqueries
 
     @property
     def queue_shape(self) -> tuple:
@@ -116,6 +119,14 @@ BOUNDARIES: tuple[tuple[str, str, object], ...] = (
     # Recoverable column (§1: "7.x - 9.x send copes with a table whose Recoverable column was
     # dropped"). 1.x - 6.x send fills CorrelationId/ReplyToAddress as in seed 003.
     ("7.0", "send_correlation", False),
+    # PostgreSQL transport (upstream-conformance §6). Its BodyString script tested the table's
+    # existence and a misnamed column the wrong way round and never reached its ALTER until
+    # 8.1.13; the 9.0 line started from the broken text and was fixed in 9.0.2.
+    ("8.1.13", "postgresql_body_string", True),
+    ("9.0", "postgresql_body_string", False),
+    ("9.0.2", "postgresql_body_string", True),
+    # 8.1.5: peek's max and min Seq come from two locking subqueries (before: plain aggregates).
+    ("8.1.5", "postgresql_peek_locked", True),
 )
 
 
