@@ -138,7 +138,7 @@ ENDPOINT = Field(
         "send_only": Field("boolean", "A send-only endpoint owns no tables.", default=False),
         "body_string": Field(
             "boolean",
-            "Add the computed BodyString column (transport 4.1+; SQL Server and SQLite; not in the PostgreSQL layout).",
+            "Add the computed BodyString column (transport 4.1+; PostgreSQL from 8.1.13 and 9.0.2).",
             default=False,
         ),
         "protected": Field(
@@ -812,6 +812,13 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
             )
         elif ep.body_string and not prof.body_string:
             yield lacks("body_string", ep.mark_of("body_string"), "body_string")
+        elif ep.body_string:
+            for name in t.engines:
+                reason = engine_registry.get(name).body_string_unsupported(prof)
+                if reason:
+                    yield Problem(
+                        ep.mark_of("body_string"), f"endpoint {ep.name!r}: {reason}; remove body_string or change transport_version"
+                    )
     if t.subscriptions is not None and not prof.subscriptions:
         yield lacks("subscriptions", t.subscriptions.mark, "a subscription table")
     placed: list[Placed] = [*t.endpoints, *t.queues, *t.discard, *t.drop_protected] + ([t.subscriptions] if t.subscriptions else [])

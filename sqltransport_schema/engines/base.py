@@ -114,6 +114,10 @@ class Dialect:
         """Why this engine cannot host the given transport version, or None."""
         return None
 
+    def body_string_unsupported(self, profile: Profile) -> str | None:
+        """Why this engine's tables of the given transport version cannot have BodyString, or None."""
+        return None
+
     # -- DDL -------------------------------------------------------------------------
     def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
         builder = {

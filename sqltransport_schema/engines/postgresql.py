@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import uuid
 from datetime import timezone
 from typing import TYPE_CHECKING
 from urllib.parse import quote as urlquote
+
+from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 
 MAX_TABLE_BYTES = 55  # the transport's own limit: room for the suffixes of derived names
 MAX_IDENTIFIER_BYTES = 63
+_BARE_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 class PostgreSQL(Dialect):
@@ -82,13 +86,26 @@ class PostgreSQL(Dialect):
             )
         return None
 
+    def body_string_unsupported(self, profile: Profile) -> str | None:
+        if profile.postgresql and not profile.postgresql_body_string:
+            return (
+                f"the PostgreSQL transport's BodyString script of {profile.version} never adds the column "
+                "(it does from 8.1.13 and 9.0.2 on)"
+            )
+        return None
+
+    @staticmethod
+    def has_body_string(spec: TableSpec, profile: Profile) -> bool:
+        """Whether the release's installer gives this queue a BodyString column."""
+        return spec.body_string and profile.postgresql_body_string
+
     # -- helpers -------------------------------------------------------------------------
     @staticmethod
-    def dollar_tag(*bodies: str) -> str:
-        """A dollar-quote tag that occurs in none of the texts it will enclose."""
+    def dollar_tag(*bodies: str, first: str = "$sqlts$") -> str:
+        """A dollar-quote tag that occurs in none of the texts it will enclose (`first` if it can)."""
         n = 0
         while True:
-            tag = "$sqlts$" if n == 0 else f"$sqlts{n}$"
+            tag = first if n == 0 else f"$sqlts{n}$"
             if not any(tag in body for body in bodies):
                 return tag
             n += 1
@@ -96,6 +113,19 @@ class PostgreSQL(Dialect):
     def _fields(self, spec: TableSpec) -> dict:
         table = self.qualified(spec.name)
         return {"table": table, "table_literal": self.literal(table)}
+
+    def bare(self, identifier: str) -> str:
+        """The identifier unquoted where that names the same object (the transport pastes some
+        names raw, which folds them to lower case); quoted where a bare name would not."""
+        if _BARE_IDENTIFIER.fullmatch(identifier) and identifier not in RESERVED_WORDS:
+            return identifier
+        return self.quote(identifier)
+
+    @staticmethod
+    def advisory_lock_id(qualified: str) -> int:
+        """The transport's advisory lock id for a table: the first 8 bytes of SHA-256 over the
+        UTF-16LE qualified name, as a little-endian signed 64-bit integer."""
+        return int.from_bytes(hashlib.sha256(qualified.encode("utf-16-le")).digest()[:8], "little", signed=True)
 
     # =====================================================================================
     # -- columns of each table kind, and the shapes our DDL gives them (check) ------------
@@ -122,11 +152,14 @@ class PostgreSQL(Dialect):
         ),
     }
     SEQ_TYPES = {"serial": "integer", "bigserial": "bigint"}
+    BODY_STRING_COLUMN = ("text", True)  # GENERATED ALWAYS AS (encode(Body, 'escape')) STORED
 
     # -- expected shapes (check; the live side is Catalog.read_shapes) -------------------
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         if spec.kind is Kind.QUEUE:
             columns = shape_columns(self.COLUMNS[Kind.QUEUE], seq=self.SEQ_TYPES[spec.seq_type])
+            if self.has_body_string(spec, profile):
+                columns["bodystring"] = self.BODY_STRING_COLUMN
             indexes = [IndexShape(("id",), unique=True), IndexShape(("seq",), unique=True)]
         elif spec.kind is Kind.DELAYED:
             columns = shape_columns(self.COLUMNS[Kind.DELAYED])
@@ -172,6 +205,54 @@ BEGIN
 END
 {tag}"""
     DROP_TABLE = "DROP TABLE IF EXISTS {table}"
+    # The transport's AddMessageBodyStringColumn as 8.1.13 and 9.0.2+ ship it (one anonymous
+    # block, run after the queue's creation): it checks the table and the column, takes a
+    # transaction-scoped advisory lock so concurrent installers add the column once, checks the
+    # column again and adds it. {schema_literal}/{name_literal} are the raw schema and table as
+    # string literals, {schema_bare} the schema unquoted where that means the same schema, {name}
+    # the quoted table, {lock_id} advisory_lock_id() of the qualified name.
+    ADD_BODY_STRING = """\
+DO {tag}
+BEGIN
+
+IF NOT EXISTS (
+   SELECT FROM information_schema.tables
+   WHERE  table_schema = {schema_literal}
+   AND    table_name   = {name_literal}
+   )
+THEN
+    RETURN;
+END IF;
+
+IF EXISTS (
+    SELECT FROM information_schema.columns
+    WHERE  table_schema = {schema_literal}
+    AND table_name={name_literal}
+    AND column_name='bodystring'
+    )
+THEN
+    RETURN;
+END IF;
+
+PERFORM pg_advisory_xact_lock('{lock_id}');
+
+IF EXISTS (
+    SELECT FROM information_schema.columns
+    WHERE  table_schema = {schema_literal}
+    AND table_name={name_literal}
+    AND column_name='bodystring'
+    )
+THEN
+
+    RETURN;
+END IF;
+
+ALTER TABLE {schema_bare}.{name}
+ADD BodyString text GENERATED ALWAYS AS (encode(Body, 'escape')) STORED;
+
+END
+{tag}"""
+    DROP_BODY_STRING = "ALTER TABLE {table} DROP COLUMN IF EXISTS BodyString"
     SEQ_COLUMN_TYPE = "ALTER TABLE {table} ALTER COLUMN Seq TYPE {column_type}"
     SEQ_SEQUENCE_TYPE = """\
 DO {tag}
@@ -190,7 +271,24 @@ END
 {tag}"""
 
     def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
-        return [self.CREATE_QUEUE.format(seq_type=spec.seq_type, **self._fields(spec))]
+        batches = [self.CREATE_QUEUE.format(seq_type=spec.seq_type, **self._fields(spec))]
+        if self.has_body_string(spec, profile):
+            batches += self.add_body_string(spec, profile)
+        return batches
+
+    def add_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
+        schema = spec.name.schema if spec.name.schema is not None else self.default_schema
+        fields = {
+            "schema_literal": self.literal(schema),
+            "name_literal": self.literal(spec.name.table),
+            "schema_bare": self.bare(schema),
+            "name": self.quote(spec.name.table),
+        }
+        tag = self.dollar_tag(*fields.values(), first="$$")
+        return [self.ADD_BODY_STRING.format(tag=tag, lock_id=self.advisory_lock_id(self.qualified(spec.name)), **fields)]
+
+    def drop_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return [self.DROP_BODY_STRING.format(**self._fields(spec))]
 
     def create_delayed(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec)
