@@ -179,7 +179,8 @@ class Dialect:
         "unsubscribe": ("UNSUBSCRIBE", "unsubscribe an endpoint from a topic"),
         "find_subscribers": ("FIND_SUBSCRIBERS", "addresses subscribed to any of the topics"),
     }
-    RESULT_COLUMNS = {"receive": MESSAGE, "receive_batch": MESSAGE + ("Order",)}
+    RESULT_COLUMNS = {"receive": MESSAGE, "receive_batch": MESSAGE + ("Order",), "next_due": ("NextDue",)}
+    TOPIC_PARAMETER = "Topic{i}"  # find_subscribers' parameters, i = 0, 1, ...
 
     def now_parameter(self):
         """The current UTC time as this engine's statements compare it (@Now), where they take one."""
@@ -208,7 +209,7 @@ class Dialect:
             groups.append((self.DELAYED_STATEMENTS, {"table": self.qualified(queue, profile), "delayed": self.qualified(delayed, profile)}))
         if subscriptions is not None:
             groups.append((self.SUBSCRIPTION_STATEMENTS, {"subscriptions": self.qualified(subscriptions, profile)}))
-        topic_list = ", ".join(f"@Topic{i}" for i in range(topics))
+        topic_list = ", ".join("@" + self.TOPIC_PARAMETER.format(i=i) for i in range(topics))
         out = {}
         for statements, identifiers in groups:
             for name, (attribute, doc) in statements.items():

@@ -7,6 +7,7 @@ qualified name, {table_literal} that text as a string literal.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import re
@@ -19,6 +20,7 @@ from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns
+from ..statements import Statement
 from ..versions import FEATURE_SINCE, Profile
 from .base import Dialect
 
@@ -360,26 +362,49 @@ END
         "SELECT COALESCE(cast((SELECT seq FROM {table} ORDER BY seq DESC LIMIT 1 FOR UPDATE SKIP LOCKED) - "
         "(SELECT seq FROM {table} ORDER BY seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED) + 1 AS int), 0)"
     )
+    PEEK_UNLOCKED = "SELECT COALESCE(cast(max(seq) - min(seq) + 1 AS int), 0) Id FROM {table}"  # 8.1.0-8.1.4
     PURGE_EXPIRED = (
         "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE Expires < now() AT TIME ZONE 'UTC' "
         "LIMIT @BatchSize FOR UPDATE SKIP LOCKED)"
     )
     PURGE_ALL = "DELETE FROM {table}"
-    STORE_DELAYED = (
-        "INSERT INTO {delayed} (Headers, Body, Due) VALUES (@Headers, @Body, (now() AT TIME ZONE 'UTC') + (@DueAfterMs || ' ms')::INTERVAL)"
-    )
+    # The delay arrives in the five parts of a .NET TimeSpan (days, hours, minutes, seconds,
+    # milliseconds), each an interval added to now.
+    STORE_DELAYED = """\
+WITH params (DueDate) as (
+   values (timestamptz (now() AT TIME ZONE 'UTC')
+      + (@DueAfterDays || ' days ')::INTERVAL + (@DueAfterHours || ' hours ')::INTERVAL
+      + (@DueAfterMinutes || ' mins ')::INTERVAL + (@DueAfterSeconds || ' s ')::INTERVAL
+      + (@DueAfterMilliseconds || ' ms')::INTERVAL)
+)
+INSERT INTO {delayed} (Headers, Body, Due)
+SELECT @Headers, @Body, DueDate
+FROM params"""
+    # No lock clause on the move: a competing mover blocks on the rows another one is deleting
+    # and finds them gone once that commits, so each message is moved once.
     MOVE_DUE_DELAYED = (
         "WITH message as (DELETE FROM {delayed} WHERE id in (SELECT id from {delayed} WHERE {delayed}.Due < now() AT TIME ZONE 'UTC' "
         "LIMIT @BatchSize) RETURNING id, headers, body) "
         "INSERT into {table} (id, expires, headers, body) SELECT id, NULL, headers, body FROM message"
     )
-    NEXT_DUE = "SELECT Due FROM {delayed} ORDER BY Due LIMIT 1"
+    # The transport runs it with the move, as one command; SKIP LOCKED passes over a row a
+    # competing mover is deleting.
+    NEXT_DUE = "SELECT now() AT TIME ZONE 'UTC' as UtcNow, Due as NextDue FROM {delayed} ORDER BY Due LIMIT 1 FOR UPDATE SKIP LOCKED"
     SUBSCRIBE = (
         "INSERT INTO {subscriptions} (QueueAddress, Topic, Endpoint) VALUES (@QueueAddress, @Topic, @Endpoint) "
         "ON CONFLICT (Endpoint, Topic) DO UPDATE SET QueueAddress = @QueueAddress"
     )
     UNSUBSCRIBE = "DELETE FROM {subscriptions} WHERE Endpoint = @Endpoint AND Topic = @Topic"
     FIND_SUBSCRIBERS = "SELECT DISTINCT QueueAddress FROM {subscriptions} WHERE Topic IN ({topics})"
+    TOPIC_PARAMETER = "Topic_{i}"
+    RESULT_COLUMNS = {**Dialect.RESULT_COLUMNS, "next_due": ("UtcNow", "NextDue")}
+
+    def runtime_statements(self, profile: Profile, queue: TableName, **options) -> dict[str, Statement]:
+        """Dialect's set, with peek in the form of the release (8.1.0-8.1.4 without locks)."""
+        out = super().runtime_statements(profile, queue, **options)
+        if not profile.postgresql_peek_locked:
+            out["peek"] = dataclasses.replace(out["peek"], template=self.PEEK_UNLOCKED)
+        return out
 
     def runtime_cursor(self, dbapi_connection):
         """On psycopg 3, results come in binary (a body leaves the server as its bytes, not as hex
@@ -601,14 +626,14 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
         """Schema usage, table privileges per need and the serial columns' sequences."""
 
         # Privileges per need, verified against the statements above on a real server:
-        # receive/receive_batch/peek/purge_expired lock rows with SELECT ... FOR UPDATE SKIP LOCKED,
-        # which needs UPDATE on at least one column (UPDATE (id) is enough, and lets no payload
-        # change); DELETE ... WHERE/RETURNING needs SELECT; every INSERT into a queue draws Seq
-        # from its serial sequence, which needs USAGE on that sequence.
+        # receive/receive_batch/peek/purge_expired and next_due lock rows with SELECT ... FOR UPDATE
+        # SKIP LOCKED, which needs UPDATE on at least one column (UPDATE (id) is enough, and lets no
+        # payload change); DELETE ... WHERE/RETURNING needs SELECT; every INSERT into a queue draws
+        # Seq from its serial sequence, which needs USAGE on that sequence.
         GRANT_PRIVILEGES = {
             "receive": "SELECT, INSERT, UPDATE (id), DELETE",
             "send": "INSERT",
-            "delayed": "SELECT, INSERT, DELETE",
+            "delayed": "SELECT, INSERT, UPDATE (id), DELETE",
             "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
             "saga": "SELECT, INSERT, UPDATE, DELETE",  # subscribe is INSERT ... ON CONFLICT DO UPDATE
         }

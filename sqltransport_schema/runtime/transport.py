@@ -135,6 +135,26 @@ def _milliseconds(value: timedelta | float | int | None) -> int | None:
     return int(value * 1000)  # seconds
 
 
+def _due_after(value: timedelta | float | int) -> dict[str, int]:
+    """A delay as every engine's store_delayed takes it: whole milliseconds (@DueAfterMs), and the
+    parts of a .NET TimeSpan the transports bind (days, hours, minutes, seconds, milliseconds,
+    each signed like the whole)."""
+    ms = _milliseconds(value)
+    sign, rest = (-1 if ms < 0 else 1), abs(ms)
+    days, rest = divmod(rest, 86_400_000)
+    hours, rest = divmod(rest, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    seconds, millis = divmod(rest, 1000)
+    return {
+        "DueAfterMs": ms,
+        "DueAfterDays": sign * days,
+        "DueAfterHours": sign * hours,
+        "DueAfterMinutes": sign * minutes,
+        "DueAfterSeconds": sign * seconds,
+        "DueAfterMilliseconds": sign * millis,
+    }
+
+
 class Transport:
     """Statements for one engine and one transport version, bound to tables on demand."""
 
@@ -358,7 +378,7 @@ class EndpointTables:
         """Store in this endpoint's delayed table; when due it reaches the input queue, which forwards it."""
         address = destination.address if isinstance(destination, Queue) else destination
         raw = wire.encode_headers({**headers, wire.FORWARD_DESTINATION: address})
-        execute(conn, self.statements["store_delayed"], {"Headers": raw, "Body": body, "DueAfterMs": _milliseconds(due_after)})
+        execute(conn, self.statements["store_delayed"], {"Headers": raw, "Body": body, **_due_after(due_after)})
 
     def move_due(self, conn: Conn, batch_size: int = DEFAULT_MOVE_BATCH) -> int:
         """Move up to batch_size due messages into the input queue; returns how many moved."""
@@ -370,8 +390,10 @@ class EndpointTables:
         return max(moved, 0)
 
     def next_due(self, conn: Conn):
-        row = execute(conn, self.statements["next_due"]).fetchone()
-        return row[0] if row else None
+        """When the next delayed message falls due (None: none waits)."""
+        statement = self.statements["next_due"]
+        row = execute(conn, statement).fetchone()
+        return row[statement.positions["NextDue"]] if row else None
 
     def forward_destination(self, message: Message) -> Queue | None:
         """The queue a moved delayed message is for, when that is not this endpoint's input queue."""
@@ -403,5 +425,5 @@ class Subscriptions:
         if not topics:
             return []
         statement = self._statements(len(topics))["find_subscribers"]
-        rows = execute(conn, statement, {f"Topic{i}": topic for i, topic in enumerate(topics)}).fetchall()
+        rows = execute(conn, statement, dict(zip(statement.params, topics))).fetchall()
         return sorted(row[0] for row in rows)
