@@ -133,7 +133,12 @@ def judge(spec: TableSpec, version: str, live: TableShape | None, engine) -> Tab
         )
         return TableVerdict(spec, table, "matches", versions or (version,), spec)
     for candidate in _variants(spec, engine):
-        made_by = [r for r in _releases(engine, spec.kind) if fits(candidate, r)]
+        # a release whose installer cannot add BodyString never made a table with that option
+        made_by = [
+            r
+            for r in _releases(engine, spec.kind)
+            if fits(candidate, r) and not (candidate.body_string and engine.body_string_unsupported(profile(r)))
+        ]
         if made_by:
             return TableVerdict(spec, table, "other_shape", tuple(reversed(made_by)), candidate)
     differences = tuple(check._table_findings(table, engine.expected_shape(spec, profile(version)), live, engine.case_insensitive_names))

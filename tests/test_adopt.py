@@ -66,7 +66,8 @@ def test_installer_made_database_matching_the_head_is_stamped(project, pg_url, c
 
     code, payload = adopt_cli(project, pg_url, capsys, "--dry-run")
     assert (code, payload["status"], payload["action"]) == (0, "matches_head", "nothing")
-    assert payload["made_by"] == ["8.1", "9.1"]  # one PostgreSQL layout since the transport's first release
+    # one layout without BodyString since the transport's first release (each boundary release listed)
+    assert payload["made_by"] == ["8.1", "8.1.13", "9.0", "9.0.2", "9.1"]
     assert stamp(pg_url) == []
 
     code, payload = adopt_cli(project, pg_url, capsys)
@@ -175,7 +176,7 @@ def judge_rows(version="9.1", **kw):
 def test_sql_server_release_is_read_from_the_structure():
     verdict, found = judge_rows()
     # nonclustered RowVersion: the fix of 4.3.2, 5.0.3 and 6.0.1, kept since
-    assert verdict.status == "matches" and verdict.versions == ("4.3.2", "5.0.3", "6.0.1", "8.1", "9.1")
+    assert verdict.status == "matches" and verdict.versions == ("4.3.2", "5.0.3", "6.0.1", "8.1", "8.1.13", "9.0", "9.0.2", "9.1")
     assert found.status == "matches_head"
 
     # 2.x: varchar headers, clustered RowVersion, unfiltered Index_Expires
