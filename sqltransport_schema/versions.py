@@ -40,9 +40,34 @@ class ScriptStyle(str, Enum):
 class PeekForm(str, Enum):
     """How the SQL Server transport's peek counts the messages it could receive."""
 
-    COUNT = "count"  # a plain count: 4.0's form, the earliest transport-facts §4 records
+    COUNT = "count"  # a plain count
     TOP = "top"  # counts at most N rows (SELECT TOP n)
     ROWVERSION_RANGE = "rowversion_range"  # reads the RowVersion range
+
+
+class DueForm(str, Enum):
+    """How the SQL Server transport's store of a delayed message gives its due time."""
+
+    ABSOLUTE = "absolute"  # @Due, a UTC datetime the sender computed
+    AFTER_MS = "after_ms"  # DATEADD(ms, @DueAfterMs, GETUTCDATE())
+    PARTS = "parts"  # @DueAfter built from five int parts (ms, s, n, hh, d)
+
+
+class IndexCheck(str, Enum):
+    """How a SQL Server start-up check finds an index of the queue."""
+
+    NONE = "none"  # the release does not check
+    BY_NAME = "by_name"  # sys.indexes by the index's name
+    BY_KEY = "by_key"  # any index whose first key column is the column
+
+
+class RecoverableCheck(str, Enum):
+    """How the SQL Server transport (7.0+) learns whether a queue still has its Recoverable column."""
+
+    NONE = "none"  # before 7.0: every send writes Recoverable
+    COLUMNS = "columns"  # SELECT TOP (0) *, then the result's column names
+    COUNT_RAW_CATALOG = "count_raw_catalog"  # count in sys.columns of the catalog, written unbracketed
+    COUNT = "count"  # the same count, the catalog in brackets
 
 
 # Field metadata: the fact changes what tables a release makes (adopt tells releases apart by it).
@@ -66,10 +91,23 @@ class Profile:
     body_string: bool = field(default=False, metadata=SHAPE)
     subscriptions: bool = field(default=False, metadata=SHAPE)
     postgresql: bool = field(default=False, metadata=SHAPE)
-    # SQL Server runtime statements (transport-facts §4)
+    # SQL Server runtime statements (upstream-conformance §3)
     receive_correlation: bool = True  # receive returns CorrelationId and ReplyToAddress
+    receive_recoverable: bool = True  # receive returns Recoverable
+    filters_expired: bool = True  # receive and peek skip expired rows in the query (no expired flag)
     peek: PeekForm = PeekForm.COUNT
+    peek_readcommittedlock: bool = False  # the RowVersion-range peek reads WITH (READPAST, READCOMMITTEDLOCK), not nolock
+    purge_expired_readpast: bool = False  # the purge of expired messages reads WITH (READPAST), not NOLOCK
     send_correlation: bool = True  # send fills CorrelationId/ReplyToAddress and always writes Recoverable
+    send_recoverable_parameter: bool = True  # send writes Recoverable from @Recoverable, not the literal 1
+    store_delayed: DueForm = DueForm.ABSOLUTE
+    move_due_returns_next: bool = False  # the move of due messages also returns (UtcNow, NextDue)
+    move_due_next_readpast: bool = False  # ... reading the delayed table WITH (READPAST) for it
+    move_due_column_list: bool = False  # ... and inserts INTO the queue with a column list
+    expires_check: IndexCheck = IndexCheck.BY_NAME
+    rowversion_check: IndexCheck = IndexCheck.NONE  # the start-up check for a nonclustered RowVersion index
+    recoverable_check: RecoverableCheck = RecoverableCheck.NONE
+    subscriptions_endpoint_not_null: bool = False  # the subscription table declares Endpoint NOT NULL
     # PostgreSQL transport (upstream-conformance §6)
     postgresql_body_string: bool = field(default=False, metadata=SHAPE)  # its BodyString script adds the column
     postgresql_peek_locked: bool = False  # peek reads max/min Seq through FOR UPDATE SKIP LOCKED subqueries
@@ -83,9 +121,13 @@ class Profile:
 # Every version boundary, one row each: the first release of the new form, the Profile field
 # it changes and the field's value from that release on (until a later row of the same field).
 BOUNDARIES: tuple[tuple[str, str, object], ...] = (
-    # Queue, delayed and subscription tables (transport-facts §1).
-    ("2.2.3", "expires_index", ExpiresIndex.PLAIN),
+    # Queue, delayed and subscription tables (transport-facts §1, upstream-conformance §4, §5).
+    # Index_Expires (and the purge of expired messages) appear at 2.2.2 (upstream-conformance §9).
+    ("2.2.2", "expires_index", ExpiresIndex.PLAIN),
+    # Headers: nvarchar at 2.2.6, varchar again in 3.0.0-3.0.2, nvarchar from 3.0.3 on.
     ("2.2.6", "headers_unicode", True),
+    ("3.0", "headers_unicode", False),
+    ("3.0.3", "headers_unicode", True),
     ("3.1", "expires_index", ExpiresIndex.FILTERED),
     ("3.1", "three_part_names", True),
     ("3.1", "delayed_delivery", True),
@@ -98,27 +140,60 @@ BOUNDARIES: tuple[tuple[str, str, object], ...] = (
     ("6.0", "rowversion_clustered", True),
     ("6.0.1", "rowversion_clustered", False),
     ("5.0", "subscriptions", True),
+    ("7.0", "subscriptions_endpoint_not_null", True),
     ("8.1", "postgresql", True),
     # SQL Server creation scripts: how they guard against concurrent installers.
     ("3.0", "script_style", ScriptStyle.APPLOCK),
     ("6.3.1", "script_style", ScriptStyle.APPLOCK_TRY_CATCH),
-    # SQL Server runtime statements (transport-facts §4).
-    # 4.1: receive stops returning CorrelationId/ReplyToAddress ("4.1+ no longer outputs ...").
-    # Before 4.1 every version gets seed 003's form: 3.0 - 4.0 used it; the 1.x/2.x texts
-    # (client-side expiry check, milliseconds to expiry) are not recorded, and the seed's
-    # expired flag gives the same guarantee on their tables (expired rows are deleted and
-    # flagged, never handled). 3.0's `WHERE Expires IS NULL OR Expires > GETUTCDATE()`
-    # filter is not reproduced: it left expired rows behind for the purge.
-    ("4.1", "receive_correlation", False),
-    # 4.1.2: peek counts at most N rows ("4.1.2-6.0 used the TOP {n} count form"); before
-    # it the plain count of 4.0, the earliest peek §4 records, for every older version too.
-    ("4.1.2", "peek", PeekForm.TOP),
-    # 6.1: peek reads the RowVersion range ("4.1.2-6.0" is the TOP form, so 6.0.x included).
-    ("6.1", "peek", PeekForm.ROWVERSION_RANGE),
-    # 7.0: send writes only Id, Recoverable, Expires, Headers, Body, and copes with a dropped
-    # Recoverable column (§1: "7.x - 9.x send copes with a table whose Recoverable column was
-    # dropped"). 1.x - 6.x send fills CorrelationId/ReplyToAddress as in seed 003.
+    # SQL Server runtime statements (upstream-conformance §2-§3; fixes of parallel maintenance
+    # lines appear at several places in version order).
+    # send: @Recoverable until 4.0.0, the literal 1 from 4.1.0; 7.0 writes only Id, Recoverable,
+    # Expires, Headers, Body, and copes with a dropped Recoverable column.
+    ("4.1", "send_recoverable_parameter", False),
     ("7.0", "send_correlation", False),
+    # receive and peek: 3.x skip expired rows in the query; 4.0.0 flags them instead, still
+    # returning Recoverable; 4.1 stops returning Recoverable; 7.0 CorrelationId/ReplyToAddress.
+    ("4.0", "filters_expired", False),
+    ("4.1", "receive_recoverable", False),
+    ("7.0", "receive_correlation", False),
+    # peek: count (3.1.0-3.1.5), at most N (3.1.6), count (4.0.0-4.1.1), at most N (4.1.2-6.0.1),
+    # the RowVersion range (6.1.1+), read with nolock until 6.3.6 and 7.0.4.
+    ("3.1.6", "peek", PeekForm.TOP),
+    ("4.0", "peek", PeekForm.COUNT),
+    ("4.1.2", "peek", PeekForm.TOP),
+    ("6.1", "peek", PeekForm.ROWVERSION_RANGE),
+    ("6.3.7", "peek_readcommittedlock", True),
+    ("7.0", "peek_readcommittedlock", False),
+    ("7.0.5", "peek_readcommittedlock", True),
+    ("4.0", "purge_expired_readpast", True),
+    # store of a delayed message: @Due (3.1.0-4.1.4), @DueAfterMs (4.3.0), five parts (4.3.1+).
+    ("4.3", "store_delayed", DueForm.AFTER_MS),
+    ("4.3.1", "store_delayed", DueForm.PARTS),
+    # move of due delayed messages: NOCOUNT-wrapped and silent until 6.2.0; from 6.3.1 it returns
+    # when the next falls due, reading it WITH (READPAST) from 6.3.4 and 7.0.0, and inserts with a
+    # column list from 6.3.6 and 7.0.4.
+    ("6.3.1", "move_due_returns_next", True),
+    ("6.3.4", "move_due_next_readpast", True),
+    ("6.3.6", "move_due_column_list", True),
+    ("7.0", "move_due_column_list", False),
+    ("7.0.4", "move_due_column_list", True),
+    # start-up checks: Index_Expires by name, from 7.0 any index keyed on Expires; a nonclustered
+    # RowVersion index checked by name in 4.3.2, 5.0.3, 6.0.1-6.3.8, by key column from 7.0.
+    ("7.0", "expires_check", IndexCheck.BY_KEY),
+    ("4.3.2", "rowversion_check", IndexCheck.BY_NAME),
+    ("5.0", "rowversion_check", IndexCheck.NONE),
+    ("5.0.3", "rowversion_check", IndexCheck.BY_NAME),
+    ("6.0", "rowversion_check", IndexCheck.NONE),
+    ("6.0.1", "rowversion_check", IndexCheck.BY_NAME),
+    ("7.0", "rowversion_check", IndexCheck.BY_KEY),
+    # whether a queue has its Recoverable column (7.0+): the result's columns, then a count in
+    # the catalog's sys.columns (7.0.7 and 8.1.5 write the catalog raw, later releases bracket it).
+    ("7.0", "recoverable_check", RecoverableCheck.COLUMNS),
+    ("7.0.7", "recoverable_check", RecoverableCheck.COUNT_RAW_CATALOG),
+    ("7.0.8", "recoverable_check", RecoverableCheck.COUNT),
+    ("8.0", "recoverable_check", RecoverableCheck.COLUMNS),
+    ("8.1.5", "recoverable_check", RecoverableCheck.COUNT_RAW_CATALOG),
+    ("8.1.6", "recoverable_check", RecoverableCheck.COUNT),
     # PostgreSQL transport (upstream-conformance §6). Its BodyString script tested the table's
     # existence and a misnamed column the wrong way round and never reached its ALTER until
     # 8.1.13; the 9.0 line started from the broken text and was fixed in 9.0.2.

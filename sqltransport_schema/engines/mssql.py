@@ -11,8 +11,18 @@ from typing import TYPE_CHECKING
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, shape_columns
-from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement
-from ..versions import FEATURE_SINCE, ExpiresIndex, PeekForm, Profile, ScriptStyle, first_release
+from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement, parameters_of
+from ..versions import (
+    FEATURE_SINCE,
+    DueForm,
+    ExpiresIndex,
+    IndexCheck,
+    PeekForm,
+    Profile,
+    RecoverableCheck,
+    ScriptStyle,
+    first_release,
+)
 from .base import Dialect
 
 if TYPE_CHECKING:
@@ -180,7 +190,14 @@ EXEC sp_releaseapplock @Resource = '{name}_lock'"""
         Body varbinary(max),
         RowVersion bigint IDENTITY(1,1) NOT NULL
     );
-    CREATE {rowversion_kind} INDEX Index_RowVersion ON {table}
+    {rowversion_index}"""
+    # Index_RowVersion: clustered over the bare column (3.1.0-4.3.1, 5.0.1-5.0.2, 6.0.0), then
+    # nonclustered over [RowVersion] ASC (4.3.2, 5.0.3, 6.0.1+), each as the transport wrote it.
+    CLUSTERED_ROWVERSION = """CREATE CLUSTERED INDEX Index_RowVersion ON {table}
+    (
+        RowVersion
+    )"""
+    NONCLUSTERED_ROWVERSION = """CREATE NONCLUSTERED INDEX Index_RowVersion ON {table}
     (
         [RowVersion] ASC
     )"""
@@ -231,7 +248,7 @@ IF NOT  EXISTS (SELECT * FROM sys.objects WHERE object_id = OBJECT_ID(N'{name}')
     CREATE_SUBSCRIPTIONS = """\
     CREATE TABLE {table} (
         QueueAddress NVARCHAR(200) NOT NULL,
-        Endpoint NVARCHAR(200),
+        Endpoint NVARCHAR(200){endpoint_not_null},
         Topic NVARCHAR(200) NOT NULL,
         PRIMARY KEY CLUSTERED
         (
@@ -241,7 +258,36 @@ IF NOT  EXISTS (SELECT * FROM sys.objects WHERE object_id = OBJECT_ID(N'{name}')
     )"""
 
     # -- optional column (4.1+) ------------------------------------------------------------
-    ADD_BODY_STRING = "    ALTER TABLE {table} ADD BodyString AS CAST(Body AS nvarchar(max));"
+    # The transport's script, in every release: returns unless the table exists and lacks the
+    # column, locks the queue's own resource, tests again, adds; never inside TRY/CATCH.
+    ADD_BODY_STRING = """\
+IF NOT EXISTS (
+    SELECT *
+    FROM {sys}.objects
+    WHERE {table_exists})
+RETURN
+
+IF EXISTS (
+    SELECT *
+    FROM {sys}.columns
+    WHERE {column_exists})
+RETURN
+
+EXEC sp_getapplock @Resource = '{name}_lock', @LockMode = 'Exclusive'
+
+IF EXISTS (
+    SELECT *
+    FROM {sys}.columns
+    WHERE {column_exists})
+BEGIN
+    EXEC sp_releaseapplock @Resource = '{name}_lock'
+    RETURN
+END
+
+ALTER TABLE {table}
+ADD BodyString as cast(Body as nvarchar(max));
+
+EXEC sp_releaseapplock @Resource = '{name}_lock'"""
     DROP_BODY_STRING = """\
 IF EXISTS (SELECT * FROM {sys}.columns WHERE object_id = OBJECT_ID(N'{name}') AND name = 'BodyString')
     ALTER TABLE {table} DROP COLUMN BodyString;"""
@@ -336,9 +382,10 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
                 **fields,
             )
         else:
+            rowversion = self.CLUSTERED_ROWVERSION if profile.rowversion_clustered else self.NONCLUSTERED_ROWVERSION
             body = self.CREATE_QUEUE.format(
                 headers="nvarchar(max)" if profile.headers_unicode else "varchar(max)",
-                rowversion_kind="CLUSTERED" if profile.rowversion_clustered else "NONCLUSTERED",
+                rowversion_index=rowversion.format(**fields),
                 **fields,
             ) + self._expires_index(profile.expires_index, fields)
             batch = self._guarded_table(body, fields, profile)
@@ -353,12 +400,18 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
 
     def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec, profile)
-        return [self._guarded_table(self.CREATE_SUBSCRIPTIONS.format(**fields), fields, profile)]
+        not_null = " NOT NULL" if profile.subscriptions_endpoint_not_null else ""
+        return [self._guarded_table(self.CREATE_SUBSCRIPTIONS.format(endpoint_not_null=not_null, **fields), fields, profile)]
 
     def add_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec, profile)
-        condition = self.COLUMN_EXISTS.replace("{column}", "BodyString")
-        return [self._guarded(self.ADD_BODY_STRING.format(**fields), fields, profile, condition, "columns")]
+        return [
+            self.ADD_BODY_STRING.format(
+                table_exists=self.TABLE_EXISTS.format(**fields),
+                column_exists=self.COLUMN_EXISTS.format(column="BodyString", **fields),
+                **fields,
+            )
+        ]
 
     def drop_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.DROP_BODY_STRING.format(**self._fields(spec, profile))]
@@ -411,20 +464,21 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         return [self.DROP_SCHEMA.format(**self._schema_fields(schema, "DROP SCHEMA"))]
 
     # =====================================================================================
-    # -- runtime statements (seed 003 "Runtime", transport-facts §4) ------------------------
+    # -- runtime statements (upstream-conformance §3) --------------------------------------
     # =====================================================================================
-    # One constant per statement, as the transport's SqlConstants. Placeholders: {table} the
-    # queue, {delayed} the endpoint's delayed table, {subscriptions} the subscription table
-    # (each bracket-quoted and qualified for the version), {table_literal} the queue's
-    # qualified name escaped for an N'...' literal, {sys} the catalog's sys schema. @Name
-    # are parameters; @NOCOUNT, @DueAfter and @batch are T-SQL variables declared in the
-    # statement. Which form a version uses is a Profile field (receive_correlation, peek,
-    # send_correlation), set by versions.BOUNDARIES.
+    # One constant per statement, as the transport's SqlConstants, token for token its text of
+    # the release. Placeholders filled by Statement: {table} the queue, {delayed} the endpoint's
+    # delayed table, {subscriptions} the subscription table (bracket-quoted, three-part where
+    # the catalog is known), {table_literal} the queue's name inside a '...' literal, {sys} the
+    # sys schema the Recoverable count reads. Where releases differ, a template has a slot
+    # ({not_expired}, {hint}, ...) that runtime_statements fills with a fragment chosen by a
+    # Profile field (versions.BOUNDARIES), before the Statement is made. @Name are parameters; @NOCOUNT, @DueAfter and @batch are T-SQL variables.
 
-    # The NOCOUNT save/restore around send, receive and store is the transport's: the
-    # caller's setting is left as it found it.
+    # The NOCOUNT save/restore around send, receive, store and the early move is the
+    # transport's: the caller's setting is left as it found it.
 
-    # Send, 1.x - 6.x: seed 003's form, filling CorrelationId/ReplyToAddress for v1/v2 receivers.
+    # Send, up to 6.x: fills CorrelationId/ReplyToAddress for v1/v2 receivers; {recoverable} is
+    # @Recoverable up to 4.0.0, the literal 1 from 4.1.0.
     SEND_WITH_CORRELATION = """\
 DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
 IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
@@ -442,7 +496,7 @@ VALUES (
     @Id,
     @CorrelationId,
     @ReplyToAddress,
-    1,
+    {recoverable},
     CASE WHEN @TimeToBeReceivedMs IS NOT NULL
         THEN DATEADD(ms, @TimeToBeReceivedMs, GETUTCDATE()) END,
     @Headers,
@@ -451,7 +505,7 @@ VALUES (
 IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
 IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
 
-    # Send, 7.0+ (transport-facts §4, "latest send"): correlation and reply-to travel in the headers only.
+    # Send, 7.0+: correlation and reply-to travel in the headers only.
     SEND = """\
 DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
 IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
@@ -474,7 +528,8 @@ VALUES (
 IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
 IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
 
-    # Send, 7.0+, on a queue whose Recoverable column was dropped (chosen by CHECK_RECOVERABLE_COLUMN).
+    # Send, 7.0+, on a queue whose Recoverable column was dropped (the transport chooses it per
+    # queue from CHECK_RECOVERABLE_COLUMN; `statements` prints it as send_norec).
     SEND_WITHOUT_RECOVERABLE = """\
 DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
 IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
@@ -495,35 +550,10 @@ VALUES (
 IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
 IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
 
-    # Receive, 1.x - 4.0: seed 003's form (CorrelationId/ReplyToAddress in the output).
-    RECEIVE_WITH_CORRELATION = """\
-DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
-IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
-SET NOCOUNT ON;
-
-WITH message AS (
-    SELECT TOP(1) *
-    FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
-    ORDER BY RowVersion)
-DELETE FROM message
-OUTPUT
-    deleted.Id,
-    deleted.CorrelationId,
-    deleted.ReplyToAddress,
-    CASE WHEN deleted.Expires IS NULL
-        THEN 0
-        ELSE CASE WHEN deleted.Expires > GETUTCDATE()
-            THEN 0
-            ELSE 1
-        END
-    END,
-    deleted.Headers,
-    deleted.Body;
-
-IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
-IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
-
-    # Receive, 4.1+ (transport-facts §4, "latest receive").
+    # Receive. 3.x skip expired rows in the query ({not_expired}); later releases return an
+    # expired flag instead and the receiver drops flagged rows. {output} lists the columns
+    # before Headers and Body: Id, then CorrelationId/ReplyToAddress (up to 6.x), Recoverable
+    # (up to 4.0.0), the expired flag (4.0.0+).
     RECEIVE = """\
 DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
 IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
@@ -531,31 +561,41 @@ SET NOCOUNT ON;
 
 WITH message AS (
     SELECT TOP(1) *
-    FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
+    FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK){not_expired}
     ORDER BY RowVersion)
 DELETE FROM message
 OUTPUT
-    deleted.Id,
+{output}
+    deleted.Headers,
+    deleted.Body;
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+    NOT_EXPIRED = "\n    WHERE Expires IS NULL OR Expires > GETUTCDATE()"
+    EXPIRED_FLAG = """\
     CASE WHEN deleted.Expires IS NULL
         THEN 0
         ELSE CASE WHEN deleted.Expires > GETUTCDATE()
             THEN 0
             ELSE 1
         END
-    END,
-    deleted.Headers,
-    deleted.Body;
-
-IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
-IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+    END,"""
+    # Receive's output columns before Headers and Body, in order: (result name(s), text).
+    RECEIVE_OUTPUT = (
+        (("Id",), "    deleted.Id,"),
+        (("CorrelationId", "ReplyToAddress"), "    deleted.CorrelationId,\n    deleted.ReplyToAddress,"),
+        (("Recoverable",), "    deleted.Recoverable,"),
+        (("Expired",), EXPIRED_FLAG),
+    )
 
     # Beyond the transport: up to @BatchSize messages in one round trip, the same locking
     # hints as RECEIVE (no message is handed to two receivers; rows locked by others are
-    # skipped), the same output columns per version plus RowVersion last. DELETE ... OUTPUT
-    # returns rows in no defined order, so they pass through a table variable and come back
-    # ordered by RowVersion, oldest first, as RECEIVE hands them out one by one. Headers is
-    # held as nvarchar(max), which takes a varchar(max) column without loss. Keep @BatchSize
-    # well below SQL Server's lock escalation threshold (about 5,000 row locks).
+    # skipped), the output of 4.1+'s receive per version plus RowVersion last (expired rows
+    # are flagged in every version). DELETE ... OUTPUT returns rows in no defined order, so
+    # they pass through a table variable and come back ordered by RowVersion, oldest first,
+    # as RECEIVE hands them out one by one. Headers is held as nvarchar(max), which takes a
+    # varchar(max) column without loss. Keep @BatchSize well below SQL Server's lock
+    # escalation threshold (about 5,000 row locks).
     RECEIVE_BATCH_WITH_CORRELATION = """\
 DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
 IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
@@ -636,63 +676,86 @@ ORDER BY RowVersion;
 IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
 IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
 
-    # Peek, up to 4.1.1: a plain count (transport-facts §4, the 4.0 form).
+    # Peek, a plain count (3.1.0-3.1.5 skipping expired rows, 4.0.0-4.1.1).
     PEEK_COUNT = """\
-SELECT count(*) Id FROM {table} WITH (READPAST)"""
+SELECT count(*) Id FROM {table} WITH (READPAST){not_expired}"""
 
-    # Peek, 4.1.2 - 6.0.x: count at most {peek_batch_size} rows (seed 003); the number is a
-    # validated integer written into the text, as the transport formats it.
+    # Peek, at most {peek_batch_size} rows (3.1.6 skipping expired rows, 4.1.2-6.0.1); the
+    # number is a validated integer written into the text, as the transport formats it.
     PEEK_TOP = """\
 SELECT count(*) Id
-FROM (SELECT TOP {peek_batch_size} * FROM {table} WITH (READPAST)) as count_table;"""
+FROM (
+    SELECT TOP {peek_batch_size} *
+    FROM {table} WITH (READPAST){not_expired}
+) as count_table;"""
 
-    # Peek, 6.1+: the RowVersion range, an estimate that reads two index ends (transport-facts §4).
+    # Peek, 6.1+: the RowVersion range, an estimate that reads two index ends; {hint} is
+    # nolock until 6.3.6 and 7.0.4, then READPAST, READCOMMITTEDLOCK.
     PEEK = """\
-SELECT isnull(cast(max([RowVersion]) - min([RowVersion]) + 1 AS int), 0) Id FROM {table} WITH (READPAST, READCOMMITTEDLOCK)"""
+SELECT isnull(cast(max([RowVersion]) - min([RowVersion]) + 1 AS int), 0) Id FROM {table} WITH ({hint})"""
 
+    # {hint}: NOLOCK in 3.1.x, READPAST from 4.0.0.
     PURGE_EXPIRED = """\
 DELETE FROM {table}
 WHERE RowVersion
     IN (SELECT TOP (@BatchSize) RowVersion
-        FROM {table} WITH (READPAST)
+        FROM {table} WITH ({hint})
         WHERE Expires < GETUTCDATE())"""
 
     PURGE_ALL = "DELETE FROM {table}"
 
-    # The checks of seed 003, with the name as an N'...' literal and the catalog's own sys
-    # views: OBJECT_ID resolves a 3-part name, but a bare sys.indexes is the current database's.
+    # Start-up checks. They read the connection's own database's sys views and name the
+    # queue as a plain '...' literal, as the transport does (so they see a queue of another
+    # catalog only when the connection is in it).
     CHECK_EXPIRES_INDEX = """\
 SELECT COUNT(*)
-FROM {sys}.indexes
+FROM sys.indexes
 WHERE name = 'Index_Expires'
-    AND object_id = OBJECT_ID(N'{table_literal}')"""
+    AND object_id = OBJECT_ID('{table_literal}')"""
 
+    # 4.3.2, 5.0.3, 6.0.1-6.3.8: a nonclustered (type 2) Index_RowVersion.
+    CHECK_ROWVERSION_INDEX = """\
+SELECT COUNT(*)
+FROM sys.indexes
+WHERE name = 'Index_RowVersion'
+    AND object_id = OBJECT_ID('{table_literal}')
+    AND type = 2"""
+
+    # 7.0+: indexes of any name whose first key column is {column} (Expires; RowVersion with
+    # {nonclustered}, type 2).
+    CHECK_INDEX_BY_KEY = """\
+SELECT COUNT(*)
+FROM sys.indexes i
+INNER JOIN sys.index_columns AS ic ON ic.index_id = i.index_id AND ic.object_id = i.object_id AND ic.key_ordinal = 1
+INNER JOIN sys.columns AS c ON c.column_id = ic.column_id AND c.object_id = ic.object_id
+WHERE i.object_id = OBJECT_ID('{table_literal}')
+AND c.name = '{column}'{nonclustered}"""
+    NONCLUSTERED_ONLY = "\nAND i.type = 2"
+
+    # The type's name; upstream reads the first row (sysname shares nvarchar's system_type_id).
     CHECK_HEADERS_TYPE = """\
 SELECT t.name
-FROM {sys}.columns c
-INNER JOIN {sys}.types t ON c.system_type_id = t.system_type_id
-WHERE c.object_id = OBJECT_ID(N'{table_literal}')
+FROM sys.columns c
+INNER JOIN sys.types t ON c.system_type_id = t.system_type_id
+WHERE c.object_id = OBJECT_ID('{table_literal}')
     AND c.name = 'Headers'"""
 
+    # 7.0.0-7.0.6, 8.0.0-8.1.4: an empty result whose column names tell.
+    CHECK_RECOVERABLE_COLUMNS = "SELECT TOP (0) * FROM {table} WITH (NOLOCK);"
+    # 7.0.7+, 8.1.5+: a count in the catalog's sys.columns ({sys}: the catalog raw in 7.0.7 and
+    # 8.1.5, in brackets later; an inner ] is not doubled in either).
     CHECK_RECOVERABLE_COLUMN = """\
 SELECT COUNT(*)
 FROM {sys}.columns c
 WHERE c.object_id = OBJECT_ID(N'{table_literal}')
     AND c.name = 'Recoverable'"""
 
-    # Delayed delivery (3.1+), seed 003.
+    # Store of a delayed message: {declare_due} and {due} by release (DUE_FORMS).
     STORE_DELAYED = """\
 DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
 IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
 SET NOCOUNT ON;
-
-DECLARE @DueAfter DATETIME = GETUTCDATE();
-SET @DueAfter = DATEADD(ms, @DueAfterMilliseconds, @DueAfter);
-SET @DueAfter = DATEADD(s, @DueAfterSeconds, @DueAfter);
-SET @DueAfter = DATEADD(n, @DueAfterMinutes, @DueAfter);
-SET @DueAfter = DATEADD(hh, @DueAfterHours, @DueAfter);
-SET @DueAfter = DATEADD(d, @DueAfterDays, @DueAfter);
-
+{declare_due}
 INSERT INTO {delayed} (
     Headers,
     Body,
@@ -700,13 +763,56 @@ INSERT INTO {delayed} (
 VALUES (
     @Headers,
     @Body,
-    @DueAfter);
+    {due});
 
 IF(@NOCOUNT = 'ON') SET NOCOUNT ON;
 IF(@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+    DUE_AFTER_PARTS = """
+DECLARE @DueAfter DATETIME = GETUTCDATE();
+SET @DueAfter = DATEADD(ms, @DueAfterMilliseconds, @DueAfter);
+SET @DueAfter = DATEADD(s, @DueAfterSeconds, @DueAfter);
+SET @DueAfter = DATEADD(n, @DueAfterMinutes, @DueAfter);
+SET @DueAfter = DATEADD(hh, @DueAfterHours, @DueAfter);
+SET @DueAfter = DATEADD(d, @DueAfterDays, @DueAfter);
+"""
+    # DueForm -> ({declare_due}, {due}, the due parameters)
+    DUE_FORMS = {
+        DueForm.ABSOLUTE: ("", "@Due", ("Due",)),
+        DueForm.AFTER_MS: ("", "DATEADD(ms, @DueAfterMs, GETUTCDATE())", ("DueAfterMs",)),
+        DueForm.PARTS: (
+            DUE_AFTER_PARTS,
+            "@DueAfter",
+            ("DueAfterMilliseconds", "DueAfterSeconds", "DueAfterMinutes", "DueAfterHours", "DueAfterDays"),
+        ),
+    }
 
-    # Moves due messages into the owning endpoint's input queue, then reports when the next
-    # one falls due (seed 003).
+    # Move of due messages into the owning endpoint's input queue, 3.1.0-6.2.0: one silent
+    # batch, NOCOUNT-wrapped, INTO the queue without a column list.
+    MOVE_DUE_DELAYED_SILENT = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
+SET NOCOUNT ON;
+
+WITH message AS (
+    SELECT TOP(@BatchSize) *
+    FROM {delayed} WITH (UPDLOCK, READPAST, ROWLOCK)
+    WHERE Due < GETUTCDATE())
+DELETE FROM message
+OUTPUT
+    NEWID(),
+    NULL,
+    NULL,
+    1,
+    NULL,
+    deleted.Headers,
+    deleted.Body
+INTO {table};
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+
+    # 6.3.1+: then reports when the next one falls due; {into_columns} from 6.3.6 and 7.0.4,
+    # {next_hint} (READPAST on the probe) from 6.3.4 and 7.0.0.
     MOVE_DUE_DELAYED = """\
 ;WITH message AS (
     SELECT TOP(@BatchSize) *
@@ -721,14 +827,16 @@ OUTPUT
     NULL,
     deleted.Headers,
     deleted.Body
-INTO {table} (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body);
+INTO {table}{into_columns};
 
 SELECT TOP 1 GETUTCDATE() as UtcNow, Due as NextDue
-FROM {delayed}
+FROM {delayed}{next_hint}
 ORDER BY Due"""
+    MOVE_INTO_COLUMNS = " (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body)"
+    READPAST = " WITH (READPAST)"
 
     # Beyond the transport (whose move would fail there): the same move into a queue whose
-    # Recoverable column was dropped.
+    # Recoverable column was dropped, in the latest form.
     MOVE_DUE_DELAYED_WITHOUT_RECOVERABLE = """\
 ;WITH message AS (
     SELECT TOP(@BatchSize) *
@@ -745,10 +853,10 @@ OUTPUT
 INTO {table} (Id, CorrelationId, ReplyToAddress, Expires, Headers, Body);
 
 SELECT TOP 1 GETUTCDATE() as UtcNow, Due as NextDue
-FROM {delayed}
+FROM {delayed} WITH (READPAST)
 ORDER BY Due"""
 
-    # Subscriptions (5.0+), seed 003. {topics} becomes @Topic0, @Topic1, ... in the template.
+    # Subscriptions (5.0+). {topics} becomes @Topic_0, @Topic_1, ... in the template.
     SUBSCRIBE = """\
 MERGE {subscriptions} WITH (HOLDLOCK, TABLOCK) AS target
 USING(SELECT @Endpoint AS Endpoint, @QueueAddress AS QueueAddress, @Topic AS Topic) AS source
@@ -781,6 +889,66 @@ SELECT DISTINCT QueueAddress
 FROM {subscriptions}
 WHERE Topic IN ({topics})"""
 
+    @staticmethod
+    def _slots(template: str, **fragments: str) -> str:
+        """The release's fragments put in a template's slots (identifiers stay for Statement)."""
+        for slot, text in fragments.items():
+            template = template.replace("{" + slot + "}", text)
+        return template
+
+    def _index_check(self, how: IndexCheck, column: str) -> str:
+        if how is IndexCheck.BY_KEY:
+            nonclustered = self.NONCLUSTERED_ONLY if column == "RowVersion" else ""
+            return self._slots(self.CHECK_INDEX_BY_KEY, column=column, nonclustered=nonclustered)
+        return self.CHECK_ROWVERSION_INDEX if column == "RowVersion" else self.CHECK_EXPIRES_INDEX
+
+    def _receive(self, profile: Profile) -> tuple[str, tuple[str, ...]]:
+        """The release's receive and its result columns."""
+        wanted = {
+            "Id": True,
+            "CorrelationId": profile.receive_correlation,
+            "Recoverable": profile.receive_recoverable,
+            "Expired": not profile.filters_expired,
+        }
+        parts = [(names, text) for names, text in self.RECEIVE_OUTPUT if wanted[names[0]]]
+        template = self._slots(
+            self.RECEIVE,
+            not_expired=self.NOT_EXPIRED if profile.filters_expired else "",
+            output="\n".join(text for _, text in parts),
+        )
+        return template, tuple(name for names, _ in parts for name in names) + ("Headers", "Body")
+
+    def _peek(self, profile: Profile, peek_batch_size: int) -> str:
+        not_expired = self.NOT_EXPIRED if profile.filters_expired else ""
+        if profile.peek is PeekForm.COUNT:
+            return self._slots(self.PEEK_COUNT, not_expired=not_expired)
+        if profile.peek is PeekForm.TOP:
+            return self._slots(self.PEEK_TOP, not_expired=not_expired, peek_batch_size=str(peek_batch_size))
+        return self._slots(self.PEEK, hint="READPAST, READCOMMITTEDLOCK" if profile.peek_readcommittedlock else "nolock")
+
+    def _recoverable_check(self, profile: Profile, queue: TableName) -> str:
+        if profile.recoverable_check is RecoverableCheck.COLUMNS:
+            return self.CHECK_RECOVERABLE_COLUMNS
+        catalog = queue.catalog if profile.three_part_names else None
+        if catalog is None:
+            sys_ = "sys"
+        elif profile.recoverable_check is RecoverableCheck.COUNT_RAW_CATALOG:
+            sys_ = f"{catalog}.sys"
+        else:
+            sys_ = f"[{catalog}].sys"
+        return self._slots(self.CHECK_RECOVERABLE_COLUMN, sys=sys_)
+
+    def _move_due(self, profile: Profile, recoverable_column: bool) -> str:
+        if not recoverable_column:
+            return self.MOVE_DUE_DELAYED_WITHOUT_RECOVERABLE
+        if not profile.move_due_returns_next:
+            return self.MOVE_DUE_DELAYED_SILENT
+        return self._slots(
+            self.MOVE_DUE_DELAYED,
+            into_columns=self.MOVE_INTO_COLUMNS if profile.move_due_column_list else "",
+            next_hint=self.READPAST if profile.move_due_next_readpast else "",
+        )
+
     def runtime_statements(
         self,
         profile: Profile,
@@ -792,19 +960,20 @@ WHERE Topic IN ({topics})"""
         recoverable_column: bool = True,
         peek_batch_size: int = 0,
     ) -> dict[str, Statement]:
-        """Every runtime statement of `profile`'s transport version for the queue `queue`.
+        """Every runtime statement of `profile`'s transport version for the queue `queue`,
+        including each variant the transport can choose (send_norec, 7.0+).
 
         `delayed` (3.1+) adds store/move of delayed messages (moved into `queue`, the owning
         endpoint's input queue); `subscriptions` (5.0+) adds subscribe/unsubscribe/find with
-        `topics` parameters @Topic0..; `recoverable_column=False` (7.0+) sends into a queue
-        whose Recoverable column was dropped; `peek_batch_size` is the N of 4.1.2 - 6.0's peek.
+        `topics` parameters @Topic_0..; `recoverable_column=False` (7.0+) makes `send` the send
+        into a queue whose Recoverable column was dropped; `peek_batch_size` is the N of the
+        TOP N peek (3.1.6, 4.1.2 - 6.0.1).
         """
         if isinstance(topics, bool) or not isinstance(topics, int) or topics < 1:
             raise ValueError(f"topics must be a positive integer, not {topics!r}")
         if isinstance(peek_batch_size, bool) or not isinstance(peek_batch_size, int) or peek_batch_size < 0:
             raise ValueError(f"peek_batch_size must be a positive integer, not {peek_batch_size!r}")
-        peek_top = profile.peek is PeekForm.TOP
-        if peek_top and peek_batch_size <= 0:
+        if profile.peek is PeekForm.TOP and peek_batch_size <= 0:
             raise ValueError(f"transport {profile.version} peeks with SELECT TOP n: give peek_batch_size, a positive integer")
         latest_send = not profile.send_correlation
         if not recoverable_column and not latest_send:
@@ -818,35 +987,29 @@ WHERE Topic IN ({topics})"""
             raise ValueError(f"transport {profile.version} has no subscription table (since {FEATURE_SINCE['subscriptions']})")
 
         qualified = self.qualified(queue, profile)
-        catalog = queue.catalog if profile.three_part_names else None
         table = {"table": qualified}
-        probe = {"sys": self._sys(catalog), "table_literal": self.literal_text(qualified)}
+        probe = {"table_literal": self.literal_text(qualified)}
         correlation = profile.receive_correlation
 
+        send_params = ("Id", "TimeToBeReceivedMs", "Headers", "Body")
         if not latest_send:
-            send, send_params = (
-                self.SEND_WITH_CORRELATION,
-                ("Id", "CorrelationId", "ReplyToAddress", "TimeToBeReceivedMs", "Headers", "Body"),
-            )
+            recoverable = "@Recoverable" if profile.send_recoverable_parameter else "1"
+            send = self._slots(self.SEND_WITH_CORRELATION, recoverable=recoverable)
+            send_params = parameters_of(send)
         else:
             send = self.SEND if recoverable_column else self.SEND_WITHOUT_RECOVERABLE
-            send_params = ("Id", "TimeToBeReceivedMs", "Headers", "Body")
-        if profile.peek is PeekForm.COUNT:
-            peek = self.PEEK_COUNT
-        elif peek_top:
-            peek = self.PEEK_TOP.replace("{peek_batch_size}", str(peek_batch_size))
-        else:
-            peek = self.PEEK
+        receive, receive_columns = self._receive(profile)
 
         out = {
             "send": Statement("send", send, table, send_params, "place a message on the queue"),
             "receive": Statement(
                 "receive",
-                self.RECEIVE_WITH_CORRELATION if correlation else self.RECEIVE,
+                receive,
                 table,
                 (),
-                "take the oldest unlocked message off the queue, flagging it if expired",
-                columns=MESSAGE_WITH_CORRELATION if correlation else MESSAGE,
+                "take the oldest unlocked message off the queue"
+                + (", skipping expired ones" if profile.filters_expired else ", flagging it if expired"),
+                columns=receive_columns,
             ),
             "receive_batch": Statement(
                 "receive_batch",
@@ -856,44 +1019,72 @@ WHERE Topic IN ({topics})"""
                 "take up to @BatchSize oldest unlocked messages, oldest first, flagging expired ones",
                 columns=(MESSAGE_WITH_CORRELATION if correlation else MESSAGE) + ("Order",),
             ),
-            "peek": Statement("peek", peek, table, (), "estimate how many messages wait in the queue"),
+            "peek": Statement("peek", self._peek(profile, peek_batch_size), table, (), "estimate how many messages wait in the queue"),
             "purge_expired": Statement(
-                "purge_expired", self.PURGE_EXPIRED, table, ("BatchSize",), "delete up to @BatchSize expired messages"
+                "purge_expired",
+                self._slots(self.PURGE_EXPIRED, hint="READPAST" if profile.purge_expired_readpast else "NOLOCK"),
+                table,
+                ("BatchSize",),
+                "delete up to @BatchSize expired messages",
             ),
             "purge_all": Statement("purge_all", self.PURGE_ALL, table, (), "delete every message (purge at startup)"),
             "check_expires_index": Statement(
-                "check_expires_index", self.CHECK_EXPIRES_INDEX, probe, (), "count the queue's Index_Expires (0: missing)"
+                "check_expires_index",
+                self._index_check(profile.expires_check, "Expires"),
+                probe,
+                (),
+                "count the queue's Index_Expires (0: missing)"
+                if profile.expires_check is IndexCheck.BY_NAME
+                else "count the queue's indexes keyed on Expires (0: missing)",
             ),
             "check_headers_type": Statement(
                 "check_headers_type", self.CHECK_HEADERS_TYPE, probe, (), "name the type of the queue's Headers column"
             ),
-            "check_recoverable_column": Statement(
-                "check_recoverable_column",
-                self.CHECK_RECOVERABLE_COLUMN,
+        }
+        if profile.rowversion_check is not IndexCheck.NONE:
+            out["check_rowversion_index"] = Statement(
+                "check_rowversion_index",
+                self._index_check(profile.rowversion_check, "RowVersion"),
                 probe,
                 (),
-                "count the queue's Recoverable column (0: dropped, send without it)",
-            ),
-        }
+                "count the queue's nonclustered RowVersion index (0: still clustered, the transport warns)",
+            )
+        if latest_send:
+            out["send_norec"] = Statement(
+                "send_norec",
+                self.SEND_WITHOUT_RECOVERABLE,
+                table,
+                send_params,
+                "place a message on a queue whose Recoverable column was dropped",
+            )
+            out["check_recoverable_column"] = Statement(
+                "check_recoverable_column",
+                self._recoverable_check(profile, queue),
+                {**table, **probe},
+                (),
+                "tell whether the queue still has its Recoverable column (chooses send or send_norec)",
+            )
         if delayed is not None:
             both = {"table": qualified, "delayed": self.qualified(delayed, profile)}
+            declare_due, due, due_params = self.DUE_FORMS[profile.store_delayed]
             out["store_delayed"] = Statement(
                 "store_delayed",
-                self.STORE_DELAYED,
+                self._slots(self.STORE_DELAYED, declare_due=declare_due, due=due),
                 {"delayed": both["delayed"]},
-                ("DueAfterMilliseconds", "DueAfterSeconds", "DueAfterMinutes", "DueAfterHours", "DueAfterDays", "Headers", "Body"),
-                "store a message in the delayed table, due after the given time",
+                ("Headers", "Body") + due_params,
+                "store a message in the delayed table, due at the given time",
             )
             out["move_due_delayed"] = Statement(
                 "move_due_delayed",
-                self.MOVE_DUE_DELAYED if recoverable_column else self.MOVE_DUE_DELAYED_WITHOUT_RECOVERABLE,
+                self._move_due(profile, recoverable_column),
                 both,
                 ("BatchSize",),
-                "move up to @BatchSize due messages into the input queue; then return when the next falls due",
+                "move up to @BatchSize due messages into the input queue"
+                + ("; then return when the next falls due" if profile.move_due_returns_next else ""),
             )
         if subscriptions is not None:
             subs = {"subscriptions": self.qualified(subscriptions, profile)}
-            topic_params = tuple(f"Topic{i}" for i in range(topics))
+            topic_params = tuple(f"Topic_{i}" for i in range(topics))
             out["subscribe"] = Statement(
                 "subscribe",
                 self.SUBSCRIBE,
@@ -906,7 +1097,7 @@ WHERE Topic IN ({topics})"""
             )
             out["find_subscribers"] = Statement(
                 "find_subscribers",
-                self.FIND_SUBSCRIBERS.replace("{topics}", ", ".join("@" + p for p in topic_params)),
+                self._slots(self.FIND_SUBSCRIBERS, topics=", ".join("@" + p for p in topic_params)),
                 subs,
                 topic_params,
                 "queue addresses subscribed to any of the topics",
@@ -1164,9 +1355,22 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 )
             return out
 
-        MISSING_INDEX_WARNING = (
-            "Table {table} does not contain index 'Index_Expires'. Adding this index will speed up the process of "
-            "purging expired messages from the queue. Please consult the documentation for further information."
+        # Start-up warnings, as the transport logs them (what is missing, and why it matters).
+        MISSING_EXPIRES_INDEX_WARNING = {
+            IndexCheck.BY_NAME: "Table {table} does not contain index 'Index_Expires'.",
+            IndexCheck.BY_KEY: "Table {table} does not contain an index for column 'Expires'.",
+        }
+        EXPIRES_INDEX_ADVICE = (
+            " Adding this index will speed up the process of purging expired messages from the queue. "
+            "Please consult the documentation for further information."
+        )
+        MISSING_ROWVERSION_INDEX_WARNING = {
+            IndexCheck.BY_NAME: "Table {table} does not contain non-clustered index 'Index_RowVersion'.",
+            IndexCheck.BY_KEY: "Table {table} does not contain a non-clustered index for column 'RowVersion'.",
+        }
+        ROWVERSION_INDEX_ADVICE = (
+            " Migrating to this non-clustered index will improve performance for send and receive operations. "
+            "Please consult the documentation for further information."
         )
         NON_UNICODE_WARNING = (
             "Table {table} stores headers in a non Unicode-compatible column ({type}). This may lead to data loss "
@@ -1174,17 +1378,28 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         )
 
         def warnings(self, connection: Connection, queues: list[TableName], profile: Profile) -> list[str]:
-            """The transport's own start-up checks (seed 003), run per queue."""
+            """The transport's own start-up checks, run per queue with its statements: a missing
+            Index_Expires, a RowVersion index that is still clustered, non-Unicode headers."""
             warnings = []
             for name in queues:
                 checks = self.dialect.runtime_statements(profile, name, peek_batch_size=1)
-                if profile.expires_index is not ExpiresIndex.NONE:
-                    if not connection.exec_driver_sql(checks["check_expires_index"].sql).scalar():
-                        warnings.append(self.MISSING_INDEX_WARNING.format(table=self.dialect.qualified(name, profile)))
+                table = self.dialect.qualified(name, profile)
+
+                def count(statement: str, checks=checks) -> int:
+                    return connection.exec_driver_sql(checks[statement].sql).scalar() or 0
+
+                if profile.expires_index is not ExpiresIndex.NONE and not count("check_expires_index"):
+                    warnings.append(
+                        self.MISSING_EXPIRES_INDEX_WARNING[profile.expires_check].format(table=table) + self.EXPIRES_INDEX_ADVICE
+                    )
+                if "check_rowversion_index" in checks and not count("check_rowversion_index"):
+                    warnings.append(
+                        self.MISSING_ROWVERSION_INDEX_WARNING[profile.rowversion_check].format(table=table) + self.ROWVERSION_INDEX_ADVICE
+                    )
                 if profile.headers_unicode:
                     column_type = connection.exec_driver_sql(checks["check_headers_type"].sql).scalar()
-                    if column_type and column_type.lower() != "nvarchar":
-                        warnings.append(self.NON_UNICODE_WARNING.format(table=self.dialect.qualified(name, profile), type=column_type))
+                    if column_type and column_type.lower() == "varchar":
+                        warnings.append(self.NON_UNICODE_WARNING.format(table=table, type=column_type))
             return warnings
 
     # =====================================================================================

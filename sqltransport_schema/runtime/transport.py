@@ -135,7 +135,7 @@ def _milliseconds(value: timedelta | float | int | None) -> int | None:
     return int(value * 1000)  # seconds
 
 
-def _due_after(value: timedelta | float | int) -> dict[str, int]:
+def _due_after(value: timedelta | float | int) -> dict[str, object]:
     """A delay as every engine's store_delayed takes it: whole milliseconds (@DueAfterMs), and the
     parts of a .NET TimeSpan the transports bind (days, hours, minutes, seconds, milliseconds,
     each signed like the whole)."""
@@ -152,6 +152,7 @@ def _due_after(value: timedelta | float | int) -> dict[str, int]:
         "DueAfterMinutes": sign * minutes,
         "DueAfterSeconds": sign * seconds,
         "DueAfterMilliseconds": sign * millis,
+        "Due": datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(milliseconds=ms),  # SQL Server 3.1-4.1
     }
 
 
@@ -291,6 +292,7 @@ class Queue:
             "Id": message_id or str(uuid.uuid4()),
             "CorrelationId": None,
             "ReplyToAddress": None,
+            "Recoverable": True,  # the send of 3.1-4.0 binds it; later releases write the literal 1
             "TimeToBeReceivedMs": _milliseconds(time_to_be_received),
             "Headers": raw,
             "Body": body,
@@ -330,11 +332,12 @@ class Queue:
         """The oldest message, deleted inside the caller's transaction; expired ones are dropped."""
         statement = self.statements["receive"]
         at = statement.positions
+        expired = at.get("Expired")  # releases that skip expired rows in the query have no flag
         while True:
             row = execute(conn, statement).fetchone()
             if row is None:
                 return None
-            if row[at["Expired"]]:
+            if expired is not None and row[expired]:
                 log.debug("dropped expired message %s from %s", row[at["Id"]], self.address)
                 continue
             return self._message(row, at)
