@@ -19,6 +19,7 @@ MESSAGE = ("Id", "Expired", "Headers", "Body")
 MESSAGE_WITH_CORRELATION = ("Id", "CorrelationId", "ReplyToAddress", "Expired", "Headers", "Body")
 
 _PARAM = re.compile(r"(?<![\w@])@([A-Za-z_]\w*)")
+_DECLARED = re.compile(r"\bDECLARE\s+@(\w+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,10 @@ class Statement:
 
 
 def parameters_of(template: str) -> tuple[str, ...]:
-    """The @Name parameters of a template, in order of first use (for templates without T-SQL variables)."""
-    return tuple(dict.fromkeys(_PARAM.findall(template)))
+    """The @Name parameters of a template, in order of first use; the T-SQL variables it
+    DECLAREs (@NOCOUNT, @DueAfter, @batch) are not parameters."""
+    declared = set(_DECLARED.findall(template))
+    return tuple(name for name in dict.fromkeys(_PARAM.findall(template)) if name not in declared)
 
 
 def _convert(template: str, params: tuple[str, ...], paramstyle: str) -> tuple[str, list[str]]:

@@ -256,7 +256,8 @@ def test_latest_creation_scripts_match_seed_003(source, placement, kind):
     catalog, schema, table = placement
     expected = fill_seed(source_text(source, kind), catalog, schema, table)
     spec = TableSpec(SEED_KINDS[kind], TableName(table, schema, catalog))
-    batches = ENGINE.create_table(spec, profile("9.1"))
+    # seed 003's subscription table is 5.0.1-6.3.8's (Endpoint nullable); 7.0+ declare it NOT NULL
+    batches = ENGINE.create_table(spec, profile("6.3.8" if SEED_KINDS[kind] is Kind.SUBSCRIPTIONS else "9.1"))
     assert len(batches) == 1
     assert statements(batches[0]) == statements(expected)
     if catalog is None:
@@ -274,11 +275,13 @@ def test_queue_script_of_6_3_1_to_8_is_the_latest_one(version):
     assert statements(batch) == statements(fill_seed(template, "nservicebus", "dbo", "Sales"))
 
 
-def test_subscription_endpoint_column_is_nullable_as_in_the_seed():
-    (batch,) = ENGINE.create_table(TableSpec(Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting")), profile("9.1"))
+@pytest.mark.parametrize("version,not_null", [("5.0", False), ("6.3.8", False), ("7.0", True), ("9.1", True)])
+def test_subscription_endpoint_column_is_not_null_from_7_0(version, not_null):
+    # upstream-conformance §4: nullable as in seed 003 in 5.0.1-6.3.8, NOT NULL from 7.0.0
+    (batch,) = ENGINE.create_table(TableSpec(Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting")), profile(version))
     text = normalized(batch)
-    assert "endpoint nvarchar ( 200 ) ," in text
-    assert "endpoint nvarchar ( 200 ) not null" not in text
+    assert ("endpoint nvarchar ( 200 ) not null ," in text) is not_null
+    assert ("endpoint nvarchar ( 200 ) ," in text) is not not_null
     assert "primary key clustered ( endpoint , topic )" in text
 
 
@@ -296,14 +299,18 @@ def test_version_1_script_matches_transport_facts(source, schema, table, version
 
 
 # =========================================================================== 3. per-version shapes
-# From transport-facts §1. expires: None (no index), "plain", "filtered".
+# From transport-facts §1, corrected by upstream-conformance §9 (Index_Expires from 2.2.2, Headers
+# varchar in 3.0.0-3.0.2). expires: None (no index), "plain", "filtered".
 SHAPES = [
     # version  headers     Index_RowVersion  Index_Expires try/catch applock 3-part
     ("1.2",    "varchar",  "clustered",      None,       False,    False,  False),
-    ("2.2.2",  "varchar",  "clustered",      None,       False,    False,  False),
+    ("2.2.1",  "varchar",  "clustered",      None,       False,    False,  False),
+    ("2.2.2",  "varchar",  "clustered",      "plain",    False,    False,  False),
     ("2.2.3",  "varchar",  "clustered",      "plain",    False,    False,  False),
     ("2.2.6",  "nvarchar", "clustered",      "plain",    False,    False,  False),
-    ("3.0",    "nvarchar", "clustered",      "plain",    False,    True,   False),
+    ("3.0",    "varchar",  "clustered",      "plain",    False,    True,   False),
+    ("3.0.2",  "varchar",  "clustered",      "plain",    False,    True,   False),
+    ("3.0.3",  "nvarchar", "clustered",      "plain",    False,    True,   False),
     ("3.1",    "nvarchar", "clustered",      "filtered", False,    True,   True),
     ("4.0",    "nvarchar", "clustered",      "filtered", False,    True,   True),
     ("4.3.1",  "nvarchar", "clustered",      "filtered", False,    True,   True),
@@ -370,9 +377,11 @@ def test_queue_shape_per_version(version, headers, rowversion, expires, try_catc
         assert rest == ("not null" if not_null else "") or (not not_null and rest == "null"), definition
     assert " primary key " not in text and " unique " not in text  # no key, no unique constraint on Id
 
-    # Index_RowVersion
-    kinds = re.findall(r"create (clustered|nonclustered) index index_rowversion on [^(]*\( rowversion asc \)", text)
-    assert kinds == [rowversion]
+    # Index_RowVersion: [RowVersion] ASC, but over the bare column where the applock scripts
+    # cluster on it (upstream-conformance §4, create_queue A; 3.0.x's own form is not reproduced)
+    kinds = re.findall(r"create (clustered|nonclustered) index index_rowversion on [^(]*\( rowversion( asc)? \)", text)
+    bare = applock and rowversion == "clustered"
+    assert kinds == [(rowversion, "" if bare else " asc")]
 
     # Index_Expires
     found = re.findall(

@@ -2,19 +2,17 @@
 
 Sources of truth (read at test time when the shared folder is present, else the
 copies in tests/golden/):
-- seed 003, its "Runtime" part: the transport's runtime statements as documented;
-- transport-facts.md §4: the runtime statement history by version and the latest forms.
+- seed 003, its "Runtime" part: the transport's runtime statements as documented, compared
+  for the releases whose text it is (upstream-conformance §2-§3 say which);
+- transport-facts.md §4: the latest forms, for the releases upstream-conformance gives them.
+Where the two documents disagree, upstream-conformance.md wins (its §9); tests/test_mssql_fidelity.py
+holds every release to its §2 matrix and to the digests of the upstream texts.
 Every expected value below is written from those documents, never computed from
 sqltransport_schema.versions (its BOUNDARIES or the profiles).
 
-Normalisation of the seed text before comparing (each one asserted, so a changed seed shows):
+Normalisation of the seed text before comparing (asserted, so a changed seed shows):
 - "Move Due Delayed Messages" ends in `ORDER BY Due";`: the `"` is the closing quote of the
   C# verbatim string the documentation page was cut from, not T-SQL. It is dropped.
-- the two warning checks use `OBJECT_ID('{0}')` and bare `sys.` views; the engine passes the
-  name as an N'...' literal (a name with non-Latin characters must survive) and, for a name
-  with a catalog, reads that catalog's own `[catalog].sys` views (a bare `sys.indexes` is the
-  current database's, so the check would always report a missing index). The seed text is
-  rewritten to that form.
 Then both sides are compared token for token, ignoring whitespace, case and [brackets].
 """
 
@@ -119,15 +117,13 @@ def seed_statement(text: str, name: str) -> str:
     statement = raw_seed_statement(text, name)
     if name == "move_due_delayed" and statement.endswith(STRAY_QUOTE):
         statement = statement[: -len(STRAY_QUOTE)]
-    if name.startswith("check_"):
-        assert statement.count("OBJECT_ID('{0}')") == 1
-        statement = statement.replace("OBJECT_ID('{0}')", "OBJECT_ID(N'{0}')")
     return statement
 
 
 def fill(template: str, zero: str, one: str | None = None, catalog: str | None = None) -> str:
-    """Fill {0} (and {1}) as the transport does: {0} inside N'...' gets its quotes doubled."""
+    """Fill {0} (and {1}) as the transport does: {0} inside '...' gets its quotes doubled."""
     text = template.replace("N'{0}'", "N'" + zero.replace("'", "''") + "'")
+    text = text.replace("'{0}'", "'" + zero.replace("'", "''") + "'")
     text = text.replace("[catalog].sys.", "sys.")  # transport-facts §4 writes the catalog out
     if catalog is not None:
         text = re.sub(r"(?<![\w\].])sys\.", f"[{catalog}].sys.", text)
@@ -176,23 +172,23 @@ def quoted(version: str, catalog: str | None, schema: str | None, table: str) ->
 
 
 PLACEMENTS = [("nsb", "dbo", "Sales"), (None, "billing", "Orders.host-a"), (None, None, "error")]
-TOPIC_LISTS = {1: "@Topic0", 3: "@Topic0, @Topic1, @Topic2"}
+TOPIC_LISTS = {1: "@Topic_0", 3: "@Topic_0, @Topic_1, @Topic_2"}  # upstream-conformance §3
 PEEK_N = 37
 
-# (statement, versions that used seed 003's form) — transport-facts §4 and the brief's history
+# (statement, releases whose text is seed 003's) — upstream-conformance §2-§3. Seed 003's move
+# of due delayed messages (a column list, no READPAST on the next-due probe) is no release's.
 SEED_FORMS = [
-    ("peek", ["4.1.2", "5.0", "6.0", "6.0.9"]),  # "4.1.2-6.0 used the TOP {n} count form"
-    ("purge_expired", ["2.2.3", "3.0", "4.0", "6.3.1", "9.1"]),  # "Purge expired: batches of @BatchSize"
+    ("peek", ["4.1.2", "5.0", "6.0", "6.0.1"]),  # D: 4.1.2-6.0.1
+    ("purge_expired", ["4.0", "6.3.1", "9.1"]),  # B: 4.0.0-9.1.0
     ("purge_all", ["1.2", "4.0", "9.1"]),
-    ("receive", ["3.0", "3.1", "4.0", "4.0.5"]),  # CorrelationId/ReplyToAddress output until 4.1
-    ("send", ["1.2", "2.2", "3.0", "4.1", "6.3.1"]),  # v1/v2 fill CorrelationId/ReplyToAddress; latest form from 7.0
-    ("check_expires_index", ["2.2.3", "3.1", "9.1"]),
+    ("receive", ["4.1", "5.0", "6.3.8"]),  # C: 4.1.0-6.3.8
+    ("send", ["4.1", "6.3.1"]),  # B: 4.1.0-6.3.8
+    ("check_expires_index", ["3.1", "6.3.8"]),  # A: 3.1.0-6.3.8
     ("check_headers_type", ["2.2.6", "3.1", "9.1"]),
     ("subscribe", ["5.0", "6.3.1", "9.1"]),  # subscriptions since 5.0
     ("unsubscribe", ["5.0", "9.1"]),
     ("find_subscribers", ["5.0", "9.1"]),
-    ("move_due_delayed", ["3.1", "6.3.1", "9.1"]),  # delayed delivery since 3.1
-    ("store_delayed", ["3.1", "9.1"]),
+    ("store_delayed", ["4.3.1", "9.1"]),  # C: 4.3.1-9.1.0
 ]
 SEED_CASES = [(name, version) for name, versions in SEED_FORMS for version in versions]
 
@@ -221,7 +217,7 @@ def expected_seed(text: str, name: str, version: str, placement, topics: int) ->
         return fill(template, quoted(version, catalog, None, "SubscriptionRouting"), TOPIC_LISTS[topics])
     if name in ("move_due_delayed", "store_delayed"):  # {0} the delayed table, {1} the input queue
         return fill(template, quoted(version, catalog, schema, table + ".Delayed"), queue)
-    return fill(template, queue, None, catalog if name.startswith("check_") and three_part(version) else None)
+    return fill(template, queue)
 
 
 @pytest.mark.parametrize("source", ["shared", "fixture"])
@@ -276,7 +272,7 @@ def test_latest_send_matches_transport_facts(source, placement, version):
 
 @pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
-@pytest.mark.parametrize("version", ["1.2", "3.0", "4.0", "9.1"])
+@pytest.mark.parametrize("version", ["7.0.8", "8.1.6", "9.1"])  # upstream-conformance §3: variant C
 def test_recoverable_check_matches_transport_facts(source, placement, version):
     check = backticked(facts_bullet(facts_text(source), "latest send:"))[1]
     assert check.startswith("SELECT COUNT(*) FROM [catalog].sys.columns"), check
@@ -302,7 +298,7 @@ def latest_receive(facts: str, seed: str) -> str:
 
 @pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
-@pytest.mark.parametrize("version", ["4.1", "4.1.2", "5.0", "6.3.1", "9.1"])
+@pytest.mark.parametrize("version", ["7.0", "8.1", "9.1"])  # from 7.0.0, not 4.1 (upstream-conformance §9)
 def test_latest_receive_matches_transport_facts(source, placement, version):
     expected = fill(latest_receive(facts_text(source), runtime_text(source)), quoted(version, *placement))
     assert "correlationid" not in normalized(expected)
@@ -315,8 +311,9 @@ def test_latest_receive_matches_transport_facts(source, placement, version):
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
 @pytest.mark.parametrize(
     "version,form",
-    # §4: "latest peek ...; 4.1.2-6.0 used the TOP {n} count form in seed 003; 4.0 SELECT count(*) ..."
-    [("6.1", "latest"), ("6.3.1", "latest"), ("7.0", "latest"), ("9.1", "latest"), ("4.0", "4.0"), ("4.0.3", "4.0"), ("4.1.1", "4.0")],
+    # §4: "latest peek ...; 4.1.2-6.0 used the TOP {n} count form in seed 003; 4.0 SELECT count(*) ...";
+    # upstream-conformance §3: the latest form from 6.3.7 and 7.0.5 (nolock before), the count 4.0.0-4.1.1
+    [("6.3.7", "latest"), ("7.0.5", "latest"), ("8.1", "latest"), ("9.1", "latest"), ("4.0", "4.0"), ("4.1.1", "4.0")],
 )
 def test_peek_matches_transport_facts(source, placement, version, form):
     line = facts_bullet(facts_text(source), "latest peek:")
@@ -331,21 +328,24 @@ def test_peek_matches_transport_facts(source, placement, version, form):
 
 
 # =========================================================================== per-version forms
-FORMS = [
+FORMS = [  # upstream-conformance §2-§3
     # version  send fills CorrelationId  receive outputs CorrelationId  peek
     ("1.2",    True,                     True,                          "count"),
     ("2.2",    True,                     True,                          "count"),
     ("3.0",    True,                     True,                          "count"),
+    ("3.1.6",  True,                     True,                          "top"),
     ("4.0",    True,                     True,                          "count"),
-    ("4.1",    True,                     False,                         "count"),
-    ("4.1.2",  True,                     False,                         "top"),
-    ("5.0",    True,                     False,                         "top"),
-    ("6.0.4",  True,                     False,                         "top"),
-    ("6.1",    True,                     False,                         "range"),
-    ("6.3.1",  True,                     False,                         "range"),
+    ("4.1",    True,                     True,                          "count"),
+    ("4.1.2",  True,                     True,                          "top"),
+    ("5.0",    True,                     True,                          "top"),
+    ("6.0.1",  True,                     True,                          "top"),
+    ("6.1",    True,                     True,                          "range"),
+    ("6.3.1",  True,                     True,                          "range"),
     ("7.0",    False,                    False,                         "range"),
     ("9.1",    False,                    False,                         "range"),
 ]  # fmt: skip
+# Releases that check for a nonclustered RowVersion index (upstream-conformance §3).
+ROWVERSION_CHECK = {"4.3.2", "5.0.3", "6.0.1", "6.1", "6.3.1", "7.0", "9.1"}
 
 
 @pytest.mark.parametrize("version,send_correlation,receive_correlation,peek", FORMS, ids=[f[0] for f in FORMS])
@@ -360,12 +360,16 @@ def test_statement_forms_per_version(version, send_correlation, receive_correlat
     table = "nsb . dbo . sales" if three_part(version) else "dbo . sales"
     markers = {
         "count": f"select count ( * ) id from {table} with ( readpast )",
-        "top": f"select count ( * ) id from ( select top {PEEK_N} * from {table} with ( readpast ) ) as count_table",
+        "top": f"select count ( * ) id from ( select top {PEEK_N} * from {table} with ( readpast )",
         "range": "select isnull ( cast ( max ( rowversion ) - min ( rowversion ) + 1 as int ) , 0 ) id from",
     }
     assert [form for form, marker in markers.items() if marker in text] == [peek], text
     expected_keys = {"send", "receive", "receive_batch", "peek", "purge_expired", "purge_all", "check_expires_index",
-                     "check_headers_type", "check_recoverable_column"}  # fmt: skip
+                     "check_headers_type"}  # fmt: skip
+    if not send_correlation:  # 7.0+: the send without Recoverable, and the check that chooses it
+        expected_keys |= {"send_norec", "check_recoverable_column"}
+    if version in ROWVERSION_CHECK:
+        expected_keys.add("check_rowversion_index")
     if three_part(version):
         expected_keys |= {"store_delayed", "move_due_delayed"}
     if has_subscriptions(version):
@@ -375,7 +379,7 @@ def test_statement_forms_per_version(version, send_correlation, receive_correlat
         assert statement.name == name and statement.doc and "\n" not in statement.doc
 
 
-@pytest.mark.parametrize("version", ["3.0", "4.0", "4.1", "9.1"])
+@pytest.mark.parametrize("version", ["4.1", "6.3.8", "9.1"])  # receive without Recoverable, flagging expired rows
 def test_receive_batch_is_receive_for_up_to_batch_size_rows(version):
     statements = catalog_statements(version, ("nsb", "dbo", "Sales"))
     receive, batch = normalized(statements["receive"].sql), normalized(statements["receive_batch"].sql)
@@ -402,7 +406,7 @@ def test_move_due_delayed_fills_the_owning_queue():
     text = normalized(statements["move_due_delayed"].sql)
     assert "from nsb . sales . sales.delayed with ( updlock , readpast , rowlock )" in text
     assert "into nsb . sales . sales ( id , correlationid" in text
-    assert text.endswith("from nsb . sales . sales.delayed order by due")
+    assert text.endswith("from nsb . sales . sales.delayed with ( readpast ) order by due")
     assert statements["store_delayed"].identifiers == {"delayed": "[nsb].[sales].[Sales.Delayed]"}
     # a queue whose Recoverable column was dropped (7.0+): moved rows leave it out as well
     without = ENGINE.runtime_statements(profile("9.1"), TableName("Sales"), delayed=TableName("Sales.Delayed"), recoverable_column=False)
@@ -572,16 +576,21 @@ def test_merge_binds_queue_address_twice_in_order():
 @pytest.mark.parametrize("topics", [1, 2, 5])
 def test_find_subscribers_has_one_parameter_per_topic(topics):
     statement = catalog_statements("9.1", (None, "dbo", "Sales"), topics)["find_subscribers"]
-    assert statement.params == tuple(f"Topic{i}" for i in range(topics))
+    assert statement.params == tuple(f"Topic_{i}" for i in range(topics))
     sql, order = statement.native("qmark")
     assert order == statement.params
     assert "WHERE Topic IN (" + ", ".join("?" * topics) + ")" in sql
 
 
 def test_send_params_follow_the_version():
-    assert catalog_statements("2.2", (None, "dbo", "Sales"))["send"].params == (
+    assert catalog_statements("4.1", (None, "dbo", "Sales"))["send"].params == (
         "Id", "CorrelationId", "ReplyToAddress", "TimeToBeReceivedMs", "Headers", "Body"
     )  # fmt: skip
+    assert catalog_statements("3.1", (None, "dbo", "Sales"))["send"].params == (
+        "Id", "CorrelationId", "ReplyToAddress", "Recoverable", "TimeToBeReceivedMs", "Headers", "Body"
+    )  # fmt: skip
+    assert catalog_statements("3.1", (None, "dbo", "Sales"))["store_delayed"].params == ("Headers", "Body", "Due")
+    assert catalog_statements("4.3", (None, "dbo", "Sales"))["store_delayed"].params == ("Headers", "Body", "DueAfterMs")
     store = catalog_statements("9.1", (None, "dbo", "Sales"))["store_delayed"]
     assert store.params == ("DueAfterMilliseconds", "DueAfterSeconds", "DueAfterMinutes", "DueAfterHours",
                             "DueAfterDays", "Headers", "Body")  # fmt: skip
@@ -591,7 +600,7 @@ def test_send_params_follow_the_version():
 # Names that also test the parameter conversion: an @Name, a %, a ? inside a table name.
 RUNTIME_HOSTILE = HOSTILE + ["Alpha@IdOmega", "Alpha%sOmega", "Alpha?Omega", "Alpha@@OPTIONSOmega"]
 FIXED_IDENTIFIERS = {"RowVersion"}  # [RowVersion] in the latest peek
-FIXED_LITERALS = {"OFF", "ON", "Index_Expires", "Headers", "Recoverable"}
+FIXED_LITERALS = {"OFF", "ON", "Index_Expires", "Index_RowVersion", "Headers", "Recoverable", "Expires", "RowVersion"}
 
 
 @pytest.mark.parametrize("hostile", RUNTIME_HOSTILE)
@@ -623,8 +632,10 @@ def test_hostile_table_names_never_escape_quoting(hostile):
                         residue_marks = [t for t in tokenize(sql) if t.kind == "punct" and t.value == "?"]
                         assert len(residue_marks) == len(expected), where
                 if "table_literal" in statement.identifiers:
-                    # the qualified name inside N'...' with every ' doubled
-                    assert f"OBJECT_ID(N'{ENGINE.literal_text(qualified)}')" in statement.sql, where
+                    # the qualified name inside '...' (N'...' in the Recoverable count) with every ' doubled
+                    literal = f"'{ENGINE.literal_text(qualified)}')"
+                    assert f"OBJECT_ID({literal}" in statement.sql or f"OBJECT_ID(N{literal}" in statement.sql, where
+                if "sys" in statement.identifiers:
                     catalog = name.catalog if prof.three_part_names else None
                     assert statement.identifiers["sys"] == (ENGINE.quote(catalog) + ".sys" if catalog else "sys")
 

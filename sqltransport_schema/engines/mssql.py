@@ -7,6 +7,7 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ..grants import GrantPlan
 
 MAX_IDENTIFIER = 128
+_REGULAR_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_@#$]*$")  # needs no brackets
 
 
 class MSSQL(Dialect):
@@ -743,7 +745,8 @@ WHERE c.object_id = OBJECT_ID('{table_literal}')
     # 7.0.0-7.0.6, 8.0.0-8.1.4: an empty result whose column names tell.
     CHECK_RECOVERABLE_COLUMNS = "SELECT TOP (0) * FROM {table} WITH (NOLOCK);"
     # 7.0.7+, 8.1.5+: a count in the catalog's sys.columns ({sys}: the catalog raw in 7.0.7 and
-    # 8.1.5, in brackets later; an inner ] is not doubled in either).
+    # 8.1.5, in brackets later). Upstream never doubles an inner ]; the project quotes by the
+    # engine's rules, the same text for every name that upstream's text would not break.
     CHECK_RECOVERABLE_COLUMN = """\
 SELECT COUNT(*)
 FROM {sys}.columns c
@@ -775,15 +778,11 @@ SET @DueAfter = DATEADD(n, @DueAfterMinutes, @DueAfter);
 SET @DueAfter = DATEADD(hh, @DueAfterHours, @DueAfter);
 SET @DueAfter = DATEADD(d, @DueAfterDays, @DueAfter);
 """
-    # DueForm -> ({declare_due}, {due}, the due parameters)
+    # DueForm -> ({declare_due}, {due})
     DUE_FORMS = {
-        DueForm.ABSOLUTE: ("", "@Due", ("Due",)),
-        DueForm.AFTER_MS: ("", "DATEADD(ms, @DueAfterMs, GETUTCDATE())", ("DueAfterMs",)),
-        DueForm.PARTS: (
-            DUE_AFTER_PARTS,
-            "@DueAfter",
-            ("DueAfterMilliseconds", "DueAfterSeconds", "DueAfterMinutes", "DueAfterHours", "DueAfterDays"),
-        ),
+        DueForm.ABSOLUTE: ("", "@Due"),
+        DueForm.AFTER_MS: ("", "DATEADD(ms, @DueAfterMs, GETUTCDATE())"),
+        DueForm.PARTS: (DUE_AFTER_PARTS, "@DueAfter"),
     }
 
     # Move of due messages into the owning endpoint's input queue, 3.1.0-6.2.0: one silent
@@ -926,17 +925,16 @@ WHERE Topic IN ({topics})"""
             return self._slots(self.PEEK_TOP, not_expired=not_expired, peek_batch_size=str(peek_batch_size))
         return self._slots(self.PEEK, hint="READPAST, READCOMMITTEDLOCK" if profile.peek_readcommittedlock else "nolock")
 
-    def _recoverable_check(self, profile: Profile, queue: TableName) -> str:
-        if profile.recoverable_check is RecoverableCheck.COLUMNS:
-            return self.CHECK_RECOVERABLE_COLUMNS
+    def _recoverable_sys(self, profile: Profile, queue: TableName) -> str:
+        """The sys schema of the queue's catalog as the release's Recoverable count writes it."""
         catalog = queue.catalog if profile.three_part_names else None
         if catalog is None:
             sys_ = "sys"
-        elif profile.recoverable_check is RecoverableCheck.COUNT_RAW_CATALOG:
-            sys_ = f"{catalog}.sys"
+        elif profile.recoverable_check is RecoverableCheck.COUNT_RAW_CATALOG and _REGULAR_IDENTIFIER.match(catalog):
+            sys_ = f"{catalog}.sys"  # raw, as 7.0.7 and 8.1.5 write it, where that is still one identifier
         else:
-            sys_ = f"[{catalog}].sys"
-        return self._slots(self.CHECK_RECOVERABLE_COLUMN, sys=sys_)
+            sys_ = f"{self.quote(catalog)}.sys"
+        return sys_
 
     def _move_due(self, profile: Profile, recoverable_column: bool) -> str:
         if not recoverable_column:
@@ -991,17 +989,15 @@ WHERE Topic IN ({topics})"""
         probe = {"table_literal": self.literal_text(qualified)}
         correlation = profile.receive_correlation
 
-        send_params = ("Id", "TimeToBeReceivedMs", "Headers", "Body")
         if not latest_send:
             recoverable = "@Recoverable" if profile.send_recoverable_parameter else "1"
             send = self._slots(self.SEND_WITH_CORRELATION, recoverable=recoverable)
-            send_params = parameters_of(send)
         else:
             send = self.SEND if recoverable_column else self.SEND_WITHOUT_RECOVERABLE
         receive, receive_columns = self._receive(profile)
 
         out = {
-            "send": Statement("send", send, table, send_params, "place a message on the queue"),
+            "send": Statement("send", send, table, parameters_of(send), "place a message on the queue"),
             "receive": Statement(
                 "receive",
                 receive,
@@ -1054,24 +1050,26 @@ WHERE Topic IN ({topics})"""
                 "send_norec",
                 self.SEND_WITHOUT_RECOVERABLE,
                 table,
-                send_params,
+                parameters_of(self.SEND_WITHOUT_RECOVERABLE),
                 "place a message on a queue whose Recoverable column was dropped",
             )
+            by_columns = profile.recoverable_check is RecoverableCheck.COLUMNS
             out["check_recoverable_column"] = Statement(
                 "check_recoverable_column",
-                self._recoverable_check(profile, queue),
-                {**table, **probe},
+                self.CHECK_RECOVERABLE_COLUMNS if by_columns else self.CHECK_RECOVERABLE_COLUMN,
+                table if by_columns else {**probe, "sys": self._recoverable_sys(profile, queue)},
                 (),
                 "tell whether the queue still has its Recoverable column (chooses send or send_norec)",
             )
         if delayed is not None:
             both = {"table": qualified, "delayed": self.qualified(delayed, profile)}
-            declare_due, due, due_params = self.DUE_FORMS[profile.store_delayed]
+            declare_due, due = self.DUE_FORMS[profile.store_delayed]
+            store = self._slots(self.STORE_DELAYED, declare_due=declare_due, due=due)
             out["store_delayed"] = Statement(
                 "store_delayed",
-                self._slots(self.STORE_DELAYED, declare_due=declare_due, due=due),
+                store,
                 {"delayed": both["delayed"]},
-                ("Headers", "Body") + due_params,
+                parameters_of(store),
                 "store a message in the delayed table, due at the given time",
             )
             out["move_due_delayed"] = Statement(
