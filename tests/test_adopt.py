@@ -179,10 +179,11 @@ def test_sql_server_release_is_read_from_the_structure():
     assert verdict.status == "matches" and verdict.versions == ("4.3.2", "5.0.3", "6.0.1", "8.1", "8.1.13", "9.0", "9.0.2", "9.1")
     assert found.status == "matches_head"
 
-    # 2.x: varchar headers, clustered RowVersion, unfiltered Index_Expires
+    # 2.2.2-2.2.5 and 3.0.0-3.0.2 (upstream-conformance §5): varchar headers, clustered RowVersion,
+    # unfiltered Index_Expires
     verdict, found = judge_rows(headers=("varchar", -1), rowversion="CLUSTERED", expires_filter=None)
-    assert verdict.status == "other_shape" and verdict.versions == ("2.2.3",)
-    assert [op.describe() for op in found.plan] == ['change queue "Sales" from transport 2.2.3 to 9.1']
+    assert verdict.status == "other_shape" and verdict.versions == ("2.2.2", "3.0")
+    assert [op.describe() for op in found.plan] == ['change queue "Sales" from transport 3.0 to 9.1']
 
     # 1.x: no Index_Expires at all
     verdict, _ = judge_rows(headers=("varchar", -1), rowversion="CLUSTERED", expires=False)

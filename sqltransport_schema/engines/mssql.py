@@ -785,13 +785,9 @@ SET @DueAfter = DATEADD(d, @DueAfterDays, @DueAfter);
         DueForm.PARTS: (DUE_AFTER_PARTS, "@DueAfter"),
     }
 
-    # Move of due messages into the owning endpoint's input queue, 3.1.0-6.2.0: one silent
-    # batch, NOCOUNT-wrapped, INTO the queue without a column list.
-    MOVE_DUE_DELAYED_SILENT = """\
-DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
-IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';
-SET NOCOUNT ON;
-
+    # Move of due messages into the owning endpoint's input queue: the core of every release,
+    # INTO the queue with {into_columns} (a column list from 6.3.6 and 7.0.4).
+    MOVE_DUE = """\
 WITH message AS (
     SELECT TOP(@BatchSize) *
     FROM {delayed} WITH (UPDLOCK, READPAST, ROWLOCK)
@@ -805,32 +801,28 @@ OUTPUT
     NULL,
     deleted.Headers,
     deleted.Body
-INTO {table};
+INTO {table}{into_columns};"""
 
-IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
-IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+    # 3.1.0-6.2.0: one silent batch, NOCOUNT-wrapped.
+    MOVE_DUE_DELAYED_SILENT = (
+        "DECLARE @NOCOUNT VARCHAR(3) = 'OFF';\n"
+        "IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';\n"
+        "SET NOCOUNT ON;\n\n" + MOVE_DUE + "\n\n"
+        "IF (@NOCOUNT = 'ON') SET NOCOUNT ON;\n"
+        "IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"
+    )
 
-    # 6.3.1+: then reports when the next one falls due; {into_columns} from 6.3.6 and 7.0.4,
-    # {next_hint} (READPAST on the probe) from 6.3.4 and 7.0.0.
-    MOVE_DUE_DELAYED = """\
-;WITH message AS (
-    SELECT TOP(@BatchSize) *
-    FROM {delayed} WITH (UPDLOCK, READPAST, ROWLOCK)
-    WHERE Due < GETUTCDATE())
-DELETE FROM message
-OUTPUT
-    NEWID(),
-    NULL,
-    NULL,
-    1,
-    NULL,
-    deleted.Headers,
-    deleted.Body
-INTO {table}{into_columns};
+    # 6.3.1+: then reports when the next one falls due, {next_hint} (READPAST on the probe)
+    # from 6.3.4 and 7.0.0.
+    MOVE_DUE_DELAYED = (
+        ";"
+        + MOVE_DUE
+        + """
 
 SELECT TOP 1 GETUTCDATE() as UtcNow, Due as NextDue
 FROM {delayed}{next_hint}
 ORDER BY Due"""
+    )
     MOVE_INTO_COLUMNS = " (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body)"
     READPAST = " WITH (READPAST)"
 
@@ -939,12 +931,11 @@ WHERE Topic IN ({topics})"""
     def _move_due(self, profile: Profile, recoverable_column: bool) -> str:
         if not recoverable_column:
             return self.MOVE_DUE_DELAYED_WITHOUT_RECOVERABLE
+        into_columns = self.MOVE_INTO_COLUMNS if profile.move_due_column_list else ""
         if not profile.move_due_returns_next:
-            return self.MOVE_DUE_DELAYED_SILENT
+            return self._slots(self.MOVE_DUE_DELAYED_SILENT, into_columns=into_columns)
         return self._slots(
-            self.MOVE_DUE_DELAYED,
-            into_columns=self.MOVE_INTO_COLUMNS if profile.move_due_column_list else "",
-            next_hint=self.READPAST if profile.move_due_next_readpast else "",
+            self.MOVE_DUE_DELAYED, into_columns=into_columns, next_hint=self.READPAST if profile.move_due_next_readpast else ""
         )
 
     def runtime_statements(
