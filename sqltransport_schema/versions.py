@@ -33,7 +33,8 @@ class ScriptStyle(str, Enum):
     """How a SQL Server creation script guards itself against concurrent installers."""
 
     IF_NOT_EXISTS = "if_not_exists"  # 1.x-2.x
-    APPLOCK = "applock"  # 3.0-6.3.0
+    NESTED_APPLOCK = "nested_applock"  # 3.0.x: IF NOT EXISTS ... BEGIN, the applock inside
+    APPLOCK = "applock"  # 3.1-6.3.0
     APPLOCK_TRY_CATCH = "applock_try_catch"  # 6.3.1+
 
 
@@ -143,7 +144,8 @@ BOUNDARIES: tuple[tuple[str, str, object], ...] = (
     ("7.0", "subscriptions_endpoint_not_null", True),
     ("8.1", "postgresql", True),
     # SQL Server creation scripts: how they guard against concurrent installers.
-    ("3.0", "script_style", ScriptStyle.APPLOCK),
+    ("3.0", "script_style", ScriptStyle.NESTED_APPLOCK),
+    ("3.1", "script_style", ScriptStyle.APPLOCK),
     ("6.3.1", "script_style", ScriptStyle.APPLOCK_TRY_CATCH),
     # SQL Server runtime statements (upstream-conformance §2-§3; fixes of parallel maintenance
     # lines appear at several places in version order).

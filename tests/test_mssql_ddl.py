@@ -308,9 +308,9 @@ SHAPES = [
     ("2.2.2",  "varchar",  "clustered",      "plain",    False,    False,  False),
     ("2.2.3",  "varchar",  "clustered",      "plain",    False,    False,  False),
     ("2.2.6",  "nvarchar", "clustered",      "plain",    False,    False,  False),
-    ("3.0",    "varchar",  "clustered",      "plain",    False,    True,   False),
-    ("3.0.2",  "varchar",  "clustered",      "plain",    False,    True,   False),
-    ("3.0.3",  "nvarchar", "clustered",      "plain",    False,    True,   False),
+    ("3.0",    "varchar",  "clustered",      "plain",    False,    "nested", False),
+    ("3.0.2",  "varchar",  "clustered",      "plain",    False,    "nested", False),
+    ("3.0.3",  "nvarchar", "clustered",      "plain",    False,    "nested", False),
     ("3.1",    "nvarchar", "clustered",      "filtered", False,    True,   True),
     ("4.0",    "nvarchar", "clustered",      "filtered", False,    True,   True),
     ("4.3.1",  "nvarchar", "clustered",      "filtered", False,    True,   True),
@@ -379,13 +379,14 @@ def test_queue_shape_per_version(version, headers, rowversion, expires, try_catc
 
     # Index_RowVersion: [RowVersion] ASC, but over the bare column where the applock scripts
     # cluster on it (upstream-conformance §4, create_queue A; 3.0.x's own form is not reproduced)
+    nested = applock == "nested"  # 3.0.x: IF NOT EXISTS ... BEGIN with the applock inside (upstream-conformance §5)
     kinds = re.findall(r"create (clustered|nonclustered) index index_rowversion on [^(]*\( rowversion( asc)? \)", text)
-    bare = applock and rowversion == "clustered"
+    bare = applock and not nested and rowversion == "clustered"
     assert kinds == [(rowversion, "" if bare else " asc")]
 
     # Index_Expires
     found = re.findall(
-        r"create (\w+) index index_expires on [^(]*\( expires \) include \( id , rowversion \)( where expires is not null)?",
+        r"create (\w+) index index_expires on [^(]*\( expires (?:asc )?\) include \( id , rowversion \)( where expires is not null)?",
         text,
     )
     assert text.count("index_expires") == (0 if expires is None else 1)
@@ -398,10 +399,13 @@ def test_queue_shape_per_version(version, headers, rowversion, expires, try_catc
     assert text.count("begin try") == text.count("end try") == text.count("begin catch") == (1 if try_catch else 0)
     assert ("throw ;" in text) is try_catch
     assert text.count("exec sp_getapplock") == (1 if applock else 0)
-    assert text.count("exec sp_releaseapplock") == (3 if try_catch else 2 if applock else 0)
-    assert ("if not exists ( select * from sys . objects" in text) is (not applock)
-    if not applock:
-        assert "on primary" in text  # ) ON [PRIMARY]; as in tag 1.2.5
+    assert text.count("exec sp_releaseapplock") == (3 if try_catch else 1 if nested else 2 if applock else 0)
+    assert ("if not exists ( select * from sys . objects" in text) is (not applock or nested)
+    if not applock or nested:
+        assert "on primary" in text  # ) ON [PRIMARY]; as in tag 1.2.5 and 3.0.x
+    if nested:
+        assert "@resource = 'dbo_sales_lock'" in text  # the raw schema and table, joined by _
+        assert text.count("pad_index = off") == 2 and text.count("ignore_dup_key = off") == 1
 
     # names
     assert ("[nsb].[dbo].[Sales]" in batch) is three_part
@@ -659,7 +663,7 @@ LEAKS = ("[", "]", "'", '"', "--", "/*", "*/", "{", "}")
 FIXED_IDENTIFIERS = {
     "Id", "CorrelationId", "ReplyToAddress", "Recoverable", "Expires", "Headers", "Body", "RowVersion",
     "uniqueidentifier", "varchar", "nvarchar", "bit", "datetime", "varbinary", "bigint",
-    "PRIMARY", "Index_RowVersion", "Index_Due", "Due",
+    "PRIMARY", "Index_RowVersion", "Index_Expires", "Index_Due", "Due",
 }  # fmt: skip
 FIXED_LITERALS = {
     "U", "Exclusive", "BodyString", "Headers", "varchar", "nvarchar", "Index_RowVersion", "Index_Expires",
@@ -744,6 +748,7 @@ def test_hostile_table_names_never_escape_quoting(hostile):
                 name.table,
             ]
             literals |= {qualified, qualified + "_lock", ENGINE.refusal(TableSpec(Kind.QUEUE, name), prof)}
+        literals.add(f"{name.schema or 'dbo'}_{name.table}_lock")  # 3.0.x: the raw names joined by _
         for label, version, batches in _hostile_batches(name):
             assert batches, label
             qualified = ENGINE.qualified(name, profile(version))

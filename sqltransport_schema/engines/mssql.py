@@ -235,6 +235,46 @@ IF NOT  EXISTS (SELECT * FROM sys.objects WHERE object_id = OBJECT_ID(N'{name}')
     ( [RowVersion] ASC ){expires_index}
   END"""
 
+    # Versions 3.0.x: the 1.x guard with an applock inside, on a resource built from the raw
+    # schema and table names; the index option lists of SQL Server Management Studio's scripts.
+    CREATE_QUEUE_V3 = """\
+IF NOT EXISTS (SELECT * FROM sys.objects WHERE object_id = OBJECT_ID(N'{name}') AND type in (N'U'))
+BEGIN
+    EXEC sp_getapplock @Resource = '{resource}_lock', @LockMode = 'Exclusive'
+
+    IF NOT EXISTS (SELECT * FROM sys.objects WHERE object_id = OBJECT_ID(N'{name}') AND type in (N'U'))
+    BEGIN
+        CREATE TABLE {table}(
+            [Id] [uniqueidentifier] NOT NULL,
+            [CorrelationId] [varchar](255) NULL,
+            [ReplyToAddress] [varchar](255) NULL,
+            [Recoverable] [bit] NOT NULL,
+            [Expires] [datetime] NULL,
+            [Headers] [{headers_v1}](max) NOT NULL,
+            [Body] [varbinary](max) NULL,
+            [RowVersion] [bigint] IDENTITY(1,1) NOT NULL
+        ) ON [PRIMARY];
+
+        CREATE CLUSTERED INDEX [Index_RowVersion] ON {table}
+        (
+            [RowVersion] ASC
+        )WITH (PAD_INDEX = OFF, STATISTICS_NORECOMPUTE = OFF, SORT_IN_TEMPDB = OFF, IGNORE_DUP_KEY = OFF, DROP_EXISTING = OFF, ONLINE = OFF, ALLOW_ROW_LOCKS = ON, ALLOW_PAGE_LOCKS = ON) ON [PRIMARY]
+
+        CREATE NONCLUSTERED INDEX [Index_Expires] ON {table}
+        (
+            [Expires] ASC
+        )
+        INCLUDE
+        (
+            [Id],
+            [RowVersion]
+        )
+        WITH (PAD_INDEX = OFF, STATISTICS_NORECOMPUTE = OFF, SORT_IN_TEMPDB = OFF, DROP_EXISTING = OFF, ONLINE = OFF, ALLOW_ROW_LOCKS = ON, ALLOW_PAGE_LOCKS = ON)
+    END
+
+    EXEC sp_releaseapplock @Resource = '{resource}_lock'
+END"""
+
     # -- delayed and subscription tables --------------------------------------------------
     CREATE_DELAYED = """\
     CREATE TABLE {table} (
@@ -376,7 +416,14 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
 
     def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec, profile)
-        if profile.script_style is ScriptStyle.IF_NOT_EXISTS:
+        if profile.script_style is ScriptStyle.NESTED_APPLOCK:
+            schema = spec.name.schema if spec.name.schema is not None else self.default_schema
+            batch = self.CREATE_QUEUE_V3.format(
+                headers_v1="nvarchar" if profile.headers_unicode else "varchar",
+                resource=self.literal_text(f"{schema}_{spec.name.table}"),
+                **fields,
+            )
+        elif profile.script_style is ScriptStyle.IF_NOT_EXISTS:
             expires = self._expires_index(profile.expires_index, fields)
             batch = self.CREATE_QUEUE_V1.format(
                 headers_v1="nvarchar" if profile.headers_unicode else "varchar",
