@@ -198,7 +198,7 @@ class FakeConnection:
 )  # fmt: skip
 def test_start_up_checks_warn_as_the_transport_does(release, expires, rowversion, headers, expected):
     connection = FakeConnection(expires, rowversion, headers)
-    warnings = ENGINE.catalog_warnings(connection, [TableName("Sales", "dbo", "nservicebus")], profile(release))
+    warnings = ENGINE.catalog.warnings(connection, [TableName("Sales", "dbo", "nservicebus")], profile(release))
     assert len(warnings) == len(expected), warnings
     for warning, phrase in zip(warnings, expected):
         assert phrase in warning and "[nservicebus].[dbo].[Sales]" in warning
