@@ -521,7 +521,8 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
     # the catalog is known), {table_literal} the queue's name inside a '...' literal, {sys} the
     # sys schema the Recoverable count reads. Where releases differ, a template has a slot
     # ({not_expired}, {hint}, ...) that runtime_statements fills with a fragment chosen by a
-    # Profile field (versions.BOUNDARIES), before the Statement is made. @Name are parameters; @NOCOUNT, @DueAfter and @batch are T-SQL variables.
+    # Profile field (versions.BOUNDARIES), before the Statement is made. @Name are parameters;
+    # @NOCOUNT, @DueAfter and @batch are T-SQL variables.
 
     # The NOCOUNT save/restore around send, receive, store and the early move is the
     # transport's: the caller's setting is left as it found it.
