@@ -123,7 +123,8 @@ def test_the_due_time_is_stored_from_its_five_parts(project, pg_url):
     transport = deploy(project, pg_url)
     sales = transport.endpoint("Sales")
     delay = timedelta(days=1, hours=2, minutes=3, seconds=4, milliseconds=5)
-    assert _due_after(delay) == {
+    parts = {k: v for k, v in _due_after(delay).items() if k != "Due"}  # Due: SQL Server 3.1-4.1's absolute form
+    assert parts == {
         "DueAfterMs": 93784005,
         "DueAfterDays": 1,
         "DueAfterHours": 2,
