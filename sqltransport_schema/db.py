@@ -7,11 +7,26 @@ from contextlib import contextmanager
 from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
+SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN or mysql://USER@HOST/DB"
+# The extra of this package that installs each backend's driver.
+DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql", "mariadb": "mysql"}
+
+
+class DatabaseURLError(ValueError):
+    """A URL no engine can be made from (unknown scheme, driver not installed), said in one line
+    that names the fix."""
+
 
 def normalise_url(url: str) -> str:
-    """A bare postgresql:// URL means psycopg 3, the driver this package installs; mysql:// and
-    mariadb:// mean PyMySQL."""
-    parsed = make_url(url)
+    """A bare postgresql:// (or postgres://, as libpq and hosting providers write it) URL means
+    psycopg 3, the driver this package installs; mysql:// and mariadb:// mean PyMySQL."""
+    try:
+        parsed = make_url(url)
+    except exc.ArgumentError:
+        raise DatabaseURLError(f"{url!r} is not a database URL; expected one of {SCHEMES}") from None
+    if parsed.get_backend_name() == "postgres":
+        driver = parsed.get_driver_name() if "+" in parsed.drivername else ""
+        parsed = parsed.set(drivername="postgresql" + (f"+{driver}" if driver else ""))
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     elif parsed.drivername in ("mysql", "mariadb"):
@@ -27,7 +42,15 @@ def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
         kwargs.setdefault("poolclass", pool.NullPool)
-    engine = create_engine(url, **kwargs)
+    backend = make_url(url).get_backend_name()
+    try:
+        engine = create_engine(url, **kwargs)
+    except exc.NoSuchModuleError:
+        raise DatabaseURLError(f"unknown database scheme {backend}://; use {SCHEMES}") from None
+    except ImportError as missing:
+        extra = DRIVER_EXTRAS.get(backend)
+        fix = f"pip install 'sqltransport-schema[{extra}]'" if extra else "install its DBAPI driver"
+        raise DatabaseURLError(f"the {backend} driver cannot be imported ({missing}); {fix}") from None
     if engine.dialect.name == "sqlite":
         sqlite_transactions(engine, writers=sqlite_writers)
     return engine
@@ -56,6 +79,18 @@ def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
     return engine
 
 
+def failure(problem: exc.SQLAlchemyError) -> str:
+    """A database error as one line that says where to look: the server and URL, or the statement."""
+    lines = str(getattr(problem, "orig", None) or problem).strip().splitlines()
+    first = lines[0] if lines else type(problem).__name__
+    if isinstance(problem, (exc.OperationalError, exc.InterfaceError)) and getattr(problem, "statement", None) is None:
+        return (
+            f"cannot reach the database: {first}; is the server up, and is the URL right "
+            "(--url, -x url=, SQLTRANSPORT_URL or sqlalchemy.url in alembic.ini)?"
+        )
+    return f"the database refused: {first}"
+
+
 @contextmanager
 def catalog_connection(url: str, error: type[Exception]):
     """(engine class, connection) for reading a database's catalog; an unsupported engine or a
@@ -70,6 +105,6 @@ def catalog_connection(url: str, error: type[Exception]):
     except (engines.UnsupportedEngine, NotImplementedError) as problem:
         raise error(str(problem)) from None
     except exc.SQLAlchemyError as problem:
-        raise error(f"cannot read the database: {problem.__class__.__name__}: {str(problem).splitlines()[0]}") from None
+        raise error(failure(problem)) from None
     finally:
         db.dispose()

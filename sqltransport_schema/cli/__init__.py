@@ -12,17 +12,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from . import database, pipeline, review, topology
-from .output import DESCRIPTION, EXIT_ERROR
+from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error
 
 # The order --help lists the commands in.
 COMMANDS = ("compile", "validate", "check", "adopt", "statements", "grants", "script", "pipeline", "json-schema")
 PARSERS = {**topology.PARSERS, **database.PARSERS, **review.PARSERS, **pipeline.PARSERS}
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage mistake is one `error:` line too (argparse's own prints the whole usage first)."""
+
+    def error(self, message: str):
+        sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(EXIT_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sqltransport-schema", description=DESCRIPTION)
+    parser = Parser(prog="sqltransport-schema", description=DESCRIPTION)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error, and warnings")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         PARSERS[name](sub)
@@ -30,9 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Every failure, of the user's or ours, ends as one `error:` line (or a JSON
+    error object under --format json) and exit 2, so that 1 always means the command's finding."""
     args = build_parser().parse_args(argv)
-    try:
+    if args.debug:
         return args.func(args)
-    except (FileNotFoundError, ValueError) as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return EXIT_ERROR
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. SQLAlchemy's about a DSN-less pyodbc URL: noise around the one line
+        try:
+            return args.func(args)
+        except Exception as error:  # noqa: BLE001 - the one place errors become a line
+            return emit_error(args, describe(error))

@@ -39,9 +39,37 @@ def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | Non
     return EXIT_ERROR
 
 
+def describe(error: BaseException) -> str:
+    """One line for a failed command that says what to change; the traceback is --debug's."""
+    from sqlalchemy import exc
+
+    from ..db import failure
+
+    if isinstance(error, exc.SQLAlchemyError):
+        return failure(error)
+    if isinstance(error, (ValueError, LookupError, OSError, ImportError)) or _written_for_users(error):
+        return _first_line(error)
+    return f"{type(error).__name__}: {_first_line(error)} (unexpected; run with --debug for the traceback)"
+
+
+def _first_line(error: BaseException | str) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _written_for_users(error: BaseException) -> bool:
+    """The project's own errors and Alembic's CommandError carry a message meant for the user."""
+    module = type(error).__module__
+    return module.startswith("sqltransport_schema") or type(error).__name__ == "CommandError"
+
+
 def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:
     """Every problem of an invalid topology.yaml, with its file:line:column; nothing is written."""
     payload = {"status": "invalid", "problems": [p.to_json() for p in error.problems]}
-    lines = [str(p) for p in error.problems] + [f"{len(error.problems)} problem(s); nothing was written."]
+    lines = [str(p) for p in error.problems]
+    if len(lines) == 1:
+        lines[0] += " (nothing was written)"  # one mistake, one line
+    else:
+        lines.append(f"{len(lines)} problem(s); nothing was written.")
     emit(args, payload, lines, stream=sys.stderr if args.format == "text" else sys.stdout)
     return EXIT_ERROR

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 
 from ..urls import database_url
 from .options import LAYOUTS, NO_HELP, add_options, add_spark_options, load_config
-from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
-
-Command = Callable[[argparse.Namespace], int]
+from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit
 
 
 # --------------------------------------------------------------------------- from options to values
@@ -56,27 +53,6 @@ def _plan(args: argparse.Namespace):
     config = load_config(args.config)
     url = database_url(args.url, config)
     return planning.plan(config, url, args.to_rev, _mapping(args.map)), url
-
-
-def _guard(func: Command) -> Command:
-    """A database or Spark failure becomes one readable line and exit 2."""
-
-    def run(args: argparse.Namespace) -> int:
-        from ..pipeline.move import MoveError
-        from ..pipeline.session import SparkUnavailable
-
-        try:
-            return func(args)
-        except (FileNotFoundError, ValueError):
-            raise  # the top-level handler reports these (exit 2)
-        except (MoveError, SparkUnavailable, LookupError) as exc:
-            message = str(exc)
-        except Exception as exc:  # a database or Spark failure: one readable line, exit 2
-            first = str(exc).strip().splitlines()
-            message = f"{type(exc).__name__}: {first[0] if first else ''}"
-        return emit_error(args, message)
-
-    return run
 
 
 # --------------------------------------------------------------------------- commands
@@ -235,17 +211,17 @@ def add_pipeline(sub) -> None:
     p.add_argument("--delete-source", action="store_true", help="subscriptions: delete the source rows once copied")
     add_options(p, "format", format=NO_HELP)
     add_spark_options(p)
-    p.set_defaults(func=_guard(cmd_move))
+    p.set_defaults(func=cmd_move)
 
     database = ("url", "config", "to_rev", "map", "format")
     p = psub.add_parser("plan", help="list the message moves the pending revisions need (exit 1 when there are some)")
     add_options(p, *database, format=NO_HELP)
-    p.set_defaults(func=_guard(cmd_plan))
+    p.set_defaults(func=cmd_plan)
 
     p = psub.add_parser("run", help="perform the planned moves, so the revision's guarded drops pass")
     add_options(p, *database, format=NO_HELP)
     add_spark_options(p)
-    p.set_defaults(func=_guard(cmd_run))
+    p.set_defaults(func=cmd_run)
 
     queue = ("url", "table", "layout", "format")
     queue_changes = {"url": {"required": True, "help": "database URL"}, "format": NO_HELP}
@@ -255,7 +231,7 @@ def add_pipeline(sub) -> None:
     p.add_argument("--mode", choices=("errorifexists", "append", "overwrite"), default="errorifexists")
     p.add_argument("--partitions", type=int, default=4, help="parallel JDBC reads")
     add_spark_options(p)
-    p.set_defaults(func=_guard(cmd_archive))
+    p.set_defaults(func=cmd_archive)
 
     p = psub.add_parser("replay", help="send archived messages back into a queue (exactly once per replay id)")
     add_options(p, *queue, **queue_changes)
@@ -267,7 +243,7 @@ def add_pipeline(sub) -> None:
     p.add_argument("--where", help="a Spark SQL condition on the archive's columns")
     p.add_argument("--replay-id", help="resume this replay (default: derived from the archive, filters and queue)")
     add_spark_options(p)
-    p.set_defaults(func=_guard(cmd_replay))
+    p.set_defaults(func=cmd_replay)
 
     p = psub.add_parser("backfill", help="fill a saga's correlation column from its JSON Data")
     add_options(p, "url", "table", url=queue_changes["url"], table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
@@ -277,7 +253,7 @@ def add_pipeline(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="also rewrite rows whose column is already filled")
     add_options(p, "format", format=NO_HELP)
     add_spark_options(p)
-    p.set_defaults(func=_guard(cmd_backfill))
+    p.set_defaults(func=cmd_backfill)
 
 
 PARSERS = {"pipeline": add_pipeline}

@@ -1,0 +1,145 @@
+"""A user's typical mistakes, run as the `sqltransport-schema` script: every one ends in exit 2 and
+one `error:` line on stderr (or a JSON error object), never a traceback, so CI never reads a typo
+as a finding (exit 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a]
+queues:
+  - name: error
+"""
+ERROR_LINE = re.compile(r"^(\S+:\d+:\d+: )?error: ")  # topology problems carry file:line:column
+CLOSED_PORT = "postgresql://postgres@127.0.0.1:1/nowhere"
+
+
+def no_pyodbc(tmp_path: Path) -> Path:
+    """A folder whose pyodbc fails to import as it does without libodbc: the missing-driver case."""
+    folder = tmp_path / "no_pyodbc"
+    folder.mkdir(exist_ok=True)
+    (folder / "pyodbc.py").write_text('raise ImportError("libodbc.so.2: cannot open shared object file")\n')
+    return folder
+
+
+def run(cwd: Path, *args: str, shadow: Path | None = None) -> subprocess.CompletedProcess:
+    path = [str(shadow)] if shadow else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)])}
+    env.pop("SQLTRANSPORT_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "sqltransport_schema.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def compiled(project):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    return project
+
+
+def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
+    """(what, arguments) of each command's typical mistakes."""
+    c = ["-c", str(root / "alembic.ini")]
+    out = []
+    for what, url in [
+        ("wrong scheme", "foo://x"),
+        ("not a URL", "localhost:5432"),
+        ("missing driver", "mssql://u:p@dsn"),
+        ("server down", CLOSED_PORT),
+    ]:
+        out += [
+            (f"check, {what}", ["check", "--url", url, *c]),
+            (f"adopt, {what}", ["adopt", "--url", url, *c]),
+            (f"pipeline plan, {what}", ["pipeline", "plan", "--url", url, *c]),
+            (f"pipeline run, {what}", ["pipeline", "run", "--url", url, *c]),
+            (
+                f"pipeline move, {what}",
+                ["pipeline", "move", "--from", url, "--from-table", "Sales", "--to-table", "B", "--kind", "subscriptions"],
+            ),
+            (
+                f"pipeline backfill, {what}",
+                [
+                    "pipeline",
+                    "backfill",
+                    "--url",
+                    url,
+                    "--table",
+                    "Sales_OrderSaga",
+                    "--property",
+                    "OrderId",
+                    "--column",
+                    "Correlation_OrderId",
+                    "--no-spark",
+                ],
+            ),
+        ]
+    out += [
+        ("check, unknown table of a database never migrated", ["check", "--url", sqlite, *c]),
+        ("pipeline move, unknown table", ["pipeline", "move", "--from", sqlite, "--from-table", "Nope", "--to-table", "B", "--no-spark"]),
+        (
+            "pipeline backfill, unknown table",
+            ["pipeline", "backfill", "--url", sqlite, "--table", "Nope", "--property", "P", "--column", "C", "--no-spark"],
+        ),
+        ("grants, unknown endpoint", ["grants", "--engine", "postgresql", "--role", "r", "--endpoint", "Nope", *c]),
+        ("compile, missing topology", ["compile", *c, "--topology", str(root / "missing.yaml")]),
+        ("compile, no alembic.ini", ["compile", "-c", str(root / "nope.ini")]),
+        ("validate, no topology", ["validate", "--topology", str(root / "missing.yaml")]),
+        ("script, unknown revision", ["script", "--engine", "postgresql", "--to", "feedface", *c]),
+        ("statements, unknown version", ["statements", "--engine", "postgresql", "--transport-version", "0.1"]),
+        ("unknown option", ["check", "--bogus"]),
+    ]
+    return out
+
+
+def test_every_mistake_is_one_error_line_and_exit_2(compiled, tmp_path):
+    sqlite = f"sqlite:///{tmp_path / 'empty.db'}"
+    shadow = no_pyodbc(tmp_path)
+    failures = []
+    for what, args in mistakes(compiled.root, sqlite):
+        result = run(tmp_path, *args, shadow=shadow)
+        lines = result.stderr.strip().splitlines()
+        if result.returncode != 2 or len(lines) != 1 or not ERROR_LINE.match(lines[0]) or "Traceback" in result.stderr:
+            failures.append(f"{what}: exit {result.returncode}, stderr:\n{result.stderr}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize(
+    "url, says",
+    [
+        ("foo://x", "unknown database scheme foo://"),
+        ("mssql://u:p@dsn", "pip install 'sqltransport-schema[mssql]'"),
+        (CLOSED_PORT, "cannot reach the database"),
+    ],
+)
+def test_json_errors_are_a_json_object(compiled, tmp_path, url, says):
+    result = run(tmp_path, "check", "--url", url, "-c", str(compiled.ini), "--format", "json", shadow=no_pyodbc(tmp_path))
+    assert result.returncode == 2, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["status"] == "error" and says in payload["message"]
+
+
+@pytest.mark.postgresql
+def test_postgres_scheme_means_postgresql(compiled, pg_url, tmp_path):
+    """postgres://, as libpq, psql and hosting providers write it, reaches the same database."""
+    url = pg_url.replace("postgresql+psycopg://", "postgres://")
+    result = run(tmp_path, "adopt", "--url", url, "-c", str(compiled.ini), "--dry-run", "--format", "json")
+    assert result.returncode in (0, 1), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_debug_shows_the_traceback(compiled, tmp_path):
+    result = run(tmp_path, "--debug", "check", "--url", "foo://x", "-c", str(compiled.ini))
+    assert result.returncode != 0 and "Traceback" in result.stderr
