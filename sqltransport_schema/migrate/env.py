@@ -5,14 +5,15 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context as alembic_context
-from sqlalchemy import MetaData, pool
+from alembic.util import CommandError
+from sqlalchemy import MetaData, exc, pool
 
 from .. import engines
-from ..db import make_engine, normalise_url
+from ..db import DatabaseURLError, failure, make_engine, normalise_url
 from ..revisions import head_blueprint
 from ..urls import database_url
 from .autogen import TARGET_OPTION, model_tables_only
-from .operations import DISCARD_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION
+from .operations import DISCARD_OPTION, DISCARD_TABLES_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION, RERUN_OPTION
 from .write import REVISION_OPTION
 
 TRUE = ("1", "true", "yes", "on")
@@ -32,10 +33,15 @@ def run(context=alembic_context, target_metadata=None) -> None:
     if config.config_file_name and config.attributes.get("configure_logging", True):
         fileConfig(config.config_file_name, disable_existing_loggers=False)
     x_args = context.get_x_argument(as_dictionary=True)
-    url = normalise_url(database_url(x_args.get("url"), config))
+    try:
+        url = normalise_url(database_url(x_args.get("url"), config))
+    except DatabaseURLError as error:
+        raise CommandError(str(error)) from None
     options = {
         DISCARD_OPTION: x_args.get("discard_messages", "").lower() in TRUE,
-        PROTECTED_OPTION: frozenset(name.strip() for name in x_args.get("drop_protected", "").split(",") if name.strip()),
+        DISCARD_TABLES_OPTION: _names(x_args.get("discard", "")),
+        PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
+        RERUN_OPTION: lambda option, opts: _rerun(config, opts, option),
     }
     if context.is_offline_mode():
         options[OFFLINE_HOOK_OPTION] = config.attributes.get(OFFLINE_HOOK_OPTION)
@@ -43,7 +49,10 @@ def run(context=alembic_context, target_metadata=None) -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(url, poolclass=pool.NullPool)
+    try:
+        engine = make_engine(url, poolclass=pool.NullPool)
+    except DatabaseURLError as error:
+        raise CommandError(str(error)) from None
     compare = {
         "target_metadata": target_metadata if target_metadata is not None else MetaData(),
         "include_name": model_tables_only(target_metadata),
@@ -56,5 +65,26 @@ def run(context=alembic_context, target_metadata=None) -> None:
             context.configure(connection=connection, transactional_ddl=True, **compare, **options)
             with context.begin_transaction():
                 context.run_migrations()
+    except exc.SQLAlchemyError as error:  # unreachable, or a statement failed: Alembic's one FAILED line
+        raise CommandError(failure(error)) from None
     finally:
         engine.dispose()
+
+
+def _names(value: str) -> frozenset[str]:
+    """A comma-separated -x value as a set of table names."""
+    return frozenset(name.strip() for name in value.split(",") if name.strip())
+
+
+def _rerun(config, opts: dict, option: str) -> str:
+    """The `alembic` command being run (opts: the migration context's), with `-x option` added:
+    the exact recovery command."""
+    key = option.split("=")[0]
+    x = [item for item in (getattr(config.cmd_opts, "x", None) or []) if item.split("=")[0] != key]
+    fn = opts.get("fn")
+    command = fn.__name__ if fn is not None and fn.__name__ in ("upgrade", "downgrade") else "upgrade"
+    revision = opts.get("destination_rev") or "head"
+    words = ["alembic", *(f"-x {item}" for item in [*x, option] if item), command, str(revision)]
+    if config.config_file_name and config.config_file_name != "alembic.ini":
+        words[1:1] = ["-c", config.config_file_name]
+    return " ".join(words)

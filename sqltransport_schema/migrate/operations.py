@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from alembic.autogenerate import renderers
 from alembic.operations import MigrateOperation, Operations
+from alembic.util import CommandError
+from sqlalchemy import exc
 
 from .. import engines
 from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
@@ -24,6 +26,8 @@ from ..versions import profile
 log = logging.getLogger("sqltransport_schema.migrate")
 
 DISCARD_OPTION = "sqltransport_discard_messages"
+DISCARD_TABLES_OPTION = "sqltransport_discard"  # names of tables whose compiled drop may take their rows along
+RERUN_OPTION = "sqltransport_rerun"  # the Alembic command line that was run, with one more -x option
 PROTECTED_OPTION = "sqltransport_drop_protected"  # names of protected queues a downgrade may drop
 OFFLINE_HOOK_OPTION = "sqltransport_offline_hook"  # called with each operation before its --sql output, then None
 
@@ -398,12 +402,47 @@ class DropSchemaIfEmptyOp(_SchemaOp):
 
 
 # --------------------------------------------------------------------------- execution
-class StructureMismatch(RuntimeError):
+# Refusals are Alembic CommandErrors: `alembic` prints them as one `FAILED: ...` line.
+class StructureMismatch(CommandError):
     """A table of that name exists but is not the transport table the revision would create."""
 
 
-class ProtectedQueue(RuntimeError):
+class ProtectedQueue(CommandError):
     """A migration step would drop a protected queue without its per-queue override."""
+
+
+class DropRefused(CommandError):
+    """The database refused to drop a table that still holds rows."""
+
+
+# What each kind of table holds, as a refused drop names it.
+CONTENTS = {Kind.QUEUE: "messages", Kind.DELAYED: "delayed messages", Kind.SUBSCRIPTIONS: "subscription rows", Kind.SAGA: "saga instances"}
+
+
+def rerun(context, option: str) -> str:
+    """The command to run again with one more `-x` option (env.py knows the command line)."""
+    build = context.opts.get(RERUN_OPTION)
+    return build(option, context.opts) if build else f"alembic -x {option} upgrade head"
+
+
+def _discards(operation, context) -> bool:
+    """A drop whose rows go with it: -x discard_messages=true, or its table listed in -x discard=."""
+    if getattr(operation, "discard_messages", None) is not False:
+        return False
+    return bool(context.opts.get(DISCARD_OPTION)) or operation.spec.name.table in context.opts.get(DISCARD_TABLES_OPTION, ())
+
+
+def _refused(operation, dialect, context) -> DropRefused:
+    name = operation.spec.name.table
+    contents = CONTENTS[operation.spec.kind]
+    fn = context.opts.get("fn")
+    downgrade = fn is not None and fn.__name__ == "downgrade"
+    option = "discard_messages=true" if downgrade else f"discard={name}"
+    first = "Move or consume them first (sqltransport-schema pipeline plan/run), or d" if operation.spec.kind is Kind.QUEUE else "D"
+    return DropRefused(
+        f"refusing to drop {operation.noun} {dialect.display(operation.spec.name)}: it still holds {contents}. "
+        f"{first}rop it with its {contents}: {rerun(context, option)}"
+    )
 
 
 class _RunState:
@@ -436,7 +475,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
     """Execute (online) or print (offline, --sql) the operation's statements."""
     context = operations.migration_context
     dialect = engines.for_sqlalchemy(context.dialect.name)
-    if getattr(operation, "discard_messages", None) is False and context.opts.get(DISCARD_OPTION):
+    if _discards(operation, context):
         operation = copy.copy(operation)  # a drop (of a table or saga table), now discarding its rows
         operation.discard_messages = True
     batches = operation.statements(dialect)
@@ -449,7 +488,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
         raise ProtectedQueue(
             f"refusing to drop protected queue {operation._where(dialect)}: error and audit "
             "queues, and queues marked protected: true, are never dropped by a migration without an override. "
-            f"Run again with -x drop_protected={operation.spec.name.table} to drop it (comma-separate several)"
+            f"To drop it: {rerun(context, 'drop_protected=' + operation.spec.name.table)} (comma-separate several)"
         )
     if context.as_sql:
         hook = context.opts.get(OFFLINE_HOOK_OPTION)
@@ -471,8 +510,16 @@ def run(operations: Operations, operation: TransportOp) -> None:
     _checkpoint(state, operation)
     # no_parameters: the driver gets the text as is, so a '%' or ':' in a quoted name stays literal
     connection = context.connection.execution_options(no_parameters=True)
-    for batch in batches:
-        connection.exec_driver_sql(batch)
+    try:
+        for batch in batches:
+            connection.exec_driver_sql(batch)
+    except exc.DBAPIError as error:
+        if getattr(operation, "discard_messages", None) is False and "refusing to drop" in str(error.orig):
+            raise _refused(operation, dialect, context) from None
+        refusal = str(error.orig).strip().splitlines()
+        if refusal and "refusing to" in refusal[0]:  # another guard of the engine's DDL (e.g. a saga promotion)
+            raise CommandError(refusal[0]) from None
+        raise
 
 
 Operations.implementation_for(TransportOp)(run)
