@@ -22,7 +22,7 @@ PACKAGE = "sqltransport_schema"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 CORE = ("statements", "shapes", "schema", "versions", "util", "urls", "revisions")
-ABOVE_ENGINES = ("db", "migrate", "runtime", "check", "adopt", "grants", "listings", "scripts", "pipeline", "cli")
+ABOVE_ENGINES = ("db", "migrate", "runtime", "check", "adopt", "grants", "listings", "scripts", "project", "pipeline", "cli")
 
 
 def _module_name(path: Path) -> str:
@@ -30,7 +30,8 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+# templates/ holds the files `init` writes into a new project (its migrations/env.py), not modules
+MODULES = {_module_name(path): path for path in sorted(ROOT.rglob("*.py")) if "templates" not in path.relative_to(ROOT).parts}
 
 
 def _resolve(importer: str, node: ast.ImportFrom) -> str:

@@ -2,6 +2,7 @@
 
 options.py   the shared options, declared once in a table; the Alembic configuration and topology path
 output.py    the exit codes and the one way to print a result or an error
+project.py   init (a new project)
 topology.py  validate, compile, json-schema (topology.yaml alone)
 database.py  check, adopt (a live database)
 review.py    statements, grants, script (what a DBA reviews)
@@ -14,12 +15,12 @@ import argparse
 import sys
 import warnings
 
-from . import database, pipeline, review, topology
+from . import database, pipeline, project, review, topology
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error
 
 # The order --help lists the commands in.
-COMMANDS = ("compile", "validate", "check", "adopt", "statements", "grants", "script", "pipeline", "json-schema")
-PARSERS = {**topology.PARSERS, **database.PARSERS, **review.PARSERS, **pipeline.PARSERS}
+COMMANDS = ("init", "compile", "validate", "check", "adopt", "statements", "grants", "script", "pipeline", "json-schema")
+PARSERS = {**project.PARSERS, **topology.PARSERS, **database.PARSERS, **review.PARSERS, **pipeline.PARSERS}
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,0 +1,33 @@
+"""`init`: start a project of one's own (the work is in project.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .options import add_options
+from .output import EXIT_OK, emit
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from .. import project
+
+    folder = Path(args.folder)
+    written = project.create(folder)
+    lines = [f"wrote {path}" for path in written] + [
+        "Next, in that folder: edit topology.yaml, then",
+        '  sqltransport-schema compile -m "initial topology"',
+        "  alembic upgrade head",
+    ]
+    emit(args, {"status": "created", "folder": str(folder), "files": [str(p) for p in written]}, lines)
+    return EXIT_OK
+
+
+def add_init(sub) -> None:
+    p = sub.add_parser("init", help="start a new project: alembic.ini, migrations/ and a commented topology.yaml")
+    p.add_argument("folder", nargs="?", default=".", help="where (default: the current folder; created if missing)")
+    add_options(p, "format")
+    p.set_defaults(func=cmd_init)
+
+
+PARSERS = {"init": add_init}

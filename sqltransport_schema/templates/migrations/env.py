@@ -1,0 +1,11 @@
+"""Alembic environment for sqltransport-schema.
+
+The database URL comes from `alembic -x url=...`, else SQLTRANSPORT_URL, else
+sqlalchemy.url in alembic.ini (a SQLite file by default). `-x discard=Sales.host-b,...`
+lets the drops of those tables take their rows along; `-x discard_messages=true` every drop
+(for downgrades you mean); `-x drop_protected=error,...` names protected queues a run may drop.
+"""
+
+from sqltransport_schema.migrate.env import run
+
+run()

@@ -1,0 +1,50 @@
+<%!
+    def commands(rendered):
+        """The operations as Alembic renders them, without the marker comments around them."""
+        lines = [line for line in (rendered or "").split("\n") if not line.lstrip().startswith("# ### ")]
+        return "\n".join(lines).strip() or "pass"
+%><%
+    snapshot = context.get("snapshot")
+    transport_version = context.get("transport_version")
+    summary = context.get("summary")
+%>"""${context.get("docstring_message", message)}
+
+Revision ID: ${up_revision}
+Revises: ${down_revision | comma,n}
+Create Date: ${create_date}
+% if summary:
+
+${summary}
+% endif
+"""
+from alembic import op
+
+import sqltransport_schema.migrate  # noqa: F401  (registers the transport operations on op)
+
+revision = ${repr(up_revision)}
+down_revision = ${repr(down_revision)}
+branch_labels = ${repr(branch_labels)}
+depends_on = ${repr(depends_on)}
+% if transport_version:
+
+# Every operation below names the transport version it builds, so this revision
+# executes the same statements under any later release of sqltransport-schema.
+transport_version = ${repr(transport_version)}
+% endif
+
+
+def upgrade() -> None:
+    ${commands(context.get("upgrades"))}
+
+
+def downgrade() -> None:
+    ${commands(context.get("downgrades"))}
+% if snapshot:
+
+
+# The blueprint this revision leaves behind, read by `sqltransport-schema compile`
+# (to diff topology.yaml against the head) and by checks of a deployed database.
+SNAPSHOT = r"""
+${snapshot}
+"""
+% endif

@@ -1,0 +1,49 @@
+"""`sqltransport-schema init`: a project of one's own that works with the installed package alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sqltransport_schema import cli, project
+
+from . import catalog
+from .conftest import REPO
+
+BIN = Path(sys.executable).parent
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # the package only: nothing of the repository's folders
+    env.pop("SQLTRANSPORT_URL", None)
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_init_then_compile_then_upgrade_builds_the_tables(tmp_path):
+    folder = tmp_path / "shop"
+    created = run(tmp_path, str(BIN / "sqltransport-schema"), "init", "shop")
+    assert created.returncode == 0, created.stderr
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(project.FILES)
+    compiled = run(folder, str(BIN / "sqltransport-schema"), "compile", "-m", "initial topology")
+    assert compiled.returncode == 0, compiled.stderr
+    upgraded = run(folder, str(BIN / "alembic"), "upgrade", "head")
+    assert upgraded.returncode == 0, upgraded.stderr
+    tables = {name for _, name in catalog.read(f"sqlite:///{folder / 'sqltransport.db'}")}
+    assert tables == {"Sales", "Sales.Delayed", "error", "SubscriptionRouting"}
+
+
+def test_init_refuses_a_folder_that_holds_a_project(tmp_path, capsys):
+    assert cli.main(["init", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert cli.main(["init", str(tmp_path)]) == 2
+    assert "exists already" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["alembic.ini", "migrations/env.py", "migrations/script.py.mako"])
+def test_the_repository_uses_the_shipped_templates(name):
+    """One text of each: the repository's own project files are init's."""
+    assert (REPO / name).read_text(encoding="utf-8") == project.template(name)
