@@ -281,7 +281,8 @@ def run(url: str, config) -> Report:
     except (CommandError, revisions.SnapshotError) as exc:
         raise CheckError(str(exc)) from None
     version_table = config.get_main_option("version_table") or "alembic_version"
-    live = {key: value for key, value in live.items() if value[0].table.casefold() != version_table.casefold()}
+    own = {version_table.casefold(), revisions.BLUEPRINT_TABLE}  # the migrations' bookkeeping, not the topology's
+    live = {key: value for key, value in live.items() if value[0].table.casefold() not in own}
     return diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history)
 
 

@@ -11,6 +11,7 @@ Alembic until it looks a deployment up.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .schema import Blueprint
@@ -18,6 +19,10 @@ from .schema import Blueprint
 if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
     from sqlalchemy.engine import Connection, Engine
+
+# The table the migrations keep the deployed blueprint in (beside alembic_version, in the default
+# schema), so the runtime opens from the database alone: no alembic.ini, no migrations folder.
+BLUEPRINT_TABLE = "sqltransport_blueprint"
 
 
 class SnapshotError(LookupError):
@@ -85,11 +90,54 @@ def deployed_revision(connection: Connection) -> str:
     return heads[0]
 
 
+def _blueprint_table():
+    from sqlalchemy import Column, MetaData, String, Table, Text
+
+    return Table(BLUEPRINT_TABLE, MetaData(), Column("revision", String(64), primary_key=True), Column("snapshot", Text, nullable=False))
+
+
+def record_blueprint(connection: Connection, script: ScriptDirectory) -> None:
+    """Keep BLUEPRINT_TABLE at the blueprint of the revision the database is now stamped with
+    (migrate.env runs this after every online upgrade or downgrade, in its transaction); at base
+    the table goes."""
+    table = _blueprint_table()
+    heads = stamps(connection)
+    found = blueprint_at(script, heads[0]) if len(heads) == 1 else None
+    if found is None:
+        table.drop(connection, checkfirst=True)
+        return
+    table.create(connection, checkfirst=True)
+    connection.execute(table.delete())
+    connection.execute(table.insert().values(revision=heads[0], snapshot=found.to_snapshot()))
+
+
+def stored_blueprint(connection: Connection) -> Blueprint | None:
+    """The blueprint the migrations left in BLUEPRINT_TABLE, if it matches the stamp (None otherwise)."""
+    from sqlalchemy import inspect, select
+
+    if not inspect(connection).has_table(BLUEPRINT_TABLE):
+        return None
+    table = _blueprint_table()
+    row = connection.execute(select(table.c.revision, table.c.snapshot)).first()
+    if row is None or stamps(connection) != (row.revision,):
+        return None
+    return Blueprint.from_snapshot(row.snapshot)
+
+
 def deployed_blueprint(engine: Engine, config_file: str = "alembic.ini") -> Blueprint:
-    """The blueprint recorded by the revision the database is stamped with (what the runtime serves)."""
+    """The blueprint of the revision the database is stamped with (what the runtime serves): the
+    copy the migrations stored in the database, else read from the migrations config_file names."""
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
     with engine.connect() as conn:
+        stored = stored_blueprint(conn)
+        if stored is not None:
+            return stored
         revision = deployed_revision(conn)
+    if not Path(config_file).is_file():
+        raise SnapshotError(
+            f"the database holds no {BLUEPRINT_TABLE} (stamped by an offline script, or by a release before it) and "
+            f"{config_file} does not exist: run `alembic upgrade head` once online, or pass the project's alembic.ini"
+        )
     return recorded_blueprint(ScriptDirectory.from_config(Config(config_file)), revision)

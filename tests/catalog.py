@@ -31,7 +31,7 @@ def _sqlite(connection) -> dict:
     names = [
         r[0]
         for r in connection.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('alembic_version', 'sqlite_sequence')"
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('alembic_version', 'sqltransport_blueprint', 'sqlite_sequence')"
         )
     ]
     for name in names:
@@ -54,7 +54,7 @@ def _postgresql(connection) -> dict:
     skip = ["pg_catalog", "information_schema"]
     for schema, table, column, type_, nullable, default in connection.exec_driver_sql(
         "SELECT table_schema, table_name, column_name, data_type, is_nullable, column_default "
-        "FROM information_schema.columns WHERE table_schema <> ALL(%s) AND table_name <> 'alembic_version' "
+        "FROM information_schema.columns WHERE table_schema <> ALL(%s) AND table_name NOT IN ('alembic_version', 'sqltransport_blueprint') "
         "ORDER BY table_schema, table_name, ordinal_position",
         (skip,),
     ):

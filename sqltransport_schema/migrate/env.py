@@ -10,7 +10,7 @@ from sqlalchemy import MetaData, exc, pool
 
 from .. import engines
 from ..db import DatabaseURLError, failure, make_engine, normalise_url
-from ..revisions import head_blueprint
+from ..revisions import head_blueprint, record_blueprint
 from ..urls import database_url
 from .autogen import TARGET_OPTION, model_tables_only
 from .operations import DISCARD_OPTION, DISCARD_TABLES_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION, RERUN_OPTION
@@ -65,6 +65,7 @@ def run(context=alembic_context, target_metadata=None) -> None:
             context.configure(connection=connection, transactional_ddl=True, **compare, **options)
             with context.begin_transaction():
                 context.run_migrations()
+                record_blueprint(connection, context.script)  # what Transport.from_database reads
     except exc.SQLAlchemyError as error:  # unreachable, or a statement failed: Alembic's one FAILED line
         raise CommandError(failure(error)) from None
     finally:

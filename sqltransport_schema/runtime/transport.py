@@ -185,11 +185,17 @@ class Transport:
         self.blueprint: Blueprint | None = None  # what the deployed revision recorded (from_database)
         self._existing_columns: dict | None = None  # the catalog as verify() read it
         self._queues: dict[TableName, Queue] = {}
+        self._names: dict[str, TableName] | None = None  # topology name -> deployed name (from_database)
 
     # -- what is deployed ----------------------------------------------------------
     @classmethod
-    def from_database(cls, engine: Engine, config_file: str = "alembic.ini") -> Transport:
-        """The transport for the schema actually deployed: the Alembic revision and the blueprint it recorded."""
+    def from_database(cls, engine: Engine | str, config_file: str = "alembic.ini") -> Transport:
+        """The transport for the schema actually deployed (an engine, or a URL): the blueprint the
+        migrations stored in the database, so no project files are needed (docs/runtime.md)."""
+        if isinstance(engine, str):
+            from ..db import make_engine
+
+            engine = make_engine(engine)
         blueprint = deployed_blueprint(engine, config_file)
         subscriptions = next((s.name for s in blueprint.tables if s.kind is Kind.SUBSCRIPTIONS), None)
         transport = cls(engine, blueprint.transport_version, subscription_table=subscriptions)
@@ -228,9 +234,19 @@ class Transport:
 
     # -- tables ----------------------------------------------------------------------
     def name(self, table: str, schema: str | None = None, catalog: str | None = None) -> TableName:
+        """A table by its topology name: without schema, where the deployed blueprint puts it."""
+        if schema is None and catalog is None and self.blueprint is not None:
+            deployed = self._deployed_names().get(table)
+            if deployed is not None:
+                return deployed
         return TableName(
             table, schema if schema is not None else self.default_schema, catalog if catalog is not None else self.default_catalog
         )
+
+    def _deployed_names(self) -> dict[str, TableName]:
+        if self._names is None:
+            self._names = {spec.name.table: spec.name for spec in self.blueprint.tables}
+        return self._names
 
     def queue(self, table: str | TableName, schema: str | None = None, catalog: str | None = None) -> Queue:
         name = table if isinstance(table, TableName) else self.name(table, schema, catalog)

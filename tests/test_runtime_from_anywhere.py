@@ -1,0 +1,58 @@
+"""Transport.from_database from any folder: the migrations leave the deployed blueprint in the
+database, and queues resolve by their topology name to the schema the blueprint gives them."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from sqltransport_schema import Transport
+from sqltransport_schema.runtime import wire
+
+from . import catalog
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+  - name: Billing
+    schema: billing
+queues:
+  - name: error
+"""
+
+
+def test_from_any_folder_with_only_the_database(project, db_url, tmp_path, monkeypatch):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    project.upgrade(db_url)
+    elsewhere = tmp_path / "service"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # no alembic.ini, no migrations here
+
+    transport = Transport.from_database(db_url)
+    billing = transport.queue("Billing")
+    assert billing.name.schema == "billing"  # SQLite, which has no schemas, ignores it when quoting
+    with transport.engine.begin() as conn:
+        billing.send(conn, b"42", wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.Invoice"], reply_to="Sales"))
+    with transport.engine.begin() as conn:
+        assert billing.receive(conn).body == b"42"
+    transport.engine.dispose()
+
+
+def test_the_stored_blueprint_follows_the_stamp_and_goes_at_base(project, db_url, tmp_path, monkeypatch):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    first = project.head()
+    project.write_topology(TOPOLOGY + "  - name: Shipping\n")
+    assert project.compile("shipping") == 0
+    project.upgrade(db_url)
+    stored = catalog.execute(db_url, "SELECT revision FROM sqltransport_blueprint")
+    assert stored == [(project.head(),)]
+    project.downgrade(db_url, first)
+    assert catalog.execute(db_url, "SELECT revision FROM sqltransport_blueprint") == [(first,)]
+    project.downgrade(db_url, "base", "drop_protected=error")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LookupError, match="run `alembic upgrade head`"):
+        Transport.from_database(db_url)
