@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -37,7 +38,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     path = topology_path(args, config)
     try:
         topo = topology_module.load(path)
-        plan, written = compile_topology(config, topo, args.message or "topology change", check=args.check)
+        source = os.path.relpath(path.resolve(), Path(config.config_file_name).resolve().parent)
+        plan, written = compile_topology(
+            config,
+            topo,
+            args.message or "topology change",
+            check=args.check,
+            topology_file=Path(source).as_posix(),
+            switch=args.topology_switch,
+        )
     except topology_module.TopologyError as exc:
         return emit_invalid(args, exc)
     except (CompileError, SnapshotError) as exc:
@@ -78,6 +87,11 @@ def add_compile(sub) -> None:
     add_options(p, "topology", "format", "config")
     p.add_argument("-m", "--message", help="revision message")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when topology.yaml holds uncompiled changes")
+    p.add_argument(
+        "--topology-switch",
+        action="store_true",
+        help="compile another topology file than the one the migrations come from (it becomes theirs)",
+    )
     p.set_defaults(func=cmd_compile)
 
 

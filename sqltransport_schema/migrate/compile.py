@@ -141,13 +141,96 @@ class CompileError(Exception):
     pass
 
 
-def compile_topology(config: Config, topology: Topology, message: str, check: bool = False) -> tuple[Plan, Path | None]:
-    """Write the revision for the topology's changes (unless check); returns the plan and the new file."""
+def compile_topology(
+    config: Config, topology: Topology, message: str, check: bool = False, topology_file: str | None = None, switch: bool = False
+) -> tuple[Plan, Path | None]:
+    """Write the revision for the topology's changes (unless check); returns the plan and the new file.
+
+    topology_file: the file's path relative to alembic.ini, recorded in the revision; another file
+    than the history's is refused unless switch (it would drop every table of the other)."""
     with gc_paused():
+        script = ScriptDirectory.from_config(config)
+        recorded = history_topology(script)
+        if topology_file and recorded and recorded != topology_file and not switch:
+            raise CompileError(
+                f"the migrations in {script.dir} are compiled from {recorded}, not {topology_file}: compiling it would "
+                f"drop every table {recorded} adds. Pass --topology {recorded}, or --topology-switch to make "
+                f"{topology_file} their topology from now on"
+            )
         new = blueprint(topology)
         if check:
-            return plan_at_head(ScriptDirectory.from_config(config), new), None
-        return write_revision(config, message, lambda script: plan_at_head(script, new))
+            replayed = replay_problems(config, script)
+            if replayed:
+                raise CompileError(replayed[0] + (f" (and {len(replayed) - 1} more revision(s))" if len(replayed) > 1 else ""))
+            return plan_at_head(script, new), None
+        return write_revision(config, message, lambda script: plan_at_head(script, new), topology_file)
+
+
+def history_topology(script: ScriptDirectory) -> str | None:
+    """The topology file the newest revision that records one was compiled from."""
+    heads = script.get_heads()
+    revision = script.get_revision(heads[0]) if len(heads) == 1 else None
+    while revision is not None:
+        recorded = getattr(revision.module, "TOPOLOGY_FILE", None)
+        if recorded is not None:
+            return recorded
+        down = revision.down_revision
+        revision = script.get_revision(down) if isinstance(down, str) else None
+    return None
+
+
+def replay_problems(config: Config, script: ScriptDirectory) -> list[str]:
+    """Revisions whose operations no longer build the tables their SNAPSHOT records (a hand edit):
+    the history is replayed, revision by revision, on a scratch SQLite database."""
+    import argparse
+    import io
+    import tempfile
+
+    from alembic import command
+    from sqlalchemy import pool
+
+    from .. import engines
+    from ..db import make_engine
+    from ..revisions import BLUEPRINT_TABLE
+
+    revisions = list(reversed(list(script.walk_revisions())))
+    if not revisions or any(isinstance(r.down_revision, tuple) for r in revisions):
+        return []  # branches and merges are replayed by `alembic upgrade` itself
+    dialect = engines.get("sqlite")
+    problems = []
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{folder}/replay.db"
+        replay = Config(config.config_file_name, stdout=io.StringIO(), cmd_opts=argparse.Namespace(x=[f"url={url}"]))
+        replay.attributes["configure_logging"] = False
+        db = make_engine(url, poolclass=pool.NullPool)
+        try:
+            for revision in revisions:
+                command.upgrade(replay, revision.revision)
+                snapshot = getattr(revision.module, "SNAPSHOT", None)
+                if snapshot is None:
+                    continue
+                with db.connect() as connection:
+                    found = dialect.existing_columns(connection)
+                expected = Blueprint.from_snapshot(snapshot)
+                wrong = [
+                    spec.name.table
+                    for spec in expected.tables
+                    if not dialect.expected_columns(spec) <= found.get(dialect.table_key(spec.name), set())
+                ]
+                keys = {dialect.table_key(spec.name) for spec in expected.tables}
+                extra = [
+                    key[-1] for key in found if key not in keys and key[-1] not in ("alembic_version", "sqlite_sequence", BLUEPRINT_TABLE)
+                ]
+                if wrong or extra:
+                    problems.append(
+                        f"{revision.path}: its operations no longer build the tables its SNAPSHOT records "
+                        f"({', '.join(f'missing or changed {t}' for t in wrong[:3])}{', ' if wrong and extra else ''}"
+                        f"{', '.join(f'not recorded {t}' for t in extra[:3])}); it was edited by hand: restore it, "
+                        "or delete it and compile again"
+                    )
+        finally:
+            db.dispose()
+    return problems
 
 
 def plan_at_head(script: ScriptDirectory, new: Blueprint) -> Plan:

@@ -28,13 +28,15 @@ if TYPE_CHECKING:  # pragma: no cover
 REVISION_OPTION = "sqltransport_revision"
 
 
-def write_revision(config: Config, message: str, plan_at: Callable[[ScriptDirectory], Plan]) -> tuple[Plan, Path | None]:
+def write_revision(
+    config: Config, message: str, plan_at: Callable[[ScriptDirectory], Plan], topology_file: str | None = None
+) -> tuple[Plan, Path | None]:
     """Plan against the head (plan_at) and write the revision, unless the plan is empty."""
     planned: list[Plan] = []
 
     def configure(script: ScriptDirectory) -> dict:
         planned.append(plan_at(script))
-        return {"template_args": _template_args(message, planned[-1])}
+        return {"template_args": {**_template_args(message, planned[-1]), "topology_file": topology_file}}
 
     def directives(context, revision, scripts: list) -> None:
         result = planned[-1]

@@ -7,6 +7,7 @@
     snapshot = context.get("snapshot")
     transport_version = context.get("transport_version")
     summary = context.get("summary")
+    topology_file = context.get("topology_file")
 %>"""${context.get("docstring_message", message)}
 
 Revision ID: ${up_revision}
@@ -30,6 +31,12 @@ depends_on = ${repr(depends_on)}
 # Every operation below names the transport version it builds, so this revision
 # executes the same statements under any later release of sqltransport-schema.
 transport_version = ${repr(transport_version)}
+% endif
+% if topology_file:
+
+# The topology file this history is compiled from (relative to alembic.ini); `compile` refuses
+# another one unless told (--topology-switch).
+TOPOLOGY_FILE = ${repr(topology_file)}
 % endif
 
 

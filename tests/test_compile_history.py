@@ -1,0 +1,56 @@
+"""compile remembers the topology file its history comes from, and --check replays the history to
+catch a revision whose operations were edited by hand."""
+
+from __future__ import annotations
+
+from sqltransport_schema import cli
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+queues:
+  - name: error
+"""
+OTHER = """\
+transport_version: "9.1"
+endpoints:
+  - name: Shipping
+queues:
+  - name: error
+"""
+
+
+def compile_file(project, path, *extra: str) -> int:
+    return cli.main(["compile", "-m", "change", "-c", str(project.ini), "--topology", str(path), *extra])
+
+
+def test_another_topology_file_is_refused_unless_told(project, capsys):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    assert "TOPOLOGY_FILE = 'topology.yaml'" in project.revisions()[-1].read_text()
+    other = project.root / "other.yaml"
+    other.write_text(OTHER)
+    capsys.readouterr()
+    assert compile_file(project, other) == 2
+    err = capsys.readouterr().err
+    assert "compiled from topology.yaml, not other.yaml" in err and "--topology-switch" in err and len(err.splitlines()) == 1
+    assert len(project.revisions()) == 1
+    assert compile_file(project, other, "--topology-switch") == 0
+    assert "TOPOLOGY_FILE = 'other.yaml'" in project.revisions()[-1].read_text()
+    assert compile_file(project, other, "--check") == 0  # now the history's file
+
+
+def test_check_names_a_hand_edited_revision(project, capsys):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    assert project.compile("nothing", "--check") == 0
+    revision = project.revisions()[-1]
+    text = revision.read_text()
+    edited = "\n".join(line for line in text.splitlines() if 'op.create_queue("Sales"' not in line) + "\n"
+    assert edited != text
+    revision.write_text(edited)
+    capsys.readouterr()
+    assert project.compile("nothing", "--check") == 2
+    err = capsys.readouterr().err
+    assert revision.name in err and "edited by hand" in err and "Sales" in err
