@@ -145,8 +145,9 @@ SHARED = ""  # owner of schemas and of tables no endpoint owns
 LAST = None  # owner of what must run after every endpoint (schema removal, version stamping)
 
 
-def _owner(operation, endpoints) -> str | None:
-    """The endpoint whose tables an operation touches; SHARED or LAST for the rest."""
+def _owner(operation, endpoints, sagas: dict) -> str | None:
+    """The endpoint whose tables (queues, delayed table, saga tables: sagas maps their names to it) an
+    operation touches; SHARED or LAST for the rest."""
     from .migrate import operations as ops
 
     if isinstance(operation, ops.DropSchemaIfEmptyOp):
@@ -155,6 +156,8 @@ def _owner(operation, endpoints) -> str | None:
     name = name.name if name is not None else getattr(operation, "name", None)
     if name is None or not hasattr(name, "table"):
         return SHARED
+    if name in sagas:
+        return sagas[name]
     for endpoint in endpoints:  # longest names first: "Sales.Eu" before "Sales"
         if (name.schema, name.catalog) == (endpoint.schema, endpoint.catalog) and (
             name.table == endpoint.name or name.table.startswith(endpoint.name + ".")
@@ -169,8 +172,8 @@ def _file_name(index: int, owner: str) -> str:
 
 
 def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path | None = None) -> dict[str, str]:
-    """The same script as render(), as one file per endpoint, in run order: 00-shared.sql (schemas,
-    shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
+    """The same script as render(), as one file per endpoint (its queues, delayed and saga tables), in
+    run order: 00-shared.sql (schemas, shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
     (schema removals and version stamping, which must come last). Each file is its own transaction."""
     from . import engines as engine_registry
     from . import topology as topology_module
@@ -180,6 +183,7 @@ def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path
     if topology is None or not topology.is_file():
         raise ScriptError(f"splitting by endpoint needs the topology file ({topology} not found)")
     endpoints = sorted(topology_module.load(topology).endpoints, key=lambda e: len(e.name), reverse=True)
+    sagas = {ep.saga_spec(saga).name: ep.name for ep in endpoints for saga in ep.sagas}
     dialect = engine_registry.get(engine)
     start, end, revision = _range(config, from_rev, to_rev)
     marks: list = []
@@ -191,7 +195,7 @@ def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path
     for (begin, operation), (finish, closing) in zip(marks[::2], marks[1::2]):
         assert closing is None
         frame.append(text[position:begin])
-        parts.setdefault(_owner(operation, endpoints), []).append(text[begin:finish])
+        parts.setdefault(_owner(operation, endpoints, sagas), []).append(text[begin:finish])
         position = finish
     frame.append(text[position:])
     last = parts.pop(LAST, [])

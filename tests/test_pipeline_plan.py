@@ -93,10 +93,14 @@ def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, caps
     assert cli.main(["pipeline", "plan", *mapped]) == 1
     out = capsys.readouterr().out
     assert "move queue Sales.host-b@[public] -> Sales@[public] (instance queue retired)" in out
-    assert "move delayed Billing.Delayed@[public] -> Invoicing.Delayed@[public]" in out
+    assert "delayed Billing.Delayed@[public] -> Invoicing.Delayed@[public]" in out  # empty: moved already
     if with_spark:
         request.getfixturevalue("spark")  # the shared session is the active one
     assert cli.main(["pipeline", "run", *mapped, *([] if with_spark else ["--no-spark"])]) == 0
+    assert f"Now: alembic -c {project.ini} -x url={pg_url} upgrade head" in capsys.readouterr().out
+    assert cli.main(["pipeline", "plan", *mapped]) == 0  # the run did the moves: nothing pending
+    out = capsys.readouterr().out
+    assert "moved already (source empty): queue Sales.host-b@[public]" in out and "\n  move " not in out
     project.upgrade(pg_url)  # the guarded drops pass now
     assert queue_contents(pg_url, TableName("Sales", "public")) == host_b
     assert queue_contents(pg_url, TableName("Invoicing", "public")) == billing

@@ -16,11 +16,17 @@ from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit
 
 
 # --------------------------------------------------------------------------- from options to values
-def _session(args: argparse.Namespace):
-    """The Spark session the command runs its partitions in (None under --no-spark)."""
+def _session(args: argparse.Namespace, *urls: str):
+    """The Spark session the command runs its partitions in (None under --no-spark); urls: the
+    databases it reads through JDBC, whose driver jars must be there."""
     if getattr(args, "no_spark", False):
         return None
-    from ..pipeline.session import get_session
+    from ..pipeline.connect import missing_jar
+    from ..pipeline.session import SparkUnavailable, get_session
+
+    if not args.jars:
+        for problem in filter(None, map(missing_jar, urls)):
+            raise SparkUnavailable(problem)
 
     spark, seconds = get_session(args.master, args.conf, [j for j in args.jars.split(",") if j])
     if args.format == "text" and seconds:
@@ -92,14 +98,35 @@ def cmd_move(args: argparse.Namespace) -> int:
     return EXIT_CHANGES if result.remaining_in_source else EXIT_OK
 
 
+def _upgrade_command(args: argparse.Namespace) -> str:
+    """The `alembic upgrade` that follows the moves, on the database and configuration given."""
+    words = ["alembic"]
+    if args.config != "alembic.ini":
+        words += ["-c", args.config]
+    if args.url:
+        words += [f"-x url={args.url}"]
+    return " ".join(words + ["upgrade", args.to_rev or "head"])
+
+
+def _holds_files(folder: str) -> bool:
+    """A local folder that is not empty (remote archives are left to Spark's own check)."""
+    from pathlib import Path
+
+    path = Path(folder)
+    return "://" not in folder and path.is_dir() and any(path.iterdir())
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     result, _url = _plan(args)
     lines = [f"data steps from revision {result.from_revision or '<none>'} to {result.to_revision}:"]
     lines += [f"  move {m.describe()}" for m in result.moves] or ["  no messages to move"]
+    lines += [f"  moved already (source empty): {m.describe()}" for m in result.done]
     lines += [f"  discarded with its messages: {d}" for d in result.discarded]
     lines += [f"  unresolved: {u}" for u in result.unresolved]
     if result.moves:
-        lines.append("Run: sqltransport-schema pipeline run (then alembic upgrade)")
+        lines.append(f"Run: sqltransport-schema pipeline run (then {_upgrade_command(args)})")
+    elif result.done and not result.unresolved:
+        lines.append(f"Now: {_upgrade_command(args)}")
     status = "unresolved" if result.unresolved else ("pending" if result.moves else "nothing")
     emit(args, {"status": status, **result.to_json()}, lines)
     return EXIT_CHANGES if (result.moves or result.unresolved) else EXIT_OK
@@ -116,8 +143,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     spark = _session(args) if result.moves else None
     moves = planning.run(result, url, spark=spark, progress=None if args.format == "text" else False)
     lines = [f"moved {r.rows:,} message(s): {m.describe()}" for m, r in zip(result.moves, moves)] or ["no messages to move"]
-    if result.moves:
-        lines.append("Now: alembic upgrade " + (args.to_rev or "head"))
+    if result.moves or result.done:
+        lines.append("Now: " + _upgrade_command(args))
     emit(args, {"status": "done", **result.to_json(), "results": [r.to_json() for r in moves]}, lines)
     return EXIT_OK
 
@@ -125,7 +152,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_archive(args: argparse.Namespace) -> int:
     from ..pipeline.archive import archive
 
-    spark = _session(args)
+    if args.mode == "errorifexists" and _holds_files(args.output):
+        raise FileExistsError(f"{args.output} holds an archive already: pass --mode append to add to it, or --mode overwrite to replace it")
+    spark = _session(args, args.url)
     if args.format == "text":
         sys.stderr.write(f"[archive] reading {args.table} through JDBC, writing Parquet to {args.output}\n")
     result = archive(spark, _endpoint(args.url, args.table, args.layout, "queue"), args.output, mode=args.mode, partitions=args.partitions)
@@ -143,7 +172,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from ..pipeline.archive import replay
 
-    spark = _session(args)
+    spark = _session(args, args.url)
     result = replay(
         spark,
         args.archive,

@@ -484,6 +484,8 @@ def run(operations: Operations, operation: TransportOp) -> None:
     if dialect.saga_only and not batches:
         log.info("skipped on %s, which holds saga tables only: %s", dialect.name, description)
         return
+    if not batches and isinstance(operation, _SchemaOp):
+        return  # an engine without schemas (SQLite): nothing to do, nothing to report
     if isinstance(operation, _DropTable) and operation.refuses_protected(context.opts.get(PROTECTED_OPTION, frozenset())):
         raise ProtectedQueue(
             f"refusing to drop protected queue {operation._where(dialect)}: error and audit "

@@ -106,6 +106,20 @@ class Jdbc:
     properties: dict = field(default_factory=dict)
 
 
+# The Debian package that installs each JDBC driver jar into JAVA_DIR.
+JAR_PACKAGES = {"postgresql.jar": "libpostgresql-jdbc-java", "sqlite-jdbc.jar": "libxerial-sqlite-jdbc-java", "jtds.jar": "libjtds-java"}
+
+
+def missing_jar(url: str) -> str | None:
+    """What to install when the JDBC driver jar Spark needs for url is not in JAVA_DIR (else None)."""
+    jar = engine_of(url).pipeline.jdbc_jar
+    if jar is None or (JAVA_DIR / jar).is_file():
+        return None
+    package = JAR_PACKAGES.get(jar)
+    install = f"sudo apt-get install {package}" if package else f"install {jar}"
+    return f"Spark reads {engine_of(url).name} through the JDBC driver {JAVA_DIR / jar}, which is missing: {install}, or pass --jars PATH"
+
+
 def jdbc(url: str) -> Jdbc:
     """The JDBC URL and driver Spark reads this database through (the engine's jar in JAVA_DIR)."""
     pipeline = engine_of(url).pipeline

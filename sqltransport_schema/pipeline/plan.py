@@ -51,12 +51,14 @@ class DataPlan:
     discarded: list[str] = field(default_factory=list)
     subscriptions: TableName | None = None
     target: Blueprint | None = None
+    done: list[PlannedMove] = field(default_factory=list)  # moves whose source is empty already (a run did them)
 
     def to_json(self) -> dict:
         return {
             "from_revision": self.from_revision,
             "to_revision": self.to_revision,
             "moves": [m.to_json() for m in self.moves],
+            "done": [m.to_json() for m in self.done],
             "unresolved": self.unresolved,
             "discarded": self.discarded,
         }
@@ -164,7 +166,9 @@ def plan(config, url: str, to_revision: str | None = None, mapping: dict[str, st
         raise LookupError(f"revision {target} records no topology snapshot")
     moves, unresolved, discarded = derive(old, new, engine_of(url).name, mapping)
     subscriptions = next((s.name for s in (old.tables if old else ()) if s.kind is Kind.SUBSCRIPTIONS), None)
-    return DataPlan(current, target, moves, unresolved, discarded, subscriptions, new)
+    done = [m for m in moves if not _exists(url, Endpoint(url, m.source, Kind(m.kind)), with_rows=True)]
+    pending = [m for m in moves if m not in done]
+    return DataPlan(current, target, pending, unresolved, discarded, subscriptions, new, done)
 
 
 def run(data_plan: DataPlan, url: str, spark=None, progress=None) -> list:
@@ -207,12 +211,14 @@ def _schema_of(name: TableName):
     return SchemaName(name.schema, name.catalog)
 
 
-def _exists(url: str, ep: Endpoint) -> bool:
+def _exists(url: str, ep: Endpoint, with_rows: bool = False) -> bool:
+    """Whether the table exists (and, with_rows, holds a row)."""
     from .connect import dbapi_connect
 
     conn = dbapi_connect(url)
     try:
-        return ep.dialect.pipeline.exists(conn, ep.target)
+        pipeline = ep.dialect.pipeline
+        return pipeline.exists(conn, ep.target) and (not with_rows or pipeline.count(conn, ep.target) > 0)
     finally:
         conn.rollback()
         conn.close()
