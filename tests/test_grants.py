@@ -222,6 +222,7 @@ def test_mssql_output(project):
     lines = sql.splitlines()
     assert lines[1:] == [
         "GRANT SELECT ON [dbo].[alembic_version] TO [role];",
+        "GRANT SELECT ON [dbo].[sqltransport_blueprint] TO [role];",
         "GRANT SELECT, INSERT, DELETE ON [dbo].[Sales] TO [role];",
         "GRANT SELECT, INSERT, DELETE ON [dbo].[error] TO [role];",
         "GRANT SELECT, INSERT, DELETE ON [dbo].[Sales.Delayed] TO [role];",

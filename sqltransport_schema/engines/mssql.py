@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..revisions import BLUEPRINT_TABLE
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, shape_columns
 from ..statements import MESSAGE, MESSAGE_WITH_CORRELATION, Statement, parameters_of
@@ -1495,11 +1496,13 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 table = self.dialect.qualified(grant.table._replace(catalog=None))
                 return [self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=table, role=role_q)]
 
-            # First, in the login's own database: Transport.from_database reads which revision is deployed.
-            version_table = self.GRANT_TABLE.format(
-                privileges="SELECT", table=self.dialect.qualified(TableName("alembic_version")), role=role_q
-            )
-            return [version_table] + self._with_catalogs(self._by_catalog(plan.tables, lambda g: g.table.catalog), render)
+            # First, in the login's own database: Transport.from_database reads which revision is deployed,
+            # and the blueprint the migrations stored.
+            own = [
+                self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName(t)), role=role_q)
+                for t in ("alembic_version", BLUEPRINT_TABLE)
+            ]
+            return own + self._with_catalogs(self._by_catalog(plan.tables, lambda g: g.table.catalog), render)
 
         def installer(self, plan: GrantPlan, role: str) -> list[str]:
             role_q = self.dialect.quote(role)

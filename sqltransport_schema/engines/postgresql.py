@@ -18,6 +18,7 @@ from urllib.parse import quote as urlquote
 
 from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
 
+from ..revisions import BLUEPRINT_TABLE
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns
 from ..statements import Statement
@@ -660,10 +661,11 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
         def runtime(self, plan: GrantPlan, role: str) -> list[str]:
             role_q = self.dialect.quote(role)
             lines = [self.GRANT_SCHEMA_USAGE.format(schema=self._schema_of(s), role=role_q) for s in plan.schemas]
-            # Transport.from_database reads which revision is deployed
-            lines.append(
-                self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName("alembic_version")), role=role_q)
-            )
+            # Transport.from_database reads which revision is deployed, and the blueprint the migrations stored
+            lines += [
+                self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName(t)), role=role_q)
+                for t in ("alembic_version", BLUEPRINT_TABLE)
+            ]
             for grant in plan.tables:
                 name = grant.table._replace(catalog=None)  # PostgreSQL does not qualify with a catalog
                 lines.append(
