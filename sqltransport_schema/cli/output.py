@@ -39,6 +39,10 @@ def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | Non
     return EXIT_ERROR
 
 
+# DBAPI modules whose errors are the database's answer, said as such.
+DRIVERS = ("sqlite3", "psycopg", "psycopg2", "pyodbc", "pymysql", "MySQLdb")
+
+
 def describe(error: BaseException) -> str:
     """One line for a failed command that says what to change; the traceback is --debug's."""
     from sqlalchemy import exc
@@ -49,6 +53,11 @@ def describe(error: BaseException) -> str:
         return failure(error)
     if isinstance(error, (ValueError, LookupError, OSError, ImportError)) or _written_for_users(error):
         return _first_line(error)
+    origin = type(error).__module__.split(".")[0]
+    if origin in DRIVERS:  # the pipeline's own driver connections
+        return f"the database refused: {_first_line(error)}"
+    if origin in ("py4j", "pyspark"):
+        return f"Spark failed: {_first_line(error)}"
     return f"{type(error).__name__}: {_first_line(error)} (unexpected; run with --debug for the traceback)"
 
 

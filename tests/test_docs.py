@@ -1,0 +1,78 @@
+"""Every shell and Python block of README.md and docs/*.md runs as written, in a copy of the
+repository (a fresh clone's files, `.venv` the test's own virtual environment) against real
+databases, so the docs cannot go stale. Blocks whose info string says `no-run` (```python no-run)
+are illustrative and skipped; ```text marks a synopsis. The one substitution: the documented
+PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+RUNNABLE = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
+FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
+DOCUMENTED_PG = "postgresql://postgres@127.0.0.1/app"
+SKIP = "no-run"
+# The first README block makes the virtual environment the others use; the test has one already.
+FRESH_CLONE = "fresh-clone"
+
+
+def blocks() -> list:
+    found = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for match in FENCE.finditer(text):
+            words = match.group("info").split()
+            kind = RUNNABLE.get(words[0]) if words else None
+            if kind is None:
+                continue
+            line = text[: match.start()].count("\n") + 1
+            body = "\n".join(l[len(match.group("indent")) :] for l in match.group("body").splitlines())
+            marks = [pytest.mark.skip(reason="illustrative (no-run)")] if SKIP in words[1:] else []
+            if FRESH_CLONE in words[1:]:
+                marks = [
+                    pytest.mark.skipif(
+                        os.environ.get("SQLTRANSPORT_DOCS_FRESH_CLONE") != "1",
+                        reason="installs from the network: SQLTRANSPORT_DOCS_FRESH_CLONE=1",
+                    )
+                ]
+            found.append(pytest.param(kind, body, id=f"{path.relative_to(REPO)}:{line}", marks=marks))
+    return found
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Path:
+    """The repository's files as a clone has them, with .venv the running interpreter's environment."""
+    root = tmp_path / "clone"
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    for name in tracked:
+        if (REPO / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    (root / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    return root
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize("kind, body", blocks())
+def test_documented_block_runs(kind, body, sandbox, pg_url):
+    url = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    body = body.replace(DOCUMENTED_PG, url)
+    env = {**os.environ, "PYTHONPATH": str(sandbox), "EDITOR": "true"}
+    env.pop("SQLTRANSPORT_URL", None)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    if kind == "python":
+        command = [sys.executable, "-c", body]
+    else:
+        command = ["bash", "-e", "-o", "pipefail", "-c", body]
+    result = subprocess.run(command, cwd=sandbox, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
