@@ -29,7 +29,7 @@ queues:
 def alembic(project, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SQLTRANSPORT_URL", None)
-    return subprocess.run([str(ALEMBIC), *args], cwd=project.root, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(ALEMBIC), *args], cwd=project.root, env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
 def failed_line(result: subprocess.CompletedProcess) -> str:

@@ -20,7 +20,7 @@ BIN = Path(sys.executable).parent
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # the package only: nothing of the repository's folders
     env.pop("SQLTRANSPORT_URL", None)
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
 def test_init_then_compile_then_upgrade_builds_the_tables(tmp_path):

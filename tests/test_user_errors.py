@@ -39,7 +39,7 @@ def run(cwd: Path, *args: str, shadow: Path | None = None) -> subprocess.Complet
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)])}
     env.pop("SQLTRANSPORT_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "sqltransport_schema.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "sqltransport_schema.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=120
     )
 
 

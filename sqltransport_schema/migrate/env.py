@@ -13,7 +13,13 @@ from ..db import DatabaseURLError, failure, make_engine, normalise_url
 from ..revisions import head_blueprint, record_blueprint
 from ..urls import database_url
 from .autogen import TARGET_OPTION, model_tables_only
-from .operations import DISCARD_OPTION, DISCARD_TABLES_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION, RERUN_OPTION
+from .operations import (
+    DISCARD_OPTION,
+    DISCARD_TABLES_OPTION,
+    OFFLINE_HOOK_OPTION,
+    PROTECTED_OPTION,
+    RERUN_OPTION,
+)
 from .write import REVISION_OPTION
 
 TRUE = ("1", "true", "yes", "on")
