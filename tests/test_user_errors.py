@@ -47,7 +47,20 @@ def run(cwd: Path, *args: str, shadow: Path | None = None) -> subprocess.Complet
 def compiled(project):
     project.write_topology(TOPOLOGY)
     assert project.compile("initial") == 0
+    (project.root / "other.yaml").write_text(TOPOLOGY.replace("Sales", "Shipping"))  # not the history's file
     return project
+
+
+def foreign_database(root: Path) -> str:
+    """A SQLite database stamped with a revision these migrations do not hold."""
+    import sqlite3
+
+    path = root / "foreign.db"
+    if not path.exists():
+        with sqlite3.connect(path) as db:
+            db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+            db.execute("INSERT INTO alembic_version VALUES ('0123456789ab')")
+    return f"sqlite:///{path}"
 
 
 def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
@@ -95,6 +108,9 @@ def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
         ),
         ("grants, unknown endpoint", ["grants", "--engine", "postgresql", "--role", "r", "--endpoint", "Nope", *c]),
         ("compile, missing topology", ["compile", *c, "--topology", str(root / "missing.yaml")]),
+        ("compile, foreign topology", ["compile", *c, "--topology", str(root / "other.yaml")]),
+        ("check, a database another project's migrations stamped", ["check", "--url", foreign_database(root), *c]),
+        ("pipeline plan, a database another project's migrations stamped", ["pipeline", "plan", "--url", foreign_database(root), *c]),
         ("compile, no alembic.ini", ["compile", "-c", str(root / "nope.ini")]),
         ("validate, no topology", ["validate", "--topology", str(root / "missing.yaml")]),
         ("script, unknown revision", ["script", "--engine", "postgresql", "--to", "feedface", *c]),
