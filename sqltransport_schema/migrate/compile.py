@@ -210,7 +210,7 @@ def replay_problems(config: Config, script: ScriptDirectory) -> list[str]:
                 if snapshot is None:
                     continue
                 with db.connect() as connection:
-                    found = dialect.existing_columns(connection)
+                    found = dialect.catalog.existing_columns(connection)
                 expected = Blueprint.from_snapshot(snapshot)
                 wrong = [
                     spec.name.table
