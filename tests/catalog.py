@@ -31,7 +31,8 @@ def _sqlite(connection) -> dict:
     names = [
         r[0]
         for r in connection.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('alembic_version', 'sqltransport_blueprint', 'sqlite_sequence')"
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name NOT IN ('alembic_version', 'sqltransport_blueprint', 'sqlite_sequence')"
         )
     ]
     for name in names:

@@ -36,7 +36,7 @@ def blocks() -> list:
             if kind is None:
                 continue
             line = text[: match.start()].count("\n") + 1
-            body = "\n".join(l[len(match.group("indent")) :] for l in match.group("body").splitlines())
+            body = "\n".join(part[len(match.group("indent")) :] for part in match.group("body").splitlines())
             marks = [pytest.mark.skip(reason="illustrative (no-run)")] if SKIP in words[1:] else []
             if FRESH_CLONE in words[1:]:
                 marks = [
