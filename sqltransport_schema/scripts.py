@@ -24,15 +24,7 @@ from pathlib import Path
 
 ENGINES = {"mssql": "mssql://", "postgresql": "postgresql://"}
 
-# Alembic's offline text for the version table, exactly as it prints it (both dialects).
-VERSION_TABLE_DDL = (
-    "CREATE TABLE alembic_version (\n"
-    "    version_num VARCHAR(32) NOT NULL, \n"
-    "    CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)\n"
-    ");"
-)
 _REV = r"'((?:[^']|'')+)'"
-UPDATE = re.compile(rf"^UPDATE alembic_version SET version_num={_REV} WHERE alembic_version\.version_num = {_REV};$")
 
 
 class ScriptError(ValueError):
@@ -64,30 +56,33 @@ def make_idempotent(text: str, engine: str) -> str:
     from . import engines as engine_registry
 
     dialect = engine_registry.get(engine)
-    insert = re.compile(dialect.script.ALEMBIC_FIRST_STAMP.replace("{rev}", _REV))
+    script = dialect.script
+    insert = re.compile(script.ALEMBIC_FIRST_STAMP.replace("{rev}", _REV))
+    update = re.compile("^" + re.escape(script.ALEMBIC_RESTAMP).replace(r"\{new\}", _REV).replace(r"\{old\}", _REV) + "$")
+    version_table = script.ALEMBIC_VERSION_TABLE
     out = []
     for line in text.split("\n"):
-        m_insert, m_update = insert.match(line), UPDATE.match(line)
+        m_insert, m_update = insert.match(line), update.match(line)
         if m_insert:
-            line = dialect.script.FIRST_STAMP.format(rev=m_insert.group(1))
+            line = script.FIRST_STAMP.format(rev=m_insert.group(1))
         elif m_update:
             new, old = m_update.groups()
-            line = dialect.script.RESTAMP.format(new=new, old=old)
+            line = script.RESTAMP.format(new=new, old=old)
         elif (
             "alembic_version" in line
-            and line != "CREATE TABLE alembic_version ("
+            and line != script.ALEMBIC_VERSION_TABLE_START + " ("
             and not line.lstrip().startswith(("version_num", "CONSTRAINT", "--"))
         ):
             raise ScriptError(f"unexpected alembic_version statement in Alembic's output, not made idempotent: {line!r}")
         out.append(line)
     text = "\n".join(out)
-    created = text.count(VERSION_TABLE_DDL)
-    if created != text.count("CREATE TABLE alembic_version"):
+    created = text.count(version_table)
+    if created != text.count(script.ALEMBIC_VERSION_TABLE_START):
         raise ScriptError("Alembic's output creates alembic_version in a form this tool does not know; not rewritten")
     if created > 1:
         raise ScriptError("Alembic's output creates alembic_version more than once")
     if created:
-        text = text.replace(VERSION_TABLE_DDL, dialect.script.guard_version_table(VERSION_TABLE_DDL), 1)
+        text = text.replace(version_table, script.guard_version_table(version_table), 1)
     return text
 
 
