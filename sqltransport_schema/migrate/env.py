@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from logging.config import fileConfig
+from typing import TYPE_CHECKING
 
 from alembic import context as alembic_context
 from sqlalchemy import MetaData, pool
@@ -15,10 +16,13 @@ from .autogen import TARGET_OPTION, model_tables_only
 from .operations import DISCARD_OPTION, OFFLINE_HOOK_OPTION, PROTECTED_OPTION
 from .write import REVISION_OPTION
 
+if TYPE_CHECKING:
+    from alembic.runtime.environment import EnvironmentContext
+
 TRUE = ("1", "true", "yes", "on")
 
 
-def run(context=alembic_context, target_metadata=None) -> None:
+def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData | None = None) -> None:
     """target_metadata: the project's own SQLAlchemy models, if Alembic also manages those;
     transport tables are compared with the topology by migrate.autogen either way."""
     config = context.config
