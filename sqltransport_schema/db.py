@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from .engines import Dialect
 
 
 def normalise_url(url: str) -> str:
@@ -45,19 +52,19 @@ def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
     begin = sqlite.BEGIN_WRITER if writers else sqlite.BEGIN_READER
 
     @event.listens_for(engine, "connect")
-    def _no_implicit_transactions(dbapi_connection, _record):
+    def _no_implicit_transactions(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         sqlite.wait_for_locks(dbapi_connection)
 
     @event.listens_for(engine, "begin")
-    def _begin(connection):
+    def _begin(connection: Connection) -> None:
         connection.exec_driver_sql(begin)
 
     return engine
 
 
 @contextmanager
-def catalog_connection(url: str, error: type[Exception]):
+def catalog_connection(url: str, error: type[Exception]) -> Iterator[tuple[Dialect, Connection]]:
     """(engine class, connection) for reading a database's catalog; an unsupported engine or a
     failure to reach or read the database is raised as `error` with one clear line."""
     from . import engines

@@ -21,6 +21,15 @@ import io
 import re
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from alembic.config import Config
+    from alembic.operations import MigrateOperation
+
+    from .topology import Endpoint
 
 ENGINES = {"mssql": "mssql://", "postgresql": "postgresql://"}
 
@@ -31,7 +40,7 @@ class ScriptError(ValueError):
     pass
 
 
-def _alembic_output(config, engine: str, revision: str, marks: list | None = None) -> str:
+def _alembic_output(config: Config, engine: str, revision: str, marks: list | None = None) -> str:
     """Alembic's offline output; marks (if given) gets (offset, operation) at the start of each
     operation's text and (offset, None) at its end."""
     from alembic import command
@@ -86,7 +95,7 @@ def make_idempotent(text: str, engine: str) -> str:
     return text
 
 
-def _resolve(config, rev: str | None, default: str) -> str:
+def _resolve(config: Config, rev: str | None, default: str) -> str:
     from alembic.script import ScriptDirectory
 
     if rev is None:
@@ -100,7 +109,7 @@ def _resolve(config, rev: str | None, default: str) -> str:
     return resolved.revision
 
 
-def _range(config, from_rev: str | None, to_rev: str | None) -> tuple[str, str, str]:
+def _range(config: Config, from_rev: str | None, to_rev: str | None) -> tuple[str, str, str]:
     """(first revision, last revision, the range as `alembic upgrade --sql` takes it)."""
     start = _resolve(config, from_rev, "base")
     end = _resolve(config, to_rev, "head")
@@ -126,7 +135,7 @@ def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when:
     return "".join(f"-- {line}\n" for line in lines) + "\n"
 
 
-def render(config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None) -> str:
+def render(config: Config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None) -> str:
     """The whole reviewed script: header, then Alembic's offline output made idempotent."""
     if engine not in ENGINES:
         raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
@@ -140,7 +149,7 @@ SHARED = ""  # owner of schemas and of tables no endpoint owns
 LAST = None  # owner of what must run after every endpoint (schema removal, version stamping)
 
 
-def _owner(operation, endpoints) -> str | None:
+def _owner(operation: MigrateOperation, endpoints: Iterable[Endpoint]) -> str | None:
     """The endpoint whose tables an operation touches; SHARED or LAST for the rest."""
     from .migrate import operations as ops
 
@@ -163,7 +172,9 @@ def _file_name(index: int, owner: str) -> str:
     return f"{index:02d}-{safe}.sql"
 
 
-def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path | None = None) -> dict[str, str]:
+def render_split(
+    config: Config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None
+) -> dict[str, str]:
     """The same script as render(), as one file per endpoint, in run order: 00-shared.sql (schemas,
     shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
     (schema removals and version stamping, which must come last). Each file is its own transaction."""
