@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     """`from sqltransport_schema import Transport`, without importing SQLAlchemy for the CLI's sake."""
     if name == "Transport":
         from .runtime.transport import Transport

@@ -9,7 +9,9 @@ plan). `run` is the I/O edge: it reads the catalog once, stamps, or applies the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from . import check
 from .migrate import operations as ops
@@ -17,6 +19,11 @@ from .migrate.compile import create_op
 from .schema import Blueprint, Kind, TableSpec
 from .shapes import TableShape
 from .versions import SHAPE_RELEASES, profile
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+    from .engines import Dialect
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,7 @@ class Examination:
             return "matches_head" if self.matching_revision == self.head_revision else "matches_revision"
         return "needs_upgrade"
 
-    def to_json(self, engine) -> dict:
+    def to_json(self, engine: Dialect) -> dict:
         return {
             "status": self.status,
             "engine": self.engine,
@@ -73,7 +80,7 @@ class Examination:
         }
 
 
-def _span(versions) -> str:
+def _span(versions: Sequence[str]) -> str:
     """Releases of one layout: "6.0" or "5.0.3 / 6.0.1 / 9.1 (one layout)"."""
     return versions[0] if len(versions) == 1 else " / ".join(versions) + " (one layout)"
 
@@ -88,7 +95,7 @@ def _common(verdicts: list[TableVerdict]) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- the pure core
-def _variants(spec: TableSpec, engine) -> list[TableSpec]:
+def _variants(spec: TableSpec, engine: Dialect) -> list[TableSpec]:
     """The spec, then the same table with the other options an installer may have used."""
     if spec.kind is not Kind.QUEUE:
         return [spec]
@@ -101,7 +108,7 @@ def _variants(spec: TableSpec, engine) -> list[TableSpec]:
     return out
 
 
-def _releases(engine, kind: Kind) -> list[str]:
+def _releases(engine: Dialect, kind: Kind) -> list[str]:
     """Releases, newest first, whose installer can make this kind of table on this engine."""
     out = []
     for release in reversed(SHAPE_RELEASES):
@@ -114,7 +121,7 @@ def _releases(engine, kind: Kind) -> list[str]:
     return out
 
 
-def judge(spec: TableSpec, version: str, live: TableShape | None, engine) -> TableVerdict:
+def judge(spec: TableSpec, version: str, live: TableShape | None, engine: Dialect) -> TableVerdict:
     """What the live table is, against the spec a revision of transport `version` records."""
     table = check.display(engine, spec.name)
     if live is None:
@@ -148,7 +155,7 @@ def judge(spec: TableSpec, version: str, live: TableShape | None, engine) -> Tab
 def examine(
     revisions: list[tuple[str, Blueprint]],
     live: dict[tuple, tuple],
-    engine,
+    engine: Dialect,
 ) -> Examination:
     """revisions: (revision id, recorded blueprint), newest first; the first is the head."""
     if not revisions:
@@ -169,7 +176,7 @@ def examine(
     return result
 
 
-def _is(recorded: Blueprint, shapes: dict, live: dict, engine) -> bool:
+def _is(recorded: Blueprint, shapes: dict, live: dict, engine: Dialect) -> bool:
     """Whether the database holds exactly the revision's tables (others may exist unmanaged)."""
     for spec in recorded.tables:
         if judge(spec, recorded.transport_version, shapes.get(engine.table_key(spec.name)), engine).status != "matches":
@@ -201,7 +208,7 @@ class AdoptError(Exception):
     """Adoption could not run or must not: unreachable database, already stamped, no revisions."""
 
 
-def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[Examination, object, str]:
+def run(url: str, config: Config, *, stamp: bool = True, apply: bool = False) -> tuple[Examination, object, str]:
     """Examine the database; stamp the matching revision (or apply the plan, then stamp the head).
 
     Returns (examination, engine, action) where action says what was written: "stamped",
@@ -252,7 +259,7 @@ def run(url: str, config, *, stamp: bool = True, apply: bool = False) -> tuple[E
     return found, engine, action
 
 
-def text_lines(found: Examination, engine, action: str) -> list[str]:
+def text_lines(found: Examination, engine: Dialect, action: str) -> list[str]:
     lines = []
     made_by = _common(found.verdicts)
     if made_by:

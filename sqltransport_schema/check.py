@@ -10,10 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .schema import Blueprint, TableName
 from .shapes import IndexShape, TableShape
 from .versions import profile
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from .engines import Dialect
+    from .schema import TableSpec
 
 # In report order. unmanaged_table is information only: it never makes the check fail.
 CATEGORIES = (
@@ -114,7 +124,7 @@ def _md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def display(engine, name: TableName) -> str:
+def display(engine: Dialect, name: TableName) -> str:
     schema = name.schema if name.schema is not None else engine.default_schema
     return ".".join(part for part in (name.catalog, schema, name.table) if part is not None)
 
@@ -131,7 +141,7 @@ def diff(
     head_revision: str | None,
     live: dict[tuple, tuple[TableName, TableShape]],
     *,
-    engine,
+    engine: Dialect,
     unapplied: list[str] | tuple[str, ...] = (),
     history: dict[tuple, str] | None = None,
 ) -> Report:
@@ -244,7 +254,7 @@ def _predicate(index: IndexShape) -> str:
 
 
 # --------------------------------------------------------------------------- the I/O edge
-def run(url: str, config) -> Report:
+def run(url: str, config: Config) -> Report:
     """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError."""
     import sqlalchemy as sa
     from alembic.script import ScriptDirectory
@@ -286,7 +296,7 @@ def run(url: str, config) -> Report:
     return diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history)
 
 
-def _unapplied(script, deployed: str, head: str | None) -> list[str]:
+def _unapplied(script: ScriptDirectory, deployed: str, head: str | None) -> list[str]:
     """Revisions after the deployed one up to the head, oldest first."""
     from alembic.script.revision import RevisionError
     from alembic.util import CommandError
@@ -304,7 +314,7 @@ def _unapplied(script, deployed: str, head: str | None) -> list[str]:
     return list(reversed(found))
 
 
-def _history(recorded, engine) -> dict[tuple, str]:
+def _history(recorded: Iterable[tuple[str, TableSpec]], engine: Dialect) -> dict[tuple, str]:
     """table_key -> newest revision whose snapshot records the table (recorded: newest first)."""
     out: dict[tuple, str] = {}
     for revision, spec in recorded:

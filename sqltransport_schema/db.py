@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
@@ -15,6 +17,12 @@ DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql",
 class DatabaseURLError(ValueError):
     """A URL no engine can be made from (unknown scheme, driver not installed), said in one line
     that names the fix."""
+
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from .engines import Dialect
 
 
 def normalise_url(url: str) -> str:
@@ -68,12 +76,12 @@ def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
     begin = sqlite.BEGIN_WRITER if writers else sqlite.BEGIN_READER
 
     @event.listens_for(engine, "connect")
-    def _no_implicit_transactions(dbapi_connection, _record):
+    def _no_implicit_transactions(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         sqlite.wait_for_locks(dbapi_connection)
 
     @event.listens_for(engine, "begin")
-    def _begin(connection):
+    def _begin(connection: Connection) -> None:
         connection.exec_driver_sql(begin)
 
     return engine
@@ -92,7 +100,7 @@ def failure(problem: exc.SQLAlchemyError) -> str:
 
 
 @contextmanager
-def catalog_connection(url: str, error: type[Exception]):
+def catalog_connection(url: str, error: type[Exception]) -> Iterator[tuple[Dialect, Connection]]:
     """(engine class, connection) for reading a database's catalog; an unsupported engine or a
     failure to reach or read the database is raised as `error` with one clear line."""
     from . import engines

@@ -18,6 +18,7 @@ from .schema import Blueprint
 
 if TYPE_CHECKING:
     from alembic.script import ScriptDirectory
+    from sqlalchemy import Table
     from sqlalchemy.engine import Connection, Engine
 
 # The table the migrations keep the deployed blueprint in (beside alembic_version, in the default
@@ -90,7 +91,7 @@ def deployed_revision(connection: Connection) -> str:
     return heads[0]
 
 
-def _blueprint_table():
+def _blueprint_table() -> Table:
     from sqlalchemy import Column, MetaData, String, Table, Text
 
     return Table(BLUEPRINT_TABLE, MetaData(), Column("revision", String(64), primary_key=True), Column("snapshot", Text, nullable=False))

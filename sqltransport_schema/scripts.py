@@ -21,25 +21,27 @@ import io
 import re
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from alembic.config import Config
+    from alembic.operations import MigrateOperation
+
+    from .topology import Endpoint
+
 
 ENGINES = {"mssql": "mssql://", "postgresql": "postgresql://"}
 
-# Alembic's offline text for the version table, exactly as it prints it (both dialects).
-VERSION_TABLE_DDL = (
-    "CREATE TABLE alembic_version (\n"
-    "    version_num VARCHAR(32) NOT NULL, \n"
-    "    CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)\n"
-    ");"
-)
 _REV = r"'((?:[^']|'')+)'"
-UPDATE = re.compile(rf"^UPDATE alembic_version SET version_num={_REV} WHERE alembic_version\.version_num = {_REV};$")
 
 
 class ScriptError(ValueError):
     pass
 
 
-def _alembic_output(config, engine: str, revision: str, marks: list | None = None) -> str:
+def _alembic_output(config: Config, engine: str, revision: str, marks: list | None = None) -> str:
     """Alembic's offline output; marks (if given) gets (offset, operation) at the start of each
     operation's text and (offset, None) at its end."""
     from alembic import command
@@ -64,34 +66,37 @@ def make_idempotent(text: str, engine: str) -> str:
     from . import engines as engine_registry
 
     dialect = engine_registry.get(engine)
-    insert = re.compile(dialect.script.ALEMBIC_FIRST_STAMP.replace("{rev}", _REV))
+    script = dialect.script
+    insert = re.compile(script.ALEMBIC_FIRST_STAMP.replace("{rev}", _REV))
+    update = re.compile("^" + re.escape(script.ALEMBIC_RESTAMP).replace(r"\{new\}", _REV).replace(r"\{old\}", _REV) + "$")
+    version_table = script.ALEMBIC_VERSION_TABLE
     out = []
     for line in text.split("\n"):
-        m_insert, m_update = insert.match(line), UPDATE.match(line)
+        m_insert, m_update = insert.match(line), update.match(line)
         if m_insert:
-            line = dialect.script.FIRST_STAMP.format(rev=m_insert.group(1))
+            line = script.FIRST_STAMP.format(rev=m_insert.group(1))
         elif m_update:
             new, old = m_update.groups()
-            line = dialect.script.RESTAMP.format(new=new, old=old)
+            line = script.RESTAMP.format(new=new, old=old)
         elif (
             "alembic_version" in line
-            and line != "CREATE TABLE alembic_version ("
+            and line != script.ALEMBIC_VERSION_TABLE_START + " ("
             and not line.lstrip().startswith(("version_num", "CONSTRAINT", "--"))
         ):
             raise ScriptError(f"unexpected alembic_version statement in Alembic's output, not made idempotent: {line!r}")
         out.append(line)
     text = "\n".join(out)
-    created = text.count(VERSION_TABLE_DDL)
-    if created != text.count("CREATE TABLE alembic_version"):
+    created = text.count(version_table)
+    if created != text.count(script.ALEMBIC_VERSION_TABLE_START):
         raise ScriptError("Alembic's output creates alembic_version in a form this tool does not know; not rewritten")
     if created > 1:
         raise ScriptError("Alembic's output creates alembic_version more than once")
     if created:
-        text = text.replace(VERSION_TABLE_DDL, dialect.script.guard_version_table(VERSION_TABLE_DDL), 1)
+        text = text.replace(version_table, script.guard_version_table(version_table), 1)
     return text
 
 
-def _resolve(config, rev: str | None, default: str) -> str:
+def _resolve(config: Config, rev: str | None, default: str) -> str:
     from alembic.script import ScriptDirectory
 
     if rev is None:
@@ -105,7 +110,7 @@ def _resolve(config, rev: str | None, default: str) -> str:
     return resolved.revision
 
 
-def _range(config, from_rev: str | None, to_rev: str | None) -> tuple[str, str, str]:
+def _range(config: Config, from_rev: str | None, to_rev: str | None) -> tuple[str, str, str]:
     """(first revision, last revision, the range as `alembic upgrade --sql` takes it)."""
     start = _resolve(config, from_rev, "base")
     end = _resolve(config, to_rev, "head")
@@ -131,7 +136,7 @@ def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when:
     return "".join(f"-- {line}\n" for line in lines) + "\n"
 
 
-def render(config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None) -> str:
+def render(config: Config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None) -> str:
     """The whole reviewed script: header, then Alembic's offline output made idempotent."""
     if engine not in ENGINES:
         raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
@@ -145,7 +150,7 @@ SHARED = ""  # owner of schemas and of tables no endpoint owns
 LAST = None  # owner of what must run after every endpoint (schema removal, version stamping)
 
 
-def _owner(operation, endpoints, sagas: dict) -> str | None:
+def _owner(operation: MigrateOperation, endpoints: Iterable[Endpoint], sagas: dict) -> str | None:
     """The endpoint whose tables (queues, delayed table, saga tables: sagas maps their names to it) an
     operation touches; SHARED or LAST for the rest."""
     from .migrate import operations as ops
@@ -171,7 +176,9 @@ def _file_name(index: int, owner: str) -> str:
     return f"{index:02d}-{safe}.sql"
 
 
-def render_split(config, engine: str, from_rev=None, to_rev=None, topology: Path | None = None) -> dict[str, str]:
+def render_split(
+    config: Config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None
+) -> dict[str, str]:
     """The same script as render(), as one file per endpoint (its queues, delayed and saga tables), in
     run order: 00-shared.sql (schemas, shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
     (schema removals and version stamping, which must come last). Each file is its own transaction."""

@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import yaml
 
@@ -19,6 +19,10 @@ from . import engines as engine_registry
 from .schema import CORRELATION_TYPES, Correlation, Kind, TableName, TableSpec, protected_by_default
 from .util import gc_paused
 from .versions import FEATURE_SINCE, LATEST, UnknownVersion, parse_version, profile
+
+if TYPE_CHECKING:
+    from .engines import Dialect
+    from .versions import Profile
 
 try:  # libyaml's composer is ~10x faster on large topologies
     from yaml import CSafeLoader as _Loader
@@ -348,7 +352,7 @@ class Endpoint(Placed):
             return []
         return [self.name] + [f"{self.name}.{instance}" for instance in self.instances]
 
-    def has_delayed_table(self, prof) -> bool:
+    def has_delayed_table(self, prof: Profile) -> bool:
         if self.send_only:
             return False
         return prof.delayed_delivery if self.delayed_delivery is None else self.delayed_delivery
@@ -403,7 +407,7 @@ class Topology:
     drop_protected: tuple[Placed, ...] = ()
     marks: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def subscription_table(self, prof) -> TableName | None:
+    def subscription_table(self, prof: Profile) -> TableName | None:
         if self.subscriptions_disabled or not prof.subscriptions:
             return None
         if self.subscriptions is not None:
@@ -462,7 +466,7 @@ class _Reader:
     def mark(self, node: yaml.Node) -> Mark:
         return Mark(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
 
-    def fail(self, node_or_mark, message: str) -> None:
+    def fail(self, node_or_mark: yaml.Node | Mark, message: str) -> None:
         mark = node_or_mark if isinstance(node_or_mark, Mark) else self.mark(node_or_mark)
         self.problems.append(Problem(mark, message))
 
@@ -479,13 +483,13 @@ class _Reader:
         reader = getattr(self, "_read_" + spec.type)
         return reader(node, spec, where)
 
-    def _scalar(self, node, where, expected) -> str | None:
+    def _scalar(self, node: yaml.Node, where: str, expected: str) -> str | None:
         if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
             self.fail(node, f"{where} must be {expected}, not {self.describe(node)}")
             return None
         return node.value
 
-    def _read_name(self, node, spec, where):
+    def _read_name(self, node: yaml.Node, spec: Field, where: str) -> str | None:
         value = self._scalar(node, where, "a name (a string)")
         if value is not None and not value.strip():
             self.fail(node, f"{where} must not be empty")
@@ -498,7 +502,7 @@ class _Reader:
 
     _read_string = _read_name
 
-    def _read_version(self, node, spec, where):
+    def _read_version(self, node: yaml.Node, spec: Field, where: str) -> str | None:
         if isinstance(node, yaml.ScalarNode) and node.tag in ("tag:yaml.org,2002:float", "tag:yaml.org,2002:int"):
             self.fail(node, f'{where} must be a string: write it quoted, e.g. {where.split()[-1]}: "{node.value}"')
             return None
@@ -512,13 +516,13 @@ class _Reader:
             return None
         return value
 
-    def _read_boolean(self, node, spec, where):
+    def _read_boolean(self, node: yaml.Node, spec: Field, where: str) -> bool | None:
         if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:bool":
             self.fail(node, f"{where} must be true or false, not {self.describe(node)}")
             return None
         return node.value.lower() in ("true", "yes", "on", "y")
 
-    def _read_enum(self, node, spec, where):
+    def _read_enum(self, node: yaml.Node, spec: Field, where: str) -> str | None:
         value = self._scalar(node, where, "one of " + ", ".join(spec.values))
         if value is not None and value not in spec.values:
             hint = difflib.get_close_matches(value, spec.values, n=1)
@@ -527,7 +531,7 @@ class _Reader:
             return None
         return value
 
-    def _read_list(self, node, spec, where):
+    def _read_list(self, node: yaml.Node, spec: Field, where: str) -> list[tuple[Any, Mark]] | None:
         if not isinstance(node, yaml.SequenceNode):
             self.fail(node, f"{where} must be a list, not {self.describe(node)}")
             return None
@@ -538,7 +542,7 @@ class _Reader:
                 items.append((value, self.mark(item)))
         return items
 
-    def _read_object(self, node, spec, where):
+    def _read_object(self, node: yaml.Node, spec: Field, where: str) -> _Obj | bool | None:
         if spec.allow_false and isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:bool":
             if node.value.lower() in ("false", "no", "off", "n"):
                 return False
@@ -586,12 +590,14 @@ class _Obj:
     marks: dict
     mark: Mark
 
-    def get(self, key, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
 
 
 # --------------------------------------------------------------------------- building
-def _placed(cls, obj: _Obj, key: str, defaults: tuple[str | None, str | None], item_marks=None, **extra):
+def _placed(
+    cls: type[Placed], obj: _Obj, key: str, defaults: tuple[str | None, str | None], item_marks: dict[str, Mark] | None = None, **extra
+) -> Any:
     schema = obj.get("schema", defaults[0])
     catalog = obj.get("catalog", defaults[1])
     return cls(obj.get(key), schema, catalog, obj.mark, {**obj.marks, **(item_marks or {})}, **extra)
@@ -643,7 +649,7 @@ def _complete(items: list, key: str) -> list:
     return [(obj, mark) for obj, mark in items if obj.get(key) is not None]
 
 
-def _correlation_of(obj) -> Correlation | None:
+def _correlation_of(obj: _Obj | None) -> Correlation | None:
     if obj is None or obj.get("name") is None or obj.get("type") is None:
         return None
     return Correlation(obj.get("name"), obj.get("type"))
@@ -743,7 +749,7 @@ def _owned_tables(t: Topology) -> list[Owned | _Index]:
     return tables + indexes
 
 
-def _ignores(engine, part: str) -> bool:
+def _ignores(engine: Dialect, part: str) -> bool:
     """Whether the engine tells tables apart by this part (schema or catalog) of their names."""
     return engine.table_key(TableName("t", "s", "c")) == engine.table_key(TableName("t", **{"schema": "s", "catalog": "c", part: "x"}))
 

@@ -7,11 +7,15 @@ migrations/env.py, check, adopt and the pipeline always land on the same databas
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 DEFAULT_URL = "sqlite:///sqltransport.db"
 URL_VARIABLE = "SQLTRANSPORT_URL"
 
 
-def database_url(explicit: str | None, config) -> str:
+def database_url(explicit: str | None, config: Config) -> str:
     """explicit (`--url`, `-x url=`), else SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini, else a SQLite file."""
     return explicit or os.environ.get(URL_VARIABLE) or config.get_main_option("sqlalchemy.url") or DEFAULT_URL

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
+from typing import NoReturn
 
 from . import database, pipeline, project, review, topology
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error
@@ -26,7 +27,7 @@ PARSERS = {**project.PARSERS, **topology.PARSERS, **database.PARSERS, **review.P
 class Parser(argparse.ArgumentParser):
     """A usage mistake is one `error:` line too (argparse's own prints the whole usage first)."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
         raise SystemExit(EXIT_ERROR)
 

@@ -47,7 +47,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_check(sub) -> None:
+def add_check(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="compare a live database with the topology its migrations record")
     add_options(
         p,
@@ -59,7 +59,7 @@ def add_check(sub) -> None:
     p.set_defaults(func=cmd_check)
 
 
-def add_adopt(sub) -> None:
+def add_adopt(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("adopt", help="take over a database NServiceBus installers made: stamp it, or print the upgrade plan")
     add_options(p, "url")
     p.add_argument("--dry-run", action="store_true", help="examine only; stamp nothing")

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import engines
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 TOPOLOGY_DEFAULT = "(default: sqltransport.topology in alembic.ini, else ./topology.yaml)"
 LAYOUTS = ("mssql", "postgresql")
@@ -37,7 +40,7 @@ SPARK = ("master", "conf", "jars", "no_spark")
 NO_HELP = {"help": None}  # the option is listed without a help line
 
 
-def add_options(parser, *names: str, **changes: dict[str, Any]) -> None:
+def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **changes: dict[str, Any]) -> None:
     """Add the named options of OPTIONS to parser (or an argument group), in order."""
     unknown = set(changes) - set(names)
     if unknown:
@@ -54,7 +57,7 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
     add_options(parser.add_argument_group("Spark"), *SPARK)
 
 
-def load_config(path: str):
+def load_config(path: str) -> Config:
     """The Alembic configuration at path, quiet: commands report what they wrote themselves."""
     from alembic.config import Config
 
@@ -64,7 +67,7 @@ def load_config(path: str):
     return Config(path, cmd_opts=argparse.Namespace(quiet=True, x=None))
 
 
-def topology_path(args: argparse.Namespace, config=None) -> Path:
+def topology_path(args: argparse.Namespace, config: Config | None = None) -> Path:
     """--topology, else sqltransport.topology in the Alembic configuration, else ./topology.yaml."""
     if args.topology:
         return Path(args.topology)

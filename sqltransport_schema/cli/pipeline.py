@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..urls import database_url
 from .options import LAYOUTS, NO_HELP, add_options, add_spark_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..pipeline.connect import Endpoint
+    from ..pipeline.plan import DataPlan
+
 
 # --------------------------------------------------------------------------- from options to values
-def _session(args: argparse.Namespace, *urls: str):
+def _session(args: argparse.Namespace, *urls: str) -> SparkSession | None:
     """The Spark session the command runs its partitions in (None under --no-spark); urls: the
     databases it reads through JDBC, whose driver jars must be there."""
     if getattr(args, "no_spark", False):
@@ -34,7 +41,7 @@ def _session(args: argparse.Namespace, *urls: str):
     return spark
 
 
-def _endpoint(url: str, table: str, layout: str | None, kind: str):
+def _endpoint(url: str, table: str, layout: str | None, kind: str) -> Endpoint:
     from ..pipeline.connect import Endpoint, engine_of, table_name
     from ..schema import Kind
 
@@ -52,7 +59,7 @@ def _mapping(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
-def _plan(args: argparse.Namespace):
+def _plan(args: argparse.Namespace) -> tuple[DataPlan, str]:
     """(the data plan between the database's revision and --to, the database URL)."""
     from ..pipeline import plan as planning
 
@@ -214,7 +221,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parsers
-def add_pipeline(sub) -> None:
+def add_pipeline(sub: argparse._SubParsersAction) -> None:
     """`pipeline` and its subcommands on the top-level subparsers."""
     pipeline = sub.add_parser("pipeline", help="Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill")
     psub = pipeline.add_subparsers(dest="pipeline_command", required=True)

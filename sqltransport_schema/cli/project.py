@@ -23,7 +23,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_init(sub) -> None:
+def add_init(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("init", help="start a new project: alembic.ini, migrations/ and a commented topology.yaml")
     p.add_argument("folder", nargs="?", default=".", help="where (default: the current folder; created if missing)")
     add_options(p, "format")

@@ -36,7 +36,7 @@ def cmd_statements(args: argparse.Namespace) -> int:
     return _print_statements(args, engine, f"transport {prof.version}", statements, {"transport_version": prof.version})
 
 
-def _print_statements(args: argparse.Namespace, engine, what: str, statements: dict, extra: dict | None = None) -> int:
+def _print_statements(args: argparse.Namespace, engine: engines.Dialect, what: str, statements: dict, extra: dict | None = None) -> int:
     if args.format == "json":
         payload = {name: {"doc": st.doc, "params": list(st.params), "sql": st.sql} for name, st in statements.items()}
         sys.stdout.write(json.dumps({"engine": engine.name, **(extra or {}), "statements": payload}, indent=2) + "\n")
@@ -101,7 +101,7 @@ def cmd_script(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_statements(sub) -> None:
+def add_statements(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("statements", help="print every runtime statement of an engine and transport version")
     add_options(p, "engine")
     p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
@@ -118,7 +118,7 @@ def add_statements(sub) -> None:
     p.set_defaults(func=cmd_statements)
 
 
-def add_grants(sub) -> None:
+def add_grants(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("grants", help="print the GRANT statements a runtime (or installer) login needs")
     add_options(p, "engine")
     p.add_argument("--role", required=True, help="the login/role to grant to")
@@ -128,7 +128,7 @@ def add_grants(sub) -> None:
     p.set_defaults(func=cmd_grants, format="text")
 
 
-def add_script(sub) -> None:
+def add_script(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("script", help="write the deployment script (SQL Server or PostgreSQL) a DBA reviews, safe to re-run")
     add_options(p, "engine", engine={"choices": ("mssql", "postgresql")})
     p.add_argument("--from", dest="from_rev", help="revision the database is at (default: an empty database)")

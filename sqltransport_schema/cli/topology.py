@@ -82,7 +82,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_compile(sub) -> None:
+def add_compile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compile", help="write a revision for the changes in topology.yaml")
     add_options(p, "topology", "format", "config")
     p.add_argument("-m", "--message", help="revision message")
@@ -95,13 +95,13 @@ def add_compile(sub) -> None:
     p.set_defaults(func=cmd_compile)
 
 
-def add_validate(sub) -> None:
+def add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="validate topology.yaml and report every problem")
     add_options(p, "topology", "format")
     p.set_defaults(func=cmd_validate)
 
 
-def add_json_schema(sub) -> None:
+def add_json_schema(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("json-schema", help="print the JSON Schema of topology.yaml")
     add_options(p, "output")
     p.set_defaults(func=cmd_json_schema)

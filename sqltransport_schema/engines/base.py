@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Any
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
@@ -12,6 +13,9 @@ from .catalog import Catalog
 from .grants import Grants
 from .pipeline import Pipeline
 from .script import Script
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 # The message a refused drop carries, on every engine.
 DROP_REFUSED = (
@@ -79,7 +83,7 @@ class Dialect:
         """(part, problem) for each part of the name this engine cannot hold."""
         return []
 
-    def tables_per_transaction(self, connection) -> int | None:
+    def tables_per_transaction(self, connection: Connection) -> int | None:
         """How many table operations one transaction can hold on this server (None: no limit)."""
         return None
 
@@ -182,15 +186,15 @@ class Dialect:
     RESULT_COLUMNS = {"receive": MESSAGE, "receive_batch": MESSAGE + ("Order",), "next_due": ("NextDue",)}
     TOPIC_PARAMETER = "Topic{i}"  # find_subscribers' parameters, i = 0, 1, ...
 
-    def now_parameter(self):
+    def now_parameter(self) -> Any:
         """The current UTC time as this engine's statements compare it (@Now), where they take one."""
         return None
 
-    def runtime_cursor(self, dbapi_connection):
+    def runtime_cursor(self, dbapi_connection: Any) -> Any:
         """The one cursor the runtime keeps per DBAPI connection for its statements."""
         return dbapi_connection.cursor()
 
-    def bind_runtime_connection(self, dbapi_connection) -> None:
+    def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
 
     def runtime_statements(

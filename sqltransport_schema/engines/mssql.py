@@ -8,7 +8,7 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..revisions import BLUEPRINT_TABLE
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
@@ -28,11 +28,11 @@ from ..versions import (
 from .base import Dialect
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
-    from sqlalchemy.engine import Connection
+    from sqlalchemy.engine import URL, Connection
 
-    from ..grants import GrantPlan
+    from ..grants import GrantPlan, TableGrant
 
 MAX_IDENTIFIER = 128
 _REGULAR_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_@#$]*$")  # needs no brackets
@@ -1331,7 +1331,12 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             return name
 
         def shapes_from_rows(
-            self, tables, columns, indexes, index_columns, catalog: str | None = None
+            self,
+            tables: Iterable[tuple],
+            columns: Iterable[tuple],
+            indexes: Iterable[tuple],
+            index_columns: Iterable[tuple],
+            catalog: str | None = None,
         ) -> dict[tuple, tuple[TableName, TableShape]]:
             """The live shapes from the rows of SHAPE_TABLES, SHAPE_COLUMNS, SHAPE_INDEXES and
             SHAPE_INDEX_COLUMNS (pure: no connection). catalog: the database the rows were read
@@ -1423,7 +1428,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 checks = self.dialect.runtime_statements(profile, name, peek_batch_size=1)
                 table = self.dialect.qualified(name, profile)
 
-                def count(statement: str, checks=checks) -> int:
+                def count(statement: str, checks: dict = checks) -> int:
                     return connection.exec_driver_sql(checks[statement].sql).scalar() or 0
 
                 if profile.expires_index is not ExpiresIndex.NONE and not count("check_expires_index"):
@@ -1472,13 +1477,13 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         )
 
         @staticmethod
-        def _by_catalog(items, catalog_of) -> dict:
+        def _by_catalog(items: Iterable[Any], catalog_of: Callable[[Any], str | None]) -> dict:
             groups: dict = {None: []}
             for item in items:
                 groups.setdefault(catalog_of(item), []).append(item)
             return groups
 
-        def _with_catalogs(self, groups: dict, render) -> list[str]:
+        def _with_catalogs(self, groups: dict, render: Callable[[Any], list[str]]) -> list[str]:
             lines: list[str] = []
             for catalog, items in groups.items():
                 if not items:
@@ -1492,7 +1497,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         def runtime(self, plan: GrantPlan, role: str) -> list[str]:
             role_q = self.dialect.quote(role)
 
-            def render(grant):
+            def render(grant: TableGrant) -> list[str]:
                 table = self.dialect.qualified(grant.table._replace(catalog=None))
                 return [self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=table, role=role_q)]
 
@@ -1574,7 +1579,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         )
         READ_ALL = "SELECT {columns} FROM {table} WITH (UPDLOCK, ROWLOCK)"
 
-        def connect(self, url):
+        def connect(self, url: URL) -> Any:
             try:
                 import pyodbc
             except ImportError as exc:
@@ -1582,7 +1587,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             return pyodbc.connect(self.odbc_connection_string(url), autocommit=False)
 
         @staticmethod
-        def odbc_connection_string(url) -> str:
+        def odbc_connection_string(url: URL) -> str:
             driver = url.query.get("driver", "ODBC Driver 18 for SQL Server")
             server = url.host + (f",{url.port}" if url.port else "")
             text = f"DRIVER={{{driver}}};SERVER={server};DATABASE={url.database or ''};"
@@ -1592,6 +1597,6 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 text += "Trusted_Connection=yes;"
             return text + "TrustServerCertificate=yes;"
 
-        def jdbc_url(self, url) -> str:
+        def jdbc_url(self, url: URL) -> str:
             props = f";user={url.username};password={url.password or ''}" if url.username else ";useNTLMv2=true"
             return f"jdbc:jtds:sqlserver://{url.host}:{url.port or 1433}/{url.database or ''}{props}"

@@ -21,6 +21,10 @@ from ..statements import Statement, parameters_of
 from ..versions import LATEST, profile
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from sqlalchemy.engine import URL
+
     from .base import Dialect
 
 MOVES = "sqltransport_pipeline_moves"
@@ -145,7 +149,7 @@ class Pipeline:
         text, names = statement.native(self.paramstyle)
         return text, tuple(values[name] for name in names)
 
-    def execute(self, cursor, statement: Statement, **values: Any):
+    def execute(self, cursor: Any, statement: Statement, **values: Any) -> Any:
         text, params = self.bind(statement, values)
         if params is None:
             cursor.execute(text)
@@ -153,7 +157,7 @@ class Pipeline:
             cursor.execute(text, params)
         return cursor
 
-    def executemany(self, cursor, statement: Statement, rows: list[tuple], fields: tuple[str, ...]) -> None:
+    def executemany(self, cursor: Any, statement: Statement, rows: list[tuple], fields: tuple[str, ...]) -> None:
         """Rows of values in `fields` order; passed on as they are when the driver's order is the same
         (no Python per row), else reordered."""
         text, names = statement.native(self.paramstyle)
@@ -162,52 +166,62 @@ class Pipeline:
             rows = [tuple(row[i] for i in at) for row in rows]
         cursor.executemany(text, rows)
 
-    def columns_text(self, columns) -> str:
+    def columns_text(self, columns: Iterable[str]) -> str:
         return ", ".join(columns)
 
     # -- connections ------------------------------------------------------------------------
-    def connect(self, url):
+    def connect(self, url: URL) -> Any:
         """A DBAPI connection with explicit transaction control (`url`: a SQLAlchemy URL object)."""
         raise ValueError(f"no pipeline connection for {url.get_backend_name()!r}")
 
-    def jdbc_url(self, url) -> str:
+    def jdbc_url(self, url: URL) -> str:
         """The JDBC URL Spark reads this database through."""
         raise ValueError(f"no JDBC driver for {self.dialect.name!r}")
 
-    def database_key(self, url) -> tuple:
+    def database_key(self, url: URL) -> tuple:
         """Two URLs of this engine with the same key name one database."""
         return (url.host, url.port, url.database, url.username)
 
     # -- transactions -----------------------------------------------------------------------
-    def begin(self, conn, write: bool = False) -> None:
+    def begin(self, conn: Any, write: bool = False) -> None:
         """psycopg and pyodbc open transactions implicitly."""
 
-    def commit(self, conn) -> None:
+    def commit(self, conn: Any) -> None:
         conn.commit()
 
-    def rollback(self, conn) -> None:
+    def rollback(self, conn: Any) -> None:
         conn.rollback()
 
     # -- the ledger --------------------------------------------------------------------------
-    def ensure_ledger(self, conn) -> None:
+    def ensure_ledger(self, conn: Any) -> None:
         self.begin(conn, write=True)
         cur = conn.cursor()
         self.execute(cur, self.ledger_statement("CREATE_MOVES"))
         self.execute(cur, self.ledger_statement("CREATE_LEDGER"))
         self.commit(conn)
 
-    def blob(self, data: bytes):
+    def blob(self, data: bytes) -> Any:
         return data
 
-    def find_open_move(self, conn, source: str, destination: str) -> str | None:
+    def find_open_move(self, conn: Any, source: str, destination: str) -> str | None:
         found = self.execute(conn.cursor(), self.ledger_statement("FIND_OPEN_MOVE"), Source=source, Destination=destination).fetchone()
         return found[0] if found else None
 
-    def get_move(self, conn, move_id: str) -> tuple | None:
+    def get_move(self, conn: Any, move_id: str) -> tuple | None:
         return self.execute(conn.cursor(), self.ledger_statement("GET_MOVE"), MoveId=move_id).fetchone()
 
     def insert_move(
-        self, conn, move_id: str, source: str, destination: str, kind: str, low, high, base, partitions: int, rows: int
+        self,
+        conn: Any,
+        move_id: str,
+        source: str,
+        destination: str,
+        kind: str,
+        low: int | None,
+        high: int | None,
+        base: int | None,
+        partitions: int,
+        rows: int,
     ) -> None:
         self.execute(
             conn.cursor(),
@@ -223,14 +237,16 @@ class Pipeline:
             Rows=rows,
         )
 
-    def finish_move(self, conn, move_id: str) -> None:
+    def finish_move(self, conn: Any, move_id: str) -> None:
         self.execute(conn.cursor(), self.ledger_statement("FINISH_MOVE"), MoveId=move_id)
 
-    def ledger_row(self, conn, move_id: str, part: int) -> tuple | None:
+    def ledger_row(self, conn: Any, move_id: str, part: int) -> tuple | None:
         """(rows, checksum, keys, source_deleted) of a committed partition, or None."""
         return self.execute(conn.cursor(), self.ledger_statement("LEDGER_ROW"), MoveId=move_id, Part=part).fetchone()
 
-    def insert_ledger(self, conn, move_id: str, part: int, lo, hi, rows: int, checksum: str, keys: bytes) -> None:
+    def insert_ledger(
+        self, conn: Any, move_id: str, part: int, lo: int | None, hi: int | None, rows: int, checksum: str, keys: bytes
+    ) -> None:
         self.execute(
             conn.cursor(),
             self.ledger_statement("INSERT_LEDGER"),
@@ -243,28 +259,28 @@ class Pipeline:
             Keys=self.blob(keys),
         )
 
-    def mark_deleted(self, conn, move_id: str, part: int) -> None:
+    def mark_deleted(self, conn: Any, move_id: str, part: int) -> None:
         self.execute(conn.cursor(), self.ledger_statement("MARK_DELETED"), MoveId=move_id, Part=part)
 
-    def ledger_totals(self, conn, move_id: str) -> tuple:
+    def ledger_totals(self, conn: Any, move_id: str) -> tuple:
         """(partitions committed, rows, partitions whose source rows are deleted)."""
         return self.execute(conn.cursor(), self.ledger_statement("LEDGER_TOTALS"), MoveId=move_id).fetchone()
 
-    def ledger_checksums(self, conn, move_id: str) -> list[tuple]:
+    def ledger_checksums(self, conn: Any, move_id: str) -> list[tuple]:
         return self.execute(conn.cursor(), self.ledger_statement("LEDGER_CHECKSUMS"), MoveId=move_id).fetchall()
 
     # -- source -------------------------------------------------------------------------------
     def _table(self, attribute: str, table: Table, template: str | None = None, **identifiers: str) -> Statement:
         return self.statement(attribute, template, table=self.dialect.qualified(table.name), **identifiers)
 
-    def bounds(self, conn, table: Table) -> tuple:
+    def bounds(self, conn: Any, table: Table) -> tuple:
         """(min, max) of the order column and the row count."""
         return self.execute(conn.cursor(), self._table("BOUNDS", table, order=table.order)).fetchone()
 
-    def count(self, conn, table: Table) -> int:
+    def count(self, conn: Any, table: Table) -> int:
         return self.execute(conn.cursor(), self._table("COUNT", table)).fetchone()[0]
 
-    def exists(self, conn, table: Table) -> bool:
+    def exists(self, conn: Any, table: Table) -> bool:
         """Whether the table exists (the caller rolls back: a failed statement spoils a transaction)."""
         try:
             self.execute(conn.cursor(), self._table("EXISTS", table))
@@ -272,15 +288,15 @@ class Pipeline:
         except Exception:
             return False
 
-    def read_range(self, conn, table: Table, lo: int, hi: int, high: int):
+    def read_range(self, conn: Any, table: Table, lo: int, hi: int, high: int) -> Any:
         """A cursor over the rows with lo <= order < hi (and <= high, the snapshot's max), in order, locked."""
         statement = self._table("READ_RANGE", table, columns=self.columns_text(table.columns), order=table.order)
         return self.execute(conn.cursor(), statement, Low=lo, High=hi, Last=high)
 
-    def read_all(self, conn, table: Table):
+    def read_all(self, conn: Any, table: Table) -> Any:
         return self.execute(conn.cursor(), self._table("READ_ALL", table, columns=self.columns_text(table.columns)))
 
-    def delete_keys(self, conn, table: Table, keys: list) -> int:
+    def delete_keys(self, conn: Any, table: Table, keys: list) -> int:
         if not keys:
             return 0
         statement = self._table("DELETE_KEY", table, key=table.key)
@@ -292,7 +308,7 @@ class Pipeline:
         return self._table("ARCHIVE_READ", table, order=table.order).sql
 
     # -- destination ----------------------------------------------------------------------------
-    def write_rows(self, conn, table: Table, columns: tuple[str, ...], rows: list[tuple]) -> None:
+    def write_rows(self, conn: Any, table: Table, columns: tuple[str, ...], rows: list[tuple]) -> None:
         """Rows of values in `columns` order, in one executemany."""
         if not rows:
             return
@@ -300,7 +316,7 @@ class Pipeline:
         statement = self._table("INSERT", table, template, columns=self.columns_text(columns))
         self.executemany(conn.cursor(), statement, rows, tuple(columns))
 
-    def reserve(self, conn, table: Table, span: int) -> int:
+    def reserve(self, conn: Any, table: Table, span: int) -> int:
         """Reserve `span` consecutive order values past everything the table holds or will be given."""
         raise NotImplementedError(f"{self.dialect.name}: explicit order values are not supported; partitions run in order")
 
@@ -308,16 +324,16 @@ class Pipeline:
     def _subscription(self, name: str, table: Table) -> Statement:
         return self.dialect.runtime_statements(profile(LATEST), table.name, subscriptions=table.name)[name]
 
-    def upsert_subscriptions(self, conn, table: Table, rows: list[tuple]) -> None:
+    def upsert_subscriptions(self, conn: Any, table: Table, rows: list[tuple]) -> None:
         """(QueueAddress, Endpoint, Topic) rows, through the runtime's subscribe (rerunning is harmless)."""
         self.executemany(conn.cursor(), self._subscription("subscribe", table), rows, ("QueueAddress", "Endpoint", "Topic"))
 
-    def delete_subscriptions(self, conn, table: Table, rows: list[tuple]) -> None:
+    def delete_subscriptions(self, conn: Any, table: Table, rows: list[tuple]) -> None:
         """(Endpoint, Topic) rows, through the runtime's unsubscribe."""
         self.executemany(conn.cursor(), self._subscription("unsubscribe", table), rows, ("Endpoint", "Topic"))
 
     # -- backfill of a saga's correlation column (engines with backfills_sagas) --------------------
-    def saga_column_type(self, conn, table: TableName, column: str) -> str | None:
+    def saga_column_type(self, conn: Any, table: TableName, column: str) -> str | None:
         """The column's type as the catalog prints it, or None when the table has no such column."""
         raise NotImplementedError(f"backfill is not supported on {self.dialect.name}")
 

@@ -13,7 +13,7 @@ import hashlib
 import re
 import uuid
 from datetime import timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote as urlquote
 
 from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
@@ -26,11 +26,12 @@ from ..versions import FEATURE_SINCE, Profile
 from .base import Dialect
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
-    from sqlalchemy.engine import Connection
+    from sqlalchemy.engine import URL, Connection
 
     from ..grants import GrantPlan
+    from .pipeline import Table
 
 MAX_TABLE_BYTES = 55  # the transport's own limit: room for the suffixes of derived names
 MAX_IDENTIFIER_BYTES = 63
@@ -77,7 +78,7 @@ class PostgreSQL(Dialect):
     )
     LOCKS_PER_TABLE = 8  # with room for other sessions
 
-    def tables_per_transaction(self, connection) -> int | None:
+    def tables_per_transaction(self, connection: Connection) -> int | None:
         capacity = connection.exec_driver_sql(self.LOCK_CAPACITY).scalar()
         return max(50, capacity // self.LOCKS_PER_TABLE)
 
@@ -407,7 +408,7 @@ FROM params"""
             out["peek"] = dataclasses.replace(out["peek"], template=self.PEEK_UNLOCKED)
         return out
 
-    def runtime_cursor(self, dbapi_connection):
+    def runtime_cursor(self, dbapi_connection: Any) -> Any:
         """On psycopg 3, results come in binary (a body leaves the server as its bytes, not as hex
         text twice its size to encode and decode) and message ids as the text the API returns."""
         if type(dbapi_connection).__module__.partition(".")[0] != "psycopg":  # psycopg2: as it comes
@@ -655,7 +656,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             "-- after each upgrade that creates tables.",
         )
 
-        def _schema_of(self, schema) -> str:
+        def _schema_of(self, schema: SchemaName | None) -> str:
             return self.dialect.quote(schema.schema if schema is not None else self.dialect.default_schema)
 
         def runtime(self, plan: GrantPlan, role: str) -> list[str]:
@@ -762,14 +763,14 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
         BACKFILL_NULL = "{column} IS NULL"  # the guard (and the read's filter) unless overwriting
 
         # -- connections ----------------------------------------------------------------------
-        def connect(self, url):
+        def connect(self, url: URL) -> Any:
             import psycopg
             from psycopg.conninfo import make_conninfo
 
             return psycopg.connect(make_conninfo(**self.libpq_parameters(url)))
 
         @staticmethod
-        def libpq_parameters(url) -> dict:
+        def libpq_parameters(url: URL) -> dict:
             """libpq connection parameters (make_conninfo quotes them: a password may hold ' or \\)."""
             parts = {
                 "host": url.host or "127.0.0.1",
@@ -781,7 +782,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             parts.update({k: v for k, v in url.query.items() if isinstance(v, str)})
             return {k: str(v) for k, v in parts.items() if v is not None}
 
-        def jdbc_url(self, url) -> str:
+        def jdbc_url(self, url: URL) -> str:
             """`stringtype=unspecified` (uuid columns) and `reWriteBatchedInserts=true`."""
             query = {"stringtype": "unspecified", "reWriteBatchedInserts": "true"}
             if url.username:
@@ -793,7 +794,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             )
 
         # -- source -----------------------------------------------------------------------------
-        def delete_keys(self, conn, table, keys: list) -> int:
+        def delete_keys(self, conn: Any, table: Table, keys: list) -> int:
             if not keys:
                 return 0
             if isinstance(keys[0], str):
@@ -801,13 +802,15 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             cur = self.execute(conn.cursor(), self._table("DELETE_KEYS", table, key=table.key), Keys=keys)
             return cur.rowcount
 
-        def read_range(self, conn, table, lo: int, hi: int, high: int):
+        def read_range(self, conn: Any, table: Table, lo: int, hi: int, high: int) -> Any:
             statement = self._table("READ_RANGE", table, columns=self.columns_text(table.columns), order=table.order)
             cur = conn.cursor()
             cur.execute(*self.bind(statement, {"Low": lo, "High": hi, "Last": high}), binary=True)
             return cur
 
-        def stream_partition(self, src, dst, source, dest, lo: int, hi: int, high: int, low: int, base: int, checksum) -> list[int]:
+        def stream_partition(
+            self, src: Any, dst: Any, source: Table, dest: Table, lo: int, hi: int, high: int, low: int, base: int, checksum: Any
+        ) -> list[int]:
             """Move one partition's rows PostgreSQL -> PostgreSQL without Python per row; returns the source keys.
 
             The source's DELETE ... RETURNING is left uncommitted (the caller commits it after the
@@ -852,20 +855,20 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             return keys
 
         # -- destination --------------------------------------------------------------------------
-        def column_types(self, conn, table) -> dict[str, tuple[int, str]]:
+        def column_types(self, conn: Any, table: Table) -> dict[str, tuple[int, str]]:
             """lower-case column -> (type oid, type name)."""
             cur = self.execute(conn.cursor(), self.statement("COLUMN_TYPES"), Table=self.dialect.qualified(table.name))
             return {name: (oid, text) for name, oid, text in cur.fetchall()}
 
         @staticmethod
-        def _converter(type_name: str):
+        def _converter(type_name: str) -> Callable[[Any], Any] | None:
             if type_name == "uuid":
                 return lambda v: uuid.UUID(v) if isinstance(v, str) else v
             if type_name == "timestamp with time zone":
                 return lambda v: v.replace(tzinfo=timezone.utc) if v is not None and v.tzinfo is None else v
             return None
 
-        def write_rows(self, conn, table, columns: tuple[str, ...], rows: list[tuple]) -> None:
+        def write_rows(self, conn: Any, table: Table, columns: tuple[str, ...], rows: list[tuple]) -> None:
             """Binary COPY: the fastest way into PostgreSQL (values converted where the column needs it)."""
             if not rows:
                 return
@@ -886,7 +889,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
                         row[i] = f(row[i])
                     write(row)
 
-        def reserve(self, conn, table, span: int) -> int:
+        def reserve(self, conn: Any, table: Table, span: int) -> int:
             order, qualified = table.order, self.dialect.qualified(table.name)
             cur = conn.cursor()
             self.execute(cur, self._table("RESERVE_LOCK", table))
@@ -905,7 +908,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             return base
 
         # -- backfill of a saga's correlation column ---------------------------------------------------
-        def saga_column_type(self, conn, table: TableName, column: str) -> str | None:
+        def saga_column_type(self, conn: Any, table: TableName, column: str) -> str | None:
             found = self.execute(
                 conn.cursor(), self.statement("BACKFILL_COLUMN_TYPE"), Table=self.dialect.qualified(table), Column=column
             ).fetchone()
@@ -937,14 +940,14 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
 
 
 @functools.cache
-def _uuid_text_loader():
+def _uuid_text_loader() -> type:
     """A psycopg loader of binary uuid values straight to their canonical text (no UUID object)."""
     from psycopg import adapt, pq
 
     class UuidText(adapt.Loader):
         format = pq.Format.BINARY
 
-        def load(self, data) -> str:
+        def load(self, data: bytes | bytearray | memoryview) -> str:
             h = bytes(data).hex()
             return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 

@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 class Script:
     """What every engine's script section provides."""
 
+    # Alembic's offline text for its version table and its restamp, exactly as it prints them on
+    # both script engines: the text make_idempotent recognises and rewrites.
+    ALEMBIC_VERSION_TABLE = (
+        "CREATE TABLE alembic_version (\n"
+        "    version_num VARCHAR(32) NOT NULL, \n"
+        "    CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)\n"
+        ");"
+    )
+    ALEMBIC_VERSION_TABLE_START = "CREATE TABLE alembic_version"
+    ALEMBIC_RESTAMP = "UPDATE alembic_version SET version_num={new} WHERE alembic_version.version_num = {old};"
     ALEMBIC_FIRST_STAMP: str | None = None
     FIRST_STAMP: str | None = None
     RESTAMP: str | None = None

@@ -8,7 +8,7 @@ names compare without case. One statement per batch (sqlite3 runs one at a time)
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..schema import Correlation, Kind, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns, where_clause
@@ -18,7 +18,9 @@ from .base import Dialect
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from sqlalchemy.engine import Connection
+    from sqlalchemy.engine import URL, Connection
+
+    from .pipeline import Table
 
 
 class SQLite(Dialect):
@@ -202,12 +204,12 @@ CREATE TABLE IF NOT EXISTS {table} (
     PAGE_COUNT = "PRAGMA page_count"
     JOURNAL_MODE_WAL = "PRAGMA journal_mode = WAL"
 
-    def wait_for_locks(self, dbapi_connection) -> None:
+    def wait_for_locks(self, dbapi_connection: Any) -> None:
         """A busy timeout of at least BUSY_TIMEOUT_MS on a sqlite3 connection (a longer one is kept)."""
         if dbapi_connection.execute(self.BUSY_TIMEOUT).fetchone()[0] < self.BUSY_TIMEOUT_MS:
             dbapi_connection.execute(f"{self.BUSY_TIMEOUT} = {self.BUSY_TIMEOUT_MS}")
 
-    def bind_runtime_connection(self, dbapi_connection) -> None:
+    def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """A caller's sqlite3 connection for the driver path: waits for locks, and sqlite3's implicit
         BEGIN (before the first write of a transaction) begins a writer. A connection in autocommit
         mode (isolation_level None) is left to its caller, who begins transactions with BEGIN_WRITER."""
@@ -215,7 +217,7 @@ CREATE TABLE IF NOT EXISTS {table} (
         if dbapi_connection.isolation_level is not None and dbapi_connection.isolation_level.upper() in ("", "DEFERRED"):
             dbapi_connection.isolation_level = "IMMEDIATE"
 
-    def new_database_in_wal(self, dbapi_connection) -> bool:
+    def new_database_in_wal(self, dbapi_connection: Any) -> bool:
         """Switch a database the migrations are about to create (an empty file) to WAL; True if switched.
         An existing database keeps the journal mode it has. Outside any transaction (SQLite's rule)."""
         if dbapi_connection.execute(self.PAGE_COUNT).fetchone()[0] != 0:
@@ -426,24 +428,24 @@ CREATE TABLE IF NOT EXISTS {table} (
         RESERVE_INSERT = "INSERT INTO sqlite_sequence (name, seq) VALUES (@Table, @Last)"
         BUSY_TIMEOUT = "PRAGMA busy_timeout = 60000"
 
-        def connect(self, url):
+        def connect(self, url: URL) -> Any:
             import sqlite3
 
             conn = sqlite3.connect(url.database or ":memory:", isolation_level=None, timeout=60, check_same_thread=False)
             conn.execute(self.BUSY_TIMEOUT)
             return conn
 
-        def jdbc_url(self, url) -> str:
+        def jdbc_url(self, url: URL) -> str:
             return f"jdbc:sqlite:{os.path.abspath(url.database)}"
 
-        def database_key(self, url) -> tuple:
+        def database_key(self, url: URL) -> tuple:
             return (os.path.realpath(url.database or ""),)
 
-        def begin(self, conn, write: bool = False) -> None:
+        def begin(self, conn: Any, write: bool = False) -> None:
             if not conn.in_transaction:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
-        def reserve(self, conn, table, span: int) -> int:
+        def reserve(self, conn: Any, table: Table, span: int) -> int:
             # The caller holds BEGIN IMMEDIATE: no other writer can insert meanwhile.
             cur = conn.cursor()
             current_max = self.execute(cur, self._table("RESERVE_MAX", table, order=table.order)).fetchone()[0]

@@ -11,6 +11,9 @@ which `alembic check` reports and a generated revision carries as a comment to f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from alembic.autogenerate import comparators, renderers
 from alembic.operations import MigrateOperation
 
@@ -18,6 +21,12 @@ from .. import check, engines
 from ..schema import Blueprint
 from . import operations as ops
 from .compile import create_op
+
+if TYPE_CHECKING:
+    from alembic.autogenerate.api import AutogenContext
+    from alembic.operations.ops import UpgradeOps
+    from alembic.util import PriorityDispatchResult
+    from sqlalchemy import MetaData
 
 TARGET_OPTION = "sqltransport_target"  # () -> the head blueprint, set by migrations/env.py
 VERSION_TABLE_OPTION = "version_table"
@@ -36,10 +45,10 @@ class TransportDriftOp(MigrateOperation):
     def __init__(self, finding: check.Finding):
         self.finding = finding
 
-    def reverse(self):
+    def reverse(self) -> TransportDriftOp:
         return self
 
-    def to_diff_tuple(self):
+    def to_diff_tuple(self) -> tuple:
         f = self.finding
         return ("transport_drift", f.category, f.table, f.detail)
 
@@ -49,12 +58,12 @@ class TransportDriftOp(MigrateOperation):
 
 
 @renderers.dispatch_for(TransportDriftOp)
-def _render_drift(autogen_context, operation: TransportDriftOp) -> str:
+def _render_drift(autogen_context: AutogenContext, operation: TransportDriftOp) -> str:
     f = operation.finding
     return "pass  # transport drift, fix by hand: " + ops._one_line(f"{f.category}: {f.table}: {f.detail}")
 
 
-def drift_operations(expected: Blueprint, live: dict, engine) -> list[MigrateOperation]:
+def drift_operations(expected: Blueprint, live: dict, engine: engines.Dialect) -> list[MigrateOperation]:
     """The operations that stand for every difference `check` finds (pure)."""
     report = check.diff(expected, None, None, live, engine=engine)
     by_display = {check.display(engine, spec.name): spec for spec in expected.tables}
@@ -66,7 +75,9 @@ def drift_operations(expected: Blueprint, live: dict, engine) -> list[MigrateOpe
 
 
 @comparators.dispatch_for("schema")
-def compare_transport_tables(autogen_context, upgrade_ops, schemas):
+def compare_transport_tables(
+    autogen_context: AutogenContext, upgrade_ops: UpgradeOps, schemas: set[str | None]
+) -> PriorityDispatchResult | None:
     target = autogen_context.opts.get(TARGET_OPTION)
     if target is None or autogen_context.connection is None:
         return _CONTINUE  # an environment that did not opt in
@@ -83,12 +94,12 @@ def compare_transport_tables(autogen_context, upgrade_ops, schemas):
     return _CONTINUE
 
 
-def model_tables_only(metadata):
+def model_tables_only(metadata: MetaData | None) -> Callable[[str | None, str, dict[str, str | None]], bool]:
     """include_name for the environment: reflect only tables some model declares, so that
     transport tables (compared above) and unmanaged tables are never proposed for dropping."""
     declared = {(table.schema, table.name) for table in metadata.tables.values()} if metadata is not None else set()
 
-    def include_name(name, type_, parent_names):
+    def include_name(name: str | None, type_: str, parent_names: dict[str, str | None]) -> bool:
         if type_ != "table":
             return True
         return (parent_names.get("schema_name"), name) in declared

@@ -4,6 +4,7 @@ and write one revision whose operations read like the change. No database needed
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def _drop(spec: TableSpec, version: str, new: Blueprint) -> ops.TransportOp:
     return _DROP[spec.kind](spec, version, spec.name in new.discarded, allow_protected=allow_protected and spec.protected)
 
 
-def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engine_names) -> None:
+def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engine_names: Iterable[str]) -> None:
     """A drop and a create of one table (names differing only in case) would lose its messages."""
     from .. import engines
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from logging.config import fileConfig
+from typing import TYPE_CHECKING
 
 from alembic import context as alembic_context
 from alembic.util import CommandError
@@ -22,10 +23,14 @@ from .operations import (
 )
 from .write import REVISION_OPTION
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.runtime.environment import EnvironmentContext
+
 TRUE = ("1", "true", "yes", "on")
 
 
-def run(context=alembic_context, target_metadata=None) -> None:
+def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData | None = None) -> None:
     """target_metadata: the project's own SQLAlchemy models, if Alembic also manages those;
     transport tables are compared with the topology by migrate.autogen either way."""
     config = context.config
@@ -83,7 +88,7 @@ def _names(value: str) -> frozenset[str]:
     return frozenset(name.strip() for name in value.split(",") if name.strip())
 
 
-def _rerun(config, opts: dict, option: str) -> str:
+def _rerun(config: Config, opts: dict, option: str) -> str:
     """The `alembic` command being run (opts: the migration context's), with `-x option` added:
     the exact recovery command."""
     key = option.split("=")[0]

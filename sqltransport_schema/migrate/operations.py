@@ -13,6 +13,7 @@ import json
 import logging
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from alembic.autogenerate import renderers
 from alembic.operations import MigrateOperation, Operations
@@ -23,6 +24,10 @@ from .. import engines
 from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
 from ..versions import profile
 
+if TYPE_CHECKING:
+    from alembic.autogenerate.api import AutogenContext
+    from alembic.runtime.migration import MigrationContext
+
 log = logging.getLogger("sqltransport_schema.migrate")
 
 DISCARD_OPTION = "sqltransport_discard_messages"
@@ -32,7 +37,7 @@ PROTECTED_OPTION = "sqltransport_drop_protected"  # names of protected queues a 
 OFFLINE_HOOK_OPTION = "sqltransport_offline_hook"  # called with each operation before its --sql output, then None
 
 
-def _literal(value) -> str:
+def _literal(value: Any) -> str:
     """A Python literal in double quotes, as a black-formatted file writes it."""
     if value.__class__ is str:
         if value.isprintable() and '"' not in value and "\\" not in value:
@@ -84,7 +89,7 @@ class _TableOp(TransportOp):
     kind = Kind.QUEUE
     noun = "queue"
 
-    def _where(self, dialect):
+    def _where(self, dialect: engines.Dialect | None) -> str:
         return dialect.display(self.spec.name, profile(self.version)) if dialect else str(self.spec.name)
 
     def _tail(self) -> str:
@@ -96,7 +101,15 @@ class _TableOp(TransportOp):
         return tail
 
     @classmethod
-    def _spec(cls, table, schema, catalog, body_string=False, seq_type="serial", protected=None) -> TableSpec:
+    def _spec(
+        cls,
+        table: str,
+        schema: str | None,
+        catalog: str | None,
+        body_string: bool = False,
+        seq_type: str = "serial",
+        protected: bool | None = None,
+    ) -> TableSpec:
         if protected is None:
             protected = protected_by_default(cls.kind, table)
         return TableSpec(cls.kind, TableName(table, schema, catalog), body_string=body_string, seq_type=seq_type, protected=protected)
@@ -105,17 +118,17 @@ class _TableOp(TransportOp):
 class _CreateTable(_TableOp):
     adopts = True  # an existing table of this name is adopted if it has the expected columns
 
-    def statements(self, dialect):
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         prof = profile(self.version)
         reason = dialect.unsupported(prof)
         if reason:
             raise RuntimeError(f"cannot create {self.noun} {self._where(dialect)} on {dialect.name}: {reason}")
         return dialect.create_table(self.spec, prof)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
         return f"create {self.noun} {self._where(dialect)} (transport {self.version})"
 
-    def python(self):
+    def python(self) -> str:
         return _call(self.op_name, self.spec.name, self._tail())
 
 
@@ -128,16 +141,16 @@ class _DropTable(_TableOp):
         self.discard_messages = discard_messages
         self.allow_protected = allow_protected
 
-    def statements(self, dialect):
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.drop_table(self.spec, profile(self.version), self.discard_messages)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
         how = "discarding its messages" if self.discard_messages else "refused while it holds messages"
         if self.spec.protected:
             how += ", protected queue dropped by its drop_protected entry" if self.allow_protected else ", protected"
         return f"drop {self.noun} {self._where(dialect)} ({how})"
 
-    def python(self):
+    def python(self) -> str:
         tail = self._tail() + (", discard_messages=True" if self.discard_messages else "")
         tail += ", allow_protected=True" if self.allow_protected else ""
         return _call(self.op_name, self.spec.name, tail)
@@ -151,11 +164,22 @@ class CreateQueueOp(_CreateTable):
     op_name = "create_queue"
 
     @classmethod
-    def create_queue(cls, operations, table, *, schema=None, catalog=None, version, body_string=False, seq_type="serial", protected=None):
+    def create_queue(
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        version: str,
+        body_string: bool = False,
+        seq_type: str = "serial",
+        protected: bool | None = None,
+    ) -> None:
         """Create a queue table shaped as the given transport version creates it."""
         return operations.invoke(cls(cls._spec(table, schema, catalog, body_string, seq_type, protected), version))
 
-    def reverse(self):
+    def reverse(self) -> DropQueueOp:
         return DropQueueOp(self.spec, self.version)
 
 
@@ -166,18 +190,18 @@ class DropQueueOp(_DropTable):
     @classmethod
     def drop_queue(
         cls,
-        operations,
-        table,
+        operations: Operations,
+        table: str,
         *,
-        schema=None,
-        catalog=None,
-        version,
-        body_string=False,
-        seq_type="serial",
-        protected=None,
-        discard_messages=False,
-        allow_protected=False,
-    ):
+        schema: str | None = None,
+        catalog: str | None = None,
+        version: str,
+        body_string: bool = False,
+        seq_type: str = "serial",
+        protected: bool | None = None,
+        discard_messages: bool = False,
+        allow_protected: bool = False,
+    ) -> None:
         """Drop a queue table; the database refuses while it holds rows unless discard_messages.
 
         A protected queue (error, audit, protected: true) is refused unless allow_protected.
@@ -185,7 +209,7 @@ class DropQueueOp(_DropTable):
         spec = cls._spec(table, schema, catalog, body_string, seq_type, protected)
         return operations.invoke(cls(spec, version, discard_messages, allow_protected))
 
-    def reverse(self):
+    def reverse(self) -> CreateQueueOp:
         return CreateQueueOp(self.spec, self.version)
 
 
@@ -196,11 +220,13 @@ class CreateDelayedTableOp(_CreateTable):
     noun = "delayed table"
 
     @classmethod
-    def create_delayed_table(cls, operations, table, *, schema=None, catalog=None, version):
+    def create_delayed_table(
+        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
+    ) -> None:
         """Create an endpoint's native delayed-delivery table."""
         return operations.invoke(cls(cls._spec(table, schema, catalog), version))
 
-    def reverse(self):
+    def reverse(self) -> DropDelayedTableOp:
         return DropDelayedTableOp(self.spec, self.version)
 
 
@@ -211,11 +237,20 @@ class DropDelayedTableOp(_DropTable):
     noun = "delayed table"
 
     @classmethod
-    def drop_delayed_table(cls, operations, table, *, schema=None, catalog=None, version, discard_messages=False):
+    def drop_delayed_table(
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        version: str,
+        discard_messages: bool = False,
+    ) -> None:
         """Drop a delayed-delivery table; refused while it holds rows unless discard_messages."""
         return operations.invoke(cls(cls._spec(table, schema, catalog), version, discard_messages))
 
-    def reverse(self):
+    def reverse(self) -> CreateDelayedTableOp:
         return CreateDelayedTableOp(self.spec, self.version)
 
 
@@ -226,11 +261,13 @@ class CreateSubscriptionTableOp(_CreateTable):
     noun = "subscription table"
 
     @classmethod
-    def create_subscription_table(cls, operations, table, *, schema=None, catalog=None, version):
+    def create_subscription_table(
+        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
+    ) -> None:
         """Create the shared subscription routing table."""
         return operations.invoke(cls(cls._spec(table, schema, catalog), version))
 
-    def reverse(self):
+    def reverse(self) -> DropSubscriptionTableOp:
         return DropSubscriptionTableOp(self.spec, self.version)
 
 
@@ -241,11 +278,20 @@ class DropSubscriptionTableOp(_DropTable):
     noun = "subscription table"
 
     @classmethod
-    def drop_subscription_table(cls, operations, table, *, schema=None, catalog=None, version, discard_messages=False):
+    def drop_subscription_table(
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        version: str,
+        discard_messages: bool = False,
+    ) -> None:
         """Drop the subscription table; refused while it holds rows unless discard_messages."""
         return operations.invoke(cls(cls._spec(table, schema, catalog), version, discard_messages))
 
-    def reverse(self):
+    def reverse(self) -> CreateSubscriptionTableOp:
         return CreateSubscriptionTableOp(self.spec, self.version)
 
 
@@ -260,23 +306,32 @@ class ChangeQueueVersionOp(TransportOp):
     to_version: str
 
     @classmethod
-    def change_queue_version(cls, operations, table, *, schema=None, catalog=None, from_version, to_version):
+    def change_queue_version(
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        from_version: str,
+        to_version: str,
+    ) -> None:
         """Upgrade (or downgrade) a queue table in place between transport versions."""
         return operations.invoke(cls(TableName(table, schema, catalog), from_version, to_version))
 
-    def statements(self, dialect):
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.change_queue_version(TableSpec(Kind.QUEUE, self.name), profile(self.from_version), profile(self.to_version))
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
         where = dialect.display(self.name, profile(self.to_version)) if dialect else str(self.name)
         return f"change queue {where} from transport {self.from_version} to {self.to_version}"
 
-    def python(self):
+    def python(self) -> str:
         return _call(
             "change_queue_version", self.name, f"from_version={_literal(self.from_version)}, to_version={_literal(self.to_version)}"
         )
 
-    def reverse(self):
+    def reverse(self) -> ChangeQueueVersionOp:
         return ChangeQueueVersionOp(self.name, self.to_version, self.from_version)
 
 
@@ -285,11 +340,11 @@ class _BodyStringOp(TransportOp):
     name: TableName
     version: str
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
         where = dialect.display(self.name, profile(self.version)) if dialect else str(self.name)
         return f"{self.op_name.replace('_', ' ')} column of queue {where}"
 
-    def python(self):
+    def python(self) -> str:
         return _call(self.op_name, self.name, f"version={_literal(self.version)}")
 
 
@@ -298,14 +353,16 @@ class AddBodyStringOp(_BodyStringOp):
     op_name = "add_body_string"
 
     @classmethod
-    def add_body_string(cls, operations, table, *, schema=None, catalog=None, version):
+    def add_body_string(
+        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
+    ) -> None:
         """Add the computed BodyString column to a queue table."""
         return operations.invoke(cls(TableName(table, schema, catalog), version))
 
-    def statements(self, dialect):
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.add_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
 
-    def reverse(self):
+    def reverse(self) -> DropBodyStringOp:
         return DropBodyStringOp(self.name, self.version)
 
 
@@ -314,14 +371,16 @@ class DropBodyStringOp(_BodyStringOp):
     op_name = "drop_body_string"
 
     @classmethod
-    def drop_body_string(cls, operations, table, *, schema=None, catalog=None, version):
+    def drop_body_string(
+        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
+    ) -> None:
         """Drop the computed BodyString column (it holds no data of its own)."""
         return operations.invoke(cls(TableName(table, schema, catalog), version))
 
-    def statements(self, dialect):
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.drop_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
 
-    def reverse(self):
+    def reverse(self) -> AddBodyStringOp:
         return AddBodyStringOp(self.name, self.version)
 
 
@@ -335,21 +394,23 @@ class ChangeQueueSeqTypeOp(TransportOp):
     to_type: str
 
     @classmethod
-    def change_queue_seq_type(cls, operations, table, *, schema=None, catalog=None, from_type, to_type):
+    def change_queue_seq_type(
+        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, from_type: str, to_type: str
+    ) -> None:
         """Change the PostgreSQL Seq column between serial and bigserial, keeping rows and order."""
         return operations.invoke(cls(TableName(table, schema, catalog), from_type, to_type))
 
-    def statements(self, dialect):
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.change_seq_type(TableSpec(Kind.QUEUE, self.name), self.from_type, self.to_type)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
         where = dialect.display(self.name) if dialect else str(self.name)
         return f"change Seq of queue {where} from {self.from_type} to {self.to_type}"
 
-    def python(self):
+    def python(self) -> str:
         return _call("change_queue_seq_type", self.name, f"from_type={_literal(self.from_type)}, to_type={_literal(self.to_type)}")
 
-    def reverse(self):
+    def reverse(self) -> ChangeQueueSeqTypeOp:
         return ChangeQueueSeqTypeOp(self.name, self.to_type, self.from_type)
 
 
@@ -358,7 +419,7 @@ class ChangeQueueSeqTypeOp(TransportOp):
 class _SchemaOp(TransportOp):
     schema: SchemaName
 
-    def python(self):
+    def python(self) -> str:
         catalog = f", catalog={_literal(self.schema.catalog)}" if self.schema.catalog is not None else ""
         return f"op.{self.op_name}({_literal(self.schema.schema)}{catalog})"
 
@@ -368,17 +429,17 @@ class EnsureSchemaOp(_SchemaOp):
     op_name = "ensure_schema"
 
     @classmethod
-    def ensure_schema(cls, operations, schema, *, catalog=None):
+    def ensure_schema(cls, operations: Operations, schema: str, *, catalog: str | None = None) -> None:
         """Create a database schema unless it exists (never the dialect's default schema)."""
         return operations.invoke(cls(SchemaName(schema, catalog)))
 
-    def statements(self, dialect):
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.create_schema(self.schema)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
         return f"ensure schema {self.schema.schema!r} exists"
 
-    def reverse(self):
+    def reverse(self) -> DropSchemaIfEmptyOp:
         return DropSchemaIfEmptyOp(self.schema)
 
 
@@ -387,17 +448,17 @@ class DropSchemaIfEmptyOp(_SchemaOp):
     op_name = "drop_schema_if_empty"
 
     @classmethod
-    def drop_schema_if_empty(cls, operations, schema, *, catalog=None):
+    def drop_schema_if_empty(cls, operations: Operations, schema: str, *, catalog: str | None = None) -> None:
         """Drop a database schema only when nothing is left in it."""
         return operations.invoke(cls(SchemaName(schema, catalog)))
 
-    def statements(self, dialect):
+    def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.drop_schema(self.schema)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
         return f"drop schema {self.schema.schema!r} if it is empty"
 
-    def reverse(self):
+    def reverse(self) -> EnsureSchemaOp:
         return EnsureSchemaOp(self.schema)
 
 
@@ -419,20 +480,20 @@ class DropRefused(CommandError):
 CONTENTS = {Kind.QUEUE: "messages", Kind.DELAYED: "delayed messages", Kind.SUBSCRIPTIONS: "subscription rows", Kind.SAGA: "saga instances"}
 
 
-def rerun(context, option: str) -> str:
+def rerun(context: MigrationContext, option: str) -> str:
     """The command to run again with one more `-x` option (env.py knows the command line)."""
     build = context.opts.get(RERUN_OPTION)
     return build(option, context.opts) if build else f"alembic -x {option} upgrade head"
 
 
-def _discards(operation, context) -> bool:
+def _discards(operation: TransportOp, context: MigrationContext) -> bool:
     """A drop whose rows go with it: -x discard_messages=true, or its table listed in -x discard=."""
     if getattr(operation, "discard_messages", None) is not False:
         return False
     return bool(context.opts.get(DISCARD_OPTION)) or operation.spec.name.table in context.opts.get(DISCARD_TABLES_OPTION, ())
 
 
-def _refused(operation, dialect, context) -> DropRefused:
+def _refused(operation: TransportOp, dialect: engines.Dialect, context: MigrationContext) -> DropRefused:
     name = operation.spec.name.table
     contents = CONTENTS[operation.spec.kind]
     fn = context.opts.get("fn")
@@ -448,7 +509,7 @@ def _refused(operation, dialect, context) -> DropRefused:
 class _RunState:
     """What one migration run learns about its database once, instead of per operation."""
 
-    def __init__(self, context, dialect: engines.Dialect):
+    def __init__(self, context: MigrationContext, dialect: engines.Dialect):
         self.context = context
         self.dialect = dialect
         self.table_ops = 0
@@ -464,7 +525,7 @@ class _RunState:
 _states: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _state(context, dialect) -> _RunState:
+def _state(context: MigrationContext, dialect: engines.Dialect) -> _RunState:
     state = _states.get(context)
     if state is None:
         state = _states[context] = _RunState(context, dialect)
@@ -564,5 +625,5 @@ def _checkpoint(state: _RunState, operation: TransportOp) -> None:
 
 
 @renderers.dispatch_for(TransportOp)
-def _render(autogen_context, operation: TransportOp) -> str:
+def _render(autogen_context: AutogenContext, operation: TransportOp) -> str:
     return operation.python()

@@ -9,14 +9,25 @@ executes or prints them, as for the transport tables.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from alembic.operations import Operations
 
 from ..schema import Correlation, Kind, TableName, TableSpec
 from .operations import TransportOp, _call, _literal
 
+if TYPE_CHECKING:
+    from ..engines import Dialect
 
-def _spec(table, schema, catalog, prefix, correlation=None, transitional=None) -> TableSpec:
+
+def _spec(
+    table: str,
+    schema: str | None,
+    catalog: str | None,
+    prefix: str | None,
+    correlation: tuple[str, str] | None = None,
+    transitional: tuple[str, str] | None = None,
+) -> TableSpec:
     return TableSpec(
         Kind.SAGA,
         TableName(table, schema, catalog),
@@ -30,7 +41,7 @@ def _pair(correlation: Correlation) -> str:
     return f"({_literal(correlation.name)}, {_literal(correlation.type)})"
 
 
-def _where(spec: TableSpec, dialect) -> str:
+def _where(spec: TableSpec, dialect: Dialect | None) -> str:
     return dialect.display(spec.name) if dialect else str(spec.name)
 
 
@@ -56,21 +67,31 @@ class CreateSagaTableOp(_SagaTableOp):
     origin = "SQL persistence"
 
     @classmethod
-    def create_saga_table(cls, operations, table, *, schema=None, catalog=None, prefix=None, correlation=None, transitional=None):
+    def create_saga_table(
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        prefix: str | None = None,
+        correlation: tuple[str, str] | None = None,
+        transitional: tuple[str, str] | None = None,
+    ) -> None:
         """Create a saga table with its correlation columns and their unique indexes."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional)))
 
-    def statements(self, dialect):
+    def statements(self, dialect: Dialect) -> list[str]:
         return dialect.create_saga(self.spec)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: Dialect | None = None) -> str:
         props = ", ".join(c.name for c in self.spec.correlations)
         return f"create saga table {_where(self.spec, dialect)} (correlation {props})"
 
-    def python(self):
+    def python(self) -> str:
         return _call(self.op_name, self.spec.name, self._tail())
 
-    def reverse(self):
+    def reverse(self) -> DropSagaTableOp:
         return DropSagaTableOp(self.spec)
 
 
@@ -85,22 +106,31 @@ class DropSagaTableOp(_SagaTableOp):
 
     @classmethod
     def drop_saga_table(
-        cls, operations, table, *, schema=None, catalog=None, prefix=None, correlation=None, transitional=None, discard_messages=False
-    ):
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        prefix: str | None = None,
+        correlation: tuple[str, str] | None = None,
+        transitional: tuple[str, str] | None = None,
+        discard_messages: bool = False,
+    ) -> None:
         """Drop a saga table; the database refuses while it holds sagas unless discard_messages."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional), discard_messages))
 
-    def statements(self, dialect):
+    def statements(self, dialect: Dialect) -> list[str]:
         return dialect.drop_table(self.spec, None, self.discard_messages)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: Dialect | None = None) -> str:
         how = "discarding its sagas" if self.discard_messages else "refused while it holds sagas"
         return f"drop saga table {_where(self.spec, dialect)} ({how})"
 
-    def python(self):
+    def python(self) -> str:
         return _call(self.op_name, self.spec.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
 
-    def reverse(self):
+    def reverse(self) -> CreateSagaTableOp:
         return CreateSagaTableOp(self.spec)
 
 
@@ -118,20 +148,29 @@ class AddSagaCorrelationOp(_CorrelationOp):
     op_name = "add_saga_correlation"
 
     @classmethod
-    def add_saga_correlation(cls, operations, table, *, schema=None, catalog=None, prefix=None, property):
+    def add_saga_correlation(
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        prefix: str | None = None,
+        property: tuple[str, str],
+    ) -> None:
         """Add a Correlation_<property> column (NULL in existing rows) and its unique index."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix), Correlation(*property)))
 
-    def statements(self, dialect):
+    def statements(self, dialect: Dialect) -> list[str]:
         return dialect.add_saga_correlation(self.spec, self.correlation)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: Dialect | None = None) -> str:
         return f"add correlation property {self.correlation.name} ({self.correlation.type}) to saga table {_where(self.spec, dialect)}"
 
-    def python(self):
+    def python(self) -> str:
         return _call(self.op_name, self.spec.name, self._tail())
 
-    def reverse(self):
+    def reverse(self) -> DropSagaCorrelationOp:
         return DropSagaCorrelationOp(self.spec, self.correlation, None)
 
 
@@ -144,27 +183,37 @@ class DropSagaCorrelationOp(_CorrelationOp):
         self.require = require
 
     @classmethod
-    def drop_saga_correlation(cls, operations, table, *, schema=None, catalog=None, prefix=None, property, require=None):
+    def drop_saga_correlation(
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        prefix: str | None = None,
+        property: tuple[str, str],
+        require: tuple[str, str] | None = None,
+    ) -> None:
         """Drop a correlation column and its index. With require (a promotion), the database refuses
         while any row has Correlation_<require> NULL: the backfill is not done."""
         return operations.invoke(
             cls(_spec(table, schema, catalog, prefix), Correlation(*property), Correlation(*require) if require else None)
         )
 
-    def statements(self, dialect):
+    def statements(self, dialect: Dialect) -> list[str]:
         return dialect.drop_saga_correlation(self.spec, self.correlation, self.require)
 
-    def describe(self, dialect=None):
+    def describe(self, dialect: Dialect | None = None) -> str:
         text = f"drop correlation property {self.correlation.name} of saga table {_where(self.spec, dialect)}"
         if self.require is not None:
             text += f" (promoting {self.require.name}; refused while any row lacks it)"
         return text
 
-    def python(self):
+    def python(self) -> str:
         tail = self._tail() + (f", require={_pair(self.require)}" if self.require is not None else "")
         return _call(self.op_name, self.spec.name, tail)
 
-    def reverse(self):
+    def reverse(self) -> AddSagaCorrelationOp:
         return AddSagaCorrelationOp(self.spec, self.correlation)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from alembic import command
 from alembic.config import Config
@@ -21,6 +21,8 @@ from alembic.script import Script, ScriptDirectory
 from .operations import _one_line
 
 if TYPE_CHECKING:  # pragma: no cover
+    from alembic.runtime.migration import MigrationContext
+
     from .compile import Plan
 
 # Config.attributes key: (ScriptDirectory) -> keyword arguments of context.configure, which
@@ -38,7 +40,7 @@ def write_revision(
         planned.append(plan_at(script))
         return {"template_args": {**_template_args(message, planned[-1]), "topology_file": topology_file}}
 
-    def directives(context, revision, scripts: list) -> None:
+    def directives(context: MigrationContext, revision: Any, scripts: list) -> None:
         result = planned[-1]
         if result.empty:
             scripts.clear()  # Alembic writes no file for an empty list

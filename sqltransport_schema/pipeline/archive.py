@@ -14,10 +14,16 @@ import hashlib
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, TextIO
 
 from ..runtime import wire
 from .connect import Endpoint, dbapi_connect, jdbc
 from .layouts import QueueRow, to_utc_naive, write_queue_row
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pyspark.sql import DataFrame, SparkSession
 
 # header -> column (strings); timestamps are parsed from the transport's wire format
 HEADER_COLUMNS = {
@@ -73,7 +79,7 @@ class ArchiveResult:
         return asdict(self)
 
 
-def archive_frame(spark, source: Endpoint, partitions: int = 4):
+def archive_frame(spark: SparkSession, source: Endpoint, partitions: int = 4) -> DataFrame:
     """The archive rows of a queue as a DataFrame (nothing written)."""
     from pyspark.sql import functions as F
 
@@ -122,7 +128,7 @@ def archive_frame(spark, source: Endpoint, partitions: int = 4):
     return df
 
 
-def archive(spark, source: Endpoint, path: str, *, mode: str = "errorifexists", partitions: int = 4) -> ArchiveResult:
+def archive(spark: SparkSession, source: Endpoint, path: str, *, mode: str = "errorifexists", partitions: int = 4) -> ArchiveResult:
     """Write the queue's rows to Parquet at `path`, partitioned by date (of TimeSent, else TimeOfFailure)."""
     started = time.perf_counter()
     df = archive_frame(spark, source, partitions).cache()
@@ -147,7 +153,16 @@ class ReplayResult:
         return asdict(self)
 
 
-def select_archived(spark, path: str, *, message_ids=None, message_types=None, since=None, until=None, where=None):
+def select_archived(
+    spark: SparkSession,
+    path: str,
+    *,
+    message_ids: Iterable[str] | None = None,
+    message_types: Iterable[str] | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    where: str | None = None,
+) -> DataFrame:
     from pyspark.sql import functions as F
 
     df = spark.read.parquet(path)
@@ -165,7 +180,14 @@ def select_archived(spark, path: str, *, message_ids=None, message_types=None, s
 
 
 def replay(
-    spark, path: str, destination: Endpoint, *, replay_id: str | None = None, batch_size: int = REPLAY_BATCH, progress=False, **filters
+    spark: SparkSession,
+    path: str,
+    destination: Endpoint,
+    *,
+    replay_id: str | None = None,
+    batch_size: int = REPLAY_BATCH,
+    progress: TextIO | bool | None = False,
+    **filters,
 ) -> ReplayResult:
     """Send the selected archived messages into `destination`, in archived order, exactly once per replay id."""
     started = time.perf_counter()

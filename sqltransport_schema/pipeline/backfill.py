@@ -14,8 +14,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from .connect import dbapi_connect, engine_of, jdbc, table_name
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pyspark.sql import SparkSession
 
 
 @dataclass
@@ -41,7 +47,7 @@ class _Job:
     batch_size: int
 
 
-def property_value(data_text: str | None, path: list[str]):
+def property_value(data_text: str | None, path: list[str]) -> str | None:
     """The property's value as text for CAST (None: absent or null); raises ValueError on unreadable JSON."""
     if data_text is None:
         return None
@@ -59,14 +65,14 @@ def property_value(data_text: str | None, path: list[str]):
     return str(value)
 
 
-def _write(job: _Job, rows) -> tuple[int, int]:
+def _write(job: _Job, rows: Iterable[tuple]) -> tuple[int, int]:
     """(updated, skipped) for (id, value, concurrency) rows, committed per batch."""
     conn = dbapi_connect(job.url)
     updated = skipped = 0
     try:
         batch = []
 
-        def flush():
+        def flush() -> None:
             nonlocal updated, skipped
             cur = conn.cursor()
             for value, id_, concurrency in batch:
@@ -90,7 +96,7 @@ def _write(job: _Job, rows) -> tuple[int, int]:
 
 
 def backfill(
-    url: str, table: str, prop: str, column: str, *, spark=None, batch_size: int = 5_000, overwrite: bool = False
+    url: str, table: str, prop: str, column: str, *, spark: SparkSession | None = None, batch_size: int = 5_000, overwrite: bool = False
 ) -> BackfillResult:
     started = time.perf_counter()
     engine = engine_of(url)

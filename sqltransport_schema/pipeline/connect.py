@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import make_url
 
@@ -87,7 +88,7 @@ def same_database(a: str, b: str) -> bool:
 
 
 # --------------------------------------------------------------------------- DBAPI
-def dbapi_connect(url: str):
+def dbapi_connect(url: str) -> Any:
     """A DBAPI connection with explicit transaction control (sqlite3 in autocommit; we BEGIN)."""
     parsed = make_url(url)
     try:

@@ -116,7 +116,7 @@ def layout(name: str, kind: Kind) -> Layout:
 SQLITE_TIME = "%Y-%m-%d %H:%M:%S.%f"
 
 
-def to_utc_naive(value) -> datetime | None:
+def to_utc_naive(value: datetime | str | None) -> datetime | None:
     """A stored time (datetime, aware or naive UTC, or SQLite's text) as naive UTC."""
     if value is None:
         return None
@@ -138,7 +138,7 @@ def sqlite_time(value: datetime | None) -> str | None:
     return None if value is None else value.strftime(SQLITE_TIME)[:-3]
 
 
-def canonical_id(value) -> str:
+def canonical_id(value: object) -> str:
     """A message id as lower-case canonical GUID text (uuid objects and bytes included)."""
     if isinstance(value, uuid.UUID):
         return str(value)
@@ -151,7 +151,7 @@ def canonical_id(value) -> str:
         return text  # not a GUID: passed on as it is
 
 
-def derived_id(namespace: str, key) -> str:
+def derived_id(namespace: str, key: object) -> str:
     """A stable id for a row that has none in its source layout (SQL Server delayed rows)."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sqltransport-schema:{namespace}:{key}"))
 

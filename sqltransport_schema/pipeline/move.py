@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..runtime import wire
 from ..schema import Kind
@@ -38,6 +39,13 @@ from .layouts import (
     write_delayed_row,
     write_queue_row,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pyspark.sql import SparkSession
+
+    from ..engines.pipeline import Pipeline
 
 DEFAULT_ROWS_PER_PARTITION = 25_000
 FAILPOINT_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT"  # "<point>:<partition>", e.g. "after-dest-commit:2"
@@ -52,7 +60,7 @@ class MoveError(RuntimeError):
 REWRITTEN_HEADERS = (wire.REPLY_TO_ADDRESS, wire.FORWARD_DESTINATION)
 
 
-def parse_rewrites(pairs) -> dict:
+def parse_rewrites(pairs: Iterable[str | tuple[str, str]] | None) -> dict:
     """['Old@[dbo]=New@[public]', ...] -> {Address: new text}."""
     out = {}
     for pair in pairs or ():
@@ -207,7 +215,7 @@ def _streamable(task: Task) -> bool:
     )
 
 
-def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
+def _stream_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool) -> dict:
     import hashlib
 
     lo, hi = task.ranges[part]
@@ -218,7 +226,7 @@ def _stream_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
     return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), source_deleted=True)
 
 
-def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
+def _move_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool) -> dict:
     source, dest = task.source, task.destination
     src_layout, dst_layout = source.layout, dest.layout
     kind = Kind(task.kind)
@@ -270,7 +278,21 @@ def _move_partition(task, part, src, dst, src_sql, dst_sql, same) -> dict:
     return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest())
 
 
-def _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, count, digest, source_deleted: bool = False) -> dict:
+def _commit_partition(
+    task: Task,
+    part: int,
+    src: Any,
+    dst: Any,
+    src_sql: Pipeline,
+    dst_sql: Pipeline,
+    same: bool,
+    lo: int | None,
+    hi: int | None,
+    keys: list,
+    count: int,
+    digest: str,
+    source_deleted: bool = False,
+) -> dict:
     """The ledger row with the rows (one destination transaction), then the source delete (or, when the
     source transaction already deleted the rows, its commit)."""
     source = task.source.target
@@ -368,7 +390,16 @@ def _explicit(source: Endpoint, destination: Endpoint) -> bool:
     return source.kind is Kind.QUEUE and destination.layout.explicit_order and destination.dialect.pipeline.takes_explicit_order
 
 
-def _task(move_id, source, destination, low, high, base, count, rewrites) -> Task:
+def _task(
+    move_id: str,
+    source: Endpoint,
+    destination: Endpoint,
+    low: int | None,
+    high: int | None,
+    base: int | None,
+    count: int,
+    rewrites: dict | None,
+) -> Task:
     ranges = partition_ranges(low, high, count) if low is not None and source.layout.order else []
     return Task(
         move_id,
@@ -403,7 +434,9 @@ def _totals(destination: Endpoint, move_id: str) -> tuple[int, int, int]:
 class Progress:
     """A progress line on stderr, read from the destination's ledger (what has really committed)."""
 
-    def __init__(self, destination: Endpoint, move_id: str, partitions: int, label: str, stream=None, interval: float = 1.0):
+    def __init__(
+        self, destination: Endpoint, move_id: str, partitions: int, label: str, stream: TextIO | bool | None = None, interval: float = 1.0
+    ):
         self.destination, self.move_id, self.partitions, self.label = destination, move_id, partitions, label
         self.stream = stream if stream is not None else sys.stderr
         self.interval = interval
@@ -441,7 +474,7 @@ class Progress:
                 self._print()
 
 
-def execute(task: Task, spark=None) -> list[dict]:
+def execute(task: Task, spark: SparkSession | None = None) -> list[dict]:
     """Run every partition: as Spark tasks when a session is given, else in this process, in order."""
     parts = list(range(_partition_count(task)))
     if spark is None:
@@ -455,12 +488,12 @@ def move(
     source: Endpoint,
     destination: Endpoint,
     *,
-    spark=None,
+    spark: SparkSession | None = None,
     rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
     partitions: int | None = None,
     rewrites: dict | None = None,
     move_id: str | None = None,
-    progress=None,
+    progress: TextIO | bool | None = None,
 ) -> MoveResult:
     """Move every message of `source` into `destination`, exactly once (resumes an unfinished move)."""
     started = time.perf_counter()

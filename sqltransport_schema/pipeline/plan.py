@@ -19,11 +19,18 @@ moved messages' headers and in the subscription table, and then `alembic upgrade
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
 
 from ..runtime import wire
 from ..schema import Blueprint, Kind, TableName, TableSpec
 from ..versions import profile
 from .connect import Endpoint, engine_of
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from pyspark.sql import SparkSession
+
+    from ..schema import SchemaName
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ def derive(
     return moves, unresolved, discarded
 
 
-def plan(config, url: str, to_revision: str | None = None, mapping: dict[str, str] | None = None) -> DataPlan:
+def plan(config: Config, url: str, to_revision: str | None = None, mapping: dict[str, str] | None = None) -> DataPlan:
     """The data steps between the revision `url` is stamped with and `to_revision` (default head)."""
     from alembic.script import ScriptDirectory
 
@@ -171,7 +178,7 @@ def plan(config, url: str, to_revision: str | None = None, mapping: dict[str, st
     return DataPlan(current, target, pending, unresolved, discarded, subscriptions, new, done)
 
 
-def run(data_plan: DataPlan, url: str, spark=None, progress=None) -> list:
+def run(data_plan: DataPlan, url: str, spark: SparkSession | None = None, progress: TextIO | bool | None = None) -> list:
     """Perform the planned moves (destination tables created first when missing), then rewrite subscriptions."""
     from .move import move, move_subscriptions, parse_rewrites
 
@@ -205,7 +212,7 @@ def run(data_plan: DataPlan, url: str, spark=None, progress=None) -> list:
     return results
 
 
-def _schema_of(name: TableName):
+def _schema_of(name: TableName) -> SchemaName:
     from ..schema import SchemaName
 
     return SchemaName(name.schema, name.catalog)

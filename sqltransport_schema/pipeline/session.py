@@ -9,8 +9,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .connect import jdbc_jars
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 QUIET_LOG4J2 = """\
 rootLogger.level = error
@@ -35,7 +40,7 @@ class SparkUnavailable(RuntimeError):
     pass
 
 
-def require_pyspark():
+def require_pyspark() -> ModuleType:
     try:
         import pyspark  # noqa: F401
     except ImportError as exc:
@@ -63,7 +68,7 @@ def get_session(
     jars: list[str] | None = None,
     app_name: str = "sqltransport-schema pipeline",
     driver_memory: str = "2g",
-):
+) -> tuple[SparkSession, float]:
     """The active Spark session (as spark-submit made it) or a new one; returns (session, start-up seconds)."""
     require_pyspark()
     from pyspark.sql import SparkSession

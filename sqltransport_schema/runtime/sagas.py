@@ -74,7 +74,7 @@ class SagaTable:
 
     # -- reading -----------------------------------------------------------------------
     @staticmethod
-    def _row(cursor) -> SagaRow | None:
+    def _row(cursor: Any) -> SagaRow | None:
         row = cursor.fetchone()  # Id, SagaTypeVersion, Concurrency, Metadata, Data (SAGA_RESULT)
         if row is None:
             return None

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -54,7 +55,7 @@ class DriverConnection:
 
     __slots__ = ("connection", "cursor", "paramstyle")
 
-    def __init__(self, dbapi_connection, engine: engines.Dialect):
+    def __init__(self, dbapi_connection: Any, engine: engines.Dialect):
         self.connection = dbapi_connection
         self.paramstyle = sys.modules[_driver_module(dbapi_connection)].paramstyle
         engine.bind_runtime_connection(dbapi_connection)
@@ -67,11 +68,11 @@ class DriverConnection:
 Conn = Connection | DriverConnection
 
 
-def _driver_module(dbapi_connection) -> str:
+def _driver_module(dbapi_connection: Any) -> str:
     return type(dbapi_connection).__module__.partition(".")[0]
 
 
-def _cursor(conn: Conn):
+def _cursor(conn: Conn) -> tuple[Any, str]:
     """(cursor, paramstyle) for the caller's connection, inside a transaction.
 
     For a SQLAlchemy Connection, one cursor is kept per DBAPI connection (in the pool
@@ -91,7 +92,7 @@ def _cursor(conn: Conn):
     return cursor, conn.dialect.paramstyle
 
 
-def execute(conn: Conn, statement: Statement, params: Mapping | None = None):
+def execute(conn: Conn, statement: Statement, params: Mapping | None = None) -> Any:
     cursor, paramstyle = _cursor(conn)
     sql, order = statement.native(paramstyle)
     if order:
@@ -221,7 +222,7 @@ class Transport:
                 warnings.append(f"{spec.kind.value} table {where} lacks column(s) {', '.join(missing)}")
         return warnings
 
-    def driver_connection(self, dbapi_connection) -> DriverConnection:
+    def driver_connection(self, dbapi_connection: Any) -> DriverConnection:
         """Bind a driver connection (psycopg, sqlite3, pyodbc) for the fast path: pass the result
         where a Connection is taken, and commit or roll back on the driver connection itself."""
         if isinstance(dbapi_connection, Connection):
@@ -298,7 +299,9 @@ class Queue:
         return f"Queue({self.address})"
 
     # -- send --------------------------------------------------------------------------
-    def _row(self, body: bytes | None, headers: Mapping[str, str] | str, time_to_be_received, message_id: str | None) -> dict:
+    def _row(
+        self, body: bytes | None, headers: Mapping[str, str] | str, time_to_be_received: timedelta | float | None, message_id: str | None
+    ) -> dict:
         if isinstance(headers, str):
             raw = headers  # passed on unchanged (poison to the error queue, forwarding)
         else:
@@ -335,7 +338,7 @@ class Queue:
         return [row["Id"] for row in rows]
 
     # -- receive -----------------------------------------------------------------------
-    def _message(self, row, at: dict[str, int]) -> Message:
+    def _message(self, row: Sequence[Any], at: dict[str, int]) -> Message:
         message_id, raw, body = row[at["Id"]], row[at["Headers"]], row[at["Body"]]
         message = Message(str(message_id), bytes(body) if body is not None else None, raw)
         try:
@@ -408,7 +411,7 @@ class EndpointTables:
             execute(conn, follow_up, params)
         return max(moved, 0)
 
-    def next_due(self, conn: Conn):
+    def next_due(self, conn: Conn) -> Any:
         """When the next delayed message falls due (None: none waits)."""
         statement = self.statements["next_due"]
         row = execute(conn, statement).fetchone()
