@@ -176,10 +176,21 @@ def connect(url: str):
     return make_engine(normalise_url(url))
 
 
+def _skipped_on_purpose(item) -> bool:
+    """Skipped by a mark (an illustrative doc block, one that installs from the network), not for want of a server."""
+    if item.get_closest_marker("skip"):
+        return True
+    return any(mark.args and mark.args[0] is True for mark in item.iter_markers("skipif"))
+
+
+_deliberate: set[str] = set()
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.get_closest_marker("skip"):
-            continue  # skipped on purpose (an illustrative doc block), not for want of a server
+        if _skipped_on_purpose(item):
+            _deliberate.add(item.nodeid)
+            continue
         callspec = getattr(item, "callspec", None)
         on_db_url = callspec is not None and callspec.params.get("db_url") == "postgresql"
         if "pg_url" in getattr(item, "fixturenames", ()) or on_db_url:
@@ -200,7 +211,7 @@ def _under_ci() -> bool:
 
 
 def pytest_runtest_logreport(report):
-    if report.skipped and ("postgresql" in report.keywords or "mysql" in report.keywords):
+    if report.skipped and report.nodeid not in _deliberate and ("postgresql" in report.keywords or "mysql" in report.keywords):
         _skipped_postgresql.append(report.nodeid)
 
 

@@ -1,7 +1,8 @@
 """Every shell and Python block of README.md and docs/*.md runs as written, in a copy of the
 repository (a fresh clone's files, `.venv` the test's own virtual environment) against real
 databases, so the docs cannot go stale. Blocks whose info string says `no-run` (```python no-run)
-are illustrative and skipped; ```text marks a synopsis. The one substitution: the documented
+are illustrative and skipped; ```text marks a synopsis; `deployed` (```python deployed) runs the block
+after `alembic upgrade head` of the example topology, as the text before it says. The one substitution: the documented
 PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ DOCUMENTED_PG = "postgresql://postgres@127.0.0.1/app"
 SKIP = "no-run"
 # The first README block makes the virtual environment the others use; the test has one already.
 FRESH_CLONE = "fresh-clone"
+# Runs against the example topology deployed first (`alembic -x url=... upgrade head`), as the text before it says.
+DEPLOYED = "deployed"
 
 
 def blocks() -> list:
@@ -45,7 +48,7 @@ def blocks() -> list:
                         reason="installs from the network: SQLTRANSPORT_DOCS_FRESH_CLONE=1",
                     )
                 ]
-            found.append(pytest.param(kind, body, id=f"{path.relative_to(REPO)}:{line}", marks=marks))
+            found.append(pytest.param(kind, body, DEPLOYED in words[1:], id=f"{path.relative_to(REPO)}:{line}", marks=marks))
     return found
 
 
@@ -63,13 +66,16 @@ def sandbox(tmp_path: Path) -> Path:
 
 
 @pytest.mark.postgresql
-@pytest.mark.parametrize("kind, body", blocks())
-def test_documented_block_runs(kind, body, sandbox, pg_url):
+@pytest.mark.parametrize("kind, body, deployed", blocks())
+def test_documented_block_runs(kind, body, deployed, sandbox, pg_url):
     url = pg_url.replace("postgresql+psycopg://", "postgresql://")
     body = body.replace(DOCUMENTED_PG, url)
     env = {**os.environ, "PYTHONPATH": str(sandbox), "EDITOR": "true"}
     env.pop("SQLTRANSPORT_URL", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    if deployed:
+        alembic = [str(Path(sys.executable).parent / "alembic"), "-x", f"url={url}", "upgrade", "head"]
+        subprocess.run(alembic, cwd=sandbox, env=env, capture_output=True, text=True, check=True, timeout=180)
     if kind == "python":
         command = [sys.executable, "-c", body]
     else:
