@@ -165,21 +165,9 @@ CREATE TABLE IF NOT EXISTS {table} (
         "AND index_name = {index_literal}"
     )
     # SQL persistence's runtime locks what it reads with FOR UPDATE.
-    SAGA_GET_BY_ID = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table}
-WHERE Id = @Id
-FOR UPDATE"""
-    SAGA_FIND = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table}
-WHERE {correlation} = @propertyValue
-FOR UPDATE"""
-    SAGA_FIND_BY_TRANSITIONAL = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table}
-WHERE {transitional} = @TransitionalCorrelationId
-FOR UPDATE"""
+    SAGA_GET_BY_ID = Dialect.SAGA_GET_BY_ID + "\nFOR UPDATE"
+    SAGA_FIND = Dialect.SAGA_FIND + "\nFOR UPDATE"
+    SAGA_FIND_BY_TRANSITIONAL = Dialect.SAGA_FIND_BY_TRANSITIONAL + "\nFOR UPDATE"
     DROP_CORRELATION = """\
     IF EXISTS ({column_exists}) THEN{guard}
         ALTER TABLE {table} DROP INDEX {index}, DROP COLUMN {column};

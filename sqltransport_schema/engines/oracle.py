@@ -108,21 +108,9 @@ END;"""
     DROP_TABLE = "DROP TABLE {table}"
     # SQL persistence's runtime locks what it reads with FOR UPDATE. A driver binds :Name
     # (oracledb's named style), which is how upstream writes these parameters.
-    SAGA_GET_BY_ID = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table}
-WHERE Id = @Id
-FOR UPDATE"""
-    SAGA_FIND = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table}
-WHERE {correlation} = @propertyValue
-FOR UPDATE"""
-    SAGA_FIND_BY_TRANSITIONAL = """\
-SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
-FROM {table}
-WHERE {transitional} = @TransitionalCorrelationId
-FOR UPDATE"""
+    SAGA_GET_BY_ID = Dialect.SAGA_GET_BY_ID + "\nFOR UPDATE"
+    SAGA_FIND = Dialect.SAGA_FIND + "\nFOR UPDATE"
+    SAGA_FIND_BY_TRANSITIONAL = Dialect.SAGA_FIND_BY_TRANSITIONAL + "\nFOR UPDATE"
 
     def saga_table(self, spec: TableSpec) -> TableName:
         return TableName(self.saga_suffix(spec).upper(), spec.name.schema)
