@@ -92,7 +92,8 @@ class Profile:
     body_string: bool = field(default=False, metadata=SHAPE)
     subscriptions: bool = field(default=False, metadata=SHAPE)
     postgresql: bool = field(default=False, metadata=SHAPE)
-    # SQL Server runtime statements (upstream-conformance §3)
+    # SQL Server runtime statements (upstream-conformance §3, §5)
+    bracketed_runtime: bool = False  # 3.0.x: Sql.cs's texts, every column in brackets (see MSSQL's *_3_0)
     receive_correlation: bool = True  # receive returns CorrelationId and ReplyToAddress
     receive_recoverable: bool = True  # receive returns Recoverable
     filters_expired: bool = True  # receive and peek skip expired rows in the query (no expired flag)
@@ -149,6 +150,10 @@ BOUNDARIES: tuple[tuple[str, str, object], ...] = (
     ("6.3.1", "script_style", ScriptStyle.APPLOCK_TRY_CATCH),
     # SQL Server runtime statements (upstream-conformance §2-§3; fixes of parallel maintenance
     # lines appear at several places in version order).
+    # 3.0.x wrote its runtime texts in one file (Sql.cs) with bracketed column names; 3.1 moved
+    # them to SqlConstants with the forms below.
+    ("3.0", "bracketed_runtime", True),
+    ("3.1", "bracketed_runtime", False),
     # send: @Recoverable until 4.0.0, the literal 1 from 4.1.0; 7.0 writes only Id, Recoverable,
     # Expires, Headers, Body, and copes with a dropped Recoverable column.
     ("4.1", "send_recoverable_parameter", False),

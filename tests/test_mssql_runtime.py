@@ -344,6 +344,8 @@ FORMS = [  # upstream-conformance §2-§3
     ("7.0",    False,                    False,                         "range"),
     ("9.1",    False,                    False,                         "range"),
 ]  # fmt: skip
+# Releases with no Headers type check: before 2.2.6, and 3.0.0-3.0.2 (varchar Headers again).
+NO_HEADERS_CHECK = {"1.2", "2.2", "3.0"}
 # Releases that check for a nonclustered RowVersion index (upstream-conformance §3).
 ROWVERSION_CHECK = {"4.3.2", "5.0.3", "6.0.1", "6.1", "6.3.1", "7.0", "9.1"}
 
@@ -364,8 +366,9 @@ def test_statement_forms_per_version(version, send_correlation, receive_correlat
         "range": "select isnull ( cast ( max ( rowversion ) - min ( rowversion ) + 1 as int ) , 0 ) id from",
     }
     assert [form for form, marker in markers.items() if marker in text] == [peek], text
-    expected_keys = {"send", "receive", "receive_batch", "peek", "purge_expired", "purge_all", "check_expires_index",
-                     "check_headers_type"}  # fmt: skip
+    expected_keys = {"send", "receive", "receive_batch", "peek", "purge_expired", "purge_all", "check_expires_index"}
+    if version not in NO_HEADERS_CHECK:
+        expected_keys.add("check_headers_type")
     if not send_correlation:  # 7.0+: the send without Recoverable, and the check that chooses it
         expected_keys |= {"send_norec", "check_recoverable_column"}
     if version in ROWVERSION_CHECK:
@@ -450,14 +453,40 @@ def test_names_before_3_1_have_no_catalog():
     statements = ENGINE.runtime_statements(profile("3.0"), TableName("Sales", "dbo", "nsb"))
     for statement in statements.values():
         assert "nsb" not in statement.sql, statement.name
-    assert "FROM sys.indexes" in statements["check_expires_index"].sql
+    assert "FROM [sys].[indexes]" in statements["check_expires_index"].sql
+
+
+def tokens(sql: str) -> str:
+    """Every token, brackets included, lower-cased, one space apart (as the conformance check reads text)."""
+    return " ".join(t.lower() for t in re.findall(r"\w+|[^\w\s]", sql))
+
+
+@pytest.mark.parametrize("version", ["3.0", "3.0.2", "3.0.3"])
+def test_3_0_runtime_texts_bracket_every_column(version):
+    """3.0.x's texts (upstream-conformance §5): bracketed columns, `;;` after the send's VALUES,
+    the purge of expired Ids with the receive's locks in RowVersion order; @BatchSize stays bound."""
+    statements = catalog_statements(version, (None, "dbo", "Sales"))
+    send = tokens(statements["send"].sql)
+    assert "insert into [ dbo ] . [ sales ] ( [ id ] , [ correlationid ] , [ replytoaddress ] , [ recoverable ] , [ expires ] ," in send
+    assert "@ headers , @ body ) ; ;" in send
+    assert "where [ expires ] is null or [ expires ] > getutcdate ( ) order by [ rowversion ] )" in tokens(statements["receive"].sql)
+    assert tokens(statements["peek"].sql).endswith("where [ expires ] is null or [ expires ] > getutcdate ( ) ;")
+    purge = tokens(statements["purge_expired"].sql)
+    assert purge.startswith("delete from [ dbo ] . [ sales ] where [ id ] in ( select top ( @ batchsize ) [ id ] from [ dbo ] . [ sales ]")
+    assert "with ( updlock , readpast , rowlock ) where [ expires ] < getutcdate ( ) order by [ rowversion ] )" in purge
+    assert statements["purge_expired"].params == ("BatchSize",)
+    check = tokens(statements["check_expires_index"].sql)
+    assert check == "select count ( * ) from [ sys ] . [ indexes ] where [ name ] = ' index_expires ' and [ object_id ] = object_id ( ' [ dbo ] . [ sales ] ' )"
+    assert ("check_headers_type" in statements) is (version == "3.0.3")
+    later = catalog_statements("3.1", (None, "dbo", "Sales"))
+    assert "[ id ]" not in normalized(later["send"].sql) and "[sys]" not in later["check_expires_index"].sql
 
 
 # =========================================================================== 2. sqlfluff (tsql)
 # Constructs of valid T-SQL that sqlfluff's tsql dialect cannot parse: substring -> reason.
 # Empty: with sqlfluff 4.5 every runtime statement parses.
 RUNTIME_SQLFLUFF_GAPS: dict[str, str] = {}
-PARSE_VERSIONS = ["1.2", "2.2", "3.0", "4.0", "4.1.2", "5.0", "6.3.1", "9.1"]
+PARSE_VERSIONS = ["1.2", "2.2", "3.0", "3.0.3", "4.0", "4.1.2", "5.0", "6.3.1", "9.1"]
 
 
 def _all_statements() -> dict[str, list[str]]:

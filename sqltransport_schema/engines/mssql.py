@@ -613,7 +613,7 @@ SET NOCOUNT ON;
 WITH message AS (
     SELECT TOP(1) *
     FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK){not_expired}
-    ORDER BY RowVersion)
+    ORDER BY {rowversion})
 DELETE FROM message
 OUTPUT
 {output}
@@ -791,6 +791,32 @@ INNER JOIN sys.types t ON c.system_type_id = t.system_type_id
 WHERE c.object_id = OBJECT_ID('{table_literal}')
     AND c.name = 'Headers'"""
 
+    # 3.0.x (Sql.cs): every column in brackets, and a send that ends in an empty statement
+    # (`;;`). The purge of expired messages takes the oldest expired Ids with the receive's
+    # locking hints; upstream formats the batch size into the text, the project binds
+    # @BatchSize (docs/fidelity.md). Receive, peek and the index check as 3.0.x wrote them.
+    SEND_3_0 = """\
+DECLARE @NOCOUNT VARCHAR(3) = 'OFF';
+IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON'
+SET NOCOUNT ON;
+
+INSERT INTO {table} ([Id],[CorrelationId],[ReplyToAddress],[Recoverable],[Expires],[Headers],[Body])
+VALUES (@Id,@CorrelationId,@ReplyToAddress,@Recoverable,CASE WHEN @TimeToBeReceivedMs IS NOT NULL THEN DATEADD(ms, @TimeToBeReceivedMs, GETUTCDATE()) END,@Headers,@Body);;
+
+IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
+IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
+    NOT_EXPIRED_3_0 = "\n    WHERE [Expires] IS NULL OR [Expires] > GETUTCDATE()"
+    PEEK_3_0 = """\
+SELECT count(*) Id FROM {table} WITH (READPAST) WHERE [Expires] IS NULL OR [Expires] > GETUTCDATE();"""
+    PURGE_EXPIRED_3_0 = """\
+DELETE FROM {table}
+WHERE [Id] IN (SELECT TOP (@BatchSize) [Id]
+    FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
+    WHERE [Expires] < GETUTCDATE()
+    ORDER BY [RowVersion])"""
+    CHECK_EXPIRES_INDEX_3_0 = """\
+SELECT COUNT(*) FROM [sys].[indexes] WHERE [name] = 'Index_Expires' AND [object_id] = OBJECT_ID('{table_literal}')"""
+
     # 7.0.0-7.0.6, 8.0.0-8.1.4: an empty result whose column names tell.
     CHECK_RECOVERABLE_COLUMNS = "SELECT TOP (0) * FROM {table} WITH (NOLOCK);"
     # 7.0.7+, 8.1.5+: a count in the catalog's sys.columns ({sys}: the catalog raw in 7.0.7 and
@@ -936,7 +962,9 @@ WHERE Topic IN ({topics})"""
             template = template.replace("{" + slot + "}", text)
         return template
 
-    def _index_check(self, how: IndexCheck, column: str) -> str:
+    def _index_check(self, how: IndexCheck, column: str, profile: Profile) -> str:
+        if profile.bracketed_runtime and column == "Expires":
+            return self.CHECK_EXPIRES_INDEX_3_0
         if how is IndexCheck.BY_KEY:
             nonclustered = self.NONCLUSTERED_ONLY if column == "RowVersion" else ""
             return self._slots(self.CHECK_INDEX_BY_KEY, column=column, nonclustered=nonclustered)
@@ -951,14 +979,18 @@ WHERE Topic IN ({topics})"""
             "Expired": not profile.filters_expired,
         }
         parts = [(names, text) for names, text in self.RECEIVE_OUTPUT if wanted[names[0]]]
+        not_expired = self.NOT_EXPIRED_3_0 if profile.bracketed_runtime else self.NOT_EXPIRED
         template = self._slots(
             self.RECEIVE,
-            not_expired=self.NOT_EXPIRED if profile.filters_expired else "",
+            not_expired=not_expired if profile.filters_expired else "",
+            rowversion="[RowVersion]" if profile.bracketed_runtime else "RowVersion",
             output="\n".join(text for _, text in parts),
         )
         return template, tuple(name for names, _ in parts for name in names) + ("Headers", "Body")
 
     def _peek(self, profile: Profile, peek_batch_size: int) -> str:
+        if profile.bracketed_runtime:
+            return self.PEEK_3_0
         not_expired = self.NOT_EXPIRED if profile.filters_expired else ""
         if profile.peek is PeekForm.COUNT:
             return self._slots(self.PEEK_COUNT, not_expired=not_expired)
@@ -1031,7 +1063,7 @@ WHERE Topic IN ({topics})"""
 
         if not latest_send:
             recoverable = "@Recoverable" if profile.send_recoverable_parameter else "1"
-            send = self._slots(self.SEND_WITH_CORRELATION, recoverable=recoverable)
+            send = self.SEND_3_0 if profile.bracketed_runtime else self._slots(self.SEND_WITH_CORRELATION, recoverable=recoverable)
         else:
             send = self.SEND if recoverable_column else self.SEND_WITHOUT_RECOVERABLE
         receive, receive_columns = self._receive(profile)
@@ -1058,7 +1090,9 @@ WHERE Topic IN ({topics})"""
             "peek": Statement("peek", self._peek(profile, peek_batch_size), table, (), "estimate how many messages wait in the queue"),
             "purge_expired": Statement(
                 "purge_expired",
-                self._slots(self.PURGE_EXPIRED, hint="READPAST" if profile.purge_expired_readpast else "NOLOCK"),
+                self.PURGE_EXPIRED_3_0
+                if profile.bracketed_runtime
+                else self._slots(self.PURGE_EXPIRED, hint="READPAST" if profile.purge_expired_readpast else "NOLOCK"),
                 table,
                 ("BatchSize",),
                 "delete up to @BatchSize expired messages",
@@ -1066,21 +1100,22 @@ WHERE Topic IN ({topics})"""
             "purge_all": Statement("purge_all", self.PURGE_ALL, table, (), "delete every message (purge at startup)"),
             "check_expires_index": Statement(
                 "check_expires_index",
-                self._index_check(profile.expires_check, "Expires"),
+                self._index_check(profile.expires_check, "Expires", profile),
                 probe,
                 (),
                 "count the queue's Index_Expires (0: missing)"
                 if profile.expires_check is IndexCheck.BY_NAME
                 else "count the queue's indexes keyed on Expires (0: missing)",
             ),
-            "check_headers_type": Statement(
-                "check_headers_type", self.CHECK_HEADERS_TYPE, probe, (), "name the type of the queue's Headers column"
-            ),
         }
+        if profile.headers_unicode:  # the check came with nvarchar Headers (2.2.6, 3.0.3) to warn of varchar
+            out["check_headers_type"] = Statement(
+                "check_headers_type", self.CHECK_HEADERS_TYPE, probe, (), "name the type of the queue's Headers column"
+            )
         if profile.rowversion_check is not IndexCheck.NONE:
             out["check_rowversion_index"] = Statement(
                 "check_rowversion_index",
-                self._index_check(profile.rowversion_check, "RowVersion"),
+                self._index_check(profile.rowversion_check, "RowVersion", profile),
                 probe,
                 (),
                 "count the queue's nonclustered RowVersion index (0: still clustered, the transport warns)",
