@@ -62,6 +62,14 @@ class IndexCheck(str, Enum):
     BY_KEY = "by_key"  # any index whose first key column is the column
 
 
+class CheckRuns(str, Enum):
+    """When the transport's start-up check for the Expires index runs (it helps the purge of expired messages)."""
+
+    ALWAYS = "always"  # up to 6.1.1
+    UNLESS_PURGING = "unless_purging"  # 6.1.2-6.3.1: upstream tests its purge setting the wrong way round
+    WHEN_PURGING = "when_purging"  # 6.3.2+: only when expired messages are purged
+
+
 class RecoverableCheck(str, Enum):
     """How the SQL Server transport (7.0+) learns whether a queue still has its Recoverable column."""
 
@@ -107,12 +115,24 @@ class Profile:
     move_due_next_readpast: bool = False  # ... reading the delayed table WITH (READPAST) for it
     move_due_column_list: bool = False  # ... and inserts INTO the queue with a column list
     expires_check: IndexCheck = IndexCheck.BY_NAME
+    expires_check_runs: CheckRuns = CheckRuns.ALWAYS
     rowversion_check: IndexCheck = IndexCheck.NONE  # the start-up check for a nonclustered RowVersion index
     recoverable_check: RecoverableCheck = RecoverableCheck.NONE
     subscriptions_endpoint_not_null: bool = False  # the subscription table declares Endpoint NOT NULL
     # PostgreSQL transport (upstream-conformance §6)
     postgresql_body_string: bool = field(default=False, metadata=SHAPE)  # its BodyString script adds the column
     postgresql_peek_locked: bool = False  # peek reads max/min Seq through FOR UPDATE SKIP LOCKED subqueries
+
+    def checks_expires_index(self, purges_expired: bool) -> bool:
+        """Whether the release's start-up checks look for the Expires index, given whether this
+        process purges expired messages (6.1.2+ tie the check to that setting)."""
+        if self.expires_index is ExpiresIndex.NONE:
+            return False
+        if self.expires_check_runs is CheckRuns.UNLESS_PURGING:
+            return not purges_expired
+        if self.expires_check_runs is CheckRuns.WHEN_PURGING:
+            return purges_expired
+        return True
 
     @property
     def queue_shape(self) -> tuple:
@@ -187,6 +207,10 @@ BOUNDARIES: tuple[tuple[str, str, object], ...] = (
     # start-up checks: Index_Expires by name, from 7.0 any index keyed on Expires; a nonclustered
     # RowVersion index checked by name in 4.3.2, 5.0.3, 6.0.1-6.3.8, by key column from 7.0.
     ("7.0", "expires_check", IndexCheck.BY_KEY),
+    # ... and runs from 6.1.2 only as the purge of expired messages is configured: 6.1.2-6.3.1
+    # when it is off (upstream reads its own setting inverted), from 6.3.2 when it is on.
+    ("6.1.2", "expires_check_runs", CheckRuns.UNLESS_PURGING),
+    ("6.3.2", "expires_check_runs", CheckRuns.WHEN_PURGING),
     ("4.3.2", "rowversion_check", IndexCheck.BY_NAME),
     ("5.0", "rowversion_check", IndexCheck.NONE),
     ("5.0.3", "rowversion_check", IndexCheck.BY_NAME),

@@ -181,24 +181,31 @@ class FakeConnection:
 
 
 @pytest.mark.parametrize(
-    "release,expires,rowversion,headers,expected",
+    "release,expires,rowversion,headers,expected,purges",
     [
         # a queue of 3.1-4.3.1 (clustered RowVersion) under 4.3.2: the transport warns, by name
-        ("4.3.2", 1, 0, "nvarchar", ["does not contain non-clustered index 'Index_RowVersion'"]),
-        ("5.0.2", 1, 0, "nvarchar", []),  # 5.0.1-5.0.2 do not check
-        ("6.0.0", 1, 0, "nvarchar", []),
-        ("6.3.8", 0, 1, "nvarchar", ["does not contain index 'Index_Expires'"]),
+        ("4.3.2", 1, 0, "nvarchar", ["does not contain non-clustered index 'Index_RowVersion'"], True),
+        ("5.0.2", 1, 0, "nvarchar", [], True),  # 5.0.1-5.0.2 do not check
+        ("6.0.0", 1, 0, "nvarchar", [], True),
+        ("6.3.8", 0, 1, "nvarchar", ["does not contain index 'Index_Expires'"], True),
         ("9.1", 0, 0, "varchar", [
             "does not contain an index for column 'Expires'",
             "does not contain a non-clustered index for column 'RowVersion'",
             "non Unicode-compatible column (varchar)",
-        ]),
-        ("9.1", 1, 1, "nvarchar", []),
+        ], True),
+        ("9.1", 1, 1, "nvarchar", [], True),
+        # 6.1.2+ tie the Expires check to the purge of expired messages (upstream-conformance §3)
+        ("6.1.1", 0, 1, "nvarchar", ["does not contain index 'Index_Expires'"], True),
+        ("6.1.1", 0, 1, "nvarchar", ["does not contain index 'Index_Expires'"], False),
+        ("6.1.2", 0, 1, "nvarchar", [], True),  # 6.1.2-6.3.1 read their setting the wrong way round
+        ("6.3.1", 0, 1, "nvarchar", ["does not contain index 'Index_Expires'"], False),
+        ("6.3.2", 0, 1, "nvarchar", [], False),
+        ("7.0", 0, 1, "nvarchar", [], False),
     ],
 )  # fmt: skip
-def test_start_up_checks_warn_as_the_transport_does(release, expires, rowversion, headers, expected):
+def test_start_up_checks_warn_as_the_transport_does(release, expires, rowversion, headers, expected, purges):
     connection = FakeConnection(expires, rowversion, headers)
-    warnings = ENGINE.catalog.warnings(connection, [TableName("Sales", "dbo", "nservicebus")], profile(release))
+    warnings = ENGINE.catalog.warnings(connection, [TableName("Sales", "dbo", "nservicebus")], profile(release), purges)
     assert len(warnings) == len(expected), warnings
     for warning, phrase in zip(warnings, expected):
         assert phrase in warning and "[nservicebus].[dbo].[Sales]" in warning

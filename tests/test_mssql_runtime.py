@@ -476,7 +476,10 @@ def test_3_0_runtime_texts_bracket_every_column(version):
     assert "with ( updlock , readpast , rowlock ) where [ expires ] < getutcdate ( ) order by [ rowversion ] )" in purge
     assert statements["purge_expired"].params == ("BatchSize",)
     check = tokens(statements["check_expires_index"].sql)
-    assert check == "select count ( * ) from [ sys ] . [ indexes ] where [ name ] = ' index_expires ' and [ object_id ] = object_id ( ' [ dbo ] . [ sales ] ' )"
+    assert check == (
+        "select count ( * ) from [ sys ] . [ indexes ] where [ name ] = ' index_expires ' "
+        "and [ object_id ] = object_id ( ' [ dbo ] . [ sales ] ' )"
+    )
     assert ("check_headers_type" in statements) is (version == "3.0.3")
     later = catalog_statements("3.1", (None, "dbo", "Sales"))
     assert "[ id ]" not in normalized(later["send"].sql) and "[sys]" not in later["check_expires_index"].sql

@@ -48,6 +48,7 @@ class Catalog:
         """table_key -> (name, live shape) of every user table, in a few bulk catalog queries."""
         raise NotImplementedError(f"check does not support {self.dialect.name} yet")
 
-    def warnings(self, connection: Connection, queues: list[TableName], profile: Profile) -> list[str]:
-        """What the transport would warn of at start-up (a missing expiry index, non-Unicode headers)."""
+    def warnings(self, connection: Connection, queues: list[TableName], profile: Profile, purges_expired: bool = False) -> list[str]:
+        """What the transport would warn of at start-up (a missing expiry index, non-Unicode headers);
+        `purges_expired`: whether this process purges expired messages (Profile.checks_expires_index)."""
         return []

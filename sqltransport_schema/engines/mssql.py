@@ -1455,7 +1455,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             "when sending non-ASCII characters in headers. Please change the column type to nvarchar(max)."
         )
 
-        def warnings(self, connection: Connection, queues: list[TableName], profile: Profile) -> list[str]:
+        def warnings(self, connection: Connection, queues: list[TableName], profile: Profile, purges_expired: bool = False) -> list[str]:
             """The transport's own start-up checks, run per queue with its statements: a missing
             Index_Expires, a RowVersion index that is still clustered, non-Unicode headers."""
             warnings = []
@@ -1466,7 +1466,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 def count(statement: str, checks: dict = checks) -> int:
                     return connection.exec_driver_sql(checks[statement].sql).scalar() or 0
 
-                if profile.expires_index is not ExpiresIndex.NONE and not count("check_expires_index"):
+                if profile.checks_expires_index(purges_expired) and not count("check_expires_index"):
                     warnings.append(
                         self.MISSING_EXPIRES_INDEX_WARNING[profile.expires_check].format(table=table) + self.EXPIRES_INDEX_ADVICE
                     )

@@ -383,8 +383,8 @@ CREATE TABLE IF NOT EXISTS {table} (
             "expired messages from the queue. Run `alembic upgrade head`, or create it as the migrations do."
         )
 
-        def warnings(self, connection: Connection, queues: list[TableName], profile: Profile) -> list[str]:
-            if profile.expires_index is ExpiresIndex.NONE:
+        def warnings(self, connection: Connection, queues: list[TableName], profile: Profile, purges_expired: bool = False) -> list[str]:
+            if not profile.checks_expires_index(purges_expired):
                 return []
             indexes = {row[0].casefold() for row in connection.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")}
             warnings = []

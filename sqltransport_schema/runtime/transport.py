@@ -190,9 +190,11 @@ class Transport:
 
     # -- what is deployed ----------------------------------------------------------
     @classmethod
-    def from_database(cls, engine: Engine | str, config_file: str = "alembic.ini") -> Transport:
+    def from_database(cls, engine: Engine | str, config_file: str = "alembic.ini", purges_expired: bool = False) -> Transport:
         """The transport for the schema actually deployed (an engine, or a URL): the blueprint the
-        migrations stored in the database, so no project files are needed (docs/runtime.md)."""
+        migrations stored in the database, so no project files are needed (docs/runtime.md).
+        `purges_expired`: this process calls purge_expired, so the start-up checks look for the
+        Expires index where the release does so only then (6.3.2+, as the transport's setting)."""
         if isinstance(engine, str):
             from ..db import make_engine
 
@@ -201,16 +203,16 @@ class Transport:
         subscriptions = next((s.name for s in blueprint.tables if s.kind is Kind.SUBSCRIPTIONS), None)
         transport = cls(engine, blueprint.transport_version, subscription_table=subscriptions)
         transport.blueprint = blueprint
-        for warning in transport.verify(blueprint):
+        for warning in transport.verify(blueprint, purges_expired):
             log.warning("%s", warning)
         return transport
 
-    def verify(self, blueprint: Blueprint) -> list[str]:
+    def verify(self, blueprint: Blueprint, purges_expired: bool = False) -> list[str]:
         """Differences between the catalog and the recorded blueprint, as the transport warns of them."""
         with self.engine.connect() as conn:
             existing = self._existing_columns = self.dialect.catalog.existing_columns(conn)
             present = [s.name for s in blueprint.tables if s.kind is Kind.QUEUE and self.dialect.table_key(s.name) in existing]
-            warnings = self.dialect.catalog.warnings(conn, present, self.profile)
+            warnings = self.dialect.catalog.warnings(conn, present, self.profile, purges_expired)
         for spec in blueprint.tables:
             found = existing.get(self.dialect.table_key(spec.name))
             where = self.dialect.display(spec.name, self.profile)
