@@ -97,6 +97,8 @@ def _common(verdicts: list[TableVerdict]) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- the pure core
 def _variants(spec: TableSpec, engine: Dialect) -> list[TableSpec]:
     """The spec, then the same table with the other options an installer may have used."""
+    if spec.kind is Kind.DELAYED:
+        return [spec, spec._replace(body_string=not spec.body_string)]
     if spec.kind is not Kind.QUEUE:
         return [spec]
     out = [spec]

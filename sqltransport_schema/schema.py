@@ -83,7 +83,7 @@ class Correlation(NamedTuple):
 class TableSpec(NamedTuple):
     kind: Kind
     name: TableName
-    body_string: bool = False  # queue tables: the optional BodyString column
+    body_string: bool = False  # queue and delayed tables: the optional BodyString column
     seq_type: str = "serial"  # queue tables on PostgreSQL: serial (transport) or bigserial (fix)
     protected: bool = False  # queue tables: never dropped without a drop_protected entry
     correlation: Correlation | None = None  # saga tables: the correlation property
@@ -107,6 +107,9 @@ class TableSpec(NamedTuple):
             parts.append(f', "body_string": {"true" if self.body_string else "false"}, "seq_type": "{self.seq_type}"')
             if self.protected != protected_by_default(self.kind, name.table):
                 parts.append(f', "protected": {"true" if self.protected else "false"}')
+        elif self.kind is Kind.DELAYED:
+            if self.body_string:  # written only when set: blueprints of earlier compiles read the same
+                parts.append(', "body_string": true')
         elif self.kind is Kind.SAGA:
             if self.saga_prefix is not None:
                 parts.append(f', "prefix": {_json_string(self.saga_prefix)}')

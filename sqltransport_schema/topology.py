@@ -435,7 +435,7 @@ class Topology:
                     yield Owned(spec, "instance queue", ep.mark_of(f"instances[{i - 1}]"))
             if ep.has_delayed_table(prof):
                 name = TableName(ep.delayed_table(suffix), ep.schema, ep.catalog)
-                yield Owned(TableSpec(Kind.DELAYED, name), "delayed table", name_mark)
+                yield Owned(TableSpec(Kind.DELAYED, name, ep.body_string), "delayed table", name_mark)
         for q in self.queues:
             protected = q.protected if q.protected is not None else protected_by_default(Kind.QUEUE, q.name)
             yield Owned(TableSpec(Kind.QUEUE, q.table_name, seq_type=seq_type, protected=protected), "queue", q.mark_of("name"))

@@ -97,6 +97,11 @@ def test_upgrade_creates_every_table_column_and_index(project, db_url):
             "RowVersion": ("INTEGER", False),
         }
         assert "(Due)" in tables[key(db_url, "Sales.Delayed")].indexes["Sales.Delayed_Due"]
+        # Billing's body_string covers its delayed table too, as the transport's option does
+        assert tables[key(db_url, "Billing.Delayed", "billing")].columns == {
+            **tables[key(db_url, "Sales.Delayed")].columns,
+            "BodyString": ("TEXT", True),
+        }
         assert tables[key(db_url, "SubscriptionRouting")].columns == {
             "QueueAddress": ("TEXT", False),
             "Endpoint": ("TEXT", False),
@@ -118,6 +123,8 @@ def test_upgrade_creates_every_table_column_and_index(project, db_url):
             "due": ("TIMESTAMP WITH TIME ZONE", False),
         }
         assert delayed.indexes["Sales.Delayed_Due"].endswith("USING btree (due)")
+        billing_delayed = tables[key(db_url, "Billing.Delayed", "billing")]
+        assert billing_delayed.columns == {**delayed.columns, "bodystring": ("TEXT", True)}
         subscriptions = tables[key(db_url, "SubscriptionRouting")]
         assert subscriptions.columns == {
             "queueaddress": ("CHARACTER VARYING", False),

@@ -606,13 +606,17 @@ def test_offline_script_separates_batches_with_go(offline):
         TableSpec(Kind.QUEUE, TableName("error")),
         TableSpec(Kind.QUEUE, TableName("audit")),
         TableSpec(Kind.DELAYED, TableName("Sales.Delayed")),
-        TableSpec(Kind.DELAYED, TableName("Billing.Delayed", "billing")),
+        TableSpec(Kind.DELAYED, TableName("Billing.Delayed", "billing"), body_string=True),
         TableSpec(Kind.DELAYED, TableName("Shipping.Delayed", None, "logistics")),
         TableSpec(Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting")),
     ):
         expected += ENGINE.create_table(spec, v)
     expected += ENGINE.create_schema(SchemaName("billing"))
-    assert len(expected) == 12  # 10 tables, the BodyString column, the schema
+    # 10 tables, the BodyString column of Billing's queue and of its delayed table (the transport's
+    # option covers both), the schema
+    assert len(expected) == 13
+    body_strings = [batch for batch in expected if "ADD BodyString" in batch]
+    assert len(body_strings) == 2 and "ALTER TABLE [billing].[Billing.Delayed] ADD" in body_strings[1].replace("\n", " ")
     for batch in expected:
         assert batch.strip() in bodies, f"not a GO-delimited batch of its own:\n{batch}"
     for chunk in chunks:  # never two guarded scripts in one batch (RETURN would skip the second)

@@ -48,12 +48,21 @@ def test_body_string_added_to_a_queue_holding_messages_keeps_every_message(proje
     bodies = [f"{{\"order\": {n}}}".encode() for n in range(200)]
     with transport.engine.begin() as conn:
         sent = sales.send_many(conn, [(body, headers(n)) for n, body in enumerate(bodies)])
+        endpoint = transport.endpoint("Sales")
+        for n in range(20):  # and delayed messages: the transport's option covers the delayed table too
+            endpoint.send_delayed(conn, endpoint.input, f"later {n}".encode(), headers(n), due_after=timedelta(hours=1))
     before = project.head()
 
     project.write_topology(TOPOLOGY.format(version="9.1", body_string="true"))
     assert project.compile("body string") == 0
-    assert 'op.add_body_string("Sales", version="9.1")' in project.revisions()[-1].read_text()
+    revision = project.revisions()[-1].read_text()
+    assert 'op.add_body_string("Sales", version="9.1")' in revision
+    assert 'op.add_body_string("Sales.Delayed", version="9.1")' in revision
     project.upgrade(pg_url)
+    with psycopg.connect(driver_url(pg_url)) as raw:
+        delayed = raw.execute('SELECT Body, BodyString FROM "public"."Sales.Delayed" ORDER BY Due').fetchall()
+    assert sorted(b for b, _ in delayed) == sorted(f"later {n}".encode() for n in range(20))
+    assert all(body_string == body.decode("ascii") for body, body_string in delayed)
 
     table = catalog.read(pg_url)[("public", "Sales")]
     assert table.columns["bodystring"] == ("TEXT", True) and table.rows == 200
@@ -69,6 +78,8 @@ def test_body_string_added_to_a_queue_holding_messages_keeps_every_message(proje
 
     project.downgrade(pg_url, before)
     assert "bodystring" not in catalog.read(pg_url)[("public", "Sales")].columns
+    assert "bodystring" not in catalog.read(pg_url)[("public", "Sales.Delayed")].columns
+    assert catalog.read(pg_url)[("public", "Sales.Delayed")].rows == 20
     transport.engine.dispose()
 
 
@@ -115,7 +126,7 @@ def test_adopt_tells_the_body_string_releases_apart(project, pg_url, capsys):
     catalog.execute(pg_url, 'ALTER TABLE "public"."Sales" DROP COLUMN BodyString')
     code, payload = adopt_cli(project, pg_url, capsys, "--dry-run")
     assert payload["status"] == "needs_upgrade" and payload["plan"], json.dumps(payload)
-    assert payload["plan"] == ['add body string column of queue "public"."Sales"']
+    assert payload["plan"] == ['add body string column of "public"."Sales"']
 
 
 # --------------------------------------------------------------------------- delayed delivery
@@ -218,3 +229,24 @@ def test_the_first_releases_peek_without_locks():
     old = PG.runtime_statements(profile("8.1.4"), TableName("Sales"))["peek"]
     new = PG.runtime_statements(profile("8.1.5"), TableName("Sales"))["peek"]
     assert "max(seq)" in old.sql and "FOR UPDATE" not in old.sql and "SKIP LOCKED" in new.sql
+
+
+def test_adopt_reads_body_string_on_the_delayed_table_as_the_installer_adds_it(project, pg_url, capsys):
+    """The transport's option runs the BodyString block for the delayed table too: such a database
+    is the head as it is, and one whose delayed table lacks the column gets just that step."""
+    queue = TableSpec(Kind.QUEUE, TableName("Sales", "public"), body_string=True)
+    delayed = TableSpec(Kind.DELAYED, TableName("Sales.Delayed", "public"), body_string=True)
+    blocks = PG.add_body_string(queue, profile("9.1")) + PG.add_body_string(delayed, profile("9.1"))
+    catalog.execute(pg_url, INSTALLER[0], INSTALLER[2], INSTALLER[3], *blocks)
+    project.write_topology("subscriptions: false\n" + TOPOLOGY.format(version="9.1", body_string="true"))
+    project.compile("initial")
+    code, payload = adopt_cli(project, pg_url, capsys, "--dry-run")
+    assert (code, payload["status"]) == (0, "matches_head"), json.dumps(payload)
+
+    catalog.execute(pg_url, 'ALTER TABLE "public"."Sales.Delayed" DROP COLUMN BodyString')
+    code, payload = adopt_cli(project, pg_url, capsys, "--dry-run")
+    assert payload["plan"] == ['add body string column of "public"."Sales.Delayed"'], json.dumps(payload)
+    code, payload = adopt_cli(project, pg_url, capsys, "--apply")
+    assert code == 0, json.dumps(payload)
+    assert "bodystring" in catalog.read(pg_url)[("public", "Sales.Delayed")].columns
+    assert check_cli(project, pg_url, capsys) == 0

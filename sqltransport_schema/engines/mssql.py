@@ -125,8 +125,13 @@ class MSSQL(Dialect):
                 )
             return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
         if spec.kind is Kind.DELAYED:
+            columns = shape_columns(self.COLUMNS[Kind.DELAYED])
+            computed = set()
+            if spec.body_string:
+                columns["bodystring"] = self.BODY_STRING_COLUMN
+                computed.add("bodystring")
             indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
-            return TableShape(shape_columns(self.COLUMNS[Kind.DELAYED]), indexes, identity={"rowversion"})
+            return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
         if spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
             indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
@@ -446,7 +451,10 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
 
     def create_delayed(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec, profile)
-        return [self._guarded_table(self.CREATE_DELAYED.format(**fields), fields, profile)]
+        batches = [self._guarded_table(self.CREATE_DELAYED.format(**fields), fields, profile)]
+        if spec.body_string:  # the transport's BodyString option covers the delayed table too (4.1+)
+            batches += self.add_body_string(spec, profile)
+        return batches
 
     def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec, profile)

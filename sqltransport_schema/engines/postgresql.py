@@ -100,7 +100,7 @@ class PostgreSQL(Dialect):
 
     @staticmethod
     def has_body_string(spec: TableSpec, profile: Profile) -> bool:
-        """Whether the release's installer gives this queue a BodyString column."""
+        """Whether the release's installer gives this queue or delayed table a BodyString column."""
         return spec.body_string and profile.postgresql_body_string
 
     # -- helpers -------------------------------------------------------------------------
@@ -167,6 +167,8 @@ class PostgreSQL(Dialect):
             indexes = [IndexShape(("id",), unique=True), IndexShape(("seq",), unique=True)]
         elif spec.kind is Kind.DELAYED:
             columns = shape_columns(self.COLUMNS[Kind.DELAYED])
+            if self.has_body_string(spec, profile):
+                columns["bodystring"] = self.BODY_STRING_COLUMN
             due = self.index_names(spec)[0].table
             indexes = [IndexShape(("id",), unique=True), IndexShape(("due",), name=due)]
         elif spec.kind is Kind.SAGA:
@@ -296,10 +298,13 @@ END
 
     def create_delayed(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec)
-        return [
+        batches = [
             self.CREATE_DELAYED.format(**fields),
             self.CREATE_DUE_INDEX.format(index=self.quote(self.index_names(spec)[0].table), **fields),
         ]
+        if self.has_body_string(spec, profile):  # the transport's option covers the delayed table too
+            batches += self.add_body_string(spec, profile)
+        return batches
 
     def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.CREATE_SUBSCRIPTIONS.format(**self._fields(spec))]

@@ -89,6 +89,8 @@ class SQLite(Dialect):
                 indexes.append(IndexShape(("expires",), predicate=predicate, name=self._index(spec)))
         elif spec.kind is Kind.DELAYED:
             columns = shape_columns(self.COLUMNS[Kind.DELAYED])
+            if spec.body_string:
+                columns["bodystring"] = ("text", True)
             indexes.append(IndexShape(("due",), name=self._index(spec)))
         elif spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
@@ -125,7 +127,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     Headers TEXT NOT NULL,
     Body BLOB,
     Due DATETIME NOT NULL,
-    RowVersion INTEGER PRIMARY KEY AUTOINCREMENT
+    RowVersion INTEGER PRIMARY KEY AUTOINCREMENT{body_string}
 )"""
     CREATE_DUE_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} (Due)"
     CREATE_SUBSCRIPTIONS = """\
@@ -146,8 +148,12 @@ CREATE TABLE IF NOT EXISTS {table} (
 
     def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
         table = self.qualified(spec.name)
-        body_string = ",\n    " + self.BODY_STRING_COLUMN if spec.body_string else ""
-        return [self.CREATE_QUEUE.format(table=table, body_string=body_string)] + self._expires_index(spec, profile.expires_index)
+        return [self.CREATE_QUEUE.format(table=table, body_string=self._body_string(spec))] + self._expires_index(
+            spec, profile.expires_index
+        )
+
+    def _body_string(self, spec: TableSpec) -> str:
+        return ",\n    " + self.BODY_STRING_COLUMN if spec.body_string else ""
 
     def _expires_index(self, spec: TableSpec, kind: ExpiresIndex) -> list[str]:
         if kind is ExpiresIndex.NONE:
@@ -158,7 +164,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     def create_delayed(self, spec: TableSpec, profile: Profile) -> list[str]:
         table = self.qualified(spec.name)
         return [
-            self.CREATE_DELAYED.format(table=table),
+            self.CREATE_DELAYED.format(table=table, body_string=self._body_string(spec)),
             self.CREATE_DUE_INDEX.format(index=self.quote(self._index(spec)), table=table),
         ]
 

@@ -124,9 +124,11 @@ def _alterations(before: TableSpec, after: TableSpec, old_version: str, version:
             return saga_alterations(before, after)
         except ValueError as exc:
             raise CompileError(str(exc)) from None
-    if after.kind is not Kind.QUEUE:
-        return []  # delayed and subscription tables have one shape in every version that has them
     steps: list[ops.TransportOp] = []
+    if after.kind is Kind.DELAYED and before.body_string != after.body_string:
+        steps.append((ops.AddBodyStringOp if after.body_string else ops.DropBodyStringOp)(after.name, version))
+    if after.kind is not Kind.QUEUE:
+        return steps  # delayed and subscription tables have one shape in every version that has them
     if profile(old_version).queue_shape != profile(version).queue_shape:
         steps.append(ops.ChangeQueueVersionOp(after.name, old_version, version))
     if before.body_string != after.body_string:

@@ -98,6 +98,8 @@ class _TableOp(TransportOp):
             tail += f", body_string={self.spec.body_string!r}, seq_type={_literal(self.spec.seq_type)}"
             if self.spec.protected != protected_by_default(Kind.QUEUE, self.spec.name.table):
                 tail += f", protected={self.spec.protected!r}"
+        elif self.kind is Kind.DELAYED and self.spec.body_string:
+            tail += ", body_string=True"
         return tail
 
     @classmethod
@@ -221,10 +223,17 @@ class CreateDelayedTableOp(_CreateTable):
 
     @classmethod
     def create_delayed_table(
-        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        version: str,
+        body_string: bool = False,
     ) -> None:
-        """Create an endpoint's native delayed-delivery table."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog), version))
+        """Create an endpoint's native delayed-delivery table (with BodyString when its endpoint has it)."""
+        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string), version))
 
     def reverse(self) -> DropDelayedTableOp:
         return DropDelayedTableOp(self.spec, self.version)
@@ -245,10 +254,11 @@ class DropDelayedTableOp(_DropTable):
         schema: str | None = None,
         catalog: str | None = None,
         version: str,
+        body_string: bool = False,
         discard_messages: bool = False,
     ) -> None:
         """Drop a delayed-delivery table; refused while it holds rows unless discard_messages."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog), version, discard_messages))
+        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string), version, discard_messages))
 
     def reverse(self) -> CreateDelayedTableOp:
         return CreateDelayedTableOp(self.spec, self.version)
@@ -342,7 +352,7 @@ class _BodyStringOp(TransportOp):
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
         where = dialect.display(self.name, profile(self.version)) if dialect else str(self.name)
-        return f"{self.op_name.replace('_', ' ')} column of queue {where}"
+        return f"{self.op_name.replace('_', ' ')} column of {where}"
 
     def python(self) -> str:
         return _call(self.op_name, self.name, f"version={_literal(self.version)}")
@@ -356,7 +366,7 @@ class AddBodyStringOp(_BodyStringOp):
     def add_body_string(
         cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
     ) -> None:
-        """Add the computed BodyString column to a queue table."""
+        """Add the computed BodyString column to a queue or delayed table."""
         return operations.invoke(cls(TableName(table, schema, catalog), version))
 
     def statements(self, dialect: engines.Dialect) -> list[str]:
