@@ -34,15 +34,19 @@ class TableVerdict:
     versions: tuple[str, ...] = ()  # releases whose installer makes exactly the live shape
     found: TableSpec | None = None  # the live table as a spec (its own body_string / seq_type)
     differences: tuple[check.Finding, ...] = ()  # for not_transport: against the target shape
+    renames: tuple[tuple[str, str], ...] = ()  # other_shape: indexes under another name, (live, expected)
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "table": self.table,
             "kind": self.spec.kind.value,
             "status": self.status,
             "made_by": list(self.versions),
             "differences": [f.to_json() for f in self.differences],
         }
+        if self.renames:
+            out["renamed_indexes"] = [{"from": old, "to": new} for old, new in self.renames]
+        return out
 
 
 @dataclass
@@ -141,6 +145,9 @@ def judge(spec: TableSpec, version: str, live: TableShape | None, engine: Dialec
             if engine.expected_shape(spec, profile(r)) == engine.expected_shape(spec, profile(version))
         )
         return TableVerdict(spec, table, "matches", versions or (version,), spec)
+    renames = _renames(table, engine.expected_shape(spec, profile(version)), live, engine, spec)
+    if renames:
+        return TableVerdict(spec, table, "other_shape", (version,), spec, renames=renames)
     for candidate in _variants(spec, engine):
         # a release whose installer cannot add BodyString never made a table with that option
         made_by = [
@@ -152,6 +159,17 @@ def judge(spec: TableSpec, version: str, live: TableShape | None, engine: Dialec
             return TableVerdict(spec, table, "other_shape", tuple(reversed(made_by)), candidate)
     differences = tuple(check._table_findings(table, engine.expected_shape(spec, profile(version)), live, engine.case_insensitive_names))
     return TableVerdict(spec, table, "not_transport", differences=differences)
+
+
+def _renames(table: str, expected: TableShape, live: TableShape, engine: Dialect, spec: TableSpec) -> tuple[tuple[str, str], ...]:
+    """The table's indexes under other names, when those are all that differ and the engine can
+    rename an index in place (an earlier release of this project named saga indexes otherwise)."""
+    findings = check._table_findings(table, expected, live, engine.case_insensitive_names)
+    if not findings or any(f.category != "index_name" for f in findings):
+        return ()
+    if engine.rename_index(spec.name, "old", "new") is None:
+        return ()
+    return tuple(f.renamed for f in findings)
 
 
 def examine(
@@ -202,6 +220,7 @@ def _plan(target: Blueprint, verdicts: list[TableVerdict]) -> list[ops.Transport
                 steps.append((ops.AddBodyStringOp if spec.body_string else ops.DropBodyStringOp)(spec.name, version))
             if found.seq_type != spec.seq_type:
                 steps.append(ops.ChangeQueueSeqTypeOp(spec.name, found.seq_type, spec.seq_type))
+            steps += [ops.RenameIndexOp(spec.name, old, new) for old, new in verdict.renames]
     return steps
 
 

@@ -52,6 +52,7 @@ class Finding:
     category: str
     table: str | None
     detail: str
+    renamed: tuple[str, str] | None = field(default=None, compare=False)  # index_name: (live name, expected name)
 
     @property
     def severity(self) -> str:
@@ -218,7 +219,7 @@ def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], 
             live = next((i for i in remaining if i.structure() == index.structure() and fold(i.name or "") not in named), None)
             if live is not None:
                 remaining.remove(live)
-                out.append(Finding("index_name", table, f"{index.describe()} is named {live.name}"))
+                out.append(Finding("index_name", table, f"{index.describe()} is named {live.name}", (live.name, index.name)))
             else:
                 out.append(Finding("missing_index", table, index.describe()))
             continue

@@ -811,3 +811,13 @@ def test_a_newline_in_a_name_cannot_break_out_of_offline_comments(tmp_path):
     for chunk in GO_LINE.split(script):
         assert "victim" not in residue(chunk, comments=False).casefold(), chunk
     assert "-- Create queue [dbo].[Alpha\\nDROP TABLE Victim --]" in script
+
+
+def test_rename_index_names_the_index_by_table_and_passes_the_new_name_as_it_is():
+    """sp_rename (autogenerate's fix for an index under an earlier name): the index as
+    [schema].[table].[index] in a literal, the new name unbracketed, another catalog's procedure."""
+    (sql,) = ENGINE.rename_index(TableName("Sales_OrderSaga", "dbo", "nsb"), "old'x", "Index_Correlation_OrderId")
+    assert sql == "EXEC [nsb].sys.sp_rename N'[dbo].[Sales_OrderSaga].[old''x]', N'Index_Correlation_OrderId', N'INDEX';"
+    (plain,) = ENGINE.rename_index(TableName("Sales_OrderSaga"), "a", "b")
+    assert plain == "EXEC sp_rename N'[dbo].[Sales_OrderSaga].[a]', N'b', N'INDEX';"
+    assert parse_problems(sql) == [] and parse_problems(plain) == []

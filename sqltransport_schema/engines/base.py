@@ -156,6 +156,11 @@ class Dialect:
     def change_seq_type(self, spec: TableSpec, old: str, new: str) -> list[str]:
         return []
 
+    def rename_index(self, table: TableName, old: str, new: str) -> list[str] | None:
+        """Statements that give an index of `table` another name (adopt: an index under an
+        earlier name); None where the engine cannot rename an index in place."""
+        return None
+
     def create_schema(self, schema: SchemaName) -> list[str]:
         return []
 

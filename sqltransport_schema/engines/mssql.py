@@ -474,6 +474,16 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
     def drop_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.DROP_BODY_STRING.format(**self._fields(spec, profile))]
 
+    # sp_rename takes the index as table.index and the new name as it is (brackets would become
+    # part of it); the procedure of another catalog renames there.
+    RENAME_INDEX = "EXEC {sys}sp_rename N'{index}', N'{new}', N'INDEX';"
+
+    def rename_index(self, table: TableName, old: str, new: str) -> list[str] | None:
+        where = TableName(table.table, table.schema)
+        sys_ = f"{self.quote(table.catalog)}.sys." if table.catalog is not None else ""
+        index = self.literal_text(f"{self.qualified(where)}.{self.quote(old)}")
+        return [self.RENAME_INDEX.format(sys=sys_, index=index, new=self.literal_text(new))]
+
     # -- removal -----------------------------------------------------------------------------
     def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
         fields = self._fields(spec, profile)

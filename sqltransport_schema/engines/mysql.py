@@ -89,6 +89,11 @@ class MySQL(Dialect):
     def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
         return super().create_table(spec, profile) if self.holds(spec.kind) else []
 
+    RENAME_INDEX = "ALTER TABLE {table} RENAME INDEX {old} TO {new}"
+
+    def rename_index(self, table: TableName, old: str, new: str) -> list[str] | None:
+        return [self.RENAME_INDEX.format(table=self.qualified(table), old=self.quote(old), new=self.quote(new))]
+
     def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
         if not self.holds(spec.kind):
             return []

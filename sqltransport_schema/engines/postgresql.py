@@ -266,6 +266,7 @@ BEGIN
     EXECUTE format('ALTER SEQUENCE %s AS {column_type}', pg_get_serial_sequence({table_literal}, 'seq'));
 END
 {tag}"""
+    RENAME_INDEX = "ALTER INDEX {index} RENAME TO {new}"
     CREATE_SCHEMA = "CREATE SCHEMA IF NOT EXISTS {schema}"
     DROP_SCHEMA_IF_EMPTY = """\
 DO {tag}
@@ -327,6 +328,9 @@ END
             self.SEQ_COLUMN_TYPE.format(column_type=column_type, **fields),
             self.SEQ_SEQUENCE_TYPE.format(column_type=column_type, tag=tag, **fields),
         ]
+
+    def rename_index(self, table: TableName, old: str, new: str) -> list[str] | None:
+        return [self.RENAME_INDEX.format(index=self.qualified(TableName(old, table.schema)), new=self.quote(new))]
 
     def create_schema(self, schema: SchemaName) -> list[str]:
         if schema.schema == self.default_schema:

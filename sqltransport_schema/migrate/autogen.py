@@ -5,7 +5,8 @@ columns, clustered flags, varchar/nvarchar; transport-facts §9 item 12) and wou
 every table it has no model for. So the environment keeps transport tables and tables without a
 model out of Alembic's reflection (`include_name`) and this registered comparator compares them
 instead, with the same bulk catalog reads and rules as `sqltransport-schema check`: a missing
-transport table becomes its create operation; any other difference becomes a `TransportDriftOp`,
+transport table becomes its create operation, an index under another name its rename (where the
+engine renames in place); any other difference becomes a `TransportDriftOp`,
 which `alembic check` reports and a generated revision carries as a comment to fix by hand.
 """
 
@@ -69,8 +70,13 @@ def drift_operations(expected: Blueprint, live: dict, engine: engines.Dialect) -
     by_display = {check.display(engine, spec.name): spec for spec in expected.tables}
     out: list[MigrateOperation] = []
     for finding in report.drift:
-        spec = by_display.get(finding.table) if finding.category == "missing_table" else None
-        out.append(create_op(spec, expected.transport_version) if spec is not None else TransportDriftOp(finding))
+        spec = by_display.get(finding.table)
+        if finding.category == "missing_table" and spec is not None:
+            out.append(create_op(spec, expected.transport_version))
+        elif finding.category == "index_name" and spec is not None and engine.rename_index(spec.name, *finding.renamed) is not None:
+            out.append(ops.RenameIndexOp(spec.name, *finding.renamed))  # e.g. a saga index an earlier release named otherwise
+        else:
+            out.append(TransportDriftOp(finding))
     return out
 
 

@@ -424,6 +424,40 @@ class ChangeQueueSeqTypeOp(TransportOp):
         return ChangeQueueSeqTypeOp(self.name, self.to_type, self.from_type)
 
 
+@Operations.register_operation("rename_index")
+@dataclass
+class RenameIndexOp(TransportOp):
+    """Give an index of a transport table the name the installers give it (adopt: a table that an
+    earlier release of this project deployed under other index names)."""
+
+    name: TableName
+    old: str
+    new: str
+
+    @classmethod
+    def rename_index(
+        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, old: str, new: str
+    ) -> None:
+        """Rename an index of a transport table in place (no rebuild)."""
+        return operations.invoke(cls(TableName(table, schema, catalog), old, new))
+
+    def statements(self, dialect: engines.Dialect) -> list[str]:
+        statements = dialect.rename_index(self.name, self.old, self.new)
+        if statements is None:
+            raise NotImplementedError(f"{dialect.name} cannot rename an index in place")
+        return statements
+
+    def describe(self, dialect: engines.Dialect | None = None) -> str:
+        where = dialect.display(self.name) if dialect else str(self.name)
+        return f"rename index {self.old} of {where} to {self.new}"
+
+    def python(self) -> str:
+        return _call("rename_index", self.name, f"old={_literal(self.old)}, new={_literal(self.new)}")
+
+    def reverse(self) -> RenameIndexOp:
+        return RenameIndexOp(self.name, self.new, self.old)
+
+
 # --------------------------------------------------------------------------- schemas
 @dataclass
 class _SchemaOp(TransportOp):
