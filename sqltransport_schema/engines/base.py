@@ -11,6 +11,7 @@ from ..statements import MESSAGE, Statement, parameters_of
 from ..versions import Profile
 from .catalog import Catalog
 from .grants import Grants
+from .operations import Operations
 from .pipeline import Pipeline
 from .script import Script
 
@@ -406,6 +407,14 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
     def pipeline(self) -> Pipeline:
         """This engine's pipeline section: connections, layout, ledger and partition statements."""
         return self.Pipeline(self)
+
+    # -- status and retry (engines/operations.py) --------------------------------------
+    Operations = Operations
+
+    @functools.cached_property
+    def operations(self) -> Operations:
+        """This engine's statements of `status` and `retry`: table figures, error-queue batches."""
+        return self.Operations(self)
 
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:

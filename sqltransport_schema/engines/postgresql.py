@@ -948,6 +948,51 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             return text
 
 
+    # =====================================================================================
+    # -- status and retry (engines/operations.py) -----------------------------------------
+    # =====================================================================================
+    class Operations(Dialect.Operations):
+        """Exact figures in one scan per table (count and the expired count together), the head by
+        Seq's index; estimates from the statistics collector (pg_stat_user_tables.n_live_tup, kept
+        as rows are written), else pg_class.reltuples (set by VACUUM and ANALYZE)."""
+
+        supported = True
+        order = "Seq"
+        QUEUE_ARM = (
+            "SELECT CAST(@Index AS integer) AS i, count(*) AS depth, "
+            "count(*) FILTER (WHERE Expires < now() AT TIME ZONE 'UTC') AS expired, "
+            "(SELECT Headers FROM {table} ORDER BY {order} LIMIT 1) AS head, CAST(NULL AS timestamptz) AS due FROM {table}"
+        )
+        QUEUE_ESTIMATE_ARM = (
+            "SELECT CAST(@Index AS integer), CAST(NULL AS bigint), CAST(NULL AS bigint), "
+            "(SELECT Headers FROM {table} ORDER BY {order} LIMIT 1), CAST(NULL AS timestamptz)"
+        )
+        # due as the transport's move compares it (Due < now() AT TIME ZONE 'UTC'): what its next move takes
+        DELAYED_ARM = (
+            "SELECT CAST(@Index AS integer), count(*), count(*) FILTER (WHERE Due < now() AT TIME ZONE 'UTC'), "
+            "CAST(NULL AS text), min(Due) FROM {table}"
+        )
+        COUNT_ARM = "SELECT CAST(@Index AS integer), count(*), CAST(NULL AS bigint), CAST(NULL AS text), CAST(NULL AS timestamptz) FROM {table}"
+        TABLES = """\
+SELECT CAST(NULL AS text), n.nspname, c.relname, coalesce(s.n_live_tup, NULLIF(c.reltuples, -1))
+FROM pg_class AS c
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid
+WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"""
+        # The header's value, cut out by a pattern of a JSON string (only JSON's escapes) and read as JSON
+        # by the server (so \/ is /); NULL where a message names none or its headers are not JSON.
+        FAILED_Q_COUNTS = """\
+SELECT FailedQ, count(*) AS Messages FROM (
+    SELECT ('"' || substring(Headers FROM '"NServiceBus\\.FailedQ"\\s*:\\s*"((?:[^"\\\\]|\\\\(?:["\\\\/bfnrt]|u[0-9a-fA-F]{{4}}))*)"') || '"')::json #>> '{{}}'
+        AS FailedQ
+    FROM {table}
+) AS failed
+GROUP BY FailedQ ORDER BY FailedQ"""
+        # FOR UPDATE, not SKIP LOCKED: a message another transaction holds is waited for, never passed over
+        ERROR_BATCH = "SELECT {order}, Id, Headers, Body FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize FOR UPDATE"
+        ERROR_SCAN = "SELECT {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"
+
+
 @functools.cache
 def _uuid_text_loader() -> type:
     """A psycopg loader of binary uuid values straight to their canonical text (no UUID object)."""

@@ -460,3 +460,35 @@ CREATE TABLE IF NOT EXISTS {table} (
             last = base + max(span, 1) - 1
             self.execute(cur, self.statement("RESERVE_UPDATE" if found else "RESERVE_INSERT"), Table=table.name.table, Last=last)
             return base
+
+
+    # =====================================================================================
+    # -- status and retry (engines/operations.py) -----------------------------------------
+    # =====================================================================================
+    class Operations(Dialect.Operations):
+        """Times compare as the runtime's text (NOW); estimates are the transport's peek (the span of
+        RowVersion, two probes of the rowid): SQLite keeps no row counts. A retry batch is read
+        under the write lock its transaction begins with (BEGIN IMMEDIATE)."""
+
+        supported = True
+        order = "RowVersion"
+        NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"  # SQLite.NOW
+        QUEUE_ARM = (
+            "SELECT @Index AS i, count(*) AS depth, count(CASE WHEN Expires < " + NOW + " THEN 1 END) AS expired, "
+            "(SELECT Headers FROM {table} ORDER BY {order} LIMIT 1) AS head, NULL AS due FROM {table}"
+        )
+        QUEUE_ESTIMATE_ARM = (
+            "SELECT @Index, (SELECT COALESCE(max({order}) - min({order}) + 1, 0) FROM {table}), NULL, "
+            "(SELECT Headers FROM {table} ORDER BY {order} LIMIT 1), NULL"
+        )
+        DELAYED_ARM = "SELECT @Index, count(*), count(CASE WHEN Due < " + NOW + " THEN 1 END), NULL, min(Due) FROM {table}"
+        COUNT_ARM = "SELECT @Index, count(*), NULL, NULL, NULL FROM {table}"
+        TABLES = "SELECT NULL, NULL, name, NULL FROM sqlite_master WHERE type = 'table'"
+        FAILED_Q_COUNTS = """\
+SELECT FailedQ, count(*) AS Messages FROM (
+    SELECT CASE WHEN json_valid(Headers) THEN json_extract(Headers, '$."NServiceBus.FailedQ"') END AS FailedQ
+    FROM {table}
+) AS failed
+GROUP BY FailedQ ORDER BY FailedQ"""
+        ERROR_BATCH = "SELECT {order}, Id, Headers, Body FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"
+        ERROR_SCAN = "SELECT {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"

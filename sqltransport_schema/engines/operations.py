@@ -1,0 +1,126 @@
+"""The operations side of an engine: the neutral base of each engine's nested `Operations`.
+
+An engine's operations section (`PostgreSQL.Operations`, `SQLite.Operations`, `MSSQL.Operations`;
+the instance is `dialect.operations`) holds the statements of `sqltransport-schema status` and
+`retry` (runtime/operations.py runs them): the per-table figures of many tables in one statement
+(a UNION ALL of one arm per table, `batch` tables a statement), the table list with the engine's
+row estimates, the error queue's counts by `NServiceBus.FailedQ`, the subscribers per topic, and the
+error-queue reads and deletes of a retry batch.
+
+Each arm returns the same five columns: the table's index in the request (@Index in a template, bound as @N<i>), and
+three figures and a time whose meaning depends on the table kind:
+
+    queue        i, depth, expired (NULL when estimating), head Headers (text), NULL
+    delayed      i, depth, due now, NULL, earliest Due
+    other        i, depth (rows), NULL, NULL, NULL
+
+Values are bound; table names reach the text only through the dialect's `qualified`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..schema import Kind, TableName
+from ..statements import Statement, parameters_of
+
+if TYPE_CHECKING:
+    from ..versions import Profile
+    from .base import Dialect
+
+# The header the error queue's messages name their failed queue in (runtime/wire.py's FAILED_Q).
+FAILED_Q = "NServiceBus.FailedQ"
+
+
+class Operations:
+    """What every engine's operations section provides; engines without transport tables keep this base."""
+
+    supported = False
+    batch = 200  # tables per UNION ALL statement (SQLite allows 500 arms in one compound SELECT)
+    order = "RowVersion"  # the queue's FIFO column
+
+    QUEUE_ARM = ""
+    QUEUE_ESTIMATE_ARM = ""
+    DELAYED_ARM = ""
+    COUNT_ARM = ""
+    UNION = "\nUNION ALL\n"
+    # every table of the database: schema, name, the engine's row estimate (NULL where it has none)
+    TABLES = ""
+    FAILED_Q_COUNTS = ""
+    TOPICS = "SELECT Topic, count(*) AS Subscribers FROM {table} GROUP BY Topic ORDER BY Topic"
+    ERROR_BATCH = ""  # a retry batch: locked until the transaction ends
+    ERROR_SCAN = ""  # a dry run's read: no lock
+    DELETE_RETRIED = "DELETE FROM {table} WHERE {order} = @Key"
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    def _unsupported(self) -> NotImplementedError:
+        return NotImplementedError(f"status and retry do not support {self.dialect.name}")
+
+    def statement(self, name: str, template: str, **identifiers: str) -> Statement:
+        return Statement(name, template, identifiers, parameters_of(template))
+
+    # -- status ------------------------------------------------------------------------------
+    def figures(self, tables: list[tuple[Kind, TableName]], profile: Profile, estimate: bool = False) -> list[Statement]:
+        """The statements (one per `batch` tables) whose rows are each table's figures; @N<i> is
+        the table's position in `tables`. Estimating, queues are not scanned (their depth comes
+        from `TABLES`): only their head is read."""
+        if not self.supported:
+            raise self._unsupported()
+        out = []
+        for start in range(0, len(tables), self.batch):
+            arms, identifiers = [], {}
+            for i, (kind, name) in enumerate(tables[start : start + self.batch], start):
+                if kind is Kind.QUEUE:
+                    arm = self.QUEUE_ESTIMATE_ARM if estimate else self.QUEUE_ARM
+                elif kind is Kind.DELAYED:
+                    arm = self.DELAYED_ARM
+                else:
+                    arm = self.COUNT_ARM
+                identifiers[f"t{i}"] = self.dialect.qualified(name, profile)
+                arms.append(arm.replace("{table}", "{t%d}" % i).replace("@Index", f"@N{i}").replace("{order}", self.order))
+            out.append(self.statement("table_figures", self.UNION.join(arms), **identifiers))
+        return out
+
+    def tables(self, catalogs: set[str | None]) -> list[Statement]:
+        """Every table of the databases the blueprint uses, with the engine's row estimate:
+        rows (catalog, schema, name, estimate); one database here, whatever the catalogs."""
+        if not self.supported:
+            raise self._unsupported()
+        return [self.statement("tables", self.TABLES)]
+
+    def failed_queue_counts(self, table: TableName, profile: Profile) -> Statement:
+        """(FailedQ, messages) of an error queue; FailedQ NULL where a message names none (or its
+        headers cannot be read)."""
+        return self.statement("failed_queue_counts", self.FAILED_Q_COUNTS, table=self.dialect.qualified(table, profile))
+
+    def topics(self, table: TableName, profile: Profile) -> Statement:
+        """(topic, subscribers) of a subscription table."""
+        return self.statement("topics", self.TOPICS, table=self.dialect.qualified(table, profile))
+
+    # -- retry -------------------------------------------------------------------------------
+    def error_batch(self, table: TableName, profile: Profile, lock: bool = True) -> Statement:
+        """Up to @BatchSize messages of the error queue after @After in FIFO order: (key, Id, Headers,
+        Body), locked until the transaction ends; without lock (a dry run) Body is NULL."""
+        if not self.supported:
+            raise self._unsupported()
+        template = (self.ERROR_BATCH if lock else self.ERROR_SCAN).replace("{order}", self.order)
+        return self.statement("error_batch" if lock else "error_scan", template, table=self.dialect.qualified(table, profile))
+
+    def delete_retried(self, table: TableName, profile: Profile) -> Statement:
+        """Delete one message of the error queue by its key (@Key), run for each message of a batch."""
+        template = self.DELETE_RETRIED.replace("{order}", self.order)
+        return self.statement("delete_retried", template, table=self.dialect.qualified(table, profile))
+
+    # -- values ------------------------------------------------------------------------------
+    def time_value(self, value: Any) -> datetime | None:
+        """A time a statement returned, as an aware UTC datetime (the engines store UTC)."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = datetime.fromisoformat(value)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
