@@ -5,6 +5,7 @@ output.py    the exit codes and the one way to print a result or an error
 project.py   init (a new project)
 topology.py  validate, compile, json-schema (topology.yaml alone)
 database.py  check, adopt (a live database)
+operations.py status, retry (operating a live bus)
 review.py    statements, grants, script (what a DBA reviews)
 pipeline.py  pipeline move, plan, run, archive, replay, backfill (Spark)
 """
@@ -16,12 +17,12 @@ import sys
 import warnings
 from typing import NoReturn
 
-from . import database, pipeline, project, review, topology
+from . import database, operations, pipeline, project, review, topology
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error
 
 # The order --help lists the commands in.
-COMMANDS = ("init", "compile", "validate", "check", "adopt", "statements", "grants", "script", "pipeline", "json-schema")
-PARSERS = {**project.PARSERS, **topology.PARSERS, **database.PARSERS, **review.PARSERS, **pipeline.PARSERS}
+COMMANDS = ("init", "compile", "validate", "check", "adopt", "status", "retry", "statements", "grants", "script", "pipeline", "json-schema")
+PARSERS = {**project.PARSERS, **topology.PARSERS, **database.PARSERS, **operations.PARSERS, **review.PARSERS, **pipeline.PARSERS}
 
 
 class Parser(argparse.ArgumentParser):

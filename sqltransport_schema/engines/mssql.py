@@ -1654,7 +1654,6 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             props = f";user={url.username};password={url.password or ''}" if url.username else ";useNTLMv2=true"
             return f"jdbc:jtds:sqlserver://{url.host}:{url.port or 1433}/{url.database or ''}{props}"
 
-
     # =====================================================================================
     # -- status and retry (engines/operations.py) -----------------------------------------
     # =====================================================================================
@@ -1678,9 +1677,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             "SELECT @Index, COUNT_BIG(*), COUNT_BIG(CASE WHEN Due < GETUTCDATE() THEN 1 END), CAST(NULL AS nvarchar(max)), MIN(Due) "
             "FROM {table} WITH (NOLOCK)"
         )
-        COUNT_ARM = (
-            "SELECT @Index, COUNT_BIG(*), CAST(NULL AS bigint), CAST(NULL AS nvarchar(max)), CAST(NULL AS datetime) FROM {table} WITH (NOLOCK)"
-        )
+        COUNT_ARM = "SELECT @Index, COUNT_BIG(*), CAST(NULL AS bigint), CAST(NULL AS nvarchar(max)), CAST(NULL AS datetime) FROM {table} WITH (NOLOCK)"
         TABLES = """\
 SELECT {catalog} AS CatalogName, s.name, t.name, SUM(p.rows)
 FROM {sys}.tables AS t
@@ -1694,9 +1691,7 @@ SELECT FailedQ, COUNT_BIG(*) AS Messages FROM (
 ) AS failed
 GROUP BY FailedQ ORDER BY FailedQ"""
         TOPICS = "SELECT Topic, COUNT_BIG(*) AS Subscribers FROM {table} GROUP BY Topic ORDER BY Topic"
-        ERROR_BATCH = (
-            "SELECT TOP (@BatchSize) {order}, Id, Headers, Body FROM {table} WITH (UPDLOCK, ROWLOCK) WHERE {order} > @After ORDER BY {order}"
-        )
+        ERROR_BATCH = "SELECT TOP (@BatchSize) {order}, Id, Headers, Body FROM {table} WITH (UPDLOCK, ROWLOCK) WHERE {order} > @After ORDER BY {order}"
         ERROR_SCAN = "SELECT TOP (@BatchSize) {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order}"
 
         def tables(self, catalogs: set[str | None]) -> list[Statement]:

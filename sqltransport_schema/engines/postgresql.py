@@ -947,7 +947,6 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
                 raise AssertionError(f"BACKFILL_UPDATE binds {names}")
             return text
 
-
     # =====================================================================================
     # -- status and retry (engines/operations.py) -----------------------------------------
     # =====================================================================================
@@ -972,7 +971,9 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
             "SELECT CAST(@Index AS integer), count(*), count(*) FILTER (WHERE Due < now() AT TIME ZONE 'UTC'), "
             "CAST(NULL AS text), min(Due) FROM {table}"
         )
-        COUNT_ARM = "SELECT CAST(@Index AS integer), count(*), CAST(NULL AS bigint), CAST(NULL AS text), CAST(NULL AS timestamptz) FROM {table}"
+        COUNT_ARM = (
+            "SELECT CAST(@Index AS integer), count(*), CAST(NULL AS bigint), CAST(NULL AS text), CAST(NULL AS timestamptz) FROM {table}"
+        )
         TABLES = """\
 SELECT CAST(NULL AS text), n.nspname, c.relname, coalesce(s.n_live_tup, NULLIF(c.reltuples, -1))
 FROM pg_class AS c
@@ -981,13 +982,16 @@ LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid
 WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"""
         # The header's value, cut out by a pattern of a JSON string (only JSON's escapes) and read as JSON
         # by the server (so \/ is /); NULL where a message names none or its headers are not JSON.
-        FAILED_Q_COUNTS = """\
-SELECT FailedQ, count(*) AS Messages FROM (
-    SELECT ('"' || substring(Headers FROM '"NServiceBus\\.FailedQ"\\s*:\\s*"((?:[^"\\\\]|\\\\(?:["\\\\/bfnrt]|u[0-9a-fA-F]{{4}}))*)"') || '"')::json #>> '{{}}'
-        AS FailedQ
+        JSON_STRING = r'"((?:[^"\\]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{{4}}))*)"'  # a JSON string's body, captured
+        FAILED_Q_COUNTS = (
+            r"""SELECT FailedQ, count(*) AS Messages FROM (
+    SELECT ('"' || substring(Headers FROM '"NServiceBus\.FailedQ"\s*:\s*"""
+            + JSON_STRING
+            + """') || '"')::json #>> '{{}}' AS FailedQ
     FROM {table}
 ) AS failed
 GROUP BY FailedQ ORDER BY FailedQ"""
+        )
         # FOR UPDATE, not SKIP LOCKED: a message another transaction holds is waited for, never passed over
         ERROR_BATCH = "SELECT {order}, Id, Headers, Body FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize FOR UPDATE"
         ERROR_SCAN = "SELECT {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"

@@ -461,7 +461,6 @@ CREATE TABLE IF NOT EXISTS {table} (
             self.execute(cur, self.statement("RESERVE_UPDATE" if found else "RESERVE_INSERT"), Table=table.name.table, Last=last)
             return base
 
-
     # =====================================================================================
     # -- status and retry (engines/operations.py) -----------------------------------------
     # =====================================================================================

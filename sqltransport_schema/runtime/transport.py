@@ -190,11 +190,14 @@ class Transport:
 
     # -- what is deployed ----------------------------------------------------------
     @classmethod
-    def from_database(cls, engine: Engine | str, config_file: str = "alembic.ini", purges_expired: bool = False) -> Transport:
+    def from_database(
+        cls, engine: Engine | str, config_file: str = "alembic.ini", purges_expired: bool = False, verify: bool = True
+    ) -> Transport:
         """The transport for the schema actually deployed (an engine, or a URL): the blueprint the
         migrations stored in the database, so no project files are needed (docs/runtime.md).
         `purges_expired`: this process calls purge_expired, so the start-up checks look for the
-        Expires index where the release does so only then (6.3.2+, as the transport's setting)."""
+        Expires index where the release does so only then (6.3.2+, as the transport's setting).
+        `verify=False` skips the start-up checks (status and retry report missing tables themselves)."""
         if isinstance(engine, str):
             from ..db import make_engine
 
@@ -203,7 +206,7 @@ class Transport:
         subscriptions = next((s.name for s in blueprint.tables if s.kind is Kind.SUBSCRIPTIONS), None)
         transport = cls(engine, blueprint.transport_version, subscription_table=subscriptions)
         transport.blueprint = blueprint
-        for warning in transport.verify(blueprint, purges_expired):
+        for warning in transport.verify(blueprint, purges_expired) if verify else ():
             log.warning("%s", warning)
         return transport
 

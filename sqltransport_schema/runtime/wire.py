@@ -31,6 +31,7 @@ __all__ = [
     "parse_time_sent",
     "standard_headers",
     "error_headers",
+    "retry_headers",
     "MESSAGE_INTENTS",
 ]  # and the header-name constants below, added at the end of the module
 
@@ -525,6 +526,26 @@ def error_headers(
     result[FAILED_Q] = failed_queue
     result[TIME_OF_FAILURE] = format_time_sent(datetime.now(timezone.utc) if now is None else now)
     return result
+
+
+# What ServiceControl's retry takes off a failed message before sending it back (its HeaderFilter:
+# every header whose name starts with one of these): the record of the failure and of the
+# recoverability that led to it, so the endpoint starts afresh and a new failure is recorded anew.
+RETRY_REMOVED_PREFIXES = (
+    "NServiceBus.Retries",  # and NServiceBus.Retries.Timestamp
+    FAILED_Q,
+    TIME_OF_FAILURE,
+    EXCEPTION_INFO_PREFIX,
+    "NServiceBus.Timeout.Expire",
+    "ServiceControl.EditOf",
+)
+
+
+def retry_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A new dict: the headers of a failed message as a retry sends it back to its queue, without
+    the headers RETRY_REMOVED_PREFIXES name; every other header (MessageId, TimeSent, the
+    conversation, the processing headers of the failed attempt) is kept, in its order."""
+    return {key: value for key, value in headers.items() if not key.startswith(RETRY_REMOVED_PREFIXES)}
 
 
 __all__ += [name for name in list(globals()) if name.isupper() and not name.startswith("_") and name not in __all__]

@@ -1,0 +1,259 @@
+"""Commands that operate a live bus: status (what waits in every table), retry (failed messages back
+to their queues). The work is in runtime/operations.py; this parses, prints and repeats (--watch)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..urls import DEFAULT_URL, URL_VARIABLE
+from .options import add_options, load_config
+from .output import EXIT_CHANGES, EXIT_OK, emit
+
+if TYPE_CHECKING:
+    from ..runtime.operations import RetryReport, StatusReport, TableStatus
+    from ..runtime.transport import Transport
+
+FORMATS = ("text", "json", "markdown", "prometheus")
+PROGRESS_INTERVAL = 1.0  # seconds between progress lines of a long retry
+
+
+def _transport(args: argparse.Namespace, readers: bool) -> Transport:
+    """The deployed transport of --url (else SQLTRANSPORT_URL, else alembic.ini's sqlalchemy.url)."""
+    from ..db import make_engine
+    from ..runtime.transport import Transport
+
+    url = args.url or os.environ.get(URL_VARIABLE)
+    if not url and Path(args.config).is_file():
+        url = load_config(args.config).get_main_option("sqlalchemy.url")
+    engine = make_engine(url or DEFAULT_URL, sqlite_writers=not readers)
+    return Transport.from_database(engine, args.config, verify=False)
+
+
+# -------------------------------------------------------------------------------------------- status
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the figures of every table of the deployed blueprint, once or every --watch seconds."""
+    from ..runtime.operations import status
+
+    if args.watch is not None and args.watch <= 0:
+        raise ValueError(f"--watch takes a positive number of seconds, not {args.watch}")
+    transport = _transport(args, readers=True)
+    try:
+        while True:
+            report = status(transport, estimate=args.estimate, error_queue=args.error_queue)
+            _print_status(args, report)
+            if args.watch is None:
+                return EXIT_CHANGES if report.missing else EXIT_OK
+            sys.stdout.flush()
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        transport.engine.dispose()
+
+
+def _print_status(args: argparse.Namespace, report: StatusReport) -> None:
+    if args.format == "prometheus":
+        sys.stdout.write(prometheus(report))
+    elif args.format == "markdown":
+        sys.stdout.write(markdown(report))
+    else:
+        emit(args, report.to_json(), status_lines(report))
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(seconds, 0.0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.1f}s"
+
+
+def _details(table: TableStatus) -> str:
+    if table.missing:
+        return "missing from the database"
+    parts = []
+    if table.kind == "queue" and table.expired:
+        parts.append(f"{table.expired} expired")
+    if table.kind == "delayed":
+        parts.append(f"{table.due} due")
+        if table.next_due is not None:
+            parts.append(f"next due {table.next_due.isoformat(timespec='seconds')}")
+    for failed in table.failed_queues or ():
+        parts.append(f"{failed['messages']} from {failed['failed_queue'] or '(no FailedQ)'}")
+    for topic in table.topics or ():
+        parts.append(f"{topic['topic']}: {topic['subscribers']}")
+    return ", ".join(parts)
+
+
+def _rows(report: StatusReport) -> list[tuple[str, ...]]:
+    rows = []
+    for t in report.tables:
+        depth = "-" if t.depth is None else ("~" if t.estimated else "") + str(t.depth)
+        rows.append((t.kind, t.address, depth, _age(t.oldest_age_seconds) if t.kind == "queue" else "", _details(t)))
+    return rows
+
+
+HEADINGS = ("KIND", "ADDRESS", "DEPTH", "OLDEST", "DETAILS")
+
+
+def status_lines(report: StatusReport) -> list[str]:
+    rows = [HEADINGS, *_rows(report)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADINGS) - 1)]
+    lines = [f"{report.engine} (transport {report.transport_version}) at {report.taken_at.isoformat(timespec='seconds')}"]
+    for row in rows:
+        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3].rjust(widths[3]), row[4]]
+        lines.append("  ".join(cells).rstrip())
+    if report.missing:
+        lines.append(f"{len(report.missing)} table(s) of the deployed blueprint are missing from the database")
+    return lines
+
+
+def markdown(report: StatusReport) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|") or " "
+
+    lines = [
+        f"### sqltransport-schema status: {report.engine}, {report.taken_at.isoformat(timespec='seconds')}",
+        "",
+        "| " + " | ".join(h.capitalize() for h in HEADINGS) + " |",
+        "|---|---|---:|---:|---|",
+    ]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in _rows(report)]
+    return "\n".join(lines) + "\n"
+
+
+# Prometheus text exposition format 0.0.4: one HELP and TYPE line per metric family, then its samples.
+METRICS = (
+    ("sqltransport_table_depth", "Messages (rows) in the table; the engine's estimate under --estimate."),
+    ("sqltransport_table_missing", "1 if the table of the deployed blueprint is missing from the database."),
+    ("sqltransport_queue_oldest_message_age_seconds", "Age of the message at the head of the queue, from its NServiceBus.TimeSent."),
+    ("sqltransport_queue_expired_messages", "Expired messages not yet purged."),
+    ("sqltransport_delayed_due_messages", "Delayed messages due now."),
+    ("sqltransport_delayed_next_due_timestamp_seconds", "When the earliest delayed message falls due (Unix time)."),
+    ("sqltransport_error_messages", "Messages of the error queue by their NServiceBus.FailedQ."),
+    ("sqltransport_topic_subscribers", "Subscribers of each topic."),
+)
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**labels: str | None) -> str:
+    return "{" + ",".join(f'{k}="{_label(v or "")}"' for k, v in labels.items()) + "}"
+
+
+def prometheus(report: StatusReport) -> str:
+    samples: dict[str, list[str]] = {name: [] for name, _ in METRICS}
+    for t in report.tables:
+        labels = _labels(kind=t.kind, address=t.address, schema=t.schema, catalog=t.catalog, table=t.name)
+        samples["sqltransport_table_missing"].append(f"{labels} {int(t.missing)}")
+        if t.depth is not None:
+            samples["sqltransport_table_depth"].append(f"{labels} {t.depth}")
+        if t.oldest_age_seconds is not None:
+            samples["sqltransport_queue_oldest_message_age_seconds"].append(f"{labels} {t.oldest_age_seconds}")
+        if t.expired is not None and t.kind == "queue":
+            samples["sqltransport_queue_expired_messages"].append(f"{labels} {t.expired}")
+        if t.due is not None:
+            samples["sqltransport_delayed_due_messages"].append(f"{labels} {t.due}")
+        if t.next_due is not None:
+            samples["sqltransport_delayed_next_due_timestamp_seconds"].append(f"{labels} {t.next_due.timestamp()}")
+        for failed in t.failed_queues or ():
+            failed_labels = _labels(address=t.address, failed_queue=failed["failed_queue"])
+            samples["sqltransport_error_messages"].append(f"{failed_labels} {failed['messages']}")
+        for topic in t.topics or ():
+            samples["sqltransport_topic_subscribers"].append(f"{_labels(address=t.address, topic=topic['topic'])} {topic['subscribers']}")
+    lines = []
+    for name, help_text in METRICS:
+        if samples[name]:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+            lines += [name + sample for sample in samples[name]]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------------- retry
+def cmd_retry(args: argparse.Namespace) -> int:
+    """Move failed messages back to their queues; exit 1 when some stay in the error queue."""
+    from ..runtime.operations import retry
+
+    transport = _transport(args, readers=False)
+    last = [time.monotonic()]
+
+    def progress(report: RetryReport) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_INTERVAL:
+            last[0] = now
+            verb = "would move" if report.dry_run else "moved"
+            sys.stderr.write(f"retry: {report.scanned} read, {verb} {report.moved}, {report.left_count} left in place\n")
+            sys.stderr.flush()
+
+    try:
+        report = retry(
+            transport,
+            error_queue=args.error_queue,
+            all_messages=args.all,
+            failed_queue=args.failed_queue,
+            message_ids=args.message_id or (),
+            dry_run=args.dry_run,
+            batch_size=args.batch_size,
+            progress=progress,
+        )
+    finally:
+        transport.engine.dispose()
+    emit(args, report.to_json(), retry_lines(report))
+    return EXIT_CHANGES if report.left or report.not_found else EXIT_OK
+
+
+def retry_lines(report: RetryReport) -> list[str]:
+    verb = "would move" if report.dry_run else "moved"
+    lines = [f"{verb} {report.moved} message(s) from {report.error_queue} in {report.batches} batch(es)"]
+    lines += [f"  {n} to {address}" for address, n in sorted(report.by_queue.items())]
+    for (failed_q, why), n in sorted(report.left.items(), key=str):
+        lines.append(f"left in place: {n} message(s), FailedQ {failed_q or '-'}: {why}")
+    for message_id in report.not_found:
+        lines.append(f"not in {report.error_queue}: message {message_id}")
+    return lines
+
+
+# ------------------------------------------------------------------------------------------ parsers
+def _error_queue(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--error-queue", default="error", help="the error queue's address (default: error, where the blueprint puts it)")
+
+
+def add_status(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="depth, oldest message, expired, due and failed messages of every table of the deployed topology")
+    add_options(p, "url")
+    add_options(
+        p, "format", format={"choices": FORMATS, "help": "output for people, CI, a pull-request comment, or Prometheus (text exposition)"}
+    )
+    p.add_argument("--watch", type=float, metavar="SECONDS", help="print again every SECONDS until interrupted")
+    p.add_argument(
+        "--estimate", action="store_true", help="queue depths from the engine's statistics instead of counting (very large tables)"
+    )
+    _error_queue(p)
+    add_options(p, "config")
+    p.set_defaults(func=cmd_status)
+
+
+def add_retry(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("retry", help="move failed messages from the error queue back to the queue each failed in (NServiceBus.FailedQ)")
+    add_options(p, "url")
+    _error_queue(p)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--all", action="store_true", help="every message of the error queue")
+    which.add_argument("--failed-queue", metavar="ADDRESS", help="the messages that failed in this queue")
+    which.add_argument("--message-id", nargs="+", metavar="ID", help="these messages (NServiceBus.MessageId, or the row's Id)")
+    p.add_argument("--dry-run", action="store_true", help="report what would move; move nothing")
+    p.add_argument("--batch-size", type=int, default=100, help="messages per transaction (default: 100)")
+    add_options(p, "format", "config")
+    p.set_defaults(func=cmd_retry)
+
+
+PARSERS = {"status": add_status, "retry": add_retry}

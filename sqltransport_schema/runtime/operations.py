@@ -1,0 +1,397 @@
+"""Operating a live bus: `status` (what waits in every table of the deployed blueprint) and `retry`
+(failed messages back from the error queue to the queue each failed in).
+
+Both take a `Transport` made by `Transport.from_database` (its blueprint says which tables exist and
+where) and run the engine's statements (`dialect.operations`, engines/operations.py). The CLI's
+`sqltransport-schema status` and `retry` call `status()` and `retry()`; a service can call them too.
+See docs/operations.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..schema import Kind, TableName, TableSpec
+from . import wire
+from .transport import execute, execute_many
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sqlalchemy.engine import Connection
+
+    from .transport import Transport
+
+DEFAULT_ERROR_QUEUE = "error"
+DEFAULT_RETRY_BATCH = 100
+_FIRST_KEY = -(2**63)  # below every FIFO key (serial, bigserial, IDENTITY, AUTOINCREMENT)
+
+
+# =========================================================================================== status
+@dataclass
+class TableStatus:
+    """One table of the blueprint: where it is and what it holds (None: not measured)."""
+
+    kind: str
+    name: str
+    schema: str | None
+    catalog: str | None
+    address: str
+    missing: bool = False
+    depth: int | None = None
+    estimated: bool = False  # depth is the engine's estimate (status --estimate), not a count
+    expired: int | None = None  # queues: expired messages not yet purged (not counted when estimating)
+    oldest_time_sent: datetime | None = None  # queues: NServiceBus.TimeSent of the head of the queue
+    oldest_age_seconds: float | None = None
+    due: int | None = None  # delayed tables: due now (the next move takes them)
+    next_due: datetime | None = None  # delayed tables: the earliest Due (in the past while due ones wait)
+    failed_queues: list[dict] | None = None  # the error queue: [{"failed_queue", "messages"}]
+    topics: list[dict] | None = None  # the subscription table: [{"topic", "subscribers"}]
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "schema": self.schema,
+            "catalog": self.catalog,
+            "name": self.name,
+            "address": self.address,
+            "depth": self.depth,
+            "missing": self.missing,
+        }
+        if self.kind == Kind.QUEUE.value:
+            out.update(
+                estimated=self.estimated,
+                expired=self.expired,
+                oldest_time_sent=_iso(self.oldest_time_sent),
+                oldest_age_seconds=self.oldest_age_seconds,
+            )
+        elif self.kind == Kind.DELAYED.value:
+            out.update(due=self.due, next_due=_iso(self.next_due))
+        if self.failed_queues is not None:
+            out["failed_queues"] = self.failed_queues
+        if self.topics is not None:
+            out["topics"] = self.topics
+        return out
+
+
+@dataclass
+class StatusReport:
+    engine: str
+    transport_version: str
+    taken_at: datetime
+    estimate: bool
+    tables: list[TableStatus] = field(default_factory=list)
+
+    @property
+    def missing(self) -> list[TableStatus]:
+        return [t for t in self.tables if t.missing]
+
+    def to_json(self) -> dict:
+        return {
+            "engine": self.engine,
+            "transport_version": self.transport_version,
+            "taken_at": _iso(self.taken_at),
+            "estimate": self.estimate,
+            "tables": [t.to_json() for t in self.tables],
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+@contextmanager
+def _connection(transport: Transport, connection: Connection | None) -> Iterator[Connection]:
+    """The caller's connection (its transaction), else one of the transport's engine, in a transaction."""
+    if connection is not None:
+        yield connection
+        return
+    with transport.engine.connect() as conn, conn.begin():
+        yield conn
+
+
+def _blueprint_specs(transport: Transport) -> list[TableSpec]:
+    if transport.blueprint is None:
+        raise ValueError("status and retry need the deployed blueprint: make the transport with Transport.from_database")
+    return list(transport.blueprint.tables)
+
+
+def _where(transport: Transport, spec: TableSpec) -> TableName:
+    """The table as the database holds it (a saga table under the name SQL persistence reads)."""
+    return transport.dialect.saga_table(spec) if spec.kind is Kind.SAGA else spec.name
+
+
+def _existing(transport: Transport, conn: Connection, specs: list[TableSpec]) -> dict[tuple, Any]:
+    """table_key -> the engine's row estimate (None: it has none) of every table the database holds."""
+    dialect = transport.dialect
+    out: dict[tuple, Any] = {}
+    for statement in dialect.operations.tables({spec.name.catalog for spec in specs}):
+        for catalog, schema, table, estimate in execute(conn, statement).fetchall():
+            out[dialect.table_key(TableName(table, schema, catalog))] = estimate
+    return out
+
+
+def resolve(transport: Transport, address: str) -> TableName:
+    """The table an address names: a bare table name is found where the deployed blueprint puts it."""
+    parsed = wire.parse_address(address)
+    return transport.name(parsed.table, parsed.schema, parsed.catalog)
+
+
+def status(
+    transport: Transport,
+    *,
+    estimate: bool = False,
+    error_queue: str = DEFAULT_ERROR_QUEUE,
+    connection: Connection | None = None,
+    now: datetime | None = None,
+) -> StatusReport:
+    """Every table of the deployed blueprint: depth, the head's age and the expired count (queues),
+    due and next due (delayed tables), counts by FailedQ (the error queue), subscribers per topic.
+    The figures of many tables come from one statement (a batch of `dialect.operations.batch`);
+    `estimate` takes queue depths from the engine's statistics (or the transport's peek) instead of
+    counting, and counts no expired messages. A table missing from the database is reported as such."""
+    dialect, profile = transport.dialect, transport.profile
+    operations = dialect.operations
+    specs = _blueprint_specs(transport)
+    error_key = dialect.table_key(resolve(transport, error_queue))
+    report = StatusReport(dialect.name, transport.version, now or datetime.now(timezone.utc), estimate)
+    with _connection(transport, connection) as conn:
+        existing = _existing(transport, conn, specs)
+        present: list[tuple[TableSpec, TableStatus]] = []
+        for spec in specs:
+            where = _where(transport, spec)
+            entry = TableStatus(
+                spec.kind.value,
+                where.table,
+                where.schema,
+                where.catalog,
+                transport.address_of(where),
+                estimated=estimate and spec.kind is Kind.QUEUE,
+            )
+            entry.missing = dialect.table_key(where) not in existing
+            report.tables.append(entry)
+            if not entry.missing:
+                present.append((spec, entry))
+        tables = [(spec.kind, _where(transport, spec)) for spec, _ in present]
+        for statement in operations.figures(tables, profile, estimate):
+            for i, depth, counted, head, when in execute(conn, statement, {p: int(p[1:]) for p in statement.params}).fetchall():
+                spec, entry = present[i]
+                if depth is None:  # an estimate from the table list
+                    found = existing.get(dialect.table_key(_where(transport, spec)))
+                    depth = None if found is None else max(int(found), 0)
+                entry.depth = None if depth is None else int(depth)
+                if spec.kind is Kind.QUEUE:
+                    entry.expired = None if counted is None else int(counted)
+                    entry.oldest_time_sent = _time_sent(head)
+                    if entry.oldest_time_sent is not None:
+                        entry.oldest_age_seconds = round((report.taken_at - entry.oldest_time_sent).total_seconds(), 3)
+                elif spec.kind is Kind.DELAYED:
+                    entry.due = int(counted or 0)
+                    entry.next_due = operations.time_value(when)
+        for spec, entry in present:
+            if spec.kind is Kind.QUEUE and dialect.table_key(spec.name) == error_key:
+                rows = execute(conn, operations.failed_queue_counts(spec.name, profile)).fetchall()
+                entry.failed_queues = [{"failed_queue": q, "messages": int(n)} for q, n in rows]
+            elif spec.kind is Kind.SUBSCRIPTIONS:
+                rows = execute(conn, operations.topics(spec.name, profile)).fetchall()
+                entry.topics = [{"topic": topic, "subscribers": int(n)} for topic, n in rows]
+    return report
+
+
+def _time_sent(headers: str | None) -> datetime | None:
+    """NServiceBus.TimeSent of a message's raw headers (None: no message, no header, unreadable)."""
+    if headers is None:
+        return None
+    try:
+        return wire.parse_time_sent(wire.decode_headers(headers)[wire.TIME_SENT])
+    except (wire.PoisonHeaders, KeyError, ValueError, TypeError):
+        return None
+
+
+# ============================================================================================ retry
+LEFT_NO_FAILED_Q = "no NServiceBus.FailedQ header"
+LEFT_UNREADABLE = "headers cannot be read"
+LEFT_NOT_AN_ADDRESS = "FailedQ is not a queue address"
+LEFT_UNKNOWN = "FailedQ names no queue of the deployed blueprint"
+LEFT_MISSING = "FailedQ's table is missing from the database"
+LEFT_ERROR_QUEUE = "FailedQ names the error queue itself"
+
+
+@dataclass
+class RetryReport:
+    error_queue: str
+    dry_run: bool
+    moved: int = 0  # moved (or, dry run, that would move)
+    batches: int = 0
+    scanned: int = 0  # messages of the error queue read
+    by_queue: dict[str, int] = field(default_factory=dict)  # destination address -> messages
+    left: dict[tuple[str | None, str], int] = field(default_factory=dict)  # (FailedQ, why) -> messages left in place
+    not_found: list[str] = field(default_factory=list)  # --message-id values no message of the error queue has
+
+    @property
+    def left_count(self) -> int:
+        return sum(self.left.values())
+
+    def to_json(self) -> dict:
+        return {
+            "error_queue": self.error_queue,
+            "dry_run": self.dry_run,
+            "moved": self.moved,
+            "batches": self.batches,
+            "scanned": self.scanned,
+            "by_queue": [{"address": a, "messages": n} for a, n in sorted(self.by_queue.items())],
+            "left": [{"failed_queue": q, "reason": why, "messages": n} for (q, why), n in sorted(self.left.items(), key=str)],
+            "not_found": self.not_found,
+        }
+
+
+class _Destinations:
+    """FailedQ text -> the queue table it names (or why none), found once per distinct value."""
+
+    def __init__(self, transport: Transport, queues: dict[tuple, TableName], existing: dict[tuple, Any], error_key: tuple) -> None:
+        self.transport, self.queues, self.existing, self.error_key = transport, queues, existing, error_key
+        self.found: dict[str, tuple[TableName | None, str | None]] = {}
+
+    def __call__(self, failed_q: str) -> tuple[TableName | None, str | None]:
+        found = self.found.get(failed_q)
+        if found is None:
+            found = self.found[failed_q] = self._resolve(failed_q)
+        return found
+
+    def _resolve(self, failed_q: str) -> tuple[TableName | None, str | None]:
+        try:
+            key = self.transport.dialect.table_key(resolve(self.transport, failed_q))
+        except (ValueError, TypeError):
+            return None, LEFT_NOT_AN_ADDRESS
+        name = self.queues.get(key)
+        if name is None:
+            return None, LEFT_UNKNOWN
+        if key == self.error_key:
+            return None, LEFT_ERROR_QUEUE
+        if key not in self.existing:
+            return None, LEFT_MISSING
+        return name, None
+
+
+def retry(
+    transport: Transport,
+    *,
+    error_queue: str = DEFAULT_ERROR_QUEUE,
+    all_messages: bool = False,
+    failed_queue: str | None = None,
+    message_ids: Sequence[str] = (),
+    dry_run: bool = False,
+    batch_size: int = DEFAULT_RETRY_BATCH,
+    progress: Callable[[RetryReport], None] | None = None,
+) -> RetryReport:
+    """Move failed messages from the error queue back to the queue their NServiceBus.FailedQ names:
+    all of them, those of one failed queue, or those with the given message ids (the
+    NServiceBus.MessageId header, or the row's Id). Batches of `batch_size` in FIFO order, each in
+    one transaction of its own (the sends into the destinations and the deletes from the error
+    queue commit together: a run cut at any point and run again loses and doubles nothing). Headers
+    as ServiceControl's retry leaves them (wire.retry_headers). A message whose FailedQ names no
+    deployed queue (or none at all) is left in place and counted in `left`. `progress` is called
+    after every batch."""
+    if sum((bool(all_messages), failed_queue is not None, bool(message_ids))) != 1:
+        raise ValueError("choose the messages to retry: all of them, one failed queue, or message ids (exactly one)")
+    if batch_size < 1:
+        raise ValueError(f"batch size must be at least 1, not {batch_size}")
+    dialect, profile = transport.dialect, transport.profile
+    specs = _blueprint_specs(transport)
+    queues = {dialect.table_key(s.name): s.name for s in specs if s.kind is Kind.QUEUE}
+    error_name = resolve(transport, error_queue)
+    error_key = dialect.table_key(error_name)
+    if error_key not in queues:
+        raise ValueError(f"error queue {error_queue}: no queue of the deployed blueprint has that address")
+    error_name = queues[error_key]
+    wanted_key = dialect.table_key(resolve(transport, failed_queue)) if failed_queue is not None else None
+    wanted_ids = {i.lower(): i for i in message_ids}
+    seen_ids: set[str] = set()
+    report = RetryReport(transport.address_of(error_name), dry_run)
+    read = dialect.operations.error_batch(error_name, profile, lock=not dry_run)
+    delete = dialect.operations.delete_retried(error_name, profile)
+    after: Any = _FIRST_KEY
+    with transport.engine.connect() as conn:
+        with conn.begin():
+            existing = _existing(transport, conn, specs)
+        if error_key not in existing:
+            raise ValueError(f"error queue {report.error_queue} is missing from the database")
+        destination = _Destinations(transport, queues, existing, error_key)
+        while True:
+            with conn.begin():
+                rows = execute(conn, read, {"After": after, "BatchSize": batch_size}).fetchall()
+                if not rows:
+                    break
+                after = rows[-1][0]
+                sends: dict[TableName, list[tuple[bytes | None, str]]] = {}
+                keys = []
+                for key, row_id, raw, body in rows:
+                    picked = _pick(raw, str(row_id), wanted_key, wanted_ids, seen_ids, destination, dialect, report)
+                    if picked is None:
+                        continue
+                    target, headers = picked
+                    sends.setdefault(target, []).append((None if body is None else bytes(body), headers))
+                    keys.append({"Key": key})
+                if not dry_run:
+                    for target, messages in sends.items():
+                        transport.queue(target).send_many(conn, messages)
+                    execute_many(conn, delete, keys)
+            report.batches += 1
+            report.scanned += len(rows)
+            for target, messages in sends.items():
+                address = transport.address_of(target)
+                report.by_queue[address] = report.by_queue.get(address, 0) + len(messages)
+                report.moved += len(messages)
+            if progress is not None:
+                progress(report)
+    report.not_found = [original for lowered, original in wanted_ids.items() if lowered not in seen_ids]
+    return report
+
+
+def _pick(
+    raw: str,
+    row_id: str,
+    wanted_key: tuple | None,
+    wanted_ids: dict[str, str],
+    seen_ids: set[str],
+    destination: _Destinations,
+    dialect: Any,
+    report: RetryReport,
+) -> tuple[TableName, str] | None:
+    """(destination, headers to send) for a message of the error queue the selection takes and that
+    can go back; None for one it does not take, or that stays (counted in report.left)."""
+    try:
+        headers = wire.decode_headers(raw)
+    except wire.PoisonHeaders:
+        headers = None
+    if wanted_ids:
+        ids = {row_id.lower()}
+        if headers is not None and wire.MESSAGE_ID in headers:
+            ids.add(headers[wire.MESSAGE_ID].lower())
+        matched = ids & wanted_ids.keys()
+        if not matched:
+            return None
+        seen_ids.update(matched)
+    failed_q = headers.get(wire.FAILED_Q) if headers is not None else None
+    if wanted_key is not None:
+        if failed_q is None:
+            return None
+        try:
+            if dialect.table_key(resolve(destination.transport, failed_q)) != wanted_key:
+                return None
+        except (ValueError, TypeError):
+            return None
+    if headers is None:
+        why, failed_q = LEFT_UNREADABLE, None
+    elif failed_q is None:
+        why = LEFT_NO_FAILED_Q
+    else:
+        target, why = destination(failed_q)
+        if target is not None:
+            return target, wire.encode_headers(wire.retry_headers(headers))
+    report.left[(failed_q, why)] = report.left.get((failed_q, why), 0) + 1
+    return None
