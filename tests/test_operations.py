@@ -1,0 +1,458 @@
+"""status and retry on real SQLite and PostgreSQL, against tables the project's migrations made; SQL
+Server's statements parsed as T-SQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from sqltransport_schema import cli, engines
+from sqltransport_schema.db import make_engine
+from sqltransport_schema.runtime import wire
+from sqltransport_schema.runtime.operations import LEFT_NO_FAILED_Q, LEFT_UNKNOWN, retry, status
+from sqltransport_schema.runtime.transport import Transport
+from sqltransport_schema.schema import Kind, TableName
+from sqltransport_schema.versions import profile
+
+from . import catalog
+from .conftest import REPO
+from .test_mssql_ddl import parse_problems
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+  - name: Billing
+queues:
+  - name: error
+  - name: audit
+"""
+
+
+@pytest.fixture
+def bus(project, db_url, monkeypatch):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(db_url)
+    monkeypatch.chdir(project.root)
+    transport = Transport.from_database(make_engine(db_url))
+    yield transport, db_url
+    transport.engine.dispose()
+
+
+def headers(n: int = 0, sent: datetime | None = None, **extra: str) -> dict[str, str]:
+    return {
+        **wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales", now=sent),
+        "n": str(n),
+        **extra,
+    }
+
+
+def failed(transport: Transport, queue: str, n: int, **extra: str) -> dict[str, str]:
+    """Headers of a message the pump moved to the error queue after failing in `queue`."""
+    try:
+        raise RuntimeError(f"handler failed on {n}")
+    except RuntimeError as exc:
+        return {**wire.error_headers(headers(n), exc, queue), "NServiceBus.Retries": "2", **extra}
+
+
+def run_cli(*argv: str, capsys) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def table(report: dict, name: str) -> dict:
+    return next(t for t in report["tables"] if t["name"] == name)
+
+
+# --------------------------------------------------------------------------------------------- status
+def test_status_reports_what_was_sent(bus, capsys):
+    transport, url = bus
+    sales, billing, error = (transport.queue(n) for n in ("Sales", "Billing", "error"))
+    hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+    endpoint = transport.endpoint("Sales")
+    with transport.engine.begin() as conn:
+        sales.send(conn, b"head", headers(0, sent=hour_ago))
+        sales.send_many(conn, [(b"x", headers(n)) for n in range(1, 40)])
+        sales.send_many(conn, [(b"old", headers(n)) for n in range(3)], time_to_be_received=0.001)  # expire at once
+        billing.send_many(conn, [(b"y", headers(n)) for n in range(7)])
+        for n in range(3):
+            endpoint.send_delayed(conn, sales, b"due", headers(n), due_after=0.001)
+        for n in range(2):
+            endpoint.send_delayed(conn, sales, b"later", headers(n), due_after=3600)
+        error.send_many(conn, [(b"e", failed(transport, sales.address, n)) for n in range(4)])
+        error.send(conn, b"e", failed(transport, billing.address, 9))
+        error.send(conn, b"e", headers(10))  # no FailedQ
+        subscriptions = transport.subscriptions()
+        subscriptions.subscribe(conn, "Billing", billing.address, "Shop.OrderPlaced")
+        subscriptions.subscribe(conn, "Sales", sales.address, "Shop.OrderPlaced")
+        subscriptions.subscribe(conn, "Billing", billing.address, "Shop.OrderCancelled")
+    time.sleep(0.1)  # (SQLite's statements take no negative delay: a short one, then a wait)
+
+    code, out, _ = run_cli("status", "--url", url, "--format", "json", capsys=capsys)
+    assert code == 0
+    report = json.loads(out)
+    assert {(t["kind"], t["name"]) for t in report["tables"]} == {
+        ("queue", "Sales"),
+        ("queue", "Billing"),
+        ("queue", "error"),
+        ("queue", "audit"),
+        ("delayed", "Sales.Delayed"),
+        ("delayed", "Billing.Delayed"),
+        ("subscriptions", "SubscriptionRouting"),
+    }
+    got = table(report, "Sales")
+    assert (got["depth"], got["expired"], got["missing"], got["estimated"]) == (43, 3, False, False)
+    assert set(got) >= {"kind", "schema", "catalog", "name", "address", "depth"} and got["address"] == sales.address
+    assert 3590 < got["oldest_age_seconds"] < 3700
+    assert datetime.fromisoformat(got["oldest_time_sent"]) == wire.parse_time_sent(wire.format_time_sent(hour_ago))
+    assert (table(report, "Billing")["depth"], table(report, "audit")["depth"], table(report, "audit")["oldest_age_seconds"]) == (
+        7,
+        0,
+        None,
+    )
+    delayed = table(report, "Sales.Delayed")
+    assert (delayed["depth"], delayed["due"]) == (5, 3)
+    assert datetime.fromisoformat(delayed["next_due"]) < datetime.now(timezone.utc)
+    assert table(report, "Billing.Delayed")["next_due"] is None
+    err = table(report, "error")
+    assert err["depth"] == 6
+    assert {f["failed_queue"]: f["messages"] for f in err["failed_queues"]} == {sales.address: 4, billing.address: 1, None: 1}
+    assert table(report, "SubscriptionRouting")["topics"] == [
+        {"topic": "Shop.OrderCancelled", "subscribers": 1},
+        {"topic": "Shop.OrderPlaced", "subscribers": 2},
+    ]
+
+    code, out, _ = run_cli("status", "--url", url, capsys=capsys)
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("queue") and sales.address + " " in line)
+    assert re.search(r"\s43\s+1\.0h\s+3 expired$", line), line
+    assert "4 from " + sales.address in out and "1 from (no FailedQ)" in out and "3 due, next due" in out
+
+    code, out, _ = run_cli("status", "--url", url, "--format", "markdown", capsys=capsys)
+    assert code == 0 and out.startswith("### sqltransport-schema status") and "| queue | " + sales.address + " | 43 | 1.0h |" in out
+
+
+def test_status_counts_messages_the_postgresql_transport_sent_with_its_own_sql(project, pg_url, monkeypatch, capsys):
+    """The send and the delayed store as transport-facts §7 gives them, run through psycopg."""
+    import psycopg
+
+    project.write_topology(TOPOLOGY.replace('"9.1"', '"9.1"\nengines: [postgresql]'))
+    project.compile("initial")
+    project.upgrade(pg_url)
+    nsb_send = (
+        'INSERT INTO "public"."Sales" (Id, Expires, Headers, Body) VALUES (%(Id)s, (now() AT TIME ZONE \'UTC\') + '
+        "(%(TimeToBeReceivedMs)s || ' ms')::INTERVAL, %(Headers)s, %(Body)s)"
+    )
+    nsb_store = PG_STORE_DELAYED.replace("{delayed}", '"public"."Sales.Delayed"')
+    sent = datetime.now(timezone.utc) - timedelta(minutes=5)
+    with psycopg.connect(pg_url.replace("+psycopg", "")) as raw:
+        for n in range(25):
+            ttbr = -1000 if n < 5 else None  # five already expired
+            raw.execute(
+                nsb_send, {"Id": uuid.uuid4(), "TimeToBeReceivedMs": ttbr, "Headers": wire.encode_headers(headers(n, sent)), "Body": b"b"}
+            )
+        for seconds in (-5, -5, 600):
+            raw.execute(nsb_store, {"Headers": "{}", "Body": b"d", "Days": 0, "Hours": 0, "Minutes": 0, "Seconds": seconds, "Ms": 0})
+    capsys.readouterr()
+    code, out, _ = run_cli("status", "--url", pg_url, "--format", "json", capsys=capsys)
+    report = json.loads(out)
+    sales = table(report, "Sales")
+    assert (code, sales["depth"], sales["expired"]) == (0, 25, 5)
+    assert 295 < sales["oldest_age_seconds"] < 400
+    assert (table(report, "Sales.Delayed")["depth"], table(report, "Sales.Delayed")["due"]) == (3, 2)
+
+
+PG_STORE_DELAYED = """\
+WITH params (DueDate) as (
+   values (timestamptz (now() AT TIME ZONE 'UTC')
+      + (%(Days)s || ' days ')::INTERVAL + (%(Hours)s || ' hours ')::INTERVAL
+      + (%(Minutes)s || ' mins ')::INTERVAL + (%(Seconds)s || ' s ')::INTERVAL
+      + (%(Ms)s || ' ms')::INTERVAL)
+)
+INSERT INTO {delayed} (Headers, Body, Due)
+SELECT %(Headers)s, %(Body)s, DueDate
+FROM params"""
+
+
+def test_a_table_missing_from_the_database_is_reported(bus, capsys):
+    transport, url = bus
+    catalog.execute(url, 'DROP TABLE "Billing"' if url.startswith("sqlite") else 'DROP TABLE "public"."Billing"')
+    code, out, err = run_cli("status", "--url", url, "--format", "json", capsys=capsys)
+    assert code == 1 and err == ""
+    report = json.loads(out)
+    assert table(report, "Billing")["missing"] is True and table(report, "Billing")["depth"] is None
+    assert table(report, "Sales")["missing"] is False and table(report, "Sales")["depth"] == 0
+    code, out, _ = run_cli("status", "--url", url, capsys=capsys)
+    assert code == 1 and "missing from the database" in out and "1 table(s) of the deployed blueprint are missing" in out
+
+
+def test_estimate_mode(bus, capsys):
+    transport, url = bus
+    with transport.engine.begin() as conn:
+        transport.queue("Sales").send_many(conn, [(b"x", headers(n)) for n in range(30)])
+    if not url.startswith("sqlite"):
+        catalog.execute(url, "ANALYZE")
+    report = status(transport, estimate=True)
+    sales = next(t for t in report.tables if t.name == "Sales")
+    assert sales.estimated and sales.expired is None and sales.oldest_age_seconds is not None
+    assert sales.depth == 30  # SQLite: the peek; PostgreSQL: the statistics after ANALYZE
+    assert next(t for t in report.tables if t.name == "Sales.Delayed").due == 0
+
+
+# A strict reading of the Prometheus text exposition format (0.0.4): comments are HELP or TYPE
+# lines, every sample is name{label="value",...} number, a family's TYPE precedes its samples.
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+_SAMPLE = re.compile(rf"({_NAME})(?:\{{({_LABEL}(?:,{_LABEL})*)?\}})? (-?(?:\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|NaN|\+Inf|-Inf))(?: -?\d+)?")
+_HELP = re.compile(rf"# HELP ({_NAME}) .+")
+_TYPE = re.compile(rf"# TYPE ({_NAME}) (counter|gauge|histogram|summary|untyped)")
+
+
+def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    assert text.endswith("\n")
+    families: dict[str, list] = {}
+    typed: set[str] = set()
+    for line in text[:-1].split("\n"):
+        if m := _HELP.fullmatch(line):
+            assert m.group(1) not in families, f"HELP after samples: {line}"
+        elif m := _TYPE.fullmatch(line):
+            assert m.group(1) not in typed, f"second TYPE: {line}"
+            typed.add(m.group(1))
+            families[m.group(1)] = []
+        else:
+            m = _SAMPLE.fullmatch(line)
+            assert m, f"not a sample line: {line!r}"
+            assert m.group(1) in typed, f"sample before its TYPE: {line}"
+            labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+            families[m.group(1)].append(
+                ({k: re.sub(r"\\(.)", lambda e: "\n" if e[1] == "n" else e[1], v) for k, v in labels.items()}, float(m.group(3)))
+            )
+    return families
+
+
+def test_prometheus_text_parses(bus, capsys):
+    transport, url = bus
+    with transport.engine.begin() as conn:
+        transport.queue("Sales").send_many(conn, [(b"x", headers(n)) for n in range(3)])
+        transport.queue("error").send(conn, b"e", failed(transport, 'odd"queue\\name', 1))
+        transport.subscriptions().subscribe(conn, "Sales", "Sales", "Shop.OrderPlaced")
+    code, out, _ = run_cli("status", "--url", url, "--format", "prometheus", capsys=capsys)
+    assert code == 0
+    families = parse_prometheus(out)
+    depth = {labels["table"]: value for labels, value in families["sqltransport_table_depth"]}
+    assert depth["Sales"] == 3 and depth["error"] == 1
+    assert {labels["failed_queue"] for labels, _ in families["sqltransport_error_messages"]} == {'odd"queue\\name'}
+    assert families["sqltransport_topic_subscribers"] == [
+        ({"address": transport.address_of(transport.name("SubscriptionRouting")), "topic": "Shop.OrderPlaced"}, 1.0)
+    ]
+    assert all(value == 0 for _, value in families["sqltransport_table_missing"])
+    with pytest.raises(AssertionError):
+        parse_prometheus('sqltransport_table_depth{table="x} 1\n')  # the parser is strict
+
+
+def test_watch_prints_again_until_interrupted(bus):
+    transport, url = bus
+    command = [sys.executable, "-m", "sqltransport_schema.cli", "status", "--url", url, "--watch", "0.2", "--format", "json"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(4)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert out.count('"tables"') >= 2
+
+
+# ---------------------------------------------------------------------------------------------- retry
+def fill_error_queue(transport: Transport) -> dict[str, list[dict]]:
+    """Failed messages of Sales (5), Billing (3), of an unknown queue (2) and one without FailedQ."""
+    sales, _billing = transport.queue("Sales"), transport.queue("Billing")
+    sent = {
+        "Sales": [failed(transport, sales.address, n) for n in range(5)],
+        "Billing": [failed(transport, "Billing", n) for n in range(3)],
+    }
+    sent["Gone"] = [failed(transport, "Gone@[dbo]", n) for n in range(2)]
+    sent["none"] = [headers(99)]
+    with transport.engine.begin() as conn:
+        for group in sent.values():
+            transport.queue("error").send_many(conn, [(f"body {h['n']}".encode(), h) for h in group])
+    return sent
+
+
+def received(transport: Transport, queue: str) -> list:
+    """Every message of the queue, received (so gone from it)."""
+    with transport.engine.begin() as conn:
+        return transport.queue(queue).receive_batch(conn, 100_000)
+
+
+def depth(transport: Transport, queue: str) -> int:
+    return next(t.depth for t in status(transport).tables if t.name == queue)
+
+
+def test_retry_all_moves_each_message_back_to_its_failed_queue(bus, capsys):
+    transport, url = bus
+    sent = fill_error_queue(transport)
+    code, out, _ = run_cli("retry", "--url", url, "--all", "--batch-size", "3", "--format", "json", capsys=capsys)
+    report = json.loads(out)
+    assert code == 1  # some stay: the finding
+    assert report["moved"] == 8 and report["batches"] == 4 and report["scanned"] == 11
+    assert {q["address"]: q["messages"] for q in report["by_queue"]} == {
+        transport.queue("Sales").address: 5,
+        transport.queue("Billing").address: 3,
+    }
+    assert {(q["failed_queue"], q["reason"]): q["messages"] for q in report["left"]} == {
+        ("Gone@[dbo]", LEFT_UNKNOWN): 2,
+        (None, LEFT_NO_FAILED_Q): 1,
+    }
+    sales = received(transport, "Sales")
+    assert [m.headers["NServiceBus.MessageId"] for m in sales] == [h["NServiceBus.MessageId"] for h in sent["Sales"]]
+    assert [m.body for m in sales] == [f"body {n}".encode() for n in range(5)]
+    for message, original in zip(sales, sent["Sales"]):
+        assert message.headers == wire.retry_headers(original)
+        assert not any(k.startswith(("NServiceBus.ExceptionInfo.", "NServiceBus.Retries")) for k in message.headers)
+        assert "NServiceBus.FailedQ" not in message.headers and "NServiceBus.TimeOfFailure" not in message.headers
+        assert message.headers["NServiceBus.TimeSent"] == original["NServiceBus.TimeSent"]
+    assert len(received(transport, "Billing")) == 3
+    code, out, _ = run_cli("retry", "--url", url, "--all", capsys=capsys)  # again: only what stays is read
+    assert code == 1 and out.startswith("moved 0 message(s)") and f"FailedQ Gone@[dbo]: {LEFT_UNKNOWN}" in out
+    left = received(transport, "error")
+    assert sorted(m.headers.get("NServiceBus.FailedQ", "-") for m in left) == ["-", "Gone@[dbo]", "Gone@[dbo]"]
+
+
+def test_retry_of_one_failed_queue_and_of_some_ids(bus, capsys):
+    transport, url = bus
+    sent = fill_error_queue(transport)
+    code, out, _ = run_cli("retry", "--url", url, "--failed-queue", "Billing", capsys=capsys)
+    assert code == 0, out
+    assert out.splitlines()[:2] == [
+        "moved 3 message(s) from " + transport.queue("error").address + " in 1 batch(es)",
+        "  3 to " + transport.queue("Billing").address,
+    ]
+    assert len(received(transport, "Billing")) == 3 and received(transport, "Sales") == []
+
+    wanted = [sent["Sales"][1]["NServiceBus.MessageId"], sent["Sales"][3]["NServiceBus.MessageId"].upper(), "no-such-id"]
+    code, out, _ = run_cli("retry", "--url", url, "--message-id", *wanted, "--format", "json", capsys=capsys)
+    report = json.loads(out)
+    assert code == 1 and report["moved"] == 2 and report["not_found"] == ["no-such-id"] and report["left"] == []
+    assert [m.headers["n"] for m in received(transport, "Sales")] == ["1", "3"]
+    assert depth(transport, "error") == 3 + 2 + 1
+
+
+def test_dry_run_moves_nothing(bus, capsys):
+    transport, url = bus
+    fill_error_queue(transport)
+    code, out, _ = run_cli("retry", "--url", url, "--all", "--dry-run", "--format", "json", capsys=capsys)
+    report = json.loads(out)
+    assert code == 1 and report["dry_run"] and report["moved"] == 8
+    code, out, _ = run_cli("retry", "--url", url, "--failed-queue", "Sales", "--dry-run", capsys=capsys)
+    assert code == 0 and out.startswith("would move 5 message(s)")
+    assert (depth(transport, "Sales"), depth(transport, "error")) == (0, 11)
+
+
+def test_a_failed_queue_naming_no_deployed_table_stays(bus):
+    transport, url = bus
+    fill_error_queue(transport)
+    report = retry(transport, failed_queue="Gone@[dbo]")
+    assert report.moved == 0 and report.left == {("Gone@[dbo]", LEFT_UNKNOWN): 2}
+    assert depth(transport, "error") == 11
+
+
+def test_the_selection_is_one_of_all_a_queue_or_ids(bus, capsys):
+    transport, url = bus
+    with pytest.raises(ValueError, match="exactly one"):
+        retry(transport, all_messages=True, failed_queue="Sales")
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["retry", "--url", url])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.startswith("error: ") and len(err.splitlines()) == 1
+    code, _, err = run_cli("retry", "--url", url, "--all", "--error-queue", "nowhere", capsys=capsys)
+    assert code == 2 and "error queue nowhere" in err and len(err.splitlines()) == 1
+
+
+KILLED_RETRY = """
+import sys
+from sqltransport_schema.db import make_engine
+from sqltransport_schema.runtime.operations import retry
+from sqltransport_schema.runtime.transport import Transport
+
+transport = Transport.from_database(make_engine(sys.argv[1]), verify=False)
+retry(transport, all_messages=True, batch_size=50, progress=lambda r: print(r.moved, flush=True))
+"""
+
+
+def test_a_killed_retry_run_again_loses_and_doubles_nothing(bus):
+    transport, url = bus
+    total = 3000
+    error = transport.queue("error")
+    targets = ("Sales", "Billing")
+    ids = []
+    with transport.engine.begin() as conn:
+        for start in range(0, total, 500):
+            batch = [failed(transport, targets[n % 2], n) for n in range(start, start + 500)]
+            ids += [h["NServiceBus.MessageId"] for h in batch]
+            error.send_many(conn, [(str(h["n"]).encode(), h) for h in batch])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-c", KILLED_RETRY, url], stdout=subprocess.PIPE, text=True, env=env)
+    moved = 0
+    while moved < 300:  # mid-run: some batches committed, more to come
+        line = process.stdout.readline()
+        assert line, "the retry ended before it could be killed"
+        moved = int(line)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    counts = {name: depth(transport, name) for name in ("error", *targets)}
+    assert 0 < counts["error"] < total  # cut in the middle
+
+    report = retry(transport, all_messages=True, batch_size=70)
+    assert report.moved == counts["error"] and report.left == {}
+    arrived = [m for name in targets for m in received(transport, name)]
+    assert sorted(m.headers["NServiceBus.MessageId"] for m in arrived) == sorted(ids)  # each once, none lost
+    assert received(transport, "error") == []
+    assert all(m.body == m.headers["n"].encode() for m in arrived)
+
+
+# ---------------------------------------------------------------------------------------- SQL Server
+def test_sql_server_statements_parse_as_tsql():
+    operations = engines.get("mssql").operations
+    tables = [
+        (Kind.QUEUE, TableName("Sales")),
+        (Kind.DELAYED, TableName("Sales.Delayed", "dbo", "nsb")),
+        (Kind.SUBSCRIPTIONS, TableName("SubscriptionRouting")),
+    ]
+    statements = [
+        *operations.figures(tables, profile("9.1")),
+        *operations.figures(tables, profile("9.1"), estimate=True),
+        *operations.tables({None, "nsb"}),
+        operations.failed_queue_counts(TableName("error"), profile("9.1")),
+        operations.topics(TableName("SubscriptionRouting"), profile("9.1")),
+        operations.error_batch(TableName("error"), profile("9.1")),
+        operations.error_batch(TableName("error"), profile("9.1"), lock=False),
+        operations.delete_retried(TableName("error"), profile("9.1")),
+    ]
+    for statement in statements:
+        assert parse_problems(statement.sql) == [], statement.sql
+    figures = operations.figures(tables, profile("9.1"))[0]
+    assert figures.params == ("N0", "N1", "N2") and "[nsb].[dbo].[Sales.Delayed] WITH (NOLOCK)" in figures.sql
+    assert operations.error_batch(TableName("error"), profile("9.1")).sql == (
+        "SELECT TOP (@BatchSize) RowVersion, Id, Headers, Body FROM [dbo].[error] WITH (UPDLOCK, ROWLOCK) "
+        "WHERE RowVersion > @After ORDER BY RowVersion"
+    )
+    assert "JOIN [nsb].sys.partitions AS p" in operations.tables({"nsb"})[0].sql
+
+
+def test_many_tables_go_in_few_statements():
+    operations = engines.get("postgresql").operations
+    tables = [(Kind.QUEUE, TableName(f"q{n}")) for n in range(1000)]
+    statements = operations.figures(tables, profile("9.1"))
+    assert len(statements) == 1000 // operations.batch and statements[-1].params[-1] == "N999"
