@@ -1,0 +1,138 @@
+"""How long `status` takes over 1,000 queues on PostgreSQL, next to one count(*) per table.
+
+A fresh database gets N queues (plus error, audit and the subscription table) through `alembic
+upgrade head`, each queue M messages. Then, alternating, best of the runs, all in-process (the
+transport made once, as a service or `status --watch` holds it):
+
+- exact:     runtime.operations.status(transport): depth, expired count and the head's TimeSent of
+             every queue, in UNION ALL statements of `operations.batch` tables each, plus the table list
+             and the error queue's counts by FailedQ.
+- estimate:  status(transport, estimate=True): depths from pg_stat_user_tables/pg_class, the heads read.
+- per-table: the reference, what a script without this tool does: one `SELECT count(*)` per table
+             through psycopg 3 on one open connection (depth only; no ages, no expired count).
+
+Targets: per-table / exact >= 3; estimate under 0.5 s.
+
+    .venv/bin/python benchmarks/status_scale.py [--queues 1000] [--messages 100] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (beside this script)
+from compile_scale import new_project  # noqa: E402
+
+from sqltransport_schema import cli  # noqa: E402
+from sqltransport_schema.db import make_engine  # noqa: E402
+from sqltransport_schema.runtime import wire  # noqa: E402
+from sqltransport_schema.runtime.operations import status  # noqa: E402
+from sqltransport_schema.runtime.transport import Transport  # noqa: E402
+from sqltransport_schema.schema import Kind  # noqa: E402
+
+# Set-up only (not measured): M rows per queue in one statement each.
+FILL = "INSERT INTO {table} (Id, Expires, Headers, Body) SELECT gen_random_uuid(), NULL, %s, %s FROM generate_series(1, %s)"
+REFERENCE_COUNT = "SELECT count(*) FROM {table}"
+
+
+def topology_text(queues: int) -> str:
+    lines = ['transport_version: "9.1"', "engines: [postgresql]", "queues:", "  - name: error", "  - name: audit"]
+    lines += [f"  - name: Queue{i:05d}" for i in range(queues)]
+    return "\n".join(lines) + "\n"
+
+
+def deploy(queues: int, url: str) -> None:
+    root = new_project(f"status_{queues}")
+    (root / "topology.yaml").write_text(topology_text(queues))
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert cli.main(["compile", "-m", "bench", "-c", str(root / "alembic.ini")]) == 0
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config(str(root / "alembic.ini"), cmd_opts=argparse.Namespace(x=[f"url={url}"]), stdout=io.StringIO())
+        cfg.attributes["configure_logging"] = False
+        command.upgrade(cfg, "head")
+
+
+def fill(transport: Transport, driver_url: str, messages: int) -> int:
+    import psycopg
+
+    headers = wire.encode_headers(wire.standard_headers(message_id="0", enclosed_types="Bench.Message", reply_to=None))
+    total = 0
+    with psycopg.connect(driver_url) as conn:
+        for spec in transport.blueprint.tables:
+            if spec.kind is Kind.QUEUE:
+                conn.execute(FILL.format(table=transport.dialect.qualified(spec.name)), (headers, b"body", messages))
+                total += messages
+        conn.execute("ANALYZE")
+    return total
+
+
+def per_table(transport: Transport, conn) -> dict:
+    """The reference: one count(*) round trip per table of the blueprint."""
+    out = {}
+    for spec in transport.blueprint.tables:
+        out[spec.name.table] = conn.execute(REFERENCE_COUNT.format(table=transport.dialect.qualified(spec.name))).fetchone()[0]
+    return out
+
+
+def timed(fn) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queues", type=int, default=1000)
+    parser.add_argument("--messages", type=int, default=100, help="messages per queue")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+
+    import psycopg
+
+    database = create_database("sqlts_bench_status")
+    driver_url = PG_ADMIN.rsplit("/", 1)[0] + "/" + database
+    url = driver_url.replace("postgresql://", "postgresql+psycopg://")
+    try:
+        deploy(args.queues, url)
+        transport = Transport.from_database(make_engine(url), verify=False)
+        total = fill(transport, driver_url, args.messages)
+        exact, estimate, reference = [], [], []
+        with psycopg.connect(driver_url, autocommit=True) as conn:
+            for _ in range(args.runs):
+                seconds, report = timed(lambda: status(transport))
+                exact.append(seconds)
+                seconds, estimated = timed(lambda: status(transport, estimate=True))
+                estimate.append(seconds)
+                seconds, counts = timed(lambda: per_table(transport, conn))
+                reference.append(seconds)
+        ours = {t.name: t.depth for t in report.tables}
+        assert ours == counts, "status and the per-table counts disagree"
+        assert sum(t.depth for t in report.tables if t.kind == "queue") == total
+        assert all(t.depth is not None for t in estimated.tables)
+        tables = len(transport.blueprint.tables)
+        best = {"exact": min(exact), "estimate": min(estimate), "per-table": min(reference)}
+        print(f"status over {args.queues} queues ({tables} tables, {total} messages) on PostgreSQL, best of {args.runs}")
+        print(f"{'measure':<12}{'seconds':>10}{'per-table / this':>20}")
+        for name, seconds in best.items():
+            print(f"{name:<12}{seconds:>10.4f}{best['per-table'] / seconds:>19.1f}x")
+        print(
+            f"targets: exact >= 3x per-table: {'met' if best['per-table'] / best['exact'] >= 3 else 'MISSED'}; "
+            f"estimate < 0.5 s: {'met' if best['estimate'] < 0.5 else 'MISSED'}"
+        )
+        transport.engine.dispose()
+    finally:
+        drop_database(database)
+
+
+if __name__ == "__main__":
+    main()
