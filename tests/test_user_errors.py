@@ -76,6 +76,8 @@ def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
         out += [
             (f"check, {what}", ["check", "--url", url, *c]),
             (f"adopt, {what}", ["adopt", "--url", url, *c]),
+            (f"status, {what}", ["status", "--url", url, *c]),
+            (f"retry, {what}", ["retry", "--url", url, "--all", *c]),
             (f"pipeline plan, {what}", ["pipeline", "plan", "--url", url, *c]),
             (f"pipeline run, {what}", ["pipeline", "run", "--url", url, *c]),
             (
@@ -116,6 +118,11 @@ def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
         ("script, unknown revision", ["script", "--engine", "postgresql", "--to", "feedface", *c]),
         ("statements, unknown version", ["statements", "--engine", "postgresql", "--transport-version", "0.1"]),
         ("unknown option", ["check", "--bogus"]),
+        ("status, a database never migrated", ["status", "--url", sqlite, *c]),
+        ("status, a watch of no time", ["status", "--url", sqlite, "--watch", "0"]),
+        ("retry, no selection", ["retry", "--url", sqlite]),
+        ("retry, two selections", ["retry", "--url", sqlite, "--all", "--failed-queue", "Sales"]),
+        ("retry, a database never migrated", ["retry", "--url", sqlite, "--all", *c]),
     ]
     return out
 
