@@ -1665,19 +1665,19 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         supported = True
         order = "RowVersion"
         QUEUE_ARM = (
-            "SELECT @Index AS i, COUNT_BIG(*) AS depth, COUNT_BIG(CASE WHEN Expires < GETUTCDATE() THEN 1 END) AS expired, "
+            "SELECT {index} AS i, COUNT_BIG(*) AS depth, COUNT_BIG(CASE WHEN Expires < GETUTCDATE() THEN 1 END) AS expired, "
             "(SELECT TOP (1) Headers FROM {table} WITH (NOLOCK) ORDER BY {order}) AS head, CAST(NULL AS datetime) AS due "
             "FROM {table} WITH (NOLOCK)"
         )
         QUEUE_ESTIMATE_ARM = (
-            "SELECT @Index, CAST(NULL AS bigint), CAST(NULL AS bigint), "
+            "SELECT {index}, CAST(NULL AS bigint), CAST(NULL AS bigint), "
             "(SELECT TOP (1) Headers FROM {table} WITH (NOLOCK) ORDER BY {order}), CAST(NULL AS datetime)"
         )
         DELAYED_ARM = (
-            "SELECT @Index, COUNT_BIG(*), COUNT_BIG(CASE WHEN Due < GETUTCDATE() THEN 1 END), CAST(NULL AS nvarchar(max)), MIN(Due) "
+            "SELECT {index}, COUNT_BIG(*), COUNT_BIG(CASE WHEN Due < GETUTCDATE() THEN 1 END), CAST(NULL AS nvarchar(max)), MIN(Due) "
             "FROM {table} WITH (NOLOCK)"
         )
-        COUNT_ARM = "SELECT @Index, COUNT_BIG(*), CAST(NULL AS bigint), CAST(NULL AS nvarchar(max)), CAST(NULL AS datetime) FROM {table} WITH (NOLOCK)"
+        COUNT_ARM = "SELECT {index}, COUNT_BIG(*), CAST(NULL AS bigint), CAST(NULL AS nvarchar(max)), CAST(NULL AS datetime) FROM {table} WITH (NOLOCK)"
         TABLES = """\
 SELECT {catalog} AS CatalogName, s.name, t.name, SUM(p.rows)
 FROM {sys}.tables AS t
@@ -1694,7 +1694,7 @@ GROUP BY FailedQ ORDER BY FailedQ"""
         ERROR_BATCH = "SELECT TOP (@BatchSize) {order}, Id, Headers, Body FROM {table} WITH (UPDLOCK, ROWLOCK) WHERE {order} > @After ORDER BY {order}"
         ERROR_SCAN = "SELECT TOP (@BatchSize) {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order}"
 
-        def tables(self, catalogs: set[str | None]) -> list[Statement]:
+        def tables(self, catalogs: set[str | None], estimate: bool = False) -> list[Statement]:
             """One statement per catalog (None: the connection's database), its name returned as given."""
             out = []
             for catalog in sorted(catalogs, key=lambda c: (c is not None, c or "")):

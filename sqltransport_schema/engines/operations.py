@@ -7,7 +7,9 @@ the instance is `dialect.operations`) holds the statements of `sqltransport-sche
 row estimates, the error queue's counts by `NServiceBus.FailedQ`, the subscribers per topic, and the
 error-queue reads and deletes of a retry batch.
 
-Each arm returns the same five columns: the table's index in the request (@Index in a template, bound as @N<i>), and
+Each arm returns the same five columns: the table's position in the request ({index} in a template,
+an integer literal: part of the statement's shape, not a value, so the statement has no
+parameters and a server that keeps its plan, PostgreSQL's prepared statements, plans it once), and
 three figures and a time whose meaning depends on the table kind:
 
     queue        i, depth, expired (NULL when estimating), head Headers (text), NULL
@@ -45,8 +47,10 @@ class Operations:
     DELAYED_ARM = ""
     COUNT_ARM = ""
     UNION = "\nUNION ALL\n"
-    # every table of the database: schema, name, the engine's row estimate (NULL where it has none)
+    # every table of the database: catalog, schema, name, NULL; with the engine's row estimate
+    # (NULL where it has none) in TABLES_ESTIMATED, where that costs more
     TABLES = ""
+    TABLES_ESTIMATED = None
     FAILED_Q_COUNTS = ""
     TOPICS = "SELECT Topic, count(*) AS Subscribers FROM {table} GROUP BY Topic ORDER BY Topic"
     ERROR_BATCH = ""  # a retry batch: locked until the transaction ends
@@ -64,8 +68,8 @@ class Operations:
 
     # -- status ------------------------------------------------------------------------------
     def figures(self, tables: list[tuple[Kind, TableName]], profile: Profile, estimate: bool = False) -> list[Statement]:
-        """The statements (one per `batch` tables) whose rows are each table's figures; @N<i> is
-        the table's position in `tables`. Estimating, queues are not scanned (their depth comes
+        """The statements (one per `batch` tables) whose rows are each table's figures, the first
+        column the table's position in `tables`. Estimating, queues are not scanned (their depth comes
         from `TABLES`): only their head is read."""
         if not self.supported:
             raise self._unsupported()
@@ -80,16 +84,17 @@ class Operations:
                 else:
                     arm = self.COUNT_ARM
                 identifiers[f"t{i}"] = self.dialect.qualified(name, profile)
-                arms.append(arm.replace("{table}", "{t%d}" % i).replace("@Index", f"@N{i}").replace("{order}", self.order))
+                arms.append(arm.replace("{table}", "{t%d}" % i).replace("{index}", str(i)).replace("{order}", self.order))
             out.append(self.statement("table_figures", self.UNION.join(arms), **identifiers))
         return out
 
-    def tables(self, catalogs: set[str | None]) -> list[Statement]:
-        """Every table of the databases the blueprint uses, with the engine's row estimate:
-        rows (catalog, schema, name, estimate); one database here, whatever the catalogs."""
+    def tables(self, catalogs: set[str | None], estimate: bool = False) -> list[Statement]:
+        """Every table of the databases the blueprint uses: rows (catalog, schema, name, estimate),
+        the engine's row estimate only when asked; one database here, whatever the catalogs."""
         if not self.supported:
             raise self._unsupported()
-        return [self.statement("tables", self.TABLES)]
+        template = self.TABLES_ESTIMATED if estimate and self.TABLES_ESTIMATED else self.TABLES
+        return [self.statement("tables", template)]
 
     def failed_queue_counts(self, table: TableName, profile: Profile) -> Statement:
         """(FailedQ, messages) of an error queue; FailedQ NULL where a message names none (or its

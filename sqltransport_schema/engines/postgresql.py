@@ -958,27 +958,29 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
         supported = True
         order = "Seq"
         QUEUE_ARM = (
-            "SELECT CAST(@Index AS integer) AS i, count(*) AS depth, "
+            "SELECT {index} AS i, count(*) AS depth, "
             "count(*) FILTER (WHERE Expires < now() AT TIME ZONE 'UTC') AS expired, "
             "(SELECT Headers FROM {table} ORDER BY {order} LIMIT 1) AS head, CAST(NULL AS timestamptz) AS due FROM {table}"
         )
         QUEUE_ESTIMATE_ARM = (
-            "SELECT CAST(@Index AS integer), CAST(NULL AS bigint), CAST(NULL AS bigint), "
+            "SELECT {index}, CAST(NULL AS bigint), CAST(NULL AS bigint), "
             "(SELECT Headers FROM {table} ORDER BY {order} LIMIT 1), CAST(NULL AS timestamptz)"
         )
         # due as the transport's move compares it (Due < now() AT TIME ZONE 'UTC'): what its next move takes
         DELAYED_ARM = (
-            "SELECT CAST(@Index AS integer), count(*), count(*) FILTER (WHERE Due < now() AT TIME ZONE 'UTC'), "
-            "CAST(NULL AS text), min(Due) FROM {table}"
+            "SELECT {index}, count(*), count(*) FILTER (WHERE Due < now() AT TIME ZONE 'UTC'), CAST(NULL AS text), min(Due) FROM {table}"
         )
-        COUNT_ARM = (
-            "SELECT CAST(@Index AS integer), count(*), CAST(NULL AS bigint), CAST(NULL AS text), CAST(NULL AS timestamptz) FROM {table}"
-        )
+        COUNT_ARM = "SELECT {index}, count(*), CAST(NULL AS bigint), CAST(NULL AS text), CAST(NULL AS timestamptz) FROM {table}"
         TABLES = """\
-SELECT CAST(NULL AS text), n.nspname, c.relname, coalesce(s.n_live_tup, NULLIF(c.reltuples, -1))
-FROM pg_class AS c
-JOIN pg_namespace AS n ON n.oid = c.relnamespace
-LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid
+SELECT CAST(NULL AS text), n.nspname, c.relname, CAST(NULL AS real)
+FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"""
+        # the collector's live-row count straight from its function (the pg_stat_user_tables view
+        # computes every figure of every table), else reltuples (-1: never vacuumed nor analyzed)
+        TABLES_ESTIMATED = """\
+SELECT CAST(NULL AS text), n.nspname, c.relname,
+    CASE WHEN pg_stat_get_live_tuples(c.oid) > 0 OR c.reltuples < 0 THEN pg_stat_get_live_tuples(c.oid) ELSE c.reltuples END
+FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"""
         # The header's value, cut out by a pattern of a JSON string (only JSON's escapes) and read as JSON
         # by the server (so \/ is /); NULL where a message names none or its headers are not JSON.

@@ -473,15 +473,15 @@ CREATE TABLE IF NOT EXISTS {table} (
         order = "RowVersion"
         NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now')"  # SQLite.NOW
         QUEUE_ARM = (
-            "SELECT @Index AS i, count(*) AS depth, count(CASE WHEN Expires < " + NOW + " THEN 1 END) AS expired, "
+            "SELECT {index} AS i, count(*) AS depth, count(CASE WHEN Expires < " + NOW + " THEN 1 END) AS expired, "
             "(SELECT Headers FROM {table} ORDER BY {order} LIMIT 1) AS head, NULL AS due FROM {table}"
         )
         QUEUE_ESTIMATE_ARM = (
-            "SELECT @Index, (SELECT COALESCE(max({order}) - min({order}) + 1, 0) FROM {table}), NULL, "
+            "SELECT {index}, (SELECT COALESCE(max({order}) - min({order}) + 1, 0) FROM {table}), NULL, "
             "(SELECT Headers FROM {table} ORDER BY {order} LIMIT 1), NULL"
         )
-        DELAYED_ARM = "SELECT @Index, count(*), count(CASE WHEN Due < " + NOW + " THEN 1 END), NULL, min(Due) FROM {table}"
-        COUNT_ARM = "SELECT @Index, count(*), NULL, NULL, NULL FROM {table}"
+        DELAYED_ARM = "SELECT {index}, count(*), count(CASE WHEN Due < " + NOW + " THEN 1 END), NULL, min(Due) FROM {table}"
+        COUNT_ARM = "SELECT {index}, count(*), NULL, NULL, NULL FROM {table}"
         TABLES = "SELECT NULL, NULL, name, NULL FROM sqlite_master WHERE type = 'table'"
         FAILED_Q_COUNTS = """\
 SELECT FailedQ, count(*) AS Messages FROM (

@@ -9,6 +9,7 @@ See docs/operations.md.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -125,11 +126,11 @@ def _where(transport: Transport, spec: TableSpec) -> TableName:
     return transport.dialect.saga_table(spec) if spec.kind is Kind.SAGA else spec.name
 
 
-def _existing(transport: Transport, conn: Connection, specs: list[TableSpec]) -> dict[tuple, Any]:
-    """table_key -> the engine's row estimate (None: it has none) of every table the database holds."""
+def _existing(transport: Transport, conn: Connection, specs: list[TableSpec], estimate: bool = False) -> dict[tuple, Any]:
+    """table_key -> the engine's row estimate (None: it has none, or not asked) of every table the database holds."""
     dialect = transport.dialect
     out: dict[tuple, Any] = {}
-    for statement in dialect.operations.tables({spec.name.catalog for spec in specs}):
+    for statement in dialect.operations.tables({spec.name.catalog for spec in specs}, estimate):
         for catalog, schema, table, estimate in execute(conn, statement).fetchall():
             out[dialect.table_key(TableName(table, schema, catalog))] = estimate
     return out
@@ -160,7 +161,7 @@ def status(
     error_key = dialect.table_key(resolve(transport, error_queue))
     report = StatusReport(dialect.name, transport.version, now or datetime.now(timezone.utc), estimate)
     with _connection(transport, connection) as conn:
-        existing = _existing(transport, conn, specs)
+        existing = _existing(transport, conn, specs, estimate)
         present: list[tuple[TableSpec, TableStatus]] = []
         for spec in specs:
             where = _where(transport, spec)
@@ -176,9 +177,9 @@ def status(
             report.tables.append(entry)
             if not entry.missing:
                 present.append((spec, entry))
-        tables = [(spec.kind, _where(transport, spec)) for spec, _ in present]
-        for statement in operations.figures(tables, profile, estimate):
-            for i, depth, counted, head, when in execute(conn, statement, {p: int(p[1:]) for p in statement.params}).fetchall():
+        tables = tuple((spec.kind, _where(transport, spec)) for spec, _ in present)
+        for statement in _figures(transport, tables, estimate):
+            for i, depth, counted, head, when in execute(conn, statement).fetchall():
                 spec, entry = present[i]
                 if depth is None:  # an estimate from the table list
                     found = existing.get(dialect.table_key(_where(transport, spec)))
@@ -202,12 +203,29 @@ def status(
     return report
 
 
+def _figures(transport: Transport, tables: tuple, estimate: bool) -> list:
+    """The figures statements of these tables, made once per transport (a repeated status, as
+    --watch runs it, sends the same texts, which the driver and server may keep prepared)."""
+    cache = transport.__dict__.setdefault("_status_statements", {})
+    found = cache.get((tables, estimate))
+    if found is None:
+        cache.clear()  # one set of tables at a time
+        found = cache[(tables, estimate)] = transport.dialect.operations.figures(list(tables), transport.profile, estimate)
+    return found
+
+
+# The header as senders write it (a plain string: the format has no character JSON escapes); other
+# spellings go through the full reader.
+_TIME_SENT_VALUE = re.compile(r'"NServiceBus\.TimeSent"\s*:\s*"([^"\\]*)"')
+
+
 def _time_sent(headers: str | None) -> datetime | None:
     """NServiceBus.TimeSent of a message's raw headers (None: no message, no header, unreadable)."""
     if headers is None:
         return None
     try:
-        return wire.parse_time_sent(wire.decode_headers(headers)[wire.TIME_SENT])
+        found = _TIME_SENT_VALUE.search(headers)
+        return wire.parse_time_sent(found.group(1) if found else wire.decode_headers(headers)[wire.TIME_SENT])
     except (wire.PoisonHeaders, KeyError, ValueError, TypeError):
         return None
 
