@@ -455,4 +455,4 @@ def test_many_tables_go_in_few_statements():
     operations = engines.get("postgresql").operations
     tables = [(Kind.QUEUE, TableName(f"q{n}")) for n in range(1000)]
     statements = operations.figures(tables, profile("9.1"))
-    assert len(statements) == 1000 // operations.batch and "\nSELECT 999, " in statements[-1].sql
+    assert len(statements) == 1000 // operations.batch and "\nSELECT 999 AS i, " in statements[-1].sql
