@@ -359,6 +359,21 @@ def test_dry_run_moves_nothing(bus, capsys):
     assert (depth(transport, "Sales"), depth(transport, "error")) == (0, 11)
 
 
+def test_a_long_retry_shows_progress_on_stderr(bus, capsys, monkeypatch):
+    from sqltransport_schema.cli import operations as cli_operations
+
+    transport, url = bus
+    fill_error_queue(transport)
+    monkeypatch.setattr(cli_operations, "PROGRESS_INTERVAL", 0.0)  # a line after every batch
+    code, out, err = run_cli("retry", "--url", url, "--all", "--batch-size", "4", "--format", "json", capsys=capsys)
+    assert code == 1 and json.loads(out)["moved"] == 8
+    assert err.splitlines() == [
+        "retry: 4 read, moved 4, 0 left in place",
+        "retry: 8 read, moved 8, 0 left in place",
+        "retry: 11 read, moved 8, 3 left in place",
+    ]
+
+
 def test_a_failed_queue_naming_no_deployed_table_stays(bus):
     transport, url = bus
     fill_error_queue(transport)
