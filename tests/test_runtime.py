@@ -452,3 +452,19 @@ def test_pump_stops_with_pump_failed_when_the_database_stays_unreachable(caplog)
     assert 0.5 <= time.monotonic() - started < 10
     assert isinstance(pump.failure, PumpFailed)
     assert caplog.text.count("retrying in 0.1 s") >= 2 and "stopping" in caplog.text
+
+
+def test_negative_delays_on_sqlite_mean_already_past(project, sqlite_url, monkeypatch):
+    """A time-to-be-received or a delay below zero is a time in the past (SQLite's modifier takes
+    its own sign), not NULL: the message is expired, the delayed one due at once."""
+    transport = deployed(project, sqlite_url, monkeypatch)
+    sales, endpoint = transport.queue("Sales"), transport.endpoint("Sales")
+    with transport.engine.begin() as conn:
+        sales.send(conn, b"stale", headers(), time_to_be_received=-2.5)
+        endpoint.send_delayed(conn, endpoint.input, b"overdue", headers(), due_after=-2.5)
+    with transport.engine.begin() as conn:
+        (expires,) = conn.exec_driver_sql('SELECT Expires FROM "Sales"').one()
+        assert expires is not None
+        assert sales.receive(conn) is None  # expired: dropped, never handed out
+        assert endpoint.move_due(conn) == 1
+    transport.engine.dispose()

@@ -237,7 +237,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     @staticmethod
     def now_plus_ms(milliseconds: str) -> str:
         """The UTC time text `milliseconds` (an expression) from now, as NOW writes times."""
-        return f"strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({milliseconds} / 1000.0) || ' seconds')"
+        return f"strftime('%Y-%m-%d %H:%M:%f', 'now', ({milliseconds} / 1000.0) || ' seconds')"
 
     SEND = (
         "INSERT INTO {table} (Id, Recoverable, Expires, Headers, Body) VALUES (@Id, 1, "
