@@ -175,6 +175,10 @@ class Dialect:
         "send": ("SEND", "place a message on the queue"),
         "receive": ("RECEIVE", "take the oldest unlocked message, flagging it if expired"),
         "receive_batch": ("RECEIVE_BATCH", "take up to @BatchSize oldest unlocked messages, flagging expired ones"),
+        "lock_batch": ("LOCK_BATCH", "lock up to @BatchSize oldest unlocked messages for this transaction, flagging expired ones"),
+        "delete_locked": ("DELETE_LOCKED", "take a message this transaction locked, by its position @Order"),
+        "savepoint": ("SAVEPOINT", "mark a savepoint before one message of a batch is handled"),
+        "rollback_to_savepoint": ("ROLLBACK_TO_SAVEPOINT", "undo what one message's handler wrote since its savepoint"),
         "peek": ("PEEK", "estimate how many messages wait"),
         "purge_expired": ("PURGE_EXPIRED", "delete up to @BatchSize expired messages"),
         "purge_all": ("PURGE_ALL", "delete every message (purge at startup)"),
@@ -189,7 +193,12 @@ class Dialect:
         "unsubscribe": ("UNSUBSCRIBE", "unsubscribe an endpoint from a topic"),
         "find_subscribers": ("FIND_SUBSCRIBERS", "addresses subscribed to any of the topics"),
     }
-    RESULT_COLUMNS = {"receive": MESSAGE, "receive_batch": MESSAGE + ("Order",), "next_due": ("NextDue",)}
+    RESULT_COLUMNS = {
+        "receive": MESSAGE,
+        "receive_batch": MESSAGE + ("Order",),
+        "lock_batch": MESSAGE + ("Order",),
+        "next_due": ("NextDue",),
+    }
     TOPIC_PARAMETER = "Topic{i}"  # find_subscribers' parameters, i = 0, 1, ...
 
     def now_parameter(self) -> Any:

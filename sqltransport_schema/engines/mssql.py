@@ -745,6 +745,33 @@ ORDER BY RowVersion;
 IF (@NOCOUNT = 'ON') SET NOCOUNT ON;
 IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
 
+    # Beyond the transport, for the pump's batches (docs/runtime.md): up to @BatchSize messages
+    # locked, not taken, with RECEIVE's hints (UPDLOCK holds them to the end of the transaction,
+    # READPAST passes over rows a competing batch holds), oldest first, expired ones flagged in
+    # every version. Each handled message is deleted by its RowVersion before the one commit; one
+    # whose handler failed is left in place. Each message's handler runs after a savepoint (SQL
+    # Server has no RELEASE: a savepoint lasts until the commit; a newer one of the same name
+    # hides the older, and ROLLBACK TRANSACTION goes back to the newest). An error that dooms
+    # the transaction (XACT_ABORT ON) cannot be undone to a savepoint: the whole batch rolls back.
+    LOCK_BATCH = """\
+SELECT TOP(@BatchSize)
+    Id,
+    CASE WHEN Expires IS NULL
+        THEN 0
+        ELSE CASE WHEN Expires > GETUTCDATE()
+            THEN 0
+            ELSE 1
+        END
+    END AS Expired,
+    Headers,
+    Body,
+    RowVersion
+FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
+ORDER BY RowVersion"""
+    DELETE_LOCKED = "DELETE FROM {table} WHERE RowVersion = @Order"
+    SAVEPOINT = "SAVE TRANSACTION sqltransport_message"
+    ROLLBACK_TO_SAVEPOINT = "ROLLBACK TRANSACTION sqltransport_message"
+
     # Peek, a plain count (3.1.0-3.1.5 skipping expired rows, 4.0.0-4.1.1).
     PEEK_COUNT = """\
 SELECT count(*) Id FROM {table} WITH (READPAST){not_expired}"""
@@ -1104,6 +1131,21 @@ WHERE Topic IN ({topics})"""
                 ("BatchSize",),
                 "take up to @BatchSize oldest unlocked messages, oldest first, flagging expired ones",
                 columns=(MESSAGE_WITH_CORRELATION if correlation else MESSAGE) + ("Order",),
+            ),
+            "lock_batch": Statement(
+                "lock_batch",
+                self.LOCK_BATCH,
+                table,
+                ("BatchSize",),
+                "lock up to @BatchSize oldest unlocked messages for this transaction, oldest first, flagging expired ones",
+                columns=MESSAGE + ("Order",),
+            ),
+            "delete_locked": Statement(
+                "delete_locked", self.DELETE_LOCKED, table, ("Order",), "take a message this transaction locked, by its position @Order"
+            ),
+            "savepoint": Statement("savepoint", self.SAVEPOINT, table, (), "mark a savepoint before one message of a batch is handled"),
+            "rollback_to_savepoint": Statement(
+                "rollback_to_savepoint", self.ROLLBACK_TO_SAVEPOINT, table, (), "undo what one message's handler wrote since its savepoint"
             ),
             "peek": Statement("peek", self._peek(profile, peek_batch_size), table, (), "estimate how many messages wait in the queue"),
             "purge_expired": Statement(

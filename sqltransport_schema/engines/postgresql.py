@@ -369,6 +369,19 @@ END
         "RETURNING rs.id, CASE WHEN rs.Expires IS NULL THEN 0 WHEN rs.Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, "
         "rs.Headers, rs.Body, rs.Seq"
     )
+    # Beyond the transport, for the pump's batches (docs/runtime.md): the batch is locked, not
+    # taken; each handled message is deleted by its Seq before the one commit, and one whose
+    # handler failed is left where it is, so the commit puts it back at the head of the queue.
+    # SKIP LOCKED passes over the rows a competing batch holds, as RECEIVE does.
+    LOCK_BATCH = (
+        "SELECT id, CASE WHEN Expires IS NULL THEN 0 WHEN Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, "
+        "Headers, Body, Seq FROM {table} ORDER BY Seq LIMIT @BatchSize FOR UPDATE SKIP LOCKED"
+    )
+    DELETE_LOCKED = "DELETE FROM {table} WHERE Seq = @Order"
+    # One name for every message's savepoint: a new one hides the last, ROLLBACK TO goes back to
+    # the newest, and all are released by the commit.
+    SAVEPOINT = "SAVEPOINT sqltransport_message"
+    ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT sqltransport_message"
     PEEK = (
         "SELECT COALESCE(cast((SELECT seq FROM {table} ORDER BY seq DESC LIMIT 1 FOR UPDATE SKIP LOCKED) - "
         "(SELECT seq FROM {table} ORDER BY seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED) + 1 AS int), 0)"

@@ -251,6 +251,12 @@ CREATE TABLE IF NOT EXISTS {table} (
         "DELETE FROM {table} WHERE RowVersion IN (SELECT RowVersion FROM {table} ORDER BY RowVersion LIMIT @BatchSize) "
         "RETURNING Id, " + EXPIRED + ", Headers, Body, RowVersion"
     )
+    # The pump's batches (docs/runtime.md): the transaction is a writer (BEGIN IMMEDIATE), so the
+    # rows it reads are its own until the commit; handled ones are deleted by RowVersion.
+    LOCK_BATCH = "SELECT Id, " + EXPIRED + ", Headers, Body, RowVersion FROM {table} ORDER BY RowVersion LIMIT @BatchSize"
+    DELETE_LOCKED = "DELETE FROM {table} WHERE RowVersion = @Order"
+    SAVEPOINT = "SAVEPOINT sqltransport_message"
+    ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT sqltransport_message"
     PEEK = "SELECT COALESCE(max(RowVersion) - min(RowVersion) + 1, 0) FROM {table}"
     PURGE_EXPIRED = "DELETE FROM {table} WHERE RowVersion IN (SELECT RowVersion FROM {table} WHERE Expires < " + NOW + " LIMIT @BatchSize)"
     PURGE_ALL = "DELETE FROM {table}"

@@ -6,6 +6,12 @@ the receive back (the message returns to the queue); after the immediate retries
 the message moves to the error queue with the exception in its headers, as
 NServiceBus does. Poison headers go to the error queue unchanged.
 
+With batch_size=N each receive task locks up to N messages in one transaction and runs each
+handler after its own savepoint: a failure undoes that handler's writes and leaves its message
+in the queue (at its place, for the retries and the error queue as above), the others commit
+together. One commit (one disk flush) per batch instead of per message; a crash before it puts
+all N back (at-least-once, as ever). docs/runtime.md says when to choose a batch size.
+
 A failure of the database itself (a dropped connection, a failover, a restart) does not
 end the pump: the connection is discarded, the pump waits a peek delay and peeks again on
 a new one. Only when every attempt has failed for `failure_timeout` seconds does `run()`
@@ -19,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
@@ -36,13 +41,27 @@ class PumpFailed(Exception):
     """The database could not be reached (or refused every receive) for the whole failure timeout."""
 
 
-@dataclass
 class Context:
-    """What a handler gets besides the message: the receive's connection and transport."""
+    """What a handler gets besides the message: the receive's connection, transport and queue.
 
-    connection: Connection
-    transport: Transport
-    queue: Queue
+    In a batch (batch_size > 1) the first use of `connection` (or `send`) takes this message's
+    savepoint, so a failure of the handler undoes its own writes alone; a handler that never
+    touches the connection wrote nothing and needs none."""
+
+    def __init__(self, connection: Connection, transport: Transport, queue: Queue, savepoint: Callable[[Connection], None] | None = None):
+        self._connection = connection
+        self.transport = transport
+        self.queue = queue
+        self._savepoint = savepoint
+        self.saved = False  # a savepoint was taken for this message
+
+    @property
+    def connection(self) -> Connection:
+        """The connection of the receive's transaction (in a batch: after this message's savepoint)."""
+        if self._savepoint is not None and not self.saved:
+            self._savepoint(self._connection)
+            self.saved = True
+        return self._connection
 
     def send(self, address: str, body: bytes | None, headers: dict[str, str]) -> str:
         """Send inside the receive's transaction: it leaves only if the receive commits."""
@@ -66,6 +85,7 @@ class MessagePump:
         error_queue: str = "error",
         endpoint: EndpointTables | None = None,
         failure_timeout: float = DEFAULT_FAILURE_TIMEOUT,
+        batch_size: int = 1,
     ):
         low, high = RECOMMENDED_PEEK_DELAY
         if not low <= peek_delay <= high:
@@ -86,6 +106,7 @@ class MessagePump:
         self.error_queue = transport.queue(error_queue) if isinstance(error_queue, str) else error_queue
         self.endpoint = endpoint
         self.failure_timeout = failure_timeout
+        self.batch_size = max(1, batch_size)
         self._failing_since: float | None = None  # monotonic time of the first failure in a row
         self._stop = threading.Event()
         self._local = threading.local()
@@ -142,34 +163,71 @@ class MessagePump:
             if message is None:
                 return False
             try:
-                self._dispatch(message, conn)
+                outcome = self._dispatch(message, Context(conn, self.transport, self.queue))
             except Exception as exc:  # the handler's failure: roll back, count it
                 self._record_failure(message, exc)
                 raise _RolledBack() from exc
-        self._forget(message)
+        self._forget([message], [outcome])
         return True
 
-    def _dispatch(self, message: Message, conn: Connection) -> None:
+    # -- a batch ----------------------------------------------------------------------
+    def receive_batch(self) -> int:
+        """Receive and handle up to batch_size messages in one transaction; how many were taken
+        off the queue or tried (0: the queue was empty).
+
+        The batch is locked, not taken; each handler runs after its own savepoint (Context), and
+        each message handled is deleted before the one commit. A handler failure rolls back to
+        its savepoint and leaves its message where it was: the commit puts it back at the head of
+        the queue, the others' effects commit. A failure of the database rolls back all of them.
+        """
+        try:
+            return self._receive_batch_in_transaction()
+        except Exception:
+            self._discard_connection()
+            raise
+
+    def _receive_batch_in_transaction(self) -> int:
+        conn = self._connection()
+        done: list[Message] = []
+        outcomes: list[str | None] = []
+        with conn.begin():
+            messages, expired = self.queue.lock_batch(conn, self.batch_size)
+            for message in messages:
+                context = Context(conn, self.transport, self.queue, savepoint=self.queue.savepoint)
+                try:
+                    outcomes.append(self._dispatch(message, context))
+                except Exception as exc:  # the handler's failure: back to its savepoint, count it
+                    if context.saved:
+                        self.queue.rollback_to_savepoint(conn)  # a database failure here fails the batch
+                    self._record_failure(message, exc)
+                    continue
+                done.append(message)
+            if expired:
+                log.debug("dropped %d expired message(s) from %s", len(expired), self.queue.address)
+            self.queue.delete_locked(conn, [m.order for m in done] + expired)
+        self._forget(done, outcomes)
+        return len(messages) + len(expired)
+
+    def _dispatch(self, message: Message, context: Context) -> str | None:
+        """Handle one message inside its transaction: "processed", "failed" (moved to the error queue
+        after its retries) or None (poison or forwarded)."""
         if message.poison is not None:
             log.error("message %s has unreadable headers (%s): moved to %s unchanged", message.id, message.poison, self.error_queue)
-            self.error_queue.send(conn, message.body, message.raw_headers, message_id=message.id)
-            return
+            self.error_queue.send(context.connection, message.body, message.raw_headers, message_id=message.id)
+            return None
         forward = self.endpoint.forward_destination(message) if self.endpoint else None
         if forward is not None:
             headers = {k: v for k, v in message.headers.items() if k != wire.FORWARD_DESTINATION}
-            forward.send(conn, message.body, headers, message_id=message.id)
-            return
+            forward.send(context.connection, message.body, headers, message_id=message.id)
+            return None
         failures = self._failures.get(message.id, 0)
         if failures > self.immediate_retries:
             headers = wire.error_headers(message.headers, self._errors[message.id], self.queue.address)
-            self.error_queue.send(conn, message.body, headers, message_id=message.id)
+            self.error_queue.send(context.connection, message.body, headers, message_id=message.id)
             log.error("message %s failed %d times: moved to %s", message.id, failures, self.error_queue)
-            with self._lock:
-                self.failed += 1
-            return
-        self.handler(message, Context(conn, self.transport, self.queue))
-        with self._lock:
-            self.processed += 1
+            return "failed"
+        self.handler(message, context)
+        return "processed"
 
     def _record_failure(self, message: Message, exc: BaseException) -> None:
         with self._lock:
@@ -177,10 +235,14 @@ class MessagePump:
             self._errors[message.id] = exc
         log.warning("handler failed on message %s (attempt %d): %s", message.id, self._failures[message.id], exc)
 
-    def _forget(self, message: Message) -> None:
+    def _forget(self, committed: list[Message], outcomes: list[str | None]) -> None:
+        """After the commit: the messages are gone; count them."""
         with self._lock:
-            self._failures.pop(message.id, None)
-            self._errors.pop(message.id, None)
+            for message in committed:
+                self._failures.pop(message.id, None)
+                self._errors.pop(message.id, None)
+            self.processed += outcomes.count("processed")
+            self.failed += outcomes.count("failed")
 
     # -- the loop ---------------------------------------------------------------------
     def _peek(self) -> int:
@@ -251,13 +313,16 @@ class MessagePump:
         if waiting <= 0:
             self._stop.wait(self.peek_delay)
             return
-        # receive mode: up to `concurrency` tasks; back to peek when one finds nothing
+        # receive mode: up to `concurrency` tasks (each one message, or one batch); back to peek
+        # when one finds nothing
+        receive = self.receive_one if self.batch_size == 1 else self.receive_batch
         while not self._stop.is_set():
-            batch = [pool.submit(self.receive_one) for _ in range(min(self.concurrency, max(waiting, 1)))]
+            tasks = -(-max(waiting, 1) // self.batch_size)  # enough for what waits
+            batch = [pool.submit(receive) for _ in range(min(self.concurrency, tasks))]
             wait(batch)  # every task ends before a failure is raised
             if not all([f.result() for f in batch]):  # a list: every result read, so no failure is skipped
                 return
-            waiting = self.peek_batch_size
+            waiting = self.peek_batch_size * self.batch_size
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="sqlts-pump", daemon=True)

@@ -42,6 +42,7 @@ class Message:
     raw_headers: str
     headers: dict[str, str] | None = None  # None: the headers could not be read (poison)
     poison: str | None = None  # why the headers could not be read
+    order: Any = None  # its position in the queue (Seq, RowVersion), for a message of lock_batch
 
 
 class DriverConnection:
@@ -373,6 +374,36 @@ class Queue:
         rows = execute(conn, statement, {"BatchSize": size}).fetchall()
         rows.sort(key=lambda r: r[at["Order"]])
         return [self._message(row, at) for row in rows if not row[at["Expired"]]]
+
+    def lock_batch(self, conn: Conn, size: int) -> tuple[list[Message], list[Any]]:
+        """Up to size oldest messages locked (not taken) for the caller's transaction, in FIFO order:
+        (the messages to handle, the positions of the expired ones). Each message's position is in
+        `Message.order`; `delete_locked` takes it. Locked rows nobody else receives until the commit;
+        those left undeleted are back at the head of the queue then (the pump's batches)."""
+        statement = self.statements["lock_batch"]
+        at = statement.positions
+        rows = execute(conn, statement, {"BatchSize": size}).fetchall()
+        rows.sort(key=lambda r: r[at["Order"]])
+        messages, expired = [], []
+        for row in rows:
+            if row[at["Expired"]]:
+                expired.append(row[at["Order"]])
+                continue
+            message = self._message(row, at)
+            message.order = row[at["Order"]]
+            messages.append(message)
+        return messages, expired
+
+    def delete_locked(self, conn: Conn, positions: Sequence[Any]) -> None:
+        """Take (delete) the locked messages at these positions, in one round trip where the driver pipelines."""
+        execute_many(conn, self.statements["delete_locked"], [{"Order": position} for position in positions])
+
+    def savepoint(self, conn: Conn) -> None:
+        """A savepoint in the caller's transaction; `rollback_to_savepoint` undoes what follows it."""
+        execute(conn, self.statements["savepoint"])
+
+    def rollback_to_savepoint(self, conn: Conn) -> None:
+        execute(conn, self.statements["rollback_to_savepoint"])
 
     def peek(self, conn: Conn) -> int:
         return execute(conn, self.statements["peek"]).fetchone()[0] or 0
