@@ -19,10 +19,17 @@ from sqltransport_schema.runtime import wire
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
-from .test_runtime import headers, transport  # noqa: F401  (the deployed-transport fixture)
+from .test_runtime import deployed, headers
 
 EFFECTS = "CREATE TABLE effects (message_id varchar(64) NOT NULL, n int NOT NULL, pid int NOT NULL)"
 INSERT_EFFECT = text("INSERT INTO effects (message_id, n, pid) VALUES (:id, :n, :pid)")
+
+
+@pytest.fixture
+def transport(project, db_url, monkeypatch):
+    deployed_transport = deployed(project, db_url, monkeypatch)
+    yield deployed_transport
+    deployed_transport.engine.dispose()
 
 
 def effect(context, message, pid: int = 0) -> None:
@@ -45,7 +52,7 @@ def drain(pump: MessagePump, limit: int = 100) -> list[int]:
     pytest.fail(f"the queue did not empty in {limit} batches")
 
 
-def test_one_failing_handler_is_retried_alone_then_moved_to_the_error_queue(transport, caplog):  # noqa: F811
+def test_one_failing_handler_is_retried_alone_then_moved_to_the_error_queue(transport, caplog):
     sales, error, audit = transport.queue("Sales"), transport.queue("error"), transport.queue("audit")
     with transport.engine.begin() as conn:
         conn.execute(text(EFFECTS))
@@ -86,7 +93,7 @@ def test_one_failing_handler_is_retried_alone_then_moved_to_the_error_queue(tran
     assert (pump.processed, pump.failed) == (18, 2)
 
 
-def test_a_batch_drops_expired_messages_and_moves_poison_unchanged(transport):  # noqa: F811
+def test_a_batch_drops_expired_messages_and_moves_poison_unchanged(transport):
     sales, error = transport.queue("Sales"), transport.queue("error")
     raw = '{"NServiceBus.MessageId": "x", broken'
     with transport.engine.begin() as conn:
@@ -107,7 +114,7 @@ def test_a_batch_drops_expired_messages_and_moves_poison_unchanged(transport):  
     assert (moved.id, moved.raw_headers, moved.body) == (poison, raw, b"\x00poison")
 
 
-def test_batched_pump_drains_in_fifo_order_and_stops_gracefully(transport):  # noqa: F811
+def test_batched_pump_drains_in_fifo_order_and_stops_gracefully(transport):
     sales = transport.queue("Sales")
     total = 230
     with transport.engine.begin() as conn:
@@ -132,7 +139,7 @@ def test_batched_pump_drains_in_fifo_order_and_stops_gracefully(transport):  # n
         assert sales.peek(conn) == 0
 
 
-def test_the_context_connection_is_the_batch_transaction_after_a_savepoint(transport):  # noqa: F811
+def test_the_context_connection_is_the_batch_transaction_after_a_savepoint(transport):
     """A handler that never uses the connection takes no savepoint; one that does gets the batch's transaction."""
     sales = transport.queue("Sales")
     with transport.engine.begin() as conn:
