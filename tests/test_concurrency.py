@@ -18,6 +18,7 @@ from collections import Counter
 import pytest
 
 from sqltransport_schema.db import make_engine
+from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
 QUEUE = "work"
@@ -88,6 +89,41 @@ def consume(url: str, queue_name: str, go, ready, max_delay_s: float = 0.0, reco
         engine.dispose()
 
 
+def pump_consume(url: str, queue_name: str, go, ready, batch: int = 50) -> None:
+    """A MessagePump with batch_size=batch, its handler writing the ledger row in the batch's
+    transaction, run (peek, receive, peek) until the queue is empty; exit code 3 if this process
+    handled a message older than one it had handled before (batches out of FIFO order)."""
+    pid = os.getpid()
+    engine = make_engine(url, connect_args={"options": "-c synchronous_commit=off"})  # NO_FLUSH_WAIT, per session
+    transport = Transport(engine, "9.1")
+    last, out_of_order = -1, 0
+
+    def handler(message, context) -> None:
+        nonlocal last, out_of_order
+        seq = int(message.headers["seq"])
+        out_of_order += seq < last
+        last = seq
+        context.connection.exec_driver_sql(
+            "INSERT INTO received (message_id, seq, pid) VALUES (%(id)s, %(seq)s, %(pid)s)", {"id": message.id, "seq": seq, "pid": pid}
+        )
+
+    pump = MessagePump(transport, transport.queue(queue_name), handler, batch_size=batch, peek_delay=0.1, immediate_retries=0)
+    try:
+        with engine.connect() as monitor:
+            ready.set()
+            go.wait()
+            pump.start()
+            while monitor.exec_driver_sql(f'SELECT count(*) FROM "{queue_name}"').scalar():  # locked rows count until deleted
+                monitor.rollback()
+                time.sleep(0.2)
+        pump.stop(timeout=60)
+        assert pump.failure is None, pump.failure
+    finally:
+        engine.dispose()
+    if out_of_order:
+        os._exit(3)
+
+
 # -- helpers --------------------------------------------------------------------------
 def _deploy(project, url: str) -> None:
     project.write_topology(TOPOLOGY)
@@ -118,8 +154,9 @@ def _fill(url: str, count: int) -> set[str]:
 class Consumers:
     """Consumer processes; whatever happens, none is left running."""
 
-    def __init__(self, url: str, **options):
+    def __init__(self, url: str, target=consume, **options):
         self.ctx = multiprocessing.get_context("spawn")
+        self.target = target
         self.url = url
         self.options = options
         self.go = self.ctx.Event()
@@ -128,7 +165,7 @@ class Consumers:
 
     def start(self):
         ready = self.ctx.Event()
-        proc = self.ctx.Process(target=consume, args=(self.url, QUEUE, self.go, ready), kwargs=self.options, daemon=True)
+        proc = self.ctx.Process(target=self.target, args=(self.url, QUEUE, self.go, ready), kwargs=self.options, daemon=True)
         proc.start()
         self.procs.append(proc)
         self.ready[proc.pid] = ready
@@ -225,6 +262,26 @@ def test_batched_consumer_processes_receive_each_message_exactly_once(project, p
     rows, _, left = _ledger(pg_url)
     _assert_exactly_once(rows, sent, left)
     assert len(Counter(pid for _, _, pid in rows)) > 1, "only one consumer did any work"
+
+
+def test_eight_batched_pump_processes_drain_each_message_exactly_once(project, pg_url):
+    """MessagePump(batch_size=50) in 8 competing processes: each message handled and committed once."""
+    total, consumers, batch = 50_000, 8, 50
+    _deploy(project, pg_url)
+    sent = _fill(pg_url, total)
+    with Consumers(pg_url, target=pump_consume, batch=batch) as group:
+        procs = [group.start() for _ in range(consumers)]
+        group.wait_ready(procs)
+        ready = time.monotonic()
+        group.go.set()
+        group.join(timeout=300)
+        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    drained = time.monotonic()
+    rows, _, left = _ledger(pg_url)
+    per_pid = Counter(pid for _, _, pid in rows)
+    print(f"\n[pumps] {consumers} pumps, batch {batch}: {total} drained in {drained - ready:.1f} s; per pump: {sorted(per_pid.values())}")
+    _assert_exactly_once(rows, sent, left)
+    assert len(per_pid) > 1, "only one pump did any work"
 
 
 def test_consumers_killed_mid_transaction_lose_and_duplicate_nothing(project, pg_url):
