@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from typing import TYPE_CHECKING, Any
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
@@ -176,7 +177,7 @@ class Dialect:
         "receive": ("RECEIVE", "take the oldest unlocked message, flagging it if expired"),
         "receive_batch": ("RECEIVE_BATCH", "take up to @BatchSize oldest unlocked messages, flagging expired ones"),
         "lock_batch": ("LOCK_BATCH", "lock up to @BatchSize oldest unlocked messages for this transaction, flagging expired ones"),
-        "delete_locked": ("DELETE_LOCKED", "take a message this transaction locked, by its position @Order"),
+        "delete_locked": ("DELETE_LOCKED", "take the messages this transaction locked at the positions @Orders"),
         "savepoint": ("SAVEPOINT", "mark a savepoint before one message of a batch is handled"),
         "rollback_to_savepoint": ("ROLLBACK_TO_SAVEPOINT", "undo what one message's handler wrote since its savepoint"),
         "peek": ("PEEK", "estimate how many messages wait"),
@@ -200,6 +201,11 @@ class Dialect:
         "next_due": ("NextDue",),
     }
     TOPIC_PARAMETER = "Topic{i}"  # find_subscribers' parameters, i = 0, 1, ...
+
+    def list_parameter(self, values: list) -> Any:
+        """A list of values as this engine's statements take one parameter of many (@Orders): JSON
+        text, which the statement unpacks (json_each, OPENJSON); engines with arrays override it."""
+        return json.dumps(values)
 
     def now_parameter(self) -> Any:
         """The current UTC time as this engine's statements compare it (@Now), where they take one."""

@@ -748,7 +748,8 @@ IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"""
     # Beyond the transport, for the pump's batches (docs/runtime.md): up to @BatchSize messages
     # locked, not taken, with RECEIVE's hints (UPDLOCK holds them to the end of the transaction,
     # READPAST passes over rows a competing batch holds), oldest first, expired ones flagged in
-    # every version. Each handled message is deleted by its RowVersion before the one commit; one
+    # every version. The handled messages are deleted by their RowVersion before the one commit, in
+    # one statement (@Orders: a JSON array, OPENJSON: SQL Server 2016+); one
     # whose handler failed is left in place. Each message's handler runs after a savepoint (SQL
     # Server has no RELEASE: a savepoint lasts until the commit; a newer one of the same name
     # hides the older, and ROLLBACK TRANSACTION goes back to the newest). An error that dooms
@@ -768,7 +769,9 @@ SELECT TOP(@BatchSize)
     RowVersion
 FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
 ORDER BY RowVersion"""
-    DELETE_LOCKED = "DELETE FROM {table} WHERE RowVersion = @Order"
+    DELETE_LOCKED = """\
+DELETE FROM {table}
+WHERE RowVersion IN (SELECT CAST([value] AS bigint) FROM OPENJSON(@Orders))"""
     SAVEPOINT = "SAVE TRANSACTION sqltransport_message"
     ROLLBACK_TO_SAVEPOINT = "ROLLBACK TRANSACTION sqltransport_message"
 
@@ -1141,7 +1144,7 @@ WHERE Topic IN ({topics})"""
                 columns=MESSAGE + ("Order",),
             ),
             "delete_locked": Statement(
-                "delete_locked", self.DELETE_LOCKED, table, ("Order",), "take a message this transaction locked, by its position @Order"
+                "delete_locked", self.DELETE_LOCKED, table, ("Orders",), "take the messages this transaction locked at the positions @Orders"
             ),
             "savepoint": Statement("savepoint", self.SAVEPOINT, table, (), "mark a savepoint before one message of a batch is handled"),
             "rollback_to_savepoint": Statement(

@@ -370,14 +370,15 @@ END
         "rs.Headers, rs.Body, rs.Seq"
     )
     # Beyond the transport, for the pump's batches (docs/runtime.md): the batch is locked, not
-    # taken; each handled message is deleted by its Seq before the one commit, and one whose
-    # handler failed is left where it is, so the commit puts it back at the head of the queue.
+    # taken; the handled messages are deleted by their Seq in one statement before the one commit,
+    # and one whose handler failed is left where it is, so the commit puts it back at the head of
+    # the queue.
     # SKIP LOCKED passes over the rows a competing batch holds, as RECEIVE does.
     LOCK_BATCH = (
         "SELECT id, CASE WHEN Expires IS NULL THEN 0 WHEN Expires > now() AT TIME ZONE 'UTC' THEN 0 ELSE 1 END Expired, "
         "Headers, Body, Seq FROM {table} ORDER BY Seq LIMIT @BatchSize FOR UPDATE SKIP LOCKED"
     )
-    DELETE_LOCKED = "DELETE FROM {table} WHERE Seq = @Order"
+    DELETE_LOCKED = "DELETE FROM {table} WHERE Seq = ANY(@Orders)"
     # One name for every message's savepoint: a new one hides the last, ROLLBACK TO goes back to
     # the newest, and all are released by the commit.
     SAVEPOINT = "SAVEPOINT sqltransport_message"
@@ -429,6 +430,10 @@ FROM params"""
         if not profile.postgresql_peek_locked:
             out["peek"] = dataclasses.replace(out["peek"], template=self.PEEK_UNLOCKED)
         return out
+
+    def list_parameter(self, values: list) -> Any:
+        """An array: the driver binds a list as one (@Orders of delete_locked)."""
+        return list(values)
 
     def runtime_cursor(self, dbapi_connection: Any) -> Any:
         """On psycopg 3, results come in binary (a body leaves the server as its bytes, not as hex

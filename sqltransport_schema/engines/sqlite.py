@@ -252,9 +252,10 @@ CREATE TABLE IF NOT EXISTS {table} (
         "RETURNING Id, " + EXPIRED + ", Headers, Body, RowVersion"
     )
     # The pump's batches (docs/runtime.md): the transaction is a writer (BEGIN IMMEDIATE), so the
-    # rows it reads are its own until the commit; handled ones are deleted by RowVersion.
+    # rows it reads are its own until the commit; handled ones are deleted by RowVersion
+    # in one statement (@Orders: a JSON array).
     LOCK_BATCH = "SELECT Id, " + EXPIRED + ", Headers, Body, RowVersion FROM {table} ORDER BY RowVersion LIMIT @BatchSize"
-    DELETE_LOCKED = "DELETE FROM {table} WHERE RowVersion = @Order"
+    DELETE_LOCKED = "DELETE FROM {table} WHERE RowVersion IN (SELECT value FROM json_each(@Orders))"
     SAVEPOINT = "SAVEPOINT sqltransport_message"
     ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT sqltransport_message"
     PEEK = "SELECT COALESCE(max(RowVersion) - min(RowVersion) + 1, 0) FROM {table}"

@@ -395,8 +395,9 @@ class Queue:
         return messages, expired
 
     def delete_locked(self, conn: Conn, positions: Sequence[Any]) -> None:
-        """Take (delete) the locked messages at these positions, in one round trip where the driver pipelines."""
-        execute_many(conn, self.statements["delete_locked"], [{"Order": position} for position in positions])
+        """Take (delete) the locked messages at these positions, in one statement."""
+        if positions:
+            execute(conn, self.statements["delete_locked"], {"Orders": self.transport.dialect.list_parameter(list(positions))})
 
     def savepoint(self, conn: Conn) -> None:
         """A savepoint in the caller's transaction; `rollback_to_savepoint` undoes what follows it."""
