@@ -1144,7 +1144,11 @@ WHERE Topic IN ({topics})"""
                 columns=MESSAGE + ("Order",),
             ),
             "delete_locked": Statement(
-                "delete_locked", self.DELETE_LOCKED, table, ("Orders",), "take the messages this transaction locked at the positions @Orders"
+                "delete_locked",
+                self.DELETE_LOCKED,
+                table,
+                ("Orders",),
+                "take the messages this transaction locked at the positions @Orders",
             ),
             "savepoint": Statement("savepoint", self.SAVEPOINT, table, (), "mark a savepoint before one message of a batch is handled"),
             "rollback_to_savepoint": Statement(
