@@ -4,8 +4,8 @@ The derivation here is pure: topology in, a GrantPlan out. Engines turn a plan i
 GRANT statements (the "grants" sections of engines/postgresql.py and engines/mssql.py).
 
 Needs, per table, follow the runtime statements (runtime/transport.py):
-  receive        an endpoint's input and instance queues: send, receive, receive_batch, peek,
-                 purge_expired, purge_all (and move_due inserts into the input queue)
+  receive        an endpoint's input and instance queues: send, receive, receive_batch, lock_batch,
+                 delete_locked, peek, purge_expired, purge_all (and move_due inserts into the input queue)
   send           every other queue the endpoint may address: send only
   delayed        the endpoint's delayed table: store (INSERT), move_due (SELECT, DELETE), next_due
   subscriptions  the subscription table: subscribe (upsert), unsubscribe, find_subscribers
