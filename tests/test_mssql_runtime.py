@@ -366,7 +366,8 @@ def test_statement_forms_per_version(version, send_correlation, receive_correlat
         "range": "select isnull ( cast ( max ( rowversion ) - min ( rowversion ) + 1 as int ) , 0 ) id from",
     }
     assert [form for form, marker in markers.items() if marker in text] == [peek], text
-    expected_keys = {"send", "receive", "receive_batch", "peek", "purge_expired", "purge_all", "check_expires_index"}
+    expected_keys = {"send", "receive", "receive_batch", "peek", "purge_expired", "purge_all", "check_expires_index",
+                     "lock_batch", "delete_locked", "savepoint", "rollback_to_savepoint"}  # fmt: skip
     if version not in NO_HEADERS_CHECK:
         expected_keys.add("check_headers_type")
     if not send_correlation:  # 7.0+: the send without Recoverable, and the check that chooses it
@@ -400,6 +401,26 @@ def test_receive_batch_is_receive_for_up_to_batch_size_rows(version):
     assert batch.startswith(receive[: receive.index("with message as")])  # the same NOCOUNT save
     assert batch.endswith(receive[receive.index("if ( @nocount = 'on' )") :])  # and restore
     assert statements["receive_batch"].params == ("BatchSize",)
+
+
+@pytest.mark.parametrize("version", ["3.1", "6.3.8", "9.1"])
+def test_the_pumps_batch_statements(version):
+    """lock_batch locks with receive's hints and takes nothing; delete_locked takes the handled rows
+    by RowVersion; each message's savepoint is SAVE TRANSACTION, undone by ROLLBACK TRANSACTION."""
+    statements = catalog_statements(version, ("nsb", "dbo", "Sales"))
+    table = "nsb . dbo . sales" if three_part(version) else "dbo . sales"
+    lock = normalized(statements["lock_batch"].sql)
+    assert lock.startswith("select top ( @batchsize ) id , case when expires is null")
+    assert lock.endswith(f"from {table} with ( updlock , readpast , rowlock ) order by rowversion")
+    assert "delete" not in lock
+    assert statements["lock_batch"].params == ("BatchSize",)
+    assert statements["lock_batch"].columns == ("Id", "Expired", "Headers", "Body", "Order")
+    delete = normalized(statements["delete_locked"].sql)
+    assert delete == f"delete from {table} where rowversion in ( select cast ( [ value ] as bigint ) from openjson ( @orders ) )"
+    assert statements["delete_locked"].params == ("Orders",)
+    assert statements["savepoint"].sql == "SAVE TRANSACTION sqltransport_message"
+    assert statements["rollback_to_savepoint"].sql == "ROLLBACK TRANSACTION sqltransport_message"
+    assert ENGINE.list_parameter([3, 1, 2]) == "[3, 1, 2]"  # OPENJSON's array
 
 
 def test_move_due_delayed_fills_the_owning_queue():
@@ -531,7 +552,8 @@ def test_the_collection_covers_every_statement_and_version():
     labels = " ".join(label for labels in ALL.values() for label in labels)
     for name in ("send", "receive", "receive_batch", "peek", "purge_expired", "purge_all", "check_expires_index",
                  "check_headers_type", "check_recoverable_column", "store_delayed", "move_due_delayed", "subscribe",
-                 "unsubscribe", "find_subscribers"):  # fmt: skip
+                 "unsubscribe", "find_subscribers", "lock_batch", "delete_locked", "savepoint",
+                 "rollback_to_savepoint"):  # fmt: skip
         assert f"{name}-" in labels, name
     for version in PARSE_VERSIONS:
         assert f"-{version}-nsb" in labels and f"-{version}-nocat" in labels
