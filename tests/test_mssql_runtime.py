@@ -416,7 +416,7 @@ def test_the_pumps_batch_statements(version):
     assert statements["lock_batch"].params == ("BatchSize",)
     assert statements["lock_batch"].columns == ("Id", "Expired", "Headers", "Body", "Order")
     delete = normalized(statements["delete_locked"].sql)
-    assert delete == f"delete from {table} where rowversion in ( select cast ( [ value ] as bigint ) from openjson ( @orders ) )"
+    assert delete == f"delete from {table} where rowversion in ( select cast ( value as bigint ) from openjson ( @orders ) )"
     assert statements["delete_locked"].params == ("Orders",)
     assert statements["savepoint"].sql == "SAVE TRANSACTION sqltransport_message"
     assert statements["rollback_to_savepoint"].sql == "ROLLBACK TRANSACTION sqltransport_message"

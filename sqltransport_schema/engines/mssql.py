@@ -771,7 +771,7 @@ FROM {table} WITH (UPDLOCK, READPAST, ROWLOCK)
 ORDER BY RowVersion"""
     DELETE_LOCKED = """\
 DELETE FROM {table}
-WHERE RowVersion IN (SELECT CAST([value] AS bigint) FROM OPENJSON(@Orders))"""
+WHERE RowVersion IN (SELECT CAST(value AS bigint) FROM OPENJSON(@Orders))"""
     SAVEPOINT = "SAVE TRANSACTION sqltransport_message"
     ROLLBACK_TO_SAVEPOINT = "ROLLBACK TRANSACTION sqltransport_message"
 
