@@ -227,3 +227,23 @@ def test_a_pump_killed_mid_batch_loses_nothing(project, db_url):
     with engine.begin() as conn:
         assert sales.peek(conn) == 0
     engine.dispose()
+
+
+def test_concurrent_batches_handle_each_message_once(transport):
+    """Three receive tasks, each its own batch and connection: every message handled and committed once."""
+    sales = transport.queue("Sales")
+    total = 300
+    with transport.engine.begin() as conn:
+        conn.execute(text(EFFECTS))
+        sales.send_many(conn, [(str(n).encode(), headers(n)) for n in range(total)])
+    pump = MessagePump(transport, sales, lambda m, c: effect(c, m), batch_size=20, concurrency=3, peek_delay=0.1)
+    pump.start()
+    deadline = time.time() + 60
+    while pump.processed < total and time.time() < deadline:
+        time.sleep(0.05)
+    pump.stop(timeout=10)
+    rows = effects(transport.engine)
+    assert sorted(n for _, n, _ in rows) == list(range(total))
+    assert len({message_id for message_id, _, _ in rows}) == total
+    with transport.engine.begin() as conn:
+        assert sales.peek(conn) == 0

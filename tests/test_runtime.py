@@ -396,9 +396,11 @@ def test_due_mover_loop_delivers_delayed_messages(transport):
     assert sorted(m.body for m in arrived) == [str(n).encode() for n in range(5)]
 
 
-def test_pump_survives_its_connections_being_killed_and_loses_nothing(project, pg_url, monkeypatch, caplog):
+@pytest.mark.parametrize("batch_size", [1, 20])
+def test_pump_survives_its_connections_being_killed_and_loses_nothing(project, pg_url, monkeypatch, caplog, batch_size):
     """A failover or server restart cuts the pump's connections mid-work: it reconnects and goes on;
-    every message is handled and committed exactly once (the handler's write commits with the receive)."""
+    every message is handled and committed exactly once (the handler's write commits with the receive;
+    in a batch, with the batch's one commit)."""
     import psycopg
 
     transport = deployed(project, pg_url, monkeypatch)
@@ -411,7 +413,7 @@ def test_pump_survives_its_connections_being_killed_and_loses_nothing(project, p
         context.connection.exec_driver_sql("INSERT INTO handled (n) VALUES (%(n)s)", {"n": int(message.headers["n"])})
         time.sleep(0.002)
 
-    pump = MessagePump(transport, sales, handler, concurrency=3, peek_delay=0.1, failure_timeout=20)
+    pump = MessagePump(transport, sales, handler, concurrency=3, peek_delay=0.1, failure_timeout=20, batch_size=batch_size)
     raw_url = pg_url.replace("+psycopg", "")
     kills = 0
     with caplog.at_level(logging.WARNING, logger="sqltransport_schema.pump"):
@@ -439,6 +441,7 @@ def test_pump_survives_its_connections_being_killed_and_loses_nothing(project, p
     with transport.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*), min(n), max(n) FROM handled").one() == (400, 0, 399)
         assert sales.peek(conn) == 0
+        assert transport.queue("error").peek(conn) == 0  # no handler failed (a duplicate would have)
     transport.engine.dispose()
 
 
