@@ -186,6 +186,14 @@ class MessagePump:
             self._discard_connection()
             raise
 
+    def _receive_batches(self) -> bool:
+        """One receive task at batch_size > 1: batch after batch while they come back full (no hop
+        back to the loop's thread between them); False when the last one found nothing."""
+        taken = self.receive_batch()
+        while taken >= self.batch_size and not self._stop.is_set():
+            taken = self.receive_batch()
+        return taken > 0
+
     def _receive_batch_in_transaction(self) -> int:
         conn = self._connection()
         done: list[Message] = []
@@ -315,7 +323,7 @@ class MessagePump:
             return
         # receive mode: up to `concurrency` tasks (each one message, or one batch); back to peek
         # when one finds nothing
-        receive = self.receive_one if self.batch_size == 1 else self.receive_batch
+        receive = self.receive_one if self.batch_size == 1 else self._receive_batches
         while not self._stop.is_set():
             tasks = -(-max(waiting, 1) // self.batch_size)  # enough for what waits
             batch = [pool.submit(receive) for _ in range(min(self.concurrency, tasks))]
