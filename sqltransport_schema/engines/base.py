@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
@@ -17,6 +17,8 @@ from .pipeline import Pipeline
 from .script import Script
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from sqlalchemy.engine import Connection
 
 # The message a refused drop carries, on every engine.
@@ -36,6 +38,17 @@ BACKFILL_REFUSED = (
     "or e.g. UPDATE {name} SET {new_quoted} = <the saga data's {prop}> WHERE {new_quoted} IS NULL, "
     "or let the endpoint update each saga (every update writes {new}); then run the upgrade again"
 )
+
+
+class LockHolder(NamedTuple):
+    """A session that holds a lock on a table a migration waited for (what the migration logs)."""
+
+    pid: int
+    application: str
+    state: str
+    query_start: datetime | None
+    query: str
+    mode: str
 
 
 class Dialect:
@@ -88,6 +101,19 @@ class Dialect:
     def tables_per_transaction(self, connection: Connection) -> int | None:
         """How many table operations one transaction can hold on this server (None: no limit)."""
         return None
+
+    # -- bounded lock waits of migrations (migrate/locks.py, docs/live-migrations.md) -------
+    def set_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
+        """Make each later statement on this migration connection give up waiting for a lock after
+        `milliseconds` (0: wait as long as it takes). Nothing on engines without such a setting."""
+
+    def lock_timed_out(self, error: BaseException) -> bool:
+        """Whether a driver error is this engine's "gave up waiting for a lock"."""
+        return False
+
+    def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder]:
+        """The other sessions holding a lock on the table, oldest first (what a DBA looks at)."""
+        return []
 
     # -- columns -------------------------------------------------------------------------
     # The columns of each transport table kind, in DDL order (see shapes.Column): the one source

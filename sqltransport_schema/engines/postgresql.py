@@ -21,9 +21,9 @@ from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
 from ..revisions import BLUEPRINT_TABLE
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns
-from ..statements import Statement
+from ..statements import Statement, parameters_of
 from ..versions import FEATURE_SINCE, Profile
-from .base import Dialect
+from .base import Dialect, LockHolder
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -81,6 +81,42 @@ class PostgreSQL(Dialect):
     def tables_per_transaction(self, connection: Connection) -> int | None:
         capacity = connection.exec_driver_sql(self.LOCK_CAPACITY).scalar()
         return max(50, capacity // self.LOCKS_PER_TABLE)
+
+    # Bounded lock waits (docs/live-migrations.md): every statement of a migration gives up
+    # waiting for a lock after lock_timeout (SQLSTATE 55P03, lock_not_available), so an ALTER
+    # waiting behind a reader never queues the senders behind itself for longer than that.
+    # set_config(..., false) is SET at session level, with the value bound.
+    SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', @Timeout, false)"
+    LOCK_NOT_AVAILABLE = "55P03"
+    # Who holds the table (read from a second connection once the migration gave up its wait).
+    LOCK_HOLDERS = """\
+SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), a.query_start, coalesce(a.query, ''), l.mode
+FROM pg_locks l
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'relation' AND l.granted AND l.relation = to_regclass(@Table) AND l.pid <> pg_backend_pid()
+ORDER BY a.xact_start NULLS LAST, a.pid"""
+
+    @staticmethod
+    def lock_timeout_setting(milliseconds: int) -> str:
+        """A lock_timeout value as PostgreSQL (and a DBA) reads it: '2s', '500ms', '10min'."""
+        if milliseconds and milliseconds % 60000 == 0:
+            return f"{milliseconds // 60000}min"
+        if milliseconds and milliseconds % 1000 == 0:
+            return f"{milliseconds // 1000}s"
+        return f"{milliseconds}ms"
+
+    def _run(self, connection: Connection, template: str, **values: Any) -> Any:
+        sql, order = Statement("migration", template, {}, parameters_of(template)).native("format")
+        return connection.exec_driver_sql(sql, tuple(values[name] for name in order))
+
+    def set_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
+        self._run(connection, self.SET_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
+
+    def lock_timed_out(self, error: BaseException) -> bool:
+        return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE
+
+    def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder]:
+        return [LockHolder(*row) for row in self._run(connection, self.LOCK_HOLDERS, Table=self.qualified(name))]
 
     def unsupported(self, profile: Profile) -> str | None:
         if not profile.postgresql:

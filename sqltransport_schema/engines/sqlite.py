@@ -215,6 +215,16 @@ CREATE TABLE IF NOT EXISTS {table} (
         if dbapi_connection.execute(self.BUSY_TIMEOUT).fetchone()[0] < self.BUSY_TIMEOUT_MS:
             dbapi_connection.execute(f"{self.BUSY_TIMEOUT} = {self.BUSY_TIMEOUT_MS}")
 
+    def set_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
+        """SQLite has no lock queue: a migration's busy timeout bounds how long it waits for the
+        database's write lock (0: as long as BUSY_TIMEOUT_MS). Set on the driver's connection:
+        a statement through SQLAlchemy would first begin a writer's transaction and wait for it."""
+        dbapi_connection = connection.connection.dbapi_connection
+        dbapi_connection.execute(f"{self.BUSY_TIMEOUT} = {int(milliseconds) or self.BUSY_TIMEOUT_MS}")
+
+    def lock_timed_out(self, error: BaseException) -> bool:
+        return type(error).__name__ == "OperationalError" and "database is locked" in str(error)
+
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """A caller's sqlite3 connection for the driver path: waits for locks, and sqlite3's implicit
         BEGIN (before the first write of a transaction) begins a writer. A connection in autocommit

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from logging.config import fileConfig
 from typing import TYPE_CHECKING
 
@@ -14,6 +16,7 @@ from ..db import DatabaseURLError, failure, make_engine, normalise_url
 from ..revisions import head_blueprint, record_blueprint
 from ..urls import database_url
 from .autogen import TARGET_OPTION, model_tables_only
+from .locks import RETRY_OPTION, LockPolicy, LockWait, describe_holders, format_duration
 from .operations import (
     DISCARD_OPTION,
     DISCARD_TABLES_OPTION,
@@ -26,7 +29,11 @@ from .write import REVISION_OPTION
 if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.runtime.environment import EnvironmentContext
+    from sqlalchemy.engine import Engine
 
+    from ..schema import TableName
+
+log = logging.getLogger("sqltransport_schema.migrate")
 TRUE = ("1", "true", "yes", "on")
 
 
@@ -61,8 +68,9 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
             context.run_migrations()
         return
     try:
+        policy = LockPolicy.from_x(x_args)
         engine = make_engine(url, poolclass=pool.NullPool)
-    except DatabaseURLError as error:
+    except (DatabaseURLError, ValueError) as error:
         raise CommandError(str(error)) from None
     compare = {
         "target_metadata": target_metadata if target_metadata is not None else MetaData(),
@@ -70,17 +78,84 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         TARGET_OPTION: lambda: head_blueprint(context.script)[1],
     }
     try:
+        _run_with_lock_retries(context, engine, policy, {**compare, **options})
+    finally:
+        engine.dispose()
+
+
+def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy, options: dict) -> None:
+    """One attempt: the whole upgrade in one transaction, each statement waiting at most
+    policy.timeout_ms for a lock (a longer wait raises LockWait and rolls everything back)."""
+    dialect = engines.for_sqlalchemy(engine.dialect.name)
+    try:
         with engine.connect() as connection:
             if engine.dialect.name == "sqlite":  # a database the migrations create starts in WAL (docs/runtime.md)
                 engines.get("sqlite").new_database_in_wal(connection.connection.dbapi_connection)
-            context.configure(connection=connection, transactional_ddl=True, **compare, **options)
+            dialect.set_lock_timeout(connection, policy.timeout_ms)
+            connection.commit()  # the setting stays for the session, whatever the migration's transaction does
+            context.configure(connection=connection, transactional_ddl=True, **options)
             with context.begin_transaction():
                 context.run_migrations()
                 record_blueprint(connection, context.script)  # what Transport.from_database reads
+    except exc.DBAPIError as error:
+        if dialect.lock_timed_out(error.orig):  # a statement outside the transport's operations
+            raise LockWait() from None
+        raise CommandError(failure(error)) from None
     except exc.SQLAlchemyError as error:  # unreachable, or a statement failed: Alembic's one FAILED line
         raise CommandError(failure(error)) from None
-    finally:
-        engine.dispose()
+
+
+def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: LockPolicy, options: dict) -> None:
+    """Run the upgrade; while a statement gives up waiting for a lock, roll back, log who holds
+    it, pause (1 s, 2 s, 4 s ... 30 s) and run it again, for at most policy.retry_for_ms.
+
+    The rollback releases every lock the attempt took, so between attempts no sender of any
+    table waits on the migration (migrate/locks.py says why the step alone is not retried)."""
+    dialect = engines.for_sqlalchemy(engine.dialect.name)
+    deadline = time.monotonic() + policy.retry_for_ms / 1000
+    pauses = policy.pauses()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            _run_online(context, engine, policy, options)
+            if attempt > 1:
+                log.info("upgrade done on attempt %d", attempt)
+            return
+        except LockWait as wait:
+            where = dialect.display(wait.table) if wait.table is not None else "a table"
+            holders = describe_holders(_holders(engine, dialect, wait.table)) if wait.table is not None else "holder unknown"
+            left = deadline - time.monotonic()
+            waited = format_duration(policy.timeout_ms)
+            if left <= 0:
+                spent = format_duration(policy.retry_for_ms)
+                longer = format_duration(max(policy.retry_for_ms * 3, 600_000))
+                rerun = _rerun(config=context.config, opts=context.get_context().opts, option=f"{RETRY_OPTION}={longer}")
+                raise CommandError(
+                    f"gave up waiting for a lock on {where} after {attempt} attempt(s) in {spent} "
+                    f"(each waiting {waited}; {wait}): {holders}. Nothing was changed (the upgrade rolled back). "
+                    f"Run it again once that session ends, or wait longer: {rerun}"
+                ) from None
+            pause = min(next(pauses), left)
+            log.warning(
+                "attempt %d waited %s for a lock on %s (%s), %s; rolled back, retrying in %.1f s",
+                attempt,
+                waited,
+                where,
+                wait,
+                holders,
+                pause,
+            )
+            time.sleep(pause)
+
+
+def _holders(engine: Engine, dialect: engines.Dialect, table: TableName) -> list:
+    """Who holds the table now, read on a connection of its own (empty if that read fails)."""
+    try:
+        with engine.connect() as connection:
+            return dialect.lock_holders(connection, table)
+    except exc.SQLAlchemyError:
+        return []
 
 
 def _names(value: str) -> frozenset[str]:

@@ -23,6 +23,7 @@ from sqlalchemy import exc
 from .. import engines
 from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
 from ..versions import profile
+from .locks import LockWait
 
 if TYPE_CHECKING:
     from alembic.autogenerate.api import AutogenContext
@@ -621,6 +622,8 @@ def run(operations: Operations, operation: TransportOp) -> None:
         for batch in batches:
             connection.exec_driver_sql(batch)
     except exc.DBAPIError as error:
+        if dialect.lock_timed_out(error.orig):  # env.py rolls the run back and retries it (migrate/locks.py)
+            raise LockWait(description, _table_of(operation)) from None
         if getattr(operation, "discard_messages", None) is False and "refusing to drop" in str(error.orig):
             raise _refused(operation, dialect, context) from None
         refusal = str(error.orig).strip().splitlines()
@@ -630,6 +633,13 @@ def run(operations: Operations, operation: TransportOp) -> None:
 
 
 Operations.implementation_for(TransportOp)(run)
+
+
+def _table_of(operation: TransportOp) -> TableName | None:
+    """The table an operation changes (the one whose lock it waits for), if it names one."""
+    spec = getattr(operation, "spec", None)
+    name = spec.name if spec is not None else getattr(operation, "name", None)
+    return name if isinstance(name, TableName) else None
 
 
 def _adopt_or_refuse(state: _RunState, operation: _CreateTable) -> None:

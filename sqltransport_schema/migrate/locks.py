@@ -1,0 +1,106 @@
+"""Bounded lock waits of online migrations (docs/live-migrations.md, "Bounded lock waits").
+
+Every statement of a migration runs with a lock timeout (`-x lock_timeout=2s`). A statement that
+gives up waiting raises `LockWait`; env.py then rolls the whole run back, which releases every
+lock the run took (on every table, not only the one it waited for), pauses with backoff and
+runs it again, until `-x lock_retry_for=10m` is spent.
+
+Why the whole run and not the one step (in a savepoint): Alembic runs an upgrade in one
+transaction, and a step that already altered another queue holds that queue's ACCESS EXCLUSIVE
+lock until the commit. Retrying only the blocked step would keep that lock, and so stall that
+queue's senders, for as long as the retries last. Rolling back keeps each stall to one lock
+timeout per attempt, and the database is never left half-migrated. (Savepoints per step would
+also make every DDL step a subtransaction, which hurts concurrent sessions on large revisions.)
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ..engines.base import LockHolder
+    from ..schema import TableName
+
+TIMEOUT_OPTION = "lock_timeout"
+RETRY_OPTION = "lock_retry_for"
+DEFAULT_TIMEOUT = "2s"
+DEFAULT_RETRY_FOR = "10m"
+FIRST_PAUSE = 1.0  # seconds before the second attempt; doubled after each attempt
+LONGEST_PAUSE = 30.0
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)\s*")
+
+
+class LockWait(Exception):
+    """A statement of the migration gave up waiting for a lock; the run is rolled back and retried."""
+
+    def __init__(self, what: str | None = None, table: TableName | None = None) -> None:
+        super().__init__(what or "a statement of the migration")
+        self.what = what
+        self.table = table
+
+
+def parse_duration(text: str, option: str) -> int:
+    """`2s`, `500ms`, `10m` (or `10min`), `1h` as milliseconds; `0` alone means none."""
+    if text.strip() == "0":
+        return 0
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"-x {option}={text}: give a duration with its unit, e.g. {option}=500ms, 5s, 10m or 1h (0: none)")
+    return round(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def format_duration(milliseconds: int) -> str:
+    """Milliseconds as the -x options write them: 2s, 500ms, 10m, 1h."""
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if milliseconds and milliseconds % size == 0:
+            return f"{milliseconds // size}{unit}"
+    return f"{milliseconds}ms"
+
+
+@dataclass(frozen=True)
+class LockPolicy:
+    """How long each statement waits for a lock, and for how long a blocked run is retried."""
+
+    timeout_ms: int = 2000
+    retry_for_ms: int = 600_000
+
+    @classmethod
+    def from_x(cls, x_args: dict) -> LockPolicy:
+        """The policy of `-x lock_timeout=... -x lock_retry_for=...` (ValueError on a bad value)."""
+        return cls(
+            parse_duration(x_args.get(TIMEOUT_OPTION, DEFAULT_TIMEOUT), TIMEOUT_OPTION),
+            parse_duration(x_args.get(RETRY_OPTION, DEFAULT_RETRY_FOR), RETRY_OPTION),
+        )
+
+    def pauses(self) -> Iterator[float]:
+        """Seconds to pause before each retry: 1, 2, 4, ... up to 30, each shortened by up to a
+        fifth at random (two blocked migrators do not retry in step)."""
+        pause = FIRST_PAUSE
+        while True:
+            yield pause * random.uniform(0.8, 1.0)
+            pause = min(pause * 2, LONGEST_PAUSE)
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_holders(holders: list[LockHolder]) -> str:
+    """The sessions holding the table, as the log and the FAILED line name them."""
+    if not holders:
+        return "no session holds it any more"
+    parts = []
+    for h in holders[:3]:
+        since = f", query started {h.query_start.isoformat(timespec='seconds')}" if h.query_start is not None else ""
+        app = h.application or "no application_name"
+        parts.append(f"pid {h.pid} ({app}, {h.state or 'unknown state'}{since}, {h.mode}: {_one_line(h.query)})")
+    more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+    return "held by " + "; ".join(parts) + more

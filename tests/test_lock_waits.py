@@ -1,0 +1,164 @@
+"""Bounded lock waits (docs/live-migrations.md): on real PostgreSQL, a migration blocked by a
+session holding a queue gives up each wait after lock_timeout, rolls back (releasing every other
+queue it had locked, so their senders go on) and retries until the holder lets go; with
+lock_retry_for spent it ends in one FAILED line and leaves the database as it was."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from sqltransport_schema import engines
+from sqltransport_schema.migrate.locks import LockPolicy, format_duration, parse_duration
+from sqltransport_schema.schema import TableName
+from sqltransport_schema.versions import profile
+
+from .test_alembic_refusals import ALEMBIC, alembic, failed_line
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+queues:
+  - name: error
+"""
+PG = engines.get("postgresql")
+
+
+def libpq(url: str) -> str:
+    u = make_url(url)
+    return f"host={u.host or '127.0.0.1'} port={u.port or 5432} dbname={u.database} user={u.username}"
+
+
+def seq_type(url: str, table: str) -> str:
+    with psycopg.connect(libpq(url)) as conn:
+        return conn.execute(
+            "SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'seq'",
+            (f'"public"."{table}"',),
+        ).fetchone()[0]
+
+
+class Sender(threading.Thread):
+    """Sends into a queue with the transport's own send statement, timing each send."""
+
+    def __init__(self, url: str, table: str) -> None:
+        super().__init__(daemon=True)
+        self.conninfo = libpq(url)
+        sql, self.order = PG.runtime_statements(profile("9.1"), TableName(table))["send"].native("format")
+        self.sql = sql
+        self.latencies: list[float] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                while not self.stop.is_set():
+                    values = {"Id": uuid.uuid4(), "TimeToBeReceivedMs": None, "Headers": "{}", "Body": b"x"}
+                    started = time.monotonic()
+                    conn.execute(self.sql, tuple(values[name] for name in self.order))
+                    self.latencies.append(time.monotonic() - started)
+                    time.sleep(0.02)
+        except BaseException as error:  # reported by the test
+            self.error = error
+
+
+def start_alembic(project, url: str, *x: str) -> subprocess.Popen:
+    import os
+
+    from .conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SQLTRANSPORT_URL", None)
+    args = [str(ALEMBIC), "-x", f"url={url}", *(f"-x{item}" for item in x), "upgrade", "head"]
+    return subprocess.Popen(args, cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def widening(project, pg_url):
+    """Sales and error deployed with serial Seq; the compiled next revision widens both to bigserial."""
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    assert alembic(project, "-x", f"url={pg_url}", "upgrade", "head").returncode == 0
+    project.write_topology(TOPOLOGY + "postgresql:\n  seq_type: bigserial\n")
+    assert project.compile("bigserial") == 0
+    text = project.revisions()[-1].read_text()
+    first, second = text.index('change_queue_seq_type("Sales"'), text.index('change_queue_seq_type("error"')
+    assert first < second  # Sales is altered first, then the run waits on error
+    return project
+
+
+def hold(url: str, table: str) -> psycopg.Connection:
+    """A reader's session with an open transaction that has read the queue (ACCESS SHARE, kept)."""
+    conn = psycopg.connect(libpq(url) + " application_name=queue-reader")
+    conn.execute(f'SELECT count(*) FROM "public"."{table}"')
+    return conn
+
+
+def test_a_blocked_migration_retries_without_holding_senders_and_completes(widening, pg_url):
+    holder = hold(pg_url, "error")
+    holder_pid = holder.info.backend_pid
+    sender = Sender(pg_url, "Sales")  # Sales: the queue the run altered before it waited on error
+    sender.start()
+    started = time.monotonic()
+    migration = start_alembic(widening, pg_url, "lock_timeout=500ms", "lock_retry_for=1m")
+    time.sleep(4.0)
+    assert migration.poll() is None  # still waiting for the holder
+    during = list(sender.latencies)
+    holder.commit()  # the reader lets go
+    holder.close()
+    out, err = migration.communicate(timeout=120)
+    elapsed = time.monotonic() - started
+    sender.stop.set()
+    sender.join(10)
+    assert sender.error is None, sender.error
+    assert migration.returncode == 0, err
+
+    # each attempt waited 0.5 s, then rolled back and released Sales: sends never waited longer
+    assert len(during) >= 40, during
+    assert max(during) < 0.5 + 0.5, sorted(during)[-5:]
+    assert sorted(during)[len(during) // 2] < 0.1  # most sends did not wait at all
+    waits = [line for line in err.splitlines() if "waited 500ms for a lock on" in line]
+    assert len(waits) >= 2, err
+    assert '"public"."error"' in waits[0] and f"pid {holder_pid} (queue-reader, idle in transaction" in waits[0], waits[0]
+    assert 'SELECT count(*) FROM "public"."error"' in waits[0] and "retrying in" in waits[0]
+    assert "upgrade done on attempt" in err
+    assert seq_type(pg_url, "Sales") == seq_type(pg_url, "error") == "bigint"
+    assert elapsed < 30
+
+
+def test_lock_retry_for_spent_fails_in_one_line_and_changes_nothing(widening, pg_url):
+    holder = hold(pg_url, "error")
+    try:
+        result = alembic(widening, "-x", f"url={pg_url}", "-x", "lock_timeout=300ms", "-x", "lock_retry_for=2s", "upgrade", "head")
+        line = failed_line(result)
+    finally:
+        holder.close()
+    assert line.startswith('FAILED: gave up waiting for a lock on "public"."error" after ')
+    assert "(queue-reader, idle in transaction" in line and "Nothing was changed" in line
+    assert line.endswith(f"alembic -x url={pg_url} -x lock_timeout=300ms -x lock_retry_for=10m upgrade head")
+    # the whole run rolled back: Sales, altered before the wait, is still serial; the stamp unchanged
+    assert seq_type(pg_url, "Sales") == seq_type(pg_url, "error") == "integer"
+    rerun = alembic(widening, "-x", f"url={pg_url}", "upgrade", "head")
+    assert rerun.returncode == 0, rerun.stderr
+    assert seq_type(pg_url, "Sales") == "bigint"
+
+
+def test_a_duration_needs_its_unit(widening, pg_url):
+    line = failed_line(alembic(widening, "-x", f"url={pg_url}", "-x", "lock_timeout=5", "upgrade", "head"))
+    assert line == "FAILED: -x lock_timeout=5: give a duration with its unit, e.g. lock_timeout=500ms, 5s, 10m or 1h (0: none)"
+
+
+def test_durations():
+    assert [parse_duration(t, "x") for t in ("2s", "500ms", "10m", "10min", "1h", "0", "1.5s")] == [
+        2000, 500, 600_000, 600_000, 3_600_000, 0, 1500,
+    ]  # fmt: skip
+    assert [format_duration(ms) for ms in (2000, 500, 600_000, 3_600_000, 1500)] == ["2s", "500ms", "10m", "1h", "1500ms"]
+    assert LockPolicy.from_x({}) == LockPolicy(2000, 600_000)
+    assert [PG.lock_timeout_setting(ms) for ms in (2000, 500, 600_000)] == ["2s", "500ms", "10min"]
