@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .migrate.locks import DEFAULT_TIMEOUT, TIMEOUT_OPTION, format_duration, lock_lines, lock_report, parse_duration
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -41,7 +43,7 @@ class ScriptError(ValueError):
     pass
 
 
-def _alembic_output(config: Config, engine: str, revision: str, marks: list | None = None) -> str:
+def _alembic_output(config: Config, engine: str, revision: str, marks: list | None = None, lock_timeout: str = DEFAULT_TIMEOUT) -> str:
     """Alembic's offline output; marks (if given) gets (offset, operation) at the start of each
     operation's text and (offset, None) at its end."""
     from alembic import command
@@ -53,7 +55,7 @@ def _alembic_output(config: Config, engine: str, revision: str, marks: list | No
         config.attributes[OFFLINE_HOOK_OPTION] = lambda operation: marks.append((buffer.tell(), operation))
     config.stdout = buffer
     config.output_buffer = buffer
-    config.cmd_opts = argparse.Namespace(x=[f"url={ENGINES[engine]}"], quiet=True)
+    config.cmd_opts = argparse.Namespace(x=[f"url={ENGINES[engine]}", f"{TIMEOUT_OPTION}={lock_timeout}"], quiet=True)
     config.attributes["configure_logging"] = False
     command.upgrade(config, revision, sql=True)
     return buffer.getvalue()
@@ -118,7 +120,44 @@ def _range(config: Config, from_rev: str | None, to_rev: str | None) -> tuple[st
     return start, end, revision
 
 
-def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None) -> str:
+def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> tuple[list[dict], list[str]]:
+    """What the script's operations lock (with each table's rows when url names the database), and
+    the header lines that say it."""
+    from . import engines as engine_registry
+
+    dialect = engine_registry.get(engine)
+    operations = [operation for _, operation in marks if operation is not None]
+    rows = None
+    if url is not None:
+        from .db import catalog_connection
+
+        with catalog_connection(url, ScriptError) as (found, connection):
+            if found.name != engine:
+                raise ScriptError(f"--url is a {found.name} database; the script is for {engine}")
+            tables = [op.locked_table() for op in operations if op.locked_table() is not None]
+            rows = found.catalog.row_counts(connection, tables)
+    report = lock_report(operations, dialect, rows)
+    timeout = parse_duration(lock_timeout, "lock-timeout")
+    if timeout:
+        lines = [
+            f"Each statement that locks a table waits at most {format_duration(timeout)} for its lock. Run it with "
+            f"{dialect.script.RUN_STOPPING}: when a wait gives up, the script stops and its transaction rolls back; "
+            "run it again later (docs/live-migrations.md)."
+        ]
+    else:
+        lines = ["Statements wait for their locks as long as it takes (--lock-timeout 0)."]
+    if report:
+        where = " (rows as counted in the database)" if rows is not None else " (script --url URL counts their rows)"
+        lines.append(f"Tables it changes in place{where}:")
+        lines += ["  " + line for line in lock_lines(report)]
+    else:
+        lines.append("It changes no existing table in place: only short locks, on tables it creates.")
+    return report, lines
+
+
+def header(
+    engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None, notes: Iterable[str] = ()
+) -> str:
     when = when or datetime.now(timezone.utc)
     if topology is not None and topology.is_file():
         digest = hashlib.sha256(topology.read_bytes()).hexdigest()
@@ -132,17 +171,32 @@ def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when:
         f"topology: {topo}",
         f"generated: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
         "Safe to re-run as a whole: tables are created only when missing and alembic_version is stamped once.",
+        *notes,
     ]
     return "".join(f"-- {line}\n" for line in lines) + "\n"
 
 
-def render(config: Config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None) -> str:
-    """The whole reviewed script: header, then Alembic's offline output made idempotent."""
+def render(
+    config: Config,
+    engine: str,
+    from_rev: str | None = None,
+    to_rev: str | None = None,
+    topology: Path | None = None,
+    lock_timeout: str = DEFAULT_TIMEOUT,
+    url: str | None = None,
+    locks: list | None = None,
+) -> str:
+    """The whole reviewed script: header (with what it locks), then Alembic's offline output made
+    idempotent. `locks`, if given, receives the lock report (migrate.locks.lock_report)."""
     if engine not in ENGINES:
         raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
     start, end, revision = _range(config, from_rev, to_rev)
-    body = make_idempotent(_alembic_output(config, engine, revision), engine)
-    return header(engine, topology, start, end) + body
+    marks: list = []
+    body = make_idempotent(_alembic_output(config, engine, revision, marks, lock_timeout), engine)
+    report, notes = _locks(engine, marks, lock_timeout, url)
+    if locks is not None:
+        locks.extend(report)
+    return header(engine, topology, start, end, notes=notes) + body
 
 
 # --------------------------------------------------------------------------- one file per endpoint
@@ -177,7 +231,14 @@ def _file_name(index: int, owner: str) -> str:
 
 
 def render_split(
-    config: Config, engine: str, from_rev: str | None = None, to_rev: str | None = None, topology: Path | None = None
+    config: Config,
+    engine: str,
+    from_rev: str | None = None,
+    to_rev: str | None = None,
+    topology: Path | None = None,
+    lock_timeout: str = DEFAULT_TIMEOUT,
+    url: str | None = None,
+    locks: list | None = None,
 ) -> dict[str, str]:
     """The same script as render(), as one file per endpoint (its queues, delayed and saga tables), in
     run order: 00-shared.sql (schemas, shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
@@ -194,7 +255,13 @@ def render_split(
     dialect = engine_registry.get(engine)
     start, end, revision = _range(config, from_rev, to_rev)
     marks: list = []
-    text = _alembic_output(config, engine, revision, marks)
+    text = _alembic_output(config, engine, revision, marks, lock_timeout)
+    report, notes = _locks(engine, marks, lock_timeout, url)
+    if locks is not None:
+        locks.extend(report)
+    # each file runs in a session of its own: each sets the lock timeout (the last file has Alembic's own)
+    prologue = dialect.script.lock_timeout(parse_duration(lock_timeout, "lock-timeout"))
+    prologue = prologue + "\n\n" if prologue else ""
 
     parts: dict[str | None, list[str]] = {SHARED: []}
     frame: list[str] = []  # Alembic's own text: transaction, version table, stamps
@@ -207,7 +274,7 @@ def render_split(
     frame.append(text[position:])
     last = parts.pop(LAST, [])
 
-    head = header(engine, topology, start, end)
+    head = header(engine, topology, start, end, notes=notes)
     order = [SHARED] + [e for e in dict.fromkeys(o for o in parts if o != SHARED)]
     files: dict[str, str] = {}
     names = [_file_name(0, "shared")] + [_file_name(i + 1, owner) for i, owner in enumerate(order[1:])]
@@ -215,7 +282,7 @@ def render_split(
     for name, owner in zip(names, order):
         what = "schemas, shared queues and tables" if owner == SHARED else f"endpoint {owner}"
         note = f"-- part: {what}. Run the files in name order: {names[0]} first, {final} last.\n\n"
-        files[name] = head + note + dialect.script.SCRIPT_BEGIN + "".join(parts[owner]) + dialect.script.SCRIPT_COMMIT
+        files[name] = head + note + dialect.script.SCRIPT_BEGIN + prologue + "".join(parts[owner]) + dialect.script.SCRIPT_COMMIT
     # The frame keeps Alembic's transaction: schema removals go inside it, before the stamps.
     body = "".join(frame)
     if last:

@@ -84,21 +84,30 @@ def cmd_script(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     path = topology_path(args, config)
+    locks: list = []
+    options = {"lock_timeout": args.lock_timeout, "url": args.url, "locks": locks}
     if args.split:
         folder = Path(args.split)
-        files = scripts.render_split(config, args.engine, args.from_rev, args.to_rev, path)
+        files = scripts.render_split(config, args.engine, args.from_rev, args.to_rev, path, **options)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
             (folder / name).write_text(text, encoding="utf-8")
-        emit(args, {"status": "written", "files": [str(folder / n) for n in files]}, [f"wrote {folder / n}" for n in files])
+        emit(args, {"status": "written", "files": [str(folder / n) for n in files], "locks": locks}, [f"wrote {folder / n}" for n in files])
         return EXIT_OK
-    text = scripts.render(config, args.engine, args.from_rev, args.to_rev, path)
+    text = scripts.render(config, args.engine, args.from_rev, args.to_rev, path, **options)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         sys.stderr.write(f"wrote {args.output}\n")
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _duration(text: str) -> str:
+    from ..migrate.locks import parse_duration
+
+    parse_duration(text, "lock_timeout")  # a ValueError names the forms it takes
+    return text
 
 
 def add_statements(sub: argparse._SubParsersAction) -> None:
@@ -134,6 +143,13 @@ def add_script(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_rev", help="revision the database is at (default: an empty database)")
     add_options(p, "to_rev", "output", to_rev={"help": "revision to upgrade to (default: head)"})
     p.add_argument("--split", metavar="DIR", help="write one file per endpoint into DIR (00-shared.sql first, 99-alembic-version.sql last)")
+    p.add_argument(
+        "--lock-timeout",
+        default="2s",
+        type=_duration,
+        help="how long each statement that locks a table waits for its lock (default: 2s; 0: as long as it takes)",
+    )
+    add_options(p, "url", url={"help": "the database the script is for: its header gives the rows of each table it changes in place"})
     add_options(p, "topology", "config", topology={"help": f"topology file whose sha256 the header records {TOPOLOGY_DEFAULT}"})
     p.set_defaults(func=cmd_script, format="text")
 

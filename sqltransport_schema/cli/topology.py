@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import engines
 from .. import topology as topology_module
 from .options import add_options, load_config, topology_path
 from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid
@@ -31,6 +32,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from ..migrate.compile import CompileError, compile_topology
+    from ..migrate.locks import lock_lines, lock_report
     from ..revisions import SnapshotError
 
     started = time.perf_counter()
@@ -69,7 +71,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
         lines.append('Run: sqltransport-schema compile -m "describe the change"')
         emit(args, payload, lines)
         return EXIT_CHANGES
-    emit(args, payload, [f"wrote {written}"] + [f"  {c}" for c in plan.summary(limit=SHOWN_CHANGES)])
+    locks = [entry for name in dict.fromkeys(topo.engines) for entry in lock_report(plan.upgrade, engines.get(name))]
+    payload["locks"] = locks
+    lines = [f"wrote {written}"] + [f"  {c}" for c in plan.summary(limit=SHOWN_CHANGES)]
+    if locks:
+        lines.append("Tables it changes in place (each statement waits at most -x lock_timeout, 2s by default, for its lock):")
+        lines += [f"  {entry['engine']}: {line}" for entry, line in zip(locks[:SHOWN_CHANGES], lock_lines(locks[:SHOWN_CHANGES]))]
+        if len(locks) > SHOWN_CHANGES:
+            lines.append(f"  ... and {len(locks) - SHOWN_CHANGES} more")
+    emit(args, payload, lines)
     return EXIT_OK
 
 

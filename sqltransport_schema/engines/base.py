@@ -115,6 +115,20 @@ class Dialect:
         """The other sessions holding a lock on the table, oldest first (what a DBA looks at)."""
         return []
 
+    # -- what a DDL step locks for how long (compile and script report it) -----------------
+    def version_change_rewrite(self, old: Profile, new: Profile) -> str | None:
+        """Why changing a queue between these releases holds an exclusive lock for a rewrite or rebuild
+        of the whole table on this engine (None: only short locks)."""
+        return None
+
+    def body_string_rewrite(self, profile: Profile) -> str | None:
+        """Why adding BodyString rewrites the table on this engine (None: a change of metadata)."""
+        return None
+
+    def seq_type_rewrite(self, old: str, new: str) -> str | None:
+        """Why changing the Seq column's type rewrites the table on this engine."""
+        return None
+
     # -- columns -------------------------------------------------------------------------
     # The columns of each transport table kind, in DDL order (see shapes.Column): the one source
     # of `expected`, of expected_shape's columns and of the pipeline's layouts; a unit test holds

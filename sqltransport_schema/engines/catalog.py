@@ -44,6 +44,18 @@ class Catalog:
             out.setdefault(table_key(TableName(table, schema)), set()).add(column.lower())
         return out
 
+    ROW_COUNT = "SELECT count(*) FROM {table}"
+
+    def row_counts(self, connection: Connection, names: Iterable[TableName]) -> dict[tuple, int]:
+        """table_key -> rows, for each of the tables that exists (what a rewrite of it would move)."""
+        existing = self.existing_columns(connection)
+        table_key = self.dialect.table_key
+        return {
+            table_key(name): connection.exec_driver_sql(self.ROW_COUNT.format(table=self.dialect.qualified(name))).scalar()
+            for name in names
+            if table_key(name) in existing
+        }
+
     def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
         """table_key -> (name, live shape) of every user table, in a few bulk catalog queries."""
         raise NotImplementedError(f"check does not support {self.dialect.name} yet")

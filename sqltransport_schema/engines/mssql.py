@@ -493,6 +493,18 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         return [self.DROP_GUARDED.format(message=message, **fields)]
 
     # -- version changes -------------------------------------------------------------------
+    def version_change_rewrite(self, old: Profile, new: Profile) -> str | None:
+        reasons = []
+        if old.headers_unicode != new.headers_unicode:
+            old_type, new_type = ("varchar", "nvarchar") if new.headers_unicode else ("nvarchar", "varchar")
+            reasons.append(f"Headers {old_type}(max) -> {new_type}(max) rewrites every row")
+        if old.rowversion_clustered != new.rowversion_clustered:
+            how = "clustered -> nonclustered" if old.rowversion_clustered else "nonclustered -> clustered"
+            reasons.append(f"Index_RowVersion {how} rebuilds the table")
+        if old.expires_index != new.expires_index and new.expires_index is not ExpiresIndex.NONE:
+            reasons.append("building Index_Expires makes writers wait for the whole build")
+        return "; ".join(reasons) or None
+
     def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
         fields = self._fields(spec, new)
         batches = []
@@ -1651,8 +1663,16 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         SCRIPT_BEGIN = "BEGIN TRANSACTION;\n\nGO\n\n"
         SCRIPT_COMMIT = "COMMIT;\n\nGO\n"
 
+        # A batch that locks an existing table waits at most this long for it (error 1222); sqlcmd -b
+        # stops there and the open transaction rolls back with the session: run the script again.
+        LOCK_TIMEOUT = "SET LOCK_TIMEOUT {milliseconds};\n{batch}"
+        RUN_STOPPING = "sqlcmd -b -i FILE"
+
         def guard_version_table(self, ddl: str) -> str:
             return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
+
+        def bounded(self, batch: str, milliseconds: int) -> str:
+            return self.LOCK_TIMEOUT.format(milliseconds=int(milliseconds), batch=batch) if milliseconds else batch
 
     # =====================================================================================
     # -- the data pipeline (engines/pipeline.py): pyodbc, Spark through jTDS --------------

@@ -118,6 +118,16 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
     def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder]:
         return [LockHolder(*row) for row in self._run(connection, self.LOCK_HOLDERS, Table=self.qualified(name))]
 
+    def body_string_rewrite(self, profile: Profile) -> str | None:
+        if not profile.postgresql_body_string:
+            return None
+        return "BodyString is a STORED generated column: adding it writes every row anew (a table rewrite)"
+
+    def seq_type_rewrite(self, old: str, new: str) -> str | None:
+        if self.SEQ_TYPES[old] == self.SEQ_TYPES[new]:
+            return None
+        return f"Seq {self.SEQ_TYPES[old]} -> {self.SEQ_TYPES[new]} rewrites every row and rebuilds the table's indexes"
+
     def unsupported(self, profile: Profile) -> str | None:
         if not profile.postgresql:
             return (
@@ -766,6 +776,13 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
         # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
         SCRIPT_BEGIN = "BEGIN;\n\n"
         SCRIPT_COMMIT = "COMMIT;\n"
+        # Each statement of the script waits at most this long for a lock; psql stops at the error
+        # (ON_ERROR_STOP) and the transaction rolls back: run the script again (docs/live-migrations.md).
+        LOCK_TIMEOUT = "SET lock_timeout = '{setting}';"
+        RUN_STOPPING = "psql -v ON_ERROR_STOP=1 -f FILE"
+
+        def lock_timeout(self, milliseconds: int) -> str | None:
+            return self.LOCK_TIMEOUT.format(setting=self.dialect.lock_timeout_setting(milliseconds)) if milliseconds else None
 
         def guard_version_table(self, ddl: str) -> str:
             return ddl.replace("CREATE TABLE alembic_version", "CREATE TABLE IF NOT EXISTS alembic_version", 1)

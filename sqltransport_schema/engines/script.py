@@ -36,6 +36,8 @@ class Script:
     # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
     SCRIPT_BEGIN: str | None = None
     SCRIPT_COMMIT: str | None = None
+    # How a DBA runs a script so that it stops at the first error (a lock wait given up, say).
+    RUN_STOPPING: str | None = None
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
@@ -43,6 +45,15 @@ class Script:
     def statement(self, statement: str, terminator: str) -> str:
         """A statement as an offline script (alembic --sql) writes it, where batches have no separator."""
         return statement + terminator
+
+    def lock_timeout(self, milliseconds: int) -> str | None:
+        """The statement an offline script opens with so that each statement waits at most
+        `milliseconds` for a lock (docs/live-migrations.md); None where the engine sets it per batch."""
+        return None
+
+    def bounded(self, batch: str, milliseconds: int) -> str:
+        """A batch that locks an existing table, as a script writes it with the lock timeout."""
+        return batch
 
     def guard_version_table(self, ddl: str) -> str:
         """alembic_version's CREATE TABLE, made to do nothing when the table exists."""

@@ -20,6 +20,7 @@ from .locks import RETRY_OPTION, LockPolicy, LockWait, describe_holders, format_
 from .operations import (
     DISCARD_OPTION,
     DISCARD_TABLES_OPTION,
+    LOCK_TIMEOUT_OPTION,
     OFFLINE_HOOK_OPTION,
     PROTECTED_OPTION,
     RERUN_OPTION,
@@ -61,16 +62,25 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
         RERUN_OPTION: lambda option, opts: _rerun(config, opts, option),
     }
+    try:
+        policy = LockPolicy.from_x(x_args)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
     if context.is_offline_mode():
         options[OFFLINE_HOOK_OPTION] = config.attributes.get(OFFLINE_HOOK_OPTION)
+        options[LOCK_TIMEOUT_OPTION] = policy.timeout_ms
         context.configure(url=url, literal_binds=True, transactional_ddl=True, **options)
+        migration = context.get_context()
         with context.begin_transaction():
+            # the script's statements wait for locks as long as an online run's (docs/live-migrations.md)
+            prologue = engines.for_sqlalchemy(migration.dialect.name).script.lock_timeout(policy.timeout_ms)
+            if prologue:
+                migration.impl.static_output(prologue)
             context.run_migrations()
         return
     try:
-        policy = LockPolicy.from_x(x_args)
         engine = make_engine(url, poolclass=pool.NullPool)
-    except (DatabaseURLError, ValueError) as error:
+    except DatabaseURLError as error:
         raise CommandError(str(error)) from None
     compare = {
         "target_metadata": target_metadata if target_metadata is not None else MetaData(),

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ..engines.base import LockHolder
+    from ..engines.base import Dialect, LockHolder
     from ..schema import TableName
 
 TIMEOUT_OPTION = "lock_timeout"
@@ -104,3 +104,45 @@ def describe_holders(holders: list[LockHolder]) -> str:
         parts.append(f"pid {h.pid} ({app}, {h.state or 'unknown state'}{since}, {h.mode}: {_one_line(h.query)})")
     more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
     return "held by " + "; ".join(parts) + more
+
+
+# --------------------------------------------------------------------------- what a revision locks
+def lock_report(operations: list, dialect: Dialect, rows: dict | None = None) -> list[dict]:
+    """For each operation that locks an existing table on this engine: the table, the operation,
+    whether it holds an exclusive lock for a whole rewrite ("rewrite") or only briefly ("short"),
+    why, and (given rows: table_key -> count, from a database) the rows a rewrite goes through."""
+    report = []
+    for operation in operations:
+        table = operation.locked_table()
+        if table is None:
+            continue
+        try:
+            if not operation.statements(dialect):
+                continue  # nothing to do on this engine
+        except (NotImplementedError, RuntimeError):
+            continue  # the engine cannot run it at all: the upgrade says so
+        reason = operation.rewrite(dialect)
+        report.append(
+            {
+                "engine": dialect.name,
+                "table": dialect.display(table),
+                "operation": operation.describe(dialect),
+                "lock": "rewrite" if reason else "short",
+                "reason": reason,
+                "rows": None if rows is None else rows.get(dialect.table_key(table)),
+            }
+        )
+    return report
+
+
+def lock_lines(report: list[dict]) -> list[str]:
+    """The report as a person reads it, one line per operation."""
+    lines = []
+    for entry in report:
+        if entry["lock"] == "rewrite":
+            how = f"exclusive lock for the whole rewrite: {entry['reason']}"
+        else:
+            how = "short exclusive lock"
+        rows = f"; {entry['rows']:,} rows" if entry["rows"] is not None else ""
+        lines.append(f"{entry['lock']:<7} {entry['table']}: {entry['operation']} ({how}{rows})")
+    return lines

@@ -36,6 +36,7 @@ DISCARD_TABLES_OPTION = "sqltransport_discard"  # names of tables whose compiled
 RERUN_OPTION = "sqltransport_rerun"  # the Alembic command line that was run, with one more -x option
 PROTECTED_OPTION = "sqltransport_drop_protected"  # names of protected queues a downgrade may drop
 OFFLINE_HOOK_OPTION = "sqltransport_offline_hook"  # called with each operation before its --sql output, then None
+LOCK_TIMEOUT_OPTION = "sqltransport_lock_timeout"  # milliseconds an offline script's statements wait for a lock
 
 
 def _literal(value: Any) -> str:
@@ -79,6 +80,15 @@ class TransportOp(MigrateOperation):
     def to_diff_tuple(self) -> tuple:
         """What `alembic check` lists for this operation."""
         return (self.op_name or type(self).__name__, self.describe())
+
+    def locked_table(self) -> TableName | None:
+        """The existing table this operation locks (None: it only creates, or touches no table)."""
+        return None
+
+    def rewrite(self, dialect: engines.Dialect) -> str | None:
+        """Why, on this engine, the operation holds its exclusive lock for as long as the table takes
+        to rewrite or rebuild (None: the lock is short, whatever the table's size)."""
+        return None
 
 
 # --------------------------------------------------------------------------- tables
@@ -157,6 +167,9 @@ class _DropTable(_TableOp):
         tail = self._tail() + (", discard_messages=True" if self.discard_messages else "")
         tail += ", allow_protected=True" if self.allow_protected else ""
         return _call(self.op_name, self.spec.name, tail)
+
+    def locked_table(self) -> TableName | None:
+        return self.spec.name
 
     def refuses_protected(self, allowed: frozenset[str]) -> bool:
         return self.spec.protected and not self.allow_protected and self.spec.name.table not in allowed
@@ -337,6 +350,12 @@ class ChangeQueueVersionOp(TransportOp):
         where = dialect.display(self.name, profile(self.to_version)) if dialect else str(self.name)
         return f"change queue {where} from transport {self.from_version} to {self.to_version}"
 
+    def locked_table(self) -> TableName | None:
+        return self.name
+
+    def rewrite(self, dialect: engines.Dialect) -> str | None:
+        return dialect.version_change_rewrite(profile(self.from_version), profile(self.to_version))
+
     def python(self) -> str:
         return _call(
             "change_queue_version", self.name, f"from_version={_literal(self.from_version)}, to_version={_literal(self.to_version)}"
@@ -358,6 +377,9 @@ class _BodyStringOp(TransportOp):
     def python(self) -> str:
         return _call(self.op_name, self.name, f"version={_literal(self.version)}")
 
+    def locked_table(self) -> TableName | None:
+        return self.name
+
 
 @Operations.register_operation("add_body_string")
 class AddBodyStringOp(_BodyStringOp):
@@ -372,6 +394,9 @@ class AddBodyStringOp(_BodyStringOp):
 
     def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.add_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
+
+    def rewrite(self, dialect: engines.Dialect) -> str | None:
+        return dialect.body_string_rewrite(profile(self.version))
 
     def reverse(self) -> DropBodyStringOp:
         return DropBodyStringOp(self.name, self.version)
@@ -421,6 +446,12 @@ class ChangeQueueSeqTypeOp(TransportOp):
     def python(self) -> str:
         return _call("change_queue_seq_type", self.name, f"from_type={_literal(self.from_type)}, to_type={_literal(self.to_type)}")
 
+    def locked_table(self) -> TableName | None:
+        return self.name
+
+    def rewrite(self, dialect: engines.Dialect) -> str | None:
+        return dialect.seq_type_rewrite(self.from_type, self.to_type)
+
     def reverse(self) -> ChangeQueueSeqTypeOp:
         return ChangeQueueSeqTypeOp(self.name, self.to_type, self.from_type)
 
@@ -454,6 +485,9 @@ class RenameIndexOp(TransportOp):
 
     def python(self) -> str:
         return _call("rename_index", self.name, f"old={_literal(self.old)}, new={_literal(self.new)}")
+
+    def locked_table(self) -> TableName | None:
+        return self.name
 
     def reverse(self) -> RenameIndexOp:
         return RenameIndexOp(self.name, self.new, self.old)
@@ -604,7 +638,9 @@ def run(operations: Operations, operation: TransportOp) -> None:
             hook(operation)
         impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
         separator = getattr(impl, "batch_separator", None)
+        timeout = context.opts.get(LOCK_TIMEOUT_OPTION, 0) if operation.locked_table() is not None else 0
         for batch in batches:
+            batch = dialect.script.bounded(batch, timeout)
             impl.static_output(batch if separator else dialect.script.statement(batch, impl.command_terminator))
             if separator:
                 impl.static_output(separator)
