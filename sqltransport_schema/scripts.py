@@ -155,9 +155,7 @@ def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> tupl
     return report, lines
 
 
-def header(
-    engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None, notes: Iterable[str] = ()
-) -> str:
+def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None, notes: Iterable[str] = ()) -> str:
     when = when or datetime.now(timezone.utc)
     if topology is not None and topology.is_file():
         digest = hashlib.sha256(topology.read_bytes()).hexdigest()

@@ -162,3 +162,106 @@ def test_durations():
     assert [format_duration(ms) for ms in (2000, 500, 600_000, 3_600_000, 1500)] == ["2s", "500ms", "10m", "1h", "1500ms"]
     assert LockPolicy.from_x({}) == LockPolicy(2000, 600_000)
     assert [PG.lock_timeout_setting(ms) for ms in (2000, 500, 600_000)] == ["2s", "500ms", "10min"]
+
+
+# --------------------------------------------------------------------------- offline scripts
+def test_the_offline_postgresql_script_sets_the_lock_timeout(widening, capsys):
+    from sqltransport_schema import cli
+
+    offline = widening.offline("postgresql://")
+    assert offline.startswith("BEGIN;\n\nSET lock_timeout = '2s';\n\n")
+    assert cli.main(["script", "--engine", "postgresql", "-c", str(widening.ini), "--lock-timeout", "5s"]) == 0
+    text = capsys.readouterr().out
+    assert "\nBEGIN;\n\nSET lock_timeout = '5s';\n\n" in text
+    assert "-- Each statement that locks a table waits at most 5s for its lock. Run it with psql -v ON_ERROR_STOP=1 -f FILE" in text
+    assert '--   rewrite "public"."Sales": change Seq of queue "public"."Sales" from serial to bigserial (exclusive lock' in text
+    assert "Seq integer -> bigint rewrites every row" in text
+
+
+def test_each_file_of_a_split_script_sets_it(widening, tmp_path):
+    from sqltransport_schema import cli
+
+    folder = tmp_path / "split"
+    assert cli.main(["script", "--engine", "postgresql", "-c", str(widening.ini), "--split", str(folder)]) == 0
+    files = sorted(folder.iterdir())
+    assert len(files) >= 3
+    for path in files:
+        text = path.read_text()
+        assert "SET lock_timeout = '2s';" in text, path
+        assert '--   rewrite "public"."Sales"' in text  # every file's header says what the whole script locks
+
+
+def test_script_url_counts_the_rows_of_each_table_it_rewrites(widening, pg_url, capsys):
+    from sqltransport_schema import cli
+
+    sender = Sender(pg_url, "Sales")
+    with psycopg.connect(libpq(pg_url), autocommit=True) as conn:
+        for _ in range(7):
+            conn.execute(sender.sql, (uuid.uuid4(), None, "{}", b"x"))
+    first = widening.revisions()[0].name.split("_")[1]
+    args = ["script", "--engine", "postgresql", "-c", str(widening.ini), "--from", first, "--url", pg_url]
+    assert cli.main(args) == 0
+    text = capsys.readouterr().out
+    assert "-- Tables it changes in place (rows as counted in the database):" in text
+    assert "rewrites every row and rebuilds the table's indexes; 7 rows)" in text
+    assert "from serial to bigserial (exclusive lock for the whole rewrite: Seq integer -> bigint" in text
+    assert cli.main([*args[:-1], "sqlite:///" + str(widening.root / "x.db")]) == 2
+    assert capsys.readouterr().err.strip() == "error: --url is a sqlite database; the script is for postgresql"
+
+
+def test_compile_names_the_rewrites(project, capsys):
+    import json
+
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    capsys.readouterr()
+    project.write_topology(TOPOLOGY + "postgresql:\n  seq_type: bigserial\n")
+    assert project.compile("bigserial") == 0
+    out = capsys.readouterr().out
+    assert "Tables it changes in place (each statement waits at most -x lock_timeout, 2s by default, for its lock):" in out
+    assert '  postgresql: rewrite "public"."Sales": change Seq of queue "public"."Sales" from serial to bigserial' in out
+    project.write_topology(TOPOLOGY.replace("queues:", "    body_string: true\nqueues:") + "postgresql:\n  seq_type: bigserial\n")
+    assert project.compile("body string", "--format", "json") == 0
+    locks = json.loads(capsys.readouterr().out)["locks"]
+    by_engine = {(e["engine"], e["table"]): e for e in locks}
+    assert by_engine[("postgresql", '"public"."Sales"')]["lock"] == "rewrite"
+    assert "STORED generated column" in by_engine[("postgresql", '"public"."Sales"')]["reason"]
+    assert by_engine[("mssql", "[dbo].[Sales]")]["lock"] == "short"  # a computed column, metadata only
+    assert ("sqlite", '"Sales"') in by_engine
+
+
+MSSQL_TOPOLOGY = """\
+transport_version: "{version}"
+engines: [mssql]
+endpoints:
+  - name: Sales
+    body_string: {body}
+queues:
+  - name: error
+"""
+
+
+def test_sql_server_scripts_bound_the_batches_that_lock_existing_tables_and_parse(project, capsys):
+    from sqltransport_schema import cli
+
+    from .test_mssql_ddl import assert_parses
+
+    project.write_topology(MSSQL_TOPOLOGY.format(version="4.0", body="false"))
+    assert project.compile("initial") == 0
+    project.write_topology(MSSQL_TOPOLOGY.format(version="9.1", body="true"))
+    assert project.compile("upgrade") == 0
+    first = project.revisions()[0].name.split("_")[1]
+    capsys.readouterr()
+    assert cli.main(["script", "--engine", "mssql", "-c", str(project.ini), "--from", first, "--lock-timeout", "3s"]) == 0
+    text = capsys.readouterr().out
+    assert "-- Each statement that locks a table waits at most 3s for its lock. Run it with sqlcmd -b -i FILE" in text
+    assert "rewrite [dbo].[Sales]: change queue [dbo].[Sales] from transport 4.0 to 9.1" in text
+    assert "Index_RowVersion clustered -> nonclustered rebuilds the table" in text
+    batches = [b.strip() for b in text.split("\nGO\n") if b.strip()]
+    bounded = [b for b in batches if "SET LOCK_TIMEOUT 3000;" in b]
+    assert len(bounded) >= 4  # the version change of each queue, and BodyString on Sales and its delayed table
+    for batch in bounded:
+        body = batch[batch.index("SET LOCK_TIMEOUT") :]
+        assert_parses(body, body.splitlines()[1][:60])
+    creates = [b for b in batches if "CREATE TABLE" in b and "alembic_version" not in b]
+    assert creates and not any("LOCK_TIMEOUT" in b for b in creates)  # new tables: the installer's applock waits as it does

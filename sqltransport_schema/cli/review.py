@@ -84,15 +84,14 @@ def cmd_script(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     path = topology_path(args, config)
-    locks: list = []
-    options = {"lock_timeout": args.lock_timeout, "url": args.url, "locks": locks}
+    options = {"lock_timeout": args.lock_timeout, "url": args.url}
     if args.split:
         folder = Path(args.split)
         files = scripts.render_split(config, args.engine, args.from_rev, args.to_rev, path, **options)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
             (folder / name).write_text(text, encoding="utf-8")
-        emit(args, {"status": "written", "files": [str(folder / n) for n in files], "locks": locks}, [f"wrote {folder / n}" for n in files])
+        emit(args, {"status": "written", "files": [str(folder / n) for n in files]}, [f"wrote {folder / n}" for n in files])
         return EXIT_OK
     text = scripts.render(config, args.engine, args.from_rev, args.to_rev, path, **options)
     if args.output:
