@@ -105,28 +105,41 @@ def test_a_blocked_migration_retries_without_holding_senders_and_completes(widen
     holder = hold(pg_url, "error")
     holder_pid = holder.info.backend_pid
     sender = Sender(pg_url, "Sales")  # Sales: the queue the run altered before it waited on error
+    blocked = Sender(pg_url, "error")  # error: the queue the holder keeps
     sender.start()
+    blocked.start()
     started = time.monotonic()
     migration = start_alembic(widening, pg_url, "lock_timeout=500ms", "lock_retry_for=1m")
-    time.sleep(4.0)
-    assert migration.poll() is None  # still waiting for the holder
-    during = list(sender.latencies)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(migration.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while sum("waited 500ms" in line for line in lines) < 3 and time.monotonic() < deadline:  # three attempts blocked
+        time.sleep(0.05)
+    assert migration.poll() is None, "".join(lines)  # still waiting for the holder
+    during, during_blocked = list(sender.latencies), list(blocked.latencies)
     holder.commit()  # the reader lets go
     holder.close()
-    out, err = migration.communicate(timeout=120)
+    migration.wait(timeout=120)
+    reader.join(10)
+    err = "".join(lines)
     elapsed = time.monotonic() - started
-    sender.stop.set()
-    sender.join(10)
-    assert sender.error is None, sender.error
+    for thread in (sender, blocked):
+        thread.stop.set()
+        thread.join(10)
+        assert thread.error is None, thread.error
     assert migration.returncode == 0, err
 
     # each attempt waited 0.5 s, then rolled back and released Sales: sends never waited longer
-    assert len(during) >= 40, during
+    assert len(during) >= 30, during
     assert max(during) < 0.5 + 0.5, sorted(during)[-5:]
     assert sorted(during)[len(during) // 2] < 0.1  # most sends did not wait at all
+    # senders of the held queue itself wait behind an attempt's ALTER at most one lock_timeout
+    assert len(during_blocked) >= 20 and max(during_blocked) < 0.5 + 0.5, sorted(during_blocked)[-5:]
     waits = [line for line in err.splitlines() if "waited 500ms for a lock on" in line]
-    assert len(waits) >= 2, err
-    assert '"public"."error"' in waits[0] and f"pid {holder_pid} (queue-reader, idle in transaction" in waits[0], waits[0]
+    assert len(waits) >= 3, err
+    assert 'a lock on "public"."error" (change Seq of queue "public"."error" from serial to bigserial): held by pid ' in waits[0]
+    assert f"pid {holder_pid} (queue-reader, idle in transaction, query started " in waits[0], waits[0]
     assert 'SELECT count(*) FROM "public"."error"' in waits[0] and "retrying in" in waits[0]
     assert "upgrade done on attempt" in err
     assert seq_type(pg_url, "Sales") == seq_type(pg_url, "error") == "bigint"
@@ -141,7 +154,10 @@ def test_lock_retry_for_spent_fails_in_one_line_and_changes_nothing(widening, pg
     finally:
         holder.close()
     assert line.startswith('FAILED: gave up waiting for a lock on "public"."error" after ')
-    assert "(queue-reader, idle in transaction" in line and "Nothing was changed" in line
+    assert (
+        "(queue-reader, idle in transaction" in line
+        and "Nothing was changed (the upgrade rolled back). Run it again once the holder is done" in line
+    )
     assert line.endswith(f"alembic -x url={pg_url} -x lock_timeout=300ms -x lock_retry_for=10m upgrade head")
     # the whole run rolled back: Sales, altered before the wait, is still serial; the stamp unchanged
     assert seq_type(pg_url, "Sales") == seq_type(pg_url, "error") == "integer"
@@ -265,3 +281,27 @@ def test_sql_server_scripts_bound_the_batches_that_lock_existing_tables_and_pars
         assert_parses(body, body.splitlines()[1][:60])
     creates = [b for b in batches if "CREATE TABLE" in b and "alembic_version" not in b]
     assert creates and not any("LOCK_TIMEOUT" in b for b in creates)  # new tables: the installer's applock waits as it does
+
+
+def test_sqlite_waits_for_the_write_lock_as_long_as_lock_timeout(project, sqlite_url):
+    import sqlite3
+
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    assert alembic(project, "-x", f"url={sqlite_url}", "upgrade", "head").returncode == 0
+    project.write_topology(TOPOLOGY.replace("queues:", "  - name: Billing\nqueues:"))
+    assert project.compile("billing") == 0
+    writer = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # a pump's write transaction, kept open
+    try:
+        started = time.monotonic()
+        result = alembic(project, "-x", f"url={sqlite_url}", "-x", "lock_timeout=200ms", "-x", "lock_retry_for=1s", "upgrade", "head")
+        elapsed = time.monotonic() - started
+        line = failed_line(result)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert line.startswith("FAILED: gave up waiting for a lock after ") and "(each waiting 200ms; " in line, line
+    assert "attempt 1 waited 200ms for a lock" in result.stderr
+    assert elapsed < 20
+    assert alembic(project, "-x", f"url={sqlite_url}", "upgrade", "head").returncode == 0

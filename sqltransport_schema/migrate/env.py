@@ -133,8 +133,8 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
                 log.info("upgrade done on attempt %d", attempt)
             return
         except LockWait as wait:
-            where = dialect.display(wait.table) if wait.table is not None else "a table"
-            holders = describe_holders(_holders(engine, dialect, wait.table)) if wait.table is not None else "holder unknown"
+            on = f" on {dialect.display(wait.table)}" if wait.table is not None else ""
+            holders = f": {describe_holders(_holders(engine, dialect, wait.table))}" if wait.table is not None else ""
             left = deadline - time.monotonic()
             waited = format_duration(policy.timeout_ms)
             if left <= 0:
@@ -142,19 +142,13 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
                 longer = format_duration(max(policy.retry_for_ms * 3, 600_000))
                 rerun = _rerun(config=context.config, opts=context.get_context().opts, option=f"{RETRY_OPTION}={longer}")
                 raise CommandError(
-                    f"gave up waiting for a lock on {where} after {attempt} attempt(s) in {spent} "
-                    f"(each waiting {waited}; {wait}): {holders}. Nothing was changed (the upgrade rolled back). "
-                    f"Run it again once that session ends, or wait longer: {rerun}"
+                    f"gave up waiting for a lock{on} after {attempt} attempt(s) in {spent} "
+                    f"(each waiting {waited}; {wait}){holders}. Nothing was changed (the upgrade rolled back). "
+                    f"Run it again once the holder is done, or wait longer: {rerun}"
                 ) from None
             pause = min(next(pauses), left)
             log.warning(
-                "attempt %d waited %s for a lock on %s (%s), %s; rolled back, retrying in %.1f s",
-                attempt,
-                waited,
-                where,
-                wait,
-                holders,
-                pause,
+                "attempt %d waited %s for a lock%s (%s)%s; rolled back, retrying in %.1f s", attempt, waited, on, wait, holders, pause
             )
             time.sleep(pause)
 

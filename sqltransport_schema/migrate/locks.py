@@ -41,7 +41,7 @@ class LockWait(Exception):
     """A statement of the migration gave up waiting for a lock; the run is rolled back and retried."""
 
     def __init__(self, what: str | None = None, table: TableName | None = None) -> None:
-        super().__init__(what or "a statement of the migration")
+        super().__init__(what or "the migration's transaction or one of its statements")
         self.what = what
         self.table = table
 
