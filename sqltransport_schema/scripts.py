@@ -120,9 +120,9 @@ def _range(config: Config, from_rev: str | None, to_rev: str | None) -> tuple[st
     return start, end, revision
 
 
-def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> tuple[list[dict], list[str]]:
-    """What the script's operations lock (with each table's rows when url names the database), and
-    the header lines that say it."""
+def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> list[str]:
+    """The header lines that say how long the script's statements wait for locks and which tables it
+    rewrites under an exclusive lock (with each table's rows when url names the database)."""
     from . import engines as engine_registry
 
     dialect = engine_registry.get(engine)
@@ -152,7 +152,7 @@ def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> tupl
         lines += ["  " + line for line in lock_lines(report)]
     else:
         lines.append("It changes no existing table in place: only short locks, on tables it creates.")
-    return report, lines
+    return lines
 
 
 def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None, notes: Iterable[str] = ()) -> str:
@@ -182,18 +182,15 @@ def render(
     topology: Path | None = None,
     lock_timeout: str = DEFAULT_TIMEOUT,
     url: str | None = None,
-    locks: list | None = None,
 ) -> str:
-    """The whole reviewed script: header (with what it locks), then Alembic's offline output made
-    idempotent. `locks`, if given, receives the lock report (migrate.locks.lock_report)."""
+    """The whole reviewed script: header (with what it locks: with each table's rows when url names
+    the database), then Alembic's offline output made idempotent."""
     if engine not in ENGINES:
         raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
     start, end, revision = _range(config, from_rev, to_rev)
     marks: list = []
     body = make_idempotent(_alembic_output(config, engine, revision, marks, lock_timeout), engine)
-    report, notes = _locks(engine, marks, lock_timeout, url)
-    if locks is not None:
-        locks.extend(report)
+    notes = _locks(engine, marks, lock_timeout, url)
     return header(engine, topology, start, end, notes=notes) + body
 
 
@@ -236,7 +233,6 @@ def render_split(
     topology: Path | None = None,
     lock_timeout: str = DEFAULT_TIMEOUT,
     url: str | None = None,
-    locks: list | None = None,
 ) -> dict[str, str]:
     """The same script as render(), as one file per endpoint (its queues, delayed and saga tables), in
     run order: 00-shared.sql (schemas, shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
@@ -254,9 +250,7 @@ def render_split(
     start, end, revision = _range(config, from_rev, to_rev)
     marks: list = []
     text = _alembic_output(config, engine, revision, marks, lock_timeout)
-    report, notes = _locks(engine, marks, lock_timeout, url)
-    if locks is not None:
-        locks.extend(report)
+    notes = _locks(engine, marks, lock_timeout, url)
     # each file runs in a session of its own: each sets the lock timeout (the last file has Alembic's own)
     prologue = dialect.script.lock_timeout(parse_duration(lock_timeout, "lock-timeout"))
     prologue = prologue + "\n\n" if prologue else ""
