@@ -305,3 +305,24 @@ def test_sqlite_waits_for_the_write_lock_as_long_as_lock_timeout(project, sqlite
     assert "attempt 1 waited 200ms for a lock" in result.stderr
     assert elapsed < 20
     assert alembic(project, "-x", f"url={sqlite_url}", "upgrade", "head").returncode == 0
+
+
+def test_what_each_engine_rewrites():
+    from sqltransport_schema.migrate.saga_operations import AddSagaCorrelationOp, DropSagaTableOp
+    from sqltransport_schema.schema import Correlation, Kind, TableSpec
+
+    mssql = engines.get("mssql")
+    assert mssql.version_change_rewrite(profile("1.2"), profile("9.1")) == (
+        "Headers varchar(max) -> nvarchar(max) rewrites every row; Index_RowVersion clustered -> nonclustered rebuilds the table; "
+        "building Index_Expires makes writers wait for the whole build"
+    )
+    assert mssql.version_change_rewrite(profile("9.1"), profile("7.0")) is None
+    assert mssql.body_string_rewrite(profile("9.1")) is None  # a computed column: metadata only
+    assert PG.seq_type_rewrite("bigserial", "serial") == "Seq bigint -> integer rewrites every row and rebuilds the table's indexes"
+    assert engines.get("sqlite").body_string_rewrite(profile("9.1")) is None  # a virtual column
+    saga = TableSpec(Kind.SAGA, TableName("Sales_OrderSaga"), saga_prefix="Sales_")
+    add = AddSagaCorrelationOp(saga, Correlation("OrderId", "guid"))
+    assert add.locked_table() == TableName("Sales_OrderSaga")
+    assert "holds writers off for the whole build" in add.rewrite(PG)
+    assert add.rewrite(engines.get("mysql")) is None  # InnoDB builds it online
+    assert DropSagaTableOp(saga).rewrite(PG) is None and DropSagaTableOp(saga).locked_table() == TableName("Sales_OrderSaga")

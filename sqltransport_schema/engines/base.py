@@ -129,6 +129,11 @@ class Dialect:
         """Why changing the Seq column's type rewrites the table on this engine."""
         return None
 
+    def correlation_index_build(self) -> str | None:
+        """Why adding a saga's correlation column holds writers off for as long as its unique index
+        takes to build on this engine (None: the index is built online)."""
+        return None
+
     # -- columns -------------------------------------------------------------------------
     # The columns of each transport table kind, in DDL order (see shapes.Column): the one source
     # of `expected`, of expected_shape's columns and of the pipeline's layouts; a unit test holds

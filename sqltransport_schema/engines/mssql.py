@@ -493,6 +493,9 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         return [self.DROP_GUARDED.format(message=message, **fields)]
 
     # -- version changes -------------------------------------------------------------------
+    def correlation_index_build(self) -> str | None:
+        return "CREATE UNIQUE INDEX (offline, as SQL persistence's installer runs it) holds writers off for the whole build"
+
     def version_change_rewrite(self, old: Profile, new: Profile) -> str | None:
         reasons = []
         if old.headers_unicode != new.headers_unicode:

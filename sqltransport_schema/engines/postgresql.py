@@ -123,6 +123,9 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
             return None
         return "BodyString is a STORED generated column: adding it writes every row anew (a table rewrite)"
 
+    def correlation_index_build(self) -> str | None:
+        return "CREATE UNIQUE INDEX (not CONCURRENTLY, as SQL persistence's installer runs it) holds writers off for the whole build"
+
     def seq_type_rewrite(self, old: str, new: str) -> str | None:
         if self.SEQ_TYPES[old] == self.SEQ_TYPES[new]:
             return None

@@ -100,6 +100,9 @@ class DropSagaTableOp(_SagaTableOp):
     op_name = "drop_saga_table"
     discard_messages: bool = False
 
+    def locked_table(self) -> TableName | None:
+        return self.spec.name
+
     def __init__(self, spec: TableSpec, discard_messages: bool = False):
         super().__init__(spec)
         self.discard_messages = discard_messages
@@ -142,6 +145,9 @@ class _CorrelationOp(TransportOp):
     def _tail(self) -> str:
         return f"prefix={_literal(self.spec.saga_prefix)}, property={_pair(self.correlation)}"
 
+    def locked_table(self) -> TableName | None:
+        return self.spec.name
+
 
 @Operations.register_operation("add_saga_correlation")
 class AddSagaCorrelationOp(_CorrelationOp):
@@ -163,6 +169,9 @@ class AddSagaCorrelationOp(_CorrelationOp):
 
     def statements(self, dialect: Dialect) -> list[str]:
         return dialect.add_saga_correlation(self.spec, self.correlation)
+
+    def rewrite(self, dialect: Dialect) -> str | None:
+        return dialect.correlation_index_build()
 
     def describe(self, dialect: Dialect | None = None) -> str:
         return f"add correlation property {self.correlation.name} ({self.correlation.type}) to saga table {_where(self.spec, dialect)}"
