@@ -111,9 +111,10 @@ class Dialect:
         """Whether a driver error is this engine's "gave up waiting for a lock"."""
         return False
 
-    def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder]:
-        """The other sessions holding a lock on the table, oldest first (what a DBA looks at)."""
-        return []
+    def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder] | None:
+        """The other sessions holding a lock on the table, oldest first (what a DBA looks at);
+        None where the engine cannot tell."""
+        return None
 
     # -- what a DDL step locks for how long (compile and script report it) -----------------
     def version_change_rewrite(self, old: Profile, new: Profile) -> str | None:

@@ -134,7 +134,8 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
             return
         except LockWait as wait:
             on = f" on {dialect.display(wait.table)}" if wait.table is not None else ""
-            holders = f": {describe_holders(_holders(engine, dialect, wait.table))}" if wait.table is not None else ""
+            found = _holders(engine, dialect, wait.table) if wait.table is not None else None
+            holders = f": {describe_holders(found)}" if found is not None else ""
             left = deadline - time.monotonic()
             waited = format_duration(policy.timeout_ms)
             if left <= 0:
@@ -153,13 +154,13 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
             time.sleep(pause)
 
 
-def _holders(engine: Engine, dialect: engines.Dialect, table: TableName) -> list:
-    """Who holds the table now, read on a connection of its own (empty if that read fails)."""
+def _holders(engine: Engine, dialect: engines.Dialect, table: TableName) -> list | None:
+    """Who holds the table now, read on a connection of its own (None if the engine or the read cannot tell)."""
     try:
         with engine.connect() as connection:
             return dialect.lock_holders(connection, table)
     except exc.SQLAlchemyError:
-        return []
+        return None
 
 
 def _names(value: str) -> frozenset[str]:
