@@ -12,6 +12,7 @@ from ..statements import MESSAGE, Statement, parameters_of
 from ..versions import Profile
 from .catalog import Catalog
 from .grants import Grants
+from .online import Online
 from .operations import Operations
 from .pipeline import Pipeline
 from .script import Script
@@ -476,6 +477,14 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
     def operations(self) -> Operations:
         """This engine's statements of `status` and `retry`: table figures, error-queue batches."""
         return self.Operations(self)
+
+    # -- online rewrites of queue tables (engines/online.py, migrate/online.py) ----------
+    Online = Online
+
+    @functools.cached_property
+    def online(self) -> Online:
+        """This engine's statements for rewriting a queue table beside the live one."""
+        return self.Online(self)
 
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:

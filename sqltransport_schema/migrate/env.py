@@ -17,6 +17,7 @@ from ..revisions import head_blueprint, record_blueprint
 from ..urls import database_url
 from .autogen import TARGET_OPTION, model_tables_only
 from .locks import RETRY_OPTION, LockPolicy, LockWait, describe_holders, format_duration
+from .online import BATCH_OPTION, ONLINE_OPTION, POLICY_OPTION, parse_batch, parse_online
 from .operations import (
     DISCARD_OPTION,
     DISCARD_TABLES_OPTION,
@@ -64,8 +65,11 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
     }
     try:
         policy = LockPolicy.from_x(x_args)
+        options[BATCH_OPTION] = parse_batch(x_args.get("online_batch"))
     except ValueError as error:
         raise CommandError(str(error)) from None
+    options[ONLINE_OPTION] = parse_online(x_args.get("online", ""))
+    options[POLICY_OPTION] = policy
     if context.is_offline_mode():
         options[OFFLINE_HOOK_OPTION] = config.attributes.get(OFFLINE_HOOK_OPTION)
         options[LOCK_TIMEOUT_OPTION] = policy.timeout_ms

@@ -23,6 +23,7 @@ from sqlalchemy import exc
 from .. import engines
 from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
 from ..versions import profile
+from . import online
 from .locks import LockWait
 
 if TYPE_CHECKING:
@@ -46,6 +47,9 @@ def _literal(value: Any) -> str:
             return '"' + value + '"'
         return json.dumps(value, ensure_ascii=False)  # JSON string syntax is valid Python
     return repr(value)
+
+
+_ONLINE = ", online=True"  # the revision's choice of an online rewrite (migrate/online.py)
 
 
 def _one_line(text: str) -> str:
@@ -369,13 +373,14 @@ class ChangeQueueVersionOp(TransportOp):
 class _BodyStringOp(TransportOp):
     name: TableName
     version: str
+    online: bool = False  # PostgreSQL queues: rewrite beside the live table (migrate/online.py)
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
         where = dialect.display(self.name, profile(self.version)) if dialect else str(self.name)
         return f"{self.op_name.replace('_', ' ')} column of {where}"
 
     def python(self) -> str:
-        return _call(self.op_name, self.name, f"version={_literal(self.version)}")
+        return _call(self.op_name, self.name, f"version={_literal(self.version)}{_ONLINE if self.online else ''}")
 
     def locked_table(self) -> TableName | None:
         return self.name
@@ -387,16 +392,28 @@ class AddBodyStringOp(_BodyStringOp):
 
     @classmethod
     def add_body_string(
-        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        version: str,
+        online: bool = False,
     ) -> None:
-        """Add the computed BodyString column to a queue or delayed table."""
-        return operations.invoke(cls(TableName(table, schema, catalog), version))
+        """Add the computed BodyString column to a queue or delayed table (online=True: a PostgreSQL
+        queue is rewritten beside the live one, docs/live-migrations.md)."""
+        return operations.invoke(cls(TableName(table, schema, catalog), version, online))
 
     def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.add_body_string(TableSpec(Kind.QUEUE, self.name), profile(self.version))
 
     def rewrite(self, dialect: engines.Dialect) -> str | None:
         return dialect.body_string_rewrite(profile(self.version))
+
+    def online_target(self, current: TableSpec) -> TableSpec:
+        """The queue as this operation leaves it (an online rewrite builds that beside it)."""
+        return current._replace(body_string=True)
 
     def reverse(self) -> DropBodyStringOp:
         return DropBodyStringOp(self.name, self.version)
@@ -428,13 +445,23 @@ class ChangeQueueSeqTypeOp(TransportOp):
     name: TableName
     from_type: str
     to_type: str
+    online: bool = False  # rewrite beside the live table (migrate/online.py)
 
     @classmethod
     def change_queue_seq_type(
-        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, from_type: str, to_type: str
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        from_type: str,
+        to_type: str,
+        online: bool = False,
     ) -> None:
-        """Change the PostgreSQL Seq column between serial and bigserial, keeping rows and order."""
-        return operations.invoke(cls(TableName(table, schema, catalog), from_type, to_type))
+        """Change the PostgreSQL Seq column between serial and bigserial, keeping rows and order
+        (online=True: rewritten beside the live table, docs/live-migrations.md)."""
+        return operations.invoke(cls(TableName(table, schema, catalog), from_type, to_type, online))
 
     def statements(self, dialect: engines.Dialect) -> list[str]:
         return dialect.change_seq_type(TableSpec(Kind.QUEUE, self.name), self.from_type, self.to_type)
@@ -444,7 +471,12 @@ class ChangeQueueSeqTypeOp(TransportOp):
         return f"change Seq of queue {where} from {self.from_type} to {self.to_type}"
 
     def python(self) -> str:
-        return _call("change_queue_seq_type", self.name, f"from_type={_literal(self.from_type)}, to_type={_literal(self.to_type)}")
+        tail = f"from_type={_literal(self.from_type)}, to_type={_literal(self.to_type)}{_ONLINE if self.online else ''}"
+        return _call("change_queue_seq_type", self.name, tail)
+
+    def online_target(self, current: TableSpec) -> TableSpec:
+        """The queue as this operation leaves it (an online rewrite builds that beside it)."""
+        return current._replace(seq_type=self.to_type)
 
     def locked_table(self) -> TableName | None:
         return self.name
@@ -453,7 +485,7 @@ class ChangeQueueSeqTypeOp(TransportOp):
         return dialect.seq_type_rewrite(self.from_type, self.to_type)
 
     def reverse(self) -> ChangeQueueSeqTypeOp:
-        return ChangeQueueSeqTypeOp(self.name, self.to_type, self.from_type)
+        return ChangeQueueSeqTypeOp(self.name, self.to_type, self.from_type, self.online)
 
 
 @Operations.register_operation("rename_index")
@@ -637,6 +669,8 @@ def run(operations: Operations, operation: TransportOp) -> None:
         if hook is not None:
             hook(operation)
         impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
+        if online.wanted(operation, context) and dialect.online.supported:
+            impl.static_output(f"-- {online.OFFLINE_NOTE}")
         separator = getattr(impl, "batch_separator", None)
         timeout = context.opts.get(LOCK_TIMEOUT_OPTION, 0) if operation.locked_table() is not None else 0
         for batch in batches:
@@ -648,6 +682,8 @@ def run(operations: Operations, operation: TransportOp) -> None:
             hook(None)
         return
     log.info("%s", description)
+    if online.wanted(operation, context) and online.rewrite(context, dialect, operation, description):
+        return
     state = _state(context, dialect)
     if getattr(operation, "adopts", False):
         _adopt_or_refuse(state, operation)

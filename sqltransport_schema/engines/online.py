@@ -1,0 +1,45 @@
+"""The online-rewrite side of an engine: the neutral base of each engine's nested `Online`.
+
+A change that rewrites a queue table (PostgreSQL's Seq serial -> bigserial, a stored BodyString)
+holds the table's exclusive lock for the whole rewrite when run in place. Run online
+(docs/live-migrations.md, "Online rewrites"), migrate/online.py instead builds the changed table
+beside the live one, keeps it current by a trigger while it copies the backlog in short
+transactions, and swaps the two in one short transaction. An engine's section holds the
+statements of those steps; migrate/online.py runs them. Engines that keep this base have no
+online path: their rewrites run in place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from ..schema import TableName, TableSpec
+    from .base import Dialect
+
+
+class OnlineNames(NamedTuple):
+    """The objects an online rewrite of one table adds beside it until its swap."""
+
+    shadow: TableName  # the changed table, built beside the live one
+    mirror: TableName  # the trigger function that keeps the shadow current
+    trigger: str  # the trigger on the live table (named per table)
+
+
+class Online:
+    """What every engine's online section provides."""
+
+    supported = False
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    def names(self, table: TableName) -> OnlineNames:
+        raise NotImplementedError
+
+    def current_spec(self, connection: Connection, table: TableName) -> TableSpec | None:
+        """The live queue table as a spec (its Seq type, whether it has BodyString); None if it is
+        not there or is not a queue table."""
+        raise NotImplementedError

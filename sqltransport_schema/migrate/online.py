@@ -1,0 +1,264 @@
+"""Online rewrites of queue tables (docs/live-migrations.md, "Online rewrites").
+
+An operation that rewrites a PostgreSQL queue (Seq serial <-> bigserial, adding BodyString) holds
+the table's exclusive lock for the whole rewrite when run in place: every sender and receiver
+waits. Run online, it holds that lock only for a swap:
+
+1. one short transaction builds the changed table beside the live one (the shadow) and puts a
+   trigger on the live table that repeats each insert and delete on the shadow;
+2. the backlog is copied newest first, a batch per transaction, each batch share-locking the rows
+   it reads (a receiver's delete of a row being copied waits for that commit, then its trigger
+   deletes the copy), while senders and receivers keep using the live table, so FIFO order is
+   never disturbed: every message stays where receivers look until the swap;
+3. one short transaction locks both tables, repairs any difference (none is expected), carries
+   the sequence over, drops the live table and renames the shadow into its place.
+
+Every step can be killed and the upgrade run again: step 1 is idempotent, step 2 goes on below the
+lowest Seq the shadow holds, step 3 commits or leaves nothing. Messages are copied rather than
+moved (the pipeline's move protocol deletes as it goes) because a move would take messages out of
+the table receivers read while newer ones stay, and FIFO order would be lost for the move's length.
+
+The online steps commit on their own (Alembic's autocommit block): the steps of the upgrade before
+an online rewrite are committed with it. Every step is idempotent, so an upgrade that fails later
+is run again from where it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from alembic.util import CommandError
+from sqlalchemy import exc
+
+from ..versions import LATEST, profile
+from .locks import LockPolicy, describe_holders, format_duration
+
+if TYPE_CHECKING:
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.engine import Connection
+
+    from .. import engines
+    from ..schema import TableName, TableSpec
+
+log = logging.getLogger("sqltransport_schema.migrate")
+
+ONLINE_OPTION = "sqltransport_online"  # True: every rewrite online; a frozenset: those tables' rewrites
+BATCH_OPTION = "sqltransport_online_batch"  # rows per copy transaction
+POLICY_OPTION = "sqltransport_lock_policy"  # the run's LockPolicy (its lock timeout and retry time)
+DEFAULT_BATCH = 10_000
+PROGRESS_EVERY = 2.0  # seconds between progress lines
+FIRST_KEY_ABOVE = 2**63 - 1  # above every Seq: where the copy starts when the shadow is empty
+OFFLINE_NOTE = (
+    "online rewrite asked for: a script rewrites in place (the online path copies in many transactions); "
+    "run `alembic -x online=true upgrade head` against the database for it"
+)
+
+
+def parse_online(value: str) -> bool | frozenset[str]:
+    """`-x online=true` (every rewrite), `-x online=Sales,error` (those queues' rewrites), false or empty."""
+    text = value.strip()
+    if text.lower() in ("", "0", "false", "no", "off"):
+        return False
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    return frozenset(name.strip() for name in text.split(",") if name.strip())
+
+
+def parse_batch(value: str | None) -> int:
+    if value is None:
+        return DEFAULT_BATCH
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ValueError(f"-x online_batch={value}: give the rows per copy transaction as a whole number, e.g. online_batch=10000")
+    return int(value)
+
+
+def wanted(operation: object, context: MigrationContext) -> bool:
+    """Whether the user asked for this operation to run online (its revision's online=True, or -x online)."""
+    if not hasattr(operation, "online_target"):
+        return False
+    if getattr(operation, "online", False):
+        return True
+    chosen = context.opts.get(ONLINE_OPTION)
+    return chosen is True or (bool(chosen) and operation.name.table in chosen)
+
+
+def rewrite(context: MigrationContext, dialect: engines.Dialect, operation: object, description: str) -> bool:
+    """Run the operation online. False: it cannot be here (another engine, not a queue table), and
+    the caller runs it in place."""
+    online = dialect.online
+    if not online.supported:
+        log.info("online rewrites run on PostgreSQL only: %s runs in place on %s", description, dialect.name)
+        return False
+    policy: LockPolicy = context.opts.get(POLICY_OPTION) or LockPolicy()
+    batch = context.opts.get(BATCH_OPTION) or DEFAULT_BATCH
+    table = operation.name
+    with context.autocommit_block(), context.connection.engine.connect() as connection:
+        dialect.set_lock_timeout(connection, policy.timeout_ms)
+        current = online.current_spec(connection, table)
+        connection.commit()
+        if current is None:
+            log.info("%s is not a queue table this release rewrites online: %s runs in place", dialect.display(table), description)
+            return False
+        target = operation.online_target(current)
+        names = online.names(table)
+        if target == current and not online.exists(connection, names.shadow):
+            log.info("nothing to rewrite, %s already has that shape: %s", dialect.display(table), description)
+            connection.commit()
+            return True
+        _Rewrite(connection, dialect, table, target, policy, batch, description).run(version=getattr(operation, "version", None))
+    return True
+
+
+class _Rewrite:
+    """One table's online rewrite on its own connection (the migration's stays idle meanwhile)."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        dialect: engines.Dialect,
+        table: TableName,
+        target: TableSpec,
+        policy: LockPolicy,
+        batch: int,
+        description: str,
+    ):
+        self.connection = connection
+        self.dialect = dialect
+        self.online = dialect.online
+        self.table = table
+        self.target = target
+        self.policy = policy
+        self.batch = batch
+        self.description = description
+        self.where = dialect.display(table)
+        self.deadline = time.monotonic() + policy.retry_for_ms / 1000
+
+    def run(self, version: str | None) -> None:
+        started = time.monotonic()
+        log.info("online rewrite of %s (%s): building the new table beside it", self.where, self.description)
+        self._prepare(profile(version or LATEST))
+        copied = self._copy()
+        self._swap()
+        self.online.run(self.connection, self.online.ANALYZE, self.table)
+        self.connection.commit()
+        log.info("online rewrite of %s done in %.1f s (%d rows copied in this run)", self.where, time.monotonic() - started, copied)
+
+    # -- steps --------------------------------------------------------------------------------
+    def _prepare(self, release: object) -> None:
+        """Step 1: the shadow (rebuilt if a killed run left one of another shape) and its mirror."""
+        shadow = self.online.names(self.table).shadow
+        found = self.online.current_spec(self.connection, shadow)
+        self.connection.commit()
+        stale = found is not None and found._replace(name=self.table) != self.target
+        statements = []
+        if stale:
+            log.info("dropping %s, left by an earlier run for another change", self.dialect.display(shadow))
+            statements.append(f"DROP TABLE {self.dialect.qualified(shadow)}")
+        statements += self.online.create_shadow(self.target, release) + self.online.mirror(self.table)
+        self._short("build the new table and its mirror trigger", statements)
+
+    def _copy(self) -> int:
+        """Step 2: the backlog, newest first, one batch per transaction."""
+        below = self.online.run(self.connection, self.online.COPY_FROM, self.table).scalar()
+        self.connection.commit()
+        below = FIRST_KEY_ABOVE if below is None else below
+        total = self.online.run(self.connection, self.online.ROWS_ESTIMATED, self.table).scalar() or 0
+        self.connection.commit()
+        copied, last_report, started = 0, time.monotonic(), time.monotonic()
+        while True:
+            try:
+                count, lowest = self.online.run(
+                    self.connection, self.online.COPY_BATCH, self.table, Below=below, BatchSize=self.batch
+                ).one()
+                self.connection.commit()
+            except exc.DBAPIError as error:
+                self.connection.rollback()
+                if not self.dialect.lock_timed_out(error.orig):
+                    raise
+                self._wait("copy a batch (a row of it is locked by a receiver)", 1.0)
+                continue
+            if count == 0:
+                return copied
+            copied += count
+            below = lowest
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_EVERY:
+                rate = copied / (now - started)
+                share = f" of about {total:,} ({min(copied / total, 1):.0%})" if total else ""
+                log.info("online rewrite of %s: copied %s rows%s, %.0f rows/s", self.where, f"{copied:,}", share, rate)
+                last_report = now
+
+    def _swap(self) -> None:
+        """Step 3: lock both, repair any difference, carry the sequence over, rename."""
+        online = self.online
+        pauses = self.policy.pauses()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                online.run(self.connection, online.LOCK_BOTH, self.table)
+                live, shadow = online.run(self.connection, online.COUNTS, self.table).one()
+                if live != shadow:  # the mirror keeps them equal; a difference is repaired, not swapped over
+                    log.warning(
+                        "online rewrite of %s: %d rows live, %d in the new table; repairing before the swap", self.where, live, shadow
+                    )
+                    online.run(self.connection, online.REPAIR_MISSING, self.table)
+                    online.run(self.connection, online.REPAIR_EXTRA, self.table)
+                online.run(self.connection, online.CARRY_SEQUENCE, self.table)
+                for statement in online.finish(self.connection, self.table):
+                    self.connection.execution_options(no_parameters=True).exec_driver_sql(statement)
+                self.connection.commit()
+                log.info("online rewrite of %s: swapped (attempt %d)", self.where, attempt)
+                return
+            except exc.DBAPIError as error:
+                self.connection.rollback()
+                if not self.dialect.lock_timed_out(error.orig):
+                    raise
+                self._wait("swap the tables", next(pauses), attempt)
+
+    # -- lock waits ---------------------------------------------------------------------------
+    def _short(self, what: str, statements: list[str]) -> None:
+        """Statements in one short transaction, retried while they wait too long for a lock."""
+        pauses = self.policy.pauses()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                for statement in statements:
+                    self.connection.execution_options(no_parameters=True).exec_driver_sql(statement)
+                self.connection.commit()
+                return
+            except exc.DBAPIError as error:
+                self.connection.rollback()
+                if not self.dialect.lock_timed_out(error.orig):
+                    raise
+                self._wait(what, next(pauses), attempt)
+
+    def _wait(self, what: str, pause: float, attempt: int | None = None) -> None:
+        """Log who holds the table and pause; once lock_retry_for is spent, stop with one line that
+        says what is kept and how to go on."""
+        holders = self.dialect.lock_holders(self.connection, self.table)
+        self.connection.rollback()
+        held = f": {describe_holders(holders)}" if holders is not None else ""
+        waited = format_duration(self.policy.timeout_ms)
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise CommandError(
+                f"online rewrite of {self.where}: gave up waiting for a lock to {what} after "
+                f"{format_duration(self.policy.retry_for_ms)} (each wait at most {waited}){held}. The live table is "
+                "unchanged and in use; the new table beside it is kept current and keeps what was copied. "
+                "Run the upgrade again to go on from there, e.g. with a longer -x lock_retry_for=30m"
+            )
+        count = f"attempt {attempt} " if attempt is not None else ""
+        log.warning(
+            "online rewrite of %s: %swaited %s for a lock to %s%s; retrying in %.1f s",
+            self.where,
+            count,
+            waited,
+            what,
+            held,
+            min(pause, left),
+        )
+        time.sleep(min(pause, left))

@@ -1,0 +1,272 @@
+"""Online rewrites (docs/live-migrations.md, "Online rewrites"), on real PostgreSQL: a queue's Seq
+widened while a sender and a receiver keep running, the migration killed at several points and run
+again: every message is received or still queued exactly once, each keeps its Seq (its place in
+FIFO order), and `check` finds the database in sync with the topology."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import psycopg
+import pytest
+
+from sqltransport_schema import cli
+from sqltransport_schema.schema import TableName
+from sqltransport_schema.versions import profile
+
+from .test_alembic_refusals import alembic, failed_line
+from .test_lock_waits import PG, Sender, hold, libpq, seq_type, start_alembic, widening  # noqa: F401 (fixture)
+
+BACKLOG = 20_000
+SHADOW = "Sales__online"
+
+
+class Receiver(threading.Thread):
+    """Receives from a queue with the transport's own receive statement, recording every id."""
+
+    def __init__(self, url: str, table: str) -> None:
+        super().__init__(daemon=True)
+        self.conninfo = libpq(url)
+        self.sql, _ = PG.runtime_statements(profile("9.1"), TableName(table))["receive"].native("format")
+        self.received: list[str] = []
+        self.latencies: list[float] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                while not self.stop.is_set():
+                    started = time.monotonic()
+                    row = conn.execute(self.sql).fetchone()
+                    self.latencies.append(time.monotonic() - started)
+                    if row is not None:
+                        self.received.append(str(row[0]))
+                    time.sleep(0.005)
+        except BaseException as error:  # reported by the test
+            self.error = error
+
+
+class RecordingSender(Sender):
+    """A sender that also records the ids it sent."""
+
+    def __init__(self, url: str, table: str) -> None:
+        super().__init__(url, table)
+        self.sent: list[str] = []
+
+    def run(self) -> None:
+        try:
+            with psycopg.connect(self.conninfo, autocommit=True) as conn:
+                while not self.stop.is_set():
+                    message_id = uuid.uuid4()
+                    started = time.monotonic()
+                    values = {"Id": message_id, "TimeToBeReceivedMs": None, "Headers": "{}", "Body": b"x"}
+                    conn.execute(self.sql, tuple(values[name] for name in self.order))
+                    self.latencies.append(time.monotonic() - started)
+                    self.sent.append(str(message_id))
+                    time.sleep(0.01)
+        except BaseException as error:
+            self.error = error
+
+
+def fill(url: str, table: str, count: int) -> dict[str, int]:
+    """`count` messages in the queue (as the transport's send leaves them); their Seq by id."""
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
+        with conn.cursor().copy(f'COPY "public"."{table}" (Id, Headers, Body) FROM STDIN') as copy:
+            for _ in range(count):
+                copy.write_row((uuid.uuid4(), '{"NServiceBus.MessageId": "x"}', b"body"))
+        return {str(i): s for i, s in conn.execute(f'SELECT Id, Seq FROM "public"."{table}"')}
+
+
+def rows(url: str, table: str) -> list[tuple[str, int]]:
+    with psycopg.connect(libpq(url)) as conn:
+        return [(str(i), s) for i, s in conn.execute(f'SELECT Id, Seq FROM "public"."{table}" ORDER BY Seq')]
+
+
+def leftovers(url: str) -> list[str]:
+    """Objects an online rewrite adds beside a queue until its swap (none once it is done)."""
+    with psycopg.connect(libpq(url)) as conn:
+        found = conn.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE '%\\_\\_online%' "
+            "UNION ALL SELECT proname FROM pg_proc WHERE proname LIKE '%\\_\\_online%' "
+            "UNION ALL SELECT tgname FROM pg_trigger WHERE tgname LIKE 'sqltransport_online%'"
+        )
+        return sorted(r[0] for r in found)
+
+
+def wait_for(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def scalar(url: str, sql: str):
+    with psycopg.connect(libpq(url)) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+def assert_exactly_once(url: str, before: dict[str, int], sender: RecordingSender, receiver: Receiver) -> None:
+    """Every message sent is received or queued, once; the queued ones keep the Seq they had."""
+    queued = rows(url, "Sales")
+    queued_ids = [i for i, _ in queued]
+    assert len(set(queued_ids)) == len(queued_ids)
+    assert len(set(receiver.received)) == len(receiver.received), "a message was received twice"
+    assert not set(queued_ids) & set(receiver.received), "a received message is still queued"
+    assert set(queued_ids) | set(receiver.received) == set(before) | set(sender.sent), "a message was lost or invented"
+    for message_id, seq in queued:
+        if message_id in before:
+            assert before[message_id] == seq, "a message moved in FIFO order"
+    sent_order = {m: i for i, m in enumerate(sender.sent)}
+    during = [sent_order[m] for m, _ in queued if m in sent_order]
+    assert during == sorted(during), "messages sent during the rewrite are out of order"
+
+
+def in_sync(project, url: str) -> int:
+    return cli.main(["check", "--url", url, "-c", str(project.ini)])
+
+
+def run_threads(url: str) -> tuple[RecordingSender, Receiver]:
+    sender, receiver = RecordingSender(url, "Sales"), Receiver(url, "Sales")
+    sender.start()
+    receiver.start()
+    return sender, receiver
+
+
+def stop(*threads) -> None:
+    for thread in threads:
+        thread.stop.set()
+        thread.join(10)
+        assert thread.error is None, thread.error
+
+
+def test_an_online_rewrite_keeps_senders_and_receivers_going(widening, pg_url):  # noqa: F811
+    before = fill(pg_url, "Sales", BACKLOG)
+    sender, receiver = run_threads(pg_url)
+    time.sleep(0.3)
+    result = alembic(widening, "-x", f"url={pg_url}", "-x", "online=Sales", "-x", "online_batch=2000", "upgrade", "head")
+    time.sleep(0.3)
+    stop(sender, receiver)
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert 'online rewrite of "public"."Sales" (change Seq of queue "public"."Sales" from serial to bigserial)' in err
+    assert 'online rewrite of "public"."Sales": swapped (attempt 1)' in err
+    assert 'online rewrite of "public"."error"' not in err  # -x online=Sales: error is rewritten in place
+    assert seq_type(pg_url, "Sales") == seq_type(pg_url, "error") == "bigint"
+    assert leftovers(pg_url) == []
+    assert_exactly_once(pg_url, before, sender, receiver)
+    assert len(sender.sent) > 10 and len(receiver.received) > 10
+    assert max(sender.latencies) < 1.0 and max(receiver.latencies) < 1.0
+    # the new table is the transport's: its names, its sequence going on after the last Seq
+    with psycopg.connect(libpq(pg_url)) as conn:
+        indexes = sorted(r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'Sales'"))
+        sequence = conn.execute("SELECT pg_get_serial_sequence('\"public\".\"Sales\"', 'seq')").fetchone()[0]
+        top = conn.execute('SELECT max(Seq) FROM "public"."Sales"').fetchone()[0]
+        conn.execute('INSERT INTO "public"."Sales" (Id, Headers) VALUES (gen_random_uuid(), \'{}\')')
+        assert conn.execute('SELECT max(Seq) FROM "public"."Sales"').fetchone()[0] > top
+    assert indexes == ["Sales_pkey", "Sales_seq_key"]
+    assert sequence == 'public."Sales_seq_seq"'
+    assert in_sync(widening, pg_url) == 0
+
+
+def lock_row(url: str, seq: int) -> psycopg.Connection:
+    """A receiver's session holding one message (FOR UPDATE, as a long handler does): the copy,
+    newest first, waits at that row."""
+    conn = psycopg.connect(libpq(url) + " application_name=slow-handler")
+    conn.execute('SELECT Id FROM "public"."Sales" WHERE Seq = %s FOR UPDATE', (seq,))
+    return conn
+
+
+@pytest.mark.parametrize("point", ["after_build", "mid_copy", "at_swap"])
+def test_a_killed_online_rewrite_reruns_to_completion(widening, pg_url, point):  # noqa: F811
+    before = fill(pg_url, "Sales", BACKLOG)
+    seqs = sorted(before.values())
+    sender, receiver = run_threads(pg_url)
+    x = ["online=true", "online_batch=500"]
+    if point == "after_build":  # the copy's first batch waits for the newest message of the backlog
+        holder = lock_row(pg_url, seqs[-1])
+    elif point == "mid_copy":  # the copy waits halfway down the backlog
+        holder = lock_row(pg_url, seqs[len(seqs) // 2])
+    else:  # the swap waits for a reader of the queue (30 s), and is killed waiting
+        holder = hold(pg_url, "Sales")
+        x.append("lock_timeout=30s")
+    migration = start_alembic(widening, pg_url, *x)
+    try:
+        wait_for(lambda: scalar(pg_url, "SELECT count(*) FROM pg_trigger WHERE tgname = 'sqltransport_online_mirror'") == 1, "the mirror")
+        if point == "mid_copy":
+            wait_for(lambda: scalar(pg_url, f'SELECT count(*) FROM "public"."{SHADOW}"') >= BACKLOG // 2 - 500, "half the backlog copied")
+        elif point == "at_swap":
+            wait_for(
+                lambda: scalar(pg_url, "SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'") > 0,
+                "the swap waiting for its lock",
+            )
+        else:
+            time.sleep(0.5)
+        assert migration.poll() is None  # still blocked where the test holds it
+        copied = scalar(pg_url, f'SELECT count(*) FROM "public"."{SHADOW}" WHERE Seq <= {seqs[-1]}')
+    finally:
+        migration.kill()
+        migration.wait(10)
+        holder.close()
+    expected = {"after_build": (0, 0), "mid_copy": (BACKLOG // 2 - 500, BACKLOG // 2), "at_swap": (BACKLOG // 2, BACKLOG)}[point]
+    assert expected[0] <= copied <= expected[1], copied  # how far the killed run had got (received ones are gone)
+    assert SHADOW in leftovers(pg_url)  # killed before its swap: the new table is still beside the live one
+    time.sleep(0.3)  # the mirror keeps the new table current while no migration runs
+    rerun = alembic(widening, "-x", f"url={pg_url}", "-x", "online=true", "upgrade", "head")
+    time.sleep(0.3)
+    stop(sender, receiver)
+    assert rerun.returncode == 0, rerun.stderr
+    assert 'online rewrite of "public"."Sales": swapped' in rerun.stderr
+    assert seq_type(pg_url, "Sales") == "bigint"
+    assert leftovers(pg_url) == []
+    assert_exactly_once(pg_url, before, sender, receiver)
+    assert in_sync(widening, pg_url) == 0
+
+
+def test_the_revision_chooses_online_per_operation(widening, pg_url):  # noqa: F811
+    revision = widening.revisions()[-1]
+    text = revision.read_text()
+    lines = [line.replace(")", ", online=True)") if 'change_queue_seq_type("Sales"' in line else line for line in text.splitlines()]
+    revision.write_text("\n".join(lines) + "\n")  # upgrade and downgrade of Sales, as a user edits a revision
+    fill(pg_url, "Sales", 100)
+    result = alembic(widening, "-x", f"url={pg_url}", "upgrade", "head")
+    assert result.returncode == 0, result.stderr
+    assert 'online rewrite of "public"."Sales"' in result.stderr
+    assert 'online rewrite of "public"."error"' not in result.stderr
+    assert seq_type(pg_url, "Sales") == "bigint" and leftovers(pg_url) == []
+    assert in_sync(widening, pg_url) == 0
+    # its downgrade, also marked, narrows it online too
+    down = alembic(widening, "-x", f"url={pg_url}", "downgrade", "-1")
+    assert down.returncode == 0, down.stderr
+    assert 'online rewrite of "public"."Sales"' in down.stderr and seq_type(pg_url, "Sales") == "integer"
+    assert len(rows(pg_url, "Sales")) == 100
+
+
+def test_a_script_says_it_rewrites_in_place(widening):  # noqa: F811
+    result = alembic(widening, "-x", "url=postgresql://", "-x", "online=true", "upgrade", "head", "--sql")
+    assert result.returncode == 0, result.stderr
+    assert "-- online rewrite asked for: a script rewrites in place" in result.stdout
+    assert "ALTER TABLE \"public\".\"Sales\" ALTER COLUMN Seq TYPE bigint" in result.stdout
+
+
+def test_sqlite_rewrites_in_place_and_says_so(project, tmp_path):
+    from .test_lock_waits import TOPOLOGY
+
+    url = f"sqlite:///{tmp_path / 'bus.db'}"
+    project.write_topology(TOPOLOGY.replace("endpoints:", "endpoints:").replace("- name: Sales", "- name: Sales\n    body_string: false"))
+    assert project.compile("initial") == 0
+    assert alembic(project, "-x", f"url={url}", "upgrade", "head").returncode == 0
+    project.write_topology(TOPOLOGY.replace("- name: Sales", "- name: Sales\n    body_string: true"))
+    assert project.compile("body string") == 0
+    result = alembic(project, "-x", f"url={url}", "-x", "online=true", "upgrade", "head")
+    assert result.returncode == 0, result.stderr
+    assert "online rewrites run on PostgreSQL only: add body string column of" in result.stderr
+
+
+def test_bad_online_options_fail_in_one_line(widening, pg_url):  # noqa: F811
+    result = alembic(widening, "-x", f"url={pg_url}", "-x", "online_batch=lots", "upgrade", "head")
+    assert failed_line(result) == (
+        "FAILED: -x online_batch=lots: give the rows per copy transaction as a whole number, e.g. online_batch=10000"
+    )
