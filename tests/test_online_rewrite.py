@@ -270,3 +270,19 @@ def test_bad_online_options_fail_in_one_line(widening, pg_url):  # noqa: F811
     assert failed_line(result) == (
         "FAILED: -x online_batch=lots: give the rows per copy transaction as a whole number, e.g. online_batch=10000"
     )
+
+
+def test_compile_offers_the_online_path_where_there_is_one(project, capsys):
+    import json
+
+    from .test_lock_waits import TOPOLOGY
+
+    project.write_topology(TOPOLOGY.replace("queues:", "    body_string: false\nqueues:"))
+    assert project.compile("initial") == 0
+    capsys.readouterr()
+    project.write_topology(TOPOLOGY.replace("queues:", "    body_string: true\nqueues:") + "postgresql:\n  seq_type: bigserial\n")
+    assert project.compile("both", "--format", "json") == 0
+    locks = json.loads(capsys.readouterr().out)["locks"]
+    online = {(e["engine"], e["operation"].split(" of ")[0], e["online"]) for e in locks if e["table"].endswith('"Sales"')}
+    assert ("postgresql", "change Seq", True) in online and ("postgresql", "add body string column", True) in online
+    assert all(not flag for engine, _, flag in online if engine != "postgresql")  # in place elsewhere

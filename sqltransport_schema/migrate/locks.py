@@ -130,6 +130,8 @@ def lock_report(operations: list, dialect: Dialect, rows: dict | None = None) ->
                 "lock": "rewrite" if reason else "short",
                 "reason": reason,
                 "rows": None if rows is None else rows.get(dialect.table_key(table)),
+                # the rewrite can instead run beside the live table (migrate/online.py)
+                "online": bool(reason) and dialect.online.supported and hasattr(operation, "online_target"),
             }
         )
     return report
@@ -144,5 +146,6 @@ def lock_lines(report: list[dict]) -> list[str]:
         else:
             how = "short exclusive lock"
         rows = f"; {entry['rows']:,} rows" if entry["rows"] is not None else ""
-        lines.append(f"{entry['lock']:<7} {entry['table']}: {entry['operation']} ({how}{rows})")
+        online = "; a queue can instead be rewritten online: -x online=true" if entry.get("online") else ""
+        lines.append(f"{entry['lock']:<7} {entry['table']}: {entry['operation']} ({how}{rows}){online}")
     return lines
