@@ -112,6 +112,16 @@ class Dialect:
         """Whether a driver error is this engine's "gave up waiting for a lock"."""
         return False
 
+    LOCK_TRY_MS = 0  # engines that take a table's lock in short tries (try_lock) set the length of a try
+
+    def try_lock(self, connection: Connection, name: TableName, milliseconds: int) -> None:
+        """Take the table's exclusive lock for the rest of the transaction, waiting at most
+        `milliseconds` (a longer wait raises the engine's lock-timeout error)."""
+        raise NotImplementedError
+
+    def restore_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
+        """Put the migration's own lock timeout back for the rest of the transaction after try_lock."""
+
     def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder] | None:
         """The other sessions holding a lock on the table, oldest first (what a DBA looks at);
         None where the engine cannot tell."""

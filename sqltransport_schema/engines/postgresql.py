@@ -89,6 +89,19 @@ class PostgreSQL(Dialect):
     # set_config(..., false) is SET at session level, with the value bound.
     SET_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', @Timeout, false)"
     LOCK_NOT_AVAILABLE = "55P03"
+    # A step that alters an existing table first takes its lock in short tries (migrate/locks.py,
+    # take_lock): each try waits at most LOCK_TRY_MS in the table's lock queue, in a savepoint, so
+    # senders queue behind a blocked migration for that long, not for the whole lock_timeout.
+    SET_LOCAL_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', @Timeout, true)"
+    LOCK_TABLE = """\
+DO {tag}
+BEGIN
+    IF to_regclass({table_literal}) IS NOT NULL THEN
+        LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE;
+    END IF;
+END
+{tag}"""
+    LOCK_TRY_MS = 50
     # Who holds the table (read from a second connection once the migration gave up its wait).
     LOCK_HOLDERS = """\
 SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), a.query_start, coalesce(a.query, ''), l.mode
@@ -112,6 +125,15 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
 
     def set_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
         self._run(connection, self.SET_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
+
+    def try_lock(self, connection: Connection, name: TableName, milliseconds: int) -> None:
+        self._run(connection, self.SET_LOCAL_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
+        fields = self._fields(TableSpec(Kind.QUEUE, name))
+        statement = self.LOCK_TABLE.format(tag=self.dollar_tag(*fields.values()), **fields)
+        connection.execution_options(no_parameters=True).exec_driver_sql(statement)
+
+    def restore_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
+        self._run(connection, self.SET_LOCAL_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
 
     def lock_timed_out(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import random
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sqlalchemy import exc
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from sqlalchemy.engine import Connection
 
     from ..engines.base import Dialect, LockHolder
     from ..schema import TableName
@@ -86,6 +91,39 @@ class LockPolicy:
         while True:
             yield pause * random.uniform(0.8, 1.0)
             pause = min(pause * 2, LONGEST_PAUSE)
+
+
+TRY_PAUSE = 0.05  # seconds between two tries of take_lock
+
+
+def take_lock(connection: Connection, dialect: Dialect, table: TableName, policy: LockPolicy, what: str) -> None:
+    """Take the table's exclusive lock before a step alters it, in short tries for at most
+    policy.timeout_ms (then LockWait: the whole run rolls back and is retried).
+
+    Why tries: a statement waiting for a lock queues every later sender and receiver of the table
+    behind it, for as long as it waits. Each try waits at most `dialect.LOCK_TRY_MS` (in a
+    savepoint, so a failed try leaves the transaction usable), then steps out of the queue for a
+    moment, so while a reader holds the table its senders are held up for one try at a time, not
+    for the whole lock_timeout. Sessions that only hold the table for a few milliseconds (sends,
+    receives) are waited out within one try."""
+    if not dialect.LOCK_TRY_MS or not policy.timeout_ms:
+        return  # the engine has no such tries, or lock_timeout=0: the step waits as long as it takes
+    deadline = time.monotonic() + policy.timeout_ms / 1000
+    while True:
+        savepoint = connection.begin_nested()
+        try:
+            dialect.try_lock(connection, table, min(dialect.LOCK_TRY_MS, policy.timeout_ms))
+        except exc.DBAPIError as error:
+            savepoint.rollback()
+            if not dialect.lock_timed_out(error.orig):
+                raise
+            if time.monotonic() >= deadline:
+                raise LockWait(what, table) from None
+            time.sleep(TRY_PAUSE)
+            continue
+        savepoint.commit()
+        dialect.restore_lock_timeout(connection, policy.timeout_ms)
+        return
 
 
 def _one_line(text: str, limit: int = 120) -> str:

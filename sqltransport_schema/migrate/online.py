@@ -33,7 +33,7 @@ from alembic.util import CommandError
 from sqlalchemy import exc
 
 from ..versions import LATEST, profile
-from .locks import LockPolicy, describe_holders, format_duration
+from .locks import LockPolicy, LockWait, describe_holders, format_duration, take_lock
 
 if TYPE_CHECKING:
     from alembic.runtime.migration import MigrationContext
@@ -198,6 +198,7 @@ class _Rewrite:
         while True:
             attempt += 1
             try:
+                take_lock(self.connection, self.dialect, self.table, self.policy, "swap the tables")  # in short tries
                 online.run(self.connection, online.LOCK_BOTH, self.table)
                 live, shadow = online.run(self.connection, online.COUNTS, self.table).one()
                 if live != shadow:  # the mirror keeps them equal; a difference is repaired, not swapped over
@@ -212,6 +213,9 @@ class _Rewrite:
                 self.connection.commit()
                 log.info("online rewrite of %s: swapped (attempt %d)", self.where, attempt)
                 return
+            except LockWait:
+                self.connection.rollback()
+                self._wait("swap the tables", next(pauses), attempt)
             except exc.DBAPIError as error:
                 self.connection.rollback()
                 if not self.dialect.lock_timed_out(error.orig):

@@ -24,7 +24,7 @@ from .. import engines
 from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
 from ..versions import profile
 from . import online
-from .locks import LockWait
+from .locks import LockPolicy, LockWait, take_lock
 
 if TYPE_CHECKING:
     from alembic.autogenerate.api import AutogenContext
@@ -690,6 +690,9 @@ def run(operations: Operations, operation: TransportOp) -> None:
     _checkpoint(state, operation)
     # no_parameters: the driver gets the text as is, so a '%' or ':' in a quoted name stays literal
     connection = context.connection.execution_options(no_parameters=True)
+    locked = operation.locked_table()
+    if locked is not None and batches:
+        take_lock(context.connection, dialect, locked, context.opts.get(online.POLICY_OPTION) or LockPolicy(), description)
     try:
         for batch in batches:
             connection.exec_driver_sql(batch)
