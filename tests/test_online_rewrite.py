@@ -286,3 +286,27 @@ def test_compile_offers_the_online_path_where_there_is_one(project, capsys):
     online = {(e["engine"], e["operation"].split(" of ")[0], e["online"]) for e in locks if e["table"].endswith('"Sales"')}
     assert ("postgresql", "change Seq", True) in online and ("postgresql", "add body string column", True) in online
     assert all(not flag for engine, _, flag in online if engine != "postgresql")  # in place elsewhere
+
+
+def test_body_string_added_online_to_a_queue_and_in_place_to_its_delayed_table(project, pg_url):
+    from .test_lock_waits import TOPOLOGY
+
+    project.write_topology(TOPOLOGY.replace("queues:", "    body_string: false\nqueues:"))
+    assert project.compile("initial") == 0
+    assert alembic(project, "-x", f"url={pg_url}", "upgrade", "head").returncode == 0
+    before = fill(pg_url, "Sales", 5000)
+    project.write_topology(TOPOLOGY.replace("queues:", "    body_string: true\nqueues:"))
+    assert project.compile("body string") == 0
+    sender, receiver = run_threads(pg_url)
+    result = alembic(project, "-x", f"url={pg_url}", "-x", "online=true", "upgrade", "head")
+    stop(sender, receiver)
+    assert result.returncode == 0, result.stderr
+    assert 'online rewrite of "public"."Sales": swapped' in result.stderr
+    assert '"public"."Sales.Delayed" is not a queue table this release rewrites online' in result.stderr
+    assert_exactly_once(pg_url, before, sender, receiver)
+    with psycopg.connect(libpq(pg_url)) as conn:
+        texts = {r[0] for r in conn.execute('SELECT BodyString FROM "public"."Sales"')}
+        delayed = conn.execute("SELECT count(*) FROM pg_attribute WHERE attrelid = '\"public\".\"Sales.Delayed\"'::regclass AND attname = 'bodystring'")
+        assert delayed.fetchone()[0] == 1
+    assert texts <= {"body", "x"} and "body" in texts  # the generated column, computed for copied and mirrored rows
+    assert leftovers(pg_url) == [] and in_sync(project, pg_url) == 0
