@@ -306,7 +306,7 @@ def test_body_string_added_online_to_a_queue_and_in_place_to_its_delayed_table(p
     assert_exactly_once(pg_url, before, sender, receiver)
     with psycopg.connect(libpq(pg_url)) as conn:
         texts = {r[0] for r in conn.execute('SELECT BodyString FROM "public"."Sales"')}
-        delayed = conn.execute("SELECT count(*) FROM pg_attribute WHERE attrelid = '\"public\".\"Sales.Delayed\"'::regclass AND attname = 'bodystring'")
-        assert delayed.fetchone()[0] == 1
+        column = "SELECT count(*) FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'bodystring'"
+        assert conn.execute(column, ('"public"."Sales.Delayed"',)).fetchone()[0] == 1
     assert texts <= {"body", "x"} and "body" in texts  # the generated column, computed for copied and mirrored rows
     assert leftovers(pg_url) == [] and in_sync(project, pg_url) == 0
