@@ -142,6 +142,7 @@ class Blueprint:
     tables: tuple[TableSpec, ...]
     discarded: frozenset[TableName] = field(default=frozenset(), compare=False)
     drop_protected: frozenset[TableName] = field(default=frozenset(), compare=False)
+    online_rewrites: bool = field(default=False, compare=False)  # compile marks queue rewrites online=True
 
     @property
     def schemas(self) -> tuple[SchemaName, ...]:
@@ -199,4 +200,5 @@ def blueprint(topology: Topology) -> Blueprint:
         tables=tuple(specs),
         discarded=frozenset(d.table_name for d in topology.discard),
         drop_protected=frozenset(d.table_name for d in topology.drop_protected),
+        online_rewrites=topology.postgresql_online_rewrites,
     )

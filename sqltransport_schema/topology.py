@@ -218,7 +218,13 @@ FORMAT = Field(
                     "Queue Seq column: serial (int4, the transport's own DDL, wraps at 2^31) or bigserial (the fix).",
                     values=("serial", "bigserial"),
                     default="serial",
-                )
+                ),
+                "online_rewrites": Field(
+                    "boolean",
+                    "Compile marks each rewrite of a queue (Seq type, BodyString) online=True: built beside the live "
+                    "table and swapped in one short transaction (docs/live-migrations.md).",
+                    default=False,
+                ),
             },
         ),
         "endpoints": Field("list", "Logical endpoints.", items=ENDPOINT, default=[]),
@@ -405,6 +411,7 @@ class Topology:
     queues: tuple[Queue, ...]
     discard: tuple[Placed, ...]
     drop_protected: tuple[Placed, ...] = ()
+    postgresql_online_rewrites: bool = False
     marks: dict = field(default_factory=dict, compare=False, repr=False)
 
     def subscription_table(self, prof: Profile) -> TableName | None:
@@ -711,6 +718,7 @@ def _build(root: _Obj, path: str) -> Topology:
         ),
         discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("discard", []), "name")),
         drop_protected=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("drop_protected", []), "name")),
+        postgresql_online_rewrites=bool(pg.get("online_rewrites", False)) if pg is not None else False,
         marks={**root.marks, "engines_items": [m for _, m in engines] if engines else []},
     )
 

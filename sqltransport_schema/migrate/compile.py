@@ -73,7 +73,7 @@ def plan(old: Blueprint | None, new: Blueprint) -> Plan:
                 steps.append(_drop(before, old_version, new))
             steps.append(create_op(spec, version))
             continue
-        steps += _alterations(before, spec, old_version, version)
+        steps += _alterations(before, spec, old_version, version, new.online_rewrites)
 
     removed = [spec for spec in reversed(old.tables if old else ()) if spec.name not in new_tables]
     _refuse_case_renames(removed, [spec for spec in new.tables if spec.name not in old_tables], new.engines)
@@ -118,7 +118,7 @@ def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engin
                 )
 
 
-def _alterations(before: TableSpec, after: TableSpec, old_version: str, version: str) -> list[ops.TransportOp]:
+def _alterations(before: TableSpec, after: TableSpec, old_version: str, version: str, online: bool = False) -> list[ops.TransportOp]:
     if after.kind is Kind.SAGA:
         try:
             return saga_alterations(before, after)
@@ -132,10 +132,9 @@ def _alterations(before: TableSpec, after: TableSpec, old_version: str, version:
     if profile(old_version).queue_shape != profile(version).queue_shape:
         steps.append(ops.ChangeQueueVersionOp(after.name, old_version, version))
     if before.body_string != after.body_string:
-        op_class = ops.AddBodyStringOp if after.body_string else ops.DropBodyStringOp
-        steps.append(op_class(after.name, version))
+        steps.append(ops.AddBodyStringOp(after.name, version, online) if after.body_string else ops.DropBodyStringOp(after.name, version))
     if before.seq_type != after.seq_type:
-        steps.append(ops.ChangeQueueSeqTypeOp(after.name, before.seq_type, after.seq_type))
+        steps.append(ops.ChangeQueueSeqTypeOp(after.name, before.seq_type, after.seq_type, online))
     return steps
 
 

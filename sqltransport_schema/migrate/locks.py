@@ -168,11 +168,17 @@ def lock_report(operations: list, dialect: Dialect, rows: dict | None = None) ->
                 "lock": "rewrite" if reason else "short",
                 "reason": reason,
                 "rows": None if rows is None else rows.get(dialect.table_key(table)),
-                # the rewrite can instead run beside the live table (migrate/online.py)
-                "online": bool(reason) and dialect.online.supported and hasattr(operation, "online_target"),
+                # a rewrite beside the live table (migrate/online.py): "chosen" by the revision, or "possible"
+                "online": _online(operation, dialect) if reason else None,
             }
         )
     return report
+
+
+def _online(operation: object, dialect: Dialect) -> str | None:
+    if not dialect.online.supported or not hasattr(operation, "online_target"):
+        return None
+    return "chosen" if getattr(operation, "online", False) else "possible"
 
 
 def lock_lines(report: list[dict]) -> list[str]:
@@ -184,6 +190,9 @@ def lock_lines(report: list[dict]) -> list[str]:
         else:
             how = "short exclusive lock"
         rows = f"; {entry['rows']:,} rows" if entry["rows"] is not None else ""
-        online = "; a queue can instead be rewritten online: -x online=true" if entry.get("online") else ""
+        online = {
+            "chosen": "; the revision runs it online: a short exclusive lock for the swap",
+            "possible": "; a queue can instead be rewritten online: -x online=true",
+        }.get(entry.get("online"), "")
         lines.append(f"{entry['lock']:<7} {entry['table']}: {entry['operation']} ({how}{rows}){online}")
     return lines
