@@ -332,3 +332,28 @@ def test_the_topology_asks_compile_for_online_rewrites(project, pg_url, capsys):
     assert result.returncode == 0, result.stderr
     assert 'online rewrite of "public"."Sales": swapped' in result.stderr and 'online rewrite of "public"."error": swapped' in result.stderr
     assert seq_type(pg_url, "Sales") == "bigint" and len(rows(pg_url, "Sales")) == 1000
+
+
+def test_two_migrations_of_one_database_take_turns(widening, pg_url):  # noqa: F811
+    before = fill(pg_url, "Sales", BACKLOG)
+    seqs = sorted(before.values())
+    sender, receiver = run_threads(pg_url)
+    holder = lock_row(pg_url, seqs[len(seqs) // 2])  # the first run's copy waits halfway down
+    first = start_alembic(widening, pg_url, "online=Sales", "online_batch=500")
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(first.stderr), daemon=True).start()
+    wait_for(lambda: scalar(pg_url, "SELECT count(*) FROM pg_trigger WHERE tgname = 'sqltransport_online_mirror'") == 1, "the mirror")
+    second = start_alembic(widening, pg_url, "online=Sales", "lock_timeout=500ms")
+    second_lines: list[str] = []
+    threading.Thread(target=lambda: second_lines.extend(second.stderr), daemon=True).start()
+    wait = "waited 500ms for a lock (waiting for another migration of this database to finish); rolled back, retrying in"
+    wait_for(lambda: any(wait in line for line in second_lines), "the second run to wait for the first")
+    assert scalar(pg_url, f'SELECT count(*) FROM "public"."{SHADOW}" WHERE Seq <= {seqs[-1]}') < BACKLOG  # still copying
+    holder.close()
+    assert first.wait(120) == 0 and second.wait(120) == 0, "".join(lines + second_lines)
+    stop(sender, receiver)
+    time.sleep(0.2)
+    assert sum('online rewrite of "public"."Sales": swapped' in line for line in lines + second_lines) == 1  # once
+    assert not any("Running upgrade" in line for line in second_lines)  # it found the database at head
+    assert seq_type(pg_url, "Sales") == "bigint" and leftovers(pg_url) == []
+    assert_exactly_once(pg_url, before, sender, receiver)

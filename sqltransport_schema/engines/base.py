@@ -112,6 +112,10 @@ class Dialect:
         """Whether a driver error is this engine's "gave up waiting for a lock"."""
         return False
 
+    def one_migration_at_a_time(self, connection: Connection) -> None:
+        """Wait (at most the lock timeout) until no other migration runs on this database; held until
+        the connection closes. Nothing where Alembic's own transaction serialises them."""
+
     LOCK_TRY_MS = 0  # engines that take a table's lock in short tries (try_lock) set the length of a try
 
     def try_lock(self, connection: Connection, name: TableName, milliseconds: int) -> None:

@@ -93,6 +93,11 @@ class PostgreSQL(Dialect):
     # take_lock): each try waits at most LOCK_TRY_MS in the table's lock queue, in a savepoint, so
     # senders queue behind a blocked migration for that long, not for the whole lock_timeout.
     SET_LOCAL_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', @Timeout, true)"
+    # One migration of a database at a time (two `alembic upgrade` runs at once, from two deploys):
+    # a session-level advisory lock, held across the transactions of an online rewrite, waited for
+    # like any lock (lock_timeout, then the whole run is retried).
+    ONE_MIGRATION_AT_A_TIME = "SELECT pg_advisory_lock(@Key)"
+    MIGRATION_LOCK_NAME = "sqltransport-schema: alembic upgrade and downgrade"
     LOCK_TABLE = """\
 DO {tag}
 BEGIN
@@ -125,6 +130,9 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
 
     def set_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
         self._run(connection, self.SET_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
+
+    def one_migration_at_a_time(self, connection: Connection) -> None:
+        self._run(connection, self.ONE_MIGRATION_AT_A_TIME, Key=self.advisory_lock_id(self.MIGRATION_LOCK_NAME))
 
     def try_lock(self, connection: Connection, name: TableName, milliseconds: int) -> None:
         self._run(connection, self.SET_LOCAL_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))

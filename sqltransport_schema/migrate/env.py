@@ -106,7 +106,13 @@ def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy,
             if engine.dialect.name == "sqlite":  # a database the migrations create starts in WAL (docs/runtime.md)
                 engines.get("sqlite").new_database_in_wal(connection.connection.dbapi_connection)
             dialect.set_lock_timeout(connection, policy.timeout_ms)
-            connection.commit()  # the setting stays for the session, whatever the migration's transaction does
+            try:
+                dialect.one_migration_at_a_time(connection)
+            except exc.DBAPIError as error:
+                if dialect.lock_timed_out(error.orig):
+                    raise LockWait("waiting for another migration of this database to finish") from None
+                raise
+            connection.commit()  # the setting (and the lock) stay for the session, whatever the migration's transaction does
             context.configure(connection=connection, transactional_ddl=True, **options)
             with context.begin_transaction():
                 context.run_migrations()
