@@ -50,6 +50,7 @@ class LockHolder(NamedTuple):
     query_start: datetime | None
     query: str
     mode: str
+    seconds: float | None = None  # how long its transaction has been open (None: unknown)
 
 
 class Dialect:

@@ -109,7 +109,8 @@ END
     LOCK_TRY_MS = 50
     # Who holds the table (read from a second connection once the migration gave up its wait).
     LOCK_HOLDERS = """\
-SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), a.query_start, coalesce(a.query, ''), l.mode
+SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''), a.query_start, coalesce(a.query, ''), l.mode,
+    extract(epoch FROM clock_timestamp() - a.xact_start)::float8
 FROM pg_locks l
 JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'relation' AND l.granted AND l.relation = to_regclass(@Table) AND l.pid <> pg_backend_pid()

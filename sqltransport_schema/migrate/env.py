@@ -145,7 +145,7 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
         except LockWait as wait:
             on = f" on {dialect.display(wait.table)}" if wait.table is not None else ""
             found = _holders(engine, dialect, wait.table) if wait.table is not None else None
-            holders = f": {describe_holders(found)}" if found is not None else ""
+            holders = f": {describe_holders(found, policy.timeout_ms)}" if found is not None else ""
             left = deadline - time.monotonic()
             waited = format_duration(policy.timeout_ms)
             if left <= 0:

@@ -131,10 +131,15 @@ def _one_line(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def describe_holders(holders: list[LockHolder]) -> str:
-    """The sessions holding the table, as the log and the FAILED line name them."""
+def describe_holders(holders: list[LockHolder], waited_ms: int = 0) -> str:
+    """The sessions holding the table, as the log and the FAILED line name them: those whose
+    transaction is older than the wait (what kept the lock from the migration) when there are
+    any, not the sends and receives that came and went meanwhile."""
     if not holders:
         return "no session holds it any more"
+    lasting = [h for h in holders if h.seconds is not None and h.seconds * 1000 >= waited_ms]
+    if waited_ms and lasting:
+        holders = lasting
     parts = []
     for h in holders[:3]:
         since = f", query started {h.query_start.isoformat(timespec='seconds')}" if h.query_start is not None else ""

@@ -245,7 +245,7 @@ class _Rewrite:
         says what is kept and how to go on."""
         holders = self.dialect.lock_holders(self.connection, self.table)
         self.connection.rollback()
-        held = f": {describe_holders(holders)}" if holders is not None else ""
+        held = f": {describe_holders(holders, self.policy.timeout_ms)}" if holders is not None else ""
         waited = format_duration(self.policy.timeout_ms)
         left = self.deadline - time.monotonic()
         if left <= 0:
