@@ -16,6 +16,9 @@ three figures and a time whose meaning depends on the table kind:
     delayed      i, depth, due now, NULL, earliest Due
     other        i, depth (rows), NULL, NULL, NULL
 
+An engine's estimating queue arm may return no row for an empty queue (PostgreSQL's reads the head
+as the arm's own FROM); a queue whose estimate is 0 gets no arm at all.
+
 Values are bound; table names reach the text only through the dialect's `qualified`.
 """
 
@@ -40,6 +43,10 @@ class Operations:
 
     supported = False
     batch = 200  # tables per UNION ALL statement (SQLite allows 500 arms in one compound SELECT)
+    # connections status spreads its figures statements over when it opens its own (a server that
+    # runs each session on its own core counts two halves at once)
+    connections = 1
+    prepare = False  # ask the driver to prepare the figures statements at their first run
     order = "RowVersion"  # the queue's FIFO column
 
     QUEUE_ARM = ""
@@ -67,16 +74,22 @@ class Operations:
         return Statement(name, template, identifiers, parameters_of(template))
 
     # -- status ------------------------------------------------------------------------------
-    def figures(self, tables: list[tuple[Kind, TableName]], profile: Profile, estimate: bool = False) -> list[Statement]:
+    def figures(
+        self, tables: list[tuple[Kind, TableName]], profile: Profile, estimate: bool = False, empty: frozenset[int] = frozenset()
+    ) -> list[Statement]:
         """The statements (one per `batch` tables) whose rows are each table's figures, the first
         column the table's position in `tables`. Estimating, queues are not scanned (their depth comes
-        from `TABLES`): only their head is read."""
+        from `TABLES`): only their head is read, and not even that for the positions in `empty` (queues
+        estimated empty). A batch keeps its tables whichever are left out, so one queue filling or
+        draining changes one statement's text, not every later one's."""
         if not self.supported:
             raise self._unsupported()
         out = []
         for start in range(0, len(tables), self.batch):
             arms, identifiers = [], {}
             for i, (kind, name) in enumerate(tables[start : start + self.batch], start):
+                if i in empty:
+                    continue
                 if kind is Kind.QUEUE:
                     arm = self.QUEUE_ESTIMATE_ARM if estimate else self.QUEUE_ARM
                 elif kind is Kind.DELAYED:
@@ -85,7 +98,8 @@ class Operations:
                     arm = self.COUNT_ARM
                 identifiers[f"t{i}"] = self.dialect.qualified(name, profile)
                 arms.append(arm.replace("{table}", "{t%d}" % i).replace("{index}", str(i)).replace("{order}", self.order))
-            out.append(self.statement("table_figures", self.UNION.join(arms), **identifiers))
+            if arms:
+                out.append(self.statement("table_figures", self.UNION.join(arms), **identifiers))
         return out
 
     def tables(self, catalogs: set[str | None], estimate: bool = False) -> list[Statement]:

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ..schema import Kind, TableName, TableSpec
 from . import wire
@@ -152,66 +156,126 @@ def status(
 ) -> StatusReport:
     """Every table of the deployed blueprint: depth, the head's age and the expired count (queues),
     due and next due (delayed tables), counts by FailedQ (the error queue), subscribers per topic.
-    The figures of many tables come from one statement (a batch of `dialect.operations.batch`);
-    `estimate` takes queue depths from the engine's statistics (or the transport's peek) instead of
-    counting, and counts no expired messages. A table missing from the database is reported as such."""
+    The figures of many tables come from one statement (a batch of `dialect.operations.batch`),
+    spread over `dialect.operations.connections` connections of the transport's engine when no
+    `connection` is given; `estimate` takes queue depths from the engine's statistics (or the
+    transport's peek) instead of counting, counts no expired messages and reads no head of a queue
+    estimated empty. A table missing from the database is reported as such."""
     dialect, profile = transport.dialect, transport.profile
     operations = dialect.operations
-    specs = _blueprint_specs(transport)
+    layout = _layout(transport)
     error_key = dialect.table_key(resolve(transport, error_queue))
     report = StatusReport(dialect.name, transport.version, now or datetime.now(timezone.utc), estimate)
-    with _connection(transport, connection) as conn:
-        existing = _existing(transport, conn, specs, estimate)
-        present: list[tuple[TableSpec, TableStatus]] = []
-        for spec in specs:
-            where = _where(transport, spec)
+    others = operations.connections - 1 if connection is None else 0
+    with _connection(transport, connection) as conn, _Spread(transport, others, operations.prepare) as spread:
+        existing = _existing(transport, conn, [spec for spec, *_ in layout], estimate)
+        present: list[tuple[TableSpec, TableName, TableStatus]] = []
+        for spec, where, key, address in layout:
             entry = TableStatus(
-                spec.kind.value,
-                where.table,
-                where.schema,
-                where.catalog,
-                transport.address_of(where),
-                estimated=estimate and spec.kind is Kind.QUEUE,
+                spec.kind.value, where.table, where.schema, where.catalog, address, estimated=estimate and spec.kind is Kind.QUEUE
             )
-            entry.missing = dialect.table_key(where) not in existing
+            entry.missing = key not in existing
             report.tables.append(entry)
-            if not entry.missing:
-                present.append((spec, entry))
-        tables = tuple((spec.kind, _where(transport, spec)) for spec, _ in present)
-        for statement in _figures(transport, tables, estimate):
-            for i, depth, counted, head, when in execute(conn, statement).fetchall():
-                spec, entry = present[i]
-                if depth is None:  # an estimate from the table list
-                    found = existing.get(dialect.table_key(_where(transport, spec)))
-                    depth = None if found is None else max(int(found), 0)
-                entry.depth = None if depth is None else int(depth)
-                if spec.kind is Kind.QUEUE:
-                    entry.expired = None if counted is None else int(counted)
-                    entry.oldest_time_sent = _time_sent(head)
-                    if entry.oldest_time_sent is not None:
-                        entry.oldest_age_seconds = round((report.taken_at - entry.oldest_time_sent).total_seconds(), 3)
-                elif spec.kind is Kind.DELAYED:
-                    entry.due = int(counted or 0)
-                    entry.next_due = operations.time_value(when)
-        for spec, entry in present:
+            if entry.missing:
+                continue
+            if entry.estimated and existing[key] is not None:  # the engine's estimate (else the arm's)
+                entry.depth = max(int(existing[key]), 0)
+            present.append((spec, where, entry))
+        tables = tuple((spec.kind, where) for spec, where, _ in present)
+        empty = frozenset(i for i, (*_, entry) in enumerate(present) if entry.estimated and entry.depth == 0)
+        for i, depth, counted, head, when in spread.rows(conn, _figures(transport, tables, estimate, empty)):
+            spec, _, entry = present[i]
+            if depth is not None:
+                entry.depth = int(depth)
+            if spec.kind is Kind.QUEUE:
+                entry.expired = None if counted is None else int(counted)
+                entry.oldest_time_sent = _time_sent(head)
+                if entry.oldest_time_sent is not None:
+                    entry.oldest_age_seconds = round((report.taken_at - entry.oldest_time_sent).total_seconds(), 3)
+            elif spec.kind is Kind.DELAYED:
+                entry.due = int(counted or 0)
+                entry.next_due = operations.time_value(when)
+        for spec, _, entry in present:
             if spec.kind is Kind.QUEUE and dialect.table_key(spec.name) == error_key:
-                rows = execute(conn, operations.failed_queue_counts(spec.name, profile)).fetchall()
+                rows = execute(conn, operations.failed_queue_counts(spec.name, profile), prepare=operations.prepare).fetchall()
                 entry.failed_queues = [{"failed_queue": q, "messages": int(n)} for q, n in rows]
             elif spec.kind is Kind.SUBSCRIPTIONS:
-                rows = execute(conn, operations.topics(spec.name, profile)).fetchall()
+                rows = execute(conn, operations.topics(spec.name, profile), prepare=operations.prepare).fetchall()
                 entry.topics = [{"topic": topic, "subscribers": int(n)} for topic, n in rows]
     return report
 
 
-def _figures(transport: Transport, tables: tuple, estimate: bool) -> list:
-    """The figures statements of these tables, made once per transport (a repeated status, as
-    --watch runs it, sends the same texts, which the driver and server may keep prepared)."""
-    cache = transport.__dict__.setdefault("_status_statements", {})
-    found = cache.get((tables, estimate))
+def _layout(transport: Transport) -> list[tuple[TableSpec, TableName, tuple, str]]:
+    """(spec, the table as the database holds it, its key, its address) of every table of the
+    blueprint, made once per transport (a repeated status does not make them again)."""
+    found = transport.__dict__.get("_status_layout")
     if found is None:
-        cache.clear()  # one set of tables at a time
-        found = cache[(tables, estimate)] = transport.dialect.operations.figures(list(tables), transport.profile, estimate)
+        found = []
+        for spec in _blueprint_specs(transport):
+            where = _where(transport, spec)
+            found.append((spec, where, transport.dialect.table_key(where), transport.address_of(where)))
+        transport.__dict__["_status_layout"] = found
     return found
+
+
+def _figures(transport: Transport, tables: tuple, estimate: bool, empty: frozenset[int]) -> list:
+    """The figures statements of these tables, made once per transport (a repeated status, as
+    --watch runs it, sends the same texts, which the driver and server may keep prepared); the
+    last few sets are kept (an exact and an estimating status in turn make two)."""
+    cache = transport.__dict__.setdefault("_status_statements", {})
+    key = (tables, estimate, empty)
+    found = cache.pop(key, None)
+    if found is None:
+        found = transport.dialect.operations.figures(list(tables), transport.profile, estimate, empty)
+        while len(cache) >= 4:
+            del cache[next(iter(cache))]  # the least recently used
+    cache[key] = found
+    return found
+
+
+class _Spread:
+    """The figures statements shared out between the status's connection and `others` more of the
+    transport's engine, each opened in a thread at once (while the first reads the table list) and
+    running its share there: the server works on the sessions' shares at the same time. A
+    connection that cannot be opened leaves its share to the first."""
+
+    def __init__(self, transport: Transport, others: int, prepare: bool) -> None:
+        self.prepare = prepare
+        self.shares: list[Future] = [Future() for _ in range(others)]
+        self.pool = ThreadPoolExecutor(others, thread_name_prefix="status") if others else None
+        self.done = [self.pool.submit(self._run, transport, share) for share in self.shares] if self.pool else []
+
+    def _run(self, transport: Transport, share: Future) -> list | None:
+        try:
+            conn = transport.engine.connect()
+        except (DBAPIError, PoolTimeout):  # no connection to spare (max_connections, the pool's size)
+            return None
+        with conn, conn.begin():
+            return self._execute(conn, share.result())
+
+    def _execute(self, conn: Connection, statements: list) -> list:
+        return [row for statement in statements for row in execute(conn, statement, prepare=self.prepare).fetchall()]
+
+    def rows(self, conn: Connection, statements: list) -> list:
+        """Every statement's rows: the first connection's share run here, the others' collected."""
+        parts = len(self.shares) + 1
+        for n, share in enumerate(self.shares, 1):
+            share.set_result(statements[n::parts])
+        rows = self._execute(conn, statements[0::parts])
+        for n, done in enumerate(self.done, 1):
+            found = done.result()
+            rows += self._execute(conn, statements[n::parts]) if found is None else found
+        return rows
+
+    def __enter__(self) -> _Spread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for share in self.shares:
+            if not share.done():
+                share.set_result([])  # a status that failed before its statements: nothing to run
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
 
 
 # The header as senders write it (a plain string: the format has no character JSON escapes); other

@@ -69,8 +69,8 @@ class DriverConnection:
 Conn = Connection | DriverConnection
 
 
-def _driver_module(dbapi_connection: Any) -> str:
-    return type(dbapi_connection).__module__.partition(".")[0]
+def _driver_module(dbapi_object: Any) -> str:
+    return type(dbapi_object).__module__.partition(".")[0]
 
 
 def _cursor(conn: Conn) -> tuple[Any, str]:
@@ -93,15 +93,18 @@ def _cursor(conn: Conn) -> tuple[Any, str]:
     return cursor, conn.dialect.paramstyle
 
 
-def execute(conn: Conn, statement: Statement, params: Mapping | None = None) -> Any:
+def execute(conn: Conn, statement: Statement, params: Mapping | None = None, *, prepare: bool = False) -> Any:
+    """Run a statement on the connection's runtime cursor; `prepare`: have the driver prepare it at
+    its first run rather than after several (psycopg 3 only; other drivers ignore it)."""
     cursor, paramstyle = _cursor(conn)
     sql, order = statement.native(paramstyle)
+    options = {"prepare": True} if prepare and _driver_module(cursor) == "psycopg" else {}
     if order:
         values = params or {}
         bound = values if paramstyle in ("pyformat", "named") else tuple(values[name] for name in order)
-        cursor.execute(sql, bound)
+        cursor.execute(sql, bound, **options)
     else:
-        cursor.execute(sql)
+        cursor.execute(sql, **options)
     return cursor
 
 
