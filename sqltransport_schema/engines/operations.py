@@ -86,7 +86,7 @@ class Operations:
             raise self._unsupported()
         out = []
         for start in range(0, len(tables), self.batch):
-            arms, identifiers = [], {}
+            arms, identifiers, templates = [], {}, set()
             for i, (kind, name) in enumerate(tables[start : start + self.batch], start):
                 if i in empty:
                     continue
@@ -96,10 +96,12 @@ class Operations:
                     arm = self.DELAYED_ARM
                 else:
                     arm = self.COUNT_ARM
+                templates.add(arm)
                 identifiers[f"t{i}"] = self.dialect.qualified(name, profile)
                 arms.append(arm.replace("{table}", "{t%d}" % i).replace("{index}", str(i)).replace("{order}", self.order))
-            if arms:
-                out.append(self.statement("table_figures", self.UNION.join(arms), **identifiers))
+            if arms:  # the parameters are the arm templates' (each read once, not in each of its arms)
+                params = tuple(dict.fromkeys(name for arm in sorted(templates) for name in parameters_of(arm)))
+                out.append(Statement("table_figures", self.UNION.join(arms), identifiers, params))
         return out
 
     def tables(self, catalogs: set[str | None], estimate: bool = False) -> list[Statement]:

@@ -236,46 +236,76 @@ def _figures(transport: Transport, tables: tuple, estimate: bool, empty: frozens
 class _Spread:
     """The figures statements shared out between the status's connection and `others` more of the
     transport's engine, each opened in a thread at once (while the first reads the table list) and
-    running its share there: the server works on the sessions' shares at the same time. A
-    connection that cannot be opened leaves its share to the first."""
+    running its share there: the server works on the sessions' shares at the same time. A pooled
+    connection runs the same share at every status (remembered in its pool record), so in a repeated
+    status its session has those tables' catalog entries loaded and their statements prepared. A
+    connection that cannot be opened leaves its share to the others."""
+
+    SHARE = "sqltransport_status_share"  # the pool record's info: the share this connection ran last
 
     def __init__(self, transport: Transport, others: int, prepare: bool) -> None:
         self.prepare = prepare
-        self.shares: list[Future] = [Future() for _ in range(others)]
+        self.opened: list[Future] = [Future() for _ in range(others)]  # -> its remembered share; False: no connection
+        self.work: list[Future] = [Future() for _ in range(others)]  # <- (share, parts, statements)
         self.pool = ThreadPoolExecutor(others, thread_name_prefix="status") if others else None
-        self.done = [self.pool.submit(self._run, transport, share) for share in self.shares] if self.pool else []
+        self.done = [self.pool.submit(self._run, transport, o, w) for o, w in zip(self.opened, self.work)] if self.pool else []
 
-    def _run(self, transport: Transport, share: Future) -> list | None:
+    def _run(self, transport: Transport, opened: Future, work: Future) -> list:
         try:
             conn = transport.engine.connect()
         except (DBAPIError, PoolTimeout):  # no connection to spare (max_connections, the pool's size)
-            return None
+            opened.set_result(False)
+            return []
         with conn, conn.begin():
-            return self._execute(conn, share.result())
+            opened.set_result(conn.connection.info.get(self.SHARE))
+            share, parts, statements = work.result()
+            conn.connection.info[self.SHARE] = share
+            return self._execute(conn, statements[share::parts])
 
     def _execute(self, conn: Connection, statements: list) -> list:
         return [row for statement in statements for row in execute(conn, statement, prepare=self.prepare).fetchall()]
 
-    def rows(self, conn: Connection, statements: list) -> list:
-        """Every statement's rows: the first connection's share run here, the others' collected."""
-        parts = len(self.shares) + 1
-        for n, share in enumerate(self.shares, 1):
-            share.set_result(statements[n::parts])
-        rows = self._execute(conn, statements[0::parts])
-        for n, done in enumerate(self.done, 1):
-            found = done.result()
-            rows += self._execute(conn, statements[n::parts]) if found is None else found
-        return rows
+    def rows(self, conn: Connection, statements: list) -> Iterator[tuple]:
+        """Every statement's rows: the first connection's share run here (and handed on while the
+        others still run theirs), then the others' as they finish."""
+        remembered = [conn.connection.info.get(self.SHARE) if self.work else None] + [o.result() for o in self.opened]
+        shares = _shares([r for r in remembered if r is not False])
+        mine = shares.pop(0)
+        parts = len(shares) + 1
+        for r, work in zip(remembered[1:], self.work):
+            work.set_result((None, 1, []) if r is False else (shares.pop(0), parts, statements))
+        if self.work:
+            conn.connection.info[self.SHARE] = mine
+        yield from self._execute(conn, statements[mine::parts])
+        for done in self.done:
+            yield from done.result()
 
     def __enter__(self) -> _Spread:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for share in self.shares:
-            if not share.done():
-                share.set_result([])  # a status that failed before its statements: nothing to run
+        for work in self.work:
+            if not work.done():
+                work.set_result((0, 1, []))  # a status that failed before its statements: nothing to run
         if self.pool is not None:
             self.pool.shutdown(wait=True)
+
+
+def _shares(remembered: list) -> list[int]:
+    """Which share (of as many as connections) each connection runs: the one it ran last time where
+    that is still free, else the lowest one left."""
+    parts = len(remembered)
+    out: list[int | None] = [None] * parts
+    free = set(range(parts))
+    for n, share in enumerate(remembered):
+        if share in free:
+            out[n] = share
+            free.discard(share)
+    for n in range(parts):
+        if out[n] is None:
+            out[n] = min(free)
+            free.discard(out[n])
+    return out  # type: ignore[return-value]
 
 
 # The header as senders write it (a plain string: the format has no character JSON escapes); other
