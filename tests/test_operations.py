@@ -208,6 +208,82 @@ def test_estimate_mode(bus, capsys):
     assert sales.estimated and sales.expired is None and sales.oldest_age_seconds is not None
     assert sales.depth == 30  # SQLite: the peek; PostgreSQL: the statistics after ANALYZE
     assert next(t for t in report.tables if t.name == "Sales.Delayed").due == 0
+    billing = next(t for t in report.tables if t.name == "Billing")  # estimated empty: no head read (PostgreSQL)
+    assert (billing.depth, billing.oldest_time_sent, billing.estimated) == (0, None, True)
+
+
+def fill_bus(transport: Transport) -> None:
+    """Messages in every kind of table: queues (one empty), expired ones, delayed, failed, subscribers."""
+    sales, billing, error = (transport.queue(n) for n in ("Sales", "Billing", "error"))
+    with transport.engine.begin() as conn:
+        sales.send(conn, b"head", headers(0, sent=datetime.now(timezone.utc) - timedelta(minutes=10)))
+        sales.send_many(conn, [(b"x", headers(n)) for n in range(1, 12)])
+        sales.send_many(conn, [(b"old", headers(n)) for n in range(2)], time_to_be_received=0.001)
+        billing.send_many(conn, [(b"y", headers(n)) for n in range(4)])
+        transport.endpoint("Sales").send_delayed(conn, sales, b"due", headers(0), due_after=0.001)
+        error.send_many(conn, [(b"e", failed(transport, sales.address, n)) for n in range(3)])
+        transport.subscriptions().subscribe(conn, "Billing", billing.address, "Shop.OrderPlaced")
+    time.sleep(0.1)
+
+
+def test_status_on_its_own_connections_matches_status_in_the_callers_transaction(bus, monkeypatch):
+    """Spread over the engine's connections (PostgreSQL: two) or run in the caller's transaction,
+    the figures are the same, with statements of two tables each (several per connection)."""
+    transport, url = bus
+    fill_bus(transport)
+    monkeypatch.setattr(transport.dialect.operations, "batch", 2)
+    now = datetime.now(timezone.utc)
+    transport.engine.dispose()
+    spread = status(transport, now=now).to_json()
+    if not url.startswith("sqlite"):
+        assert transport.engine.pool.checkedin() == 2  # the status's own connection and one more
+    with transport.engine.connect() as conn, conn.begin():
+        alone = status(transport, now=now, connection=conn).to_json()
+    assert spread == alone
+    sales = table(spread, "Sales")
+    assert (sales["depth"], sales["expired"], table(spread, "Billing")["depth"], table(spread, "audit")["depth"]) == (14, 2, 4, 0)
+    assert 590 < sales["oldest_age_seconds"] < 700 and table(spread, "Sales.Delayed")["due"] == 1
+    assert table(spread, "error")["failed_queues"] == [{"failed_queue": sales["address"], "messages": 3}]
+
+
+def test_a_repeated_status_runs_each_share_on_the_same_session(project, pg_url, monkeypatch):
+    """Each pooled connection runs the statements it ran before, so its session has them prepared
+    (psycopg prepares them at their first run) and the tables' catalog entries loaded: after three
+    runs each statement is prepared in one session only."""
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(pg_url)
+    transport = Transport.from_database(make_engine(pg_url))
+    fill_bus(transport)
+    monkeypatch.setattr(transport.dialect.operations, "batch", 2)
+    try:
+        reports = [status(transport, now=datetime.now(timezone.utc)) for _ in range(3)]
+        assert {t.name: t.depth for t in reports[0].tables} == {t.name: t.depth for t in reports[-1].tables}
+        assert transport.engine.pool.checkedin() == 2
+        prepared = []
+        with transport.engine.connect() as one, transport.engine.connect() as other:
+            for conn in (one, other):
+                rows = conn.exec_driver_sql("SELECT statement FROM pg_prepared_statements").scalars().all()
+                prepared.append({text for text in rows if "count(*)" in text and "GROUP BY" not in text})
+        assert prepared[0] and prepared[1] and not prepared[0] & prepared[1]
+        assert len(prepared[0] | prepared[1]) == 4  # 7 tables, 2 a statement
+    finally:
+        transport.engine.dispose()
+
+
+def test_status_without_a_second_connection_counts_on_the_first(project, pg_url):
+    """An engine whose pool has no connection to spare: the status's own connection runs every statement."""
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(pg_url)
+    transport = Transport.from_database(make_engine(pg_url, pool_size=1, max_overflow=0, pool_timeout=0.2))
+    fill_bus(transport)
+    try:
+        report = status(transport).to_json()
+        assert (table(report, "Sales")["depth"], table(report, "Billing")["depth"], table(report, "Sales.Delayed")["due"]) == (14, 4, 1)
+        assert table(report, "SubscriptionRouting")["topics"] == [{"topic": "Shop.OrderPlaced", "subscribers": 1}]
+    finally:
+        transport.engine.dispose()
 
 
 # A strict reading of the Prometheus text exposition format (0.0.4): comments are HELP or TYPE
@@ -471,3 +547,15 @@ def test_many_tables_go_in_few_statements():
     tables = [(Kind.QUEUE, TableName(f"q{n}")) for n in range(1000)]
     statements = operations.figures(tables, profile("9.1"))
     assert len(statements) == 1000 // operations.batch and "\nSELECT 999 AS i, " in statements[-1].sql
+    assert all(statement.params == () for statement in statements)
+
+
+def test_estimating_reads_no_head_of_a_queue_estimated_empty():
+    """Its arm is left out; the other tables keep their positions and their statements."""
+    operations = engines.get("postgresql").operations
+    tables = [(Kind.QUEUE, TableName(f"q{n}")) for n in range(2 * operations.batch)]
+    every = operations.figures(tables, profile("9.1"), estimate=True)
+    some = operations.figures(tables, profile("9.1"), estimate=True, empty=frozenset({1, 2}))
+    assert len(every) == len(some) == 2 and some[1].sql == every[1].sql
+    assert '"q1"' not in some[0].sql and '"q2"' not in some[0].sql and '(SELECT 3, ' in some[0].sql and '"q3"' in some[0].sql
+    assert operations.figures(tables[:2], profile("9.1"), estimate=True, empty=frozenset({0, 1})) == []
