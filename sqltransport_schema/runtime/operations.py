@@ -170,7 +170,8 @@ def status(
     with _connection(transport, connection) as conn, _Spread(transport, others, operations.prepare) as spread:
         existing = _existing(transport, conn, [spec for spec, *_ in layout], estimate)
         present: list[tuple[TableSpec, TableName, TableStatus]] = []
-        for spec, where, key, address in layout:
+        positions = []  # in the layout, of the tables present
+        for position, (spec, where, key, address) in enumerate(layout):
             entry = TableStatus(
                 spec.kind.value, where.table, where.schema, where.catalog, address, estimated=estimate and spec.kind is Kind.QUEUE
             )
@@ -181,9 +182,9 @@ def status(
             if entry.estimated and existing[key] is not None:  # the engine's estimate (else the arm's)
                 entry.depth = max(int(existing[key]), 0)
             present.append((spec, where, entry))
-        tables = tuple((spec.kind, where) for spec, where, _ in present)
+            positions.append(position)
         empty = frozenset(i for i, (*_, entry) in enumerate(present) if entry.estimated and entry.depth == 0)
-        for i, depth, counted, head, when in spread.rows(conn, _figures(transport, tables, estimate, empty)):
+        for i, depth, counted, head, when in spread.rows(conn, _figures(transport, tuple(positions), estimate, empty)):
             spec, _, entry = present[i]
             if depth is not None:
                 entry.depth = int(depth)
@@ -218,17 +219,20 @@ def _layout(transport: Transport) -> list[tuple[TableSpec, TableName, tuple, str
     return found
 
 
-def _figures(transport: Transport, tables: tuple, estimate: bool, empty: frozenset[int]) -> list:
-    """The figures statements of these tables, made once per transport (a repeated status, as
-    --watch runs it, sends the same texts, which the driver and server may keep prepared); the
-    last few sets are kept (an exact and an estimating status in turn make two)."""
+def _figures(transport: Transport, positions: tuple[int, ...], estimate: bool, empty: frozenset[int]) -> list:
+    """The figures statements of the tables at these positions of the layout, made once per
+    transport (a repeated status, as --watch runs it, sends the same texts, which the driver and
+    server may keep prepared); the last few sets are kept (an exact and an estimating status in
+    turn make two)."""
     cache = transport.__dict__.setdefault("_status_statements", {})
-    key = (tables, estimate, empty)
+    key = (positions, estimate, empty)
     found = cache.pop(key, None)
     if found is None:
-        found = transport.dialect.operations.figures(list(tables), transport.profile, estimate, empty)
-        while len(cache) >= 4:
-            del cache[next(iter(cache))]  # the least recently used
+        layout = _layout(transport)
+        tables = [(layout[p][0].kind, layout[p][1]) for p in positions]
+        found = transport.dialect.operations.figures(tables, transport.profile, estimate, empty)
+        for old in list(cache)[:-3]:  # the least recently used
+            cache.pop(old, None)
     cache[key] = found
     return found
 
@@ -246,7 +250,7 @@ class _Spread:
     def __init__(self, transport: Transport, others: int, prepare: bool) -> None:
         self.prepare = prepare
         self.opened: list[Future] = [Future() for _ in range(others)]  # -> its remembered share; False: no connection
-        self.work: list[Future] = [Future() for _ in range(others)]  # <- (share, parts, statements)
+        self.work: list[Future] = [Future() for _ in range(others)]  # <- (share, parts, statements); None: nothing
         self.pool = ThreadPoolExecutor(others, thread_name_prefix="status") if others else None
         self.done = [self.pool.submit(self._run, transport, o, w) for o, w in zip(self.opened, self.work)] if self.pool else []
 
@@ -256,8 +260,13 @@ class _Spread:
         except (DBAPIError, PoolTimeout):  # no connection to spare (max_connections, the pool's size)
             opened.set_result(False)
             return []
+        except BaseException as error:
+            opened.set_exception(error)
+            raise
         with conn, conn.begin():
             opened.set_result(conn.connection.info.get(self.SHARE))
+            if work.result() is None:
+                return []
             share, parts, statements = work.result()
             conn.connection.info[self.SHARE] = share
             return self._execute(conn, statements[share::parts])
@@ -273,7 +282,7 @@ class _Spread:
         mine = shares.pop(0)
         parts = len(shares) + 1
         for r, work in zip(remembered[1:], self.work):
-            work.set_result((None, 1, []) if r is False else (shares.pop(0), parts, statements))
+            work.set_result(None if r is False else (shares.pop(0), parts, statements))
         if self.work:
             conn.connection.info[self.SHARE] = mine
         yield from self._execute(conn, statements[mine::parts])
@@ -286,7 +295,7 @@ class _Spread:
     def __exit__(self, *exc: object) -> None:
         for work in self.work:
             if not work.done():
-                work.set_result((0, 1, []))  # a status that failed before its statements: nothing to run
+                work.set_result(None)  # a status that failed before its statements: nothing to run
         if self.pool is not None:
             self.pool.shutdown(wait=True)
 
