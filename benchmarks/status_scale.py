@@ -7,16 +7,19 @@ or `status --watch` holds it), twice:
 - first call: one call on a new connection (what a one-shot `sqltransport-schema status` does; the
   server loads every table's catalog entries and plans every statement), `--first-runs` times in
   turn with the reference, each on new connections; the best and the median;
-- repeated:   then alternating with the reference, best of the runs, on the kept connection (what
-  `status --watch` and a service do; psycopg prepares a statement run 5 times, and the figures
-  statements have no parameters, so the server keeps one plan of each).
+- repeated:   then alternating with the reference, best of the runs, on the kept connections (what
+  `status --watch` and a service do; status has psycopg prepare its statements at their first
+  run, and they have no parameters, so the server keeps one plan of each; the reference's
+  statements are prepared by psycopg after 5 runs).
 
 Each of:
 
 - exact:     runtime.operations.status(transport): depth, expired count and the head's TimeSent of
-             every queue, in UNION ALL statements of `operations.batch` tables each, plus the table list
-             and the error queue's counts by FailedQ.
-- estimate:  status(transport, estimate=True): depths from pg_stat_user_tables/pg_class, the heads read.
+             every queue, in UNION ALL statements of `operations.batch` tables each, shared out
+             between `operations.connections` connections, plus the table list, the error queue's
+             counts by FailedQ and the subscribers.
+- estimate:  status(transport, estimate=True): depths from pg_stat_user_tables/pg_class, the heads of
+             the queues not estimated empty read (here every queue holds messages: all of them).
 - per-table: the reference, what a script without this tool does: one `SELECT count(*)` per table
              through psycopg 3 on one open connection (depth only; no ages, no expired count).
 
