@@ -17,7 +17,8 @@ three figures and a time whose meaning depends on the table kind:
     other        i, depth (rows), NULL, NULL, NULL
 
 An engine's estimating queue arm may return no row for an empty queue (PostgreSQL's reads the head
-as the arm's own FROM); a queue whose estimate is 0 gets no arm at all.
+as the arm's own FROM); a queue whose estimate is 0 gets no arm at all when estimating, and an arm
+without the head read (NULL) when counting, where the engine has one (QUEUE_COUNT_ARM).
 
 Values are bound; table names reach the text only through the dialect's `qualified`.
 """
@@ -50,6 +51,9 @@ class Operations:
     order = "RowVersion"  # the queue's FIFO column
 
     QUEUE_ARM = ""
+    # QUEUE_ARM without the head read (NULL): counting a queue the table list estimates empty, whose
+    # head status reads after, only if the count finds messages; "" where the engine keeps no estimate
+    QUEUE_COUNT_ARM = ""
     QUEUE_ESTIMATE_ARM = ""
     DELAYED_ARM = ""
     COUNT_ARM = ""
@@ -79,8 +83,9 @@ class Operations:
     ) -> list[Statement]:
         """The statements (one per `batch` tables) whose rows are each table's figures, the first
         column the table's position in `tables`. Estimating, queues are not scanned (their depth comes
-        from `TABLES`): only their head is read, and not even that for the positions in `empty` (queues
-        estimated empty). A batch keeps its tables whichever are left out, so one queue filling or
+        from `TABLES_ESTIMATED`): only their head is read, and not even that for the positions in
+        `empty` (queues estimated empty); counting, those are counted without their head
+        (QUEUE_COUNT_ARM). A batch keeps its tables whichever are in `empty`, so one queue filling or
         draining changes one statement's text, not every later one's."""
         if not self.supported:
             raise self._unsupported()
@@ -88,10 +93,12 @@ class Operations:
         for start in range(0, len(tables), self.batch):
             arms, identifiers, templates = [], {}, set()
             for i, (kind, name) in enumerate(tables[start : start + self.batch], start):
-                if i in empty:
-                    continue
-                if kind is Kind.QUEUE:
-                    arm = self.QUEUE_ESTIMATE_ARM if estimate else self.QUEUE_ARM
+                if kind is Kind.QUEUE and estimate:
+                    if i in empty:
+                        continue
+                    arm = self.QUEUE_ESTIMATE_ARM
+                elif kind is Kind.QUEUE:
+                    arm = self.QUEUE_COUNT_ARM if i in empty and self.QUEUE_COUNT_ARM else self.QUEUE_ARM
                 elif kind is Kind.DELAYED:
                     arm = self.DELAYED_ARM
                 else:

@@ -167,10 +167,13 @@ def status(
     error_key = dialect.table_key(resolve(transport, error_queue))
     report = StatusReport(dialect.name, transport.version, now or datetime.now(timezone.utc), estimate)
     others = operations.connections - 1 if connection is None else 0
+    heads_after = not estimate and bool(operations.QUEUE_COUNT_ARM)
+    seen = transport.__dict__.setdefault("_status_seen", set())  # layout positions of queues seen holding messages
     with _connection(transport, connection) as conn, _Spread(transport, others, operations.prepare) as spread:
-        existing = _existing(transport, conn, [spec for spec, *_ in layout], estimate)
+        existing = _existing(transport, conn, [spec for spec, *_ in layout], estimate or heads_after)
         present: list[tuple[TableSpec, TableName, TableStatus]] = []
         positions = []  # in the layout, of the tables present
+        empty = set()  # of the tables present: queues estimated empty (and, counting, never seen holding messages)
         for position, (spec, where, key, address) in enumerate(layout):
             entry = TableStatus(
                 spec.kind.value, where.table, where.schema, where.catalog, address, estimated=estimate and spec.kind is Kind.QUEUE
@@ -179,23 +182,30 @@ def status(
             report.tables.append(entry)
             if entry.missing:
                 continue
-            if entry.estimated and existing[key] is not None:  # the engine's estimate (else the arm's)
-                entry.depth = max(int(existing[key]), 0)
+            found = existing[key]  # the engine's estimate (else the arm's)
+            if spec.kind is Kind.QUEUE and found is not None and int(found) <= 0 and (estimate or position not in seen):
+                empty.add(len(present))
+            if entry.estimated and found is not None:
+                entry.depth = max(int(found), 0)
             present.append((spec, where, entry))
             positions.append(position)
-        empty = frozenset(i for i, (*_, entry) in enumerate(present) if entry.estimated and entry.depth == 0)
-        for i, depth, counted, head, when in spread.rows(conn, _figures(transport, tuple(positions), estimate, empty)):
+        statements = _figures(transport, tuple(positions), estimate, frozenset(empty) if estimate or heads_after else frozenset())
+        for i, depth, counted, head, when in spread.rows(conn, statements):
             spec, _, entry = present[i]
             if depth is not None:
                 entry.depth = int(depth)
             if spec.kind is Kind.QUEUE:
                 entry.expired = None if counted is None else int(counted)
-                entry.oldest_time_sent = _time_sent(head)
-                if entry.oldest_time_sent is not None:
-                    entry.oldest_age_seconds = round((report.taken_at - entry.oldest_time_sent).total_seconds(), 3)
+                _head(entry, head, report.taken_at)
             elif spec.kind is Kind.DELAYED:
                 entry.due = int(counted or 0)
                 entry.next_due = operations.time_value(when)
+        if heads_after:  # queues counted without their head that hold messages after all (the statistics lag)
+            late = [i for i in sorted(empty) if present[i][2].depth]
+            for statement in operations.figures([(Kind.QUEUE, present[i][1]) for i in late], profile, estimate=True):
+                for j, _, _, head, _ in execute(conn, statement).fetchall():
+                    _head(present[late[j]][2], head, report.taken_at)
+        seen.update(positions[i] for i, (spec, _, entry) in enumerate(present) if spec.kind is Kind.QUEUE and entry.depth)
         for spec, _, entry in present:
             if spec.kind is Kind.QUEUE and dialect.table_key(spec.name) == error_key:
                 rows = execute(conn, operations.failed_queue_counts(spec.name, profile), prepare=operations.prepare).fetchall()
@@ -204,6 +214,13 @@ def status(
                 rows = execute(conn, operations.topics(spec.name, profile), prepare=operations.prepare).fetchall()
                 entry.topics = [{"topic": topic, "subscribers": int(n)} for topic, n in rows]
     return report
+
+
+def _head(entry: TableStatus, head: str | None, taken_at: datetime) -> None:
+    """The queue's head: its TimeSent and age."""
+    entry.oldest_time_sent = _time_sent(head)
+    if entry.oldest_time_sent is not None:
+        entry.oldest_age_seconds = round((taken_at - entry.oldest_time_sent).total_seconds(), 3)
 
 
 def _layout(transport: Transport) -> list[tuple[TableSpec, TableName, tuple, str]]:
