@@ -10,6 +10,7 @@ See docs/operations.md.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -257,81 +258,72 @@ def _figures(transport: Transport, positions: tuple[int, ...], estimate: bool, e
 class _Spread:
     """The figures statements shared out between the status's connection and `others` more of the
     transport's engine, each opened in a thread at once (while the first reads the table list) and
-    running its share there: the server works on the sessions' shares at the same time. A pooled
-    connection runs the same share at every status (remembered in its pool record), so in a repeated
-    status its session has those tables' catalog entries loaded and their statements prepared. A
-    connection that cannot be opened leaves its share to the others."""
+    running a share there: the server works on the sessions' shares at the same time. A pooled
+    connection takes the share it ran last time where it can (remembered in its pool record), so
+    in a repeated status its session has those tables' catalog entries loaded and their statements
+    prepared. The first connection never waits for another to open: once its own share is done it
+    takes every share no other has taken yet (a connection that cannot be had, or comes late)."""
 
     SHARE = "sqltransport_status_share"  # the pool record's info: the share this connection ran last
 
     def __init__(self, transport: Transport, others: int, prepare: bool) -> None:
         self.prepare = prepare
-        self.opened: list[Future] = [Future() for _ in range(others)]  # -> its remembered share; False: no connection
-        self.work: list[Future] = [Future() for _ in range(others)]  # <- (share, parts, statements); None: nothing
+        self.parts = others + 1
+        self.lock = threading.Lock()
+        self.taken: dict[int, int] = {}  # share -> who runs it (0: the first connection, n: the nth other)
+        self.statements: Future = Future()  # every figures statement, once they are known; None: none to run
         self.pool = ThreadPoolExecutor(others, thread_name_prefix="status") if others else None
-        self.done = [self.pool.submit(self._run, transport, o, w) for o, w in zip(self.opened, self.work)] if self.pool else []
+        self.done = [self.pool.submit(self._run, transport, n) for n in range(1, self.parts)] if self.pool else []
 
-    def _run(self, transport: Transport, opened: Future, work: Future) -> list:
+    def _take(self, who: int, remembered: Any) -> int | None:
+        """The share `who` runs next: the one it remembers if free, else the lowest free; None: all taken."""
+        with self.lock:
+            free = [share for share in range(self.parts) if share not in self.taken]
+            if not free:
+                return None
+            share = remembered if remembered in free else free[0]
+            self.taken[share] = who
+            return share
+
+    def _run(self, transport: Transport, who: int) -> list:
         try:
             conn = transport.engine.connect()
         except (DBAPIError, PoolTimeout):  # no connection to spare (max_connections, the pool's size)
-            opened.set_result(False)
             return []
-        except BaseException as error:
-            opened.set_exception(error)
-            raise
         with conn, conn.begin():
-            opened.set_result(conn.connection.info.get(self.SHARE))
-            if work.result() is None:
+            statements = self.statements.result()
+            share = None if statements is None else self._take(who, conn.connection.info.get(self.SHARE))
+            if share is None:
                 return []
-            share, parts, statements = work.result()
             conn.connection.info[self.SHARE] = share
-            return self._execute(conn, statements[share::parts])
+            return self._execute(conn, statements[share :: self.parts])
 
     def _execute(self, conn: Connection, statements: list) -> list:
         return [row for statement in statements for row in execute(conn, statement, prepare=self.prepare).fetchall()]
 
     def rows(self, conn: Connection, statements: list) -> Iterator[tuple]:
         """Every statement's rows: the first connection's share run here (and handed on while the
-        others still run theirs), then the others' as they finish."""
-        remembered = [conn.connection.info.get(self.SHARE) if self.work else None] + [o.result() for o in self.opened]
-        shares = _shares([r for r in remembered if r is not False])
-        mine = shares.pop(0)
-        parts = len(shares) + 1
-        for r, work in zip(remembered[1:], self.work):
-            work.set_result(None if r is False else (shares.pop(0), parts, statements))
-        if self.work:
-            conn.connection.info[self.SHARE] = mine
-        yield from self._execute(conn, statements[mine::parts])
-        for done in self.done:
-            yield from done.result()
+        others still run theirs), then the shares no other connection took, then the others'."""
+        info = conn.connection.info
+        mine = self._take(0, info.get(self.SHARE) if self.done else None)
+        if self.done:
+            info[self.SHARE] = mine
+        self.statements.set_result(statements)
+        yield from self._execute(conn, statements[mine :: self.parts])
+        while (share := self._take(0, None)) is not None:
+            yield from self._execute(conn, statements[share :: self.parts])
+        for n, done in enumerate(self.done, 1):
+            if n in self.taken.values():
+                yield from done.result()
 
     def __enter__(self) -> _Spread:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for work in self.work:
-            if not work.done():
-                work.set_result(None)  # a status that failed before its statements: nothing to run
+        if not self.statements.done():
+            self.statements.set_result(None)  # a status that failed before its statements: nothing to run
         if self.pool is not None:
-            self.pool.shutdown(wait=True)
-
-
-def _shares(remembered: list) -> list[int]:
-    """Which share (of as many as connections) each connection runs: the one it ran last time where
-    that is still free, else the lowest one left."""
-    parts = len(remembered)
-    out: list[int | None] = [None] * parts
-    free = set(range(parts))
-    for n, share in enumerate(remembered):
-        if share in free:
-            out[n] = share
-            free.discard(share)
-    for n in range(parts):
-        if out[n] is None:
-            out[n] = min(free)
-            free.discard(out[n])
-    return out  # type: ignore[return-value]
+            self.pool.shutdown(wait=False)  # one still waiting for a connection finds nothing left to run
 
 
 # The header as senders write it (a plain string: the format has no character JSON escapes); other
