@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -261,10 +262,11 @@ class _Spread:
     running a share there: the server works on the sessions' shares at the same time. A pooled
     connection takes the share it ran last time where it can (remembered in its pool record), so
     in a repeated status its session has those tables' catalog entries loaded and their statements
-    prepared. The first connection never waits for another to open: once its own share is done it
-    takes every share no other has taken yet (a connection that cannot be had, or comes late)."""
+    prepared. Once its own share is done, the first connection waits at most PATIENCE for the others
+    to open, then runs every share none has taken (a connection the pool cannot give, or one late)."""
 
     SHARE = "sqltransport_status_share"  # the pool record's info: the share this connection ran last
+    PATIENCE = 1.0  # seconds
 
     def __init__(self, transport: Transport, others: int, prepare: bool) -> None:
         self.prepare = prepare
@@ -272,6 +274,7 @@ class _Spread:
         self.lock = threading.Lock()
         self.taken: dict[int, int] = {}  # share -> who runs it (0: the first connection, n: the nth other)
         self.statements: Future = Future()  # every figures statement, once they are known; None: none to run
+        self.decided = [threading.Event() for _ in range(others)]  # the nth other has taken its share, or none
         self.pool = ThreadPoolExecutor(others, thread_name_prefix="status") if others else None
         self.done = [self.pool.submit(self._run, transport, n) for n in range(1, self.parts)] if self.pool else []
 
@@ -287,16 +290,20 @@ class _Spread:
 
     def _run(self, transport: Transport, who: int) -> list:
         try:
-            conn = transport.engine.connect()
-        except (DBAPIError, PoolTimeout):  # no connection to spare (max_connections, the pool's size)
-            return []
-        with conn, conn.begin():
-            statements = self.statements.result()
-            share = None if statements is None else self._take(who, conn.connection.info.get(self.SHARE))
-            if share is None:
+            try:
+                conn = transport.engine.connect()
+            except (DBAPIError, PoolTimeout):  # no connection to spare (max_connections, the pool's size)
                 return []
-            conn.connection.info[self.SHARE] = share
-            return self._execute(conn, statements[share :: self.parts])
+            with conn, conn.begin():
+                statements = self.statements.result()
+                share = None if statements is None else self._take(who, conn.connection.info.get(self.SHARE))
+                self.decided[who - 1].set()
+                if share is None:
+                    return []
+                conn.connection.info[self.SHARE] = share
+                return self._execute(conn, statements[share :: self.parts])
+        finally:
+            self.decided[who - 1].set()
 
     def _execute(self, conn: Connection, statements: list) -> list:
         return [row for statement in statements for row in execute(conn, statement, prepare=self.prepare).fetchall()]
@@ -310,6 +317,9 @@ class _Spread:
             info[self.SHARE] = mine
         self.statements.set_result(statements)
         yield from self._execute(conn, statements[mine :: self.parts])
+        deadline = time.monotonic() + self.PATIENCE
+        for decided in self.decided:
+            decided.wait(max(0.0, deadline - time.monotonic()))
         while (share := self._take(0, None)) is not None:
             yield from self._execute(conn, statements[share :: self.parts])
         for n, done in enumerate(self.done, 1):
