@@ -301,7 +301,7 @@ def test_a_queue_the_statistics_call_empty_is_counted_and_its_head_read_after(pr
 
 def test_status_without_a_second_connection_counts_on_the_first(project, pg_url, monkeypatch):
     """An engine whose pool has no connection to spare: the status's own connection runs every
-    statement, without waiting for one (the pool would wait 30 s)."""
+    statement after waiting a second for another (not the pool's 30 s)."""
     project.write_topology(TOPOLOGY)
     project.compile("initial")
     project.upgrade(pg_url)
