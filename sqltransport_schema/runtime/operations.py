@@ -171,6 +171,7 @@ def status(
     others = operations.connections - 1 if connection is None else 0
     heads_after = not estimate and bool(operations.QUEUE_COUNT_ARM)
     seen = transport.__dict__.setdefault("_status_seen", set())  # layout positions of queues seen holding messages
+    known, read = transport.__dict__.get("_status_heads", {}), {}  # head Headers -> TimeSent, of the last status and this
     with _connection(transport, connection) as conn, _Spread(transport, others, operations.prepare) as spread:
         existing = _existing(transport, conn, [spec for spec, *_ in layout], estimate or heads_after)
         present: list[tuple[TableSpec, TableName, TableStatus]] = []
@@ -198,7 +199,7 @@ def status(
                 entry.depth = int(depth)
             if spec.kind is Kind.QUEUE:
                 entry.expired = None if counted is None else int(counted)
-                _head(entry, head, report.taken_at)
+                _head(entry, head, report.taken_at, known, read)
             elif spec.kind is Kind.DELAYED:
                 entry.due = int(counted or 0)
                 entry.next_due = operations.time_value(when)
@@ -206,8 +207,9 @@ def status(
             late = [i for i in sorted(empty) if present[i][2].depth]
             for statement in operations.figures([(Kind.QUEUE, present[i][1]) for i in late], profile, estimate=True):
                 for j, _, _, head, _ in execute(conn, statement).fetchall():
-                    _head(present[late[j]][2], head, report.taken_at)
+                    _head(present[late[j]][2], head, report.taken_at, known, read)
         seen.update(positions[i] for i, (spec, _, entry) in enumerate(present) if spec.kind is Kind.QUEUE and entry.depth)
+        transport.__dict__["_status_heads"] = read
         for spec, _, entry in present:
             if spec.kind is Kind.QUEUE and dialect.table_key(spec.name) == error_key:
                 rows = execute(conn, operations.failed_queue_counts(spec.name, profile), prepare=operations.prepare).fetchall()
@@ -218,11 +220,16 @@ def status(
     return report
 
 
-def _head(entry: TableStatus, head: str | None, taken_at: datetime) -> None:
-    """The queue's head: its TimeSent and age."""
-    entry.oldest_time_sent = _time_sent(head)
-    if entry.oldest_time_sent is not None:
-        entry.oldest_age_seconds = round((taken_at - entry.oldest_time_sent).total_seconds(), 3)
+def _head(entry: TableStatus, head: str | None, taken_at: datetime, known: dict, read: dict) -> None:
+    """The queue's head: its TimeSent and age. `known` holds the TimeSent of the heads of the last
+    status (a head that has not moved is not read again: ~7 us a head), `read` gets this one's."""
+    if head is None:
+        return
+    sent = known.get(head, known)
+    read[head] = sent = _time_sent(head) if sent is known else sent
+    entry.oldest_time_sent = sent
+    if sent is not None:
+        entry.oldest_age_seconds = round((taken_at - sent).total_seconds(), 3)
 
 
 def _layout(transport: Transport) -> list[tuple[TableSpec, TableName, tuple, str]]:
