@@ -45,26 +45,32 @@ def seq_type(url: str, table: str) -> str:
 
 
 class Sender(threading.Thread):
-    """Sends into a queue with the transport's own send statement, timing each send."""
+    """Sends into a queue with the transport's own send statement, timing each send (subclasses run
+    another of the transport's statements in `step`)."""
+
+    statement = "send"
+    pause = 0.02  # seconds between two statements
 
     def __init__(self, url: str, table: str) -> None:
         super().__init__(daemon=True)
         self.conninfo = libpq(url)
-        sql, self.order = PG.runtime_statements(profile("9.1"), TableName(table))["send"].native("format")
-        self.sql = sql
+        self.sql, self.order = PG.runtime_statements(profile("9.1"), TableName(table))[self.statement].native("format")
         self.latencies: list[float] = []
         self.stop = threading.Event()
         self.error: BaseException | None = None
+
+    def step(self, conn: psycopg.Connection) -> None:
+        values = {"Id": uuid.uuid4(), "TimeToBeReceivedMs": None, "Headers": "{}", "Body": b"x"}
+        conn.execute(self.sql, tuple(values[name] for name in self.order))
 
     def run(self) -> None:
         try:
             with psycopg.connect(self.conninfo, autocommit=True) as conn:
                 while not self.stop.is_set():
-                    values = {"Id": uuid.uuid4(), "TimeToBeReceivedMs": None, "Headers": "{}", "Body": b"x"}
                     started = time.monotonic()
-                    conn.execute(self.sql, tuple(values[name] for name in self.order))
+                    self.step(conn)
                     self.latencies.append(time.monotonic() - started)
-                    time.sleep(0.02)
+                    time.sleep(self.pause)
         except BaseException as error:  # reported by the test
             self.error = error
 

@@ -13,62 +13,44 @@ import psycopg
 import pytest
 
 from sqltransport_schema import cli
-from sqltransport_schema.schema import TableName
-from sqltransport_schema.versions import profile
 
 from .test_alembic_refusals import alembic, failed_line
-from .test_lock_waits import PG, Sender, hold, libpq, seq_type, start_alembic, widening  # noqa: F401 (fixture)
+from .test_lock_waits import Sender, hold, libpq, seq_type, start_alembic, widening  # noqa: F401 (fixture)
 
 BACKLOG = 20_000
 SHADOW = "Sales__online"
 
 
-class Receiver(threading.Thread):
+class Receiver(Sender):
     """Receives from a queue with the transport's own receive statement, recording every id."""
 
-    def __init__(self, url: str, table: str) -> None:
-        super().__init__(daemon=True)
-        self.conninfo = libpq(url)
-        self.sql, _ = PG.runtime_statements(profile("9.1"), TableName(table))["receive"].native("format")
-        self.received: list[str] = []
-        self.latencies: list[float] = []
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
+    statement = "receive"
+    pause = 0.005
 
-    def run(self) -> None:
-        try:
-            with psycopg.connect(self.conninfo, autocommit=True) as conn:
-                while not self.stop.is_set():
-                    started = time.monotonic()
-                    row = conn.execute(self.sql).fetchone()
-                    self.latencies.append(time.monotonic() - started)
-                    if row is not None:
-                        self.received.append(str(row[0]))
-                    time.sleep(0.005)
-        except BaseException as error:  # reported by the test
-            self.error = error
+    def __init__(self, url: str, table: str) -> None:
+        super().__init__(url, table)
+        self.received: list[str] = []
+
+    def step(self, conn: psycopg.Connection) -> None:
+        row = conn.execute(self.sql).fetchone()
+        if row is not None:
+            self.received.append(str(row[0]))
 
 
 class RecordingSender(Sender):
     """A sender that also records the ids it sent."""
 
+    pause = 0.01
+
     def __init__(self, url: str, table: str) -> None:
         super().__init__(url, table)
         self.sent: list[str] = []
 
-    def run(self) -> None:
-        try:
-            with psycopg.connect(self.conninfo, autocommit=True) as conn:
-                while not self.stop.is_set():
-                    message_id = uuid.uuid4()
-                    started = time.monotonic()
-                    values = {"Id": message_id, "TimeToBeReceivedMs": None, "Headers": "{}", "Body": b"x"}
-                    conn.execute(self.sql, tuple(values[name] for name in self.order))
-                    self.latencies.append(time.monotonic() - started)
-                    self.sent.append(str(message_id))
-                    time.sleep(0.01)
-        except BaseException as error:
-            self.error = error
+    def step(self, conn: psycopg.Connection) -> None:
+        message_id = uuid.uuid4()
+        values = {"Id": message_id, "TimeToBeReceivedMs": None, "Headers": "{}", "Body": b"x"}
+        conn.execute(self.sql, tuple(values[name] for name in self.order))
+        self.sent.append(str(message_id))
 
 
 def fill(url: str, table: str, count: int) -> dict[str, int]:
