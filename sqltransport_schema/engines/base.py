@@ -124,8 +124,9 @@ class Dialect:
         `milliseconds` (a longer wait raises the engine's lock-timeout error)."""
         raise NotImplementedError
 
-    def restore_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
-        """Put the migration's own lock timeout back for the rest of the transaction after try_lock."""
+    def set_transaction_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
+        """The lock timeout for the rest of the transaction (take_lock puts the migration's back after
+        its tries)."""
 
     def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder] | None:
         """The other sessions holding a lock on the table, oldest first (what a DBA looks at);

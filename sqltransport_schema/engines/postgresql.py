@@ -136,12 +136,12 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
         self._run(connection, self.ONE_MIGRATION_AT_A_TIME, Key=self.advisory_lock_id(self.MIGRATION_LOCK_NAME))
 
     def try_lock(self, connection: Connection, name: TableName, milliseconds: int) -> None:
-        self._run(connection, self.SET_LOCAL_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
+        self.set_transaction_lock_timeout(connection, milliseconds)
         fields = self._fields(TableSpec(Kind.QUEUE, name))
         statement = self.LOCK_TABLE.format(tag=self.dollar_tag(*fields.values()), **fields)
         connection.execution_options(no_parameters=True).exec_driver_sql(statement)
 
-    def restore_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
+    def set_transaction_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
         self._run(connection, self.SET_LOCAL_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
 
     def lock_timed_out(self, error: BaseException) -> bool:
@@ -1071,7 +1071,6 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
         MIRROR_SUFFIX = "__online_mirror"
         TRIGGER = "sqltransport_online_mirror"
         TRUNCATE_TRIGGER = "sqltransport_online_truncate"
-        COLUMNS = "Id, Expires, Headers, Body, Seq"  # BodyString is generated: never written
         SEQ_TYPES = {"integer": "serial", "bigint": "bigserial"}
 
         # -- reading the live table ------------------------------------------------------
@@ -1081,7 +1080,6 @@ SELECT format_type(seq.atttypid, seq.atttypmod),
 FROM pg_class AS c
 JOIN pg_attribute AS seq ON seq.attrelid = c.oid AND seq.attname = 'seq' AND NOT seq.attisdropped
 WHERE c.oid = to_regclass(@Table)"""
-        EXISTS = "SELECT to_regclass(@Table) IS NOT NULL"
         ROWS_ESTIMATED = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass(@Table)"
 
         # -- step 1, one short transaction: the shadow, its mirror function, the triggers -------
@@ -1103,6 +1101,7 @@ BEGIN
     RETURN NULL;
 END
 {tag}"""
+        DROP_SHADOW = "DROP TABLE IF EXISTS {shadow}"  # one a killed run left for another change
         DROP_TRIGGER = "DROP TRIGGER IF EXISTS {trigger} ON {table}"
         CREATE_TRIGGER = "CREATE TRIGGER {trigger} AFTER INSERT OR UPDATE OR DELETE ON {table} FOR EACH ROW EXECUTE FUNCTION {mirror}()"
         CREATE_TRUNCATE_TRIGGER = "CREATE TRIGGER {trigger} AFTER TRUNCATE ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {mirror}()"
@@ -1157,7 +1156,6 @@ WHERE c.oid = to_regclass(@Table) AND g.grantee <> c.relowner
 ORDER BY 1, 2"""
         DROP_LIVE = "DROP TABLE {table}"
         RENAME_TABLE = "ALTER TABLE {shadow} RENAME TO {name}"
-        RENAME_INDEX = "ALTER INDEX {index} RENAME TO {new}"
         RENAME_SEQUENCE = "ALTER SEQUENCE {sequence} RENAME TO {new}"
         SET_OWNER = "ALTER TABLE {table} OWNER TO {role}"
         GRANT = "GRANT {privilege} ON {table} TO {role}{option}"
@@ -1178,15 +1176,16 @@ ORDER BY 1, 2"""
             return OnlineNames(
                 TableName(self._fit(table.table, self.SHADOW_SUFFIX), table.schema, table.catalog),
                 TableName(self._fit(table.table, self.MIRROR_SUFFIX), table.schema, table.catalog),
-                self.TRIGGER,
             )
+
+        def _identifiers(self, table: TableName) -> dict[str, str]:
+            names, q = self.names(table), self.dialect.qualified
+            return {"table": q(table), "shadow": q(names.shadow), "mirror": q(names.mirror)}
 
         def run(self, connection: Connection, template: str, table: TableName, **values: Any) -> Any:
             """A statement of this section for one table's rewrite: names formatted in, values bound
             (@Table and @Shadow are the two tables' qualified names as text)."""
-            names = self.names(table)
-            q = self.dialect.qualified
-            identifiers = {"table": q(table), "shadow": q(names.shadow), "mirror": q(names.mirror)}
+            identifiers = self._identifiers(table)
             params = parameters_of(template)
             if not params:  # the driver gets the text as is, so a '%' in a quoted name stays literal
                 return connection.execution_options(no_parameters=True).exec_driver_sql(template.format(**identifiers))
@@ -1200,19 +1199,15 @@ ORDER BY 1, 2"""
                 return None
             return TableSpec(Kind.QUEUE, table, body_string=bool(row[1]), seq_type=self.SEQ_TYPES[row[0]])
 
-        def exists(self, connection: Connection, name: TableName) -> bool:
-            return bool(self.dialect._run(connection, self.EXISTS, Table=self.dialect.qualified(name)).scalar())
-
-        def create_shadow(self, target: TableSpec, profile: Profile) -> list[str]:
-            """The shadow's DDL: the transport's queue DDL of the changed table, under the shadow's name."""
-            spec = target._replace(name=self.names(target.name).shadow)
-            return self.dialect.create_queue(spec, profile)
+        def create_shadow(self, target: TableSpec, profile: Profile, stale: bool) -> list[str]:
+            """The shadow's DDL: the transport's queue DDL of the changed table, under the shadow's name
+            (after dropping a stale one)."""
+            drop = [self.DROP_SHADOW.format(**self._identifiers(target.name))] if stale else []
+            return drop + self.dialect.create_queue(target._replace(name=self.names(target.name).shadow), profile)
 
         def mirror(self, table: TableName) -> list[str]:
             """The mirror function and the live table's triggers (replaced if a killed run left them)."""
-            names = self.names(table)
-            q = self.dialect.qualified
-            fields = {"table": q(table), "shadow": q(names.shadow), "mirror": q(names.mirror)}
+            fields = self._identifiers(table)
             tag = self.dialect.dollar_tag(*fields.values())
             trigger, truncate = self.dialect.quote(self.TRIGGER), self.dialect.quote(self.TRUNCATE_TRIGGER)
             return [
@@ -1244,7 +1239,7 @@ ORDER BY 1, 2"""
             for cols, name in sorted(shadow_indexes.items()):
                 new = live_indexes.get(cols)
                 if new is not None and new != name:
-                    statements.append(self.RENAME_INDEX.format(index=q(TableName(name, schema)), new=d.quote(new)))
+                    statements += d.rename_index(table, name, new)
             if live_sequence and shadow_sequence and live_sequence != shadow_sequence:
                 statements.append(self.RENAME_SEQUENCE.format(sequence=q(TableName(shadow_sequence, schema)), new=d.quote(live_sequence)))
             if owner is not None:

@@ -122,7 +122,7 @@ def take_lock(connection: Connection, dialect: Dialect, table: TableName, policy
             time.sleep(TRY_PAUSE)
             continue
         savepoint.commit()
-        dialect.restore_lock_timeout(connection, policy.timeout_ms)
+        dialect.set_transaction_lock_timeout(connection, policy.timeout_ms)
         return
 
 
@@ -181,7 +181,7 @@ def lock_report(operations: list, dialect: Dialect, rows: dict | None = None) ->
 
 
 def _online(operation: object, dialect: Dialect) -> str | None:
-    if not dialect.online.supported or not hasattr(operation, "online_target"):
+    if not dialect.online.supported or not operation.online_capable:
         return None
     return "chosen" if getattr(operation, "online", False) else "possible"
 

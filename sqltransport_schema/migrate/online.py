@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar
 
 from alembic.util import CommandError
 from sqlalchemy import exc
@@ -36,13 +37,17 @@ from ..versions import LATEST, profile
 from .locks import LockPolicy, LockWait, describe_holders, format_duration, take_lock
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from alembic.runtime.migration import MigrationContext
     from sqlalchemy.engine import Connection
 
     from .. import engines
     from ..schema import TableName, TableSpec
+    from ..versions import Profile
 
 log = logging.getLogger("sqltransport_schema.migrate")
+T = TypeVar("T")
 
 ONLINE_OPTION = "sqltransport_online"  # True: every rewrite online; a frozenset: those tables' rewrites
 BATCH_OPTION = "sqltransport_online_batch"  # rows per copy transaction
@@ -76,7 +81,7 @@ def parse_batch(value: str | None) -> int:
 
 def wanted(operation: object, context: MigrationContext) -> bool:
     """Whether the user asked for this operation to run online (its revision's online=True, or -x online)."""
-    if not hasattr(operation, "online_target"):
+    if not operation.online_capable:
         return False
     if getattr(operation, "online", False):
         return True
@@ -97,17 +102,18 @@ def rewrite(context: MigrationContext, dialect: engines.Dialect, operation: obje
     with context.autocommit_block(), context.connection.engine.connect() as connection:
         dialect.set_lock_timeout(connection, policy.timeout_ms)
         current = online.current_spec(connection, table)
+        left = online.current_spec(connection, online.names(table).shadow)  # by a run that was stopped
         connection.commit()
         if current is None:
             log.info("%s is not a queue table this release rewrites online: %s runs in place", dialect.display(table), description)
             return False
         target = operation.online_target(current)
-        names = online.names(table)
-        if target == current and not online.exists(connection, names.shadow):
+        if target == current and left is None:
             log.info("nothing to rewrite, %s already has that shape: %s", dialect.display(table), description)
-            connection.commit()
             return True
-        _Rewrite(connection, dialect, table, target, policy, batch, description).run(version=getattr(operation, "version", None))
+        stale = left is not None and left._replace(name=table) != target  # left for another change
+        rewrite = _Rewrite(connection, dialect, table, target, policy, batch, description)
+        rewrite.run(profile(getattr(operation, "version", None) or LATEST), stale)
     return True
 
 
@@ -135,50 +141,30 @@ class _Rewrite:
         self.where = dialect.display(table)
         self.deadline = time.monotonic() + policy.retry_for_ms / 1000
 
-    def run(self, version: str | None) -> None:
+    def run(self, release: Profile, stale: bool) -> None:
         started = time.monotonic()
         log.info("online rewrite of %s (%s): building the new table beside it", self.where, self.description)
-        self._prepare(profile(version or LATEST))
+        if stale:
+            log.info("dropping %s, left by an earlier run for another change", self.dialect.display(self.online.names(self.table).shadow))
+        build = self.online.create_shadow(self.target, release, stale) + self.online.mirror(self.table)
+        self._retrying("build the new table and its mirror trigger", lambda: self._execute(build))
         copied = self._copy()
-        self._swap()
+        _, attempt = self._retrying("swap the tables", self._swap)
+        log.info("online rewrite of %s: swapped (attempt %d)", self.where, attempt)
         self.online.run(self.connection, self.online.ANALYZE, self.table)
         self.connection.commit()
         log.info("online rewrite of %s done in %.1f s (%d rows copied in this run)", self.where, time.monotonic() - started, copied)
 
     # -- steps --------------------------------------------------------------------------------
-    def _prepare(self, release: object) -> None:
-        """Step 1: the shadow (rebuilt if a killed run left one of another shape) and its mirror."""
-        shadow = self.online.names(self.table).shadow
-        found = self.online.current_spec(self.connection, shadow)
-        self.connection.commit()
-        stale = found is not None and found._replace(name=self.table) != self.target
-        statements = []
-        if stale:
-            log.info("dropping %s, left by an earlier run for another change", self.dialect.display(shadow))
-            statements.append(f"DROP TABLE {self.dialect.qualified(shadow)}")
-        statements += self.online.create_shadow(self.target, release) + self.online.mirror(self.table)
-        self._short("build the new table and its mirror trigger", statements)
-
     def _copy(self) -> int:
         """Step 2: the backlog, newest first, one batch per transaction."""
         below = self.online.run(self.connection, self.online.COPY_FROM, self.table).scalar()
-        self.connection.commit()
-        below = FIRST_KEY_ABOVE if below is None else below
         total = self.online.run(self.connection, self.online.ROWS_ESTIMATED, self.table).scalar() or 0
         self.connection.commit()
+        below = FIRST_KEY_ABOVE if below is None else below
         copied, last_report, started = 0, time.monotonic(), time.monotonic()
         while True:
-            try:
-                count, lowest = self.online.run(
-                    self.connection, self.online.COPY_BATCH, self.table, Below=below, BatchSize=self.batch
-                ).one()
-                self.connection.commit()
-            except exc.DBAPIError as error:
-                self.connection.rollback()
-                if not self.dialect.lock_timed_out(error.orig):
-                    raise
-                self._wait("copy a batch (a row of it is locked by a receiver)", 1.0)
-                continue
+            (count, lowest), _ = self._retrying("copy a batch (a row of it is locked by a receiver)", partial(self._copy_batch, below))
             if count == 0:
                 return copied
             copied += count
@@ -190,57 +176,50 @@ class _Rewrite:
                 log.info("online rewrite of %s: copied %s rows%s, %.0f rows/s", self.where, f"{copied:,}", share, rate)
                 last_report = now
 
+    def _copy_batch(self, below: int) -> tuple[int, int | None]:
+        """(rows copied, the lowest key among them) of the batch below `below`."""
+        return tuple(self.online.run(self.connection, self.online.COPY_BATCH, self.table, Below=below, BatchSize=self.batch).one())
+
     def _swap(self) -> None:
-        """Step 3: lock both, repair any difference, carry the sequence over, rename."""
+        """Step 3 (one transaction): lock both, repair any difference, carry the sequence over, rename."""
         online = self.online
-        pauses = self.policy.pauses()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                take_lock(self.connection, self.dialect, self.table, self.policy, "swap the tables")  # in short tries
-                online.run(self.connection, online.LOCK_BOTH, self.table)
-                live, shadow = online.run(self.connection, online.COUNTS, self.table).one()
-                if live != shadow:  # the mirror keeps them equal; a difference is repaired, not swapped over
-                    log.warning(
-                        "online rewrite of %s: %d rows live, %d in the new table; repairing before the swap", self.where, live, shadow
-                    )
-                    online.run(self.connection, online.REPAIR_MISSING, self.table)
-                    online.run(self.connection, online.REPAIR_EXTRA, self.table)
-                online.run(self.connection, online.CARRY_SEQUENCE, self.table)
-                for statement in online.finish(self.connection, self.table):
-                    self.connection.execution_options(no_parameters=True).exec_driver_sql(statement)
-                self.connection.commit()
-                log.info("online rewrite of %s: swapped (attempt %d)", self.where, attempt)
-                return
-            except LockWait:
-                self.connection.rollback()
-                self._wait("swap the tables", next(pauses), attempt)
-            except exc.DBAPIError as error:
-                self.connection.rollback()
-                if not self.dialect.lock_timed_out(error.orig):
-                    raise
-                self._wait("swap the tables", next(pauses), attempt)
+        take_lock(self.connection, self.dialect, self.table, self.policy, "swap the tables")  # in short tries
+        online.run(self.connection, online.LOCK_BOTH, self.table)
+        live, shadow = online.run(self.connection, online.COUNTS, self.table).one()
+        if live != shadow:  # the mirror keeps them equal; a difference is repaired, not swapped over
+            log.warning("online rewrite of %s: %d rows live, %d in the new table; repairing before the swap", self.where, live, shadow)
+            online.run(self.connection, online.REPAIR_MISSING, self.table)
+            online.run(self.connection, online.REPAIR_EXTRA, self.table)
+        online.run(self.connection, online.CARRY_SEQUENCE, self.table)
+        self._execute(online.finish(self.connection, self.table))
+
+    def _execute(self, statements: list[str]) -> None:
+        # no_parameters: the driver gets the text as is, so a '%' in a quoted name stays literal
+        for statement in statements:
+            self.connection.execution_options(no_parameters=True).exec_driver_sql(statement)
 
     # -- lock waits ---------------------------------------------------------------------------
-    def _short(self, what: str, statements: list[str]) -> None:
-        """Statements in one short transaction, retried while they wait too long for a lock."""
+    def _retrying(self, what: str, work: Callable[[], T]) -> tuple[T, int]:
+        """`work` in one short transaction, committed: (its result, the attempt that did it). While it
+        waits too long for a lock, rolled back, the holders logged, paused (1 s, 2 s, 4 s ...) and run
+        again, until lock_retry_for is spent."""
         pauses = self.policy.pauses()
         attempt = 0
         while True:
             attempt += 1
             try:
-                for statement in statements:
-                    self.connection.execution_options(no_parameters=True).exec_driver_sql(statement)
+                result = work()
                 self.connection.commit()
-                return
+                return result, attempt
+            except LockWait:  # take_lock's tries were spent
+                self.connection.rollback()
             except exc.DBAPIError as error:
                 self.connection.rollback()
                 if not self.dialect.lock_timed_out(error.orig):
                     raise
-                self._wait(what, next(pauses), attempt)
+            self._wait(what, next(pauses), attempt)
 
-    def _wait(self, what: str, pause: float, attempt: int | None = None) -> None:
+    def _wait(self, what: str, pause: float, attempt: int) -> None:
         """Log who holds the table and pause; once lock_retry_for is spent, stop with one line that
         says what is kept and how to go on."""
         holders = self.dialect.lock_holders(self.connection, self.table)
@@ -255,11 +234,10 @@ class _Rewrite:
                 "unchanged and in use; the new table beside it is kept current and keeps what was copied. "
                 "Run the upgrade again to go on from there, e.g. with a longer -x lock_retry_for=30m"
             )
-        count = f"attempt {attempt} " if attempt is not None else ""
         log.warning(
-            "online rewrite of %s: %swaited %s for a lock to %s%s; retrying in %.1f s",
+            "online rewrite of %s: attempt %d waited %s for a lock to %s%s; retrying in %.1f s",
             self.where,
-            count,
+            attempt,
             waited,
             what,
             held,

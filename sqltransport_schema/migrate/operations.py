@@ -71,6 +71,7 @@ class TransportOp(MigrateOperation):
     """Base of every operation here: statements per dialect, a line of Python, a description."""
 
     op_name = ""
+    online_capable = False  # it can rewrite a queue beside the live table (online_target; migrate/online.py)
 
     def statements(self, dialect: engines.Dialect) -> list[str]:
         raise NotImplementedError
@@ -389,6 +390,7 @@ class _BodyStringOp(TransportOp):
 @Operations.register_operation("add_body_string")
 class AddBodyStringOp(_BodyStringOp):
     op_name = "add_body_string"
+    online_capable = True
 
     @classmethod
     def add_body_string(
@@ -441,6 +443,8 @@ class DropBodyStringOp(_BodyStringOp):
 @dataclass
 class ChangeQueueSeqTypeOp(TransportOp):
     """PostgreSQL: widen (or narrow) a queue's Seq column and its sequence."""
+
+    online_capable = True
 
     name: TableName
     from_type: str
