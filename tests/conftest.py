@@ -22,7 +22,7 @@ from alembic.config import Config
 
 from sqltransport_schema import cli
 
-from .pipeline_support import spark  # noqa: F401  (the shared Spark session fixture)
+from .pipeline_support import demanded, spark, spark_missing  # noqa: F401  (spark: the shared Spark session fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 PG_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -186,8 +186,17 @@ def _skipped_on_purpose(item) -> bool:
 _deliberate: set[str] = set()
 
 
+def _needs_spark(item) -> bool:
+    return "spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark") is not None
+
+
 def pytest_collection_modifyitems(config, items):
+    spark_problem = spark_missing()
     for item in items:
+        if _needs_spark(item):
+            item.add_marker(pytest.mark.spark)
+            if spark_problem is not None and not (demanded("spark") or (_under_ci() and "Java" in spark_problem)):
+                item.add_marker(pytest.mark.skip(reason=spark_problem))
         if _skipped_on_purpose(item):
             _deliberate.add(item.nodeid)
             continue

@@ -2,7 +2,8 @@
 repository (a fresh clone's files, `.venv` the test's own virtual environment) against real
 databases, so the docs cannot go stale. Blocks whose info string says `no-run` (```python no-run)
 are illustrative and skipped; ```text marks a synopsis; `deployed` (```python deployed) runs the block
-after `alembic upgrade head` of the example topology, as the text before it says. The one substitution: the documented
+after `alembic upgrade head` of the example topology, as the text before it says; `spark` blocks need
+the spark extra and skip without it, like the Spark tests. The one substitution: the documented
 PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test."""
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ SKIP = "no-run"
 FRESH_CLONE = "fresh-clone"
 # Runs against the example topology deployed first (`alembic -x url=... upgrade head`), as the text before it says.
 DEPLOYED = "deployed"
+# Needs the spark extra (```sh spark): skipped without it, as the Spark tests are.
+SPARK = "spark"
 
 
 def blocks() -> list:
@@ -41,6 +44,8 @@ def blocks() -> list:
             line = text[: match.start()].count("\n") + 1
             body = "\n".join(part[len(match.group("indent")) :] for part in match.group("body").splitlines())
             marks = [pytest.mark.skip(reason="illustrative (no-run)")] if SKIP in words[1:] else []
+            if SPARK in words[1:]:
+                marks.append(pytest.mark.spark)
             if FRESH_CLONE in words[1:]:
                 marks = [
                     pytest.mark.skipif(
