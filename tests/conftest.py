@@ -187,7 +187,10 @@ _deliberate: set[str] = set()
 
 
 def _needs_spark(item) -> bool:
-    return "spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark") is not None
+    """Uses the spark fixture, is marked spark (a doc block), or asks for the session through a `with_spark` parameter."""
+    callspec = getattr(item, "callspec", None)
+    with_spark = callspec is not None and callspec.params.get("with_spark") is True
+    return with_spark or "spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark") is not None
 
 
 def pytest_collection_modifyitems(config, items):

@@ -59,7 +59,7 @@ def test_derive_rules():
     assert discarded == ["Gone@[public]"]
 
 
-@pytest.mark.parametrize("with_spark", [pytest.param(True, marks=pytest.mark.spark), False])
+@pytest.mark.parametrize("with_spark", [True, False])
 def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, capsys, with_spark):
     project.write_topology(BEFORE)
     assert project.compile("before") == 0
