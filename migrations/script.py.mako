@@ -8,6 +8,7 @@
     transport_version = context.get("transport_version")
     summary = context.get("summary")
     topology_file = context.get("topology_file")
+    topology_files = context.get("topology_files")
 %>"""${context.get("docstring_message", message)}
 
 Revision ID: ${up_revision}
@@ -37,6 +38,16 @@ transport_version = ${repr(transport_version)}
 # The topology file this history is compiled from (relative to alembic.ini); `compile` refuses
 # another one unless told (--topology-switch).
 TOPOLOGY_FILE = ${repr(topology_file)}
+% endif
+% if topology_files:
+
+# The sha256 of each file of that topology as compiled: the root file, then the files it
+# includes (relative to it).
+TOPOLOGY_SHA256 = {
+% for name, digest in topology_files:
+    ${repr(name)}: ${repr(digest)},
+% endfor
+}
 % endif
 
 

@@ -8,6 +8,9 @@ that editors use, so the two can never disagree.
 from __future__ import annotations
 
 import difflib
+import glob
+import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +59,11 @@ class Problem:
 class TopologyError(Exception):
     """One or more problems in a topology file; each names file:line:column."""
 
-    def __init__(self, problems: list[Problem]):
-        self.problems = sorted(problems, key=lambda p: (p.mark.line, p.mark.column, p.message))
+    def __init__(self, problems: list[Problem], files: list[str] = ()):
+        """files: the topology's files in load order (the root first), the order problems are listed in."""
+        rank = {path: i for i, path in enumerate(files)}
+        mark = lambda p: (rank.get(p.mark.path, len(rank)), p.mark.path, p.mark.line, p.mark.column)  # noqa: E731
+        self.problems = sorted(problems, key=lambda p: (*mark(p), p.message))
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
@@ -190,6 +196,14 @@ DROP_PROTECTED = Field(
     fields={"name": _name("Queue table name as it was deployed (e.g. audit).", required=True), **PLACEMENT},
 )
 
+INCLUDE = Field(
+    "list",
+    "Further files of the topology (endpoints, queues, discard, drop_protected and include only): paths or glob "
+    "patterns (*, ?, [...], ** for any depth; matches taken in sorted order) relative to this file.",
+    items=Field("string", "A file, e.g. teams/sales.yaml, or a pattern, e.g. teams/*.yaml."),
+    default=[],
+)
+
 FORMAT = Field(
     "object",
     "sqltransport-schema topology",
@@ -241,8 +255,19 @@ FORMAT = Field(
             items=DROP_PROTECTED,
             default=[],
         ),
+        "include": INCLUDE,
     },
 )
+
+# What an included file may hold: the lists each team adds to; the settings of the whole topology
+# (transport_version, engines, defaults, subscriptions, postgresql) stay in the root file.
+INCLUDED = Field(
+    "object",
+    "A file the topology includes",
+    title="included file",
+    fields={key: FORMAT.fields[key] for key in ("endpoints", "queues", "discard", "drop_protected", "include")},
+)
+ROOT_ONLY = tuple(key for key in FORMAT.fields if key not in INCLUDED.fields)
 
 
 def json_schema() -> dict:
@@ -290,6 +315,14 @@ def json_schema() -> dict:
         return out
 
     schema = convert(FORMAT)
+    # A file without transport_version is an included file, which the same schema checks: the settings
+    # of the whole topology belong to the root file.
+    del schema["required"]
+    schema["if"] = {"required": ["transport_version"]}
+    schema["else"] = {
+        "description": "An included file: " + ", ".join(INCLUDED.fields) + " only; the other settings belong to the root file.",
+        "properties": dict.fromkeys(ROOT_ONLY, False),
+    }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://sqltransport-schema.dev/topology.schema.json"
     return schema
@@ -413,6 +446,7 @@ class Topology:
     drop_protected: tuple[Placed, ...] = ()
     postgresql_online_rewrites: bool = False
     marks: dict = field(default_factory=dict, compare=False, repr=False)
+    files: tuple[Source, ...] = field(default=(), compare=False, repr=False)  # the root file first, then what it includes
 
     def subscription_table(self, prof: Profile) -> TableName | None:
         if self.subscriptions_disabled or not prof.subscriptions:
@@ -466,9 +500,12 @@ _TAGS = {
 
 
 class _Reader:
-    def __init__(self, path: str):
+    """Reads one file's node tree; problems go to the list every file of the topology shares."""
+
+    def __init__(self, path: str, problems: list[Problem] | None = None, root: str | None = None):
         self.path = path
-        self.problems: list[Problem] = []
+        self.problems: list[Problem] = [] if problems is None else problems
+        self.root = root  # the root file, when this one is included
 
     def mark(self, node: yaml.Node) -> Mark:
         return Mark(self.path, node.start_mark.line + 1, node.start_mark.column + 1)
@@ -571,6 +608,13 @@ class _Reader:
                 continue
             seen[key] = self.mark(key_node)
             sub = spec.fields.get(key)
+            if sub is None and spec is INCLUDED and key in FORMAT.fields:
+                self.fail(
+                    key_node,
+                    f"{key} is a setting of the whole topology and an included file cannot set it: move it to the root file "
+                    f"{self.root}; an included file holds {', '.join(INCLUDED.fields)} only",
+                )
+                continue
             if sub is None:
                 hint = difflib.get_close_matches(key, list(spec.fields), n=1)
                 suggestion = f"did you mean {hint[0]!r}? " if hint else ""
@@ -579,7 +623,7 @@ class _Reader:
                 continue
             if isinstance(value_node, yaml.ScalarNode) and value_node.tag == "tag:yaml.org,2002:null" and not sub.required:
                 continue  # an explicit null means "use the default"
-            value = self.read(value_node, sub, key if where == "topology" else f"{where}.{key}")
+            value = self.read(value_node, sub, key if where in ("topology", "included file") else f"{where}.{key}")
             if value is not None:
                 values[key] = value
                 marks[key] = self.mark(value_node)
@@ -611,44 +655,164 @@ def _placed(
 
 
 def load(path: str | Path) -> Topology:
+    """The topology of the file at path, with every file it includes."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise TopologyError([Problem(Mark(str(path), 1, 1), "file not found; create it or pass --topology PATH")]) from None
+    problems: list[Problem] = []
+    text = _decode(data, str(path), problems)
+    if text is None:
+        raise TopologyError(problems)
     return loads(text, str(path))
 
 
 def loads(text: str, path: str = "topology.yaml") -> Topology:
+    """The topology of text, read as the file at path (the files it includes are relative to that path)."""
     with gc_paused():
         return _loads(text, path)
 
 
 def _loads(text: str, path: str) -> Topology:
-    reader = _Reader(path)
+    problems: list[Problem] = []
+    node = _compose(text, path, problems)
+    if problems:
+        raise TopologyError(problems)
+    if node is None:
+        raise TopologyError([Problem(Mark(path, 1, 1), "the file is empty; it needs at least transport_version")])
+    reader = _Reader(path, problems)
+    root = reader.read(node, FORMAT, "topology")
+    if root is None:
+        raise TopologyError(problems or [Problem(reader.mark(node), "not a topology")])
+    files = _Includes(path, text, problems)
+    files.merge(root)
+    order = [source.path for source in files.sources]
+    if root.get("transport_version") is not None:
+        # Check the meaning of what was read even when other parts were not, so that
+        # one run reports every problem; entries that could not be read are left out.
+        topology = _build(root, path, tuple(files.sources))
+        problems += _semantic_problems(topology)
+    if problems:
+        raise TopologyError(problems, order)
+    return topology
+
+
+def _decode(data: bytes, path: str, problems: list[Problem]) -> str | None:
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        mark = Mark(path, before.count(b"\n") + 1, len(before) - before.rfind(b"\n"))
+        problems.append(Problem(mark, f"not UTF-8 text (byte 0x{data[exc.start]:02x}): save the file as UTF-8"))
+        return None
+
+
+def _compose(text: str, path: str, problems: list[Problem]) -> yaml.Node | None:
+    """The YAML node tree of text; None for an empty file, or after recording why it is not YAML."""
+    try:
+        return yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         message = f"not valid YAML: {exc.problem or exc}"
         if exc.context and exc.context_mark and exc.context_mark.line + 1 != line:
             message += f" ({exc.context} at line {exc.context_mark.line + 1})"
-        raise TopologyError([Problem(Mark(path, line, column), message)]) from None
-    if node is None:
-        raise TopologyError([Problem(Mark(path, 1, 1), "the file is empty; it needs at least transport_version")])
-    root = reader.read(node, FORMAT, "topology")
-    if root is None:
-        raise TopologyError(reader.problems or [Problem(reader.mark(node), "not a topology")])
-    problems = list(reader.problems)
-    if root.get("transport_version") is not None:
-        # Check the meaning of what was read even when other parts were not, so that
-        # one run reports every problem; entries that could not be read are left out.
-        topology = _build(root, path)
-        problems += _semantic_problems(topology)
-    if problems:
-        raise TopologyError(problems)
-    return topology
+        problems.append(Problem(Mark(path, line, column), message))
+        return None
+
+
+@dataclass(frozen=True)
+class Source:
+    """One file of a topology: as problems name it, as revisions record it (relative to the root
+    file's folder, with /), and the sha256 of its bytes."""
+
+    path: str
+    relative: str
+    sha256: str
+
+
+GLOB_CHARACTERS = frozenset("*?[")
+
+
+class _Includes:
+    """The files a root file includes, read depth-first in include order. Their entries follow the
+    including file's own, so a split topology is the one file that lists them in that order."""
+
+    def __init__(self, root: str, text: str, problems: list[Problem]):
+        self.root = root
+        self.folder = Path(root).resolve().parent
+        self.problems = problems
+        self.sources = [self._source(root, text.encode("utf-8"))]
+        self.seen: dict[Path, Mark] = {}  # every included file, and where it was included first
+
+    def _source(self, path: str, data: bytes) -> Source:
+        relative = Path(os.path.relpath(Path(path).resolve(), self.folder)).as_posix()
+        return Source(path, relative, hashlib.sha256(data).hexdigest())
+
+    def merge(self, root: _Obj) -> None:
+        """Add the entries of every included file to the root's lists."""
+        included = self._walk(root, self.root, ((Path(self.root).resolve(), self.root),))
+        for key in INCLUDED.fields:
+            entries = [entry for obj in included for entry in obj.get(key, [])]
+            if entries and key != "include":
+                root.values[key] = root.get(key, []) + entries
+
+    def _walk(self, obj: _Obj, path: str, chain: tuple[tuple[Path, str], ...]) -> list[_Obj]:
+        found = []
+        for entry, mark in obj.get("include", []):
+            for target in self._targets(entry, mark, path):
+                resolved = Path(target).resolve()
+                ancestors = [file for file, _ in chain]
+                if resolved in ancestors:
+                    cycle = " -> ".join([name for _, name in chain[ancestors.index(resolved) :]] + [target])
+                    self.problems.append(Problem(mark, f"include cycle: {cycle}: remove one of these includes"))
+                    continue
+                if resolved in self.seen:
+                    first = self.seen[resolved]
+                    self.problems.append(Problem(mark, f"{target} is included twice (first at {first}): include each file once"))
+                    continue
+                self.seen[resolved] = mark
+                included = self._read(target)
+                if included is not None:
+                    found.append(included)
+                    found += self._walk(included, target, (*chain, (resolved, target)))
+        return found
+
+    def _targets(self, entry: str, mark: Mark, including: str) -> list[str]:
+        """The files an include entry names: one path, or a pattern's matches in sorted order (never the including file)."""
+        joined = os.path.normpath(os.path.join(os.path.dirname(including), entry))
+        if GLOB_CHARACTERS.isdisjoint(entry):
+            if os.path.isfile(joined):
+                return [joined]
+            if os.path.exists(joined):
+                message = f"{joined} is not a file: include a file, or a pattern such as {entry.rstrip('/')}/*.yaml"
+            else:
+                message = f"included file {joined} not found: create it, or correct or remove this entry"
+            self.problems.append(Problem(mark, message))
+            return []
+        itself = Path(including).resolve()
+        matches = sorted(found for found in glob.glob(joined, recursive=True) if os.path.isfile(found) and Path(found).resolve() != itself)
+        if not matches:
+            self.problems.append(
+                Problem(mark, f"include pattern {entry!r} matches no file ({joined}): correct it, or remove it until a file matches")
+            )
+        return matches
+
+    def _read(self, path: str) -> _Obj | None:
+        """An included file's entries; None when it is empty or unreadable (reported)."""
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            self.problems.append(Problem(Mark(path, 1, 1), f"cannot be read: {exc.strerror or exc}"))
+            return None
+        self.sources.append(self._source(path, data))
+        text = _decode(data, path, self.problems)
+        node = _compose(text, path, self.problems) if text is not None else None
+        if node is None:
+            return None  # an empty file adds nothing
+        included = _Reader(path, self.problems, root=self.root).read(node, INCLUDED, "included file")
+        return included if isinstance(included, _Obj) else None
 
 
 def _complete(items: list, key: str) -> list:
@@ -678,7 +842,7 @@ def _saga(obj: _Obj) -> Saga:
     )
 
 
-def _build(root: _Obj, path: str) -> Topology:
+def _build(root: _Obj, path: str, files: tuple[Source, ...] = ()) -> Topology:
     defaults = (root.get("default_schema"), root.get("default_catalog"))
     endpoints = tuple(
         _placed(
@@ -720,6 +884,7 @@ def _build(root: _Obj, path: str) -> Topology:
         drop_protected=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("drop_protected", []), "name")),
         postgresql_online_rewrites=bool(pg.get("online_rewrites", False)) if pg is not None else False,
         marks={**root.marks, "engines_items": [m for _, m in engines] if engines else []},
+        files=files,
     )
 
 
@@ -764,6 +929,8 @@ def _ignores(engine: Dialect, part: str) -> bool:
 
 def _collision_advice(a: Owned | _Index, b: Owned | _Index, on: list[str]) -> str:
     """What to change when a and b are one table on the engines in on."""
+    if a.mark.path != b.mark.path and a.name == b.name:
+        return f"{a.mark.path} and {b.mark.path} both make it: keep it in one of the files, or rename one"
     if a.name.table != b.name.table:
         verb = "does" if len(on) == 1 else "do"
         return f"the names differ only in case, which {' and '.join(on)} {verb} not tell apart: rename one"
@@ -780,6 +947,12 @@ def _collision_advice(a: Owned | _Index, b: Owned | _Index, on: list[str]) -> st
 
 def _semantic_problems(t: Topology) -> Iterator[Problem]:
     prof = profile(t.transport_version)
+    rank = {source.path: i for i, source in enumerate(t.files)}
+
+    def position(mark: Mark) -> tuple[int, int, int]:
+        """Where a mark is in load order: the root file, then each included file."""
+        return (rank.get(mark.path, 0), mark.line, mark.column)
+
     version_mark = t.marks.get("transport_version", Mark(t.path, 1, 1))
 
     def lacks(feature: str, mark: Mark, what: str) -> Problem:
@@ -892,7 +1065,7 @@ def _semantic_problems(t: Topology) -> Iterator[Problem]:
             for name in dict.fromkeys(t.engines)
             if any((e.what, i.what, engine_name) == (earlier.what, item.what, name) for e, i, engine_name in hits)
         ]
-        if (earlier.mark.line, earlier.mark.column) > (item.mark.line, item.mark.column):
+        if position(earlier.mark) > position(item.mark):
             earlier, item = item, earlier
         yield Problem(
             item.mark,

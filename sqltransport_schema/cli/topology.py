@@ -31,7 +31,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from ..migrate.compile import CompileError, compile_topology
+    from ..migrate.compile import CompileError, changed_files, compile_topology
     from ..migrate.locks import lock_lines, lock_report
     from ..revisions import SnapshotError
 
@@ -68,6 +68,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         lines = [f"{path} holds {len(changes)} change(s) not compiled yet:"] + [f"  {c}" for c in changes[:SHOWN_CHANGES]]
         if len(changes) > SHOWN_CHANGES:
             lines.append(f"  ... and {len(changes) - SHOWN_CHANGES} more")
+        payload["changed_files"] = changed_files(config, topo)
+        if payload["changed_files"]:
+            lines.append("Files changed since the last compile: " + ", ".join(payload["changed_files"]))
         lines.append('Run: sqltransport-schema compile -m "describe the change"')
         emit(args, payload, lines)
         return EXIT_CHANGES

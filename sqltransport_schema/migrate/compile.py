@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
@@ -44,7 +45,12 @@ class Plan:
 
     @property
     def empty(self) -> bool:
-        return self.old == self.new
+        """Nothing to record. The tables' order is not a change: moving an entry within the topology,
+        or to a file it includes, leaves every table as it is."""
+        old, new = self.old, self.new
+        if old is None or (old.transport_version, old.engines) != (new.transport_version, new.engines):
+            return False
+        return old.tables == new.tables or set(old.tables) == set(new.tables)
 
     def summary(self, limit: int = 20) -> list[str]:
         lines = [op.describe() for op in self.upgrade]
@@ -165,15 +171,31 @@ def compile_topology(
             if replayed:
                 raise CompileError(replayed[0] + (f" (and {len(replayed) - 1} more revision(s))" if len(replayed) > 1 else ""))
             return plan_at_head(script, new), None
-        return write_revision(config, message, lambda script: plan_at_head(script, new), topology_file)
+        files = [(source.relative, source.sha256) for source in topology.files]
+        return write_revision(config, message, lambda script: plan_at_head(script, new), topology_file, files)
 
 
 def history_topology(script: ScriptDirectory) -> str | None:
     """The topology file the newest revision that records one was compiled from."""
+    return _newest_record(script, "TOPOLOGY_FILE")
+
+
+def changed_files(config: Config, topology: Topology) -> list[str]:
+    """The files of the topology (relative to its root file) that differ from the ones the newest
+    revision recording their sha256 was compiled from: edited, added or no longer included."""
+    recorded = _newest_record(ScriptDirectory.from_config(config), "TOPOLOGY_SHA256")
+    if recorded is None:
+        return []
+    now = {source.relative: source.sha256 for source in topology.files}
+    return [name for name in {**now, **recorded} if now.get(name) != recorded.get(name)]
+
+
+def _newest_record(script: ScriptDirectory, name: str) -> Any:
+    """A module attribute of the newest revision (from the single head down) that has it."""
     heads = script.get_heads()
     revision = script.get_revision(heads[0]) if len(heads) == 1 else None
     while revision is not None:
-        recorded = getattr(revision.module, "TOPOLOGY_FILE", None)
+        recorded = getattr(revision.module, name, None)
         if recorded is not None:
             return recorded
         down = revision.down_revision

@@ -9,7 +9,7 @@ lays out the file: the summary, `transport_version`, upgrade(), downgrade() and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,14 +31,20 @@ REVISION_OPTION = "sqltransport_revision"
 
 
 def write_revision(
-    config: Config, message: str, plan_at: Callable[[ScriptDirectory], Plan], topology_file: str | None = None
+    config: Config,
+    message: str,
+    plan_at: Callable[[ScriptDirectory], Plan],
+    topology_file: str | None = None,
+    topology_files: Sequence[tuple[str, str]] = (),
 ) -> tuple[Plan, Path | None]:
-    """Plan against the head (plan_at) and write the revision, unless the plan is empty."""
+    """Plan against the head (plan_at) and write the revision, unless the plan is empty.
+    topology_files: (file relative to the root file, sha256) of each file of the topology."""
     planned: list[Plan] = []
 
     def configure(script: ScriptDirectory) -> dict:
         planned.append(plan_at(script))
-        return {"template_args": {**_template_args(message, planned[-1]), "topology_file": topology_file}}
+        files = {"topology_file": topology_file, "topology_files": list(topology_files)}
+        return {"template_args": {**_template_args(message, planned[-1]), **files}}
 
     def directives(context: MigrationContext, revision: Any, scripts: list) -> None:
         result = planned[-1]
