@@ -11,7 +11,7 @@ import difflib
 import glob
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -320,12 +320,18 @@ def json_schema() -> dict:
     del schema["required"]
     schema["if"] = {"required": ["transport_version"]}
     schema["else"] = {
-        "description": "An included file: " + ", ".join(INCLUDED.fields) + " only; the other settings belong to the root file.",
+        "description": f"An included file: {_listed(INCLUDED.fields)} only; the other settings belong to the root file.",
         "properties": dict.fromkeys(ROOT_ONLY, False),
     }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://sqltransport-schema.dev/topology.schema.json"
     return schema
+
+
+def _listed(words: Iterable[str]) -> str:
+    """a, b and c"""
+    words = list(words)
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
 
 
 # --------------------------------------------------------------------------- model
@@ -612,7 +618,7 @@ class _Reader:
                 self.fail(
                     key_node,
                     f"{key} is a setting of the whole topology and an included file cannot set it: move it to the root file "
-                    f"{self.root}; an included file holds {', '.join(INCLUDED.fields)} only",
+                    f"{self.root}; an included file holds {_listed(INCLUDED.fields)} only",
                 )
                 continue
             if sub is None:
