@@ -155,11 +155,23 @@ def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> list
     return lines
 
 
+def _included_files(topology: Path) -> list:
+    """The files a valid topology includes, with their sha256 (an invalid one's header names its root file alone)."""
+    from . import topology as topology_module
+
+    try:
+        return list(topology_module.load(topology).files[1:])
+    except topology_module.TopologyError:
+        return []
+
+
 def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None, notes: Iterable[str] = ()) -> str:
     when = when or datetime.now(timezone.utc)
+    included = []
     if topology is not None and topology.is_file():
         digest = hashlib.sha256(topology.read_bytes()).hexdigest()
         topo = f"{topology} sha256 {digest}"
+        included = [f"topology includes: {source.relative} sha256 {source.sha256}" for source in _included_files(topology)]
     else:
         topo = f"{topology} (not found; no sha256)" if topology is not None else "(none)"
     lines = [
@@ -167,6 +179,7 @@ def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when:
         f"engine: {engine}",
         f"revisions: {from_rev} -> {to_rev}",
         f"topology: {topo}",
+        *included,
         f"generated: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
         "Safe to re-run as a whole: tables are created only when missing and alembic_version is stamped once.",
         *notes,

@@ -396,3 +396,17 @@ def test_the_json_schema_accepts_the_root_and_the_included_files(text):
 @pytest.mark.parametrize("line", ["engines: [sqlite]", "default_schema: sales", "subscriptions: false"])
 def test_the_json_schema_refuses_a_setting_in_an_included_file(line):
     assert schema_errors(f"endpoints:\n  - name: Sales\n{line}\n")
+
+
+def test_script_split_by_endpoint_and_its_header_name_the_included_files(project, tmp_path):
+    split(project.root)
+    assert project.compile("initial") == 0
+    folder = tmp_path / "parts"
+    argv = ["script", "--engine", "postgresql", "-c", str(project.ini), "--topology", str(project.topology), "--split", str(folder)]
+    assert cli.main(argv) == 0
+    names = sorted(path.name for path in folder.iterdir())
+    assert names[0] == "00-shared.sql" and names[-1] == "99-alembic-version.sql"
+    assert {"Billing", "Billing.Reports", "Sales"} <= {name[3:-4] for name in names}
+    header = (folder / "00-shared.sql").read_text(encoding="utf-8").split("\n\n", 1)[0]
+    included = [f"-- topology includes: {source.relative} sha256 {source.sha256}" for source in load(project.topology).files[1:]]
+    assert len(included) == 4 and included == [line for line in header.splitlines() if line.startswith("-- topology includes: ")]
