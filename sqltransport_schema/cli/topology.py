@@ -69,7 +69,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if len(changes) > SHOWN_CHANGES:
             lines.append(f"  ... and {len(changes) - SHOWN_CHANGES} more")
         payload["changed_files"] = changed_files(config, topo)
-        if payload["changed_files"]:
+        if set(payload["changed_files"]) - {topo.files[0].relative}:  # more than the one file
             lines.append("Files changed since the last compile: " + ", ".join(payload["changed_files"]))
         lines.append('Run: sqltransport-schema compile -m "describe the change"')
         emit(args, payload, lines)
