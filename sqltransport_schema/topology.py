@@ -637,7 +637,10 @@ class _Reader:
                 marks[key] = self.mark(value_node)
         for key, sub in spec.fields.items():
             if sub.required and key not in seen and key not in hinted:
-                self.fail(node, f"{spec.title or where} needs a {key!r} key")
+                hint = ""
+                if spec is FORMAT and seen and not set(seen) & set(ROOT_ONLY):
+                    hint = "; or, if another file includes this one, pass that file with --topology"
+                self.fail(node, f"{spec.title or where} needs a {key!r} key{hint}")
         return _Obj(values, marks, self.mark(node))
 
 

@@ -356,15 +356,17 @@ def test_compile_records_every_file_and_check_names_an_edited_one(project, capsy
     assert f"'teams/sales.yaml': {digests['teams/sales.yaml']!r}," in project.revisions()[-1].read_text(encoding="utf-8")
 
 
-def test_the_topology_switch_guard_names_the_root_file(project, capsys):
+def test_an_included_file_passed_as_the_topology_says_to_pass_the_root(project, capsys):
     split(project.root)
     assert project.compile("initial") == 0
-    (project.root / "teams" / "sales.yaml").write_text("endpoints:\n  - name: Sales\n", encoding="utf-8")
     capsys.readouterr()
     assert cli.main(["compile", "-c", str(project.ini), "--topology", str(project.root / "teams" / "sales.yaml")]) == 2
     err = capsys.readouterr().err
-    assert "transport_version is a setting of the whole topology" not in err  # read as a root file
-    assert "needs a 'transport_version' key" in err
+    assert err == (
+        f"{project.root / 'teams' / 'sales.yaml'}:1:1: error: topology needs a 'transport_version' key; or, if another file "
+        "includes this one, pass that file with --topology (nothing was written)\n"
+    )
+    assert len(project.revisions()) == 1
 
 
 # --------------------------------------------------------------------------- every command reads the includes
