@@ -412,3 +412,12 @@ def test_script_split_by_endpoint_and_its_header_name_the_included_files(project
     header = (folder / "00-shared.sql").read_text(encoding="utf-8").split("\n\n", 1)[0]
     included = [f"-- topology includes: {source.relative} sha256 {source.sha256}" for source in load(project.topology).files[1:]]
     assert len(included) == 4 and included == [line for line in header.splitlines() if line.startswith("-- topology includes: ")]
+
+
+def test_validate_counts_the_files(tmp_path, capsys):
+    root = split(tmp_path)
+    assert cli.main(["validate", "--topology", str(root)]) == 0
+    assert capsys.readouterr().out == f"{root}: valid (14 tables in 5 files)\n"
+    assert cli.main(["validate", "--topology", str(root), "--format", "json"]) == 0
+    included = ["teams/billing.yaml", "teams/billing/reports.yaml", "teams/sales.yaml", "ops.yaml"]
+    assert json.loads(capsys.readouterr().out)["files"] == [str(root), *(str(tmp_path / name) for name in included)]

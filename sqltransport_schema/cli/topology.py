@@ -26,7 +26,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from ..schema import blueprint
 
     tables = blueprint(topo).tables
-    emit(args, {"status": "valid", "file": str(path), "tables": len(tables)}, [f"{path}: valid ({len(tables)} tables)"])
+    payload = {"status": "valid", "file": str(path), "tables": len(tables)}
+    files = ""
+    if len(topo.files) > 1:  # the root file includes others
+        payload["files"] = [source.path for source in topo.files]
+        files = f" in {len(topo.files)} files"
+    emit(args, payload, [f"{path}: valid ({len(tables)} tables{files})"])
     return EXIT_OK
 
 
