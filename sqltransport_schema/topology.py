@@ -59,11 +59,12 @@ class Problem:
 class TopologyError(Exception):
     """One or more problems in a topology file; each names file:line:column."""
 
-    def __init__(self, problems: list[Problem], files: list[str] = ()):
+    def __init__(self, problems: list[Problem], files: Iterable[str] = ()):
         """files: the topology's files in load order (the root first), the order problems are listed in."""
         rank = {path: i for i, path in enumerate(files)}
-        mark = lambda p: (rank.get(p.mark.path, len(rank)), p.mark.path, p.mark.line, p.mark.column)  # noqa: E731
-        self.problems = sorted(problems, key=lambda p: (*mark(p), p.message))
+        self.problems = sorted(
+            problems, key=lambda p: (rank.get(p.mark.path, len(rank)), p.mark.path, p.mark.line, p.mark.column, p.message)
+        )
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
@@ -764,7 +765,7 @@ class _Includes:
         included = self._walk(root, self.root, ((Path(self.root).resolve(), self.root),))
         for key in INCLUDED.fields:
             entries = [entry for obj in included for entry in obj.get(key, [])]
-            if entries and key != "include":
+            if key != "include" and entries:
                 root.values[key] = root.get(key, []) + entries
 
     def _walk(self, obj: _Obj, path: str, chain: tuple[tuple[Path, str], ...]) -> list[_Obj]:
@@ -801,7 +802,8 @@ class _Includes:
             self.problems.append(Problem(mark, message))
             return []
         itself = Path(including).resolve()
-        matches = sorted(found for found in glob.glob(joined, recursive=True) if os.path.isfile(found) and Path(found).resolve() != itself)
+        pattern = os.path.normpath(os.path.join(glob.escape(os.path.dirname(including)), entry))  # the folder's name is no pattern
+        matches = sorted(found for found in glob.glob(pattern, recursive=True) if os.path.isfile(found) and Path(found).resolve() != itself)
         if not matches:
             self.problems.append(
                 Problem(mark, f"include pattern {entry!r} matches no file ({joined}): correct it, or remove it until a file matches")

@@ -421,3 +421,10 @@ def test_validate_counts_the_files(tmp_path, capsys):
     assert cli.main(["validate", "--topology", str(root), "--format", "json"]) == 0
     included = ["teams/billing.yaml", "teams/billing/reports.yaml", "teams/sales.yaml", "ops.yaml"]
     assert json.loads(capsys.readouterr().out)["files"] == [str(root), *(str(tmp_path / name) for name in included)]
+
+
+def test_a_folder_named_like_a_pattern_is_taken_literally(tmp_path):
+    folder = tmp_path / "[prod]"
+    folder.mkdir()
+    topology = load(split(folder))
+    assert len(topology.files) == 5 and [ep.name for ep in topology.endpoints] == ["Billing", "Billing.Reports", "Sales"]
