@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .schema import Blueprint
+from .schema import Blueprint, Kind, TableName, TableSpec, in_kind_order
+from .versions import profile
 
 if TYPE_CHECKING:
-    from alembic.script import ScriptDirectory
+    from alembic.script import Script, ScriptDirectory
     from sqlalchemy import Table
     from sqlalchemy.engine import Connection, Engine
 
@@ -33,17 +34,9 @@ class SnapshotError(LookupError):
 
 # --------------------------------------------------------------------------- the migrations folder
 def blueprint_at(script: ScriptDirectory, revision_id: str) -> Blueprint | None:
-    """The blueprint recorded by a revision, or by its nearest ancestor that records one."""
-    revision = script.get_revision(revision_id)
-    while revision is not None:
-        snapshot = getattr(revision.module, "SNAPSHOT", None)
-        if snapshot is not None:
-            return Blueprint.from_snapshot(snapshot)
-        down = revision.down_revision
-        if isinstance(down, tuple):
-            raise SnapshotError(f"revision {revision.revision} merges branches and records no snapshot; the deployed topology is unknown")
-        revision = script.get_revision(down) if down else None
-    return None
+    """The blueprint recorded by a revision, or by its nearest ancestor that records one; a merge
+    that records none (`alembic merge heads`) has its parents' blueprints merged (History.merged)."""
+    return History(script).blueprint(revision_id)
 
 
 def recorded_blueprint(script: ScriptDirectory, revision_id: str) -> Blueprint:
@@ -58,10 +51,234 @@ def head_blueprint(script: ScriptDirectory) -> tuple[str | None, Blueprint | Non
     """(head revision id, blueprint recorded at or below the head); (None, None) before the first revision."""
     heads = script.get_heads()
     if len(heads) > 1:
-        raise SnapshotError(f"migrations have several heads ({', '.join(heads)}); merge them with `alembic merge heads` first")
+        raise SnapshotError(f"migrations have several heads ({', '.join(heads)}); run `sqltransport-schema compile` to merge them")
     if not heads:
         return None, None
     return heads[0], blueprint_at(script, heads[0])
+
+
+class MergeConflict(SnapshotError):
+    """Two branches change the same table (or the transport version) differently: a database at
+    their fork point would run both changes, in an order nobody chose."""
+
+
+# A merge compares each table's spec and, for a queue, the shape of the version that built it; the
+# transport version and the engines are compared under these keys beside the tables.
+_VERSION = "transport_version"
+_ENGINES = "engines"
+
+
+def _parents(revision: Script) -> tuple[str, ...]:
+    down = revision.down_revision
+    return tuple(down) if isinstance(down, (tuple, list)) else ((down,) if down else ())
+
+
+class History:
+    """The blueprint each revision leaves a database with, merges included, read once per revision.
+
+    A revision that records a SNAPSHOT leaves that blueprint; one that records none leaves its
+    parent's; a merge that records none leaves its parents' merged: Alembic runs every branch's
+    revisions before the merge, so a table only one branch changed is as that branch left it, and
+    a table two branches changed (unless both created it alike) is a MergeConflict naming both."""
+
+    def __init__(self, script: ScriptDirectory):
+        self.script = script
+        self._states: dict[str, Blueprint | None] = {}
+        self._merges: dict[tuple[str, ...], Blueprint | None] = {}
+        self._ancestors: dict[str, frozenset[str]] = {}
+        self._touched: dict[str, dict] = {}
+
+    def revision(self, revision_id: str) -> Script:
+        found = self.script.get_revision(revision_id)
+        if found is None:
+            raise SnapshotError(f"revision {revision_id} is not in the migrations")
+        return found
+
+    def blueprint(self, revision_id: str) -> Blueprint | None:
+        """The blueprint the revision leaves (None: no revision up to it records one)."""
+        if revision_id not in self._states:
+            revision = self.revision(revision_id)
+            snapshot = getattr(revision.module, "SNAPSHOT", None)
+            self._states[revision_id] = Blueprint.from_snapshot(snapshot) if snapshot is not None else self.before(revision)
+        return self._states[revision_id]
+
+    def before(self, revision: Script) -> Blueprint | None:
+        """The blueprint a database has when Alembic is about to run the revision."""
+        chain: list[Script] = []  # parents without a snapshot: they leave what is below them
+        while True:
+            parents = _parents(revision)
+            if len(parents) != 1:
+                found = self.merged(parents) if parents else None
+                break
+            parent = self.revision(parents[0])
+            if parents[0] in self._states or getattr(parent.module, "SNAPSHOT", None) is not None:
+                found = self.blueprint(parents[0])
+                break
+            chain.append(parent)
+            revision = parent
+        for below in chain:
+            self._states[below.revision] = found
+        return found
+
+    def ancestors(self, revision_id: str) -> frozenset[str]:
+        """The revision and every revision below it."""
+        if revision_id not in self._ancestors:
+            seen: set[str] = set()
+            stack = [revision_id]
+            while stack:
+                current = stack.pop()
+                if current in seen:
+                    continue
+                if current in self._ancestors:
+                    seen |= self._ancestors[current]
+                    continue
+                seen.add(current)
+                stack.extend(_parents(self.revision(current)))
+            self._ancestors[revision_id] = frozenset(seen)
+        return self._ancestors[revision_id]
+
+    def touched(self, revision_id: str) -> dict:
+        """key -> (value before, value after) of each table (and _VERSION, _ENGINES) the revision changes."""
+        if revision_id not in self._touched:
+            revision = self.revision(revision_id)
+            if getattr(revision.module, "SNAPSHOT", None) is None:
+                self._touched[revision_id] = {}  # it leaves what it found (its operations are not read here)
+            else:
+                self._touched[revision_id] = _changes(self.before(revision), self.blueprint(revision_id))
+        return self._touched[revision_id]
+
+    def merged(self, heads: tuple[str, ...] | list[str]) -> Blueprint | None:
+        """The blueprint a database has once Alembic has run every one of `heads` (MergeConflict
+        when two of them change one table differently)."""
+        heads = tuple(heads)
+        if heads not in self._merges:
+            self._merges[heads] = self._merge(heads)
+        return self._merges[heads]
+
+    def _merge(self, heads: tuple[str, ...]) -> Blueprint | None:
+        ancestries = [self.ancestors(head) for head in heads]
+        branches = frozenset.union(*ancestries) - frozenset.intersection(*ancestries)
+        touches: dict = {}
+        for revision_id in sorted(branches):
+            for key in self.touched(revision_id):
+                touches.setdefault(key, []).append(revision_id)
+        states = [state for state in (self.blueprint(head) for head in heads) if state is not None]
+        if not states:
+            return None
+        values: dict = {_VERSION: states[0].transport_version, _ENGINES: states[0].engines}
+        for state in states:  # tables no branch changed: as every head has them
+            for spec in state.tables:
+                values.setdefault(spec.name, _value(state, spec))
+        for key, revisions in touches.items():
+            # the last change of each branch that changes it (none of the others comes after it)
+            last = [r for r in revisions if not any(r != other and r in self.ancestors(other) for other in revisions)]
+            change = self.touched(last[0])[key]
+            for other in last[1:]:
+                if not _agree(key, change, self.touched(other)[key]):
+                    raise MergeConflict(self._conflict(key, last[0], other))
+            values[key] = change[1]
+        version = values[_VERSION]
+        tables = [value[0] for key, value in values.items() if isinstance(key, TableName) and value is not None]
+        built = {spec.name: values[spec.name][2] for spec in tables if values[spec.name][2] != version}
+        return Blueprint(version, values[_ENGINES], in_kind_order(tables), built=built)
+
+    def _conflict(self, key: object, one: str, other: str) -> str:
+        what = f"table {key}" if isinstance(key, TableName) else f"the {key.replace('_', ' ')}"
+        sides = " and ".join(self._site(revision_id, key) for revision_id in (one, other))
+        return (
+            f"two branches change {what} differently: {sides}. `alembic upgrade` would run both on a database at "
+            "their fork point, in an order nobody chose. Make one branch leave it alone (delete that branch's "
+            "revision if no database has run it, and compile its change again after the merge), then compile"
+        )
+
+    def _site(self, revision_id: str, key: object) -> str:
+        """Where a revision changes the key: its file, and the lines of its upgrade() that name the table."""
+        revision = self.revision(revision_id)
+        before, after = self.touched(revision_id)[key]
+        if not isinstance(key, TableName):
+            return f"{revision.path} ({key.replace('_', ' ')} {_shown(before)} -> {_shown(after)})"
+        lines = "".join(f"; line {number}: {text}" for number, text in _op_lines(Path(revision.path), key)[:2])
+        return f"{revision.path} ({_change_words(before, after)}{lines})"
+
+
+def _value(state: Blueprint, spec: TableSpec) -> tuple:
+    """What a merge compares of a table: its spec, the shape of the version that built it, that version."""
+    built = state.built_with(spec.name)
+    return (spec, profile(built).queue_shape if spec.kind is Kind.QUEUE else None, built)
+
+
+def _changes(before: Blueprint | None, after: Blueprint | None) -> dict:
+    """key -> (before, after) for each table, the version and the engines that differ between two blueprints."""
+    if after is None or before is after:
+        return {}
+    if before is None:
+        out: dict = {_VERSION: (None, after.transport_version), _ENGINES: (None, after.engines)}
+        out.update({spec.name: (None, _value(after, spec)) for spec in after.tables})
+        return out
+    out = {}
+    if before.transport_version != after.transport_version:
+        out[_VERSION] = (before.transport_version, after.transport_version)
+    if before.engines != after.engines:
+        out[_ENGINES] = (before.engines, after.engines)
+    old = {spec.name: _value(before, spec) for spec in before.tables}
+    for spec in after.tables:
+        value = _value(after, spec)
+        was = old.pop(spec.name, None)
+        if was is None or was[:2] != value[:2]:
+            out[spec.name] = (was, value)
+    out.update({name: (was, None) for name, was in old.items()})
+    return out
+
+
+def _agree(key: object, one: tuple, other: tuple) -> bool:
+    """Two branches' changes of one key that both orders of running leave alike: the same version
+    or engines, or the same table created alike (the second creation adopts the first's table)."""
+    (before_one, after_one), (before_other, after_other) = one, other
+    if not isinstance(key, TableName):
+        return after_one == after_other
+    created = before_one is None and before_other is None and after_one is not None and after_other is not None
+    return created and after_one[:2] == after_other[:2]
+
+
+def _shown(value: object) -> str:
+    return "none" if value is None else (", ".join(value) if isinstance(value, tuple) else str(value))
+
+
+def _change_words(before: tuple | None, after: tuple | None) -> str:
+    if before is None:
+        return f"creates {after[0].kind.value} table"
+    if after is None:
+        return f"drops {before[0].kind.value} table"
+    diffs = [
+        f"{f} {getattr(before[0], f)!r} -> {getattr(after[0], f)!r}" for f in _SPEC_FIELDS if getattr(before[0], f) != getattr(after[0], f)
+    ]
+    if before[1] != after[1]:
+        diffs.append(f"transport {before[2]} -> {after[2]}")
+    return "changes " + ", ".join(diffs)
+
+
+_SPEC_FIELDS = ("kind", "body_string", "seq_type", "protected", "correlation", "transitional", "saga_prefix")
+
+
+def _op_lines(path: Path, name: TableName) -> list[tuple[int, str]]:
+    """(line number, text) of each operation in the file's upgrade() that names the table."""
+    import json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    literal = json.dumps(name.table, ensure_ascii=False)
+    found, inside = [], False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("def "):
+            inside = line.startswith("def upgrade(")
+            continue
+        stripped = line.strip()
+        if inside and stripped.startswith("op.") and f"({literal}" in stripped:
+            if name.schema is None or f"schema={json.dumps(name.schema, ensure_ascii=False)}" in stripped:
+                found.append((number, stripped))
+    return found
 
 
 def snapshots(script: ScriptDirectory) -> Iterator[tuple[str, Blueprint]]:

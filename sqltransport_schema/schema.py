@@ -7,6 +7,7 @@ The blueprint is what a compiled revision records (as its snapshot) and what
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from json.encoder import encode_basestring_ascii as _json_string
@@ -143,6 +144,14 @@ class Blueprint:
     discarded: frozenset[TableName] = field(default=frozenset(), compare=False)
     drop_protected: frozenset[TableName] = field(default=frozenset(), compare=False)
     online_rewrites: bool = field(default=False, compare=False)  # compile marks queue rewrites online=True
+    # The transport version whose DDL built a table, where it is not transport_version: after a
+    # merge of branches compiled at different versions (revisions.History), a table one branch added
+    # keeps the version that branch built it with until a revision changes it.
+    built: Mapping[TableName, str] = field(default_factory=dict, compare=False)
+
+    def built_with(self, name: TableName) -> str:
+        """The transport version whose DDL built the table `name` (what a drop or a change starts from)."""
+        return self.built.get(name, self.transport_version)
 
     @property
     def schemas(self) -> tuple[SchemaName, ...]:
@@ -189,15 +198,18 @@ class Blueprint:
 _KIND_ORDER = {Kind.QUEUE: 0, Kind.DELAYED: 1, Kind.SUBSCRIPTIONS: 2, Kind.SAGA: 3}
 
 
+def in_kind_order(specs: Iterable[TableSpec]) -> tuple[TableSpec, ...]:
+    """Tables in a blueprint's order: queues, then delayed, subscriptions, sagas (stable within a kind)."""
+    return tuple(sorted(specs, key=lambda spec: _KIND_ORDER[spec.kind]))
+
+
 def blueprint(topology: Topology) -> Blueprint:
     """Every table the topology needs (Topology.tables without the marks), in a stable order:
     queues, then delayed, then subscriptions, then sagas."""
-    specs = [owned.spec for owned in topology.tables()]
-    specs.sort(key=lambda spec: _KIND_ORDER[spec.kind])  # stable: the walk's order within a kind
     return Blueprint(
         transport_version=topology.transport_version,
         engines=topology.engines,
-        tables=tuple(specs),
+        tables=in_kind_order(owned.spec for owned in topology.tables()),
         discarded=frozenset(d.table_name for d in topology.discard),
         drop_protected=frozenset(d.table_name for d in topology.drop_protected),
         online_rewrites=topology.postgresql_online_rewrites,

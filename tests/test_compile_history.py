@@ -3,6 +3,8 @@ catch a revision whose operations were edited by hand."""
 
 from __future__ import annotations
 
+import pytest
+
 from sqltransport_schema import cli
 
 TOPOLOGY = """\
@@ -54,3 +56,62 @@ def test_check_names_a_hand_edited_revision(project, capsys):
     assert project.compile("nothing", "--check") == 2
     err = capsys.readouterr().err
     assert revision.name in err and "edited by hand" in err and "Sales" in err
+
+
+ENGINES = """\
+transport_version: "9.1"
+engines: [sqlite, postgresql]
+endpoints:
+  - name: Sales
+queues:
+  - name: error
+"""
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "named"),
+    [
+        ('body_string=False, seq_type="serial")', 'body_string=True, seq_type="serial")', "body_string=True"),
+        ('op.create_queue("Sales", version="9.1"', 'op.create_queue("Sales", version="8.0"', 'version="8.0"'),
+        (
+            '"Sales", version="9.1", body_string=False, seq_type="serial"',
+            '"Sales", version="9.1", body_string=False, seq_type="bigserial"',
+            'seq_type="bigserial"',
+        ),
+    ],
+)
+def test_check_names_every_edited_argument(project, capsys, before, after, named):
+    """Arguments a scratch SQLite database does not express (BodyString's presence aside) are held to the SNAPSHOT."""
+    project.write_topology(ENGINES)
+    assert project.compile("initial") == 0
+    revision = project.revisions()[-1]
+    text = revision.read_text()
+    assert before in text
+    revision.write_text(text.replace(before, after, 1))
+    capsys.readouterr()
+    assert project.compile("nothing", "--check") == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and revision.name in err and "edited by hand" in err
+    assert 'op.create_queue("Sales"' in err and named in err
+
+
+def test_check_names_an_edited_version_change(project, capsys):
+    project.write_topology(TOPOLOGY.replace('"9.1"', '"5.0"\nengines: [mssql, sqlite]'))
+    assert project.compile("initial") == 0
+    project.write_topology(TOPOLOGY.replace('"9.1"', '"9.1"\nengines: [mssql, sqlite]'))
+    assert project.compile("raise") == 0
+    assert project.compile("nothing", "--check") == 0
+    revision = project.revisions()[-1]
+    text = revision.read_text()
+    assert 'from_version="5.0", to_version="9.1"' in text
+    for edited, named in (
+        (text.replace('from_version="5.0"', 'from_version="4.0"'), 'from_version="4.0"'),
+        ("\n".join(line for line in text.splitlines() if "op.change_queue_version(\"Sales\"" not in line) + "\n", "transport 5.0"),
+    ):
+        revision.write_text(edited)
+        capsys.readouterr()
+        assert project.compile("nothing", "--check") == 2
+        err = capsys.readouterr().err
+        assert revision.name in err and named in err and "Sales" in err
+    revision.write_text(text)
+    assert project.compile("nothing", "--check") == 0

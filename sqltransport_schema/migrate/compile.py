@@ -12,7 +12,7 @@ from typing import Any
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from ..revisions import head_blueprint
+from ..revisions import History, SnapshotError, head_blueprint
 from ..schema import Blueprint, Kind, TableSpec, blueprint
 from ..topology import Topology
 from ..util import gc_paused
@@ -38,6 +38,7 @@ class Plan:
     old: Blueprint | None
     new: Blueprint
     upgrade: list[ops.TransportOp]
+    merges: tuple[str, ...] = ()  # the heads a merge revision joins (old: the blueprint once all of them ran)
 
     @property
     def downgrade(self) -> list[ops.TransportOp]:
@@ -46,8 +47,10 @@ class Plan:
     @property
     def empty(self) -> bool:
         """Nothing to record. The tables' order is not a change: moving an entry within the topology,
-        or to a file it includes, leaves every table as it is."""
+        or to a file it includes, leaves every table as it is. A merge is always recorded."""
         old, new = self.old, self.new
+        if self.merges or self.upgrade:
+            return False
         if old is None or (old.transport_version, old.engines) != (new.transport_version, new.engines):
             return False
         return old.tables == new.tables or set(old.tables) == set(new.tables)
@@ -56,16 +59,20 @@ class Plan:
         lines = [op.describe() for op in self.upgrade]
         if self.old is not None and self.old.transport_version != self.new.transport_version:
             lines.insert(0, f"transport version {self.old.transport_version} -> {self.new.transport_version}")
+        if self.merges:
+            lines.insert(0, f"merge of {len(self.merges)} heads: {', '.join(self.merges)}")
         if len(lines) > limit:
             lines = lines[:limit] + [f"... and {len(lines) - limit} more"]
         return lines
 
 
-def plan(old: Blueprint | None, new: Blueprint) -> Plan:
-    """The operations that turn the old blueprint into the new one, in a safe order."""
+def plan(old: Blueprint | None, new: Blueprint, merges: tuple[str, ...] = ()) -> Plan:
+    """The operations that turn the old blueprint into the new one, in a safe order. Each old table
+    is dropped or changed from the version that built it (old.built_with: after a merge of branches
+    at different versions, not every table is at old's version)."""
     old_tables = old.by_name() if old else {}
     new_tables = new.by_name()
-    old_version = old.transport_version if old else new.transport_version
+    built_with = old.built_with if old else (lambda name: new.transport_version)
     version = new.transport_version
     steps: list[ops.TransportOp] = []
 
@@ -76,18 +83,18 @@ def plan(old: Blueprint | None, new: Blueprint) -> Plan:
         before = old_tables.get(spec.name)
         if before is None or before.kind is not spec.kind:
             if before is not None:
-                steps.append(_drop(before, old_version, new))
+                steps.append(_drop(before, built_with(before.name), new))
             steps.append(create_op(spec, version))
             continue
-        steps += _alterations(before, spec, old_version, version, new.online_rewrites)
+        steps += _alterations(before, spec, built_with(before.name), version, new.online_rewrites)
 
     removed = [spec for spec in reversed(old.tables if old else ()) if spec.name not in new_tables]
     _refuse_case_renames(removed, [spec for spec in new.tables if spec.name not in old_tables], new.engines)
-    steps += [_drop(spec, old_version, new) for spec in removed]
+    steps += [_drop(spec, built_with(spec.name), new) for spec in removed]
 
     new_schemas = set(new.schemas)
     steps += [ops.DropSchemaIfEmptyOp(s) for s in reversed(old.schemas if old else ()) if s not in new_schemas]
-    return Plan(old, new, steps)
+    return Plan(old, new, steps, merges)
 
 
 def _drop(spec: TableSpec, version: str, new: Blueprint) -> ops.TransportOp:
@@ -154,6 +161,8 @@ def compile_topology(
 ) -> tuple[Plan, Path | None]:
     """Write the revision for the topology's changes (unless check); returns the plan and the new file.
 
+    Several heads (branches merged in git) get one merge revision joining them all, from the
+    blueprint a database has once every branch ran (revisions.History.merged) to the topology.
     topology_file: the file's path relative to alembic.ini, recorded in the revision; another file
     than the history's is refused unless switch (it would drop every table of the other)."""
     with gc_paused():
@@ -167,12 +176,17 @@ def compile_topology(
             )
         new = blueprint(topology)
         if check:
-            replayed = replay_problems(config, script)
+            from .replay import replay_problems
+
+            replayed = replay_problems(script)
             if replayed:
-                raise CompileError(replayed[0] + (f" (and {len(replayed) - 1} more revision(s))" if len(replayed) > 1 else ""))
+                raise CompileError(replayed[0] + (f" (and {len(replayed) - 1} more problem(s))" if len(replayed) > 1 else ""))
             return plan_at_head(script, new), None
         files = [(source.relative, source.sha256) for source in topology.files]
-        return write_revision(config, message, lambda script: plan_at_head(script, new), topology_file, files)
+        merging = len(script.get_heads()) > 1
+        return write_revision(
+            config, message, lambda script: plan_at_head(script, new), topology_file, files, head="heads" if merging else "head"
+        )
 
 
 def history_topology(script: ScriptDirectory) -> str | None:
@@ -191,73 +205,28 @@ def changed_files(config: Config, topology: Topology) -> list[str]:
 
 
 def _newest_record(script: ScriptDirectory, name: str) -> Any:
-    """A module attribute of the newest revision (from the single head down) that has it."""
-    heads = script.get_heads()
-    revision = script.get_revision(heads[0]) if len(heads) == 1 else None
-    while revision is not None:
-        recorded = getattr(revision.module, name, None)
-        if recorded is not None:
-            return recorded
-        down = revision.down_revision
-        revision = script.get_revision(down) if isinstance(down, str) else None
+    """A module attribute of the newest revision that has it, down from the first head that has
+    one (past a merge, down its first parent)."""
+    for head in script.get_heads():
+        revision = script.get_revision(head)
+        while revision is not None:
+            recorded = getattr(revision.module, name, None)
+            if recorded is not None:
+                return recorded
+            down = revision.down_revision
+            down = down[0] if isinstance(down, (tuple, list)) else down
+            revision = script.get_revision(down) if down else None
     return None
 
 
-def replay_problems(config: Config, script: ScriptDirectory) -> list[str]:
-    """Revisions whose operations no longer build the tables their SNAPSHOT records (a hand edit):
-    the history is replayed, revision by revision, on a scratch SQLite database."""
-    import argparse
-    import io
-    import tempfile
-
-    from alembic import command
-    from sqlalchemy import pool
-
-    from .. import engines
-    from ..db import make_engine
-    from ..revisions import BLUEPRINT_TABLE
-
-    revisions = list(reversed(list(script.walk_revisions())))
-    if not revisions or any(isinstance(r.down_revision, tuple) for r in revisions):
-        return []  # branches and merges are replayed by `alembic upgrade` itself
-    dialect = engines.get("sqlite")
-    problems = []
-    with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{folder}/replay.db"
-        replay = Config(config.config_file_name, stdout=io.StringIO(), cmd_opts=argparse.Namespace(x=[f"url={url}"]))
-        replay.attributes["configure_logging"] = False
-        db = make_engine(url, poolclass=pool.NullPool)
-        try:
-            for revision in revisions:
-                command.upgrade(replay, revision.revision)
-                snapshot = getattr(revision.module, "SNAPSHOT", None)
-                if snapshot is None:
-                    continue
-                with db.connect() as connection:
-                    found = dialect.catalog.existing_columns(connection)
-                expected = Blueprint.from_snapshot(snapshot)
-                wrong = [
-                    spec.name.table
-                    for spec in expected.tables
-                    if not dialect.expected_columns(spec) <= found.get(dialect.table_key(spec.name), set())
-                ]
-                keys = {dialect.table_key(spec.name) for spec in expected.tables}
-                extra = [
-                    key[-1] for key in found if key not in keys and key[-1] not in ("alembic_version", "sqlite_sequence", BLUEPRINT_TABLE)
-                ]
-                if wrong or extra:
-                    problems.append(
-                        f"{revision.path}: its operations no longer build the tables its SNAPSHOT records "
-                        f"({', '.join(f'missing or changed {t}' for t in wrong[:3])}{', ' if wrong and extra else ''}"
-                        f"{', '.join(f'not recorded {t}' for t in extra[:3])}); it was edited by hand: restore it, "
-                        "or delete it and compile again"
-                    )
-        finally:
-            db.dispose()
-    return problems
-
-
 def plan_at_head(script: ScriptDirectory, new: Blueprint) -> Plan:
-    """The plan from the blueprint recorded at the migrations head to `new`."""
+    """The plan from the blueprint at the migrations head to `new`; with several heads, the plan of
+    their merge, from the blueprint a database has once all of them ran."""
+    heads = tuple(script.get_heads())
+    if len(heads) > 1:
+        try:
+            return plan(History(script).merged(heads), new, merges=heads)
+        except SnapshotError as exc:
+            raise CompileError(str(exc)) from None
     _, old = head_blueprint(script)
     return plan(old, new)

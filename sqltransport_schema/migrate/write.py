@@ -36,9 +36,11 @@ def write_revision(
     plan_at: Callable[[ScriptDirectory], Plan],
     topology_file: str | None = None,
     topology_files: Sequence[tuple[str, str]] = (),
+    head: str = "head",
 ) -> tuple[Plan, Path | None]:
     """Plan against the head (plan_at) and write the revision, unless the plan is empty.
-    topology_files: (file relative to the root file, sha256) of each file of the topology."""
+    topology_files: (file relative to the root file, sha256) of each file of the topology.
+    head="heads": a merge revision, its down_revision every head."""
     planned: list[Plan] = []
 
     def configure(script: ScriptDirectory) -> dict:
@@ -58,7 +60,7 @@ def write_revision(
     try:
         with _revision_environment(config):
             # sql: Alembic's offline mode, so that the environment connects to no database
-            written = command.revision(config, message, sql=True, process_revision_directives=directives)
+            written = command.revision(config, message, sql=True, head=head, process_revision_directives=directives)
     finally:
         del config.attributes[REVISION_OPTION]
     return planned[-1], Path(written.path) if isinstance(written, Script) else None

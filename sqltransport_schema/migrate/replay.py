@@ -1,0 +1,194 @@
+"""`compile --check`'s replay of the history, without a database.
+
+Each revision's operations are read (its upgrade() run against a recording `op`) and applied to
+the blueprint its down revision leaves (revisions.History: a merge's parents merged). Every
+argument compile writes is held to the table it applies to and to the revision's SNAPSHOT, and the
+tables they leave must be exactly the ones the SNAPSHOT records: a hand edit of any argument
+(body_string, version, seq_type, a correlation property...) or a deleted or added operation is
+named with its file and operation. A scratch database would miss what its engine does not express.
+
+Arguments a SNAPSHOT does not record are the revision's choices and are not held to anything:
+discard_messages, allow_protected, online.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from alembic.operations import Operations
+from alembic.runtime.migration import MigrationContext
+
+from ..revisions import History
+from ..schema import Blueprint, Kind, TableName, TableSpec
+from ..versions import profile
+from . import operations as ops
+from . import saga_operations as saga_ops
+from .operations import _literal
+
+if TYPE_CHECKING:
+    from alembic.script import Script, ScriptDirectory
+
+_SPEC_ARGUMENTS = (("body_string", "body_string"), ("seq_type", "seq_type"), ("protected", "protected"))
+_SAGA_ARGUMENTS = (("saga_prefix", "prefix"), ("correlation", "correlation"), ("transitional", "transitional"))
+
+
+class Mismatch(Exception):
+    """An operation that does not fit the table it applies to, or the revision's SNAPSHOT."""
+
+
+def recorded_operations(revision: Script) -> list:
+    """The operations the revision's upgrade() invokes, in order, none of them run."""
+    recorded: list = []
+    operations = Operations(MigrationContext.configure(dialect_name="sqlite"))
+    operations.invoke = recorded.append  # each op.<name>(...) builds its operation and hands it here
+    operations._install_proxy()
+    try:
+        revision.module.upgrade()
+    finally:
+        operations._remove_proxy()
+    return recorded
+
+
+def replay_problems(script: ScriptDirectory) -> list[str]:
+    """One line per revision whose operations do not give the blueprint its SNAPSHOT records, oldest first."""
+    history = History(script)
+    problems = []
+    for revision in reversed(list(script.walk_revisions())):
+        snapshot = getattr(revision.module, "SNAPSHOT", None)
+        if snapshot is None:
+            continue  # nothing to hold its operations to (alembic merge heads, or written by hand)
+        try:
+            try:
+                operations = recorded_operations(revision)
+            except Exception as exc:  # noqa: BLE001 - any failure of an edited upgrade()
+                raise Mismatch(f"its upgrade() fails: {type(exc).__name__}: {exc}") from None
+            _replay(history.before(revision), history.blueprint(revision.revision), operations)
+        except Mismatch as exc:
+            problems.append(f"{revision.path}: {exc}; it was edited by hand: restore it, or delete it and compile again")
+    return problems
+
+
+class _Tables:
+    """The tables as a revision's operations leave them: spec, and the version whose DDL built each."""
+
+    def __init__(self, start: Blueprint | None, expected: Blueprint):
+        self.expected = expected
+        self.specs = {spec.name: spec for spec in start.tables} if start else {}
+        self.built = {name: start.built_with(name) for name in self.specs} if start else {}
+        self.by: dict[TableName, ops.TransportOp] = {}  # the operation that last changed each table
+
+    def existing(self, operation: ops.TransportOp, name: TableName, kinds: tuple[Kind, ...]) -> TableSpec:
+        spec = self.specs.get(name)
+        if spec is None or spec.kind not in kinds:
+            raise Mismatch(f"{operation.python()}: there is no {kinds[0].value} table {name} for it to change")
+        return spec
+
+    def argument(self, operation: ops.TransportOp, argument: str, written: object, right: object, why: str) -> None:
+        if written != right:
+            raise Mismatch(f"{operation.python()}: {argument}={_literal(written)}, but {why} {_literal(right)}")
+
+    def set(self, operation: ops.TransportOp, spec: TableSpec, built: str | None = None) -> None:
+        self.specs[spec.name] = spec
+        if built is not None:
+            self.built[spec.name] = built
+        self.by[spec.name] = operation
+
+
+def _replay(start: Blueprint | None, expected: Blueprint, operations: list) -> None:
+    tables = _Tables(start, expected)
+    for operation in operations:
+        if isinstance(operation, ops.TransportOp):
+            _apply(tables, operation)
+    _compare(tables)
+
+
+def _apply(tables: _Tables, op: ops.TransportOp) -> None:
+    version = tables.expected.transport_version
+    recorded = "the revision's SNAPSHOT records transport version"
+    if isinstance(op, (ops._CreateTable, saga_ops.CreateSagaTableOp)):
+        if op.spec.name in tables.specs:
+            raise Mismatch(f"{op.python()}: the table exists already")
+        if not isinstance(op, saga_ops.CreateSagaTableOp):
+            tables.argument(op, "version", op.version, version, recorded)
+        tables.set(op, op.spec, getattr(op, "version", version))
+    elif isinstance(op, (ops._DropTable, saga_ops.DropSagaTableOp)):
+        spec = tables.existing(op, op.spec.name, (op.spec.kind,))
+        names = _SAGA_ARGUMENTS if op.spec.kind is Kind.SAGA else _SPEC_ARGUMENTS[: 3 if op.spec.kind is Kind.QUEUE else 1]
+        for field, argument in names:
+            tables.argument(op, argument, getattr(op.spec, field), getattr(spec, field), "the table it drops has")
+        if not isinstance(op, saga_ops.DropSagaTableOp):
+            tables.argument(op, "version", op.version, tables.built[spec.name], "the table it drops was built by transport")
+        del tables.specs[spec.name]
+        tables.by[spec.name] = op
+    elif isinstance(op, ops.ChangeQueueVersionOp):
+        tables.existing(op, op.name, (Kind.QUEUE,))
+        tables.argument(op, "from_version", op.from_version, tables.built[op.name], "the queue was built by transport")
+        tables.argument(op, "to_version", op.to_version, version, recorded)
+        tables.set(op, tables.specs[op.name], op.to_version)
+    elif isinstance(op, ops._BodyStringOp):
+        adds = isinstance(op, ops.AddBodyStringOp)
+        spec = tables.existing(op, op.name, (Kind.QUEUE, Kind.DELAYED))
+        if spec.body_string == adds:
+            raise Mismatch(f"{op.python()}: the table {'has' if adds else 'has no'} BodyString column already")
+        tables.argument(op, "version", op.version, version, recorded)
+        tables.set(op, spec._replace(body_string=adds))
+    elif isinstance(op, ops.ChangeQueueSeqTypeOp):
+        spec = tables.existing(op, op.name, (Kind.QUEUE,))
+        tables.argument(op, "from_type", op.from_type, spec.seq_type, "the queue's Seq is")
+        tables.set(op, spec._replace(seq_type=op.to_type))
+    elif isinstance(op, saga_ops.AddSagaCorrelationOp):
+        spec = tables.existing(op, op.spec.name, (Kind.SAGA,))
+        tables.argument(op, "prefix", op.spec.saga_prefix, spec.saga_prefix, "the saga table's prefix is")
+        if op.correlation.name in {c.name for c in spec.correlations}:
+            raise Mismatch(f"{op.python()}: the saga table has that property already")
+        role = "correlation" if spec.correlation is None else "transitional"
+        tables.set(op, spec._replace(**{role: op.correlation}))
+    elif isinstance(op, saga_ops.DropSagaCorrelationOp):
+        spec = tables.existing(op, op.spec.name, (Kind.SAGA,))
+        tables.argument(op, "prefix", op.spec.saga_prefix, spec.saga_prefix, "the saga table's prefix is")
+        if op.correlation not in spec.correlations:
+            raise Mismatch(f"{op.python()}: the saga table has no such property")
+        if op.require is not None:
+            tables.argument(op, "require", op.require, spec.transitional, "the transitional property is")
+            tables.set(op, spec._replace(correlation=op.require, transitional=None))
+        else:
+            tables.set(op, spec._replace(**{"correlation" if op.correlation == spec.correlation else "transitional": None}))
+    elif isinstance(op, ops._SchemaOp):
+        schemas = set(tables.expected.schemas)
+        if isinstance(op, ops.EnsureSchemaOp) != (op.schema in schemas):
+            which = "records no table in" if isinstance(op, ops.EnsureSchemaOp) else "still records tables in"
+            raise Mismatch(f"{op.python()}: the revision's SNAPSHOT {which} that schema")
+
+
+def _compare(tables: _Tables) -> None:
+    """The tables left must be the SNAPSHOT's, each argument alike, each queue of its version's shape."""
+    expected = tables.expected
+    shape = profile(expected.transport_version).queue_shape
+    for spec in expected.tables:
+        found = tables.specs.pop(spec.name, None)
+        by = tables.by.get(spec.name)
+        where = by.python() if by is not None else f"no operation changes {spec.kind.value} table {spec.name}"
+        if found is None:
+            raise Mismatch(f"{where}: no operation leaves the {spec.kind.value} table {spec.name} its SNAPSHOT records")
+        for field, argument in (*_fields(spec), ("kind", "kind")):
+            left, recorded = getattr(found, field), getattr(spec, field)
+            if left != recorded:
+                raise Mismatch(f"{where}: {argument}={_literal(left)}, but its SNAPSHOT records {argument}={_literal(recorded)}")
+        built = tables.built[spec.name]
+        if spec.kind is Kind.QUEUE and profile(built).queue_shape != shape:
+            raise Mismatch(
+                f"{where}: the queue {spec.name} is left as transport {built} builds it, "
+                f"but its SNAPSHOT records transport {expected.transport_version}"
+            )
+    for name, spec in tables.specs.items():
+        by = tables.by.get(name)
+        where = by.python() if by is not None else "no operation drops it"
+        raise Mismatch(f"{where}: the {spec.kind.value} table {name} is left, but its SNAPSHOT records no such table")
+
+
+def _fields(spec: TableSpec) -> Iterator[tuple[str, str]]:
+    if spec.kind is Kind.SAGA:
+        yield from _SAGA_ARGUMENTS
+    else:
+        yield from _SPEC_ARGUMENTS[: 3 if spec.kind is Kind.QUEUE else 1]
