@@ -79,7 +79,7 @@ class History:
     A revision that records a SNAPSHOT leaves that blueprint; one that records none leaves its
     parent's; a merge that records none leaves its parents' merged: Alembic runs every branch's
     revisions before the merge, so a table only one branch changed is as that branch left it, and
-    a table two branches changed (unless both created it alike) is a MergeConflict naming both."""
+    a table two branches changed is a MergeConflict naming both."""
 
     def __init__(self, script: ScriptDirectory):
         self.script = script
@@ -231,24 +231,24 @@ def _changes(before: Blueprint | None, after: Blueprint | None) -> dict:
 
 
 def _agree(key: object, one: tuple, other: tuple) -> bool:
-    """Two branches' changes of one key that both orders of running leave alike: the same version
-    or engines, or the same table created alike (the second creation adopts the first's table)."""
-    (before_one, after_one), (before_other, after_other) = one, other
-    if not isinstance(key, TableName):
-        return after_one == after_other
-    created = before_one is None and before_other is None and after_one is not None and after_other is not None
-    return created and after_one[:2] == after_other[:2]
+    """Two branches' changes of one key that every order of running leaves alike: the same transport
+    version or engines. Never a table: even two creations alike clash (the second adopts the first's
+    table, but a downgrade past the merge drops it twice)."""
+    return not isinstance(key, TableName) and one[1] == other[1]
 
 
 def _shown(value: object) -> str:
     return "none" if value is None else (", ".join(value) if isinstance(value, tuple) else str(value))
 
 
+_NOUNS = {Kind.QUEUE: "queue", Kind.DELAYED: "delayed table", Kind.SUBSCRIPTIONS: "subscription table", Kind.SAGA: "saga table"}
+
+
 def _change_words(before: tuple | None, after: tuple | None) -> str:
     if before is None:
-        return f"creates {after[0].kind.value} table"
+        return f"creates the {_NOUNS[after[0].kind]}"
     if after is None:
-        return f"drops {before[0].kind.value} table"
+        return f"drops the {_NOUNS[before[0].kind]}"
     diffs = [
         f"{f} {getattr(before[0], f)!r} -> {getattr(after[0], f)!r}" for f in _SPEC_FIELDS if getattr(before[0], f) != getattr(after[0], f)
     ]

@@ -69,6 +69,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if plan.empty:
         emit(args, payload, [f"{path}: nothing to compile; the migrations head matches the topology."])
         return EXIT_OK
+    if args.check and plan.merges:
+        payload["heads"] = list(plan.merges)
+        heads = ", ".join(plan.merges)
+        lines = [f"the migrations have {len(plan.merges)} heads ({heads}), branches merged in git; a merge revision joins them:"]
+        lines += [f"  {c}" for c in changes[1 : SHOWN_CHANGES + 1]] or ["  (no table changes)"]
+        lines.append('Run: sqltransport-schema compile -m "merge branches"')
+        emit(args, payload, lines)
+        return EXIT_CHANGES
     if args.check:
         lines = [f"{path} holds {len(changes)} change(s) not compiled yet:"] + [f"  {c}" for c in changes[:SHOWN_CHANGES]]
         if len(changes) > SHOWN_CHANGES:

@@ -13,7 +13,7 @@ from sqlalchemy import MetaData, exc, pool
 
 from .. import engines
 from ..db import DatabaseURLError, failure, make_engine, normalise_url
-from ..revisions import head_blueprint, record_blueprint
+from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..urls import database_url
 from .autogen import TARGET_OPTION, model_tables_only
 from .locks import RETRY_OPTION, LockPolicy, LockWait, describe_holders, format_duration
@@ -116,7 +116,10 @@ def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy,
             context.configure(connection=connection, transactional_ddl=True, **options)
             with context.begin_transaction():
                 context.run_migrations()
-                record_blueprint(connection, context.script)  # what Transport.from_database reads
+                try:
+                    record_blueprint(connection, context.script)  # what Transport.from_database reads
+                except SnapshotError as error:  # e.g. a merge of branches that clash: roll it all back
+                    raise CommandError(str(error)) from None
     except exc.DBAPIError as error:
         if dialect.lock_timed_out(error.orig):  # a statement outside the transport's operations
             raise LockWait() from None
