@@ -304,15 +304,22 @@ def _unapplied(script: ScriptDirectory, deployed: str, head: str | None) -> list
 
     if head is None or deployed == head:
         return []
+    from .revisions import History
+
+    history = History(script)
     try:
         if script.get_revision(deployed) is None:
             raise RevisionError(deployed)
-        found = [r.revision for r in script.iterate_revisions(head, deployed) if r.revision != deployed]
+        below_head = history.ancestors(head)
+        if deployed not in below_head:
+            raise RevisionError(deployed)
+        # every revision `alembic upgrade` runs: past a merge, each branch's (not one path)
+        pending = below_head - history.ancestors(deployed)
     except (CommandError, RevisionError):
         raise CheckError(
             f"the database is stamped with revision {deployed}, which is not an ancestor of the migrations head {head}"
         ) from None
-    return list(reversed(found))
+    return [r.revision for r in reversed(list(script.walk_revisions())) if r.revision in pending]
 
 
 def _history(recorded: Iterable[tuple[str, TableSpec]], engine: Dialect) -> dict[tuple, str]:

@@ -102,6 +102,11 @@ def test_compile_merges_two_branches(project, db_url, capsys):
     assert "op." not in written.split("def upgrade")[1].split("def downgrade")[0]  # the branches built it all
     assert project.compile("nothing", "--check") == 0
     assert project.compile("again") == 0 and heads(project) == (merge,)  # nothing more to write
+    for start, pending in ((fork, 3), (a, 2)):  # check lists what upgrade runs: both branches, then the merge
+        project.downgrade(db_url, "base")
+        project.upgrade(db_url, start)
+        code, out = check(project, db_url, capsys)
+        assert code == 1 and f"{pending} revision(s) not applied" in out and merge in out, out
     ends_in_sync(project, db_url, capsys, fork, a)
 
 
