@@ -112,7 +112,11 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compile", help="write a revision for the changes in topology.yaml")
     add_options(p, "topology", "format", "config")
     p.add_argument("-m", "--message", help="revision message")
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when topology.yaml holds uncompiled changes")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when topology.yaml holds uncompiled changes or the migrations have several heads",
+    )
     p.add_argument(
         "--topology-switch",
         action="store_true",
