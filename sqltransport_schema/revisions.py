@@ -28,8 +28,8 @@ BLUEPRINT_TABLE = "sqltransport_blueprint"
 
 
 class SnapshotError(LookupError):
-    """The migrations or the stamp leave the topology unknown: several heads, a merge that records
-    no snapshot, a database stamped with no revision or with several."""
+    """The migrations or the stamp leave the topology unknown: several heads, branches that change
+    one table (MergeConflict), a database stamped with no revision or with several."""
 
 
 # --------------------------------------------------------------------------- the migrations folder

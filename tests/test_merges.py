@@ -207,3 +207,14 @@ def test_a_merge_changes_the_version_of_what_the_other_branch_built(project, sql
     ]
     assert project.compile("nothing", "--check") == 0
     ends_in_sync(project, sqlite_url, capsys, fork, b)
+
+
+def test_both_branches_changing_one_queue_are_refused(project, capsys):
+    """Both give Sales BodyString: on a SQLite database at the fork point the second ALTER would fail."""
+    with_body = BASE.replace("  - name: Sales\n", "  - name: Sales\n    body_string: true\n")
+    two_branches(project, one=with_body, other=with_body + "  - name: Shipping\n")
+    project.write_topology(with_body + "  - name: Shipping\n")
+    capsys.readouterr()
+    assert project.compile("merge") == 2
+    err = capsys.readouterr().err
+    assert err.count('op.add_body_string("Sales", version="9.1")') == 2 and "body_string False -> True" in err
