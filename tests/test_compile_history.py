@@ -115,3 +115,37 @@ def test_check_names_an_edited_version_change(project, capsys):
         assert revision.name in err and named in err and "Sales" in err
     revision.write_text(text)
     assert project.compile("nothing", "--check") == 0
+
+
+SAGAS = """\
+transport_version: "9.1"
+engines: [sqlite, postgresql]
+endpoints:
+  - name: Sales
+    sagas:
+      - name: OrderSaga
+        correlation: {name: OrderId, type: guid}
+"""
+
+
+def test_check_names_an_edited_saga_correlation(project, capsys):
+    project.write_topology(SAGAS)
+    assert project.compile("initial") == 0
+    project.write_topology(SAGAS + "        transitional: {name: OrderNumber, type: string}\n")
+    assert project.compile("transitional") == 0
+    assert project.compile("nothing", "--check") == 0
+    first, second = project.revisions()
+    for revision, before, after in (
+        (first, 'correlation=("OrderId", "guid")', 'correlation=("OrderId", "string")'),
+        (second, 'property=("OrderNumber", "string")', 'property=("OrderNumber", "int")'),
+        (second, 'prefix="Sales_", property=', 'prefix="Sale_", property='),
+    ):
+        text = revision.read_text()
+        assert before in text
+        revision.write_text(text.replace(before, after, 1))
+        capsys.readouterr()
+        assert project.compile("nothing", "--check") == 2
+        err = capsys.readouterr().err
+        assert revision.name in err and "edited by hand" in err and "Sales_OrderSaga" in err, err
+        revision.write_text(text)
+    assert project.compile("nothing", "--check") == 0

@@ -20,11 +20,12 @@ from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 
 from ..revisions import History
-from ..schema import Blueprint, Kind, TableName, TableSpec
+from ..schema import Blueprint, Correlation, Kind, TableName, TableSpec
 from ..versions import profile
 from . import operations as ops
 from . import saga_operations as saga_ops
 from .operations import _literal
+from .saga_operations import _pair
 
 if TYPE_CHECKING:
     from alembic.script import Script, ScriptDirectory
@@ -86,7 +87,7 @@ class _Tables:
 
     def argument(self, operation: ops.TransportOp, argument: str, written: object, right: object, why: str) -> None:
         if written != right:
-            raise Mismatch(f"{operation.python()}: {argument}={_literal(written)}, but {why} {_literal(right)}")
+            raise Mismatch(f"{operation.python()}: {argument}={_shown(written)}, but {why} {_shown(right)}")
 
     def set(self, operation: ops.TransportOp, spec: TableSpec, built: str | None = None) -> None:
         self.specs[spec.name] = spec
@@ -174,7 +175,7 @@ def _compare(tables: _Tables) -> None:
         for field, argument in (*_fields(spec), ("kind", "kind")):
             left, recorded = getattr(found, field), getattr(spec, field)
             if left != recorded:
-                raise Mismatch(f"{where}: {argument}={_literal(left)}, but its SNAPSHOT records {argument}={_literal(recorded)}")
+                raise Mismatch(f"{where}: {argument}={_shown(left)}, but its SNAPSHOT records {argument}={_shown(recorded)}")
         built = tables.built[spec.name]
         if spec.kind is Kind.QUEUE and profile(built).queue_shape != shape:
             raise Mismatch(
@@ -185,6 +186,11 @@ def _compare(tables: _Tables) -> None:
         by = tables.by.get(name)
         where = by.python() if by is not None else "no operation drops it"
         raise Mismatch(f"{where}: the {spec.kind.value} table {name} is left, but its SNAPSHOT records no such table")
+
+
+def _shown(value: object) -> str:
+    """An argument as the revision writes it."""
+    return _pair(value) if isinstance(value, Correlation) else _literal(value)
 
 
 def _fields(spec: TableSpec) -> Iterator[tuple[str, str]]:
