@@ -5,7 +5,7 @@ and write one revision whose operations read like the change. No database needed
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -228,10 +228,5 @@ def plan_at_head(script: ScriptDirectory, new: Blueprint) -> Plan:
             return plan(History(script).merged(heads), new, merges=heads)
         except SnapshotError as exc:
             raise CompileError(str(exc)) from None
-    head, old = head_blueprint(script)
-    revision = script.get_revision(head) if head else None
-    if old is not None and isinstance(revision.down_revision, tuple) and getattr(revision.module, "SNAPSHOT", None) is None:
-        # `alembic merge heads`: its blueprint is its parents' merged, in no order of the topology's
-        rank = {spec.name: i for i, spec in enumerate(new.tables)}
-        old = replace(old, tables=tuple(sorted(old.tables, key=lambda spec: rank.get(spec.name, len(rank)))))
+    _, old = head_blueprint(script)
     return plan(old, new)
