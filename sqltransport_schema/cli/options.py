@@ -20,6 +20,8 @@ TOPOLOGY_DEFAULT = "(default: sqltransport.topology in alembic.ini, else ./topol
 LAYOUTS = ("mssql", "postgresql")
 
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    # on every parser, before or after the command (a subcommand's leaves the top level's value alone unless given)
+    "debug": (("--debug",), {"action": "store_true", "help": "show the traceback of an error, and warnings (exit codes stay the same)"}),
     "topology": (("--topology", "-t"), {"help": f"topology file {TOPOLOGY_DEFAULT}"}),
     "format": (("--format",), {"choices": ("text", "json"), "default": "text", "help": "output for people or for CI"}),
     "config": (("--config", "-c"), {"default": "alembic.ini", "help": "Alembic configuration (default: alembic.ini)"}),
