@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
 from ..urls import DEFAULT_URL, URL_VARIABLE
-from .options import add_options, load_config
+from .options import add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -224,14 +225,31 @@ def retry_lines(report: RetryReport) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ parsers
 def _error_queue(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--error-queue", default="error", help="the error queue's address (default: error, where the blueprint puts it)")
+    p.add_argument(
+        "--error-queue", default=DEFAULT_ERROR_QUEUE, help="the error queue's address (default: %(default)s, where the blueprint puts it)"
+    )
 
 
 def add_status(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="depth, oldest message, expired, due and failed messages of every table of the deployed topology")
+    p = add_command(
+        sub,
+        "status",
+        "depth, oldest message, expired, due and failed messages of every table of the deployed topology",
+        """Print what waits in every table of the blueprint the database is stamped with: each queue's
+        depth, the age of its oldest message and its expired messages, the due messages of each
+        delayed table, the error queue's messages by the queue they failed in, the subscribers of each
+        topic. Exit 1 when a table of the blueprint is missing from the database. --watch repeats it
+        (docs/operations.md).""",
+        "sqltransport-schema status --url postgresql://postgres@127.0.0.1/app --format prometheus",
+    )
     add_options(p, "url")
     add_options(
-        p, "format", format={"choices": FORMATS, "help": "output for people, CI, a pull-request comment, or Prometheus (text exposition)"}
+        p,
+        "format",
+        format={
+            "choices": FORMATS,
+            "help": "output for people, CI, a pull-request comment, or Prometheus text (default: %(default)s)",
+        },
     )
     p.add_argument("--watch", type=float, metavar="SECONDS", help="print again every SECONDS until interrupted")
     p.add_argument(
@@ -243,7 +261,16 @@ def add_status(sub: argparse._SubParsersAction) -> None:
 
 
 def add_retry(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("retry", help="move failed messages from the error queue back to the queue each failed in (NServiceBus.FailedQ)")
+    p = add_command(
+        sub,
+        "retry",
+        "move failed messages from the error queue back to the queue each failed in (NServiceBus.FailedQ)",
+        """Move failed messages from the error queue back to the queue each failed in (its
+        NServiceBus.FailedQ header), in batches of one transaction each, so a message is never lost
+        nor sent twice. Messages whose queue cannot be told or no longer exists stay in place and are
+        listed; exit 1 when some stay.""",
+        "sqltransport-schema retry --failed-queue Sales --dry-run",
+    )
     add_options(p, "url")
     _error_queue(p)
     which = p.add_mutually_exclusive_group(required=True)
@@ -251,7 +278,7 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--failed-queue", metavar="ADDRESS", help="the messages that failed in this queue")
     which.add_argument("--message-id", nargs="+", metavar="ID", help="these messages (NServiceBus.MessageId, or the row's Id)")
     p.add_argument("--dry-run", action="store_true", help="report what would move; move nothing")
-    p.add_argument("--batch-size", type=int, default=100, help="messages per transaction (default: 100)")
+    p.add_argument("--batch-size", type=int, default=DEFAULT_RETRY_BATCH, help="messages per transaction (default: %(default)s)")
     add_options(p, "format", "config")
     p.set_defaults(func=cmd_retry)
 
