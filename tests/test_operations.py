@@ -39,11 +39,15 @@ queues:
 """
 
 
-@pytest.fixture
-def bus(project, db_url, monkeypatch):
+def deploy(project, url: str) -> None:
     project.write_topology(TOPOLOGY)
     project.compile("initial")
-    project.upgrade(db_url)
+    project.upgrade(url)
+
+
+@pytest.fixture
+def bus(project, db_url, monkeypatch):
+    deploy(project, db_url)
     monkeypatch.chdir(project.root)
     transport = Transport.from_database(make_engine(db_url))
     yield transport, db_url
@@ -388,19 +392,14 @@ def start_watch(url: str, *args: str, stdout=subprocess.PIPE) -> subprocess.Pope
     return subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, env=env)
 
 
-@pytest.mark.postgresql
-def test_watch_shows_messages_in_and_out_per_second_since_the_last_report(project, pg_url, monkeypatch):
-    project.write_topology(TOPOLOGY)
-    project.compile("initial")
-    project.upgrade(pg_url)
-    monkeypatch.chdir(project.root)
-    transport = Transport.from_database(make_engine(pg_url))
+def test_watch_shows_messages_in_and_out_per_second_since_the_last_report(bus):
+    transport, url = bus
     sales = transport.queue("Sales")
     with transport.engine.begin() as conn:
         sales.send_many(conn, [(b"before", headers(n)) for n in range(5)])
     with transport.engine.begin() as conn:
         sales.receive_batch(conn, 5)  # Sales is empty at the first report: its sequence still counts
-    process = start_watch(pg_url, "--watch", "3", "--watch-count", "2", "--format", "json")
+    process = start_watch(url, "--watch", "3", "--watch-count", "2", "--format", "json")
     first = b""
     while not first.endswith(b"\n}\n"):  # the first report, whole
         line = process.stdout.readline()
@@ -411,7 +410,6 @@ def test_watch_shows_messages_in_and_out_per_second_since_the_last_report(projec
     with transport.engine.begin() as conn:
         assert len(sales.receive_batch(conn, 4)) == 4
     rest, err = process.communicate(timeout=60)
-    transport.engine.dispose()
     assert process.returncode == 0, err.decode()
     reports = [json.loads(first), json.loads(rest)]
     seconds = (datetime.fromisoformat(reports[1]["taken_at"]) - datetime.fromisoformat(reports[0]["taken_at"])).total_seconds()
@@ -426,9 +424,7 @@ def test_watch_shows_messages_in_and_out_per_second_since_the_last_report(projec
 
 
 def test_watch_redraws_on_a_terminal_and_appends_when_piped(project, sqlite_url):
-    project.write_topology(TOPOLOGY)
-    project.compile("initial")
-    project.upgrade(sqlite_url)
+    deploy(project, sqlite_url)
     args = ("--watch", "0.2", "--watch-count", "2")
     piped = start_watch(sqlite_url, *args)
     out, err = piped.communicate(timeout=60)
