@@ -7,7 +7,7 @@ from __future__ import annotations
 from .engines import Dialect
 from .schema import Kind, TableName, blueprint
 from .statements import Statement
-from .topology import Topology
+from .topology import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE, Topology
 from .versions import Profile, profile
 
 
@@ -18,8 +18,8 @@ def runtime_statements(
     schema: str | None = None,
     catalog: str | None = None,
     *,
-    subscription_table: str = "SubscriptionRouting",
-    delayed_suffix: str = "Delayed",
+    subscription_table: str = DEFAULT_SUBSCRIPTION_TABLE,
+    delayed_suffix: str = DEFAULT_DELAYED_SUFFIX,
     topics: int = 1,
     peek_batch_size: int = 100,
 ) -> tuple[Profile, dict[str, Statement]]:

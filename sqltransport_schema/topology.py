@@ -32,6 +32,10 @@ try:  # libyaml's composer is ~10x faster on large topologies
 except ImportError:  # pragma: no cover
     from yaml import SafeLoader as _Loader  # type: ignore[assignment]
 
+# The transport's defaults where a topology names no subscription table or delayed-table suffix.
+DEFAULT_SUBSCRIPTION_TABLE = "SubscriptionRouting"
+DEFAULT_DELAYED_SUFFIX = "Delayed"
+
 
 # --------------------------------------------------------------------------- errors
 @dataclass(frozen=True)
@@ -177,7 +181,7 @@ QUEUE = Field(
 
 SUBSCRIPTIONS = Field(
     "object",
-    "The shared subscription table (transport 5.0+). Write `false` for none; omit for the default SubscriptionRouting.",
+    f"The shared subscription table (transport 5.0+). Write `false` for none; omit for the default {DEFAULT_SUBSCRIPTION_TABLE}.",
     title="subscriptions",
     allow_false=True,
     fields={"table": _name("Table name.", required=True), **PLACEMENT},
@@ -221,7 +225,7 @@ FORMAT = Field(
         ),
         "default_schema": _name("Schema for every table that names none (default: the engine's default schema)."),
         "default_catalog": _name("Catalog for every table that names none (SQL Server three-part names)."),
-        "delayed_table_suffix": Field("name", "Suffix of delayed-delivery tables.", default="Delayed"),
+        "delayed_table_suffix": Field("name", "Suffix of delayed-delivery tables.", default=DEFAULT_DELAYED_SUFFIX),
         "subscriptions": SUBSCRIPTIONS,
         "postgresql": Field(
             "object",
@@ -460,7 +464,7 @@ class Topology:
             return None
         if self.subscriptions is not None:
             return self.subscriptions.table_name
-        return TableName("SubscriptionRouting", self.default_schema, self.default_catalog)
+        return TableName(DEFAULT_SUBSCRIPTION_TABLE, self.default_schema, self.default_catalog)
 
     def tables(self) -> Iterator[Owned]:
         """Every table the topology owns, with what the file calls it and where it makes it.
@@ -883,7 +887,7 @@ def _build(root: _Obj, path: str, files: tuple[Source, ...] = ()) -> Topology:
         engines=tuple(value for value, _ in engines) if engines is not None else tuple(FORMAT.fields["engines"].default),
         default_schema=defaults[0],
         default_catalog=defaults[1],
-        delayed_table_suffix=root.get("delayed_table_suffix", "Delayed"),
+        delayed_table_suffix=root.get("delayed_table_suffix", DEFAULT_DELAYED_SUFFIX),
         subscriptions=_placed(Placed, subscriptions, "table", defaults) if isinstance(subscriptions, _Obj) else None,
         subscriptions_disabled=subscriptions is False,
         postgresql_seq_type=pg.get("seq_type", "serial") if pg is not None else "serial",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
 import signal
 import subprocess
@@ -38,11 +39,15 @@ queues:
 """
 
 
-@pytest.fixture
-def bus(project, db_url, monkeypatch):
+def deploy(project, url: str) -> None:
     project.write_topology(TOPOLOGY)
     project.compile("initial")
-    project.upgrade(db_url)
+    project.upgrade(url)
+
+
+@pytest.fixture
+def bus(project, db_url, monkeypatch):
+    deploy(project, db_url)
     monkeypatch.chdir(project.root)
     transport = Transport.from_database(make_engine(db_url))
     yield transport, db_url
@@ -381,6 +386,75 @@ def test_watch_prints_again_until_interrupted(bus):
     assert out.count('"tables"') >= 2
 
 
+def start_watch(url: str, *args: str, stdout=subprocess.PIPE) -> subprocess.Popen:
+    command = [sys.executable, "-m", "sqltransport_schema.cli", "status", "--url", url, *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, env=env)
+
+
+def test_watch_shows_messages_in_and_out_per_second_since_the_last_report(bus):
+    transport, url = bus
+    sales = transport.queue("Sales")
+    with transport.engine.begin() as conn:
+        sales.send_many(conn, [(b"before", headers(n)) for n in range(5)])
+    with transport.engine.begin() as conn:
+        sales.receive_batch(conn, 5)  # Sales is empty at the first report: its sequence still counts
+    process = start_watch(url, "--watch", "3", "--watch-count", "2", "--format", "json")
+    first = b""
+    while not first.endswith(b"\n}\n"):  # the first report, whole
+        line = process.stdout.readline()
+        assert line, process.stderr.read().decode()
+        first += line
+    with transport.engine.begin() as conn:
+        sales.send_many(conn, [(b"x", headers(n)) for n in range(10)])
+    with transport.engine.begin() as conn:
+        assert len(sales.receive_batch(conn, 4)) == 4
+    rest, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err.decode()
+    reports = [json.loads(first), json.loads(rest)]
+    seconds = (datetime.fromisoformat(reports[1]["taken_at"]) - datetime.fromisoformat(reports[0]["taken_at"])).total_seconds()
+    assert seconds >= 3
+    assert "in_per_second" not in table(reports[0], "Sales")  # nothing to compare the first with
+    sales_rates, billing_rates = table(reports[1], "Sales"), table(reports[1], "Billing")
+    assert table(reports[0], "Sales")["depth"] == 0 and sales_rates["depth"] == 6
+    assert sales_rates["in_per_second"] * seconds == pytest.approx(10, abs=0.01)
+    assert sales_rates["out_per_second"] * seconds == pytest.approx(4, abs=0.01)
+    assert billing_rates["in_per_second"] == billing_rates["out_per_second"] == 0
+    assert "in_per_second" not in table(reports[1], "Sales.Delayed")  # queues only
+
+
+def test_watch_redraws_on_a_terminal_and_appends_when_piped(project, sqlite_url):
+    deploy(project, sqlite_url)
+    args = ("--watch", "0.2", "--watch-count", "2")
+    piped = start_watch(sqlite_url, *args)
+    out, err = piped.communicate(timeout=60)
+    assert piped.returncode == 0, err.decode()
+    assert b"\x1b[" not in out and out.count(b"KIND ") == 2 and out.count(b"IN/S  OUT/S") == 2
+    main, secondary = pty.openpty()
+    on_terminal = start_watch(sqlite_url, *args, stdout=secondary)
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert on_terminal.wait(60) == 0, on_terminal.stderr.read().decode()
+    screens = shown.split(b"\x1b[H\x1b[2J")
+    assert len(screens) == 3 and screens[0] == b""  # each report starts by clearing the screen
+    assert all(screen.count(b"KIND ") == 1 for screen in screens[1:])
+
+
+def test_watch_count_needs_watch(bus, capsys):
+    _transport, url = bus
+    code, _out, err = run_cli("status", "--url", url, "--watch-count", "2", capsys=capsys)
+    assert code == 2 and "--watch-count takes a positive number of reports, with --watch SECONDS" in err
+
+
 # ---------------------------------------------------------------------------------------------- retry
 def fill_error_queue(transport: Transport) -> dict[str, list[dict]]:
     """Failed messages of Sales (5), Billing (3), of an unknown queue (2) and one without FailedQ."""
@@ -562,6 +636,7 @@ def test_sql_server_statements_parse_as_tsql():
         operations.error_batch(TableName("error"), profile("9.1")),
         operations.error_batch(TableName("error"), profile("9.1"), lock=False),
         operations.delete_retried(TableName("error"), profile("9.1")),
+        *(st for st, _ in operations.high_water([(0, TableName("Sales")), (2, TableName("audit", "dbo", "nsb"))], profile("9.1"))),
     ]
     for statement in statements:
         assert parse_problems(statement.sql) == [], statement.sql

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 import warnings
+from collections.abc import Iterator
 from typing import NoReturn
 
 from . import database, operations, pipeline, project, review, topology
+from .options import add_options
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error
 
 # The order --help lists the commands in.
@@ -34,23 +37,39 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = Parser(prog="sqltransport-schema", description=DESCRIPTION)
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error, and warnings")
+    add_options(parser, "debug")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         PARSERS[name](sub)
+    for _, command in commands(parser):  # --debug after the command too; unset there, the top level's value stands
+        add_options(command, "debug", debug={"default": argparse.SUPPRESS})
     return parser
+
+
+def commands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """(prog, parser) of every subcommand under parser, pipeline's own included, in --help's order."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in dict.fromkeys(action.choices.values()):
+                yield command.prog, command
+                yield from commands(command)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Every failure, of the user's or ours, ends as one `error:` line (or a JSON
-    error object under --format json) and exit 2, so that 1 always means the command's finding."""
+    error object under --format json) and exit 2, so that 1 always means the command's finding;
+    --debug adds the traceback (and shows warnings), the exit code stays."""
     args = build_parser().parse_args(argv)
-    if args.debug:
-        return args.func(args)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. SQLAlchemy's about a DSN-less pyodbc URL: noise around the one line
+        if not args.debug:
+            warnings.simplefilter("ignore")  # e.g. SQLAlchemy's about a DSN-less pyodbc URL: noise around the one line
         try:
             return args.func(args)
         except Exception as error:  # noqa: BLE001 - the one place errors become a line
+            if args.debug:
+                traceback.print_exc()
             return emit_error(args, describe(error))

@@ -8,18 +8,20 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
 from ..urls import DEFAULT_URL, URL_VARIABLE
-from .options import add_options, load_config
+from .options import add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
 if TYPE_CHECKING:
-    from ..runtime.operations import RetryReport, StatusReport, TableStatus
+    from ..runtime.operations import Flow, RetryReport, StatusReport, TableStatus
     from ..runtime.transport import Transport
 
 FORMATS = ("text", "json", "markdown", "prometheus")
 PROGRESS_INTERVAL = 1.0  # seconds between progress lines of a long retry
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, then clear the screen: status --watch redraws in place on a terminal
 
 
 def _transport(args: argparse.Namespace, readers: bool) -> Transport:
@@ -41,28 +43,58 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     if args.watch is not None and args.watch <= 0:
         raise ValueError(f"--watch takes a positive number of seconds, not {args.watch}")
+    if args.watch_count is not None and (args.watch is None or args.watch_count <= 0):
+        raise ValueError("--watch-count takes a positive number of reports, with --watch SECONDS")
     transport = _transport(args, readers=True)
     try:
-        while True:
-            report = status(transport, estimate=args.estimate, error_queue=args.error_queue)
-            _print_status(args, report)
-            if args.watch is None:
-                return EXIT_CHANGES if report.missing else EXIT_OK
-            sys.stdout.flush()
-            time.sleep(args.watch)
+        if args.watch is not None:
+            watch(args, transport, sys.stdout)
+            return EXIT_OK
+        report = status(transport, estimate=args.estimate, error_queue=args.error_queue)
+        _print_status(args, report, sys.stdout)
+        return EXIT_CHANGES if report.missing else EXIT_OK
     except KeyboardInterrupt:
         return EXIT_OK
     finally:
         transport.engine.dispose()
 
 
-def _print_status(args: argparse.Namespace, report: StatusReport) -> None:
+def watch(args: argparse.Namespace, transport: Transport, stream: TextIO) -> None:
+    """A report every --watch seconds (--watch-count of them, else until interrupted), each queue's
+    messages in and out per second since the last beside it: on a terminal each report redraws the
+    screen, piped each is appended."""
+    from ..runtime.operations import flow, status
+
+    redraw = stream.isatty()
+    previous, shown = None, 0
+    while True:
+        report = status(transport, estimate=args.estimate, error_queue=args.error_queue, high_water=True)
+        if redraw:
+            stream.write(CLEAR)
+        _print_status(args, report, stream, flow(previous, report) if previous is not None else {})
+        stream.flush()
+        shown += 1
+        if args.watch_count is not None and shown >= args.watch_count:
+            return
+        previous = report
+        time.sleep(args.watch)
+
+
+def _print_status(args: argparse.Namespace, report: StatusReport, stream: TextIO, rates: dict[str, Flow] | None = None) -> None:
+    """The report in --format; `rates` (under --watch, {} at the first report) adds messages/s in
+    and out to the text and JSON forms."""
     if args.format == "prometheus":
-        sys.stdout.write(prometheus(report))
+        stream.write(prometheus(report))
     elif args.format == "markdown":
-        sys.stdout.write(markdown(report))
+        stream.write(markdown(report))
     else:
-        emit(args, report.to_json(), status_lines(report))
+        payload = report.to_json()
+        if rates:
+            for table in payload["tables"]:
+                if table["address"] in rates and table["kind"] == "queue":
+                    rate = rates[table["address"]]
+                    table.update(in_per_second=round(rate.in_per_second, 3), out_per_second=round(rate.out_per_second, 3))
+        emit(args, payload, status_lines(report, rates), stream)
 
 
 def _age(seconds: float | None) -> str:
@@ -92,23 +124,35 @@ def _details(table: TableStatus) -> str:
     return ", ".join(parts)
 
 
-def _rows(report: StatusReport) -> list[tuple[str, ...]]:
+def _rows(report: StatusReport, rates: dict[str, Flow] | None = None) -> list[tuple[str, ...]]:
+    """A row of cells per table, as HEADINGS (RATE_HEADINGS after DEPTH when `rates` is given)."""
     rows = []
     for t in report.tables:
         depth = "-" if t.depth is None else ("~" if t.estimated else "") + str(t.depth)
-        rows.append((t.kind, t.address, depth, _age(t.oldest_age_seconds) if t.kind == "queue" else "", _details(t)))
+        flows: tuple[str, ...] = ()
+        if rates is not None:
+            rate = rates.get(t.address) if t.kind == "queue" else None
+            flows = ("", "") if t.kind != "queue" else ("-", "-") if rate is None else _per_second(rate)
+        rows.append((t.kind, t.address, depth, *flows, _age(t.oldest_age_seconds) if t.kind == "queue" else "", _details(t)))
     return rows
 
 
+def _per_second(rate: Flow) -> tuple[str, str]:
+    return f"{rate.in_per_second:.1f}", f"{rate.out_per_second:.1f}"
+
+
 HEADINGS = ("KIND", "ADDRESS", "DEPTH", "OLDEST", "DETAILS")
+RATE_HEADINGS = ("IN/S", "OUT/S")  # status --watch: messages in and out per second since the last report
+LEFT = ("KIND", "ADDRESS")  # the other columns but the last are numbers, right-aligned
 
 
-def status_lines(report: StatusReport) -> list[str]:
-    rows = [HEADINGS, *_rows(report)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADINGS) - 1)]
+def status_lines(report: StatusReport, rates: dict[str, Flow] | None = None) -> list[str]:
+    headings = HEADINGS if rates is None else (*HEADINGS[:3], *RATE_HEADINGS, *HEADINGS[3:])
+    rows = [headings, *_rows(report, rates)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(headings) - 1)]
     lines = [f"{report.engine} (transport {report.transport_version}) at {report.taken_at.isoformat(timespec='seconds')}"]
     for row in rows:
-        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].rjust(widths[2]), row[3].rjust(widths[3]), row[4]]
+        cells = [cell.ljust(w) if h in LEFT else cell.rjust(w) for h, cell, w in zip(headings, row, widths)] + [row[-1]]
         lines.append("  ".join(cells).rstrip())
     if report.missing:
         lines.append(f"{len(report.missing)} table(s) of the deployed blueprint are missing from the database")
@@ -224,16 +268,39 @@ def retry_lines(report: RetryReport) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ parsers
 def _error_queue(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--error-queue", default="error", help="the error queue's address (default: error, where the blueprint puts it)")
+    p.add_argument(
+        "--error-queue", default=DEFAULT_ERROR_QUEUE, help="the error queue's address (default: %(default)s, where the blueprint puts it)"
+    )
 
 
 def add_status(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="depth, oldest message, expired, due and failed messages of every table of the deployed topology")
+    p = add_command(
+        sub,
+        "status",
+        "depth, oldest message, expired, due and failed messages of every table of the deployed topology",
+        """Print what waits in every table of the blueprint the database is stamped with: each queue's
+        depth, the age of its oldest message and its expired messages, the due messages of each
+        delayed table, the error queue's messages by the queue they failed in, the subscribers of each
+        topic. Exit 1 when a table of the blueprint is missing from the database. --watch repeats it
+        (docs/operations.md).""",
+        "sqltransport-schema status --url postgresql://postgres@127.0.0.1/app --format prometheus",
+    )
     add_options(p, "url")
     add_options(
-        p, "format", format={"choices": FORMATS, "help": "output for people, CI, a pull-request comment, or Prometheus (text exposition)"}
+        p,
+        "format",
+        format={
+            "choices": FORMATS,
+            "help": "output for people, CI, a pull-request comment, or Prometheus text (default: %(default)s)",
+        },
     )
-    p.add_argument("--watch", type=float, metavar="SECONDS", help="print again every SECONDS until interrupted")
+    p.add_argument(
+        "--watch",
+        type=float,
+        metavar="SECONDS",
+        help="print again every SECONDS until interrupted, with each queue's messages/s in and out (a terminal redraws in place)",
+    )
+    p.add_argument("--watch-count", type=int, metavar="N", help="with --watch: stop after N reports (default: until interrupted)")
     p.add_argument(
         "--estimate", action="store_true", help="queue depths from the engine's statistics instead of counting (very large tables)"
     )
@@ -243,7 +310,16 @@ def add_status(sub: argparse._SubParsersAction) -> None:
 
 
 def add_retry(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("retry", help="move failed messages from the error queue back to the queue each failed in (NServiceBus.FailedQ)")
+    p = add_command(
+        sub,
+        "retry",
+        "move failed messages from the error queue back to the queue each failed in (NServiceBus.FailedQ)",
+        """Move failed messages from the error queue back to the queue each failed in (its
+        NServiceBus.FailedQ header), in batches of one transaction each, so a message is never lost
+        nor sent twice. Messages whose queue cannot be told or no longer exists stay in place and are
+        listed; exit 1 when some stay.""",
+        "sqltransport-schema retry --failed-queue Sales --dry-run",
+    )
     add_options(p, "url")
     _error_queue(p)
     which = p.add_mutually_exclusive_group(required=True)
@@ -251,7 +327,7 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--failed-queue", metavar="ADDRESS", help="the messages that failed in this queue")
     which.add_argument("--message-id", nargs="+", metavar="ID", help="these messages (NServiceBus.MessageId, or the row's Id)")
     p.add_argument("--dry-run", action="store_true", help="report what would move; move nothing")
-    p.add_argument("--batch-size", type=int, default=100, help="messages per transaction (default: 100)")
+    p.add_argument("--batch-size", type=int, default=DEFAULT_RETRY_BATCH, help="messages per transaction (default: %(default)s)")
     add_options(p, "format", "config")
     p.set_defaults(func=cmd_retry)
 

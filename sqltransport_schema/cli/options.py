@@ -8,6 +8,7 @@ one use (its flags, or any argparse keyword such as `required` or `help`).
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +21,19 @@ TOPOLOGY_DEFAULT = "(default: sqltransport.topology in alembic.ini, else ./topol
 LAYOUTS = ("mssql", "postgresql")
 
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    # on every parser, before or after the command (a subcommand's leaves the top level's value alone unless given)
+    "debug": (("--debug",), {"action": "store_true", "help": "show the traceback of an error, and warnings (exit codes stay the same)"}),
     "topology": (("--topology", "-t"), {"help": f"topology file {TOPOLOGY_DEFAULT}"}),
-    "format": (("--format",), {"choices": ("text", "json"), "default": "text", "help": "output for people or for CI"}),
-    "config": (("--config", "-c"), {"default": "alembic.ini", "help": "Alembic configuration (default: alembic.ini)"}),
+    "format": (
+        ("--format",),
+        {"choices": ("text", "json"), "default": "text", "help": "for people or CI (default: %(default)s)"},
+    ),
+    "config": (("--config", "-c"), {"default": "alembic.ini", "help": "Alembic configuration (default: %(default)s)"}),
     "url": (("--url",), {"help": "database URL (default: SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini)"}),
-    "engine": (("--engine",), {"required": True, "choices": tuple(engines.ENGINES)}),
+    "engine": (
+        ("--engine",),
+        {"required": True, "choices": tuple(engines.ENGINES), "help": "the engine whose SQL to print"},
+    ),
     "output": (("-o", "--output"), {"help": "write to this file instead of stdout"}),
     "to_rev": (("--to",), {"dest": "to_rev", "help": "target revision (default: head)"}),
     "map": (("--map",), {"action": "append", "default": [], "metavar": "OLD=NEW", "help": "destination of a removed queue (addresses)"}),
@@ -37,7 +46,19 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "no_spark": (("--no-spark",), {"action": "store_true", "help": "run the partitions in this process, without Spark"}),
 }
 SPARK = ("master", "conf", "jars", "no_spark")
-NO_HELP = {"help": None}  # the option is listed without a help line
+HELP_WIDTH = 100  # a description's lines in --help
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, summary: str, description: str, example: str) -> argparse.ArgumentParser:
+    """A subcommand: `summary` in its parent's list, `description` (one paragraph) and `example` (one
+    command line, which tests/test_cli.py parses) in its own --help."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=textwrap.fill(" ".join(description.split()), HELP_WIDTH),
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **changes: dict[str, Any]) -> None:

@@ -11,8 +11,11 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from ..pipeline.archive import ARCHIVE_PARTITIONS
+from ..pipeline.backfill import BACKFILL_BATCH
+from ..pipeline.move import DEFAULT_ROWS_PER_PARTITION
 from ..urls import database_url
-from .options import LAYOUTS, NO_HELP, add_options, add_spark_options, load_config
+from .options import LAYOUTS, add_command, add_options, add_spark_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -223,17 +226,36 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parsers
 def add_pipeline(sub: argparse._SubParsersAction) -> None:
     """`pipeline` and its subcommands on the top-level subparsers."""
-    pipeline = sub.add_parser("pipeline", help="Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill")
+    pipeline = add_command(
+        sub,
+        "pipeline",
+        "Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill",
+        """Data jobs over queue tables, run in Spark partitions (pyspark is the `spark` extra; --no-spark
+        runs them in this process): move messages between tables exactly once, the moves a revision
+        needs before its drops (plan, run), archive a queue to Parquet and replay it, fill a saga's
+        correlation column. Progress goes to stderr, the summary to stdout (docs/pipeline.md).""",
+        "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app",
+    )
     psub = pipeline.add_subparsers(dest="pipeline_command", required=True)
 
-    p = psub.add_parser("move", help="move messages between queue tables, exactly once (resumable)")
+    p = add_command(
+        psub,
+        "move",
+        "move messages between queue tables, exactly once (resumable)",
+        """Move every message of a queue or delayed table (or the rows of a subscription table) into
+        another table, in the same database or another, of another engine or layout, keeping FIFO
+        order. Each partition's rows commit in the destination together with a ledger row, then leave
+        the source, so a move that stopped resumes where it was and no message is lost or written
+        twice. Exit 1 when messages arrived in the source meanwhile (run it again).""",
+        "sqltransport-schema pipeline move --from sqlite:///sqltransport.db --from-table Sales --to postgresql://postgres@127.0.0.1/app",
+    )
     p.add_argument("--from", dest="from_url", required=True, help="source database URL")
     p.add_argument("--from-table", required=True, help="source table as an address: Sales, Sales@[dbo], Sales@[dbo]@[nsb]")
     p.add_argument("--from-layout", choices=LAYOUTS, help="source layout (default: its engine's)")
     p.add_argument("--to", dest="to_url", help="destination database URL (default: the source's)")
     p.add_argument("--to-table", help="destination table (default: the source's name)")
     p.add_argument("--to-layout", choices=LAYOUTS, help="destination layout (default: its engine's)")
-    p.add_argument("--kind", choices=("queue", "delayed", "subscriptions"), default="queue")
+    p.add_argument("--kind", choices=("queue", "delayed", "subscriptions"), default="queue", help="the tables' kind (default: %(default)s)")
     p.add_argument(
         "--rewrite-address",
         action="append",
@@ -241,35 +263,76 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
         metavar="OLD=NEW",
         help="rewrite NServiceBus.ReplyToAddress / ForwardDestination (and subscription QueueAddress) equal to OLD",
     )
-    p.add_argument("--rows-per-partition", type=int, default=25_000)
+    p.add_argument(
+        "--rows-per-partition", type=int, default=DEFAULT_ROWS_PER_PARTITION, help="messages per partition (default: %(default)s)"
+    )
     p.add_argument("--partitions", type=int, help="number of partitions (default: rows / --rows-per-partition)")
     p.add_argument("--move-id", help="resume this move (default: the unfinished move between these tables, else a new one)")
     p.add_argument("--delete-source", action="store_true", help="subscriptions: delete the source rows once copied")
-    add_options(p, "format", format=NO_HELP)
+    add_options(p, "format")
     add_spark_options(p)
     p.set_defaults(func=cmd_move)
 
     database = ("url", "config", "to_rev", "map", "format")
-    p = psub.add_parser("plan", help="list the message moves the pending revisions need (exit 1 when there are some)")
-    add_options(p, *database, format=NO_HELP)
+    p = add_command(
+        psub,
+        "plan",
+        "list the message moves the pending revisions need (exit 1 when there are some)",
+        """List the message moves the revisions between the database's stamp and --to need before
+        their guarded drops pass: a retired instance queue into its endpoint's, a renamed or re-homed
+        queue (--map names the destination of a removed one). Nothing is moved; exit 1 when moves
+        are pending or a destination is unresolved.""",
+        "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app --map Billing=Invoicing",
+    )
+    add_options(p, *database)
     p.set_defaults(func=cmd_plan)
 
-    p = psub.add_parser("run", help="perform the planned moves, so the revision's guarded drops pass")
-    add_options(p, *database, format=NO_HELP)
+    p = add_command(
+        psub,
+        "run",
+        "perform the planned moves, so the revision's guarded drops pass",
+        """Perform the moves `pipeline plan` lists, each exactly once and resumable, then print the
+        `alembic upgrade` that follows; nothing is moved while a destination is unresolved.""",
+        "sqltransport-schema pipeline run --url postgresql://postgres@127.0.0.1/app --map Billing=Invoicing",
+    )
+    add_options(p, *database)
     add_spark_options(p)
     p.set_defaults(func=cmd_run)
 
     queue = ("url", "table", "layout", "format")
-    queue_changes = {"url": {"required": True, "help": "database URL"}, "format": NO_HELP}
-    p = psub.add_parser("archive", help="export a queue's rows to Parquet partitioned by date, headers as columns")
+    queue_changes = {"url": {"required": True, "help": "database URL (required)"}}
+    p = add_command(
+        psub,
+        "archive",
+        "export a queue's rows to Parquet partitioned by date, headers as columns",
+        """Read every message of a queue (audit, error) through Spark's JDBC reader and write it to
+        Parquet partitioned by date (of TimeSent, else TimeOfFailure), with the standard NServiceBus
+        headers as columns beside the raw headers and body. Archive copies; it deletes nothing.""",
+        "sqltransport-schema pipeline archive --url postgresql://postgres@127.0.0.1/app --table error -o /data/error",
+    )
     add_options(p, *queue, **queue_changes)
     add_options(p, "output", output={"required": True, "help": "Parquet folder (local path, hdfs://, s3a://...)"})
-    p.add_argument("--mode", choices=("errorifexists", "append", "overwrite"), default="errorifexists")
-    p.add_argument("--partitions", type=int, default=4, help="parallel JDBC reads")
+    p.add_argument(
+        "--mode",
+        choices=("errorifexists", "append", "overwrite"),
+        default="errorifexists",
+        help="when the folder holds an archive: fail, add to it, or replace it (default: %(default)s)",
+    )
+    p.add_argument("--partitions", type=int, default=ARCHIVE_PARTITIONS, help="parallel JDBC reads (default: %(default)s)")
     add_spark_options(p)
     p.set_defaults(func=cmd_archive)
 
-    p = psub.add_parser("replay", help="send archived messages back into a queue (exactly once per replay id)")
+    p = add_command(
+        psub,
+        "replay",
+        "send archived messages back into a queue (exactly once per replay id)",
+        """Send messages of an archive back into a queue in archived order, with their original Id,
+        Headers and Body, all of them or those the filters select (ids, types, dates, a Spark SQL
+        condition), in batches each committed with a ledger row: rerunning the same replay skips
+        what committed.""",
+        "sqltransport-schema pipeline replay --url postgresql://postgres@127.0.0.1/app --table Sales --archive /data/error "
+        "--since 2026-11-01",
+    )
     add_options(p, *queue, **queue_changes)
     p.add_argument("--archive", required=True, help="Parquet folder written by archive")
     p.add_argument("--message-id", action="append", help="only these message ids (repeatable)")
@@ -281,13 +344,23 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
     add_spark_options(p)
     p.set_defaults(func=cmd_replay)
 
-    p = psub.add_parser("backfill", help="fill a saga's correlation column from its JSON Data")
+    p = add_command(
+        psub,
+        "backfill",
+        "fill a saga's correlation column from its JSON Data",
+        """Fill a saga table's transitional correlation column from a property of each row's JSON
+        Data, in batches of one transaction, each row updated only if its Concurrency has not changed
+        meanwhile. Rows whose column is filled already are left alone unless --overwrite; exit 1
+        when some rows' Data cannot be read.""",
+        "sqltransport-schema pipeline backfill --url postgresql://postgres@127.0.0.1/app --table Sales_OrderSaga "
+        "--property OrderId --column Correlation_OrderId",
+    )
     add_options(p, "url", "table", url=queue_changes["url"], table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
     p.add_argument("--property", required=True, help="JSON property of Data (dots for nested: Order.Id)")
     p.add_argument("--column", required=True, help="the correlation column, e.g. Correlation_OrderId")
-    p.add_argument("--batch-size", type=int, default=5_000)
+    p.add_argument("--batch-size", type=int, default=BACKFILL_BATCH, help="rows per transaction (default: %(default)s)")
     p.add_argument("--overwrite", action="store_true", help="also rewrite rows whose column is already filled")
-    add_options(p, "format", format=NO_HELP)
+    add_options(p, "format")
     add_spark_options(p)
     p.set_defaults(func=cmd_backfill)
 

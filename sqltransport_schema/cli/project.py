@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .options import add_options
+from .options import add_command, add_options
 from .output import EXIT_OK, emit
 
 
@@ -24,8 +24,16 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def add_init(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("init", help="start a new project: alembic.ini, migrations/ and a commented topology.yaml")
-    p.add_argument("folder", nargs="?", default=".", help="where (default: the current folder; created if missing)")
+    p = add_command(
+        sub,
+        "init",
+        "start a new project: alembic.ini, migrations/ and a commented topology.yaml",
+        """Write a new project into FOLDER: alembic.ini (SQLite next to it by default), migrations/ with
+        the environment that runs the transport's DDL, and a commented topology.yaml to edit. Nothing
+        is overwritten: a file that exists already is an error.""",
+        "sqltransport-schema init shop",
+    )
+    p.add_argument("folder", nargs="?", default=".", help="where (default: %(default)s, the current folder; created if missing)")
     add_options(p, "format")
     p.set_defaults(func=cmd_init)
 

@@ -10,7 +10,10 @@ from pathlib import Path
 
 from .. import engines
 from .. import topology as topology_module
-from .options import NO_HELP, TOPOLOGY_DEFAULT, add_options, load_config, topology_path
+from ..migrate.locks import DEFAULT_TIMEOUT
+from ..topology import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE
+from ..versions import LATEST
+from .options import TOPOLOGY_DEFAULT, add_command, add_options, load_config, topology_path
 from .output import EXIT_OK, emit, emit_invalid
 
 
@@ -110,25 +113,49 @@ def _duration(text: str) -> str:
 
 
 def add_statements(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("statements", help="print every runtime statement of an engine and transport version")
+    p = add_command(
+        sub,
+        "statements",
+        "print every runtime statement of an engine and transport version",
+        """Print every statement the transport runs at runtime (send, receive, peek, purge, delayed
+        moves, subscriptions) for one engine and transport version, with the parameters each binds,
+        as a DBA reviews them before granting a login; --sagas prints the statements of the
+        topology's saga tables instead.""",
+        "sqltransport-schema statements --engine postgresql --transport-version 8.1 --queue Sales",
+    )
     add_options(p, "engine")
     p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
     add_options(p, "topology", topology={"flags": ("--topology",), "help": "topology file for --sagas (default: topology.yaml)"})
-    p.add_argument("--transport-version", default="9.1")
-    p.add_argument("--queue", default="MyQueue", help="queue table the statements name (default: MyQueue)")
+    p.add_argument("--transport-version", default=LATEST, help="the transport release whose statements to print (default: %(default)s)")
+    p.add_argument("--queue", default="MyQueue", help="queue table the statements name (default: %(default)s)")
     p.add_argument("--schema", help="schema of the tables (default: the engine's default)")
     p.add_argument("--catalog", help="catalog (SQL Server three-part names)")
-    p.add_argument("--subscription-table", default="SubscriptionRouting")
-    p.add_argument("--delayed-suffix", default="Delayed")
-    p.add_argument("--topics", type=int, default=1, help="how many topics find_subscribers takes")
-    p.add_argument("--peek-batch-size", type=int, default=100, help="TOP n of the peek statement (SQL Server 4.1.2-6.0)")
-    add_options(p, "format", format=NO_HELP)
+    p.add_argument(
+        "--subscription-table", default=DEFAULT_SUBSCRIPTION_TABLE, help="the subscription table the statements name (default: %(default)s)"
+    )
+    p.add_argument(
+        "--delayed-suffix", default=DEFAULT_DELAYED_SUFFIX, help="suffix of the queue's delayed-delivery table (default: %(default)s)"
+    )
+    p.add_argument("--topics", type=int, default=1, help="how many topics find_subscribers takes (default: %(default)s)")
+    p.add_argument(
+        "--peek-batch-size", type=int, default=100, help="TOP n of the peek statement (SQL Server 4.1.2-6.0) (default: %(default)s)"
+    )
+    add_options(p, "format", format={"help": "the statements as SQL with comments, or as JSON (default: %(default)s)"})
     p.set_defaults(func=cmd_statements)
 
 
 def add_grants(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("grants", help="print the GRANT statements a runtime (or installer) login needs")
-    add_options(p, "engine")
+    p = add_command(
+        sub,
+        "grants",
+        "print the GRANT statements a runtime (or installer) login needs",
+        """Print the GRANT statements a runtime login needs on the topology's tables (with --endpoint,
+        only what that endpoint needs: receive from its own queues, send to every queue), or with
+        --installer what the login that runs the migrations needs. Nothing is granted: a DBA
+        reviews and runs them.""",
+        "sqltransport-schema grants --engine postgresql --role sales_app --endpoint Sales",
+    )
+    add_options(p, "engine", engine={"help": "the database engine whose GRANTs to print (required)"})
     p.add_argument("--role", required=True, help="the login/role to grant to")
     p.add_argument("--endpoint", help="grant only what this endpoint needs (receive its own queues, send to every queue)")
     p.add_argument("--installer", action="store_true", help="what the installer/migration login needs instead")
@@ -137,16 +164,25 @@ def add_grants(sub: argparse._SubParsersAction) -> None:
 
 
 def add_script(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("script", help="write the deployment script (SQL Server or PostgreSQL) a DBA reviews, safe to re-run")
-    add_options(p, "engine", engine={"choices": ("mssql", "postgresql")})
+    p = add_command(
+        sub,
+        "script",
+        "write the deployment script (SQL Server or PostgreSQL) a DBA reviews, safe to re-run",
+        """Write the SQL script that upgrades a database from one revision to another (an empty
+        database to the head by default), as Alembic's offline mode renders it with a header naming
+        what it does, which tables it changes in place and how long each statement waits for its
+        lock. The script is safe to run again; --split writes one file per endpoint.""",
+        "sqltransport-schema script --engine postgresql -o deploy.sql",
+    )
+    add_options(p, "engine", engine={"choices": ("mssql", "postgresql"), "help": "the engine the script is for (required)"})
     p.add_argument("--from", dest="from_rev", help="revision the database is at (default: an empty database)")
     add_options(p, "to_rev", "output", to_rev={"help": "revision to upgrade to (default: head)"})
     p.add_argument("--split", metavar="DIR", help="write one file per endpoint into DIR (00-shared.sql first, 99-alembic-version.sql last)")
     p.add_argument(
         "--lock-timeout",
-        default="2s",
+        default=DEFAULT_TIMEOUT,
         type=_duration,
-        help="how long each statement that locks a table waits for its lock (default: 2s; 0: as long as it takes)",
+        help="how long each statement that locks a table waits for its lock (default: %(default)s; 0: as long as it takes)",
     )
     add_options(p, "url", url={"help": "the database the script is for: its header gives the rows of each table it changes in place"})
     add_options(p, "topology", "config", topology={"help": f"topology file whose sha256 the header records {TOPOLOGY_DEFAULT}"})

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from .. import engines
 from .. import topology as topology_module
-from .options import add_options, load_config, topology_path
+from .options import add_command, add_options, load_config, topology_path
 from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid
 
 SHOWN_CHANGES = 50  # changes `compile` lists; JSON holds them all
+DEFAULT_MESSAGE = "topology change"  # a revision's message when -m is not given
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -49,7 +50,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         plan, written = compile_topology(
             config,
             topo,
-            args.message or "topology change",
+            args.message or DEFAULT_MESSAGE,
             check=args.check,
             topology_file=Path(source).as_posix(),
             switch=args.topology_switch,
@@ -109,9 +110,18 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 
 def add_compile(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compile", help="write a revision for the changes in topology.yaml")
+    p = add_command(
+        sub,
+        "compile",
+        "write a revision for the changes in topology.yaml",
+        """Compare topology.yaml with the topology the migrations' head records and write one Alembic
+        revision holding the transport's DDL for the difference (tables created, changed, dropped
+        with a guard against losing messages), listing each change and the tables it locks. With
+        --check, write nothing and exit 1 when there are changes not compiled yet (for CI).""",
+        'sqltransport-schema compile -m "add the Billing endpoint"',
+    )
     add_options(p, "topology", "format", "config")
-    p.add_argument("-m", "--message", help="revision message")
+    p.add_argument("-m", "--message", default=DEFAULT_MESSAGE, help="revision message (default: %(default)s)")
     p.add_argument(
         "--check",
         action="store_true",
@@ -126,13 +136,28 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
 
 
 def add_validate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="validate topology.yaml and report every problem")
+    p = add_command(
+        sub,
+        "validate",
+        "validate topology.yaml and report every problem",
+        """Read topology.yaml and report every problem it holds at once, each with its file, line and
+        column and what to write instead; exit 2 when there is one. Nothing is written and no
+        database is read.""",
+        "sqltransport-schema validate --topology topology.yaml",
+    )
     add_options(p, "topology", "format")
     p.set_defaults(func=cmd_validate)
 
 
 def add_json_schema(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("json-schema", help="print the JSON Schema of topology.yaml")
+    p = add_command(
+        sub,
+        "json-schema",
+        "print the JSON Schema of topology.yaml",
+        """Print the JSON Schema topology.yaml follows (every key, its type, default and description),
+        for an editor's completion and checks: point the YAML language server at the file it writes.""",
+        "sqltransport-schema json-schema -o topology.schema.json",
+    )
     add_options(p, "output")
     p.set_defaults(func=cmd_json_schema)
 

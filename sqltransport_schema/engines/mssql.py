@@ -1750,6 +1750,7 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             "FROM {table} WITH (NOLOCK)"
         )
         COUNT_ARM = "SELECT {index}, COUNT_BIG(*), CAST(NULL AS bigint), CAST(NULL AS nvarchar(max)), CAST(NULL AS datetime) FROM {table} WITH (NOLOCK)"
+        HIGH_WATER_ARM = "SELECT {index}, CAST(IDENT_CURRENT(@Name) AS bigint)"  # RowVersion's IDENTITY
         TABLES = """\
 SELECT {catalog} AS CatalogName, s.name, t.name, SUM(p.rows)
 FROM {sys}.tables AS t

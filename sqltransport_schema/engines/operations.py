@@ -57,6 +57,10 @@ class Operations:
     QUEUE_ESTIMATE_ARM = ""
     DELAYED_ARM = ""
     COUNT_ARM = ""
+    # (position, the last RowVersion/Seq the queue's identity or sequence gave: kept when the queue
+    # empties, never reused; NULL before its first message): what status --watch derives messages
+    # in from. @Name is the table's name as the engine's catalog function takes it (high_water_name).
+    HIGH_WATER_ARM = ""
     UNION = "\nUNION ALL\n"
     # every table of the database: catalog, schema, name, NULL; with the engine's row estimate
     # (NULL where it has none) in TABLES_ESTIMATED, where that costs more
@@ -109,6 +113,23 @@ class Operations:
             if arms:  # the parameters are the arm templates' (each read once, not in each of its arms)
                 params = tuple(dict.fromkeys(name for arm in sorted(templates) for name in parameters_of(arm)))
                 out.append(Statement("table_figures", self.UNION.join(arms), identifiers, params))
+        return out
+
+    def high_water_name(self, name: TableName, profile: Profile) -> str:
+        """The table's name as a value for HIGH_WATER_ARM's catalog function: its quoted name."""
+        return self.dialect.qualified(name, profile)
+
+    def high_water(self, queues: list[tuple[int, TableName]], profile: Profile) -> list[tuple[Statement, dict[str, str]]]:
+        """(statement, its parameters) pairs, one per `batch` queues, whose rows are (position, the
+        last RowVersion/Seq the queue's identity or sequence gave) of each (position, queue)."""
+        if not self.supported or not self.HIGH_WATER_ARM:
+            raise self._unsupported()
+        out = []
+        for start in range(0, len(queues), self.batch):
+            part = queues[start : start + self.batch]
+            arms = [self.HIGH_WATER_ARM.replace("@Name", f"@Name{i}").replace("{index}", str(i)) for i, _ in part]
+            params = {f"Name{i}": self.high_water_name(name, profile) for i, name in part}
+            out.append((Statement("high_water", self.UNION.join(arms), {}, tuple(params)), params))
         return out
 
     def tables(self, catalogs: set[str | None], estimate: bool = False) -> list[Statement]:

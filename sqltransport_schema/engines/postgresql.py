@@ -1293,6 +1293,8 @@ ORDER BY 1, 2"""
             "SELECT {index}, count(*), count(*) FILTER (WHERE Due < now() AT TIME ZONE 'UTC'), CAST(NULL AS text), min(Due) FROM {table}"
         )
         COUNT_ARM = "SELECT {index}, count(*), CAST(NULL AS bigint), CAST(NULL AS text), CAST(NULL AS timestamptz) FROM {table}"
+        # Seq's sequence (serial or bigserial), NULL before its first nextval
+        HIGH_WATER_ARM = "SELECT {index}, pg_sequence_last_value(CAST(pg_get_serial_sequence(@Name, 'seq') AS regclass))"
         TABLES = """\
 SELECT CAST(NULL AS text), n.nspname, c.relname, CAST(NULL AS real)
 FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace

@@ -499,6 +499,12 @@ CREATE TABLE IF NOT EXISTS {table} (
         )
         DELAYED_ARM = "SELECT {index}, count(*), count(CASE WHEN Due < " + NOW + " THEN 1 END), NULL, min(Due) FROM {table}"
         COUNT_ARM = "SELECT {index}, count(*), NULL, NULL, NULL FROM {table}"
+        # RowVersion is AUTOINCREMENT: sqlite_sequence keeps the last one given, by table name
+        HIGH_WATER_ARM = "SELECT {index}, (SELECT seq FROM sqlite_sequence WHERE name = @Name)"
+
+        def high_water_name(self, name: TableName, profile: Profile) -> str:
+            return name.table
+
         TABLES = "SELECT NULL, NULL, name, NULL FROM sqlite_master WHERE type = 'table'"
         FAILED_Q_COUNTS = """\
 SELECT FailedQ, count(*) AS Messages FROM (

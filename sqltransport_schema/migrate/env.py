@@ -31,11 +31,13 @@ from .write import REVISION_OPTION
 if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.runtime.environment import EnvironmentContext
+    from alembic.runtime.migration import MigrationInfo
     from sqlalchemy.engine import Engine
 
     from ..schema import TableName
 
 log = logging.getLogger("sqltransport_schema.migrate")
+MIGRATION_LOGGER = "alembic.runtime.migration"  # where Alembic says which revision it runs
 TRUE = ("1", "true", "yes", "on")
 
 
@@ -53,6 +55,8 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
     if config.config_file_name and config.attributes.get("configure_logging", True):
         fileConfig(config.config_file_name, disable_existing_loggers=False)
     x_args = context.get_x_argument(as_dictionary=True)
+    if x_args.get("verbose", "").lower() in TRUE:  # Alembic's own INFO lines, which alembic.ini keeps quiet
+        logging.getLogger("alembic").setLevel(logging.INFO)
     try:
         url = normalise_url(database_url(x_args.get("url"), config))
     except DatabaseURLError as error:
@@ -62,6 +66,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         DISCARD_TABLES_OPTION: _names(x_args.get("discard", "")),
         PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
         RERUN_OPTION: lambda option, opts: _rerun(config, opts, option),
+        "on_version_apply": [_log_step],
     }
     try:
         policy = LockPolicy.from_x(x_args)
@@ -95,6 +100,16 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         _run_with_lock_retries(context, engine, policy, {**compare, **options})
     finally:
         engine.dispose()
+
+
+def _log_step(ctx: object, step: MigrationInfo, heads: object, run_args: object) -> None:
+    """The revision a step ran, as one line of ours after its tables' lines: alembic.ini keeps
+    Alembic's INFO lines (its "Running upgrade", "Context impl ...") quiet unless -x verbose=true."""
+    if logging.getLogger(MIGRATION_LOGGER).isEnabledFor(logging.INFO):
+        return  # Alembic said "Running ..." itself
+    verb = "stamp" if step.is_stamp else ("upgrade" if step.is_upgrade else "downgrade")
+    source, destination = (",".join(ids) or "<base>" for ids in (step.source_revision_ids, step.destination_revision_ids))
+    log.info("%s %s -> %s, %s", verb, source, destination, (step.up_revision.doc if step.up_revision else None) or "")
 
 
 def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy, options: dict) -> None:

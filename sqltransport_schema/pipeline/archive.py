@@ -51,6 +51,7 @@ TIME_HEADERS = {
     "processing_ended": wire.PROCESSING_ENDED,
 }
 REPLAY_BATCH = 5_000
+ARCHIVE_PARTITIONS = 4  # parallel JDBC reads of the queue
 
 
 def _time_expr(column: str) -> str:
@@ -79,7 +80,7 @@ class ArchiveResult:
         return asdict(self)
 
 
-def archive_frame(spark: SparkSession, source: Endpoint, partitions: int = 4) -> DataFrame:
+def archive_frame(spark: SparkSession, source: Endpoint, partitions: int = ARCHIVE_PARTITIONS) -> DataFrame:
     """The archive rows of a queue as a DataFrame (nothing written)."""
     from pyspark.sql import functions as F
 
@@ -128,7 +129,9 @@ def archive_frame(spark: SparkSession, source: Endpoint, partitions: int = 4) ->
     return df
 
 
-def archive(spark: SparkSession, source: Endpoint, path: str, *, mode: str = "errorifexists", partitions: int = 4) -> ArchiveResult:
+def archive(
+    spark: SparkSession, source: Endpoint, path: str, *, mode: str = "errorifexists", partitions: int = ARCHIVE_PARTITIONS
+) -> ArchiveResult:
     """Write the queue's rows to Parquet at `path`, partitioned by date (of TimeSent, else TimeOfFailure)."""
     started = time.perf_counter()
     df = archive_frame(spark, source, partitions).cache()

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
+BACKFILL_BATCH = 5_000  # rows per UPDATE transaction
+
 
 @dataclass
 class BackfillResult:
@@ -96,7 +98,14 @@ def _write(job: _Job, rows: Iterable[tuple]) -> tuple[int, int]:
 
 
 def backfill(
-    url: str, table: str, prop: str, column: str, *, spark: SparkSession | None = None, batch_size: int = 5_000, overwrite: bool = False
+    url: str,
+    table: str,
+    prop: str,
+    column: str,
+    *,
+    spark: SparkSession | None = None,
+    batch_size: int = BACKFILL_BATCH,
+    overwrite: bool = False,
 ) -> BackfillResult:
     started = time.perf_counter()
     engine = engine_of(url)

@@ -58,6 +58,7 @@ class TableStatus:
     next_due: datetime | None = None  # delayed tables: the earliest Due (in the past while due ones wait)
     failed_queues: list[dict] | None = None  # the error queue: [{"failed_queue", "messages"}]
     topics: list[dict] | None = None  # the subscription table: [{"topic", "subscribers"}]
+    high_water: int | None = None  # queues, when asked: the last RowVersion/Seq given (None: none yet, or not read)
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -82,6 +83,8 @@ class TableStatus:
             out["failed_queues"] = self.failed_queues
         if self.topics is not None:
             out["topics"] = self.topics
+        if self.high_water is not None:
+            out["high_water"] = self.high_water
         return out
 
 
@@ -155,6 +158,7 @@ def status(
     error_queue: str = DEFAULT_ERROR_QUEUE,
     connection: Connection | None = None,
     now: datetime | None = None,
+    high_water: bool = False,
 ) -> StatusReport:
     """Every table of the deployed blueprint: depth, the head's age and the expired count (queues),
     due and next due (delayed tables), counts by FailedQ (the error queue), subscribers per topic.
@@ -162,7 +166,8 @@ def status(
     spread over `dialect.operations.connections` connections of the transport's engine when no
     `connection` is given; `estimate` takes queue depths from the engine's statistics (or the
     transport's peek) instead of counting, counts no expired messages and reads no head of a queue
-    estimated empty. A table missing from the database is reported as such."""
+    estimated empty. A table missing from the database is reported as such. `high_water` also reads
+    the last RowVersion/Seq each queue's sequence gave (what `flow` derives messages in from)."""
     dialect, profile = transport.dialect, transport.profile
     operations = dialect.operations
     layout = _layout(transport)
@@ -210,6 +215,11 @@ def status(
                     _head(present[late[j]][2], head, report.taken_at, known, read)
         seen.update(positions[i] for i, (spec, _, entry) in enumerate(present) if spec.kind is Kind.QUEUE and entry.depth)
         transport.__dict__["_status_heads"] = read
+        if high_water:
+            queues = [(i, where) for i, (spec, where, _) in enumerate(present) if spec.kind is Kind.QUEUE]
+            for statement, params in operations.high_water(queues, profile):
+                for i, top in execute(conn, statement, params, prepare=operations.prepare).fetchall():
+                    present[i][2].high_water = None if top is None else int(top)
         for spec, _, entry in present:
             if spec.kind is Kind.QUEUE and dialect.table_key(spec.name) == error_key:
                 rows = execute(conn, operations.failed_queue_counts(spec.name, profile), prepare=operations.prepare).fetchall()
@@ -218,6 +228,32 @@ def status(
                 rows = execute(conn, operations.topics(spec.name, profile), prepare=operations.prepare).fetchall()
                 entry.topics = [{"topic": topic, "subscribers": int(n)} for topic, n in rows]
     return report
+
+
+@dataclass(frozen=True)
+class Flow:
+    """Messages that arrived in a queue and left it, per second, between two status reports."""
+
+    in_per_second: float
+    out_per_second: float
+
+
+def flow(previous: StatusReport, current: StatusReport) -> dict[str, Flow]:
+    """Each queue's Flow (by address) between two reports taken with high_water: in is the rise of
+    the last RowVersion/Seq its sequence gave (None: none given yet, 0), out is in less the rise of
+    its depth. A queue missing from either report, or not counted in both, has none."""
+    seconds = (current.taken_at - previous.taken_at).total_seconds()
+    before = {t.address: t for t in previous.tables if t.kind == Kind.QUEUE.value and not t.missing}
+    out: dict[str, Flow] = {}
+    if seconds <= 0:
+        return out
+    for table in current.tables:
+        last = before.get(table.address)
+        if last is None or table.missing or table.depth is None or last.depth is None:
+            continue
+        arrived = (table.high_water or 0) - (last.high_water or 0)
+        out[table.address] = Flow(arrived / seconds, (arrived - (table.depth - last.depth)) / seconds)
+    return out
 
 
 def _head(entry: TableStatus, head: str | None, taken_at: datetime, known: dict, read: dict) -> None:

@@ -1,0 +1,132 @@
+"""The command line itself: --debug wherever it is written keeps the exit codes, --version."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+import pytest
+
+from sqltransport_schema import __version__
+from sqltransport_schema.cli import build_parser, commands
+
+from .test_user_errors import CLOSED_PORT, run
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--debug", "status", "--url", CLOSED_PORT),
+        ("status", "--debug", "--url", CLOSED_PORT),
+        ("status", "--url", CLOSED_PORT, "--debug"),
+        ("--debug", "retry", "--all", "--url", CLOSED_PORT),
+        ("retry", "--all", "--url", CLOSED_PORT, "--debug"),
+        ("pipeline", "plan", "--debug", "-c", "nowhere.ini"),
+    ],
+)
+def test_debug_before_or_after_the_command_keeps_exit_2(tmp_path, args):
+    result = run(tmp_path, *args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" in result.stderr
+    assert result.stderr.rstrip().splitlines()[-1].startswith(("error: cannot reach the database", "error: nowhere.ini: no such"))
+
+
+def test_without_debug_an_error_is_one_line(tmp_path):
+    result = run(tmp_path, "status", "--url", CLOSED_PORT)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_version_comes_from_the_package_metadata(tmp_path):
+    from importlib.metadata import version
+
+    result = run(tmp_path, "--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"sqltransport-schema {version('sqltransport-schema')}\n"
+    assert __version__ == version("sqltransport-schema")
+
+
+# ------------------------------------------------------------------------------------------ --help
+def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    skip = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+    return [action for action in parser._actions if not isinstance(action, skip)]
+
+
+def _shown_default(action: argparse.Action) -> str | None:
+    """The default --help must state: None for a flag, an option without one, or an empty one."""
+    if action.nargs == 0 or action.default in (None, argparse.SUPPRESS, "", []):
+        return None
+    return str(action.default)
+
+
+def _examples(parser: argparse.ArgumentParser) -> list[str]:
+    return [line.strip() for line in (parser.epilog or "").splitlines() if line.strip().startswith("sqltransport-schema ")]
+
+
+def help_problems(parser: argparse.ArgumentParser) -> list[str]:
+    """What --help lacks: a command's description or example, an option's help or its default."""
+    problems = []
+    for prog, command in [(parser.prog, parser), *commands(parser)]:
+        if command is not parser:
+            if not (command.description or "").strip():
+                problems.append(f"{prog}: no description")
+            if len(_examples(command)) != 1:
+                problems.append(f"{prog}: {len(_examples(command))} examples in its epilog, not one")
+        formatter = command._get_formatter()
+        for action in _options(command):
+            name = "/".join(action.option_strings) or action.dest
+            if not action.help or action.help is argparse.SUPPRESS:
+                problems.append(f"{prog} {name}: no help")
+                continue
+            default = _shown_default(action)
+            if default is not None and default not in formatter._expand_help(action):
+                problems.append(f"{prog} {name}: help does not state its default {default!r}")
+    return problems
+
+
+def test_help_problems_finds_what_is_missing():
+    """The walk itself can fail: a command without description, example or option help is reported."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = sub.add_parser("bare")
+    bare.add_argument("--size", type=int, default=7)
+    bare.add_argument("--told", default="x", help="(default: x)")
+    assert [problem for problem in help_problems(parser) if " bare" in problem] == [
+        "sqltransport-schema bare: no description",
+        "sqltransport-schema bare: 0 examples in its epilog, not one",
+        "sqltransport-schema bare --size: no help",
+    ]
+
+
+def test_every_command_has_a_description_an_example_and_every_option_help_with_its_default():
+    assert help_problems(build_parser()) == []
+
+
+def test_every_example_parses_as_its_own_command():
+    parser = build_parser()
+    examples = [(prog, example) for prog, command in commands(parser) for example in _examples(command)]
+    assert len(examples) >= len(list(commands(parser)))
+    for prog, example in examples:
+        words = shlex.split(example)
+        assert " ".join(words[: len(prog.split())]) == prog, example
+        args = parser.parse_args(words[1:])  # a mistake exits 2 (Parser.error)
+        assert callable(getattr(args, "func", None)), example
+
+
+CHEAP = ("init", "validate", "compile", "json-schema", "statements", "grants", "script")
+
+
+def test_the_cheap_examples_run_in_a_new_project(tmp_path):
+    """The examples of the commands that need no database run as written in a folder `init` made
+    (in --help's order: init first, then compile, so script has a revision to print)."""
+    parser = build_parser()
+    ran = []
+    for prog, command in commands(parser):
+        name = prog.split()[1]
+        if name not in CHEAP or len(prog.split()) != 2:
+            continue
+        for example in _examples(command):
+            result = run(tmp_path / "shop" if name != "init" else tmp_path, *shlex.split(example)[1:])
+            assert result.returncode == 0, f"{example}\n{result.stderr}"
+            ran.append(name)
+    assert sorted(ran) == sorted(CHEAP)
