@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from sqltransport_schema import cli
 
@@ -97,3 +100,36 @@ def test_sqlite_runs_have_no_schema_step(project, sqlite_url):
     )
     assert result.returncode == 0, result.stderr
     assert "ensure schema" not in result.stderr and 'create queue "Billing"' in result.stderr
+
+
+def test_backfill_without_the_jdbc_jar_stops_before_spark_and_names_the_package(tmp_path, pg_url):
+    empty = tmp_path / "java"
+    empty.mkdir()
+    started = time.monotonic()
+    result = cli_run(
+        "pipeline",
+        "backfill",
+        "--url",
+        pg_url,
+        "--table",
+        "Sales_OrderSaga@[public]",
+        "--property",
+        "OrderId",
+        "--column",
+        "Correlation_OrderId",
+        env={"SQLTRANSPORT_JDBC_DIR": str(empty)},
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert f"{empty / 'postgresql.jar'}" in result.stderr and "sudo apt-get install libpostgresql-jdbc-java" in result.stderr
+    assert time.monotonic() - started < 5  # no Spark session was started (5-10 s here)
+
+
+@pytest.mark.parametrize("command", ["archive", "replay"])
+def test_archive_and_replay_refuse_no_spark_in_one_line(tmp_path, capsys, command):
+    where = ["-o", str(tmp_path / "out")] if command == "archive" else ["--archive", str(tmp_path / "out")]
+    code = cli.main(["pipeline", command, "--url", f"sqlite:///{tmp_path / 'q.db'}", "--table", "audit", *where, "--no-spark"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: pipeline {command} runs only under Spark") and "without --no-spark" in err
+    assert "--no-spark" not in cli_run("pipeline", command, "--help").stdout  # not offered

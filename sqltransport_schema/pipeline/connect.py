@@ -22,8 +22,9 @@ from ..schema import Kind, TableName
 from .layouts import Layout, layout
 
 # Where the engines' JDBC driver jars are: Debian's packages (libpostgresql-jdbc-java,
-# libxerial-sqlite-jdbc-java, libjtds-java) install them here.
-JAVA_DIR = Path(os.environ.get("SQLTRANSPORT_JDBC_DIR", "/usr/share/java"))
+# libxerial-sqlite-jdbc-java, libjtds-java) install them here; SQLTRANSPORT_JDBC_DIR names another folder.
+JDBC_DIR_VARIABLE = "SQLTRANSPORT_JDBC_DIR"
+JAVA_DIR = Path(os.environ.get(JDBC_DIR_VARIABLE, "/usr/share/java"))
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,10 @@ def missing_jar(url: str) -> str | None:
         return None
     package = JAR_PACKAGES.get(jar)
     install = f"sudo apt-get install {package}" if package else f"install {jar}"
-    return f"Spark reads {engine_of(url).name} through the JDBC driver {JAVA_DIR / jar}, which is missing: {install}, or pass --jars PATH"
+    return (
+        f"Spark reads {engine_of(url).name} through the JDBC driver {JAVA_DIR / jar}, which is missing: {install}, "
+        f"or pass --jars PATH (or set {JDBC_DIR_VARIABLE} to the folder that holds {jar})"
+    )
 
 
 def jdbc(url: str) -> Jdbc:
