@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -109,3 +110,41 @@ def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, caps
     rows = sorted(conn.execute('SELECT QueueAddress, Endpoint, Topic FROM "public"."SubscriptionRouting"').fetchall())
     conn.close()
     assert rows == [("Invoicing@[public]", "Billing", "Shop.OrderPlaced"), ("Sales@[public]", "Sales", "Shop.Invoiced")]
+
+
+def _pending_move(project, url):
+    """A compiled revision that retires Sales.host-b while it holds messages (Billing mapped to Invoicing)."""
+    project.write_topology(BEFORE)
+    assert project.compile("before") == 0
+    project.upgrade(url)
+    fill_queue(url, TableName("Sales.host-b", "public"), 10, seed=41)
+    project.write_topology(AFTER)
+    assert project.compile("after") == 0
+
+
+def test_plan_suggests_the_run_on_the_database_it_was_given_password_masked(project, pg_url, capsys):
+    _pending_move(project, pg_url)
+    secret = pg_url.replace("postgres@", "postgres:s3cret@", 1)  # trust authentication ignores the password
+    assert cli.main(["pipeline", "plan", "-c", str(project.ini), "--url", secret, "--map", "Billing=Invoicing"]) == 1
+    out = capsys.readouterr().out
+    assert "s3cret" not in out
+    masked = secret.replace("s3cret", "***")
+    run = next(line for line in out.splitlines() if line.startswith("Run: "))
+    assert run.startswith(f"Run: sqltransport-schema pipeline run -c {project.ini} --url '{masked}' --map Billing=Invoicing (then ")
+    assert f"-x 'url={masked}' upgrade head" in run
+    # pasted with the password put back, it runs where the plan looked
+    command = run[len("Run: ") : run.index(" (then ")].replace("***", "s3cret")
+    pasted = shlex.split(command)[1:] + ["--no-spark"]
+    assert pasted[:2] == ["pipeline", "run"]
+    assert cli.main(pasted) == 0
+    assert queue_contents(pg_url, TableName("Sales.host-b", "public")) == []
+    assert len(queue_contents(pg_url, TableName("Sales", "public"))) == 10
+
+
+def test_plan_says_when_the_database_came_from_the_environment(project, pg_url, capsys, monkeypatch):
+    _pending_move(project, pg_url)
+    monkeypatch.setenv("SQLTRANSPORT_URL", pg_url.replace("postgres@", "postgres:s3cret@", 1))
+    assert cli.main(["pipeline", "plan", "-c", str(project.ini), "--map", "Billing=Invoicing"]) == 1
+    out = capsys.readouterr().out
+    assert "s3cret" not in out
+    assert f"with SQLTRANSPORT_URL set as now ({pg_url.replace('postgres@', 'postgres:***@', 1)})" in out

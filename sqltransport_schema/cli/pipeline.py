@@ -8,13 +8,14 @@ the pipeline modules start a session only when a command runs one.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from typing import TYPE_CHECKING
 
 from ..pipeline.archive import ARCHIVE_PARTITIONS
 from ..pipeline.backfill import BACKFILL_BATCH
 from ..pipeline.move import DEFAULT_ROWS_PER_PARTITION
-from ..urls import database_url
+from ..urls import ENVIRONMENT, URL_VARIABLE, chosen_url, database_url, display_url
 from .options import LAYOUTS, add_command, add_options, add_spark_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit
 
@@ -121,10 +122,31 @@ def _upgrade_command(args: argparse.Namespace) -> str:
     """The `alembic upgrade` that follows the moves, on the database and configuration given."""
     words = ["alembic"]
     if args.config != "alembic.ini":
+        words += ["-c", shlex.quote(args.config)]
+    if args.url:
+        words += [f"-x {shlex.quote('url=' + display_url(args.url))}"]
+    return " ".join(words + ["upgrade", shlex.quote(args.to_rev or "head")])
+
+
+def _run_command(args: argparse.Namespace) -> str:
+    """The `pipeline run` that performs what `plan` listed: the same configuration, database (its
+    password masked), target and --map, so that pasted it acts where the plan looked."""
+    words = ["sqltransport-schema", "pipeline", "run"]
+    if args.config != "alembic.ini":
         words += ["-c", args.config]
     if args.url:
-        words += [f"-x url={args.url}"]
-    return " ".join(words + ["upgrade", args.to_rev or "head"])
+        words += ["--url", display_url(args.url)]
+    if args.to_rev:
+        words += ["--to", args.to_rev]
+    for pair in args.map:
+        words += ["--map", pair]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def _environment_note(args: argparse.Namespace) -> str:
+    """Where the database came from when the printed commands do not say it (SQLTRANSPORT_URL)."""
+    url, origin = chosen_url(args.url, None)
+    return f", with {URL_VARIABLE} set as now ({display_url(url)})" if origin == ENVIRONMENT else ""
 
 
 def _holds_files(folder: str) -> bool:
@@ -143,9 +165,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     lines += [f"  discarded with its messages: {d}" for d in result.discarded]
     lines += [f"  unresolved: {u}" for u in result.unresolved]
     if result.moves:
-        lines.append(f"Run: sqltransport-schema pipeline run (then {_upgrade_command(args)})")
+        lines.append(f"Run: {_run_command(args)} (then {_upgrade_command(args)}){_environment_note(args)}")
     elif result.done and not result.unresolved:
-        lines.append(f"Now: {_upgrade_command(args)}")
+        lines.append(f"Now: {_upgrade_command(args)}{_environment_note(args)}")
     status = "unresolved" if result.unresolved else ("pending" if result.moves else "nothing")
     emit(args, {"status": status, **result.to_json()}, lines)
     return EXIT_CHANGES if (result.moves or result.unresolved) else EXIT_OK
@@ -163,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     moves = planning.run(result, url, spark=spark, progress=None if args.format == "text" else False)
     lines = [f"moved {r.rows:,} message(s): {m.describe()}" for m, r in zip(result.moves, moves)] or ["no messages to move"]
     if result.moves or result.done:
-        lines.append("Now: " + _upgrade_command(args))
+        lines.append(f"Now: {_upgrade_command(args)}{_environment_note(args)}")
     emit(args, {"status": "done", **result.to_json(), "results": [r.to_json() for r in moves]}, lines)
     return EXIT_OK
 
