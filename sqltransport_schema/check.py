@@ -9,7 +9,6 @@ docs/check.md documents the categories and the JSON output.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .schema import Blueprint, TableName
@@ -263,13 +262,13 @@ def run(url: str, config: Config) -> Report:
     from sqlalchemy.engine import make_url
 
     from . import revisions
-    from .db import catalog_connection, normalise_url
+    from .db import catalog_connection, missing_sqlite_file, normalise_url
 
     try:
         parsed = make_url(normalise_url(url))
     except sa.exc.ArgumentError as exc:
         raise CheckError(f"invalid database URL: {exc}") from None
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") and not Path(parsed.database).exists():
+    if missing_sqlite_file(url) is not None:
         raise CheckError(f"no SQLite database at {parsed.database}")
     try:
         script = ScriptDirectory.from_config(config)

@@ -42,6 +42,16 @@ def normalise_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+def missing_sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names when it does not exist (connecting would create it empty); else None."""
+    from pathlib import Path
+
+    parsed = make_url(normalise_url(url))
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") or parsed.database.startswith("file:"):
+        return None
+    return None if Path(parsed.database).exists() else parsed.database
+
+
 def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs) -> Engine:
     """An engine whose transactions are real on every backend, SQLite included.
 

@@ -666,3 +666,36 @@ def test_estimating_reads_no_head_of_a_queue_estimated_empty():
     assert len(every) == len(some) == 2 and some[1].sql == every[1].sql
     assert '"q1"' not in some[0].sql and '"q2"' not in some[0].sql and '(SELECT 3, ' in some[0].sql and '"q3"' in some[0].sql
     assert operations.figures(tables[:2], profile("9.1"), estimate=True, empty=frozenset({0, 1})) == []
+
+
+# ------------------------------------------------------------------------------ which database
+@pytest.mark.parametrize("command", [["status"], ["retry", "--all"]])
+def test_no_url_and_no_database_is_refused_and_nothing_created(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.chdir(tmp_path)  # no alembic.ini here
+    monkeypatch.delenv("SQLTRANSPORT_URL", raising=False)
+    code, out, err = run_cli(*command, capsys=capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: no SQLite database at sqltransport.db (the default: no --url")
+    assert "--url URL" in err and "SQLTRANSPORT_URL" in err
+    assert list(tmp_path.iterdir()) == []  # no empty database made
+
+
+def test_a_sqlite_url_to_no_file_is_refused_and_nothing_created(tmp_path, capsys):
+    missing = tmp_path / "typo.db"
+    code, _, err = run_cli("status", "--url", f"sqlite:///{missing}", capsys=capsys)
+    assert code == 2 and f"no SQLite database at {missing} (given by --url)" in err
+    assert not missing.exists()
+
+
+def test_status_names_the_database_it_read_password_masked(bus, capsys):
+    transport, url = bus
+    if url.startswith("postgresql"):
+        url = url.replace("postgres@", "postgres:s3cret@", 1)  # trust authentication ignores the password
+    shown = url.replace("s3cret", "***")
+    code, out, _ = run_cli("status", "--url", url, "--format", "json", capsys=capsys)
+    assert code == 0 and json.loads(out)["database"] == shown
+    code, out, _ = run_cli("status", "--url", url, capsys=capsys)
+    assert code == 0 and out.splitlines()[0].startswith(f"{shown} ({transport.dialect.name}, transport 9.1) at ")
+    code, out, _ = run_cli("status", "--url", url, "--format", "markdown", capsys=capsys)
+    assert code == 0 and f"Database `{shown}`, transport 9.1." in out
+    assert "s3cret" not in out

@@ -4,14 +4,13 @@ to their queues). The work is in runtime/operations.py; this parses, prints and 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
-from ..urls import DEFAULT_URL, URL_VARIABLE
+from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url
 from .options import add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
@@ -25,15 +24,34 @@ CLEAR = "\x1b[H\x1b[2J"  # cursor home, then clear the screen: status --watch re
 
 
 def _transport(args: argparse.Namespace, readers: bool) -> Transport:
-    """The deployed transport of --url (else SQLTRANSPORT_URL, else alembic.ini's sqlalchemy.url)."""
-    from ..db import make_engine
+    """The deployed transport of --url (else SQLTRANSPORT_URL, else alembic.ini's sqlalchemy.url, else
+    ./sqltransport.db); a SQLite file that does not exist is refused, never created empty."""
+    from ..db import make_engine, missing_sqlite_file
     from ..runtime.transport import Transport
 
-    url = args.url or os.environ.get(URL_VARIABLE)
-    if not url and Path(args.config).is_file():
-        url = load_config(args.config).get_main_option("sqlalchemy.url")
-    engine = make_engine(url or DEFAULT_URL, sqlite_writers=not readers)
+    config = load_config(args.config) if Path(args.config).is_file() else None
+    url, origin = chosen_url(args.url, config)
+    missing = missing_sqlite_file(url)
+    if missing is not None:
+        named_by = _named_by(origin, args.config, config is not None)
+        raise FileNotFoundError(f"no SQLite database at {missing} ({named_by}); nothing was created: {_give_url()}")
+    engine = make_engine(url, sqlite_writers=not readers)
     return Transport.from_database(engine, args.config, verify=False)
+
+
+def _named_by(origin: str, config: str, config_found: bool) -> str:
+    """Where the URL of a database that is not there came from, as a `_transport` error says it."""
+    no_config = f"no sqlalchemy.url in {config}" if config_found else f"no {config} here"
+    return {
+        EXPLICIT: "given by --url",
+        ENVIRONMENT: f"named by {URL_VARIABLE}",
+        CONFIGURED: f"sqlalchemy.url in {config}",
+        DEFAULT: f"the default: no --url, no {URL_VARIABLE}, {no_config}",
+    }[origin]
+
+
+def _give_url() -> str:
+    return f"pass the database's URL with --url URL (or set {URL_VARIABLE}), or run from the project folder"
 
 
 # -------------------------------------------------------------------------------------------- status
@@ -150,7 +168,8 @@ def status_lines(report: StatusReport, rates: dict[str, Flow] | None = None) -> 
     headings = HEADINGS if rates is None else (*HEADINGS[:3], *RATE_HEADINGS, *HEADINGS[3:])
     rows = [headings, *_rows(report, rates)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(headings) - 1)]
-    lines = [f"{report.engine} (transport {report.transport_version}) at {report.taken_at.isoformat(timespec='seconds')}"]
+    taken_at = report.taken_at.isoformat(timespec="seconds")
+    lines = [f"{report.database} ({report.engine}, transport {report.transport_version}) at {taken_at}"]
     for row in rows:
         cells = [cell.ljust(w) if h in LEFT else cell.rjust(w) for h, cell, w in zip(headings, row, widths)] + [row[-1]]
         lines.append("  ".join(cells).rstrip())
@@ -165,6 +184,8 @@ def markdown(report: StatusReport) -> str:
 
     lines = [
         f"### sqltransport-schema status: {report.engine}, {report.taken_at.isoformat(timespec='seconds')}",
+        "",
+        f"Database `{report.database}`, transport {report.transport_version}.",
         "",
         "| " + " | ".join(h.capitalize() for h in HEADINGS) + " |",
         "|---|---|---:|---:|---|",

@@ -23,6 +23,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ..schema import Kind, TableName, TableSpec
+from ..urls import display_url
 from . import wire
 from .transport import execute, execute_many
 
@@ -95,6 +96,7 @@ class StatusReport:
     taken_at: datetime
     estimate: bool
     tables: list[TableStatus] = field(default_factory=list)
+    database: str | None = None  # the database read, as people see its URL (password masked)
 
     @property
     def missing(self) -> list[TableStatus]:
@@ -103,6 +105,7 @@ class StatusReport:
     def to_json(self) -> dict:
         return {
             "engine": self.engine,
+            "database": self.database,
             "transport_version": self.transport_version,
             "taken_at": _iso(self.taken_at),
             "estimate": self.estimate,
@@ -172,7 +175,8 @@ def status(
     operations = dialect.operations
     layout = _layout(transport)
     error_key = dialect.table_key(resolve(transport, error_queue))
-    report = StatusReport(dialect.name, transport.version, now or datetime.now(timezone.utc), estimate)
+    database = display_url(transport.engine.url.render_as_string(hide_password=False))
+    report = StatusReport(dialect.name, transport.version, now or datetime.now(timezone.utc), estimate, database=database)
     others = operations.connections - 1 if connection is None else 0
     heads_after = not estimate and bool(operations.QUEUE_COUNT_ARM)
     seen = transport.__dict__.setdefault("_status_seen", set())  # layout positions of queues seen holding messages
