@@ -40,6 +40,11 @@ CATEGORIES = (
     "index_predicate",
 )
 INFO_CATEGORIES = frozenset({"unmanaged_table"})
+# What a check without the migrations (no alembic.ini) cannot know.
+NO_MIGRATIONS = (
+    "no alembic.ini: compared with the blueprint the database records; revisions not applied yet are not known, "
+    "and tables of other revisions are reported as unmanaged (run from the project folder, or pass -c, for both)"
+)
 
 
 class CheckError(Exception):
@@ -71,6 +76,7 @@ class Report:
     head_revision: str | None
     findings: list[Finding] = field(default_factory=list)
     unapplied_revisions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the check could not know (json: only when there are some)
 
     @property
     def drift(self) -> list[Finding]:
@@ -95,10 +101,12 @@ class Report:
             "unapplied_revisions": list(self.unapplied_revisions),
             "findings": [f.to_json() for f in self.findings],
             "counts": self.counts(),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
     def text_lines(self) -> list[str]:
         lines = [f"{f.severity}: {f.category}: " + (f"{f.table}: " if f.table else "") + f.detail for f in self.findings]
+        lines += [f"note: {note}" for note in self.notes]
         if self.in_sync:
             lines.append("in sync")
         else:
@@ -111,6 +119,7 @@ class Report:
             f"### sqltransport-schema check: {title}",
             "",
             f"Engine `{self.engine}`, database at revision `{self.deployed_revision}`, migrations head `{self.head_revision}`.",
+            *(f"\nNote: {note}" for note in self.notes),
         ]
         if self.findings:
             lines += ["", "| Severity | Category | Table | Detail |", "|---|---|---|---|"]
@@ -254,8 +263,12 @@ def _predicate(index: IndexShape) -> str:
 
 
 # --------------------------------------------------------------------------- the I/O edge
-def run(url: str, config: Config) -> Report:
-    """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError."""
+def run(url: str, config: Config | None) -> Report:
+    """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError.
+
+    config None (no alembic.ini): the deployed blueprint is the one the migrations stored in the
+    database (as `status` reads it); revisions not applied and tables of other revisions are then
+    unknown, and the report says so."""
     import sqlalchemy as sa
     from alembic.script import ScriptDirectory
     from alembic.util import CommandError
@@ -270,30 +283,42 @@ def run(url: str, config: Config) -> Report:
         raise CheckError(f"invalid database URL: {exc}") from None
     if missing_sqlite_file(url) is not None:
         raise CheckError(f"no SQLite database at {parsed.database}")
+    script = head = None
     try:
-        script = ScriptDirectory.from_config(config)
-        head, _ = revisions.head_blueprint(script)
+        if config is not None:
+            script = ScriptDirectory.from_config(config)
+            head, _ = revisions.head_blueprint(script)
     except (CommandError, revisions.SnapshotError) as exc:
         raise CheckError(str(exc)) from None
     with catalog_connection(url, CheckError) as (engine, connection):
         try:
             deployed = revisions.deployed_revision(connection)
+            stored = revisions.stored_blueprint(connection) if script is None else None
         except revisions.SnapshotError as exc:
             raise CheckError(str(exc)) from None
+        if script is None and stored is None:
+            raise CheckError(
+                f"the database holds no {revisions.BLUEPRINT_TABLE} (stamped by an offline script, or by a release before it) "
+                "and there is no alembic.ini here: run from the project folder or pass -c alembic.ini"
+            )
         # the catalogs every revision places tables in (SQL Server three-part names)
-        recorded = [(revision, spec) for revision, bp in revisions.snapshots(script) for spec in bp.tables]
+        recorded = [(revision, spec) for revision, bp in revisions.snapshots(script) for spec in bp.tables] if script else []
+        recorded += [(deployed, spec) for spec in stored.tables] if stored is not None else []
         catalogs = sorted({spec.name.catalog for _, spec in recorded if spec.name.catalog is not None})
         live = engine.catalog.read_shapes(connection, catalogs)
     try:
-        expected = revisions.recorded_blueprint(script, deployed)
-        unapplied = _unapplied(script, deployed, head)
+        expected = stored if stored is not None else revisions.recorded_blueprint(script, deployed)
+        unapplied = _unapplied(script, deployed, head) if script is not None else []
         history = _history(recorded, engine)
     except (CommandError, revisions.SnapshotError) as exc:
         raise CheckError(str(exc)) from None
-    version_table = config.get_main_option("version_table") or "alembic_version"
+    version_table = (config.get_main_option("version_table") if config is not None else None) or "alembic_version"
     own = {version_table.casefold(), revisions.BLUEPRINT_TABLE}  # the migrations' bookkeeping, not the topology's
     live = {key: value for key, value in live.items() if value[0].table.casefold() not in own}
-    return diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history)
+    report = diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history)
+    if script is None:
+        report.notes.append(NO_MIGRATIONS)
+    return report
 
 
 def _unapplied(script: ScriptDirectory, deployed: str, head: str | None) -> list[str]:

@@ -273,3 +273,31 @@ def test_older_transport_version_on_sqlite(project, sqlite_url, capsys):
     capsys.readouterr()
     assert run(project, sqlite_url) == 0, capsys.readouterr()
     assert capsys.readouterr().out == "in sync\n"
+
+
+def test_check_with_url_runs_from_a_folder_without_alembic_ini(project, pg_url, tmp_path, monkeypatch, capsys):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    project.upgrade(pg_url)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert cli.main(["check", "--url", pg_url]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "in sync" and "note: no alembic.ini" in out
+    _sql(pg_url, 'ALTER TABLE "public"."Sales" ADD COLUMN extra int')
+    assert cli.main(["check", "--url", pg_url, "--format", "json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert [(f["category"], f["table"]) for f in payload["findings"]] == [("extra_column", "public.Sales")]
+    assert payload["head_revision"] is None and payload["notes"][0].startswith("no alembic.ini")
+    assert list(elsewhere.iterdir()) == []
+
+
+def _sql(url: str, statement: str) -> None:
+    from sqltransport_schema.db import make_engine
+
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(statement)
+    engine.dispose()

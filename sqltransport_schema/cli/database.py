@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..urls import database_url
-from .options import add_command, add_options, load_config
+from .options import DEFAULT_CONFIG, add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
 
 
@@ -16,7 +17,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .. import check
 
     try:
-        config = load_config(args.config)
+        # from any folder: without alembic.ini (the default -c) the database's own blueprint is compared
+        config = load_config(args.config) if args.config != DEFAULT_CONFIG or Path(args.config).is_file() else None
         report = check.run(database_url(args.url, config), config)
     except (check.CheckError, FileNotFoundError) as exc:
         if args.format == "markdown":

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 TOPOLOGY_DEFAULT = "(default: sqltransport.topology in alembic.ini, else ./topology.yaml)"
 LAYOUTS = ("mssql", "postgresql")
+DEFAULT_CONFIG = "alembic.ini"
 
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     # on every parser, before or after the command (a subcommand's leaves the top level's value alone unless given)
@@ -28,7 +29,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--format",),
         {"choices": ("text", "json"), "default": "text", "help": "for people or CI (default: %(default)s)"},
     ),
-    "config": (("--config", "-c"), {"default": "alembic.ini", "help": "Alembic configuration (default: %(default)s)"}),
+    "config": (("--config", "-c"), {"default": DEFAULT_CONFIG, "help": "Alembic configuration (default: %(default)s)"}),
     "url": (("--url",), {"help": "database URL (default: SQLTRANSPORT_URL, else sqlalchemy.url in alembic.ini)"}),
     "engine": (
         ("--engine",),
