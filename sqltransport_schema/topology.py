@@ -717,8 +717,11 @@ def _decode(data: bytes, path: str, problems: list[Problem]) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         before = data[: exc.start]
-        mark = Mark(path, before.count(b"\n") + 1, len(before) - before.rfind(b"\n"))
-        problems.append(Problem(mark, f"not UTF-8 text (byte 0x{data[exc.start]:02x}): save the file as UTF-8"))
+        column = len(before.rpartition(b"\n")[2].decode("utf-8", errors="replace")) + 1  # in characters, as YAML's marks
+        mark = Mark(path, before.count(b"\n") + 1, column)
+        problems.append(
+            Problem(mark, f"not UTF-8 text (byte 0x{data[exc.start]:02x}): save the file as UTF-8, or remove or retype the character here")
+        )
         return None
 
 
@@ -726,6 +729,13 @@ def _compose(text: str, path: str, problems: list[Problem]) -> yaml.Node | None:
     """The YAML node tree of text; None for an empty file, or after recording why it is not YAML."""
     try:
         return yaml.compose(text, Loader=_Loader)
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (NUL, other control characters)
+        before = text[: exc.position]
+        line, column = before.count("\n") + 1, len(before.rpartition("\n")[2]) + 1
+        character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        message = f"the character {character} is not allowed in a YAML file; remove it (a control character: a copy or an editor left it)"
+        problems.append(Problem(Mark(path, line, column), message))
+        return None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)

@@ -1054,3 +1054,35 @@ def test_empty_engines_list_is_refused():
     [problem] = exc.value.problems
     assert (problem.mark.line, problem.mark.column) == (2, 10)
     assert "engines is empty" in problem.message
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (b"\x00", "the character U+0000 is not allowed in a YAML file; remove it"),
+        (b"\xff", "not UTF-8 text (byte 0xff): save the file as UTF-8, or remove or retype the character here"),
+    ],
+    ids=["nul", "invalid-utf8"],
+)
+@pytest.mark.parametrize("command", ["validate", "compile", "script"])
+def test_an_unreadable_character_is_reported_at_its_line_and_column(project, capsys, bad, message, command):
+    text = 'transport_version: "9.1"\nendpoints:\n  - name: Sa{}les\n'
+    project.topology.write_bytes(text.replace("{}", "\0").encode().replace(b"\0", bad))
+    before = sorted(project.versions.iterdir())
+    args = {
+        "validate": ["validate", "--topology", str(project.topology)],
+        "compile": ["compile", "-m", "x", "-c", str(project.ini), "--topology", str(project.topology)],
+        "script": ["script", "--engine", "postgresql", "-c", str(project.ini), "--topology", str(project.topology), "--split", "out"],
+    }[command]
+    if command == "script":
+        project.topology.write_text(text.replace("{}", ""), encoding="utf-8")
+        assert project.compile("initial") == 0
+        project.topology.write_bytes(text.replace("{}", "\0").encode().replace(b"\0", bad))
+        before = sorted(project.versions.iterdir())
+        args[-1] = str(project.root / "split")
+    capsys.readouterr()
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"{project.topology}:3:13: error: {message}")
+    assert sorted(project.versions.iterdir()) == before and not (project.root / "split").exists()

@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from . import database, operations, pipeline, project, review, topology
 from .options import add_options
-from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error
+from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error, emit_invalid
 
 # The order --help lists the commands in.
 COMMANDS = ("init", "compile", "validate", "check", "adopt", "status", "retry", "statements", "grants", "script", "pipeline", "json-schema")
@@ -72,4 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as error:  # noqa: BLE001 - the one place errors become a line
             if args.debug:
                 traceback.print_exc()
+            from ..topology import TopologyError
+
+            if isinstance(error, TopologyError):  # a topology read by any command: its file:line:column
+                return emit_invalid(args, error)
             return emit_error(args, describe(error))

@@ -84,5 +84,5 @@ def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:
         lines[0] += " (nothing was written)"  # one mistake, one line
     else:
         lines.append(f"{len(lines)} problem(s); nothing was written.")
-    emit(args, payload, lines, stream=sys.stderr if args.format == "text" else sys.stdout)
+    emit(args, payload, lines, stream=sys.stdout if getattr(args, "format", "text") == "json" else sys.stderr)
     return EXIT_ERROR
