@@ -201,3 +201,35 @@ def test_the_queue_transport_refuses_a_saga_only_engine(mysql_url):
     with pytest.raises(ValueError, match="saga tables only"):
         Transport(db)
     db.dispose()
+
+
+def _transitional_value(url: str, table: str, column: str):
+    quote = (lambda n: f"`{n}`") if url.startswith("mysql") else (lambda n: f'"{n}"')
+    db = connect(url)
+    try:
+        with db.connect() as conn:
+            return conn.exec_driver_sql(f"SELECT {quote(column)} FROM {quote(table)}").scalar()
+    finally:
+        db.dispose()
+
+
+def test_update_keeps_the_transitional_value_it_is_not_given(project, saga_db):
+    url = saga_db
+    project.write_topology(topology(ORDER + "        transitional: {name: OrderNumber, type: string}\n"))
+    assert project.compile("sagas") == 0
+    project.upgrade(url)
+    db = connect(url)
+    sagas = SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
+    with db.begin() as conn:
+        sagas.insert(conn, str(uuid.uuid4()), "{}", "o-1", transitional_value="A-1")
+    with db.begin() as conn:  # as docs/sagas.md's example updates: data only
+        assert sagas.update(conn, sagas.find(conn, "o-1"), '{"Shipped": true}') is not None
+    assert _transitional_value(url, "Sales_OrderSaga", "Correlation_OrderNumber") == "A-1"
+    with db.begin() as conn:
+        assert sagas.update(conn, sagas.find(conn, "o-1"), "{}", transitional_value="B-2") is not None
+    assert _transitional_value(url, "Sales_OrderSaga", "Correlation_OrderNumber") == "B-2"
+    with db.begin() as conn:  # None is a value: the column is cleared
+        saga = sagas.find(conn, "o-1")
+        assert sagas.update(conn, saga, "{}", transitional_value=None).concurrency == saga.concurrency + 1
+    assert _transitional_value(url, "Sales_OrderSaga", "Correlation_OrderNumber") is None
+    db.dispose()

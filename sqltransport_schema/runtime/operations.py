@@ -187,8 +187,9 @@ def status(
         positions = []  # in the layout, of the tables present
         empty = set()  # of the tables present: queues estimated empty (and, counting, never seen holding messages)
         for position, (spec, where, key, address) in enumerate(layout):
+            schema = where.schema if where.schema is not None else dialect.default_schema  # where it is, as its address says
             entry = TableStatus(
-                spec.kind.value, where.table, where.schema, where.catalog, address, estimated=estimate and spec.kind is Kind.QUEUE
+                spec.kind.value, where.table, schema, where.catalog, address, estimated=estimate and spec.kind is Kind.QUEUE
             )
             entry.missing = key not in existing
             report.tables.append(entry)

@@ -55,6 +55,9 @@ class SagaTable:
         self.dialect = dialect
         self.spec = spec
         self.statements = dialect.saga_statements(spec)
+        # update without a transitional value: the engine's update of the table as it would be without
+        # the transitional property, which leaves that column as it is
+        self._update_keeping = dialect.saga_statements(spec._replace(transitional=None))["update_saga"] if spec.transitional else None
 
     @classmethod
     def from_database(
@@ -142,12 +145,15 @@ class SagaTable:
         saga: SagaRow,
         data: str,
         *,
-        transitional_value: Any = None,
+        transitional_value: Any = _SAME,
         persistence_version: str | None = None,
         saga_type_version: str | None = None,
     ) -> SagaRow | None:
         """Write new data if the saga is still at the Concurrency it was read at. None: another
-        writer won the race (the caller retries the message); else the row as it now is."""
+        writer won the race (the caller retries the message); else the row as it now is.
+        The transitional column is written only when transitional_value is given (None writes
+        NULL): left out, the value stored stays (a row read carries no correlation values to
+        write back, as SQL persistence's select list leaves them out)."""
         params = {
             "Id": saga.id,
             "Data": data,
@@ -155,7 +161,10 @@ class SagaTable:
             "SagaTypeVersion": saga_type_version or saga.saga_type_version,
             "Concurrency": saga.concurrency,
         }
-        cursor = execute(conn, self.statements["update_saga"], self._transitional(params, transitional_value))
+        if transitional_value is _SAME and self._update_keeping is not None:
+            cursor = execute(conn, self._update_keeping, params)
+        else:
+            cursor = execute(conn, self.statements["update_saga"], self._transitional(params, transitional_value))
         if cursor.rowcount != 1:
             return None
         return SagaRow(saga.id, saga.metadata, data, params["PersistenceVersion"], params["SagaTypeVersion"], saga.concurrency + 1)
