@@ -701,3 +701,23 @@ def test_status_names_the_database_it_read_password_masked(bus, capsys):
     code, out, _ = run_cli("status", "--url", url, "--format", "markdown", capsys=capsys)
     assert code == 0 and f"Database `{shown}`, transport 9.1." in out
     assert "s3cret" not in out
+
+
+def test_retry_of_a_failed_queue_accounts_for_every_message_status_counts_under_it(bus, capsys):
+    transport, url = bus
+    sales, error = transport.queue("Sales"), transport.queue("error")
+    # headers whose FailedQ status reads, but that cannot be read as a whole (a key twice: .NET's
+    # dictionary refuses them, and so does the runtime's reader)
+    poison = json.dumps(failed(transport, sales.address, 7))[:-1] + ', "NServiceBus.MessageId": "again"}'
+    with transport.engine.begin() as conn:
+        error.send_many(conn, [(b"e", failed(transport, sales.address, n)) for n in range(2)])
+        error.send(conn, b"poison", poison)
+    code, out, _ = run_cli("status", "--url", url, "--format", "json", capsys=capsys)
+    assert {f["failed_queue"]: f["messages"] for f in table(json.loads(out), "error")["failed_queues"]} == {sales.address: 3}
+
+    code, out, _ = run_cli("retry", "--url", url, "--failed-queue", "Sales", capsys=capsys)
+    assert code == 1  # a message is left: docs/operations.md
+    assert out.splitlines()[0].startswith("moved 2 message(s)")
+    assert f"left in place: 1 message(s), FailedQ {sales.address}: headers cannot be read" in out
+    with transport.engine.begin() as conn:
+        assert [m.body for m in error.receive_batch(conn, 10)] == [b"poison"]  # left as it was

@@ -9,6 +9,7 @@ See docs/operations.md.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -400,6 +401,23 @@ def _time_sent(headers: str | None) -> datetime | None:
         return None
 
 
+# The FailedQ header's value cut out of headers text that cannot be read as a whole, as status's count
+# on PostgreSQL cuts it out: a JSON string after the header's name (only JSON's escapes).
+_FAILED_Q_VALUE = re.compile(r'"NServiceBus\.FailedQ"\s*:\s*("(?:[^"\\]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")')
+
+
+def _unreadable_failed_q(raw: str) -> str | None:
+    """The queue a message with unreadable headers failed in, where its text still names one (so that
+    retry accounts for every message status counts under a FailedQ); None: it names none."""
+    found = _FAILED_Q_VALUE.search(raw) if isinstance(raw, str) else None
+    if found is None:
+        return None
+    try:
+        return json.loads(found.group(1))
+    except ValueError:
+        return None
+
+
 # ============================================================================================ retry
 LEFT_NO_FAILED_Q = "no NServiceBus.FailedQ header"
 LEFT_UNREADABLE = "headers cannot be read"
@@ -564,7 +582,7 @@ def _pick(
         if not matched:
             return None
         seen_ids.update(matched)
-    failed_q = headers.get(wire.FAILED_Q) if headers is not None else None
+    failed_q = headers.get(wire.FAILED_Q) if headers is not None else _unreadable_failed_q(raw)
     if wanted_key is not None:
         if failed_q is None:
             return None
@@ -573,8 +591,8 @@ def _pick(
                 return None
         except (ValueError, TypeError):
             return None
-    if headers is None:
-        why, failed_q = LEFT_UNREADABLE, None
+    if headers is None:  # never sent back: its failure headers cannot be taken off (status counts it, retry says why it stays)
+        why = LEFT_UNREADABLE
     elif failed_q is None:
         why = LEFT_NO_FAILED_Q
     else:
