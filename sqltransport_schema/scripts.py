@@ -1,8 +1,9 @@
 """Deployment scripts a DBA reviews: Alembic's offline (--sql) output, made safe to re-run.
 
-`render()` runs `alembic upgrade FROM:TO --sql` for SQL Server or PostgreSQL, puts a header in
-front (topology sha256, revision range, engine, date) and rewrites Alembic's own
-`alembic_version` statements so that running the whole script a second time changes nothing:
+`render()` runs `alembic upgrade FROM:TO --sql` for SQL Server or PostgreSQL and puts a header in
+front (topology sha256, revision range, engine, date). Alembic's own `alembic_version` statements
+are rewritten as Alembic writes them (RepeatableStamps, which migrations/env.py installs for every
+offline upgrade on these engines), so that running the whole script a second time changes nothing:
 
 - the version table is created only when missing;
 - the first stamp (`INSERT`) happens only while the version table is empty;
@@ -21,7 +22,7 @@ import io
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from .migrate.locks import DEFAULT_TIMEOUT, TIMEOUT_OPTION, format_duration, lock_lines, lock_report, parse_duration
 
@@ -96,6 +97,22 @@ def make_idempotent(text: str, engine: str) -> str:
     if created:
         text = text.replace(version_table, script.guard_version_table(version_table), 1)
     return text
+
+
+class RepeatableStamps:
+    """Alembic's offline output as it is written, its alembic_version statements made repeatable
+    (make_idempotent): `alembic upgrade --sql` and `script` share it, migrate.env installs it.
+    Alembic writes each statement in one write(), so each is rewritten whole."""
+
+    def __init__(self, stream: TextIO, engine: str) -> None:
+        self.stream, self.engine = stream, engine
+
+    def write(self, text: str) -> int:
+        self.stream.write(make_idempotent(text, self.engine))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def _resolve(config: Config, rev: str | None, default: str) -> str:
@@ -202,7 +219,7 @@ def render(
         raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
     start, end, revision = _range(config, from_rev, to_rev)
     marks: list = []
-    body = make_idempotent(_alembic_output(config, engine, revision, marks, lock_timeout), engine)
+    body = _alembic_output(config, engine, revision, marks, lock_timeout)  # made repeatable as written (RepeatableStamps)
     notes = _locks(engine, marks, lock_timeout, url)
     return header(engine, topology, start, end, notes=notes) + body
 
@@ -294,7 +311,5 @@ def render_split(
         marker = body.find("-- Running upgrade")
         cut = body.find("\n\n", marker) + 2 if marker >= 0 else 0
         body = body[:cut] + "".join(last) + body[cut:]
-    files[final] = (
-        head + "-- part: version stamping (and schema removal). Run it after every other file.\n\n" + make_idempotent(body, engine)
-    )
+    files[final] = head + "-- part: version stamping (and schema removal). Run it after every other file.\n\n" + body
     return files

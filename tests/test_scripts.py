@@ -190,3 +190,64 @@ def test_mssql_script_split_files_parse_and_hold_every_table_once(project, tmp_p
     for name, text in files.items():
         for i, chunk in enumerate(c for c in GO_LINE.split(text) if c.strip()):
             assert_parses(chunk, f"{name} batch {i}")
+
+
+def alembic_sql(project, url: str, *revision: str) -> str:
+    """`alembic -x url=URL upgrade REV --sql` as README runs it, in the project folder."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from .conftest import REPO
+
+    command = [str(Path(sys.executable).parent / "alembic"), "-x", f"url={url}", "upgrade", *(revision or ("head",)), "--sql"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(command, cwd=project.root, env=env, capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def psql(url: str, path) -> None:
+    import subprocess
+
+    database = url.replace("postgresql+psycopg", "postgresql")
+    result = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(path), database], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_alembic_offline_script_runs_twice_with_psql(project, pg_url, tmp_path):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    first = project.head()
+    project.write_topology(TOPOLOGY + "  - name: poison\n")
+    assert project.compile("add poison") == 0
+    deploy = tmp_path / "deploy.sql"
+    deploy.write_text(alembic_sql(project, "postgresql://"), encoding="utf-8")
+    psql(pg_url, deploy)
+    tables = catalog.read(pg_url)
+    assert ("public", "poison") in tables and versions(pg_url) == [project.head()]
+    psql(pg_url, deploy)  # again: nothing changes, one stamp
+    assert catalog.read(pg_url) == tables and versions(pg_url) == [project.head()]
+    # a database a first script brought to the first revision takes the whole script too
+    fresh = tmp_path / "first.sql"
+    fresh.write_text(alembic_sql(project, "postgresql://", first), encoding="utf-8")
+    run_pg(pg_url, "DROP TABLE alembic_version")
+    psql(pg_url, fresh)
+    assert versions(pg_url) == [first]
+    psql(pg_url, deploy)
+    assert catalog.read(pg_url) == tables and versions(pg_url) == [project.head()]
+
+
+def test_alembic_offline_mssql_script_stamps_repeatably_and_parses(project):
+    project.write_topology(EXAMPLE_LIKE)
+    assert project.compile("initial") == 0
+    first = project.head()
+    project.write_topology(EXAMPLE_LIKE + "  - name: poison\n")
+    assert project.compile("add poison") == 0
+    sql = alembic_sql(project, "mssql://")
+    assert "IF OBJECT_ID(N'alembic_version', N'U') IS NULL\nBEGIN\nCREATE TABLE alembic_version (" in sql
+    assert f"IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{first}');" in sql
+    assert f"IF EXISTS (SELECT 1 FROM alembic_version WHERE version_num = '{first}')" in sql and "OUTPUT inserted" not in sql
+    for i, chunk in enumerate(c for c in GO_LINE.split(sql) if c.strip()):
+        assert_parses(chunk, f"alembic --sql batch {i}")

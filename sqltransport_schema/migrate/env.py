@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from logging.config import fileConfig
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from alembic import context as alembic_context
 from alembic.util import CommandError
@@ -14,6 +14,7 @@ from sqlalchemy import MetaData, exc, pool
 from .. import engines
 from ..db import DatabaseURLError, failure, make_engine, normalise_url
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
+from ..scripts import RepeatableStamps, ScriptError
 from ..urls import database_url
 from .autogen import TARGET_OPTION, model_tables_only
 from .locks import RETRY_OPTION, LockPolicy, LockWait, describe_holders, format_duration
@@ -31,7 +32,7 @@ from .write import REVISION_OPTION
 if TYPE_CHECKING:
     from alembic.config import Config
     from alembic.runtime.environment import EnvironmentContext
-    from alembic.runtime.migration import MigrationInfo
+    from alembic.runtime.migration import MigrationContext, MigrationInfo
     from sqlalchemy.engine import Engine
 
     from ..schema import TableName
@@ -79,13 +80,19 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         options[OFFLINE_HOOK_OPTION] = config.attributes.get(OFFLINE_HOOK_OPTION)
         options[LOCK_TIMEOUT_OPTION] = policy.timeout_ms
         context.configure(url=url, literal_binds=True, transactional_ddl=True, **options)
+        repeatable = _repeatable_output(context.get_context(), config)
+        if repeatable is not None:  # the same context, writing through it
+            context.configure(url=url, literal_binds=True, transactional_ddl=True, output_buffer=repeatable, **options)
         migration = context.get_context()
         with context.begin_transaction():
             # the script's statements wait for locks as long as an online run's (docs/live-migrations.md)
             prologue = engines.for_sqlalchemy(migration.dialect.name).script.lock_timeout(policy.timeout_ms)
             if prologue:
                 migration.impl.static_output(prologue)
-            context.run_migrations()
+            try:
+                context.run_migrations()
+            except ScriptError as error:  # a stamp the repeatable output does not know (scripts.make_idempotent)
+                raise CommandError(str(error)) from None
         return
     try:
         engine = make_engine(url, poolclass=pool.NullPool)
@@ -110,6 +117,21 @@ def _log_step(ctx: object, step: MigrationInfo, heads: object, run_args: object)
     verb = "stamp" if step.is_stamp else ("upgrade" if step.is_upgrade else "downgrade")
     source, destination = (",".join(ids) or "<base>" for ids in (step.source_revision_ids, step.destination_revision_ids))
     log.info("%s %s -> %s, %s", verb, source, destination, (step.up_revision.doc if step.up_revision else None) or "")
+
+
+def _repeatable_output(migration: MigrationContext, config: Config) -> TextIO | None:
+    """The output of an offline upgrade on an engine whose scripts are repeatable (SQL Server,
+    PostgreSQL): alembic_version created only when missing, stamped once (scripts.RepeatableStamps),
+    so the script a DBA reviews is safe to run again. None: downgrades stay as Alembic writes them."""
+    import sys
+
+    from ..scripts import ENGINES
+
+    fn = migration.opts.get("fn")
+    engine = engines.for_sqlalchemy(migration.dialect.name).name
+    if engine not in ENGINES or fn is None or fn.__name__ != "upgrade":
+        return None
+    return RepeatableStamps(config.output_buffer or sys.stdout, engine)
 
 
 def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy, options: dict) -> None:
