@@ -100,15 +100,26 @@ def make_idempotent(text: str, engine: str) -> str:
 
 
 class RepeatableStamps:
-    """Alembic's offline output as it is written, its alembic_version statements made repeatable
-    (make_idempotent): `alembic upgrade --sql` and `script` share it, migrate.env installs it.
-    Alembic writes each statement in one write(), so each is rewritten whole."""
+    """Alembic's offline output of an upgrade as it is written: its alembic_version statements made
+    repeatable (make_idempotent), and on an engine that needs it (SQL Server) the engine's guard
+    batch after each batch of the transaction, so that nothing runs after an error
+    (`Script.BATCH_GUARD`). `alembic upgrade --sql` and `script` share it; migrate.env installs it.
+    Alembic writes each statement, and each batch separator, in one write(): each is rewritten whole."""
 
     def __init__(self, stream: TextIO, engine: str) -> None:
+        from . import engines as engine_registry
+
         self.stream, self.engine = stream, engine
+        self.guard = engine_registry.get(engine).script.BATCH_GUARD
+        self.in_transaction = False
 
     def write(self, text: str) -> int:
-        self.stream.write(make_idempotent(text, self.engine))
+        out = make_idempotent(text, self.engine)
+        if text.startswith(("BEGIN", "COMMIT")):
+            self.in_transaction = text.startswith("BEGIN")
+        elif self.guard and self.in_transaction and text.strip() == "GO":
+            out += self.guard
+        self.stream.write(out)
         return len(text)
 
     def flush(self) -> None:
@@ -135,6 +146,22 @@ def _range(config: Config, from_rev: str | None, to_rev: str | None) -> tuple[st
     end = _resolve(config, to_rev, "head")
     revision = f"{from_rev}:{to_rev or 'head'}" if from_rev and from_rev != "base" else (to_rev or "head")
     return start, end, revision
+
+
+def _transport_versions(config: Config, start: str, end: str) -> str | None:
+    """The transport version the revisions up to `end` build, `OLD -> NEW` where it changes after `start`."""
+    from alembic.script import ScriptDirectory
+
+    from .revisions import blueprint_at
+
+    script = ScriptDirectory.from_config(config)
+    new = blueprint_at(script, end) if end != "base" else None
+    old = blueprint_at(script, start) if start != "base" else None
+    if new is None:
+        return None
+    if old is None or old.transport_version == new.transport_version:
+        return new.transport_version
+    return f"{old.transport_version} -> {new.transport_version}"
 
 
 def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> list[str]:
@@ -182,7 +209,19 @@ def _included_files(topology: Path) -> list:
         return []
 
 
-def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when: datetime | None = None, notes: Iterable[str] = ()) -> str:
+def header(
+    engine: str,
+    topology: Path | None,
+    from_rev: str,
+    to_rev: str,
+    when: datetime | None = None,
+    notes: Iterable[str] = (),
+    transport: str | None = None,
+) -> str:
+    """transport: the transport version(s) the script's revisions build (`4.0 -> 9.1` across a change)."""
+    from . import __version__
+    from . import engines as engine_registry
+
     when = when or datetime.now(timezone.utc)
     included = []
     if topology is not None and topology.is_file():
@@ -198,7 +237,10 @@ def header(engine: str, topology: Path | None, from_rev: str, to_rev: str, when:
         f"topology: {topo}",
         *included,
         f"generated: {when.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        f"written by: sqltransport-schema {__version__}",
+        f"transport version: {transport or 'unknown (no revision records a topology)'}",
         "Safe to re-run as a whole: tables are created only when missing and alembic_version is stamped once.",
+        *filter(None, [engine_registry.get(engine).script.STOPPING_NOTE]),
         *notes,
     ]
     return "".join(f"-- {line}\n" for line in lines) + "\n"
@@ -221,7 +263,7 @@ def render(
     marks: list = []
     body = _alembic_output(config, engine, revision, marks, lock_timeout)  # made repeatable as written (RepeatableStamps)
     notes = _locks(engine, marks, lock_timeout, url)
-    return header(engine, topology, start, end, notes=notes) + body
+    return header(engine, topology, start, end, notes=notes, transport=_transport_versions(config, start, end)) + body
 
 
 # --------------------------------------------------------------------------- one file per endpoint
@@ -296,7 +338,7 @@ def render_split(
     frame.append(text[position:])
     last = parts.pop(LAST, [])
 
-    head = header(engine, topology, start, end, notes=notes)
+    head = header(engine, topology, start, end, notes=notes, transport=_transport_versions(config, start, end))
     order = [SHARED] + [e for e in dict.fromkeys(o for o in parts if o != SHARED)]
     files: dict[str, str] = {}
     names = [_file_name(0, "shared")] + [_file_name(i + 1, owner) for i, owner in enumerate(order[1:])]

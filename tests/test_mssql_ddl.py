@@ -645,8 +645,8 @@ def test_offline_script_stamps_alembic_version(offline):
     stamp = f"IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{head}');"
     assert script.count(stamp) == 1
     assert script.index(stamp) > script.rindex("-- Create ")
-    assert script.lstrip().startswith("BEGIN TRANSACTION;")
-    assert re.search(r"^COMMIT;\s*^GO\s*\Z", script, re.M)
+    assert script.lstrip().startswith("SET XACT_ABORT ON;\n\nBEGIN TRANSACTION;")  # an error stops it under any client
+    assert re.search(r"^COMMIT;\s*^GO\s*^SET NOEXEC OFF;\s*^GO\s*\Z", script, re.M)
 
 
 def test_offline_script_batches_parse_as_tsql(offline):

@@ -251,3 +251,37 @@ def test_alembic_offline_mssql_script_stamps_repeatably_and_parses(project):
     assert f"IF EXISTS (SELECT 1 FROM alembic_version WHERE version_num = '{first}')" in sql and "OUTPUT inserted" not in sql
     for i, chunk in enumerate(c for c in GO_LINE.split(sql) if c.strip()):
         assert_parses(chunk, f"alembic --sql batch {i}")
+
+
+def test_mssql_scripts_name_their_writer_and_stop_at_an_error_under_any_client(project, tmp_path):
+    from sqltransport_schema import __version__
+
+    project.write_topology(EXAMPLE_LIKE)
+    assert project.compile("initial") == 0
+    whole = script(project, tmp_path, "mssql")
+    header = whole.split("\n\n", 1)[0].splitlines()
+    assert f"-- written by: sqltransport-schema {__version__}" in header and "-- transport version: 9.1" in header
+    guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0 SET NOEXEC ON;"
+    for text in [whole, alembic_sql(project, "mssql://"), *split(project, tmp_path, "mssql").values()]:
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.strip() and not line.startswith("--"))  # after the header
+        body = "\n".join(lines[start:])
+        assert body.startswith("SET XACT_ABORT ON;\n\nBEGIN TRANSACTION;"), body[:200]
+        batches = [c.strip() for c in GO_LINE.split(body) if c.strip()]
+        # after every batch of the transaction, the guard: once an error rolled it back, nothing more runs
+        commit = next(i for i, b in enumerate(batches) if b.endswith("COMMIT;"))
+        assert [i for i in range(commit) if batches[i] != guard and batches[i + 1] != guard] == []
+        assert batches[commit + 1 :] == ["SET NOEXEC OFF;"]
+        for i, chunk in enumerate(batches):
+            assert_parses(chunk, f"batch {i}")
+
+
+def test_script_header_names_the_transport_versions_across_a_change(project, tmp_path):
+    mssql_only = TOPOLOGY.replace("engines: [mssql, postgresql]", "engines: [mssql]")
+    project.write_topology(mssql_only.replace('"9.1"', '"4.0"'))
+    assert project.compile("initial") == 0
+    first = project.head()
+    assert "-- transport version: 4.0\n" in script(project, tmp_path, "mssql")
+    project.write_topology(mssql_only)
+    assert project.compile("upgrade the transport") == 0
+    assert "-- transport version: 4.0 -> 9.1\n" in script(project, tmp_path, "mssql", "--from", first)

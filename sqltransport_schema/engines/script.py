@@ -38,6 +38,13 @@ class Script:
     SCRIPT_COMMIT: str | None = None
     # How a DBA runs a script so that it stops at the first error (a lock wait given up, say).
     RUN_STOPPING: str | None = None
+    # How an upgrade script stops at its first error under any client, where the engine needs telling
+    # (SQL Server): the statement it opens with, the batch written after each batch of its
+    # transaction, the statement it closes with, and the header line that says so.
+    OPENING: str | None = None
+    BATCH_GUARD: str | None = None
+    CLOSING: str | None = None
+    STOPPING_NOTE: str | None = None
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect

@@ -84,15 +84,20 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         if repeatable is not None:  # the same context, writing through it
             context.configure(url=url, literal_binds=True, transactional_ddl=True, output_buffer=repeatable, **options)
         migration = context.get_context()
+        script = engines.for_sqlalchemy(migration.dialect.name).script
+        if repeatable is not None and script.OPENING:  # how it stops at an error under any client
+            migration.impl.static_output(script.OPENING)
         with context.begin_transaction():
             # the script's statements wait for locks as long as an online run's (docs/live-migrations.md)
-            prologue = engines.for_sqlalchemy(migration.dialect.name).script.lock_timeout(policy.timeout_ms)
+            prologue = script.lock_timeout(policy.timeout_ms)
             if prologue:
                 migration.impl.static_output(prologue)
             try:
                 context.run_migrations()
             except ScriptError as error:  # a stamp the repeatable output does not know (scripts.make_idempotent)
                 raise CommandError(str(error)) from None
+        if repeatable is not None and script.CLOSING:
+            repeatable.write(script.CLOSING)
         return
     try:
         engine = make_engine(url, poolclass=pool.NullPool)
