@@ -103,17 +103,25 @@ class RepeatableStamps:
     """Alembic's offline output of an upgrade as it is written: its alembic_version statements made
     repeatable (make_idempotent), and on an engine that needs it (SQL Server) the engine's guard
     batch after each batch of the transaction, so that nothing runs after an error
-    (`Script.BATCH_GUARD`). `alembic upgrade --sql` and `script` share it; migrate.env installs it.
+    (`Script.BATCH_GUARD`). `alembic upgrade --sql` and `script` share it; migrate.env installs it,
+    and passes text through unchanged until `rewrite_for(engine)` (a downgrade's stays Alembic's).
     Alembic writes each statement, and each batch separator, in one write(): each is rewritten whole."""
 
-    def __init__(self, stream: TextIO, engine: str) -> None:
+    def __init__(self, stream: TextIO, engine: str | None = None) -> None:
+        self.stream, self.engine, self.guard = stream, None, None
+        self.in_transaction = False
+        if engine is not None:
+            self.rewrite_for(engine)
+
+    def rewrite_for(self, engine: str) -> None:
         from . import engines as engine_registry
 
-        self.stream, self.engine = stream, engine
-        self.guard = engine_registry.get(engine).script.BATCH_GUARD
-        self.in_transaction = False
+        self.engine, self.guard = engine, engine_registry.get(engine).script.BATCH_GUARD
 
     def write(self, text: str) -> int:
+        if self.engine is None:
+            self.stream.write(text)
+            return len(text)
         out = make_idempotent(text, self.engine)
         if text.startswith(("BEGIN", "COMMIT")):
             self.in_transaction = text.startswith("BEGIN")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from logging.config import fileConfig
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from alembic import context as alembic_context
 from alembic.util import CommandError
@@ -79,14 +80,15 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
     if context.is_offline_mode():
         options[OFFLINE_HOOK_OPTION] = config.attributes.get(OFFLINE_HOOK_OPTION)
         options[LOCK_TIMEOUT_OPTION] = policy.timeout_ms
-        context.configure(url=url, literal_binds=True, transactional_ddl=True, **options)
-        repeatable = _repeatable_output(context.get_context(), config)
-        if repeatable is not None:  # the same context, writing through it
-            context.configure(url=url, literal_binds=True, transactional_ddl=True, output_buffer=repeatable, **options)
+        output = RepeatableStamps(config.output_buffer or sys.stdout)
+        context.configure(url=url, literal_binds=True, transactional_ddl=True, output_buffer=output, **options)
         migration = context.get_context()
         script = engines.for_sqlalchemy(migration.dialect.name).script
-        if repeatable is not None and script.OPENING:  # how it stops at an error under any client
-            migration.impl.static_output(script.OPENING)
+        repeatable = _repeatable(migration)
+        if repeatable:
+            output.rewrite_for(script.dialect.name)
+            if script.OPENING:  # how it stops at an error under any client
+                migration.impl.static_output(script.OPENING)
         with context.begin_transaction():
             # the script's statements wait for locks as long as an online run's (docs/live-migrations.md)
             prologue = script.lock_timeout(policy.timeout_ms)
@@ -96,8 +98,8 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
                 context.run_migrations()
             except ScriptError as error:  # a stamp the repeatable output does not know (scripts.make_idempotent)
                 raise CommandError(str(error)) from None
-        if repeatable is not None and script.CLOSING:
-            repeatable.write(script.CLOSING)
+        if repeatable and script.CLOSING:
+            output.write(script.CLOSING)
         return
     try:
         engine = make_engine(url, poolclass=pool.NullPool)
@@ -124,19 +126,16 @@ def _log_step(ctx: object, step: MigrationInfo, heads: object, run_args: object)
     log.info("%s %s -> %s, %s", verb, source, destination, (step.up_revision.doc if step.up_revision else None) or "")
 
 
-def _repeatable_output(migration: MigrationContext, config: Config) -> TextIO | None:
-    """The output of an offline upgrade on an engine whose scripts are repeatable (SQL Server,
-    PostgreSQL): alembic_version created only when missing, stamped once (scripts.RepeatableStamps),
-    so the script a DBA reviews is safe to run again. None: downgrades stay as Alembic writes them."""
-    import sys
-
+def _repeatable(migration: MigrationContext) -> bool:
+    """An offline upgrade on an engine whose scripts are repeatable (SQL Server, PostgreSQL): its
+    output is written through scripts.RepeatableStamps (alembic_version created only when missing,
+    stamped once; on SQL Server, stopped at the first error), so the script a DBA reviews is safe to
+    run again. Downgrade scripts stay as Alembic writes them."""
     from ..scripts import ENGINES
 
     fn = migration.opts.get("fn")
     engine = engines.for_sqlalchemy(migration.dialect.name).name
-    if engine not in ENGINES or fn is None or fn.__name__ != "upgrade":
-        return None
-    return RepeatableStamps(config.output_buffer or sys.stdout, engine)
+    return engine in ENGINES and fn is not None and fn.__name__ == "upgrade"
 
 
 def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy, options: dict) -> None:
