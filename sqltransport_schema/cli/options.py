@@ -75,8 +75,8 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *name
         parser.add_argument(*kwargs.pop("flags", flags), **kwargs)
 
 
-def add_spark_options(parser: argparse.ArgumentParser, **changes: dict[str, Any]) -> None:
-    add_options(parser.add_argument_group("Spark"), *SPARK, **changes)
+def add_spark_options(parser: argparse.ArgumentParser) -> None:
+    add_options(parser.add_argument_group("Spark"), *SPARK)
 
 
 def load_config(path: str) -> Config:

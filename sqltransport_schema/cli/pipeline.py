@@ -27,19 +27,13 @@ if TYPE_CHECKING:
 
 
 # --------------------------------------------------------------------------- from options to values
-# Why archive and replay have no in-process path (their --no-spark is refused, and not listed).
-ARCHIVE_NEEDS_SPARK = "it reads through Spark's JDBC reader and writes Parquet with Spark"
-REPLAY_NEEDS_SPARK = "it reads and filters the Parquet archive with Spark"
-NO_IN_PROCESS = {"no_spark": {"help": argparse.SUPPRESS}}
 
 
-def _session(args: argparse.Namespace, *urls: str, needs_spark: str | None = None) -> SparkSession | None:
+def _session(args: argparse.Namespace, *urls: str) -> SparkSession | None:
     """The Spark session the command runs its partitions in (None under --no-spark); urls: the
     databases it reads through JDBC, whose driver jars are checked before Spark starts (a missing
-    one would fail only after Spark's start-up); needs_spark: why the command has no --no-spark path."""
+    one would fail only after Spark's start-up)."""
     if getattr(args, "no_spark", False):
-        if needs_spark:
-            raise ValueError(f"pipeline {args.pipeline_command} runs only under Spark ({needs_spark}): run it without --no-spark")
         return None
     from ..pipeline.connect import missing_jar
     from ..pipeline.session import SparkUnavailable, get_session
@@ -195,9 +189,10 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
     if args.mode == "errorifexists" and _holds_files(args.output):
         raise FileExistsError(f"{args.output} holds an archive already: pass --mode append to add to it, or --mode overwrite to replace it")
-    spark = _session(args, args.url, needs_spark=ARCHIVE_NEEDS_SPARK)
+    spark = _session(args, args.url)
     if args.format == "text":
-        sys.stderr.write(f"[archive] reading {args.table} through JDBC, writing Parquet to {args.output}\n")
+        how = "through JDBC" if spark is not None else "through the driver, in this process"
+        sys.stderr.write(f"[archive] reading {args.table} {how}, writing Parquet to {args.output}\n")
     result = archive(spark, _endpoint(args.url, args.table, args.layout, "queue"), args.output, mode=args.mode, partitions=args.partitions)
     emit(
         args,
@@ -213,7 +208,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from ..pipeline.archive import replay
 
-    spark = _session(args, needs_spark=REPLAY_NEEDS_SPARK)  # reads Parquet, writes through the driver: no JDBC
+    spark = _session(args)  # reads Parquet, writes through the driver: no JDBC
     result = replay(
         spark,
         args.archive,
@@ -356,7 +351,7 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
         help="when the folder holds an archive: fail, add to it, or replace it (default: %(default)s)",
     )
     p.add_argument("--partitions", type=int, default=ARCHIVE_PARTITIONS, help="parallel JDBC reads (default: %(default)s)")
-    add_spark_options(p, **NO_IN_PROCESS)
+    add_spark_options(p)
     p.set_defaults(func=cmd_archive)
 
     p = add_command(
@@ -378,7 +373,7 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--until", help="last date (YYYY-MM-DD)")
     p.add_argument("--where", help="a Spark SQL condition on the archive's columns")
     p.add_argument("--replay-id", help="resume this replay (default: derived from the archive, filters and queue)")
-    add_spark_options(p, **NO_IN_PROCESS)
+    add_spark_options(p)
     p.set_defaults(func=cmd_replay)
 
     p = add_command(

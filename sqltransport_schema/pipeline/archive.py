@@ -5,16 +5,20 @@ Archive reads through Spark's JDBC reader (drivers from /usr/share/java), partit
 queue's order column, and turns the Headers JSON into columns with Spark SQL (from_json as a
 map): no Python per row. The raw Headers text and Body bytes are kept, so a replay writes back
 exactly what was archived. Replay writes in archived order, in batches, each batch with a ledger
-row in the destination's transaction: a rerun after a crash skips what committed.
+row in the destination's transaction: a rerun after a crash skips what committed. Without Spark
+(--no-spark) both run in this process: the same columns made in Python, Parquet read and written
+with pyarrow, so either reads what the other wrote.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, TextIO
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..runtime import wire
 from .connect import Endpoint, dbapi_connect, jdbc
@@ -130,16 +134,152 @@ def archive_frame(spark: SparkSession, source: Endpoint, partitions: int = ARCHI
 
 
 def archive(
-    spark: SparkSession, source: Endpoint, path: str, *, mode: str = "errorifexists", partitions: int = ARCHIVE_PARTITIONS
+    spark: SparkSession | None, source: Endpoint, path: str, *, mode: str = "errorifexists", partitions: int = ARCHIVE_PARTITIONS
 ) -> ArchiveResult:
-    """Write the queue's rows to Parquet at `path`, partitioned by date (of TimeSent, else TimeOfFailure)."""
+    """Write the queue's rows to Parquet at `path`, partitioned by date (of TimeSent, else TimeOfFailure).
+    spark None: in this process, read through the driver and written with pyarrow, the same columns."""
     started = time.perf_counter()
+    if spark is None:
+        rows, dates = _archive_in_process(source, path, mode)
+        return ArchiveResult(source.describe(), path, rows, dates, round(time.perf_counter() - started, 3))
     df = archive_frame(spark, source, partitions).cache()
     rows = df.count()
     dates = sorted(str(r[0]) for r in df.select("date").distinct().collect())
     df.write.mode(mode).partitionBy("date").parquet(path)
     df.unpersist()
     return ArchiveResult(source.describe(), path, rows, dates, round(time.perf_counter() - started, 3))
+
+
+# --------------------------------------------------------------------------- without Spark
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.dataset
+        import pyarrow.parquet  # noqa: F401
+    except ImportError as exc:
+        raise ImportError("archive and replay without Spark read and write Parquet with pyarrow: pip install -e '.[spark]'") from exc
+    return pyarrow
+
+
+def _time_header(value: str | None) -> datetime | None:
+    """A header in the transport's time format as UTC, None when unreadable (as _time_expr)."""
+    try:
+        return wire.parse_time_sent(value) if value is not None else None
+    except (ValueError, TypeError):
+        return None
+
+
+def _header_map(text: str | None) -> dict | None:
+    """The headers as a map of strings, None when they are not a JSON object (as from_json as a map)."""
+    try:
+        parsed = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    return {k: v if isinstance(v, str) or v is None else json.dumps(v) for k, v in parsed.items()}
+
+
+def archive_record(row: tuple, source_table: str, archived_at: datetime) -> dict:
+    """One archive row from (id, expires, headers, body, seq): archive_frame's columns, in Python."""
+    id_, expires, headers, body, seq = row
+    found = _header_map(headers)
+    record: dict[str, Any] = {
+        "id": str(id_),
+        "expires": None if expires is None else to_utc_naive(expires).replace(tzinfo=timezone.utc),
+        "headers": headers,
+        "body": None if body is None else bytes(body),
+        "seq": int(seq),
+    }
+    for column, header in HEADER_COLUMNS.items():
+        record[column] = found.get(header) if found is not None else None
+    for column, header in TIME_HEADERS.items():
+        record[column] = _time_header(found.get(header)) if found is not None else None
+    enclosed = record["enclosed_message_types"]
+    record["message_type"] = enclosed.split(";")[0].split(",")[0].strip() if enclosed is not None else None
+    record["headers_readable"] = found is not None
+    record["source_table"] = source_table
+    record["archived_at"] = archived_at
+    when = record["time_sent"] or record["time_of_failure"] or archived_at
+    record["date"] = when.date().isoformat()
+    return record
+
+
+def _archive_schema(pa: Any) -> Any:
+    """The archive's columns with the types Spark gives them (timestamps as UTC instants)."""
+    instant = pa.timestamp("us", tz="UTC")
+    fields = [("id", pa.string()), ("expires", instant), ("headers", pa.string()), ("body", pa.binary()), ("seq", pa.int64())]
+    fields += [(column, pa.string()) for column in HEADER_COLUMNS]
+    fields += [(column, instant) for column in TIME_HEADERS]
+    fields += [("message_type", pa.string()), ("headers_readable", pa.bool_()), ("source_table", pa.string())]
+    fields += [("archived_at", instant), ("date", pa.string())]
+    return pa.schema(fields)
+
+
+def _archive_in_process(source: Endpoint, path: str, mode: str) -> tuple[int, list[str]]:
+    """archive without Spark: the rows through the driver, Parquet partitioned by date with pyarrow."""
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    pa = _pyarrow()
+    conn = dbapi_connect(source.url)
+    try:
+        cursor = conn.cursor()
+        cursor.execute(select_sql(source))
+        rows = cursor.fetchall()
+        source.dialect.pipeline.rollback(conn)
+    finally:
+        conn.close()
+    archived_at = datetime.now(timezone.utc)
+    table_name = source.describe().split(" ", 1)[1]
+    records = [archive_record(row, table_name, archived_at) for row in rows]
+    folder = Path(path)
+    if folder.exists() and any(folder.iterdir()):
+        if mode == "errorifexists":
+            raise FileExistsError(f"{path} holds an archive already: pass --mode append to add to it, or --mode overwrite to replace it")
+        if mode == "overwrite":
+            shutil.rmtree(folder)
+    table = pa.Table.from_pylist(records, schema=_archive_schema(pa))
+    pa.dataset.write_dataset(
+        table,
+        str(folder),
+        format="parquet",
+        partitioning=pa.dataset.partitioning(pa.schema([("date", pa.string())]), flavor="hive"),
+        basename_template=f"part-{uuid.uuid4().hex}-{{i}}.parquet",
+        existing_data_behavior="overwrite_or_ignore",
+    )
+    return len(records), sorted({r["date"] for r in records})
+
+
+def _archived_in_process(
+    path: str,
+    *,
+    message_ids: Iterable[str] | None = None,
+    message_types: Iterable[str] | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    where: str | None = None,
+) -> list[Any]:
+    """select_archived without Spark: the selected rows (id, expires, headers, body), in archived order."""
+    from types import SimpleNamespace
+
+    if where:
+        raise ValueError("--where is a Spark SQL condition: replay with Spark (without --no-spark) to use it")
+    pa = _pyarrow()
+    dataset = pa.dataset.dataset(path, format="parquet", partitioning="hive")
+    columns = ["id", "expires", "headers", "body", "seq", "message_id", "message_type", "source_table", "date"]
+    ids, types = set(message_ids or ()), set(message_types or ())
+    out = []
+    for row in dataset.to_table(columns=columns).to_pylist():
+        date = str(row["date"])
+        if (ids and row["message_id"] not in ids and row["id"] not in ids) or (types and row["message_type"] not in types):
+            continue
+        if (since and date < since) or (until and date > until):
+            continue
+        out.append(SimpleNamespace(**row, date_text=date))
+    out.sort(key=lambda r: (r.source_table or "", r.seq, r.date_text))
+    return out
 
 
 # --------------------------------------------------------------------------- replay
@@ -183,7 +323,7 @@ def select_archived(
 
 
 def replay(
-    spark: SparkSession,
+    spark: SparkSession | None,
     path: str,
     destination: Endpoint,
     *,
@@ -192,9 +332,13 @@ def replay(
     progress: TextIO | bool | None = False,
     **filters,
 ) -> ReplayResult:
-    """Send the selected archived messages into `destination`, in archived order, exactly once per replay id."""
+    """Send the selected archived messages into `destination`, in archived order, exactly once per replay
+    id. spark None: the archive read and filtered in this process (pyarrow; no --where)."""
     started = time.perf_counter()
-    df = select_archived(spark, path, **filters).select("id", "expires", "headers", "body", "seq")
+    if spark is None:
+        records: Iterable[Any] = _archived_in_process(path, **filters)
+    else:
+        records = select_archived(spark, path, **filters).select("id", "expires", "headers", "body", "seq").toLocalIterator()
     if replay_id is None:
         key = repr((path, sorted((k, repr(v)) for k, v in filters.items()), destination.describe()))
         replay_id = "replay-" + hashlib.sha1(key.encode()).hexdigest()[:24]
@@ -232,7 +376,7 @@ def replay(
                 stream.write(f"[replay] batch {part + 1}: {rows:,} message(s) written\n")
                 stream.flush()
 
-        for record in df.toLocalIterator():
+        for record in records:
             batch.append(record)
             if len(batch) >= batch_size:
                 flush(batches)
