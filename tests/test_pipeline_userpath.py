@@ -126,6 +126,7 @@ def test_backfill_without_the_jdbc_jar_stops_before_spark_and_names_the_package(
     assert time.monotonic() - started < 5  # no Spark session was started (5-10 s here)
 
 
+@pytest.mark.spark  # pyarrow comes with the spark extra
 @pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
 def test_archive_and_replay_without_spark_round_trip_byte_for_byte(tmp_path, capsys, request, engine):
     from sqltransport_schema.pipeline.connect import dbapi_connect
