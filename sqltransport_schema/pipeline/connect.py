@@ -19,6 +19,7 @@ from .. import engines
 from ..engines.pipeline import Table
 from ..runtime import wire
 from ..schema import Kind, TableName
+from ..urls import display_url
 from .layouts import Layout, layout
 
 # Where the engines' JDBC driver jars are: Debian's packages (libpostgresql-jdbc-java,
@@ -56,9 +57,7 @@ class Endpoint:
 
     def describe(self) -> str:
         """Where, without credentials: shown in progress lines and recorded in the ledger."""
-        parsed = make_url(self.url)
-        where = parsed.render_as_string(hide_password=True)
-        return f"{where} {self.qualified}"
+        return f"{display_url(self.url)} {self.qualified}"
 
     def with_table(self, table: TableName, kind: Kind | None = None) -> Endpoint:
         return Endpoint(self.url, table, kind or self.kind, self.layout_name)
