@@ -24,14 +24,21 @@ def topology(saga: str, extra: str = "") -> str:
 ORDER = "      - name: OrderSaga\n        correlation: {name: OrderId, type: string}\n"
 
 
-def _rows(url: str, table: str) -> int:
-    quoted = f"`{table}`" if url.startswith("mysql") else '"' + table.replace('"', '""') + '"'
+def _quote(url: str, name: str) -> str:
+    return f"`{name}`" if url.startswith("mysql") else '"' + name.replace('"', '""') + '"'
+
+
+def _scalar(url: str, table: str, what: str = "COUNT(*)"):
     db = connect(url)
     try:
         with db.connect() as conn:
-            return conn.exec_driver_sql(f"SELECT COUNT(*) FROM {quoted}").scalar()
+            return conn.exec_driver_sql(f"SELECT {what} FROM {_quote(url, table)}").scalar()
     finally:
         db.dispose()
+
+
+def _rows(url: str, table: str) -> int:
+    return _scalar(url, table)
 
 
 def _tables(url: str) -> set[str]:
@@ -119,11 +126,7 @@ def test_downgrade_of_a_transition_drops_the_transitional_column_and_keeps_rows(
     project.write_topology(topology(ORDER))
     assert project.compile("sagas") == 0
     first = project.head()
-    project.write_topology(topology(ORDER + "        transitional: {name: OrderNumber, type: int}\n"))
-    assert project.compile("transitional") == 0
-    project.upgrade(url)
-    db = connect(url)
-    sagas = SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
+    db, sagas = _with_transitional(project, url, "int")
     with db.begin() as conn:
         sagas.insert(conn, str(uuid.uuid4()), "{}", "order-1", transitional_value=1)
     db.dispose()
@@ -204,22 +207,21 @@ def test_the_queue_transport_refuses_a_saga_only_engine(mysql_url):
 
 
 def _transitional_value(url: str, table: str, column: str):
-    quote = (lambda n: f"`{n}`") if url.startswith("mysql") else (lambda n: f'"{n}"')
+    return _scalar(url, table, _quote(url, column))
+
+
+def _with_transitional(project, url: str, type_: str) -> tuple:
+    """OrderSaga given the transitional property OrderNumber, deployed: (engine, its SagaTable)."""
+    project.write_topology(topology(ORDER + f"        transitional: {{name: OrderNumber, type: {type_}}}\n"))
+    assert project.compile("transitional") == 0
+    project.upgrade(url)
     db = connect(url)
-    try:
-        with db.connect() as conn:
-            return conn.exec_driver_sql(f"SELECT {quote(column)} FROM {quote(table)}").scalar()
-    finally:
-        db.dispose()
+    return db, SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
 
 
 def test_update_keeps_the_transitional_value_it_is_not_given(project, saga_db):
     url = saga_db
-    project.write_topology(topology(ORDER + "        transitional: {name: OrderNumber, type: string}\n"))
-    assert project.compile("sagas") == 0
-    project.upgrade(url)
-    db = connect(url)
-    sagas = SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
+    db, sagas = _with_transitional(project, url, "string")
     with db.begin() as conn:
         sagas.insert(conn, str(uuid.uuid4()), "{}", "o-1", transitional_value="A-1")
     with db.begin() as conn:  # as docs/sagas.md's example updates: data only

@@ -252,24 +252,17 @@ def _archive_in_process(source: Endpoint, path: str, mode: str) -> tuple[int, li
     return len(records), sorted({r["date"] for r in records})
 
 
-def _archived_in_process(
-    path: str,
-    *,
-    message_ids: Iterable[str] | None = None,
-    message_types: Iterable[str] | None = None,
-    since: str | None = None,
-    until: str | None = None,
-    where: str | None = None,
-) -> list[Any]:
-    """select_archived without Spark: the selected rows (id, expires, headers, body), in archived order."""
+def _archived_in_process(path: str, filters: dict[str, Any]) -> list[Any]:
+    """select_archived without Spark, filters its keywords: the selected rows, in archived order."""
     from types import SimpleNamespace
 
-    if where:
+    if filters.get("where"):
         raise ValueError("--where is a Spark SQL condition: replay with Spark (without --no-spark) to use it")
     pa = _pyarrow()
     dataset = pa.dataset.dataset(path, format="parquet", partitioning="hive")
     columns = ["id", "expires", "headers", "body", "seq", "message_id", "message_type", "source_table", "date"]
-    ids, types = set(message_ids or ()), set(message_types or ())
+    ids, types = set(filters.get("message_ids") or ()), set(filters.get("message_types") or ())
+    since, until = filters.get("since"), filters.get("until")
     out = []
     for row in dataset.to_table(columns=columns).to_pylist():
         date = str(row["date"])
@@ -336,7 +329,7 @@ def replay(
     id. spark None: the archive read and filtered in this process (pyarrow; no --where)."""
     started = time.perf_counter()
     if spark is None:
-        records: Iterable[Any] = _archived_in_process(path, **filters)
+        records: Iterable[Any] = _archived_in_process(path, filters)
     else:
         records = select_archived(spark, path, **filters).select("id", "expires", "headers", "body", "seq").toLocalIterator()
     if replay_id is None:
