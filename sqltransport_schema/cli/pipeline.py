@@ -339,7 +339,8 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
         "export a queue's rows to Parquet partitioned by date, headers as columns",
         """Read every message of a queue (audit, error) through Spark's JDBC reader and write it to
         Parquet partitioned by date (of TimeSent, else TimeOfFailure), with the standard NServiceBus
-        headers as columns beside the raw headers and body. Archive copies; it deletes nothing.""",
+        headers as columns beside the raw headers and body (--no-spark: read through the driver and
+        written with pyarrow, in this process). Archive copies; it deletes nothing.""",
         "sqltransport-schema pipeline archive --url postgresql://postgres@127.0.0.1/app --table error -o /data/error",
     )
     add_options(p, *queue, **queue_changes)
