@@ -329,10 +329,8 @@ def test_an_unreadable_included_file_is_named(tmp_path):
     assert problem.startswith(f"{tmp_path / 'teams' / 'sales.yaml'}:3:1: error: not valid YAML")
     (tmp_path / "teams" / "sales.yaml").write_bytes(b"endpoints:\n  - name: Caf\xe9\n")
     (problem,) = problems_of(root)
-    assert (
-        problem
-        == f"{tmp_path / 'teams' / 'sales.yaml'}:2:14: error: not UTF-8 text (byte 0xe9): save the file as UTF-8, or remove or retype the character here"
-    )
+    advice = "save the file as UTF-8, or remove or retype the character here"
+    assert problem == f"{tmp_path / 'teams' / 'sales.yaml'}:2:14: error: not UTF-8 text (byte 0xe9): {advice}"
 
 
 def test_an_empty_included_file_adds_nothing(tmp_path):
