@@ -91,8 +91,7 @@ def _pump_cell(url: str, batch: int, handler_name: str, done, slot: int, total: 
 def _raw_cell(url: str, batch: int, handler_name: str, savepoints: bool = False):
     import psycopg
 
-    from sqltransport_schema import engines
-    from sqltransport_schema.runtime import wire
+    from sqltransport_schema import engines, wire
     from sqltransport_schema.schema import TableName
     from sqltransport_schema.versions import profile
 

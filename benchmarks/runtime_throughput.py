@@ -131,7 +131,7 @@ def make_body() -> bytes:
 
 def make_headers() -> dict[str, str]:
     """A realistic header map of a message sent from a handler: ~500 B encoded."""
-    from sqltransport_schema.runtime import wire
+    from sqltransport_schema import wire
 
     return wire.standard_headers(
         message_id=str(uuid.uuid4()),
@@ -222,7 +222,7 @@ FILL_CHUNK = 1000
 def _grow_fill(conn, contender: str, total: int) -> None:
     """Make the fill table of a layout hold at least `total` distinct messages (generated once
     per run, through the same encoding as a send; later fills copy from it in the server)."""
-    from sqltransport_schema.runtime import wire
+    from sqltransport_schema import wire
 
     pgmq = contender == "pgmq"
     table = "bench_fill_pgmq" if pgmq else "bench_fill"
@@ -307,7 +307,7 @@ def setup_sqlite(path: str) -> str:
 
 def prefill_sqlite(path: str, total: int) -> None:
     """The SQLite queue filled from the run's fill table (grown once, encoded as a send encodes)."""
-    from sqltransport_schema.runtime import wire
+    from sqltransport_schema import wire
 
     body = make_body()
     with sqlite_connect(path) as conn:
@@ -420,7 +420,7 @@ class Raw:
     def __init__(self, url: str):
         import psycopg
 
-        from sqltransport_schema.runtime import wire
+        from sqltransport_schema import wire
 
         self.wire = wire
         sqlite = url.startswith("sqlite")
@@ -701,7 +701,7 @@ def compare(database: str, counts: dict, rounds: int, pgmq_problem: str | None) 
                 "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync', 'autovacuum', 'shared_buffers')"
             ).fetchall()
         )
-    headers_len = len(__import__("sqltransport_schema.runtime.wire", fromlist=["wire"]).encode_headers(make_headers()))
+    headers_len = len(__import__("sqltransport_schema.wire", fromlist=["wire"]).encode_headers(make_headers()))
     print(
         f"PostgreSQL {server} (synchronous_commit={settings.get('synchronous_commit')}, fsync={settings.get('fsync')}, "
         f"autovacuum={settings.get('autovacuum')}); {os.cpu_count()} cores; Python {sys.version.split()[0]}, "
@@ -905,8 +905,8 @@ class Ablation:
     def __init__(self, url: str, step: int):
         import psycopg
 
+        from sqltransport_schema import wire
         from sqltransport_schema.db import make_engine
-        from sqltransport_schema.runtime import wire
         from sqltransport_schema.runtime.transport import Transport
 
         self.step, self.wire = step, wire
@@ -993,7 +993,7 @@ def components(database: str) -> None:
     """CPU of the pieces around the SQL, each alone (no round trip to the server involved)."""
     import psycopg
 
-    from sqltransport_schema.runtime import wire
+    from sqltransport_schema import wire
 
     ours = Ours(url_of(database))
     engine, queue = ours.engine, ours.queue

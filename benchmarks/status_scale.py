@@ -44,9 +44,8 @@ sys.path.insert(0, str(REPO))
 from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (beside this script)
 from compile_scale import new_project  # noqa: E402
 
-from sqltransport_schema import cli  # noqa: E402
+from sqltransport_schema import cli, wire  # noqa: E402
 from sqltransport_schema.db import make_engine  # noqa: E402
-from sqltransport_schema.runtime import wire  # noqa: E402
 from sqltransport_schema.runtime.operations import status  # noqa: E402
 from sqltransport_schema.runtime.transport import Transport  # noqa: E402
 from sqltransport_schema.schema import Kind  # noqa: E402

@@ -11,8 +11,7 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
-from sqltransport_schema import cli, grants, topology
-from sqltransport_schema.runtime import wire
+from sqltransport_schema import cli, grants, topology, wire
 from sqltransport_schema.runtime.transport import Transport
 
 TOPOLOGY = """\

@@ -26,8 +26,8 @@ import uuid
 
 import pytest
 
+from sqltransport_schema import wire
 from sqltransport_schema.engines.sqlite import SQLite
-from sqltransport_schema.runtime import wire
 
 from .test_mssql_ddl import shared_present
 from .test_mssql_runtime import RUNTIME_FIXTURE, raw_seed_statement, runtime_text

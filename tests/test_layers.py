@@ -3,7 +3,7 @@ functions, not those under `if TYPE_CHECKING:`) with `ast`, then check there is 
 that no layer reaches above itself.
 
 Layers, lowest first:
-  core      statements, shapes, schema, versions, util, urls, revisions
+  core      statements, shapes, schema, versions, util, urls, revisions, wire
             (and topology, whose validation asks the engines for their name limits)
   engines   one Dialect per database
   services  db, migrate, runtime, check, adopt, grants, listings, scripts, pipeline
@@ -21,7 +21,7 @@ import pytest
 PACKAGE = "sqltransport_schema"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
-CORE = ("statements", "shapes", "schema", "versions", "util", "urls", "revisions")
+CORE = ("statements", "shapes", "schema", "versions", "util", "urls", "revisions", "wire")
 ABOVE_ENGINES = ("db", "migrate", "runtime", "check", "adopt", "grants", "listings", "scripts", "project", "pipeline", "cli")
 
 

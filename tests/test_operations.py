@@ -16,9 +16,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sqltransport_schema import cli, engines
+from sqltransport_schema import cli, engines, wire
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime import wire
 from sqltransport_schema.runtime.operations import LEFT_NO_FAILED_Q, LEFT_UNKNOWN, retry, status
 from sqltransport_schema.runtime.transport import Transport
 from sqltransport_schema.schema import Kind, TableName

@@ -9,10 +9,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from sqltransport_schema import wire
 from sqltransport_schema.pipeline import move as pipeline_move
 from sqltransport_schema.pipeline.connect import Endpoint, dbapi_connect
 from sqltransport_schema.pipeline.layouts import partition_ranges
-from sqltransport_schema.runtime import wire
 from sqltransport_schema.schema import Kind, TableName, TableSpec
 from tests.pipeline_support import checksum, create_table, fill_queue, queue_contents, queue_spec
 

@@ -7,11 +7,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from sqltransport_schema import cli
+from sqltransport_schema import cli, wire
 from sqltransport_schema.pipeline import layouts
 from sqltransport_schema.pipeline.connect import Endpoint, jdbc, table_name
 from sqltransport_schema.pipeline.move import parse_rewrites, rewrite_headers
-from sqltransport_schema.runtime import wire
 from sqltransport_schema.schema import Kind, TableName
 
 

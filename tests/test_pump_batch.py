@@ -14,8 +14,8 @@ import time
 import pytest
 from sqlalchemy import text
 
+from sqltransport_schema import wire
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime import wire
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
+from sqltransport_schema import wire
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime import wire
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 

@@ -7,8 +7,7 @@ import uuid
 
 import pytest
 
-from sqltransport_schema import Transport
-from sqltransport_schema.runtime import wire
+from sqltransport_schema import Transport, wire
 
 from . import catalog
 

@@ -20,8 +20,8 @@ from collections import Counter
 
 import pytest
 
+from sqltransport_schema import wire
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime import wire
 from sqltransport_schema.runtime.transport import Transport
 
 from .test_runtime import deployed

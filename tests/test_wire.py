@@ -16,8 +16,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sqltransport_schema.runtime import wire
-from sqltransport_schema.runtime.wire import (
+from sqltransport_schema import wire
+from sqltransport_schema.wire import (
     Address,
     PoisonHeaders,
     decode_headers,
@@ -113,7 +113,7 @@ def test_encode_exact_form(headers, expected):
 def test_the_fast_encoder_writes_what_the_exact_one_writes_for_every_character():
     """The usual map is encoded by Python's C encoder plus `/`; every BMP character, astral
     ones at the plane edges, and mixtures must come out as the character-by-character writer has them."""
-    from sqltransport_schema.runtime.wire import _encode_headers_exactly
+    from sqltransport_schema.wire import _encode_headers_exactly
 
     astral = [chr(cp) for cp in (0x10000, 0x1F600, 0x10FFFF)]
     for cp in range(0x10000):
@@ -734,3 +734,10 @@ def test_adjacent_lone_surrogates_are_one_character_on_the_wire():
 def test_deep_nesting_is_poison_not_a_crash():
     with pytest.raises(PoisonHeaders, match="nested too deeply"):
         decode_headers('{"a":' + "[" * 100000 + "]" * 100000 + "}")
+
+
+def test_the_runtime_still_offers_the_wire_module_users_import_from_it():
+    """wire.py moved to the core; `from sqltransport_schema.runtime import wire` (in users' code) is the same module."""
+    from sqltransport_schema.runtime import wire as old_home
+
+    assert old_home is wire and old_home.encode_headers is encode_headers

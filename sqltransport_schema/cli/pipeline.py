@@ -256,20 +256,14 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parsers
-def add_pipeline(sub: argparse._SubParsersAction) -> None:
-    """`pipeline` and its subcommands on the top-level subparsers."""
-    pipeline = add_command(
-        sub,
-        "pipeline",
-        "Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill",
-        """Data jobs over queue tables, run in Spark partitions (pyspark is the `spark` extra; --no-spark
-        runs them in this process): move messages between tables exactly once, the moves a revision
-        needs before its drops (plan, run), archive a queue to Parquet and replay it, fill a saga's
-        correlation column. Progress goes to stderr, the summary to stdout (docs/pipeline.md).""",
-        "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app",
-    )
-    psub = pipeline.add_subparsers(dest="pipeline_command", required=True)
+# Options several subcommands share: a revision range's (plan, run), a queue's (archive, replay).
+_DATABASE_OPTIONS = ("url", "config", "to_rev", "map", "format")
+_QUEUE_OPTIONS = ("url", "table", "layout", "format")
+_REQUIRED_URL = {"required": True, "help": "database URL (required)"}
 
+
+def _add_move(psub: argparse._SubParsersAction) -> None:
+    """`pipeline move`."""
     p = add_command(
         psub,
         "move",
@@ -305,7 +299,9 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
     add_spark_options(p)
     p.set_defaults(func=cmd_move)
 
-    database = ("url", "config", "to_rev", "map", "format")
+
+def _add_plan(psub: argparse._SubParsersAction) -> None:
+    """`pipeline plan`."""
     p = add_command(
         psub,
         "plan",
@@ -316,9 +312,12 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
         are pending or a destination is unresolved.""",
         "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app --map Billing=Invoicing",
     )
-    add_options(p, *database)
+    add_options(p, *_DATABASE_OPTIONS)
     p.set_defaults(func=cmd_plan)
 
+
+def _add_run(psub: argparse._SubParsersAction) -> None:
+    """`pipeline run`."""
     p = add_command(
         psub,
         "run",
@@ -327,12 +326,13 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
         `alembic upgrade` that follows; nothing is moved while a destination is unresolved.""",
         "sqltransport-schema pipeline run --url postgresql://postgres@127.0.0.1/app --map Billing=Invoicing",
     )
-    add_options(p, *database)
+    add_options(p, *_DATABASE_OPTIONS)
     add_spark_options(p)
     p.set_defaults(func=cmd_run)
 
-    queue = ("url", "table", "layout", "format")
-    queue_changes = {"url": {"required": True, "help": "database URL (required)"}}
+
+def _add_archive(psub: argparse._SubParsersAction) -> None:
+    """`pipeline archive`."""
     p = add_command(
         psub,
         "archive",
@@ -343,7 +343,7 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
         written with pyarrow, in this process). Archive copies; it deletes nothing.""",
         "sqltransport-schema pipeline archive --url postgresql://postgres@127.0.0.1/app --table error -o /data/error",
     )
-    add_options(p, *queue, **queue_changes)
+    add_options(p, *_QUEUE_OPTIONS, url=_REQUIRED_URL)
     add_options(p, "output", output={"required": True, "help": "Parquet folder (local path, hdfs://, s3a://...)"})
     p.add_argument(
         "--mode",
@@ -355,6 +355,9 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
     add_spark_options(p)
     p.set_defaults(func=cmd_archive)
 
+
+def _add_replay(psub: argparse._SubParsersAction) -> None:
+    """`pipeline replay`."""
     p = add_command(
         psub,
         "replay",
@@ -366,7 +369,7 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
         "sqltransport-schema pipeline replay --url postgresql://postgres@127.0.0.1/app --table Sales --archive /data/error "
         "--since 2026-11-01",
     )
-    add_options(p, *queue, **queue_changes)
+    add_options(p, *_QUEUE_OPTIONS, url=_REQUIRED_URL)
     p.add_argument("--archive", required=True, help="Parquet folder written by archive")
     p.add_argument("--message-id", action="append", help="only these message ids (repeatable)")
     p.add_argument("--message-type", action="append", help="only these message types (repeatable)")
@@ -377,6 +380,9 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
     add_spark_options(p)
     p.set_defaults(func=cmd_replay)
 
+
+def _add_backfill(psub: argparse._SubParsersAction) -> None:
+    """`pipeline backfill`."""
     p = add_command(
         psub,
         "backfill",
@@ -388,7 +394,7 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
         "sqltransport-schema pipeline backfill --url postgresql://postgres@127.0.0.1/app --table Sales_OrderSaga "
         "--property OrderId --column Correlation_OrderId",
     )
-    add_options(p, "url", "table", url=queue_changes["url"], table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
+    add_options(p, "url", "table", url=_REQUIRED_URL, table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
     p.add_argument("--property", required=True, help="JSON property of Data (dots for nested: Order.Id)")
     p.add_argument("--column", required=True, help="the correlation column, e.g. Correlation_OrderId")
     p.add_argument("--batch-size", type=int, default=BACKFILL_BATCH, help="rows per transaction (default: %(default)s)")
@@ -396,6 +402,23 @@ def add_pipeline(sub: argparse._SubParsersAction) -> None:
     add_options(p, "format")
     add_spark_options(p)
     p.set_defaults(func=cmd_backfill)
+
+
+def add_pipeline(sub: argparse._SubParsersAction) -> None:
+    """`pipeline` and its subcommands on the top-level subparsers."""
+    pipeline = add_command(
+        sub,
+        "pipeline",
+        "Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill",
+        """Data jobs over queue tables, run in Spark partitions (pyspark is the `spark` extra; --no-spark
+        runs them in this process): move messages between tables exactly once, the moves a revision
+        needs before its drops (plan, run), archive a queue to Parquet and replay it, fill a saga's
+        correlation column. Progress goes to stderr, the summary to stdout (docs/pipeline.md).""",
+        "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app",
+    )
+    psub = pipeline.add_subparsers(dest="pipeline_command", required=True)
+    for add in (_add_move, _add_plan, _add_run, _add_archive, _add_replay, _add_backfill):
+        add(psub)
 
 
 PARSERS = {"pipeline": add_pipeline}

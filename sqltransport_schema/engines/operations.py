@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..versions import Profile
     from .base import Dialect
 
-# The header the error queue's messages name their failed queue in (runtime/wire.py's FAILED_Q).
+# The header the error queue's messages name their failed queue in (wire.py's FAILED_Q).
 FAILED_Q = "NServiceBus.FailedQ"
 
 

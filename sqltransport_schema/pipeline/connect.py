@@ -15,9 +15,8 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from .. import engines
+from .. import engines, wire
 from ..engines.pipeline import Table
-from ..runtime import wire
 from ..schema import Kind, TableName
 from ..urls import display_url
 from .layouts import Layout, layout

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from ..runtime import wire
+from .. import wire
 from ..schema import Blueprint, Kind, TableName, TableSpec
 from ..versions import profile
 from .connect import Endpoint, engine_of

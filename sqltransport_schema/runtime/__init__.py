@@ -1,1 +1,6 @@
-"""Runtime: version-matched statements, send/receive API, message pump, wire format."""
+"""Runtime: version-matched statements, send/receive API, message pump."""
+
+# The wire format moved to the core (sqltransport_schema.wire: the pipeline uses it too, and it
+# needs nothing of the runtime); users' code imports it as `from sqltransport_schema.runtime import wire`,
+# so that import keeps working.
+from .. import wire as wire

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from .. import wire
 from ..schema import Kind, TableName, TableSpec
 from ..urls import display_url
-from . import wire
 from .transport import execute, execute_many
 
 if TYPE_CHECKING:

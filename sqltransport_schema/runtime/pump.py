@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from sqlalchemy.engine import Connection
 
-from . import wire
+from .. import wire
 from .transport import EndpointTables, Message, Queue, Transport
 
 log = logging.getLogger("sqltransport_schema.pump")

@@ -22,12 +22,11 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from .. import engines
+from .. import engines, wire
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName
 from ..statements import Statement
 from ..versions import LATEST, profile
-from . import wire
 
 log = logging.getLogger("sqltransport_schema.runtime")
 
