@@ -54,11 +54,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
             check=args.check,
             topology_file=Path(source).as_posix(),
             switch=args.topology_switch,
+            allow_downgrade=args.allow_downgrade,
         )
     except topology_module.TopologyError as exc:
         return emit_invalid(args, exc)
     except (CompileError, SnapshotError) as exc:
-        return emit_error(args, str(exc), json_stream=sys.stderr)
+        return emit_error(args, str(exc), json_stream=sys.stderr, details=getattr(exc, "details", None))
     changes = plan.summary(limit=10**9)
     payload = {
         "status": "up-to-date" if plan.empty else ("pending" if args.check else "compiled"),
@@ -131,6 +132,11 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
         "--topology-switch",
         action="store_true",
         help="compile another topology file than the one the migrations come from (it becomes theirs)",
+    )
+    p.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="compile a lowered transport_version (refused without it: it changes tables and loses data, listed)",
     )
     p.set_defaults(func=cmd_compile)
 

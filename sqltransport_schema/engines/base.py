@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
 from ..statements import MESSAGE, Statement, parameters_of
-from ..versions import Profile
+from ..versions import ExpiresIndex, Profile
 from .catalog import Catalog
 from .grants import Grants
 from .online import Online
@@ -138,6 +138,24 @@ class Dialect:
         """Why changing a queue between these releases holds an exclusive lock for a rewrite or rebuild
         of the whole table on this engine (None: only short locks)."""
         return None
+
+    def version_change_effects(self, old: Profile, new: Profile) -> list[str]:
+        """Each change an in-place change of a queue between these releases makes on this engine,
+        with what it loses (compile lists them when it refuses a lowered transport_version)."""
+        return []
+
+    @staticmethod
+    def expires_index_effect(old: Profile, new: Profile, index: str) -> list[str]:
+        """The change of the Expires index between these releases, as version_change_effects says it."""
+        if old.expires_index == new.expires_index:
+            return []
+        if new.expires_index is ExpiresIndex.NONE:
+            return [f"{index} dropped: the purge of expired messages reads the whole table"]
+        if old.expires_index is ExpiresIndex.NONE:
+            return [f"{index} created"]
+        if new.expires_index is ExpiresIndex.PLAIN:
+            return [f"{index} no longer filtered (WHERE Expires IS NOT NULL): it indexes every message"]
+        return [f"{index} filtered (WHERE Expires IS NOT NULL)"]
 
     def body_string_rewrite(self, profile: Profile) -> str | None:
         """Why adding BodyString rewrites the table on this engine (None: a change of metadata)."""

@@ -508,6 +508,25 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
             reasons.append("building Index_Expires makes writers wait for the whole build")
         return "; ".join(reasons) or None
 
+    def version_change_effects(self, old: Profile, new: Profile) -> list[str]:
+        effects = []
+        if old.headers_unicode != new.headers_unicode:
+            if new.headers_unicode:
+                effects.append("Headers varchar(max) -> nvarchar(max)")
+            else:
+                effects.append(
+                    "Headers nvarchar(max) -> varchar(max): header text outside the database's code page "
+                    "(non-Latin letters) is lost, each such character stored as '?'"
+                )
+        if old.rowversion_clustered != new.rowversion_clustered:
+            if new.rowversion_clustered:
+                effects.append(
+                    "Index_RowVersion nonclustered -> clustered: the table is rebuilt, and sends contend for its last page again"
+                )
+            else:
+                effects.append("Index_RowVersion clustered -> nonclustered: the table is rebuilt as a heap")
+        return effects + self.expires_index_effect(old, new, "Index_Expires")
+
     def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
         fields = self._fields(spec, new)
         batches = []

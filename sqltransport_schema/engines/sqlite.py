@@ -183,6 +183,10 @@ CREATE TABLE IF NOT EXISTS {table} (
             ]
         return batches + [self.DROP_TABLE.format(table=table)]
 
+    def version_change_effects(self, old: Profile, new: Profile) -> list[str]:
+        # Headers is TEXT in every release: only the index on Expires follows the version.
+        return self.expires_index_effect(old, new, "the index on Expires")
+
     def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
         if old.expires_index == new.expires_index:
             return []
