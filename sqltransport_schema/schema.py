@@ -164,6 +164,11 @@ class Blueprint:
     def by_name(self) -> dict[TableName, TableSpec]:
         return {spec.name: spec for spec in self.tables}
 
+    @property
+    def subscription_table(self) -> TableName | None:
+        """The shared subscription table, if the blueprint has one."""
+        return next((spec.name for spec in self.tables if spec.kind is Kind.SUBSCRIPTIONS), None)
+
     def to_snapshot(self) -> str:
         """JSON text, one table a line, so revision files diff well and import fast."""
         sagas = any(spec.kind is Kind.SAGA for spec in self.tables)

@@ -250,6 +250,77 @@ class Dialect:
     def drop_schema(self, schema: SchemaName) -> list[str]:
         return []
 
+    # -- subscriptions that follow their queues (a migration that drops a queue) -----------
+    # DELETE_SUBSCRIBERS_OF deletes the rows of the subscription table ({subscriptions}) whose
+    # QueueAddress names the dropped queue; subscriber_parameters gives its values. TABLE_EXISTS
+    # (one row, true when the table @Name exists) guards it where the table may be gone.
+    DELETE_SUBSCRIBERS_OF: str | None = None
+    TABLE_EXISTS: str | None = None
+
+    @staticmethod
+    def address_part(name: str) -> str:
+        """A schema or catalog as a canonical address brackets it (`]` doubled, transport-facts §5)."""
+        return "[" + name.replace("]", "]]") + "]"
+
+    def schema_spellings(self, queue: TableName) -> list[str]:
+        """The schema parts of the addresses that name the queue's schema: bracketed, bare where that
+        parses the same, and none at all ('' or '[]') for the engine's default schema."""
+        schema = queue.schema if queue.schema is not None else self.default_schema
+        if schema is None:
+            return ["", "[]"]
+        parts = [self.address_part(schema)]
+        if not any(ch in schema for ch in "@[]"):
+            parts.append(schema)
+        fold = str.casefold if self.case_insensitive_names else str
+        if self.default_schema is not None and fold(schema) == fold(self.default_schema):
+            parts += ["", "[]"]
+        return parts
+
+    def subscriber_parameters(self, queue: TableName) -> dict[str, Any]:
+        """The values of DELETE_SUBSCRIBERS_OF for a queue: its table (@Table) and the schema parts
+        naming its schema (@Schemas); engines whose template reads other parameters add them."""
+        return {"Table": queue.table, "Schemas": self.list_parameter(self.schema_spellings(queue))}
+
+    def delete_subscribers_of(self, subscriptions: TableName, queue: TableName) -> tuple[Statement, dict[str, Any]] | None:
+        """The DELETE of the subscription rows naming the queue, and its values (None: the engine has
+        no subscription table)."""
+        if self.DELETE_SUBSCRIBERS_OF is None:
+            return None
+        template = self.DELETE_SUBSCRIBERS_OF
+        statement = Statement("delete_subscribers_of", template, {"subscriptions": self.qualified(subscriptions)}, parameters_of(template))
+        values = self.subscriber_parameters(queue)
+        return statement, {name: values[name] for name in statement.params}
+
+    def table_exists(self, connection: Connection, name: TableName) -> bool:
+        """Whether the table exists now (one catalog lookup)."""
+        template = self.TABLE_EXISTS
+        statement = Statement("table_exists", template, {}, parameters_of(template))
+        return bool(self.execute(connection, statement, {"Name": self.qualified(name) if self.has_schemas else name.table}).scalar())
+
+    def script_value(self, value: Any) -> str:
+        """A parameter's value as an offline script writes it (no driver binds it there)."""
+        if value is None:
+            return "NULL"
+        if isinstance(value, list):
+            value = json.dumps(value, ensure_ascii=False)
+        return self.literal(value)
+
+    def script_delete_subscribers_of(self, subscriptions: TableName, queue: TableName) -> list[str]:
+        """DELETE_SUBSCRIBERS_OF as an offline script runs it: its values written in, guarded so that
+        it does nothing where the subscription table does not exist."""
+        found = self.delete_subscribers_of(subscriptions, queue)
+        if found is None:
+            return []
+        statement, values = found
+        return [statement.written({name: self.script_value(value) for name, value in values.items()})]
+
+    def execute(self, connection: Connection, statement: Statement, values: dict[str, Any]) -> Any:
+        """Run a statement on a SQLAlchemy connection (a migration's), its values bound."""
+        paramstyle = connection.dialect.paramstyle
+        sql, order = statement.native(paramstyle)
+        bound = {name: values[name] for name in order} if paramstyle in ("pyformat", "named") else tuple(values[name] for name in order)
+        return connection.exec_driver_sql(sql, bound)
+
     # -- runtime statements -------------------------------------------------------------
     # name -> (class attribute holding the template, what it does). Engines whose statements
     # do not vary by version only write the templates; SQL Server overrides runtime_statements.

@@ -352,6 +352,19 @@ END"""
 IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
     DROP TABLE {table};"""
 
+    # A dropped queue's subscription rows: each spelling of its address (@Addresses: the schema
+    # part bracketed, bare, or left out for dbo), and, where the queue names no catalog, each
+    # followed by the current database as the catalog part (@InCurrentCatalog); OPENJSON as in
+    # delete_locked (SQL Server 2016+).
+    DELETE_SUBSCRIBERS_OF = """\
+DELETE FROM {subscriptions}
+WHERE QueueAddress IN (SELECT value FROM OPENJSON(@Addresses))
+    OR QueueAddress IN (SELECT value + N'@' + QUOTENAME(DB_NAME()) FROM OPENJSON(@InCurrentCatalog))"""
+    TABLE_EXISTS = "SELECT CASE WHEN OBJECT_ID(@Name, N'U') IS NULL THEN 0 ELSE 1 END"
+    SCRIPT_IF_TABLE_EXISTS = """\
+IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
+{statement};"""
+
     # -- upgrades between versions (transport-facts §1, "upgrade steps") -----------------
     HEADERS_TYPE = """\
 IF EXISTS (
@@ -491,6 +504,26 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
             return [self.DROP_DISCARDING.format(**fields)]
         message = self.literal_text(self.refusal(spec, profile))
         return [self.DROP_GUARDED.format(message=message, **fields)]
+
+    def subscriber_parameters(self, queue: TableName) -> dict[str, Any]:
+        spellings = self.schema_spellings(queue)
+        qualified = [f"{queue.table}@{part}" for part in dict.fromkeys(part or "[]" for part in spellings)]
+        if queue.catalog is None:
+            addresses, in_current = ([queue.table] if "" in spellings else []) + qualified, qualified
+        else:
+            catalogs = [self.address_part(queue.catalog)] + ([queue.catalog] if not any(ch in queue.catalog for ch in "@[]") else [])
+            addresses, in_current = [f"{address}@{catalog}" for address in qualified for catalog in catalogs], []
+        return {"Addresses": self.list_parameter(addresses), "InCurrentCatalog": self.list_parameter(in_current)}
+
+    def script_value(self, value: Any) -> str:
+        text = super().script_value(value)
+        return text if value is None else "N" + text
+
+    def script_delete_subscribers_of(self, subscriptions: TableName, queue: TableName) -> list[str]:
+        name = self.literal_text(self.qualified(subscriptions))
+        return [
+            self.SCRIPT_IF_TABLE_EXISTS.format(name=name, statement=s) for s in super().script_delete_subscribers_of(subscriptions, queue)
+        ]
 
     # -- version changes -------------------------------------------------------------------
     def correlation_index_build(self) -> str | None:

@@ -183,6 +183,14 @@ CREATE TABLE IF NOT EXISTS {table} (
             ]
         return batches + [self.DROP_TABLE.format(table=table)]
 
+    # A dropped queue's subscription rows: those whose address's table part (before the first '@')
+    # is the queue. One namespace: any schema or catalog part names the same table. An offline
+    # script cannot guard it (SQLite has no IF); it runs where the subscription table exists.
+    DELETE_SUBSCRIBERS_OF = (
+        "DELETE FROM {subscriptions} WHERE substr(QueueAddress, 1, instr(QueueAddress || '@', '@') - 1) = @Table COLLATE NOCASE"
+    )
+    TABLE_EXISTS = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = @Name COLLATE NOCASE"
+
     def version_change_effects(self, old: Profile, new: Profile) -> list[str]:
         # Headers is TEXT in every release: only the index on Expires follows the version.
         return self.expires_index_effect(old, new, "the index on Expires")

@@ -42,7 +42,11 @@ class Plan:
 
     @property
     def downgrade(self) -> list[ops.TransportOp]:
-        return [op.reverse() for op in reversed(self.upgrade)]
+        steps = [op.reverse() for op in reversed(self.upgrade)]
+        for step in steps:  # a queue the downgrade drops takes its subscription rows along
+            if isinstance(step, ops.DropQueueOp):
+                step.subscriptions = self.new.subscription_table
+        return steps
 
     @property
     def empty(self) -> bool:
@@ -83,22 +87,23 @@ def plan(old: Blueprint | None, new: Blueprint, merges: tuple[str, ...] = ()) ->
         before = old_tables.get(spec.name)
         if before is None or before.kind is not spec.kind:
             if before is not None:
-                steps.append(_drop(before, built_with(before.name), new))
+                steps.append(_drop(before, built_with(before.name), new, old))
             steps.append(create_op(spec, version))
             continue
         steps += _alterations(before, spec, built_with(before.name), version, new.online_rewrites)
 
     removed = [spec for spec in reversed(old.tables if old else ()) if spec.name not in new_tables]
     _refuse_case_renames(removed, [spec for spec in new.tables if spec.name not in old_tables], new.engines)
-    steps += [_drop(spec, built_with(spec.name), new) for spec in removed]
+    steps += [_drop(spec, built_with(spec.name), new, old) for spec in removed]
 
     new_schemas = set(new.schemas)
     steps += [ops.DropSchemaIfEmptyOp(s) for s in reversed(old.schemas if old else ()) if s not in new_schemas]
     return Plan(old, new, steps, merges)
 
 
-def _drop(spec: TableSpec, version: str, new: Blueprint) -> ops.TransportOp:
-    """The drop of a table the new topology no longer has; protected queues need their override."""
+def _drop(spec: TableSpec, version: str, new: Blueprint, old: Blueprint) -> ops.TransportOp:
+    """The drop of a table the new topology no longer has; protected queues need their override; a
+    queue takes the rows of the (old) subscription table that name it along."""
     allow_protected = spec.name in new.drop_protected
     if spec.protected and not allow_protected:
         name = spec.name
@@ -110,6 +115,9 @@ def _drop(spec: TableSpec, version: str, new: Blueprint) -> ops.TransportOp:
         )
     if spec.kind is Kind.SAGA:
         return saga_ops.DropSagaTableOp(spec, spec.name in new.discarded)
+    if spec.kind is Kind.QUEUE:
+        following = old.subscription_table
+        return ops.DropQueueOp(spec, version, spec.name in new.discarded, allow_protected and spec.protected, following)
     return _DROP[spec.kind](spec, version, spec.name in new.discarded, allow_protected=allow_protected and spec.protected)
 
 

@@ -207,8 +207,7 @@ class Transport:
 
             engine = make_engine(engine)
         blueprint = deployed_blueprint(engine, config_file)
-        subscriptions = next((s.name for s in blueprint.tables if s.kind is Kind.SUBSCRIPTIONS), None)
-        transport = cls(engine, blueprint.transport_version, subscription_table=subscriptions)
+        transport = cls(engine, blueprint.transport_version, subscription_table=blueprint.subscription_table)
         transport.blueprint = blueprint
         for warning in transport.verify(blueprint, purges_expired) if verify else ():
             log.warning("%s", warning)
