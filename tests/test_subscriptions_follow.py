@@ -5,6 +5,7 @@ one error that says how to unsubscribe it."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import psycopg
@@ -12,6 +13,7 @@ import pytest
 
 from sqltransport_schema import Transport, cli
 from sqltransport_schema.runtime import wire
+from sqltransport_schema.runtime.transport import SubscriberMissing
 
 from . import catalog
 from .test_migrations import TOPOLOGY, insert_message, is_sqlite
@@ -130,3 +132,55 @@ def test_the_sql_server_script_deletes_them_guarded(project, capsys):
         f"    OR QueueAddress IN (SELECT value + N'@' + QUOTENAME(DB_NAME()) FROM OPENJSON({spellings}));\n"
     )
     assert script.index("DROP TABLE [billing].[Billing]") < script.index("-- Delete the subscription rows naming")
+
+
+def test_check_status_and_publish_name_a_leftover_subscription(project, db_url, capsys):
+    """A row whose address names no table (left by a hand-made drop, or a revision compiled before
+    subscriptions followed their queues): drift for check, listed by status, one error on publish."""
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.upgrade(db_url)
+    transport = Transport.from_database(db_url)
+    gone = transport.address_of(transport.name("Gone"))
+    with transport.engine.begin() as conn:
+        transport.subscriptions().subscribe(conn, "Sales", transport.queue("Sales").address, "Shop.OrderPlaced")
+        transport.subscriptions().subscribe(conn, "Gone", gone, "Shop.OrderPlaced")
+    ini = ["-c", str(project.ini)]
+    capsys.readouterr()
+
+    assert cli.main(["check", "--url", db_url, *ini]) == 1
+    text = capsys.readouterr().out
+    table = "SubscriptionRouting" if is_sqlite(db_url) else "public.SubscriptionRouting"
+    assert f"drift: orphaned_subscription: {table}: {gone} (endpoint Gone, topic Shop.OrderPlaced) names no table" in text
+    assert "unsubscribe each with Subscriptions.unsubscribe(connection, endpoint, topic)" in text
+    assert cli.main(["check", "--url", db_url, "--format", "json", *ini]) == 1
+    [finding] = json.loads(capsys.readouterr().out)["findings"]
+    assert (finding["category"], finding["severity"]) == ("orphaned_subscription", "drift")
+    assert cli.main(["check", "--url", db_url, "--format", "markdown", *ini]) == 1
+    assert f"| drift | orphaned_subscription | {table} | {gone} (endpoint Gone" in capsys.readouterr().out
+
+    assert cli.main(["status", "--url", db_url, *ini]) == 0  # a finding to list, not a missing table
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("1 subscription(s) name no table (publishing their topics fails); unsubscribe each with")
+    assert lines[-1] == f"  {gone} (endpoint Gone, topic Shop.OrderPlaced) names no table in the database"
+    assert cli.main(["status", "--url", db_url, "--format", "json", *ini]) == 0
+    assert json.loads(capsys.readouterr().out)["orphaned_subscriptions"] == [
+        {"endpoint": "Gone", "topic": "Shop.OrderPlaced", "address": gone, "problem": "names no table in the database"}
+    ]
+    assert cli.main(["status", "--url", db_url, "--format", "markdown", *ini]) == 0
+    assert f"| {gone} | Gone | Shop.OrderPlaced | names no table in the database |" in capsys.readouterr().out
+
+    with pytest.raises(SubscriberMissing) as missing, transport.engine.begin() as conn:
+        transport.publish(conn, "Shop.OrderPlaced", b"{}", HEADERS)
+    where = '"Gone"' if is_sqlite(db_url) else '"public"."Gone"'
+    assert str(missing.value).startswith(
+        f"publish of Shop.OrderPlaced failed: subscriber {gone} has no table ({where} does not exist; its endpoint was retired "
+        "or its queue dropped). Unsubscribe it: Subscriptions.unsubscribe(connection, endpoint, topic) for each row of "
+    )
+    assert missing.value.address == gone
+
+    with transport.engine.begin() as conn:  # as the error says
+        transport.subscriptions().unsubscribe(conn, "Gone", "Shop.OrderPlaced")
+        assert transport.publish(conn, "Shop.OrderPlaced", b"{}", HEADERS) == [transport.queue("Sales").address]
+    transport.engine.dispose()
+    assert cli.main(["check", "--url", db_url, *ini]) == 0

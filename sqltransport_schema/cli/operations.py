@@ -175,6 +175,11 @@ def status_lines(report: StatusReport, rates: dict[str, Flow] | None = None) -> 
         lines.append("  ".join(cells).rstrip())
     if report.missing:
         lines.append(f"{len(report.missing)} table(s) of the deployed blueprint are missing from the database")
+    if report.orphaned:
+        from ..runtime.operations import UNSUBSCRIBE_HINT
+
+        lines.append(f"{len(report.orphaned)} subscription(s) name no table (publishing their topics fails); {UNSUBSCRIBE_HINT}:")
+        lines += [f"  {orphan.describe()}" for orphan in report.orphaned]
     return lines
 
 
@@ -191,6 +196,12 @@ def markdown(report: StatusReport) -> str:
         "|---|---|---:|---:|---|",
     ]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in _rows(report)]
+    if report.orphaned:
+        from ..runtime.operations import UNSUBSCRIBE_HINT
+
+        lines += ["", f"Subscriptions naming no table (publishing their topics fails); {UNSUBSCRIBE_HINT}:", ""]
+        lines += ["| Address | Endpoint | Topic | Problem |", "|---|---|---|---|"]
+        lines += ["| " + " | ".join(cell(c) for c in (o.address, o.endpoint, o.topic, o.problem)) + " |" for o in report.orphaned]
     return "\n".join(lines) + "\n"
 
 

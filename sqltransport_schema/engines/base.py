@@ -113,6 +113,10 @@ class Dialect:
         """Whether a driver error is this engine's "gave up waiting for a lock"."""
         return False
 
+    def undefined_table(self, error: BaseException) -> bool:
+        """Whether a driver error is this engine's "no such table" (a publish to a retired subscriber)."""
+        return False
+
     def one_migration_at_a_time(self, connection: Connection) -> None:
         """Wait (at most the lock timeout) until no other migration runs on this database; held until
         the connection closes. Nothing where Alembic's own transaction serialises them."""

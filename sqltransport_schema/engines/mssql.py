@@ -505,6 +505,11 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         message = self.literal_text(self.refusal(spec, profile))
         return [self.DROP_GUARDED.format(message=message, **fields)]
 
+    INVALID_OBJECT_NAME = "42S02"  # the SQLSTATE pyodbc reports for error 208 (a table that does not exist)
+
+    def undefined_table(self, error: BaseException) -> bool:
+        return bool(error.args) and error.args[0] == self.INVALID_OBJECT_NAME
+
     def subscriber_parameters(self, queue: TableName) -> dict[str, Any]:
         spellings = self.schema_spellings(queue)
         qualified = [f"{queue.table}@{part}" for part in dict.fromkeys(part or "[]" for part in spellings)]

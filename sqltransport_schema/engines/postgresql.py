@@ -146,6 +146,11 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
     def lock_timed_out(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE
 
+    UNDEFINED_TABLE = "42P01"  # SQLSTATE undefined_table
+
+    def undefined_table(self, error: BaseException) -> bool:
+        return self.UNDEFINED_TABLE in (getattr(error, "sqlstate", None), getattr(error, "pgcode", None))
+
     def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder]:
         return [LockHolder(*row) for row in self._run(connection, self.LOCK_HOLDERS, Table=self.qualified(name))]
 

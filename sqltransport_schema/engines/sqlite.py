@@ -237,6 +237,10 @@ CREATE TABLE IF NOT EXISTS {table} (
     def lock_timed_out(self, error: BaseException) -> bool:
         return type(error).__name__ == "OperationalError" and "database is locked" in str(error)
 
+    def undefined_table(self, error: BaseException) -> bool:
+        # sqlite3 has no error codes for it before Python 3.11's sqlite_errorname, which says SQLITE_ERROR
+        return type(error).__name__ == "OperationalError" and str(error).startswith("no such table")
+
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """A caller's sqlite3 connection for the driver path: waits for locks, and sqlite3's implicit
         BEGIN (before the first write of a transaction) begins a writer. A connection in autocommit
