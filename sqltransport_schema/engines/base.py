@@ -256,10 +256,10 @@ class Dialect:
 
     # -- subscriptions that follow their queues (a migration that drops a queue) -----------
     # DELETE_SUBSCRIBERS_OF deletes the rows of the subscription table ({subscriptions}) whose
-    # QueueAddress names the dropped queue; subscriber_parameters gives its values. TABLE_EXISTS
+    # QueueAddress names the dropped queue; subscriber_parameters gives its values. HAS_TABLE
     # (one row, true when the table @Name exists) guards it where the table may be gone.
     DELETE_SUBSCRIBERS_OF: str | None = None
-    TABLE_EXISTS: str | None = None
+    HAS_TABLE: str | None = None
 
     @staticmethod
     def address_part(name: str) -> str:
@@ -297,7 +297,7 @@ class Dialect:
 
     def table_exists(self, connection: Connection, name: TableName) -> bool:
         """Whether the table exists now (one catalog lookup)."""
-        template = self.TABLE_EXISTS
+        template = self.HAS_TABLE
         statement = Statement("table_exists", template, {}, parameters_of(template))
         return bool(self.execute(connection, statement, {"Name": self.qualified(name) if self.has_schemas else name.table}).scalar())
 

@@ -360,7 +360,7 @@ IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
 DELETE FROM {subscriptions}
 WHERE QueueAddress IN (SELECT value FROM OPENJSON(@Addresses))
     OR QueueAddress IN (SELECT value + N'@' + QUOTENAME(DB_NAME()) FROM OPENJSON(@InCurrentCatalog))"""
-    TABLE_EXISTS = "SELECT CASE WHEN OBJECT_ID(@Name, N'U') IS NULL THEN 0 ELSE 1 END"
+    HAS_TABLE = "SELECT CASE WHEN OBJECT_ID(@Name, N'U') IS NULL THEN 0 ELSE 1 END"
     SCRIPT_IF_TABLE_EXISTS = """\
 IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
 {statement};"""

@@ -302,7 +302,7 @@ END
     DELETE_SUBSCRIBERS_OF = (
         "DELETE FROM {subscriptions} WHERE split_part(QueueAddress, '@', 1) = @Table AND split_part(QueueAddress, '@', 2) = ANY(@Schemas)"
     )
-    TABLE_EXISTS = "SELECT to_regclass(@Name) IS NOT NULL"
+    HAS_TABLE = "SELECT to_regclass(@Name) IS NOT NULL"
     SCRIPT_IF_TABLE_EXISTS = """\
 DO {tag}
 BEGIN

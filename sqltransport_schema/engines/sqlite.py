@@ -189,7 +189,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     DELETE_SUBSCRIBERS_OF = (
         "DELETE FROM {subscriptions} WHERE substr(QueueAddress, 1, instr(QueueAddress || '@', '@') - 1) = @Table COLLATE NOCASE"
     )
-    TABLE_EXISTS = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = @Name COLLATE NOCASE"
+    HAS_TABLE = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = @Name COLLATE NOCASE"
 
     def version_change_effects(self, old: Profile, new: Profile) -> list[str]:
         # Headers is TEXT in every release: only the index on Expires follows the version.
