@@ -73,6 +73,8 @@ def test_lowering_without_table_changes_is_refused_too_postgresql(project, pg_ur
     assert header.startswith("error: the topology lowers transport_version from 9.1 to 8.1")
     assert listed == ["  no table changes; the runtime uses the statements of 8.1"]
     assert project.compile("lower", "--check") == 1  # --check reports it as a change to compile
+    out = capsys.readouterr().out
+    assert "It lowers transport_version: compile refuses it without --allow-downgrade and lists what it loses." in out
 
     assert project.compile("to 8.1", "--allow-downgrade") == 0
     assert len(project.revisions()) == 2

@@ -37,7 +37,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from ..migrate.compile import CompileError, changed_files, compile_topology
+    from ..migrate.compile import ALLOW_DOWNGRADE, CompileError, changed_files, compile_topology, downgrade_losses
     from ..migrate.locks import lock_lines, lock_report
     from ..revisions import SnapshotError
 
@@ -86,6 +86,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         payload["changed_files"] = changed_files(config, topo)
         if set(payload["changed_files"]) - {topo.files[0].relative}:  # more than the one file
             lines.append("Files changed since the last compile: " + ", ".join(payload["changed_files"]))
+        if downgrade_losses(plan):
+            lines.append(f"It lowers transport_version: compile refuses it without {ALLOW_DOWNGRADE} and lists what it loses.")
         lines.append('Run: sqltransport-schema compile -m "describe the change"')
         emit(args, payload, lines)
         return EXIT_CHANGES
