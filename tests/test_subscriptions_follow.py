@@ -126,6 +126,7 @@ def test_the_sql_server_script_deletes_them_guarded(project, capsys):
     spellings = """N'["Billing@[billing]", "Billing@billing"]'"""
     assert delete.startswith(
         "-- Delete the subscription rows naming [billing].[Billing]\n\n"
+        "SET LOCK_TIMEOUT 2000;\n"  # as every statement of the script that locks a table
         "IF OBJECT_ID(N'[dbo].[SubscriptionRouting]', N'U') IS NOT NULL\n"
         "DELETE FROM [dbo].[SubscriptionRouting]\n"
         f"WHERE QueueAddress IN (SELECT value FROM OPENJSON({spellings}))\n"

@@ -706,20 +706,20 @@ def run(operations: Operations, operation: TransportOp) -> None:
             impl.static_output(f"-- {online.OFFLINE_NOTE}")
         separator = getattr(impl, "batch_separator", None)
         timeout = context.opts.get(LOCK_TIMEOUT_OPTION, 0) if operation.locked_table() is not None else 0
+
+        def write(batch: str) -> None:
+            batch = dialect.script.bounded(batch, timeout)
+            impl.static_output(batch if separator else dialect.script.statement(batch, impl.command_terminator))
+            if separator:
+                impl.static_output(separator)
+
+        for batch in batches:
+            write(batch)
         following = getattr(operation, "subscriptions", None)
-        steps = [(batches, timeout)]
         if following is not None:  # a dropped queue's subscription rows, in the same transaction
-            steps.append(([f"-- Delete the subscription rows naming {_one_line(dialect.display(operation.spec.name))}"], None))
-            steps.append((dialect.script_delete_subscribers_of(following, operation.spec.name), 0))
-        for texts, wait in steps:
-            for batch in texts:
-                if wait is None:
-                    impl.static_output(batch)
-                    continue
-                batch = dialect.script.bounded(batch, wait)
-                impl.static_output(batch if separator else dialect.script.statement(batch, impl.command_terminator))
-                if separator:
-                    impl.static_output(separator)
+            impl.static_output(f"-- Delete the subscription rows naming {_one_line(dialect.display(operation.spec.name))}")
+            for batch in dialect.script_delete_subscribers_of(following, operation.spec.name):
+                write(batch)
         if hook is not None:
             hook(None)
         return
