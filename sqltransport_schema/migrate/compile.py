@@ -211,13 +211,13 @@ class CompileError(Exception):
         self.details = details or []
 
 
-def _consented(result: Plan, allow_downgrade: bool) -> Plan:
+def _consented(result: Plan, allow_downgrade: bool, where: str) -> Plan:
     """The plan, unless it lowers transport_version without ALLOW_DOWNGRADE (then a refusal listing
-    each table change and what it loses)."""
+    each table change and what it loses); where: the file:line:column of transport_version."""
     losses = [] if allow_downgrade else downgrade_losses(result)
     if losses:
         raise CompileError(
-            f"the topology lowers transport_version from {result.old.transport_version} to {result.new.transport_version}, "
+            f"{where}: transport_version lowered from {result.old.transport_version} to {result.new.transport_version}, "
             f"which changes the tables as listed below and loses what each line says; nothing was written. "
             f"If that is what you want, compile it with {ALLOW_DOWNGRADE}",
             losses,
@@ -260,10 +260,11 @@ def compile_topology(
             return plan_at_head(script, new), None
         files = [(source.relative, source.sha256) for source in topology.files]
         merging = len(script.get_heads()) > 1
+        where = str(topology.marks.get("transport_version", topology.path))
         return write_revision(
             config,
             message,
-            lambda script: _consented(plan_at_head(script, new), allow_downgrade),
+            lambda script: _consented(plan_at_head(script, new), allow_downgrade, where),
             topology_file,
             files,
             head="heads" if merging else "head",
