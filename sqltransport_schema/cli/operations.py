@@ -215,6 +215,7 @@ METRICS = (
     ("sqltransport_delayed_next_due_timestamp_seconds", "When the earliest delayed message falls due (Unix time)."),
     ("sqltransport_error_messages", "Messages of the error queue by their NServiceBus.FailedQ."),
     ("sqltransport_topic_subscribers", "Subscribers of each topic."),
+    ("sqltransport_orphaned_subscription", "1 for each subscription whose address names no table (a publish of its topic fails)."),
 )
 
 
@@ -246,6 +247,9 @@ def prometheus(report: StatusReport) -> str:
             samples["sqltransport_error_messages"].append(f"{failed_labels} {failed['messages']}")
         for topic in t.topics or ():
             samples["sqltransport_topic_subscribers"].append(f"{_labels(address=t.address, topic=topic['topic'])} {topic['subscribers']}")
+    for orphan in report.orphaned:
+        labels = _labels(address=orphan.address, endpoint=orphan.endpoint, topic=orphan.topic)
+        samples["sqltransport_orphaned_subscription"].append(f"{labels} 1")
     lines = []
     for name, help_text in METRICS:
         if samples[name]:
