@@ -208,6 +208,13 @@ def in_kind_order(specs: Iterable[TableSpec]) -> tuple[TableSpec, ...]:
     return tuple(sorted(specs, key=lambda spec: _KIND_ORDER[spec.kind]))
 
 
+def kept_subscription_table(old: Blueprint | None, new: Blueprint) -> TableName | None:
+    """The subscription table both blueprints have: a revision from old to new deletes its rows that
+    name a queue it drops (one it drops or replaces takes every row along anyway)."""
+    table = new.subscription_table
+    return table if old is not None and old.subscription_table == table else None
+
+
 def blueprint(topology: Topology) -> Blueprint:
     """Every table the topology needs (Topology.tables without the marks), in a stable order:
     queues, then delayed, then subscriptions, then sagas."""

@@ -202,3 +202,22 @@ def test_a_revision_that_drops_the_subscription_table_too_deletes_no_rows_first(
     assert 'op.drop_queue("Billing", schema="billing"' in revision and "subscriptions=" not in revision
     assert "DELETE FROM" not in project.offline("sqlite://")
     project.upgrade(sqlite_url)
+
+
+def test_compile_check_holds_a_drops_subscriptions_to_the_table_the_revision_keeps(project, capsys):
+    project.write_topology(TOPOLOGY)
+    project.compile("initial")
+    project.write_topology(RETIRED)
+    project.compile("retire Billing")
+    assert project.compile("nothing", "--check") == 0
+    revision = project.revisions()[-1]
+    text = revision.read_text()
+    revision.write_text(text.replace('subscriptions="SubscriptionRouting")', 'subscriptions="Other@[public]")', 1))
+    capsys.readouterr()
+    assert project.compile("nothing", "--check") == 2
+    err = capsys.readouterr().err
+    assert revision.name in err and "edited by hand" in err
+    assert 'subscriptions="Other@[public]", but the subscription table the revision keeps is "SubscriptionRouting"' in err
+    # a revision compiled before drops took their subscriptions along names none: not an edit
+    revision.write_text(text.replace(', subscriptions="SubscriptionRouting")', ")"))
+    assert project.compile("nothing", "--check") == 0

@@ -13,7 +13,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from ..revisions import History, SnapshotError, head_blueprint
-from ..schema import Blueprint, Kind, TableName, TableSpec, blueprint
+from ..schema import Blueprint, Kind, TableSpec, blueprint, kept_subscription_table
 from ..topology import Topology
 from ..util import gc_paused
 from ..versions import FEATURE_SINCE, lowers, profile
@@ -45,7 +45,7 @@ class Plan:
         steps = [op.reverse() for op in reversed(self.upgrade)]
         for step in steps:  # a queue the downgrade drops takes its subscription rows along
             if isinstance(step, ops.DropQueueOp):
-                step.subscriptions = _kept_subscriptions(self.old, self.new)
+                step.subscriptions = kept_subscription_table(self.old, self.new)
         return steps
 
     @property
@@ -116,16 +116,9 @@ def _drop(spec: TableSpec, version: str, new: Blueprint, old: Blueprint) -> ops.
     if spec.kind is Kind.SAGA:
         return saga_ops.DropSagaTableOp(spec, spec.name in new.discarded)
     if spec.kind is Kind.QUEUE:
-        following = _kept_subscriptions(old, new)
+        following = kept_subscription_table(old, new)
         return ops.DropQueueOp(spec, version, spec.name in new.discarded, allow_protected and spec.protected, following)
     return _DROP[spec.kind](spec, version, spec.name in new.discarded, allow_protected=allow_protected and spec.protected)
-
-
-def _kept_subscriptions(old: Blueprint | None, new: Blueprint) -> TableName | None:
-    """The subscription table both blueprints have, whose rows naming a dropped queue go with it
-    (a subscription table dropped or replaced by the same revision takes every row anyway)."""
-    table = new.subscription_table
-    return table if old is not None and old.subscription_table == table else None
 
 
 def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engine_names: Iterable[str]) -> None:
