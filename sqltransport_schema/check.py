@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from alembic.config import Config
     from alembic.script import ScriptDirectory
+    from sqlalchemy.engine import Connection
 
     from .engines import Dialect
     from .schema import TableSpec
@@ -38,6 +39,7 @@ CATEGORIES = (
     "index_name",
     "index_columns",
     "index_predicate",
+    "orphaned_subscription",
 )
 INFO_CATEGORIES = frozenset({"unmanaged_table"})
 # What a check without the migrations (no alembic.ini) cannot know.
@@ -153,12 +155,15 @@ def diff(
     engine: Dialect,
     unapplied: list[str] | tuple[str, ...] = (),
     history: dict[tuple, str] | None = None,
+    subscriptions: list[tuple[str, str, str]] = (),
 ) -> Report:
     """Every difference between the live tables and the expected blueprint, each reported once.
 
     engine: builds expected shapes and table keys (no database). unapplied: revision ids
     between the deployed revision and the head. history: table_key -> the revision whose
     blueprint records the table, for tables of other revisions than the deployed one.
+    subscriptions: the rows (endpoint, topic, address) of the subscription table; those whose
+    address names no live table are drift (a publish of their topic fails).
     """
     report = Report(engine.name, deployed_revision, head_revision, unapplied_revisions=list(unapplied))
     findings = report.findings
@@ -191,6 +196,12 @@ def diff(
             )
         else:
             findings.append(Finding("unmanaged_table", display(engine, name), "in no revision's topology; left alone"))
+    if subscriptions:
+        from .runtime.operations import UNSUBSCRIBE_HINT, orphaned_subscriptions
+
+        table = display(engine, expected.subscription_table)
+        for orphan in orphaned_subscriptions(engine, subscriptions, live):
+            findings.append(Finding("orphaned_subscription", table, f"{orphan.describe()}: {UNSUBSCRIBE_HINT}"))
     findings.sort(key=Finding.sort_key)
     return report
 
@@ -306,8 +317,12 @@ def run(url: str, config: Config | None) -> Report:
         recorded += [(deployed, spec) for spec in stored.tables] if stored is not None else []
         catalogs = sorted({spec.name.catalog for _, spec in recorded if spec.name.catalog is not None})
         live = engine.catalog.read_shapes(connection, catalogs)
+        try:
+            expected = stored if stored is not None else revisions.recorded_blueprint(script, deployed)
+        except (CommandError, revisions.SnapshotError) as exc:
+            raise CheckError(str(exc)) from None
+        subscriptions = _subscriptions(connection, engine, expected, live)
     try:
-        expected = stored if stored is not None else revisions.recorded_blueprint(script, deployed)
         unapplied = _unapplied(script, deployed, head) if script is not None else []
         history = _history(recorded, engine)
     except (CommandError, revisions.SnapshotError) as exc:
@@ -315,10 +330,19 @@ def run(url: str, config: Config | None) -> Report:
     version_table = (config.get_main_option("version_table") if config is not None else None) or "alembic_version"
     own = {version_table.casefold(), revisions.BLUEPRINT_TABLE}  # the migrations' bookkeeping, not the topology's
     live = {key: value for key, value in live.items() if value[0].table.casefold() not in own}
-    report = diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history)
+    report = diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history, subscriptions=subscriptions)
     if script is None:
         report.notes.append(NO_MIGRATIONS)
     return report
+
+
+def _subscriptions(connection: Connection, engine: Dialect, expected: Blueprint, live: dict) -> list[tuple[str, str, str]]:
+    """The rows (endpoint, topic, address) of the deployed subscription table, if it is there."""
+    table = expected.subscription_table
+    if table is None or not engine.operations.supported or engine.table_key(table) not in live:
+        return []
+    statement = engine.operations.subscriptions(table, profile(expected.transport_version))
+    return [tuple(row) for row in connection.execution_options(no_parameters=True).exec_driver_sql(statement.sql)]
 
 
 def _unapplied(script: ScriptDirectory, deployed: str, head: str | None) -> list[str]:

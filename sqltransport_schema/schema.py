@@ -164,6 +164,11 @@ class Blueprint:
     def by_name(self) -> dict[TableName, TableSpec]:
         return {spec.name: spec for spec in self.tables}
 
+    @property
+    def subscription_table(self) -> TableName | None:
+        """The shared subscription table, if the blueprint has one."""
+        return next((spec.name for spec in self.tables if spec.kind is Kind.SUBSCRIPTIONS), None)
+
     def to_snapshot(self) -> str:
         """JSON text, one table a line, so revision files diff well and import fast."""
         sagas = any(spec.kind is Kind.SAGA for spec in self.tables)
@@ -201,6 +206,13 @@ _KIND_ORDER = {Kind.QUEUE: 0, Kind.DELAYED: 1, Kind.SUBSCRIPTIONS: 2, Kind.SAGA:
 def in_kind_order(specs: Iterable[TableSpec]) -> tuple[TableSpec, ...]:
     """Tables in a blueprint's order: queues, then delayed, subscriptions, sagas (stable within a kind)."""
     return tuple(sorted(specs, key=lambda spec: _KIND_ORDER[spec.kind]))
+
+
+def kept_subscription_table(old: Blueprint | None, new: Blueprint) -> TableName | None:
+    """The subscription table both blueprints have: a revision from old to new deletes its rows that
+    name a queue it drops (one it drops or replaces takes every row along anyway)."""
+    table = new.subscription_table
+    return table if old is not None and old.subscription_table == table else None
 
 
 def blueprint(topology: Topology) -> Blueprint:

@@ -41,6 +41,15 @@ class Statement:
         """The statement as a DBA reads it: identifiers filled in, @Name parameters."""
         return self.template.format(**self.identifiers)
 
+    def written(self, values: Mapping[str, str]) -> str:
+        """The statement as an offline script writes it: each @Name parameter replaced by the SQL
+        text of its value (a literal the engine made), identifiers filled in last."""
+        known = set(self.params)
+        text = _PARAM.sub(
+            lambda m: values[m.group(1)].replace("{", "{{").replace("}", "}}") if m.group(1) in known else m.group(0), self.template
+        )
+        return text.format(**self.identifiers)
+
     def native(self, paramstyle: str) -> tuple[str, tuple[str, ...]]:
         """(driver SQL, parameter names in the order a positional driver wants them), made once."""
         cache = self.__dict__.setdefault("_native", {})  # beside the frozen fields; on the hot path

@@ -265,6 +265,11 @@ def profile(version: str) -> Profile:
     return Profile(version, **{name: value for since, name, value in _ROWS if since <= v})
 
 
+def lowers(old: str, new: str) -> bool:
+    """Whether going from release `old` to `new` goes back to an earlier release."""
+    return parse_version(new) < parse_version(old)
+
+
 def first_release(name: str) -> str:
     """The first release whose profile differs from 1.0's in the field `name` (for messages)."""
     return min((since for since, field_name, _ in BOUNDARIES if field_name == name), key=parse_version)

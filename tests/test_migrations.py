@@ -154,7 +154,8 @@ def test_dropping_a_queue_that_holds_messages_is_refused_by_the_database(project
     project.write_topology(TOPOLOGY.replace("queues:\n  - name: error\n", "queues: []\n") + "drop_protected:\n  - name: error\n")
     assert project.compile("retire error queue") == 0
     revision = project.revisions()[-1].read_text()
-    assert 'op.drop_queue("error", version="9.1", body_string=False, seq_type="serial", allow_protected=True)' in revision
+    drop = 'op.drop_queue("error", version="9.1", body_string=False, seq_type="serial", allow_protected=True'
+    assert drop + ', subscriptions="SubscriptionRouting")' in revision
     assert "discard_messages" not in revision
 
     project.upgrade(db_url, first)
@@ -181,8 +182,8 @@ def test_discarded_queue_is_dropped_with_its_messages(project, db_url):
     project.write_topology(TOPOLOGY.replace("    instances: [host-a]\n", "") + "discard:\n  - name: Sales.host-a\n")
     project.compile("retire host-a")
     assert (
-        'op.drop_queue("Sales.host-a", version="9.1", body_string=False, seq_type="serial", discard_messages=True)'
-        in project.revisions()[-1].read_text()
+        'op.drop_queue("Sales.host-a", version="9.1", body_string=False, seq_type="serial", discard_messages=True, '
+        'subscriptions="SubscriptionRouting")' in project.revisions()[-1].read_text()
     )
     project.upgrade(db_url)
     assert key(db_url, "Sales.host-a") not in catalog.read(db_url)
@@ -220,7 +221,8 @@ def test_compile_never_drops_a_protected_queue_without_its_override(project, cap
     assert project.compile("nothing") == 0 and len(project.revisions()) == 2
     project.write_topology(TOPOLOGY)
     assert project.compile("drop Archive") == 0
-    assert 'op.drop_queue("Archive", version="9.1", body_string=False, seq_type="serial")' in project.revisions()[-1].read_text()
+    revision = project.revisions()[-1].read_text()
+    assert 'op.drop_queue("Archive", version="9.1", body_string=False, seq_type="serial", subscriptions="SubscriptionRouting")' in revision
 
 
 def test_downgrade_stops_before_dropping_a_protected_queue(project, db_url):

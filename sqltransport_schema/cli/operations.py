@@ -175,6 +175,11 @@ def status_lines(report: StatusReport, rates: dict[str, Flow] | None = None) -> 
         lines.append("  ".join(cells).rstrip())
     if report.missing:
         lines.append(f"{len(report.missing)} table(s) of the deployed blueprint are missing from the database")
+    if report.orphaned:
+        from ..runtime.operations import UNSUBSCRIBE_HINT
+
+        lines.append(f"{len(report.orphaned)} subscription(s) name no table (publishing their topics fails); {UNSUBSCRIBE_HINT}:")
+        lines += [f"  {orphan.describe()}" for orphan in report.orphaned]
     return lines
 
 
@@ -191,6 +196,12 @@ def markdown(report: StatusReport) -> str:
         "|---|---|---:|---:|---|",
     ]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in _rows(report)]
+    if report.orphaned:
+        from ..runtime.operations import UNSUBSCRIBE_HINT
+
+        lines += ["", f"Subscriptions naming no table (publishing their topics fails); {UNSUBSCRIBE_HINT}:", ""]
+        lines += ["| Address | Endpoint | Topic | Problem |", "|---|---|---|---|"]
+        lines += ["| " + " | ".join(cell(c) for c in (o.address, o.endpoint, o.topic, o.problem)) + " |" for o in report.orphaned]
     return "\n".join(lines) + "\n"
 
 
@@ -204,6 +215,7 @@ METRICS = (
     ("sqltransport_delayed_next_due_timestamp_seconds", "When the earliest delayed message falls due (Unix time)."),
     ("sqltransport_error_messages", "Messages of the error queue by their NServiceBus.FailedQ."),
     ("sqltransport_topic_subscribers", "Subscribers of each topic."),
+    ("sqltransport_orphaned_subscription", "1 for each subscription whose address names no table (a publish of its topic fails)."),
 )
 
 
@@ -235,6 +247,9 @@ def prometheus(report: StatusReport) -> str:
             samples["sqltransport_error_messages"].append(f"{failed_labels} {failed['messages']}")
         for topic in t.topics or ():
             samples["sqltransport_topic_subscribers"].append(f"{_labels(address=t.address, topic=topic['topic'])} {topic['subscribers']}")
+    for orphan in report.orphaned:
+        labels = _labels(address=orphan.address, endpoint=orphan.endpoint, topic=orphan.topic)
+        samples["sqltransport_orphaned_subscription"].append(f"{labels} 1")
     lines = []
     for name, help_text in METRICS:
         if samples[name]:

@@ -34,12 +34,13 @@ def emit(args: argparse.Namespace, payload: dict, lines: list[str], stream: Text
         stream.write("".join(line + "\n" for line in lines))
 
 
-def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | None = None) -> int:
-    """`error: message` on stderr, or {"status": "error"} under --format json (stdout unless json_stream)."""
+def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | None = None, details: list[str] | None = None) -> int:
+    """`error: message` on stderr, then each of the details indented below it; or {"status": "error",
+    "details": [...]} under --format json (stdout unless json_stream)."""
     if getattr(args, "format", "text") == "json":
-        emit(args, {"status": "error", "message": message}, [], stream=json_stream)
+        emit(args, {"status": "error", "message": message, **({"details": details} if details else {})}, [], stream=json_stream)
     else:
-        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.write(f"error: {message}\n" + "".join(f"  {line}\n" for line in details or ()))
     return EXIT_ERROR
 
 

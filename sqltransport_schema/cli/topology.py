@@ -37,7 +37,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from ..migrate.compile import CompileError, changed_files, compile_topology
+    from ..migrate.compile import ALLOW_DOWNGRADE, CompileError, changed_files, compile_topology, downgrade_losses
     from ..migrate.locks import lock_lines, lock_report
     from ..revisions import SnapshotError
 
@@ -54,11 +54,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
             check=args.check,
             topology_file=Path(source).as_posix(),
             switch=args.topology_switch,
+            allow_downgrade=args.allow_downgrade,
         )
     except topology_module.TopologyError as exc:
         return emit_invalid(args, exc)
     except (CompileError, SnapshotError) as exc:
-        return emit_error(args, str(exc), json_stream=sys.stderr)
+        return emit_error(args, str(exc), json_stream=sys.stderr, details=getattr(exc, "details", None))
     changes = plan.summary(limit=10**9)
     payload = {
         "status": "up-to-date" if plan.empty else ("pending" if args.check else "compiled"),
@@ -85,6 +86,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         payload["changed_files"] = changed_files(config, topo)
         if set(payload["changed_files"]) - {topo.files[0].relative}:  # more than the one file
             lines.append("Files changed since the last compile: " + ", ".join(payload["changed_files"]))
+        if downgrade_losses(plan):
+            lines.append(f"It lowers transport_version: compile refuses it without {ALLOW_DOWNGRADE} and lists what it loses.")
         lines.append('Run: sqltransport-schema compile -m "describe the change"')
         emit(args, payload, lines)
         return EXIT_CHANGES
@@ -131,6 +134,11 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
         "--topology-switch",
         action="store_true",
         help="compile another topology file than the one the migrations come from (it becomes theirs)",
+    )
+    p.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="compile a lowered transport_version (refused without it: it changes tables and loses data, listed)",
     )
     p.set_defaults(func=cmd_compile)
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
 from ..statements import MESSAGE, Statement, parameters_of
-from ..versions import Profile
+from ..versions import ExpiresIndex, Profile
 from .catalog import Catalog
 from .grants import Grants
 from .online import Online
@@ -113,6 +113,10 @@ class Dialect:
         """Whether a driver error is this engine's "gave up waiting for a lock"."""
         return False
 
+    def undefined_table(self, error: BaseException) -> bool:
+        """Whether a driver error is this engine's "no such table" (a publish to a retired subscriber)."""
+        return False
+
     def one_migration_at_a_time(self, connection: Connection) -> None:
         """Wait (at most the lock timeout) until no other migration runs on this database; held until
         the connection closes. Nothing where Alembic's own transaction serialises them."""
@@ -138,6 +142,24 @@ class Dialect:
         """Why changing a queue between these releases holds an exclusive lock for a rewrite or rebuild
         of the whole table on this engine (None: only short locks)."""
         return None
+
+    def version_change_effects(self, old: Profile, new: Profile) -> list[str]:
+        """Each change an in-place change of a queue between these releases makes on this engine,
+        with what it loses (compile lists them when it refuses a lowered transport_version)."""
+        return []
+
+    @staticmethod
+    def expires_index_effect(old: Profile, new: Profile, index: str) -> list[str]:
+        """The change of the Expires index between these releases, as version_change_effects says it."""
+        if old.expires_index == new.expires_index:
+            return []
+        if new.expires_index is ExpiresIndex.NONE:
+            return [f"{index} dropped: the purge of expired messages reads the whole table"]
+        if old.expires_index is ExpiresIndex.NONE:
+            return [f"{index} created"]
+        if new.expires_index is ExpiresIndex.PLAIN:
+            return [f"{index} no longer filtered (WHERE Expires IS NOT NULL): it indexes every message"]
+        return [f"{index} filtered (WHERE Expires IS NOT NULL)"]
 
     def body_string_rewrite(self, profile: Profile) -> str | None:
         """Why adding BodyString rewrites the table on this engine (None: a change of metadata)."""
@@ -231,6 +253,77 @@ class Dialect:
 
     def drop_schema(self, schema: SchemaName) -> list[str]:
         return []
+
+    # -- subscriptions that follow their queues (a migration that drops a queue) -----------
+    # DELETE_SUBSCRIBERS_OF deletes the rows of the subscription table ({subscriptions}) whose
+    # QueueAddress names the dropped queue; subscriber_parameters gives its values. HAS_TABLE
+    # (one row, true when the table @Name exists) guards it where the table may be gone.
+    DELETE_SUBSCRIBERS_OF: str | None = None
+    HAS_TABLE: str | None = None
+
+    @staticmethod
+    def address_part(name: str) -> str:
+        """A schema or catalog as a canonical address brackets it (`]` doubled, transport-facts §5)."""
+        return "[" + name.replace("]", "]]") + "]"
+
+    def schema_spellings(self, queue: TableName) -> list[str]:
+        """The schema parts of the addresses that name the queue's schema: bracketed, bare where that
+        parses the same, and none at all ('' or '[]') for the engine's default schema."""
+        schema = queue.schema if queue.schema is not None else self.default_schema
+        if schema is None:
+            return ["", "[]"]
+        parts = [self.address_part(schema)]
+        if not any(ch in schema for ch in "@[]"):
+            parts.append(schema)
+        fold = str.casefold if self.case_insensitive_names else str
+        if self.default_schema is not None and fold(schema) == fold(self.default_schema):
+            parts += ["", "[]"]
+        return parts
+
+    def subscriber_parameters(self, queue: TableName) -> dict[str, Any]:
+        """The values of DELETE_SUBSCRIBERS_OF for a queue: its table (@Table) and the schema parts
+        naming its schema (@Schemas); engines whose template reads other parameters add them."""
+        return {"Table": queue.table, "Schemas": self.list_parameter(self.schema_spellings(queue))}
+
+    def delete_subscribers_of(self, subscriptions: TableName, queue: TableName) -> tuple[Statement, dict[str, Any]] | None:
+        """The DELETE of the subscription rows naming the queue, and its values (None: the engine has
+        no subscription table)."""
+        if self.DELETE_SUBSCRIBERS_OF is None:
+            return None
+        template = self.DELETE_SUBSCRIBERS_OF
+        statement = Statement("delete_subscribers_of", template, {"subscriptions": self.qualified(subscriptions)}, parameters_of(template))
+        values = self.subscriber_parameters(queue)
+        return statement, {name: values[name] for name in statement.params}
+
+    def table_exists(self, connection: Connection, name: TableName) -> bool:
+        """Whether the table exists now (one catalog lookup)."""
+        template = self.HAS_TABLE
+        statement = Statement("table_exists", template, {}, parameters_of(template))
+        return bool(self.execute(connection, statement, {"Name": self.qualified(name) if self.has_schemas else name.table}).scalar())
+
+    def script_value(self, value: Any) -> str:
+        """A parameter's value as an offline script writes it (no driver binds it there)."""
+        if value is None:
+            return "NULL"
+        if isinstance(value, list):
+            value = json.dumps(value, ensure_ascii=False)
+        return self.literal(value)
+
+    def script_delete_subscribers_of(self, subscriptions: TableName, queue: TableName) -> list[str]:
+        """DELETE_SUBSCRIBERS_OF as an offline script runs it: its values written in, guarded so that
+        it does nothing where the subscription table does not exist."""
+        found = self.delete_subscribers_of(subscriptions, queue)
+        if found is None:
+            return []
+        statement, values = found
+        return [statement.written({name: self.script_value(value) for name, value in values.items()})]
+
+    def execute(self, connection: Connection, statement: Statement, values: dict[str, Any]) -> Any:
+        """Run a statement on a SQLAlchemy connection (a migration's), its values bound."""
+        paramstyle = connection.dialect.paramstyle
+        sql, order = statement.native(paramstyle)
+        bound = {name: values[name] for name in order} if paramstyle in ("pyformat", "named") else tuple(values[name] for name in order)
+        return connection.exec_driver_sql(sql, bound)
 
     # -- runtime statements -------------------------------------------------------------
     # name -> (class attribute holding the template, what it does). Engines whose statements

@@ -352,6 +352,19 @@ END"""
 IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
     DROP TABLE {table};"""
 
+    # A dropped queue's subscription rows: each spelling of its address (@Addresses: the schema
+    # part bracketed, bare, or left out for dbo), and, where the queue names no catalog, each
+    # followed by the current database as the catalog part (@InCurrentCatalog); OPENJSON as in
+    # delete_locked (SQL Server 2016+).
+    DELETE_SUBSCRIBERS_OF = """\
+DELETE FROM {subscriptions}
+WHERE QueueAddress IN (SELECT value FROM OPENJSON(@Addresses))
+    OR QueueAddress IN (SELECT value + N'@' + QUOTENAME(DB_NAME()) FROM OPENJSON(@InCurrentCatalog))"""
+    HAS_TABLE = "SELECT CASE WHEN OBJECT_ID(@Name, N'U') IS NULL THEN 0 ELSE 1 END"
+    SCRIPT_IF_TABLE_EXISTS = """\
+IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
+{statement};"""
+
     # -- upgrades between versions (transport-facts §1, "upgrade steps") -----------------
     HEADERS_TYPE = """\
 IF EXISTS (
@@ -492,6 +505,31 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         message = self.literal_text(self.refusal(spec, profile))
         return [self.DROP_GUARDED.format(message=message, **fields)]
 
+    INVALID_OBJECT_NAME = "42S02"  # the SQLSTATE pyodbc reports for error 208 (a table that does not exist)
+
+    def undefined_table(self, error: BaseException) -> bool:
+        return bool(error.args) and error.args[0] == self.INVALID_OBJECT_NAME
+
+    def subscriber_parameters(self, queue: TableName) -> dict[str, Any]:
+        spellings = self.schema_spellings(queue)
+        qualified = [f"{queue.table}@{part}" for part in dict.fromkeys(part or "[]" for part in spellings)]
+        if queue.catalog is None:
+            addresses, in_current = ([queue.table] if "" in spellings else []) + qualified, qualified
+        else:
+            catalogs = [self.address_part(queue.catalog)] + ([queue.catalog] if not any(ch in queue.catalog for ch in "@[]") else [])
+            addresses, in_current = [f"{address}@{catalog}" for address in qualified for catalog in catalogs], []
+        return {"Addresses": self.list_parameter(addresses), "InCurrentCatalog": self.list_parameter(in_current)}
+
+    def script_value(self, value: Any) -> str:
+        text = super().script_value(value)
+        return text if value is None else "N" + text
+
+    def script_delete_subscribers_of(self, subscriptions: TableName, queue: TableName) -> list[str]:
+        name = self.literal_text(self.qualified(subscriptions))
+        return [
+            self.SCRIPT_IF_TABLE_EXISTS.format(name=name, statement=s) for s in super().script_delete_subscribers_of(subscriptions, queue)
+        ]
+
     # -- version changes -------------------------------------------------------------------
     def correlation_index_build(self) -> str | None:
         return "CREATE UNIQUE INDEX (offline, as SQL persistence's installer runs it) holds writers off for the whole build"
@@ -507,6 +545,25 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         if old.expires_index != new.expires_index and new.expires_index is not ExpiresIndex.NONE:
             reasons.append("building Index_Expires makes writers wait for the whole build")
         return "; ".join(reasons) or None
+
+    def version_change_effects(self, old: Profile, new: Profile) -> list[str]:
+        effects = []
+        if old.headers_unicode != new.headers_unicode:
+            if new.headers_unicode:
+                effects.append("Headers varchar(max) -> nvarchar(max)")
+            else:
+                effects.append(
+                    "Headers nvarchar(max) -> varchar(max): header text outside the database's code page "
+                    "(non-Latin letters) is lost, each such character stored as '?'"
+                )
+        if old.rowversion_clustered != new.rowversion_clustered:
+            if new.rowversion_clustered:
+                effects.append(
+                    "Index_RowVersion nonclustered -> clustered: the table is rebuilt, and sends contend for its last page again"
+                )
+            else:
+                effects.append("Index_RowVersion clustered -> nonclustered: the table is rebuilt as a heap")
+        return effects + self.expires_index_effect(old, new, "Index_Expires")
 
     def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
         fields = self._fields(spec, new)

@@ -68,6 +68,7 @@ class Operations:
     TABLES_ESTIMATED = None
     FAILED_Q_COUNTS = ""
     TOPICS = "SELECT Topic, count(*) AS Subscribers FROM {table} GROUP BY Topic ORDER BY Topic"
+    SUBSCRIPTIONS = "SELECT Endpoint, Topic, QueueAddress FROM {table} ORDER BY QueueAddress, Endpoint, Topic"
     ERROR_BATCH = ""  # a retry batch: locked until the transaction ends
     ERROR_SCAN = ""  # a dry run's read: no lock
     DELETE_RETRIED = "DELETE FROM {table} WHERE {order} = @Key"
@@ -148,6 +149,10 @@ class Operations:
     def topics(self, table: TableName, profile: Profile) -> Statement:
         """(topic, subscribers) of a subscription table."""
         return self.statement("topics", self.TOPICS, table=self.dialect.qualified(table, profile))
+
+    def subscriptions(self, table: TableName, profile: Profile) -> Statement:
+        """(endpoint, topic, subscriber address) of every row of a subscription table."""
+        return self.statement("subscriptions", self.SUBSCRIPTIONS, table=self.dialect.qualified(table, profile))
 
     # -- retry -------------------------------------------------------------------------------
     def error_batch(self, table: TableName, profile: Profile, lock: bool = True) -> Statement:

@@ -126,8 +126,7 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
         return f"{milliseconds}ms"
 
     def _run(self, connection: Connection, template: str, **values: Any) -> Any:
-        sql, order = Statement("migration", template, {}, parameters_of(template)).native("format")
-        return connection.exec_driver_sql(sql, tuple(values[name] for name in order))
+        return self.execute(connection, Statement("migration", template, {}, parameters_of(template)), values)
 
     def set_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
         self._run(connection, self.SET_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
@@ -146,6 +145,11 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
 
     def lock_timed_out(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE
+
+    UNDEFINED_TABLE = "42P01"  # SQLSTATE undefined_table
+
+    def undefined_table(self, error: BaseException) -> bool:
+        return self.UNDEFINED_TABLE in (getattr(error, "sqlstate", None), getattr(error, "pgcode", None))
 
     def lock_holders(self, connection: Connection, name: TableName) -> list[LockHolder]:
         return [LockHolder(*row) for row in self._run(connection, self.LOCK_HOLDERS, Table=self.qualified(name))]
@@ -292,6 +296,21 @@ BEGIN
 END
 {tag}"""
     DROP_TABLE = "DROP TABLE IF EXISTS {table}"
+    # A dropped queue's subscription rows: those whose address's table part (before the first '@')
+    # is the queue and whose schema part (up to the next '@') names its schema; a catalog part does
+    # not qualify names here (transport-facts §5, §7).
+    DELETE_SUBSCRIBERS_OF = (
+        "DELETE FROM {subscriptions} WHERE split_part(QueueAddress, '@', 1) = @Table AND split_part(QueueAddress, '@', 2) = ANY(@Schemas)"
+    )
+    HAS_TABLE = "SELECT to_regclass(@Name) IS NOT NULL"
+    SCRIPT_IF_TABLE_EXISTS = """\
+DO {tag}
+BEGIN
+    IF to_regclass({name}) IS NOT NULL THEN
+        {statement};
+    END IF;
+END
+{tag}"""
     # The transport's AddMessageBodyStringColumn as 8.1.13 and 9.0.2+ ship it (one anonymous
     # block, run after the queue's creation): it checks the table and the column, takes a
     # transaction-scoped advisory lock so concurrent installers add the column once, checks the
@@ -400,6 +419,16 @@ END
             batches.append(self.DROP_GUARDED.format(tag=tag, message=message, **fields))
         batches.append(self.DROP_TABLE.format(**fields))
         return batches
+
+    def script_value(self, value: Any) -> str:
+        if isinstance(value, list):  # an array, as the driver binds a list
+            return "ARRAY[" + ", ".join(self.literal(item) for item in value) + "]::text[]"
+        return super().script_value(value)
+
+    def script_delete_subscribers_of(self, subscriptions: TableName, queue: TableName) -> list[str]:
+        name = self.literal(self.qualified(subscriptions))
+        statements = super().script_delete_subscribers_of(subscriptions, queue)
+        return [self.SCRIPT_IF_TABLE_EXISTS.format(tag=self.dollar_tag(s, name), name=name, statement=s) for s in statements]
 
     def change_seq_type(self, spec: TableSpec, old: str, new: str) -> list[str]:
         column_type = self.SEQ_TYPES[new]

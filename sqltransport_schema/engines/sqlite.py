@@ -183,6 +183,18 @@ CREATE TABLE IF NOT EXISTS {table} (
             ]
         return batches + [self.DROP_TABLE.format(table=table)]
 
+    # A dropped queue's subscription rows: those whose address's table part (before the first '@')
+    # is the queue. One namespace: any schema or catalog part names the same table. An offline
+    # script cannot guard it (SQLite has no IF); it runs where the subscription table exists.
+    DELETE_SUBSCRIBERS_OF = (
+        "DELETE FROM {subscriptions} WHERE substr(QueueAddress, 1, instr(QueueAddress || '@', '@') - 1) = @Table COLLATE NOCASE"
+    )
+    HAS_TABLE = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = @Name COLLATE NOCASE"
+
+    def version_change_effects(self, old: Profile, new: Profile) -> list[str]:
+        # Headers is TEXT in every release: only the index on Expires follows the version.
+        return self.expires_index_effect(old, new, "the index on Expires")
+
     def change_queue_version(self, spec: TableSpec, old: Profile, new: Profile) -> list[str]:
         if old.expires_index == new.expires_index:
             return []
@@ -224,6 +236,10 @@ CREATE TABLE IF NOT EXISTS {table} (
 
     def lock_timed_out(self, error: BaseException) -> bool:
         return type(error).__name__ == "OperationalError" and "database is locked" in str(error)
+
+    def undefined_table(self, error: BaseException) -> bool:
+        # sqlite3 has no error codes for it before Python 3.11's sqlite_errorname, which says SQLITE_ERROR
+        return type(error).__name__ == "OperationalError" and str(error).startswith("no such table")
 
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """A caller's sqlite3 connection for the driver path: waits for locks, and sqlite3's implicit

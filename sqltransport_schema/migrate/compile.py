@@ -13,10 +13,10 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from ..revisions import History, SnapshotError, head_blueprint
-from ..schema import Blueprint, Kind, TableSpec, blueprint
+from ..schema import Blueprint, Kind, TableSpec, blueprint, kept_subscription_table
 from ..topology import Topology
 from ..util import gc_paused
-from ..versions import profile
+from ..versions import FEATURE_SINCE, lowers, profile
 from . import operations as ops
 from . import saga_operations as saga_ops
 from .saga_plan import saga_alterations
@@ -42,7 +42,11 @@ class Plan:
 
     @property
     def downgrade(self) -> list[ops.TransportOp]:
-        return [op.reverse() for op in reversed(self.upgrade)]
+        steps = [op.reverse() for op in reversed(self.upgrade)]
+        for step in steps:  # a queue the downgrade drops takes its subscription rows along
+            if isinstance(step, ops.DropQueueOp):
+                step.subscriptions = kept_subscription_table(self.old, self.new)
+        return steps
 
     @property
     def empty(self) -> bool:
@@ -83,22 +87,23 @@ def plan(old: Blueprint | None, new: Blueprint, merges: tuple[str, ...] = ()) ->
         before = old_tables.get(spec.name)
         if before is None or before.kind is not spec.kind:
             if before is not None:
-                steps.append(_drop(before, built_with(before.name), new))
+                steps.append(_drop(before, built_with(before.name), new, old))
             steps.append(create_op(spec, version))
             continue
         steps += _alterations(before, spec, built_with(before.name), version, new.online_rewrites)
 
     removed = [spec for spec in reversed(old.tables if old else ()) if spec.name not in new_tables]
     _refuse_case_renames(removed, [spec for spec in new.tables if spec.name not in old_tables], new.engines)
-    steps += [_drop(spec, built_with(spec.name), new) for spec in removed]
+    steps += [_drop(spec, built_with(spec.name), new, old) for spec in removed]
 
     new_schemas = set(new.schemas)
     steps += [ops.DropSchemaIfEmptyOp(s) for s in reversed(old.schemas if old else ()) if s not in new_schemas]
     return Plan(old, new, steps, merges)
 
 
-def _drop(spec: TableSpec, version: str, new: Blueprint) -> ops.TransportOp:
-    """The drop of a table the new topology no longer has; protected queues need their override."""
+def _drop(spec: TableSpec, version: str, new: Blueprint, old: Blueprint) -> ops.TransportOp:
+    """The drop of a table the new topology no longer has; protected queues need their override; a
+    queue takes the rows of the (old) subscription table that name it along."""
     allow_protected = spec.name in new.drop_protected
     if spec.protected and not allow_protected:
         name = spec.name
@@ -110,6 +115,9 @@ def _drop(spec: TableSpec, version: str, new: Blueprint) -> ops.TransportOp:
         )
     if spec.kind is Kind.SAGA:
         return saga_ops.DropSagaTableOp(spec, spec.name in new.discarded)
+    if spec.kind is Kind.QUEUE:
+        following = kept_subscription_table(old, new)
+        return ops.DropQueueOp(spec, version, spec.name in new.discarded, allow_protected and spec.protected, following)
     return _DROP[spec.kind](spec, version, spec.name in new.discarded, allow_protected=allow_protected and spec.protected)
 
 
@@ -151,20 +159,81 @@ def _alterations(before: TableSpec, after: TableSpec, old_version: str, version:
     return steps
 
 
+# --------------------------------------------------------------------------- consent
+ALLOW_DOWNGRADE = "--allow-downgrade"
+
+# Why a table kind goes when the version is lowered: the release its feature starts in.
+_FEATURE = {Kind.DELAYED: ("native delayed delivery", "delayed_delivery"), Kind.SUBSCRIPTIONS: ("subscription table", "subscriptions")}
+
+
+def downgrade_losses(result: Plan) -> list[str]:
+    """Each table change of a plan that lowers transport_version, with what it loses; empty when
+    the plan does not lower it. Such a plan is compiled only with ALLOW_DOWNGRADE."""
+    old, new = result.old, result.new
+    if old is None or not lowers(old.transport_version, new.transport_version):
+        return []
+    from .. import engines
+
+    lines = []
+    for step in result.upgrade:
+        if isinstance(step, ops.ChangeQueueVersionOp):
+            before, after = profile(step.from_version), profile(step.to_version)
+            for name in new.engines:
+                effects = engines.get(name).version_change_effects(before, after)
+                if effects:
+                    lines.append(f"queue {step.name} on {name}: " + "; ".join(effects))
+        elif isinstance(step, (ops._DropTable, saga_ops.DropSagaTableOp)):
+            kind = step.spec.kind
+            what = f"the {ops.CONTENTS[kind]} it holds are lost"
+            what += "" if step.discard_messages else " (the upgrade refuses while it holds any)"
+            feature, field = _FEATURE.get(kind, (None, None))
+            if feature and getattr(profile(old.transport_version), field) and not getattr(profile(new.transport_version), field):
+                what += f"; transport {new.transport_version} has no {feature} (from {FEATURE_SINCE[field]})"
+            lines.append(f"{getattr(step, 'noun', 'saga table')} {step.spec.name} dropped: {what}")
+        elif isinstance(step, ops.DropBodyStringOp):
+            lines.append(f"BodyString column of {step.name} dropped (computed from Body: no data is lost)")
+    return lines or [f"no table changes; the runtime uses the statements of {new.transport_version}"]
+
+
 # --------------------------------------------------------------------------- revisions
 class CompileError(Exception):
-    pass
+    """A refusal of compile: the message, and the lines it lists below it (details)."""
+
+    def __init__(self, message: str, details: list[str] | None = None):
+        super().__init__(message)
+        self.details = details or []
+
+
+def _consented(result: Plan, allow_downgrade: bool, where: str) -> Plan:
+    """The plan, unless it lowers transport_version without ALLOW_DOWNGRADE (then a refusal listing
+    each table change and what it loses); where: the file:line:column of transport_version."""
+    losses = [] if allow_downgrade else downgrade_losses(result)
+    if losses:
+        raise CompileError(
+            f"{where}: transport_version lowered from {result.old.transport_version} to {result.new.transport_version}, "
+            f"which changes the tables as listed below and loses what each line says; nothing was written. "
+            f"If that is what you want, compile it with {ALLOW_DOWNGRADE}",
+            losses,
+        )
+    return result
 
 
 def compile_topology(
-    config: Config, topology: Topology, message: str, check: bool = False, topology_file: str | None = None, switch: bool = False
+    config: Config,
+    topology: Topology,
+    message: str,
+    check: bool = False,
+    topology_file: str | None = None,
+    switch: bool = False,
+    allow_downgrade: bool = False,
 ) -> tuple[Plan, Path | None]:
     """Write the revision for the topology's changes (unless check); returns the plan and the new file.
 
     Several heads (branches merged in git) get one merge revision joining them all, from the
     blueprint a database has once every branch ran (revisions.History.merged) to the topology.
     topology_file: the file's path relative to alembic.ini, recorded in the revision; another file
-    than the history's is refused unless switch (it would drop every table of the other)."""
+    than the history's is refused unless switch (it would drop every table of the other). A plan
+    that lowers transport_version is refused unless allow_downgrade (downgrade_losses)."""
     with gc_paused():
         script = ScriptDirectory.from_config(config)
         recorded = history_topology(script)
@@ -184,8 +253,14 @@ def compile_topology(
             return plan_at_head(script, new), None
         files = [(source.relative, source.sha256) for source in topology.files]
         merging = len(script.get_heads()) > 1
+        where = str(topology.marks.get("transport_version", topology.path))
         return write_revision(
-            config, message, lambda script: plan_at_head(script, new), topology_file, files, head="heads" if merging else "head"
+            config,
+            message,
+            lambda script: _consented(plan_at_head(script, new), allow_downgrade, where),
+            topology_file,
+            files,
+            head="heads" if merging else "head",
         )
 
 

@@ -21,6 +21,7 @@ from alembic.util import CommandError
 from sqlalchemy import exc
 
 from .. import engines
+from ..runtime import wire
 from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
 from ..versions import profile
 from . import online
@@ -206,7 +207,29 @@ class CreateQueueOp(_CreateTable):
 
 @Operations.register_operation("drop_queue")
 class DropQueueOp(_DropTable):
+    """A queue's drop; with `subscriptions` (the subscription table, as an address) it deletes the
+    subscription rows naming the queue in the same transaction, so no publish is routed to it."""
+
     op_name = "drop_queue"
+    subscriptions: TableName | None = None
+
+    def __init__(
+        self,
+        spec: TableSpec,
+        version: str,
+        discard_messages: bool = False,
+        allow_protected: bool = False,
+        subscriptions: TableName | None = None,
+    ):
+        super().__init__(spec, version, discard_messages, allow_protected)
+        self.subscriptions = subscriptions
+
+    def python(self) -> str:
+        text = super().python()
+        if self.subscriptions is None:
+            return text
+        address = wire.Address(*self.subscriptions).format()
+        return f"{text[:-1]}, subscriptions={_literal(address)})"
 
     @classmethod
     def drop_queue(
@@ -222,13 +245,19 @@ class DropQueueOp(_DropTable):
         protected: bool | None = None,
         discard_messages: bool = False,
         allow_protected: bool = False,
+        subscriptions: str | None = None,
     ) -> None:
         """Drop a queue table; the database refuses while it holds rows unless discard_messages.
 
         A protected queue (error, audit, protected: true) is refused unless allow_protected.
+        subscriptions: the subscription table's address; the rows naming the queue are deleted.
         """
         spec = cls._spec(table, schema, catalog, body_string, seq_type, protected)
-        return operations.invoke(cls(spec, version, discard_messages, allow_protected))
+        following = None
+        if subscriptions is not None:
+            address = wire.parse_address(subscriptions)
+            following = TableName(address.table, address.schema, address.catalog)
+        return operations.invoke(cls(spec, version, discard_messages, allow_protected, following))
 
     def reverse(self) -> CreateQueueOp:
         return CreateQueueOp(self.spec, self.version)
@@ -677,11 +706,20 @@ def run(operations: Operations, operation: TransportOp) -> None:
             impl.static_output(f"-- {online.OFFLINE_NOTE}")
         separator = getattr(impl, "batch_separator", None)
         timeout = context.opts.get(LOCK_TIMEOUT_OPTION, 0) if operation.locked_table() is not None else 0
-        for batch in batches:
+
+        def write(batch: str) -> None:
             batch = dialect.script.bounded(batch, timeout)
             impl.static_output(batch if separator else dialect.script.statement(batch, impl.command_terminator))
             if separator:
                 impl.static_output(separator)
+
+        for batch in batches:
+            write(batch)
+        following = getattr(operation, "subscriptions", None)
+        if following is not None:  # a dropped queue's subscription rows, in the same transaction
+            impl.static_output(f"-- Delete the subscription rows naming {_one_line(dialect.display(operation.spec.name))}")
+            for batch in dialect.script_delete_subscribers_of(following, operation.spec.name):
+                write(batch)
         if hook is not None:
             hook(None)
         return
@@ -700,6 +738,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
     try:
         for batch in batches:
             connection.exec_driver_sql(batch)
+        _delete_subscribers(operation, dialect, context.connection)
     except exc.DBAPIError as error:
         if dialect.lock_timed_out(error.orig):  # env.py rolls the run back and retries it (migrate/locks.py)
             raise LockWait(description, _table_of(operation)) from None
@@ -712,6 +751,18 @@ def run(operations: Operations, operation: TransportOp) -> None:
 
 
 Operations.implementation_for(TransportOp)(run)
+
+
+def _delete_subscribers(operation: TransportOp, dialect: engines.Dialect, connection: Any) -> None:
+    """After a queue's drop, in its transaction: delete the subscription rows naming the queue
+    (where the subscription table exists), and log how many."""
+    subscriptions = getattr(operation, "subscriptions", None)
+    if subscriptions is None or not dialect.table_exists(connection, subscriptions):
+        return
+    statement, values = dialect.delete_subscribers_of(subscriptions, operation.spec.name)
+    deleted = dialect.execute(connection, statement, values).rowcount
+    queue, table = dialect.display(operation.spec.name), dialect.display(subscriptions)
+    log.info("deleted %d subscription row(s) naming %s from %s", max(deleted, 0), queue, table)
 
 
 def _table_of(operation: TransportOp) -> TableName | None:

@@ -8,7 +8,9 @@ tables they leave must be exactly the ones the SNAPSHOT records: a hand edit of 
 named with its file and operation. A scratch database would miss what its engine does not express.
 
 Arguments a SNAPSHOT does not record are the revision's choices and are not held to anything:
-discard_messages, allow_protected, online.
+discard_messages, allow_protected, online. A queue drop's subscriptions, where written, must name
+the subscription table the revision keeps (revisions compiled before drops took their subscription
+rows along write none).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 
 from ..revisions import History
-from ..schema import Blueprint, Correlation, Kind, TableName, TableSpec
+from ..runtime import wire
+from ..schema import Blueprint, Correlation, Kind, TableName, TableSpec, kept_subscription_table
 from ..versions import profile
 from . import operations as ops
 from . import saga_operations as saga_ops
@@ -75,6 +78,7 @@ class _Tables:
 
     def __init__(self, start: Blueprint | None, expected: Blueprint):
         self.expected = expected
+        self.subscriptions = kept_subscription_table(start, expected)  # what a queue's drop names
         self.specs = {spec.name: spec for spec in start.tables} if start else {}
         self.built = {name: start.built_with(name) for name in self.specs} if start else {}
         self.by: dict[TableName, ops.TransportOp] = {}  # the operation that last changed each table
@@ -120,6 +124,9 @@ def _apply(tables: _Tables, op: ops.TransportOp) -> None:
             tables.argument(op, argument, getattr(op.spec, field), getattr(spec, field), "the table it drops has")
         if not isinstance(op, saga_ops.DropSagaTableOp):
             tables.argument(op, "version", op.version, tables.built[spec.name], "the table it drops was built by transport")
+        if getattr(op, "subscriptions", None) is not None:
+            written, kept = (None if name is None else wire.Address(*name).format() for name in (op.subscriptions, tables.subscriptions))
+            tables.argument(op, "subscriptions", written, kept, "the subscription table the revision keeps is")
         del tables.specs[spec.name]
         tables.by[spec.name] = op
     elif isinstance(op, ops.ChangeQueueVersionOp):

@@ -90,6 +90,44 @@ class TableStatus:
         return out
 
 
+@dataclass(frozen=True)
+class OrphanedSubscription:
+    """A subscription row whose address names no table of the database: a publish of its topic fails."""
+
+    endpoint: str
+    topic: str
+    address: str
+    problem: str = "names no table in the database"
+
+    def to_json(self) -> dict:
+        return {"endpoint": self.endpoint, "topic": self.topic, "address": self.address, "problem": self.problem}
+
+    def describe(self) -> str:
+        return f"{self.address} (endpoint {self.endpoint}, topic {self.topic}) {self.problem}"
+
+
+UNSUBSCRIBE_HINT = (
+    "unsubscribe each with Subscriptions.unsubscribe(connection, endpoint, topic) "
+    "(Transport.from_database(url).subscriptions(), docs/runtime.md)"
+)
+
+
+def orphaned_subscriptions(dialect: Any, rows: Sequence[tuple[str, str, str]], keys: Any) -> list[OrphanedSubscription]:
+    """The subscription rows (endpoint, topic, address) whose address names none of the tables
+    whose table_key is in keys (every table the database holds), or is no address at all."""
+    out = []
+    for endpoint, topic, address in rows:
+        try:
+            parsed = wire.parse_address(address)
+        except ValueError as exc:
+            out.append(OrphanedSubscription(endpoint, topic, address, f"is not an address ({exc})"))
+            continue
+        name = TableName(parsed.table, parsed.schema, parsed.catalog)
+        if dialect.table_key(name) not in keys and dialect.table_key(name._replace(catalog=None)) not in keys:
+            out.append(OrphanedSubscription(endpoint, topic, address))
+    return out
+
+
 @dataclass
 class StatusReport:
     engine: str
@@ -98,6 +136,7 @@ class StatusReport:
     estimate: bool
     tables: list[TableStatus] = field(default_factory=list)
     database: str | None = None  # the database read, as people see its URL (password masked)
+    orphaned: list[OrphanedSubscription] = field(default_factory=list)  # subscription rows naming no table
 
     @property
     def missing(self) -> list[TableStatus]:
@@ -111,6 +150,7 @@ class StatusReport:
             "taken_at": _iso(self.taken_at),
             "estimate": self.estimate,
             "tables": [t.to_json() for t in self.tables],
+            "orphaned_subscriptions": [o.to_json() for o in self.orphaned],
         }
 
 
@@ -233,6 +273,8 @@ def status(
             elif spec.kind is Kind.SUBSCRIPTIONS:
                 rows = execute(conn, operations.topics(spec.name, profile), prepare=operations.prepare).fetchall()
                 entry.topics = [{"topic": topic, "subscribers": int(n)} for topic, n in rows]
+                rows = execute(conn, operations.subscriptions(spec.name, profile), prepare=operations.prepare).fetchall()
+                report.orphaned = orphaned_subscriptions(dialect, rows, existing)
     return report
 
 

@@ -206,8 +206,7 @@ class Transport:
 
             engine = make_engine(engine)
         blueprint = deployed_blueprint(engine, config_file)
-        subscriptions = next((s.name for s in blueprint.tables if s.kind is Kind.SUBSCRIPTIONS), None)
-        transport = cls(engine, blueprint.transport_version, subscription_table=subscriptions)
+        transport = cls(engine, blueprint.transport_version, subscription_table=blueprint.subscription_table)
         transport.blueprint = blueprint
         for warning in transport.verify(blueprint, purges_expired) if verify else ():
             log.warning("%s", warning)
@@ -288,12 +287,35 @@ class Transport:
 
     # -- publish -----------------------------------------------------------------------
     def publish(self, conn: Conn, topics: str | Sequence[str], body: bytes, headers: Mapping[str, str]) -> list[str]:
-        """Send one copy to every subscriber of any of the topics; returns their addresses."""
+        """Send one copy to every subscriber of any of the topics; returns their addresses.
+        A subscriber whose table does not exist raises SubscriberMissing (the send's own error,
+        recognised by the engine's code: no catalog lookup per publish)."""
         topics = [topics] if isinstance(topics, str) else list(topics)
         addresses = self.subscriptions().subscribers(conn, topics)
         for address in addresses:
-            self.address_queue(address).send(conn, body, {**headers, wire.MESSAGE_INTENT: "Publish"})
+            queue = self.address_queue(address)
+            try:
+                queue.send(conn, body, {**headers, wire.MESSAGE_INTENT: "Publish"})
+            except Exception as error:
+                if self.dialect.undefined_table(error):
+                    raise SubscriberMissing(self, queue, topics) from error
+                raise
         return addresses
+
+
+class SubscriberMissing(LookupError):
+    """A publish found a subscriber whose queue table does not exist (a retired endpoint's row)."""
+
+    def __init__(self, transport: Transport, queue: Queue, topics: Sequence[str]):
+        self.address = queue.address
+        where = transport.dialect.display(queue.name, transport.profile)
+        table = transport.dialect.display(transport.subscription_table, transport.profile)
+        super().__init__(
+            f"publish of {', '.join(topics)} failed: subscriber {queue.address} has no table ({where} does not exist; its "
+            f"endpoint was retired or its queue dropped). Unsubscribe it: Subscriptions.unsubscribe(connection, endpoint, topic) "
+            f"for each row of {table} whose QueueAddress is {queue.address} (`sqltransport-schema status` lists them); "
+            "then roll back this transaction and publish again"
+        )
 
 
 class Queue:
