@@ -36,6 +36,8 @@ from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (
 
 from sqltransport_schema import engines, schema, topology  # noqa: E402
 from sqltransport_schema.migrate.compile import compile_topology, plan  # noqa: E402
+from sqltransport_schema.migrate.operations import CreateQueueOp, lock_budget, lock_cost  # noqa: E402
+from sqltransport_schema.schema import Kind, TableName, TableSpec  # noqa: E402
 
 DONT_WRITE_BYTECODE = sys.dont_write_bytecode
 
@@ -109,30 +111,32 @@ def compile_row(endpoints: int, runs: int) -> dict:
 
 
 # --------------------------------------------------------------------------- upgrade
-def direct_batches(topo, tables_per_transaction: int | None) -> list[list[str]]:
-    """Exactly the statements the compiled revision runs on PostgreSQL, split where it commits."""
+def direct_batches(topo, lock_budget: int | None, previous=None) -> list[list[str]]:
+    """Exactly the statements the compiled revision runs on PostgreSQL (from the topology `previous`,
+    if given), split where it commits: before an operation whose locks would pass the budget."""
     engine = engines.get("postgresql")
-    ops = plan(None, schema.blueprint(topo)).upgrade
+    ops = plan(schema.blueprint(previous) if previous is not None else None, schema.blueprint(topo)).upgrade
     transactions: list[list[str]] = [[]]
-    count = 0
+    locks = 0
     for op in ops:
-        counts = op.__class__.__name__ not in ("EnsureSchemaOp", "DropSchemaIfEmptyOp")
-        if counts and tables_per_transaction is not None and count >= tables_per_transaction:
+        cost = lock_cost(op)
+        if lock_budget is not None and locks and locks + cost > lock_budget:
             transactions.append([])
-            count = 0
+            locks = 0
         transactions[-1].extend(op.statements(engine))
-        count += counts
+        locks += cost
     return transactions
 
 
-def server_tables_per_transaction() -> int:
+def server_lock_budget() -> int:
+    """The locks a migration transaction may hold on this server before it commits part-way."""
     import sqlalchemy as sa
 
     engine = sa.create_engine(PG_ADMIN.replace("postgresql://", "postgresql+psycopg://"))
     with engine.connect() as connection:
-        limit = engines.get("postgresql").tables_per_transaction(connection)
+        budget = lock_budget(engines.get("postgresql").lock_table_capacity(connection))
     engine.dispose()
-    return limit
+    return budget
 
 
 def time_direct(transactions: list[list[str]]) -> float:
@@ -168,7 +172,7 @@ def upgrade_rows(endpoints: int, runs: int) -> dict:
     (root / "topology.yaml").write_text(topology_text(endpoints))
     timed_compile(root)
     topo = topology.load(root / "topology.yaml")
-    statements = direct_batches(topo, server_tables_per_transaction())
+    statements = direct_batches(topo, server_lock_budget())
     time_alembic(root)  # warm-up: bytecode cache of the revision, server caches
     alembic_times, direct_times = [], []
     for _ in range(runs):
@@ -213,10 +217,11 @@ def main() -> int:
         print(f"linearity: time per endpoint at {rows[-1]['endpoints']} / at {rows[-2]['endpoints']} = {growth:.2f}")
 
     print()
-    limit = server_tables_per_transaction()
+    budget = server_lock_budget()
+    limit = budget // lock_cost(CreateQueueOp(TableSpec(Kind.QUEUE, TableName("q")), "9.1"))
     print(f"alembic upgrade head on PostgreSQL vs the same DDL through psycopg (best of {args.runs}).")
-    print(f"This server's lock table holds about {limit} table creations per transaction (max_locks_per_transaction);")
-    print("beyond that both sides commit at the same points, as the migration does.")
+    print(f"A migration transaction on this server holds about {budget} locks, about {limit} queue creations")
+    print("(max_locks_per_transaction); beyond that both sides commit at the same points, as the migration does.")
     print(f"{'endpoints':>9} {'statements':>10} {'transactions':>12} {'alembic s':>9} {'direct s':>8} {'ratio':>6}")
     ratios = []
     for size in sorted({max(1, limit // 5), args.upgrade_endpoints}):

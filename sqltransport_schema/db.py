@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
+from .urls import display_url
+
 SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN or mysql://USER@HOST/DB"
 # The extra of this package that installs each backend's driver.
 DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql", "mariadb": "mysql"}
@@ -31,7 +33,7 @@ def normalise_url(url: str) -> str:
     try:
         parsed = make_url(url)
     except exc.ArgumentError:
-        raise DatabaseURLError(f"{url!r} is not a database URL; expected one of {SCHEMES}") from None
+        raise DatabaseURLError(f"{display_url(url)!r} is not a database URL; expected one of {SCHEMES}") from None
     if parsed.get_backend_name() == "postgres":
         driver = parsed.get_driver_name() if "+" in parsed.drivername else ""
         parsed = parsed.set(drivername="postgresql" + (f"+{driver}" if driver else ""))
@@ -98,7 +100,8 @@ def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
 
 
 def failure(problem: exc.SQLAlchemyError) -> str:
-    """A database error as one line that says where to look: the server and URL, or the statement."""
+    """A database error as one line that says where to look: the server and URL, or the statement
+    (with the server's hint, if it gave one)."""
     lines = str(getattr(problem, "orig", None) or problem).strip().splitlines()
     first = lines[0] if lines else type(problem).__name__
     if isinstance(problem, (exc.OperationalError, exc.InterfaceError)) and getattr(problem, "statement", None) is None:
@@ -106,7 +109,8 @@ def failure(problem: exc.SQLAlchemyError) -> str:
             f"cannot reach the database: {first}; is the server up, and is the URL right "
             "(--url, -x url=, SQLTRANSPORT_URL or sqlalchemy.url in alembic.ini)?"
         )
-    return f"the database refused: {first}"
+    hint = next((line.split(":", 1)[1].strip() for line in lines[1:] if line.startswith("HINT:")), None)
+    return f"the database refused: {first}" + (f" (hint: {hint})" if hint else "")
 
 
 @contextmanager

@@ -55,7 +55,7 @@ def test_a_compiled_drop_of_a_queue_with_messages_is_let_through_per_table(proje
     assert catalog.read(db_url)[key(db_url, "Sales.host-b")].rows == 1
 
     other = alembic(project, "-x", f"url={db_url}", "-x", "discard=Sales.host-a", "upgrade", "head")
-    assert "discard=Sales.host-b" in failed_line(other)  # another table's entry lets nothing through
+    assert "-x discard=Sales.host-a,Sales.host-b upgrade" in failed_line(other)  # another table's entry lets nothing through
 
     passed = alembic(project, "-x", f"url={db_url}", "-x", "discard=Sales.host-b", "upgrade", "head")
     assert passed.returncode == 0, passed.stderr
@@ -95,3 +95,63 @@ def test_an_unreachable_database_is_one_line(project, url, says):
     project.write_topology(TOPOLOGY)
     assert project.compile("initial") == 0
     assert says in failed_line(alembic(project, "-x", f"url={url}", "upgrade", "head"))
+
+
+def test_one_refusal_names_every_table_and_its_one_rerun_passes(project, db_url):
+    """Retiring an endpoint whose queue and instance queue both hold messages: the refusal names
+    both, and the command it suggests lets both drops through at once (issue 25, item 6)."""
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    assert alembic(project, "-x", f"url={db_url}", "upgrade", "head").returncode == 0
+    insert_message(db_url, "Sales")
+    insert_message(db_url, "Sales.host-a")
+    project.write_topology(TOPOLOGY.replace("  - name: Sales\n    instances: [host-a, host-b]\n", ""))
+    assert project.compile("retire Sales") == 0
+
+    line = failed_line(alembic(project, "-x", f"url={db_url}", "upgrade", "head"))
+    assert "refusing to drop 2 tables that still hold rows" in line
+    assert 'queue "Sales.host-a" (messages)' in line.replace("public.", "").replace('"public".', "")
+    assert line.endswith(f"alembic -x url={db_url} -x discard=Sales.host-a,Sales upgrade head"), line
+    tables = catalog.read(db_url)
+    assert tables[key(db_url, "Sales")].rows == 1 and tables[key(db_url, "Sales.host-a")].rows == 1
+    assert key(db_url, "Sales.host-b") in tables  # the empty one's drop was rolled back with the rest
+
+    rerun = alembic(project, *line.split(": alembic ", 1)[1].split())
+    assert rerun.returncode == 0, rerun.stderr
+    assert not {key(db_url, t) for t in ("Sales", "Sales.host-a", "Sales.host-b", "Sales.Delayed")} & set(catalog.read(db_url))
+
+
+def test_a_downgrade_refusal_names_protected_queues_and_rows_at_once(project, db_url):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    assert alembic(project, "-x", f"url={db_url}", "upgrade", "head").returncode == 0
+    insert_message(db_url, "error")
+    insert_message(db_url, "Sales.host-b")
+
+    line = failed_line(alembic(project, "-x", f"url={db_url}", "downgrade", "base"))
+    assert "refusing to drop protected queue" in line and "error" in line
+    assert "refusing to drop 2 tables that still hold rows" in line and "Sales.host-b" in line
+    assert line.endswith(f"alembic -x url={db_url} -x drop_protected=error -x discard_messages=true downgrade base"), line
+    rerun = alembic(project, *line.split(": alembic ", 1)[1].split())
+    assert rerun.returncode == 0, rerun.stderr
+    assert key(db_url, "error") not in catalog.read(db_url)
+
+
+def test_a_full_lock_table_keeps_the_servers_hint_and_names_the_setting(project, pg_url):
+    """PostgreSQL's "out of shared memory" (SQLSTATE 53200, as a full lock table raises it, here from a
+    revision that raises it itself): the FAILED line keeps the hint and says what to do."""
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    (project.versions / "0002_full.py").write_text(
+        f'revision = "0002full"\ndown_revision = "{project.head()}"\n'
+        "from alembic import op\n\n\n"
+        "def upgrade():\n"
+        "    op.execute(\"DO $$ BEGIN RAISE EXCEPTION 'out of shared memory' USING ERRCODE = 'out_of_memory', "
+        "HINT = 'You might need to increase max_locks_per_transaction.'; END $$\")\n\n\n"
+        "def downgrade():\n    pass\n"
+    )
+    result = alembic(project, "-x", f"url={pg_url}", "upgrade", "head")
+    line = failed_line(result)
+    assert "the database refused: out of shared memory (hint: You might need to increase max_locks_per_transaction.)" in line
+    assert "raise max_locks_per_transaction" in line and "run it again" in line and "split the change" in line
+    assert result.stderr.count("out of shared memory") + result.stdout.count("out of shared memory") == 1  # printed once

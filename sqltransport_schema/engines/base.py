@@ -79,6 +79,10 @@ class Dialect:
 
     # False where a table is known by its name alone (a schema in an address is then dropped).
     has_schemas = True
+    # A refused DDL statement can be undone to a savepoint and the migration's transaction goes on
+    # (a refused drop, then the run looks for the others). Not where DDL commits implicitly (MySQL)
+    # or an error may doom the transaction (SQL Server): there the first refusal ends the run.
+    ddl_savepoints = False
 
     def table_key(self, name: TableName) -> tuple:
         """Two tables with the same key are the same table on this engine."""
@@ -100,8 +104,12 @@ class Dialect:
         """(part, problem) for each part of the name this engine cannot hold."""
         return []
 
-    def tables_per_transaction(self, connection: Connection) -> int | None:
-        """How many table operations one transaction can hold on this server (None: no limit)."""
+    def lock_table_capacity(self, connection: Connection) -> int | None:
+        """How many locks all the transactions of this server can hold at once (None: no such limit)."""
+        return None
+
+    def lock_table_full(self, error: BaseException) -> str | None:
+        """The server setting to raise when a driver error says its lock table is full, else None."""
         return None
 
     # -- bounded lock waits of migrations (migrate/locks.py, docs/live-migrations.md) -------

@@ -44,6 +44,7 @@ class PostgreSQL(Dialect):
     sqlalchemy_name = "postgresql"
     drivers = ("psycopg", "psycopg2")
     default_schema = "public"
+    ddl_savepoints = True
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------
@@ -70,18 +71,23 @@ class PostgreSQL(Dialect):
             problems.append(("schema", f"is longer than PostgreSQL's {MAX_IDENTIFIER_BYTES}-byte identifier limit"))
         return problems
 
-    # Every lock a transaction takes lives in one shared table of
-    # max_locks_per_transaction * (max_connections + max_prepared_transactions) slots;
-    # creating a queue table locks ~6 relations (table, sequence, two indexes, TOAST table and index).
+    # Every lock a transaction takes lives in one shared table sized for
+    # max_locks_per_transaction * (max_connections + max_prepared_transactions) entries (the server
+    # adds room for its background processes, so this is the safe side of its size).
     LOCK_CAPACITY = (
         "SELECT current_setting('max_locks_per_transaction')::int"
         " * (current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int)"
     )
-    LOCKS_PER_TABLE = 8  # with room for other sessions
+    LOCK_TABLE_FULL = "53200"  # out_of_memory: "out of shared memory", hint max_locks_per_transaction
+    LOCK_TABLE_SETTING = "max_locks_per_transaction"
 
-    def tables_per_transaction(self, connection: Connection) -> int | None:
-        capacity = connection.exec_driver_sql(self.LOCK_CAPACITY).scalar()
-        return max(50, capacity // self.LOCKS_PER_TABLE)
+    def lock_table_capacity(self, connection: Connection) -> int | None:
+        return connection.exec_driver_sql(self.LOCK_CAPACITY).scalar()
+
+    def lock_table_full(self, error: BaseException) -> str | None:
+        if self.LOCK_TABLE_FULL not in (getattr(error, "sqlstate", None), getattr(error, "pgcode", None)):
+            return None
+        return self.LOCK_TABLE_SETTING
 
     # Bounded lock waits (docs/live-migrations.md): every statement of a migration gives up
     # waiting for a lock after lock_timeout (SQLSTATE 55P03, lock_not_available), so an ALTER

@@ -29,6 +29,7 @@ class SQLite(Dialect):
     drivers = ("sqlite3",)
     default_schema = None
     has_schemas = False
+    ddl_savepoints = True
     case_insensitive_names = True
 
     # =====================================================================================

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 import time
 from logging.config import fileConfig
@@ -16,7 +17,7 @@ from .. import engines
 from ..db import DatabaseURLError, failure, make_engine, normalise_url
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..scripts import RepeatableStamps, ScriptError
-from ..urls import database_url
+from ..urls import database_url, display_url
 from .autogen import TARGET_OPTION, model_tables_only
 from .locks import RETRY_OPTION, LockPolicy, LockWait, describe_holders, format_duration
 from .online import BATCH_OPTION, ONLINE_OPTION, POLICY_OPTION, parse_batch, parse_online
@@ -27,6 +28,7 @@ from .operations import (
     OFFLINE_HOOK_OPTION,
     PROTECTED_OPTION,
     RERUN_OPTION,
+    refusal,
 )
 from .write import REVISION_OPTION
 
@@ -56,6 +58,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         return
     if config.config_file_name and config.attributes.get("configure_logging", True):
         fileConfig(config.config_file_name, disable_existing_loggers=False)
+    _failed_once()
     x_args = context.get_x_argument(as_dictionary=True)
     if x_args.get("verbose", "").lower() in TRUE:  # Alembic's own INFO lines, which alembic.ini keeps quiet
         logging.getLogger("alembic").setLevel(logging.INFO)
@@ -67,7 +70,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         DISCARD_OPTION: x_args.get("discard_messages", "").lower() in TRUE,
         DISCARD_TABLES_OPTION: _names(x_args.get("discard", "")),
         PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
-        RERUN_OPTION: lambda option, opts: _rerun(config, opts, option),
+        RERUN_OPTION: lambda added, opts: _rerun(config, opts, added),
         "on_version_apply": [_log_step],
     }
     try:
@@ -98,6 +101,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
                 context.run_migrations()
             except ScriptError as error:  # a stamp the repeatable output does not know (scripts.make_idempotent)
                 raise CommandError(str(error)) from None
+            _refuse(migration)
         if repeatable and script.CLOSING:
             output.write(script.CLOSING)
         return
@@ -138,6 +142,28 @@ def _repeatable(migration: MigrationContext) -> bool:
     return engine in ENGINES and fn is not None and fn.__name__ == "upgrade"
 
 
+LOCK_TABLE_FULL = (
+    "The server's lock table is full (this run's share and other sessions' locks). The upgrade commits part-way "
+    "as its operations fill a share of that table, so what it committed stays: run it again to go on from there. "
+    "If it stops again, raise {setting} (postgresql.conf, then restart the server), or split the change: "
+    "apply part of it to topology.yaml (e.g. half the endpoints), compile and upgrade, then the rest"
+)
+
+
+class _LoggedAsFailed(logging.Filter):
+    """Alembic logs a failed command's message (`ERROR [alembic.util.messaging] ...`) and then prints
+    it as its `FAILED: ...` line; only the FAILED line is kept, so the message is printed once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR
+
+
+def _failed_once() -> None:
+    messaging = logging.getLogger("alembic.util.messaging")
+    if not any(isinstance(f, _LoggedAsFailed) for f in messaging.filters):
+        messaging.addFilter(_LoggedAsFailed())
+
+
 def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy, options: dict) -> None:
     """One attempt: the whole upgrade in one transaction, each statement waiting at most
     policy.timeout_ms for a lock (a longer wait raises LockWait and rolls everything back)."""
@@ -157,6 +183,7 @@ def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy,
             context.configure(connection=connection, transactional_ddl=True, **options)
             with context.begin_transaction():
                 context.run_migrations()
+                _refuse(context.get_context())  # before anything is committed
                 try:
                     record_blueprint(connection, context.script)  # what Transport.from_database reads
                 except SnapshotError as error:  # e.g. a merge of branches that clash: roll it all back
@@ -164,9 +191,19 @@ def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy,
     except exc.DBAPIError as error:
         if dialect.lock_timed_out(error.orig):  # a statement outside the transport's operations
             raise LockWait() from None
+        setting = dialect.lock_table_full(error.orig)
+        if setting is not None:
+            raise CommandError(f"{failure(error)}. {LOCK_TABLE_FULL.format(setting=setting)}") from None
         raise CommandError(failure(error)) from None
     except exc.SQLAlchemyError as error:  # unreachable, or a statement failed: Alembic's one FAILED line
         raise CommandError(failure(error)) from None
+
+
+def _refuse(migration: MigrationContext) -> None:
+    """End the run with every refusal it met (the transaction, if any, rolls back)."""
+    refused = refusal(migration)
+    if refused is not None:
+        raise refused
 
 
 def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: LockPolicy, options: dict) -> None:
@@ -195,7 +232,7 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
             if left <= 0:
                 spent = format_duration(policy.retry_for_ms)
                 longer = format_duration(max(policy.retry_for_ms * 3, 600_000))
-                rerun = _rerun(config=context.config, opts=context.get_context().opts, option=f"{RETRY_OPTION}={longer}")
+                rerun = _rerun(context.config, context.get_context().opts, [f"{RETRY_OPTION}={longer}"])
                 raise CommandError(
                     f"gave up waiting for a lock{on} after {attempt} attempt(s) in {spent} "
                     f"(each waiting {waited}; {wait}){holders}. Nothing was changed (the upgrade rolled back). "
@@ -222,15 +259,23 @@ def _names(value: str) -> frozenset[str]:
     return frozenset(name.strip() for name in value.split(",") if name.strip())
 
 
-def _rerun(config: Config, opts: dict, option: str) -> str:
-    """The `alembic` command being run (opts: the migration context's), with `-x option` added:
-    the exact recovery command."""
-    key = option.split("=")[0]
-    x = [item for item in (getattr(config.cmd_opts, "x", None) or []) if item.split("=")[0] != key]
+def _rerun(config: Config, opts: dict, options: list[str]) -> str:
+    """The `alembic` command being run (opts: the migration context's), with `-x option`s added (or
+    replacing the run's own): the recovery command. A URL given as `-x url=` is shown with its
+    password masked (the user fills it in again); one from SQLTRANSPORT_URL or alembic.ini is not
+    repeated, as the rerun reads it from there."""
+    keys = {option.split("=")[0] for option in options}
+    x = [_shown(item) for item in (getattr(config.cmd_opts, "x", None) or []) if item.split("=")[0] not in keys]
     fn = opts.get("fn")
     command = fn.__name__ if fn is not None and fn.__name__ in ("upgrade", "downgrade") else "upgrade"
     revision = opts.get("destination_rev") or "head"
-    words = ["alembic", *(f"-x {item}" for item in [*x, option] if item), command, str(revision)]
+    words = ["alembic", *(f"-x {shlex.quote(item)}" for item in [*x, *options] if item), command, str(revision)]
     if config.config_file_name and config.config_file_name != "alembic.ini":
         words[1:1] = ["-c", config.config_file_name]
     return " ".join(words)
+
+
+def _shown(item: str) -> str:
+    """An `-x key=value` argument as output shows it: a URL's password masked."""
+    key, _, value = item.partition("=")
+    return f"{key}={display_url(value)}" if key == "url" else item

@@ -12,7 +12,7 @@ import copy
 import json
 import logging
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from alembic.autogenerate import renderers
@@ -35,7 +35,7 @@ log = logging.getLogger("sqltransport_schema.migrate")
 
 DISCARD_OPTION = "sqltransport_discard_messages"
 DISCARD_TABLES_OPTION = "sqltransport_discard"  # names of tables whose compiled drop may take their rows along
-RERUN_OPTION = "sqltransport_rerun"  # the Alembic command line that was run, with one more -x option
+RERUN_OPTION = "sqltransport_rerun"  # the Alembic command line that was run, with more -x options
 PROTECTED_OPTION = "sqltransport_drop_protected"  # names of protected queues a downgrade may drop
 OFFLINE_HOOK_OPTION = "sqltransport_offline_hook"  # called with each operation before its --sql output, then None
 LOCK_TIMEOUT_OPTION = "sqltransport_lock_timeout"  # milliseconds an offline script's statements wait for a lock
@@ -624,10 +624,10 @@ class DropRefused(CommandError):
 CONTENTS = {Kind.QUEUE: "messages", Kind.DELAYED: "delayed messages", Kind.SUBSCRIPTIONS: "subscription rows", Kind.SAGA: "saga instances"}
 
 
-def rerun(context: MigrationContext, option: str) -> str:
-    """The command to run again with one more `-x` option (env.py knows the command line)."""
+def rerun(context: MigrationContext, *options: str) -> str:
+    """The command to run again with more `-x` options (env.py knows the command line)."""
     build = context.opts.get(RERUN_OPTION)
-    return build(option, context.opts) if build else f"alembic -x {option} upgrade head"
+    return build(list(options), context.opts) if build else "alembic " + "".join(f"-x {o} " for o in options) + "upgrade head"
 
 
 def _discards(operation: TransportOp, context: MigrationContext) -> bool:
@@ -637,17 +637,70 @@ def _discards(operation: TransportOp, context: MigrationContext) -> bool:
     return bool(context.opts.get(DISCARD_OPTION)) or operation.spec.name.table in context.opts.get(DISCARD_TABLES_OPTION, ())
 
 
-def _refused(operation: TransportOp, dialect: engines.Dialect, context: MigrationContext) -> DropRefused:
-    name = operation.spec.name.table
-    contents = CONTENTS[operation.spec.kind]
+@dataclass
+class _Refusals:
+    """The drops one run refused. After the first, the run goes on only to find the others (nothing
+    more is changed, and all of it is rolled back), so that one refusal names every table and one
+    rerun lets them all through."""
+
+    protected: dict[str, str] = field(default_factory=dict)  # table name -> as displayed
+    holding: dict[str, tuple[str, str]] = field(default_factory=dict)  # table name -> (noun and where, contents)
+
+
+_refusals: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _refuse_protected(context: MigrationContext, dialect: engines.Dialect, operation: _DropTable) -> None:
+    _refusals.setdefault(context, _Refusals()).protected[operation.spec.name.table] = operation._where(dialect)
+
+
+def _refuse_holding(context: MigrationContext, dialect: engines.Dialect, operation: TransportOp) -> None:
+    where = f"{operation.noun} {dialect.display(operation.spec.name)}"
+    _refusals.setdefault(context, _Refusals()).holding[operation.spec.name.table] = (where, CONTENTS[operation.spec.kind])
+
+
+def _merged(context: MigrationContext, option: str, names: list[str]) -> str:
+    """`option=a,b`: the names the run was given already, then those it refused."""
+    given = [name for name in context.opts.get(option, ()) if name not in names]
+    return ",".join([*sorted(given), *names])
+
+
+def refusal(context: MigrationContext) -> CommandError | None:
+    """Every drop this run refused, as one line with the one command that lets them all through."""
+    found = _refusals.get(context)
+    if found is None:
+        return None
     fn = context.opts.get("fn")
     downgrade = fn is not None and fn.__name__ == "downgrade"
-    option = "discard_messages=true" if downgrade else f"discard={name}"
-    first = "Move or consume them first (sqltransport-schema pipeline plan/run), or d" if operation.spec.kind is Kind.QUEUE else "D"
-    return DropRefused(
-        f"refusing to drop {operation.noun} {dialect.display(operation.spec.name)}: it still holds {contents}. "
-        f"{first}rop it with its {contents}: {rerun(context, option)}"
-    )
+    sentences, options = [], []
+    if found.protected:
+        names = list(found.protected)
+        tables = ", ".join(found.protected.values())
+        sentences.append(
+            f"refusing to drop protected queue{'s' if len(names) > 1 else ''} {tables}: error and audit queues, "
+            "and queues marked protected: true, are never dropped by a migration without an override"
+        )
+        options.append(f"drop_protected={_merged(context, PROTECTED_OPTION, names)}")
+    if found.holding:
+        names = list(found.holding)
+        if len(names) == 1:
+            where, contents = next(iter(found.holding.values()))
+            sentences.append(f"refusing to drop {where}: it still holds {contents}")
+        else:
+            tables = ", ".join(f"{where} ({contents})" for where, contents in found.holding.values())
+            sentences.append(f"refusing to drop {len(names)} tables that still hold rows: {tables}")
+        options.append("discard_messages=true" if downgrade else f"discard={_merged(context, DISCARD_TABLES_OPTION, names)}")
+    command = rerun(context, *options)
+    it = "them" if len(found.protected) + len(found.holding) > 1 else "it"
+    if not found.holding:
+        return ProtectedQueue(f"{'; '.join(sentences)}. To drop {it}: {command}")
+    if len(found.holding) > 1:
+        rows = "their rows"
+    else:
+        rows = ("its " if it == "it" else "the ") + next(iter(found.holding.values()))[1]
+    queues = any(where.startswith("queue ") for where, _ in found.holding.values())
+    first = "Move or consume them first (sqltransport-schema pipeline plan/run), or d" if queues else "D"
+    return DropRefused(f"{'; '.join(sentences)}. {first}rop {it} with {rows}: {command}")
 
 
 class _RunState:
@@ -656,8 +709,9 @@ class _RunState:
     def __init__(self, context: MigrationContext, dialect: engines.Dialect):
         self.context = context
         self.dialect = dialect
-        self.table_ops = 0
-        self.limit = dialect.tables_per_transaction(context.connection)
+        self.locks = 0  # held by the operations since the last commit (LOCK_COSTS)
+        self.ops = 0
+        self.limit = lock_budget(dialect.lock_table_capacity(context.connection))
         self._existing: dict | None = None
 
     def existing_columns(self) -> dict:
@@ -691,12 +745,17 @@ def run(operations: Operations, operation: TransportOp) -> None:
         return
     if not batches and isinstance(operation, _SchemaOp):
         return  # an engine without schemas (SQLite): nothing to do, nothing to report
+    guarded = getattr(operation, "discard_messages", None) is False  # a drop the database refuses while rows are left
+    probe = guarded and dialect.ddl_savepoints and not context.as_sql
     if isinstance(operation, _DropTable) and operation.refuses_protected(context.opts.get(PROTECTED_OPTION, frozenset())):
-        raise ProtectedQueue(
-            f"refusing to drop protected queue {operation._where(dialect)}: error and audit "
-            "queues, and queues marked protected: true, are never dropped by a migration without an override. "
-            f"To drop it: {rerun(context, 'drop_protected=' + operation.spec.name.table)} (comma-separate several)"
-        )
+        _refuse_protected(context, dialect, operation)
+        if probe:
+            _probe(context, dialect, operation, batches)  # would the rerun be refused for its rows too?
+        return
+    if context in _refusals:  # a drop was refused: the rest of the run only looks for other refusals
+        if probe:
+            _probe(context, dialect, operation, batches)
+        return
     if context.as_sql:
         hook = context.opts.get(OFFLINE_HOOK_OPTION)
         if hook is not None:
@@ -724,9 +783,12 @@ def run(operations: Operations, operation: TransportOp) -> None:
             hook(None)
         return
     log.info("%s", description)
-    if online.wanted(operation, context) and online.rewrite(context, dialect, operation, description):
-        return
     state = _state(context, dialect)
+    if online.wanted(operation, context) and dialect.online.supported:
+        rewritten = online.rewrite(context, dialect, operation, description)
+        state.locks = state.ops = 0  # the online steps committed the run's transaction first
+        if rewritten:
+            return
     if getattr(operation, "adopts", False):
         _adopt_or_refuse(state, operation)
     _checkpoint(state, operation)
@@ -735,6 +797,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
     locked = operation.locked_table()
     if locked is not None and batches:
         take_lock(context.connection, dialect, locked, context.opts.get(online.POLICY_OPTION) or LockPolicy(), description)
+    savepoint = context.connection.begin_nested() if guarded and batches and dialect.ddl_savepoints else None
     try:
         for batch in batches:
             connection.exec_driver_sql(batch)
@@ -742,12 +805,37 @@ def run(operations: Operations, operation: TransportOp) -> None:
     except exc.DBAPIError as error:
         if dialect.lock_timed_out(error.orig):  # env.py rolls the run back and retries it (migrate/locks.py)
             raise LockWait(description, _table_of(operation)) from None
-        if getattr(operation, "discard_messages", None) is False and "refusing to drop" in str(error.orig):
-            raise _refused(operation, dialect, context) from None
-        refusal = str(error.orig).strip().splitlines()
-        if refusal and "refusing to" in refusal[0]:  # another guard of the engine's DDL (e.g. a saga promotion)
-            raise CommandError(refusal[0]) from None
+        if guarded and "refusing to drop" in str(error.orig):
+            _refuse_holding(context, dialect, operation)
+            if savepoint is None:
+                raise refusal(context) from None
+            savepoint.rollback()  # the run goes on, to find the other refusals
+            return
+        lines = str(error.orig).strip().splitlines()
+        if lines and "refusing to" in lines[0]:  # another guard of the engine's DDL (e.g. a saga promotion)
+            raise CommandError(lines[0]) from None
         raise
+    if savepoint is not None:
+        savepoint.commit()
+
+
+def _probe(context: MigrationContext, dialect: engines.Dialect, operation: TransportOp, batches: list[str]) -> None:
+    """Whether the database refuses this drop for the rows left, found in a savepoint that is always
+    rolled back (its locks with it): the run refused a drop already and changes nothing more."""
+    connection = context.connection.execution_options(no_parameters=True)
+    savepoint = context.connection.begin_nested()
+    try:
+        for batch in batches:
+            connection.exec_driver_sql(batch)
+    except exc.DBAPIError as error:
+        savepoint.rollback()
+        if dialect.lock_timed_out(error.orig):
+            raise LockWait(operation.describe(dialect), _table_of(operation)) from None
+        if "refusing to drop" in str(error.orig):
+            _refuse_holding(context, dialect, operation)
+            return
+        raise
+    savepoint.rollback()
 
 
 Operations.implementation_for(TransportOp)(run)
@@ -791,21 +879,70 @@ def _adopt_or_refuse(state: _RunState, operation: _CreateTable) -> None:
     log.info("adopting existing %s %s", operation.noun, where)
 
 
+# The locks each operation holds on PostgreSQL until its transaction ends, as pg_locks lists them
+# (every mode of every relation, sequence, index, TOAST table, transient table of a rewrite, object
+# and transaction id: more than the lock table's entries, so a safe count), measured on PostgreSQL
+# 15 with a little room; tests/test_lock_costs.py measures each kind and fails when one takes more.
+LOCK_COSTS = {  # by operation class
+    "CreateQueueOp": 16,
+    "CreateDelayedTableOp": 11,
+    "CreateSubscriptionTableOp": 10,
+    "DropQueueOp": 18,
+    "DropDelayedTableOp": 15,
+    "DropSubscriptionTableOp": 12,
+    "AddBodyStringOp": 20,  # a rewrite: the table, its transient copy, their TOAST tables and indexes
+    "DropBodyStringOp": 4,
+    "ChangeQueueSeqTypeOp": 26,  # a rewrite, and both indexes rebuilt
+    "ChangeQueueVersionOp": 6,  # no statements on PostgreSQL (one layout since 8.1)
+    "RenameIndexOp": 4,
+    "EnsureSchemaOp": 2,
+    "DropSchemaIfEmptyOp": 2,
+    "CreateSagaTableOp": 12,
+    "DropSagaTableOp": 14,
+    "AddSagaCorrelationOp": 6,
+    "DropSagaCorrelationOp": 5,
+}
+# What a migration's transaction holds besides its operations' own locks: the catalog read of
+# the tables to adopt, information_schema's relations, alembic_version, the run's advisory lock.
+TRANSACTION_LOCKS = 64
+# The share of the server's lock table one migration fills before it commits part-way: the rest
+# stays for the sessions sending and receiving meanwhile.
+LOCK_TABLE_SHARE = 0.75
+
+
+def lock_cost(operation: TransportOp) -> int:
+    """The locks the operation holds on PostgreSQL until commit (LOCK_COSTS; a table created with
+    BodyString also runs the column's addition)."""
+    cost = LOCK_COSTS[type(operation).__name__]
+    if isinstance(operation, _CreateTable) and operation.spec.body_string:
+        cost += LOCK_COSTS["AddBodyStringOp"]
+    return cost
+
+
+def lock_budget(capacity: int | None) -> int | None:
+    """The locks one migration transaction may hold on a server whose lock table has `capacity`
+    entries (None: no limit)."""
+    if capacity is None:
+        return None
+    return max(int(capacity * LOCK_TABLE_SHARE) - TRANSACTION_LOCKS, 4 * max(LOCK_COSTS.values()))
+
+
 def _checkpoint(state: _RunState, operation: TransportOp) -> None:
     """Commit between operations when the next one would overflow the server's lock table.
 
-    Only very large revisions reach this (on PostgreSQL's defaults, some 800 tables).
-    Every operation is idempotent (IF NOT EXISTS, IF EXISTS, guarded steps), so an
-    upgrade that fails after a checkpoint continues where it stopped when run again.
+    Each operation counts by the locks it holds until commit (LOCK_COSTS). Only very large
+    revisions reach this (on PostgreSQL's defaults, some 300 table creations or 180 Seq
+    rewrites). Every operation is idempotent (IF NOT EXISTS, IF EXISTS, guarded steps), so an
+    upgrade that fails or is killed after a checkpoint continues where it stopped when run again.
     """
-    if not isinstance(operation, (_TableOp, ChangeQueueSeqTypeOp)):
-        return
-    if state.limit is not None and state.table_ops >= state.limit:
-        log.info("committing after %d table operations (server lock table limit)", state.table_ops)
+    cost = lock_cost(operation)
+    if state.limit is not None and state.locks and state.locks + cost > state.limit:
+        log.info("committing after %d operations holding about %d locks (server lock table limit)", state.ops, state.locks)
         with state.context.autocommit_block():
             pass
-        state.table_ops = 0
-    state.table_ops += 1
+        state.locks = state.ops = 0
+    state.locks += cost
+    state.ops += 1
 
 
 @renderers.dispatch_for(TransportOp)
