@@ -109,8 +109,7 @@ def test_one_refusal_names_every_table_and_its_one_rerun_passes(project, db_url)
     assert project.compile("retire Sales") == 0
 
     line = failed_line(alembic(project, "-x", f"url={db_url}", "upgrade", "head"))
-    assert "refusing to drop 2 tables that still hold rows" in line
-    assert 'queue "Sales.host-a" (messages)' in line.replace("public.", "").replace('"public".', "")
+    assert 'refusing to drop queue "Sales.host-a", queue "Sales": they still hold messages' in line.replace('"public".', "")
     assert line.endswith(f"alembic -x url={db_url} -x discard=Sales.host-a,Sales upgrade head"), line
     tables = catalog.read(db_url)
     assert tables[key(db_url, "Sales")].rows == 1 and tables[key(db_url, "Sales.host-a")].rows == 1
@@ -130,7 +129,7 @@ def test_a_downgrade_refusal_names_protected_queues_and_rows_at_once(project, db
 
     line = failed_line(alembic(project, "-x", f"url={db_url}", "downgrade", "base"))
     assert "refusing to drop protected queue" in line and "error" in line
-    assert "refusing to drop 2 tables that still hold rows" in line and "Sales.host-b" in line
+    assert 'queue "error", queue "Sales.host-b": they still hold messages' in line.replace('"public".', "")
     assert line.endswith(f"alembic -x url={db_url} -x drop_protected=error -x discard_messages=true downgrade base"), line
     rerun = alembic(project, *line.split(": alembic ", 1)[1].split())
     assert rerun.returncode == 0, rerun.stderr

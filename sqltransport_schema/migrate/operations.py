@@ -683,12 +683,16 @@ def refusal(context: MigrationContext) -> CommandError | None:
         options.append(f"drop_protected={_merged(context, PROTECTED_OPTION, names)}")
     if found.holding:
         names = list(found.holding)
+        kinds = {contents for _, contents in found.holding.values()}
         if len(names) == 1:
             where, contents = next(iter(found.holding.values()))
             sentences.append(f"refusing to drop {where}: it still holds {contents}")
+        elif len(kinds) == 1:
+            tables = ", ".join(where for where, _ in found.holding.values())
+            sentences.append(f"refusing to drop {tables}: they still hold {kinds.pop()}")
         else:
             tables = ", ".join(f"{where} ({contents})" for where, contents in found.holding.values())
-            sentences.append(f"refusing to drop {len(names)} tables that still hold rows: {tables}")
+            sentences.append(f"refusing to drop {tables}: they still hold rows")
         options.append("discard_messages=true" if downgrade else f"discard={_merged(context, DISCARD_TABLES_OPTION, names)}")
     command = rerun(context, *options)
     it = "them" if len(found.protected) + len(found.holding) > 1 else "it"
