@@ -139,27 +139,35 @@ def server_lock_budget() -> int:
     return budget
 
 
-def time_direct(transactions: list[list[str]]) -> float:
+def run_direct(url: str, transactions: list[list[str]]) -> float:
+    """Seconds to run the statements through psycopg, one transaction per list."""
     import psycopg
 
+    started = time.perf_counter()
+    with psycopg.connect(url) as conn:
+        for statements in transactions:
+            with conn.transaction():
+                for statement in statements:
+                    conn.execute(statement)
+    return time.perf_counter() - started
+
+
+def time_direct(transactions: list[list[str]]) -> float:
     name = create_database()
     try:
-        started = time.perf_counter()
-        with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{name}") as conn:
-            for statements in transactions:
-                with conn.transaction():
-                    for statement in statements:
-                        conn.execute(statement)
-        return time.perf_counter() - started
+        return run_direct(f"postgresql://postgres@127.0.0.1:5432/{name}", transactions)
     finally:
         drop_database(name)
 
 
-def time_alembic(root: Path) -> float:
+def time_alembic(root: Path, start: str | None = None) -> float:
+    """Seconds of `alembic upgrade head` on a fresh database (first upgraded to `start`, not timed)."""
     name = create_database()
     try:
         cfg = config(root, f"postgresql://postgres@127.0.0.1:5432/{name}")
         cfg.stdout = io.StringIO()
+        if start is not None:
+            command.upgrade(cfg, start)
         started = time.perf_counter()
         command.upgrade(cfg, "head")
         return time.perf_counter() - started

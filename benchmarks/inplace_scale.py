@@ -16,7 +16,6 @@ import argparse
 import io
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from alembic import command
@@ -25,7 +24,17 @@ from alembic.script import ScriptDirectory
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _databases import create_database, drop_database  # noqa: E402  (beside this script)
-from compile_scale import REPO, WORK, config, direct_batches, new_project, server_lock_budget, timed_compile  # noqa: E402
+from compile_scale import (  # noqa: E402
+    REPO,
+    WORK,
+    config,
+    direct_batches,
+    new_project,
+    run_direct,
+    server_lock_budget,
+    time_alembic,
+    timed_compile,
+)
 
 sys.path.insert(0, str(REPO))
 
@@ -43,40 +52,15 @@ def topology_text(endpoints: int, rewritten: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def built(root: Path, revision: str) -> tuple[str, str]:
-    """(a fresh database's name, its URL), upgraded to `revision` (not timed)."""
+def time_direct(root: Path, first: str, transactions: list[list[str]]) -> float:
+    """Seconds of the statements run directly on a fresh database upgraded to `first` (not timed)."""
     name = create_database()
-    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
-    cfg = config(root, url)
-    cfg.stdout = io.StringIO()
-    command.upgrade(cfg, revision)
-    return name, url
-
-
-def time_alembic(root: Path, first: str) -> float:
-    name, url = built(root, first)
     try:
+        url = f"postgresql://postgres@127.0.0.1:5432/{name}"
         cfg = config(root, url)
         cfg.stdout = io.StringIO()
-        started = time.perf_counter()
-        command.upgrade(cfg, "head")
-        return time.perf_counter() - started
-    finally:
-        drop_database(name)
-
-
-def time_direct(root: Path, first: str, transactions: list[list[str]]) -> float:
-    import psycopg
-
-    name, url = built(root, first)
-    try:
-        started = time.perf_counter()
-        with psycopg.connect(url) as conn:
-            for statements in transactions:
-                with conn.transaction():
-                    for statement in statements:
-                        conn.execute(statement)
-        return time.perf_counter() - started
+        command.upgrade(cfg, first)
+        return run_direct(url, transactions)
     finally:
         drop_database(name)
 
