@@ -788,9 +788,10 @@ def run(operations: Operations, operation: TransportOp) -> None:
         return
     log.info("%s", description)
     state = _state(context, dialect)
-    if online.wanted(operation, context) and dialect.online.supported:
+    if online.wanted(operation, context):
         rewritten = online.rewrite(context, dialect, operation, description)
-        state.locks = state.ops = 0  # the online steps committed the run's transaction first
+        if dialect.online.supported:
+            state.locks = state.ops = 0  # the online steps committed the run's transaction first
         if rewritten:
             return
     if getattr(operation, "adopts", False):
