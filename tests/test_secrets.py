@@ -2,7 +2,7 @@
 runs, each given a URL with a password (a PostgreSQL role of its own, over 127.0.0.1), through
 success, every kind of refusal, `--debug` and runtime errors. The password is found in no stdout or
 stderr and in no file written to the project folder or the temporary folder; a suggested rerun shows
-the URL masked (`-x url=postgresql://user:***@...`), or leaves it where the user gave it
+the URL masked (`-x 'url=postgresql://user:***@...'`), or leaves it where the user gave it
 (SQLTRANSPORT_URL)."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Session:
 
 def test_no_command_prints_or_writes_the_password(project, password_url, tmp_path):
     url, password = password_url
-    masked = url.replace(password, "***")
+    masked = "'url=" + url.replace(password, "***") + "'"  # as the shell takes it (shlex.quote)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     s = Session(project, tmp)
@@ -91,9 +91,9 @@ def test_no_command_prints_or_writes_the_password(project, password_url, tmp_pat
     project.write_topology(TOPOLOGY.replace("[host-a, host-b]", "[host-a]"))
     assert s.run("sqltransport-schema", "compile", "-m", "retire host-b").returncode == 0
     plan = s.run("sqltransport-schema", "pipeline", "plan", "--url", url)
-    assert f"-x url={masked} upgrade head" in plan.stdout, plan.stdout + plan.stderr
+    assert f"-x {masked} upgrade head" in plan.stdout, plan.stdout + plan.stderr
     refused = s.run("alembic", "-x", f"url={url}", "upgrade", "head")
-    assert refused.returncode != 0 and f"alembic -x url={masked} -x discard=Sales.host-b upgrade head" in refused.stdout
+    assert refused.returncode != 0 and f"alembic -x {masked} -x discard=Sales.host-b upgrade head" in refused.stdout
     refused = s.run("alembic", "upgrade", "head", env={"SQLTRANSPORT_URL": url})
     assert "FAILED: refusing to drop queue" in refused.stdout and "alembic -x discard=Sales.host-b upgrade head" in refused.stdout
     with psycopg.connect(url) as holder:
@@ -111,13 +111,13 @@ def test_no_command_prints_or_writes_the_password(project, password_url, tmp_pat
             "upgrade",
             "head",
         )
-    assert "gave up waiting for a lock" in gave_up.stdout and f"-x url={masked}" in gave_up.stdout
+    assert "gave up waiting for a lock" in gave_up.stdout and f"-x {masked}" in gave_up.stdout
     assert gave_up.stdout.count("gave up waiting") == 1 and "gave up waiting" not in gave_up.stderr  # printed once
     assert s.run("alembic", "-x", f"url={url}", "-x", "discard=Sales.host-b", "upgrade", "head").returncode == 0
 
     # a protected queue's downgrade, --sql output, and errors of every kind
     refused = s.run("alembic", "-x", f"url={url}", "downgrade", "base")
-    assert f"alembic -x url={masked} -x drop_protected=error downgrade base" in refused.stdout
+    assert f"alembic -x {masked} -x drop_protected=error downgrade base" in refused.stdout
     assert s.run("alembic", "-x", f"url={url}", "upgrade", "head", "--sql").returncode == 0
     elsewhere = url.rsplit("/", 1)[0] + "/sqlts_no_such_database"
     assert s.run("sqltransport-schema", "--debug", "status", "--url", elsewhere).returncode != 0
