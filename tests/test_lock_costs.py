@@ -46,6 +46,10 @@ CASES = {
     "create_delayed_table with BodyString": (lambda n: [], lambda n: ops.CreateDelayedTableOp(delayed(n, body_string=True), V)),
     "create_subscription_table": (lambda n: [], lambda n: ops.CreateSubscriptionTableOp(subscriptions(n), V)),
     "drop_queue": (lambda n: [ops.CreateQueueOp(queue(n), V)], lambda n: ops.DropQueueOp(queue(n), V)),
+    "drop_queue deleting its subscription rows": (
+        lambda n: [ops.CreateSubscriptionTableOp(subscriptions("Subscriptions"), V), ops.CreateQueueOp(queue(n), V)],
+        lambda n: ops.DropQueueOp(queue(n), V, subscriptions=TableName("Subscriptions")),
+    ),
     "drop_queue with BodyString, discarding": (
         lambda n: [ops.CreateQueueOp(queue(n, body_string=True, seq_type="bigserial"), V)],
         lambda n: ops.DropQueueOp(queue(n, body_string=True), V, discard_messages=True),
