@@ -13,7 +13,7 @@ from sqltransport_schema import adopt, cli
 from sqltransport_schema.engines.mssql import MSSQL
 from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
 
-from . import catalog
+from .support import catalog
 from .test_check_mssql import TABLES, queue_columns, queue_index_columns, queue_indexes
 
 TOPOLOGY = """\

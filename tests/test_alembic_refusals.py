@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from . import catalog
-from .conftest import REPO
-from .test_migrations import insert_message, key
+from .support import catalog
+from .support.catalog import key
+from .support.messages import insert_message
+from .support.projects import REPO
 
 ALEMBIC = Path(sys.executable).parent / "alembic"
 TOPOLOGY = """\

@@ -15,7 +15,7 @@ from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
 from sqltransport_schema.shapes import normalise_predicate, where_clause
 from sqltransport_schema.versions import profile
 
-from . import catalog
+from .support import catalog
 
 TOPOLOGY = """\
 transport_version: "9.1"
@@ -53,9 +53,7 @@ def findings(project, url: str, capsys) -> tuple[int, list[tuple[str, str | None
 
 @pytest.fixture
 def deployed(project, db_url, capsys):
-    project.write_topology(TOPOLOGY)
-    assert project.compile("initial") == 0
-    project.upgrade(db_url)
+    project.deploy(db_url, TOPOLOGY)
     capsys.readouterr()
     return db_url
 
@@ -258,27 +256,21 @@ subscriptions:
 
 
 def test_schemas_body_string_and_bigserial_are_in_sync(project, db_url, capsys):
-    project.write_topology(RICH)
-    assert project.compile("rich") == 0
-    project.upgrade(db_url)
+    project.deploy(db_url, RICH, "rich")
     capsys.readouterr()
     assert run(project, db_url) == 0
     assert capsys.readouterr().out == "in sync\n"
 
 
 def test_older_transport_version_on_sqlite(project, sqlite_url, capsys):
-    project.write_topology('transport_version: "3.0"\nengines: [sqlite]\nendpoints:\n  - name: Sales\n')
-    assert project.compile("old") == 0
-    project.upgrade(sqlite_url)
+    project.deploy(sqlite_url, 'transport_version: "3.0"\nengines: [sqlite]\nendpoints:\n  - name: Sales\n', "old")
     capsys.readouterr()
     assert run(project, sqlite_url) == 0, capsys.readouterr()
     assert capsys.readouterr().out == "in sync\n"
 
 
 def test_check_with_url_runs_from_a_folder_without_alembic_ini(project, pg_url, tmp_path, monkeypatch, capsys):
-    project.write_topology(TOPOLOGY)
-    assert project.compile("initial") == 0
-    project.upgrade(pg_url)
+    project.deploy(pg_url, TOPOLOGY)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)

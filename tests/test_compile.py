@@ -8,8 +8,9 @@ import pytest
 
 from sqltransport_schema import cli
 
-from . import catalog
-from .test_migrations import insert_message, key
+from .support import catalog
+from .support.catalog import key
+from .support.messages import insert_message
 
 BASE = """\
 transport_version: "{version}"

@@ -129,9 +129,7 @@ def pump_consume(url: str, queue_name: str, go, ready, batch: int = 50) -> None:
 
 # -- helpers --------------------------------------------------------------------------
 def _deploy(project, url: str) -> None:
-    project.write_topology(TOPOLOGY)
-    assert project.compile("initial") == 0
-    project.upgrade(url)
+    project.deploy(url, TOPOLOGY)
 
 
 def _fill(url: str, count: int) -> set[str]:

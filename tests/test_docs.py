@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .support.projects import REPO
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUNNABLE = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from sqltransport_schema import cli, schema, topology
 
-from . import catalog
-from .conftest import REPO
+from .support import catalog
+from .support.projects import REPO
 
 BIN = Path(sys.executable).parent
 

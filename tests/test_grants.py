@@ -36,10 +36,7 @@ def run_grants(project, *args: str) -> tuple[int, str]:
 
 @pytest.fixture
 def deployed(project, pg_url):
-    project.write_topology(TOPOLOGY)
-    assert project.compile("initial") == 0
-    project.upgrade(pg_url)
-    return pg_url
+    return project.deploy(pg_url, TOPOLOGY)
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 
 from sqltransport_schema import cli, project
 
-from . import catalog
-from .conftest import REPO
+from .support import catalog
+from .support.projects import REPO
 
 BIN = Path(sys.executable).parent
 

@@ -29,10 +29,10 @@ import pytest
 from sqltransport_schema import wire
 from sqltransport_schema.engines.sqlite import SQLite
 
+from .support.runtime import deployed as deployed_transport
+from .support.runtime import plain_driver_connection
 from .test_mssql_ddl import shared_present
 from .test_mssql_runtime import RUNTIME_FIXTURE, raw_seed_statement, runtime_text
-from .test_runtime import deployed as deployed_transport
-from .test_runtime_driver import plain_driver_connection
 
 TABLE = "[Sales]"
 NOCOUNT_LINES = (

@@ -78,7 +78,7 @@ class Sender(threading.Thread):
 def start_alembic(project, url: str, *x: str) -> subprocess.Popen:
     import os
 
-    from .conftest import REPO
+    from .support.projects import REPO
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SQLTRANSPORT_URL", None)

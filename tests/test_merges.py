@@ -15,7 +15,7 @@ from alembic.util import CommandError
 from sqltransport_schema import cli
 from sqltransport_schema.revisions import stamps
 
-from .conftest import connect
+from .support.databases import connect
 
 BASE = """\
 transport_version: "9.1"

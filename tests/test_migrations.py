@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-from . import catalog
+from .support import catalog
+from .support.catalog import is_sqlite, key
+from .support.messages import insert_message
 
 TOPOLOGY = """\
 transport_version: "9.1"
@@ -41,37 +41,8 @@ PG_QUEUE = {
 }
 
 
-def is_sqlite(url: str) -> bool:
-    return url.startswith("sqlite")
-
-
-def key(url: str, table: str, schema: str | None = None):
-    return (None, table) if is_sqlite(url) else (schema or "public", table)
-
-
-def insert_message(url: str, table: str, schema: str | None = None, body: bytes = b"payload") -> str:
-    message_id = str(uuid.uuid4())
-    if is_sqlite(url):
-        quoted = '"' + table.replace('"', '""') + '"'
-        catalog.execute(
-            url,
-            f"INSERT INTO {quoted} (Id, Recoverable, Headers, Body) VALUES (?, 1, ?, ?)",
-            params=(message_id, '{"NServiceBus.MessageId":"%s"}' % message_id, body),
-        )
-    else:
-        quoted = '"' + (schema or "public").replace('"', '""') + '"."' + table.replace('"', '""') + '"'
-        catalog.execute(
-            url,
-            f"INSERT INTO {quoted} (Id, Expires, Headers, Body) VALUES (%s, NULL, %s, %s)",
-            params=(message_id, '{"NServiceBus.MessageId":"%s"}' % message_id, body),
-        )
-    return message_id
-
-
 def test_upgrade_creates_every_table_column_and_index(project, db_url):
-    project.write_topology(TOPOLOGY)
-    assert project.compile("initial") == 0
-    project.upgrade(db_url)
+    project.deploy(db_url, TOPOLOGY)
     tables = catalog.read(db_url)
 
     expected = {

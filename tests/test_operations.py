@@ -23,8 +23,8 @@ from sqltransport_schema.runtime.transport import Transport
 from sqltransport_schema.schema import Kind, TableName
 from sqltransport_schema.versions import profile
 
-from . import catalog
-from .conftest import REPO
+from .support import catalog
+from .support.projects import REPO
 from .test_mssql_ddl import parse_problems
 
 TOPOLOGY = """\
@@ -39,9 +39,7 @@ queues:
 
 
 def deploy(project, url: str) -> None:
-    project.write_topology(TOPOLOGY)
-    project.compile("initial")
-    project.upgrade(url)
+    project.deploy(url, TOPOLOGY)
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ from sqltransport_schema import wire
 from sqltransport_schema.pipeline import archive as pipeline_archive
 from sqltransport_schema.pipeline.connect import Endpoint, dbapi_connect
 from sqltransport_schema.schema import TableName
-from tests.pipeline_support import create_table, fill_queue, queue_contents, queue_spec
+
+from .support.pipeline import create_table, fill_queue, queue_contents, queue_spec
 
 
 def _expires(url, table, order):

@@ -78,7 +78,7 @@ def test_backfill_lets_the_refused_promotion_of_a_project_saga_table_pass(projec
     pipeline's backfill has filled the transitional column from each saga's JSON Data."""
     from sqltransport_schema.runtime.sagas import SagaTable
 
-    from .conftest import connect
+    from .support.databases import connect
 
     head = 'transport_version: "9.1"\nengines: [postgresql]\nendpoints:\n  - name: Sales\n    sagas:\n      - name: OrderSaga\n'
     project.write_topology(

@@ -16,7 +16,8 @@ import pytest
 from sqltransport_schema.pipeline import move as pipeline_move
 from sqltransport_schema.pipeline.connect import Endpoint, dbapi_connect
 from sqltransport_schema.schema import TableName
-from tests.pipeline_support import checksum, create_table, fill_queue, queue_contents, queue_spec
+
+from .support.pipeline import checksum, create_table, fill_queue, queue_contents, queue_spec
 
 COUNT = 20_000
 PER_PARTITION = 2_000

@@ -14,7 +14,8 @@ from sqltransport_schema.pipeline import move as pipeline_move
 from sqltransport_schema.pipeline.connect import Endpoint, dbapi_connect
 from sqltransport_schema.pipeline.layouts import partition_ranges
 from sqltransport_schema.schema import Kind, TableName, TableSpec
-from tests.pipeline_support import checksum, create_table, fill_queue, queue_contents, queue_spec
+
+from .support.pipeline import checksum, create_table, fill_queue, queue_contents, queue_spec
 
 N = 100_000
 
@@ -160,7 +161,7 @@ def test_sql_server_layout_to_postgresql_layout_and_back(spark, pg_url, sqlite_u
 
     create_table(sqlite_url, queue_spec("Sales"))
     pipeline_move.move(modern, Endpoint(sqlite_url, TableName("Sales")), spark=spark, progress=False)
-    from tests.pipeline_support import sqlite_rows
+    from .support.pipeline import sqlite_rows
 
     back = sqlite_rows(sqlite_url, 'SELECT Recoverable, CorrelationId, ReplyToAddress, Expires FROM "Sales" ORDER BY RowVersion')
     assert {r[0] for r in back} == {1}
@@ -354,7 +355,7 @@ def test_delayed_messages_move_from_postgresql_to_the_sql_server_layout(pg_url, 
     dest = Endpoint(sqlite_url, TableName("Sales.Delayed"), Kind.DELAYED)
     for _ in range(2):  # the rerun finds nothing left
         pipeline_move.move(source, dest, progress=False)
-    from tests.pipeline_support import sqlite_rows
+    from .support.pipeline import sqlite_rows
 
     rows = sqlite_rows(sqlite_url, 'SELECT Due, Headers, Body FROM "Sales.Delayed" ORDER BY Due')
     assert [r[0] for r in rows] == [d.strftime("%Y-%m-%d %H:%M:%S.000") for d in due]

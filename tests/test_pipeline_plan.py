@@ -10,7 +10,8 @@ import pytest
 from sqltransport_schema import cli
 from sqltransport_schema.pipeline import plan as planning
 from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
-from tests.pipeline_support import fill_queue, queue_contents
+
+from .support.pipeline import fill_queue, queue_contents
 
 BEFORE = """\
 transport_version: "9.1"
@@ -62,9 +63,7 @@ def test_derive_rules():
 
 @pytest.mark.parametrize("with_spark", [True, False])
 def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, capsys, with_spark):
-    project.write_topology(BEFORE)
-    assert project.compile("before") == 0
-    project.upgrade(pg_url)
+    project.deploy(pg_url, BEFORE, "before")
     fill_queue(pg_url, TableName("Sales.host-b", "public"), 300, seed=31)
     fill_queue(pg_url, TableName("Billing", "public"), 20, seed=32)
     from sqltransport_schema.pipeline.connect import dbapi_connect
@@ -114,9 +113,7 @@ def test_plan_then_run_lets_the_guarded_drop_pass(request, project, pg_url, caps
 
 def _pending_move(project, url):
     """A compiled revision that retires Sales.host-b while it holds messages (Billing mapped to Invoicing)."""
-    project.write_topology(BEFORE)
-    assert project.compile("before") == 0
-    project.upgrade(url)
+    project.deploy(url, BEFORE, "before")
     fill_queue(url, TableName("Sales.host-b", "public"), 10, seed=41)
     project.write_topology(AFTER)
     assert project.compile("after") == 0

@@ -15,7 +15,7 @@ import pytest
 
 from sqltransport_schema import cli
 
-from .conftest import REPO
+from .support.projects import REPO
 
 SAGAS = """\
 transport_version: "9.1"
@@ -132,7 +132,7 @@ def test_archive_and_replay_without_spark_round_trip_byte_for_byte(tmp_path, cap
     from sqltransport_schema.pipeline.connect import dbapi_connect
     from sqltransport_schema.schema import TableName
 
-    from .pipeline_support import create_table, fill_queue, queue_contents, queue_spec
+    from .support.pipeline import create_table, fill_queue, queue_contents, queue_spec
 
     url = request.getfixturevalue("pg_url" if engine == "postgresql" else "sqlite_url")
     table = TableName("audit", "public" if engine == "postgresql" else None)
@@ -174,7 +174,7 @@ def test_an_archive_written_without_spark_reads_as_sparks_does(spark, tmp_path, 
     from sqltransport_schema.pipeline.connect import Endpoint
     from sqltransport_schema.schema import TableName
 
-    from .pipeline_support import create_table, fill_queue, queue_spec
+    from .support.pipeline import create_table, fill_queue, queue_spec
 
     create_table(pg_url, queue_spec("audit", "public"))
     fill_queue(pg_url, TableName("audit", "public"), 200, seed=6)

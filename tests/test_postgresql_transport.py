@@ -16,9 +16,9 @@ from sqltransport_schema.runtime.transport import Transport, _due_after
 from sqltransport_schema.schema import Kind, TableName, TableSpec
 from sqltransport_schema.versions import profile
 
-from . import catalog
+from .support import catalog
+from .support.messages import headers
 from .test_adopt import INSTALLER, adopt_cli, check_cli
-from .test_runtime import headers
 
 TOPOLOGY = """\
 transport_version: "{version}"
@@ -35,9 +35,7 @@ def driver_url(url: str) -> str:
 
 
 def deploy(project, url, version="9.1", body_string="false") -> Transport:
-    project.write_topology(TOPOLOGY.format(version=version, body_string=body_string))
-    assert project.compile("initial") == 0
-    project.upgrade(url)
+    project.deploy(url, TOPOLOGY.format(version=version, body_string=body_string))
     return Transport(make_engine(url), version)
 
 

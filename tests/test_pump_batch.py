@@ -19,7 +19,8 @@ from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
-from .test_runtime import deployed, headers
+from .support.messages import headers
+from .support.runtime import deployed
 
 EFFECTS = "CREATE TABLE effects (message_id varchar(64) NOT NULL, n int NOT NULL, pid int NOT NULL)"
 INSERT_EFFECT = text("INSERT INTO effects (message_id, n, pid) VALUES (:id, :n, :pid)")
@@ -186,9 +187,7 @@ def run_pump(url: str, mid_batch, until_empty: bool) -> None:
 
 
 def test_a_pump_killed_mid_batch_loses_nothing(project, db_url):
-    project.write_topology("transport_version: '9.1'\nqueues:\n  - name: Sales\n  - name: error\n")
-    assert project.compile("initial") == 0
-    project.upgrade(db_url)
+    project.deploy(db_url, "transport_version: '9.1'\nqueues:\n  - name: Sales\n  - name: error\n")
     engine = make_engine(db_url)
     sales = Transport(engine, "9.1").queue("Sales")
     with engine.begin() as conn:

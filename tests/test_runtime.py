@@ -14,40 +14,9 @@ from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
-from . import catalog
-
-TOPOLOGY = """\
-transport_version: "9.1"
-endpoints:
-  - name: Sales
-  - name: Billing
-queues:
-  - name: error
-  - name: audit
-"""
-
-
-def deployed(project, url, monkeypatch) -> Transport:
-    project.write_topology(TOPOLOGY)
-    project.compile("initial")
-    project.upgrade(url)
-    monkeypatch.chdir(project.root)
-    return Transport.from_database(make_engine(url), str(project.ini))
-
-
-@pytest.fixture
-def transport(project, db_url, monkeypatch):
-    deployed_transport = deployed(project, db_url, monkeypatch)
-    yield deployed_transport
-    deployed_transport.engine.dispose()
-
-
-def headers(n: int | str = 0, **extra) -> dict[str, str]:
-    return {
-        **wire.standard_headers(message_id=str(uuid.uuid4()), enclosed_types=["Shop.OrderPlaced"], reply_to="Sales@[dbo]"),
-        "n": str(n),
-        **extra,
-    }
+from .support import catalog
+from .support.messages import headers
+from .support.runtime import TOPOLOGY, deployed
 
 
 def test_from_database_reads_the_deployed_version(transport):

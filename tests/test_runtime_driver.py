@@ -10,17 +10,8 @@ import pytest
 from sqltransport_schema.engines import UnsupportedEngine
 from sqltransport_schema.runtime.transport import DriverConnection
 
-from .test_runtime import headers, transport  # noqa: F401  (the fixture, deployed on SQLite and PostgreSQL)
-
-
-def plain_driver_connection(transport):  # noqa: F811  (the fixture's value)
-    """What a user holds without SQLAlchemy: sqlite3.connect / psycopg.connect on the same database."""
-    url = transport.engine.url
-    if url.get_backend_name() == "sqlite":
-        return sqlite3.connect(url.database)
-    import psycopg
-
-    return psycopg.connect(url.set(drivername="postgresql").render_as_string(hide_password=False))
+from .support.messages import headers
+from .support.runtime import plain_driver_connection
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 from sqltransport_schema import Transport, wire
 
-from . import catalog
+from .support import catalog
 
 TOPOLOGY = """\
 transport_version: "9.1"
@@ -23,9 +23,7 @@ queues:
 
 
 def test_from_any_folder_with_only_the_database(project, db_url, tmp_path, monkeypatch):
-    project.write_topology(TOPOLOGY)
-    assert project.compile("initial") == 0
-    project.upgrade(db_url)
+    project.deploy(db_url, TOPOLOGY)
     elsewhere = tmp_path / "service"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # no alembic.ini, no migrations here
@@ -44,9 +42,7 @@ def test_the_stored_blueprint_follows_the_stamp_and_goes_at_base(project, db_url
     project.write_topology(TOPOLOGY)
     assert project.compile("initial") == 0
     first = project.head()
-    project.write_topology(TOPOLOGY + "  - name: Shipping\n")
-    assert project.compile("shipping") == 0
-    project.upgrade(db_url)
+    project.deploy(db_url, TOPOLOGY + "  - name: Shipping\n", "shipping")
     stored = catalog.execute(db_url, "SELECT revision FROM sqltransport_blueprint")
     assert stored == [(project.head(),)]
     project.downgrade(db_url, first)

@@ -10,7 +10,7 @@ import pytest
 from sqltransport_schema import cli, engines
 from sqltransport_schema.schema import Correlation, Kind, TableName, TableSpec
 
-from .conftest import connect
+from .support.databases import connect
 
 TOPOLOGY = """\
 transport_version: "9.1"
@@ -53,9 +53,7 @@ def execute(url: str, *statements: str) -> None:
 
 @pytest.fixture
 def deployed(project, saga_db, capsys):
-    project.write_topology(TOPOLOGY.replace("engines: [sqlite, postgresql]", "engines: [sqlite, postgresql, mysql]"))
-    assert project.compile("sagas") == 0
-    project.upgrade(saga_db)
+    project.deploy(saga_db, TOPOLOGY.replace("engines: [sqlite, postgresql]", "engines: [sqlite, postgresql, mysql]"), "sagas")
     capsys.readouterr()
     return saga_db
 

@@ -12,7 +12,7 @@ from alembic.util import CommandError
 
 from sqltransport_schema.runtime.sagas import DuplicateSaga, SagaTable
 
-from .conftest import connect
+from .support.databases import connect
 
 HEAD = 'transport_version: "9.1"\nengines: [sqlite, postgresql, mysql]\nendpoints:\n  - name: Sales.Api\n    sagas:\n'
 V1 = HEAD + "      - name: OrderSaga\n        correlation: {name: OrderId, type: string}\n"
@@ -56,9 +56,7 @@ def _ids(n: int) -> list[str]:
 def test_create_transition_backfill_promote_keeps_every_saga(project, saga_db):
     url = saga_db
     # 1. create, with sagas in it
-    project.write_topology(V1)
-    assert project.compile("sagas") == 0
-    project.upgrade(url)
+    project.deploy(url, V1, "sagas")
     ids = _ids(4)
     db = connect(url)
     sagas = _sagas(project, url)
@@ -123,9 +121,7 @@ def test_create_transition_backfill_promote_keeps_every_saga(project, saga_db):
 
 def test_optimistic_concurrency_loses_the_race_cleanly(project, saga_db):
     url = saga_db
-    project.write_topology(V1)
-    assert project.compile("sagas") == 0
-    project.upgrade(url)
+    project.deploy(url, V1, "sagas")
     db = connect(url)
     sagas = _sagas(project, url)
     saga_id = _ids(1)[0]
@@ -154,9 +150,7 @@ def test_optimistic_concurrency_loses_the_race_cleanly(project, saga_db):
 
 def test_unique_correlation_index_ignores_nulls_but_refuses_duplicates(project, saga_db):
     url = saga_db
-    project.write_topology(V2)
-    assert project.compile("sagas") == 0
-    project.upgrade(url)
+    project.deploy(url, V2, "sagas")
     db = connect(url)
     sagas = _sagas(project, url)
     a, b, c = _ids(3)
@@ -176,9 +170,7 @@ def test_truly_concurrent_updates_one_wins_one_loses(project, saga_db):
     import threading
 
     url = saga_db
-    project.write_topology(V1)
-    assert project.compile("sagas") == 0
-    project.upgrade(url)
+    project.deploy(url, V1, "sagas")
     first_db, second_db = connect(url), connect(url)
     sagas = _sagas(project, url)
     saga_id = _ids(1)[0]

@@ -12,7 +12,7 @@ from alembic.util import CommandError
 from sqltransport_schema.migrate.operations import StructureMismatch
 from sqltransport_schema.runtime.sagas import SagaTable
 
-from .conftest import connect
+from .support.databases import connect
 
 ENGINES = "engines: [sqlite, postgresql, mysql]\n"
 
@@ -53,26 +53,21 @@ def test_hostile_names_survive_the_whole_lifecycle(project, saga_db):
     url = saga_db
     prop, new_prop = "Order Id's \"x\"", "Nümmer;--"
     saga = f"      - name: \"Order'Saga \\\"q\\\"\"\n        correlation: {{name: '{prop.replace(chr(39), chr(39) * 2)}', type: string}}\n"
-    project.write_topology(topology(saga))
-    assert project.compile("sagas") == 0
-    project.upgrade(url)
+    project.deploy(url, topology(saga), "sagas")
     table = "Sales_Order'Saga \"q\""
     db = connect(url)
     sagas = SagaTable.from_database(db, table, config_file=str(project.ini))
     saga_id = str(uuid.uuid4())
     with db.begin() as conn:
         sagas.insert(conn, saga_id, "{}", "a'b")
-    project.write_topology(topology(saga + f"        transitional: {{name: '{new_prop}', type: int}}\n"))
-    assert project.compile("transitional") == 0
-    project.upgrade(url)
+    project.deploy(url, topology(saga + f"        transitional: {{name: '{new_prop}', type: int}}\n"), "transitional")
     sagas = SagaTable.from_database(db, table, config_file=str(project.ini))
     with db.begin() as conn:
         saga_row = sagas.find(conn, "a'b")
         assert saga_row.id == saga_id
         assert sagas.update(conn, saga_row, '{"n": 7}', transitional_value=7) is not None
-    project.write_topology(topology(f"      - name: \"Order'Saga \\\"q\\\"\"\n        correlation: {{name: '{new_prop}', type: int}}\n"))
-    assert project.compile("promote") == 0
-    project.upgrade(url)
+    promoted = topology(f"      - name: \"Order'Saga \\\"q\\\"\"\n        correlation: {{name: '{new_prop}', type: int}}\n")
+    project.deploy(url, promoted, "promote")
     sagas = SagaTable.from_database(db, table, config_file=str(project.ini))
     with db.begin() as conn:
         assert sagas.find(conn, 7).id == saga_id
@@ -82,9 +77,7 @@ def test_hostile_names_survive_the_whole_lifecycle(project, saga_db):
 
 def test_removing_a_saga_is_refused_while_it_holds_sagas_and_discard_drops_it(project, saga_db):
     url = saga_db
-    project.write_topology(topology(ORDER))
-    assert project.compile("sagas") == 0
-    project.upgrade(url)
+    project.deploy(url, topology(ORDER), "sagas")
     db = connect(url)
     sagas = SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
     with db.begin() as conn:
@@ -144,9 +137,7 @@ def test_a_refused_revision_runs_again_after_the_backfill(project, saga_db):
     url = saga_db
     other = "      - name: OtherSaga\n        correlation: {name: Key, type: int}\n"
     transition = ORDER + "        transitional: {name: OrderNumber, type: int}\n"
-    project.write_topology(topology(other + transition))
-    assert project.compile("sagas") == 0
-    project.upgrade(url)
+    project.deploy(url, topology(other + transition), "sagas")
     db = connect(url)
     orders = SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
     with db.begin() as conn:
@@ -212,9 +203,7 @@ def _transitional_value(url: str, table: str, column: str):
 
 def _with_transitional(project, url: str, type_: str) -> tuple:
     """OrderSaga given the transitional property OrderNumber, deployed: (engine, its SagaTable)."""
-    project.write_topology(topology(ORDER + f"        transitional: {{name: OrderNumber, type: {type_}}}\n"))
-    assert project.compile("transitional") == 0
-    project.upgrade(url)
+    project.deploy(url, topology(ORDER + f"        transitional: {{name: OrderNumber, type: {type_}}}\n"), "transitional")
     db = connect(url)
     return db, SagaTable.from_database(db, "Sales_OrderSaga", config_file=str(project.ini))
 

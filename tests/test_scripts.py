@@ -9,7 +9,7 @@ import pytest
 
 from sqltransport_schema import cli
 
-from . import catalog
+from .support import catalog
 from .test_mssql_ddl import GO_LINE, assert_parses
 
 TOPOLOGY = """\
@@ -199,7 +199,7 @@ def alembic_sql(project, url: str, *revision: str) -> str:
     import sys
     from pathlib import Path
 
-    from .conftest import REPO
+    from .support.projects import REPO
 
     command = [str(Path(sys.executable).parent / "alembic"), "-x", f"url={url}", "upgrade", *(revision or ("head",)), "--sql"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}

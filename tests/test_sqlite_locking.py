@@ -24,7 +24,7 @@ from sqltransport_schema import wire
 from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.transport import Transport
 
-from .test_runtime import deployed
+from .support.runtime import deployed
 
 QUEUE = "Sales"
 TOPIC = "Shop.OrderPlaced"

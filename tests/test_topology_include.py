@@ -16,7 +16,7 @@ from sqltransport_schema import cli
 from sqltransport_schema.schema import blueprint
 from sqltransport_schema.topology import TopologyError, json_schema, load, loads
 
-from . import catalog
+from .support import catalog
 
 ROOT = """\
 transport_version: "9.1"

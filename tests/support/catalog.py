@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .conftest import connect
+from .databases import connect
 
 
 @dataclass
@@ -100,3 +100,11 @@ def execute(url: str, *statements: str, params=None) -> list:
             return list(result) if result is not None and result.returns_rows else []
     finally:
         engine.dispose()
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def key(url: str, table: str, schema: str | None = None):
+    return (None, table) if is_sqlite(url) else (schema or "public", table)

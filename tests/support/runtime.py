@@ -1,0 +1,35 @@
+"""A transport deployed by the project's own migrations, and the connections a user would hold on it."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from sqltransport_schema.db import make_engine
+from sqltransport_schema.runtime.transport import Transport
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+  - name: Billing
+queues:
+  - name: error
+  - name: audit
+"""
+
+
+def deployed(project, url, monkeypatch) -> Transport:
+    """TOPOLOGY deployed on `url`, read back as a user's process would (from the project folder)."""
+    project.deploy(url, TOPOLOGY)
+    monkeypatch.chdir(project.root)
+    return Transport.from_database(make_engine(url), str(project.ini))
+
+
+def plain_driver_connection(transport):
+    """What a user holds without SQLAlchemy: sqlite3.connect / psycopg.connect on the same database."""
+    url = transport.engine.url
+    if url.get_backend_name() == "sqlite":
+        return sqlite3.connect(url.database)
+    import psycopg
+
+    return psycopg.connect(url.set(drivername="postgresql").render_as_string(hide_password=False))
