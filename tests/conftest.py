@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from .support.databases import mysql_database, pg_database, under_ci
+from .support.locks import widening_project
 from .support.projects import Project, new_project
 from .support.runtime import deployed
 from .support.spark import demanded, spark_missing, spark_session
@@ -64,6 +65,12 @@ def transport(project, db_url, monkeypatch):
     deployed_transport = deployed(project, db_url, monkeypatch)
     yield deployed_transport
     deployed_transport.engine.dispose()
+
+
+@pytest.fixture
+def widening(project, pg_url):
+    """Sales and error deployed with serial Seq; the compiled next revision widens both to bigserial."""
+    return widening_project(project, pg_url)
 
 
 @pytest.fixture(scope="session")

@@ -7,13 +7,13 @@ shaped as the sys.* queries return them for each release's installer.
 
 from __future__ import annotations
 
-import json
-
 from sqltransport_schema import adopt, cli
 from sqltransport_schema.engines.mssql import MSSQL
 from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
 
 from .support import catalog
+from .support.commands import adopt_cli, check_cli
+from .support.installers import INSTALLER
 from .test_check_mssql import TABLES, queue_columns, queue_index_columns, queue_indexes
 
 TOPOLOGY = """\
@@ -25,26 +25,7 @@ queues:
   - name: error
 """
 
-# The PostgreSQL transport's installer (transport-facts §7), as it runs for Sales and error.
-INSTALLER = [
-    f'CREATE TABLE IF NOT EXISTS "public"."{q}" '
-    "(Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, Headers TEXT NOT NULL, Body BYTEA, Seq serial NOT NULL UNIQUE)"
-    for q in ("Sales", "error")
-] + [
-    'CREATE TABLE IF NOT EXISTS "public"."Sales.Delayed" (Id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, '
-    "Headers text NOT NULL, Body bytea, Due timestamptz NOT NULL) WITH (fillfactor=100)",
-    'CREATE INDEX IF NOT EXISTS "Sales.Delayed_Due" on "public"."Sales.Delayed"(Due)',
-    'CREATE TABLE IF NOT EXISTS "public"."SubscriptionRouting" (QueueAddress VARCHAR(200) NOT NULL, '
-    "Endpoint VARCHAR(200) NOT NULL, Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)",
-]
 SEND = """INSERT INTO "public"."Sales" (Id, Expires, Headers, Body) VALUES (gen_random_uuid(), NULL, '{}', '\\x01')"""
-
-
-def adopt_cli(project, url, capsys, *extra):
-    capsys.readouterr()
-    code = cli.main(["adopt", "--url", url, "-c", str(project.ini), "--format", "json", *extra])
-    out = capsys.readouterr().out
-    return code, (json.loads(out) if out.strip() else None)
 
 
 def stamp(url):
@@ -52,11 +33,6 @@ def stamp(url):
         return [row[0] for row in catalog.execute(url, "SELECT version_num FROM alembic_version")]
     except Exception:  # noqa: BLE001 - no version table: not stamped
         return []
-
-
-def check_cli(project, url, capsys):
-    capsys.readouterr()
-    return cli.main(["check", "--url", url, "-c", str(project.ini)])
 
 
 def test_installer_made_database_matching_the_head_is_stamped(project, pg_url, capsys):

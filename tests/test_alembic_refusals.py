@@ -4,19 +4,13 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from .support import catalog
 from .support.catalog import key
+from .support.commands import alembic, failed_line
 from .support.messages import insert_message
-from .support.projects import REPO
 
-ALEMBIC = Path(sys.executable).parent / "alembic"
 TOPOLOGY = """\
 transport_version: "9.1"
 endpoints:
@@ -25,21 +19,6 @@ endpoints:
 queues:
   - name: error
 """
-
-
-def alembic(project, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("SQLTRANSPORT_URL", None)
-    return subprocess.run([str(ALEMBIC), *args], cwd=project.root, env=env, capture_output=True, text=True, check=False, timeout=300)
-
-
-def failed_line(result: subprocess.CompletedProcess) -> str:
-    """The one FAILED line; no traceback."""
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr + result.stdout
-    failed = [line for line in (result.stderr + result.stdout).splitlines() if line.startswith("FAILED: ")]
-    assert len(failed) == 1, result.stderr + result.stdout
-    return failed[0]
 
 
 def test_a_compiled_drop_of_a_queue_with_messages_is_let_through_per_table(project, db_url):

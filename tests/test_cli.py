@@ -10,7 +10,7 @@ import pytest
 from sqltransport_schema import __version__
 from sqltransport_schema.cli import build_parser, commands
 
-from .test_user_errors import CLOSED_PORT, run
+from .support.commands import CLOSED_PORT, run
 
 
 @pytest.mark.parametrize(

@@ -31,8 +31,7 @@ from sqltransport_schema.engines.sqlite import SQLite
 
 from .support.runtime import deployed as deployed_transport
 from .support.runtime import plain_driver_connection
-from .test_mssql_ddl import shared_present
-from .test_mssql_runtime import RUNTIME_FIXTURE, raw_seed_statement, runtime_text
+from .support.seeds import RUNTIME_FIXTURE, raw_seed_statement, runtime_text, shared_present
 
 TABLE = "[Sales]"
 NOCOUNT_LINES = (

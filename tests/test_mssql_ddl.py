@@ -10,12 +10,8 @@ sqltransport_schema.versions.
 
 from __future__ import annotations
 
-import argparse
 import io
 import re
-import shutil
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,122 +20,23 @@ from sqltransport_schema.engines.mssql import MSSQL
 from sqltransport_schema.schema import Kind, SchemaName, TableName, TableSpec
 from sqltransport_schema.versions import profile
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-GOLDEN = HERE / "golden"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-SEED_003 = SHARED / "seeds" / "003_7a6ac8b7339ec90b.txt"
-FACTS = SHARED / "reference" / "transport-facts.md"
+from .support.projects import new_project
+from .support.seeds import FACTS, GOLDEN, SEED_003, SHARED, shared_present
+from .support.tsql import (
+    GO_LINE,
+    HOSTILE,
+    SqlTokenError,
+    assert_parses,
+    check_no_escape,
+    normalized,
+    parse_problems,
+    placements,
+    residue,
+    statements,
+    tokenize,
+)
 
 ENGINE = MSSQL()
-
-
-# =========================================================================== tokenizer
-class SqlTokenError(AssertionError):
-    pass
-
-
-@dataclass(frozen=True)
-class Tok:
-    kind: str  # ident ([bracketed]), string ('...' or N'...'), word, number, comment, punct
-    value: str  # ident/string: the unescaped content; otherwise the raw text
-    raw: str
-
-
-_WORD = re.compile(r"[^\W\d][\w@#$]*|[@#][\w@#$]*")
-_NUMBER = re.compile(r"\d+")
-
-
-def _delimited(sql: str, start: int, close: str) -> tuple[str, int]:
-    """Content of a delimited token whose opening delimiter ends before `start`; doubling escapes `close`."""
-    parts, j = [], start
-    while True:
-        k = sql.find(close, j)
-        if k < 0:
-            raise SqlTokenError(f"unterminated {close!r}-delimited token at {start}: {sql[start - 1 : start + 60]!r}")
-        if sql.startswith(close * 2, k):
-            parts.append(sql[j:k] + close)
-            j = k + 2
-            continue
-        parts.append(sql[j:k])
-        return "".join(parts), k + 1
-
-
-def tokenize(sql: str) -> list[Tok]:
-    """A small T-SQL tokenizer: bracketed identifiers and string literals with their doubling escapes."""
-    out, i, n = [], 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if c.isspace():
-            i += 1
-        elif c == "[":
-            value, j = _delimited(sql, i + 1, "]")
-            out.append(Tok("ident", value, sql[i:j]))
-            i = j
-        elif c == "'" or (c in "nN" and sql.startswith("'", i + 1)):
-            opening = i + (1 if c == "'" else 2)
-            value, j = _delimited(sql, opening, "'")
-            out.append(Tok("string", value, sql[i:j]))
-            i = j
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            j = n if j < 0 else j
-            out.append(Tok("comment", sql[i:j], sql[i:j]))
-            i = j
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            if j < 0:
-                raise SqlTokenError(f"unterminated /* comment at {i}")
-            out.append(Tok("comment", sql[i : j + 2], sql[i : j + 2]))
-            i = j + 2
-        elif (m := _WORD.match(sql, i)) or (m := _NUMBER.match(sql, i)):
-            out.append(Tok("word" if not m.group().isdigit() else "number", m.group(), m.group()))
-            i = m.end()
-        else:
-            out.append(Tok("punct", c, c))
-            i += 1
-    return out
-
-
-def residue(sql: str, comments: bool = True) -> str:
-    """The text left once every quoted identifier and every string literal (and comment, unless asked) is taken out."""
-    dropped = ("ident", "string") if comments else ("ident", "string", "comment")
-    return " ".join(t.raw for t in tokenize(sql) if t.kind not in dropped)
-
-
-# Words that begin a new statement at parenthesis depth 0 in the creation scripts.
-_STATEMENT_START = {"if", "return", "exec", "begin", "end", "create", "alter", "drop", "throw", "insert", "set", "declare"}
-
-
-def normalized_tokens(sql: str) -> list[str]:
-    """Whitespace collapsed, case-folded, brackets removed ([x] -> x); literals kept (case-folded)."""
-    return [(t.value if t.kind == "ident" else t.raw).casefold() for t in tokenize(sql) if t.kind != "comment"]
-
-
-def normalized(sql: str) -> str:
-    return " ".join(normalized_tokens(sql))
-
-
-def statements(sql: str) -> list[str]:
-    """Normalised statements; a `;` ends a statement and is dropped (so trailing semicolons never matter)."""
-    result, current, depth = [], [], 0
-    for token in normalized_tokens(sql):
-        if token == "(":
-            depth += 1
-        elif token == ")":
-            depth -= 1
-        if token == ";" and depth == 0:
-            if current:
-                result.append(" ".join(current))
-            current = []
-            continue
-        if depth == 0 and token in _STATEMENT_START and current:
-            result.append(" ".join(current))
-            current = []
-        current.append(token)
-    if current:
-        result.append(" ".join(current))
-    return result
 
 
 def test_tokenizer_and_normalisation_behave():
@@ -200,10 +97,6 @@ def extract_v1_ddl(markdown: str) -> str:
     ddl = "\n".join(lines[opening + 1 : closing]).strip()
     assert ddl.startswith("IF NOT") and "CREATE TABLE [{0}].[{1}]" in ddl, ddl[:200]
     return ddl + "\n"
-
-
-def shared_present() -> bool:
-    return SHARED.is_dir()
 
 
 def source_text(source: str, kind: str) -> str:
@@ -426,27 +319,8 @@ def test_delayed_and_subscription_tables_follow_the_guard_style(version):
 
 
 # =========================================================================== 4. sqlfluff (tsql)
-# Constructs of valid T-SQL that sqlfluff's tsql dialect cannot parse: substring of the
-# batch -> reason. Empty: with sqlfluff 4.5 every batch the engine emits parses.
-SQLFLUFF_GAPS: dict[str, str] = {}
-
 CREATE_VERSIONS = ["1.2", "2.2.3", "2.2.6", "3.0", "3.1", "4.1", "4.3.2", "6.3.0", "6.3.1", "9.1"]
 CHANGES = [("1.2", "9.1"), ("4.0", "9.1"), ("9.1", "4.0"), ("2.2.3", "3.1"), ("9.1", "1.2")]
-
-
-@cache
-def _linter():
-    from sqlfluff.core import FluffConfig, Linter
-
-    return Linter(config=FluffConfig(overrides={"dialect": "tsql"}))
-
-
-def parse_problems(sql: str) -> list[str]:
-    parsed = _linter().parse_string(sql)
-    if parsed.tree is None:
-        return ["no parse tree"] + [str(v) for v in parsed.violations]
-    problems = [f"unparsable: {seg.raw[:120]!r}" for seg in parsed.tree.recursive_crawl("unparsable")]
-    return problems + [str(v) for v in parsed.violations]
 
 
 def _emitted_batches() -> dict[str, list[str]]:
@@ -508,16 +382,6 @@ def test_the_batch_collection_covers_every_operation():
     assert ENGINE.change_queue_version(spec, profile("9.1"), profile("7.0")) == []
 
 
-def assert_parses(sql: str, label: str) -> None:
-    problems = parse_problems(sql)
-    gaps = [reason for construct, reason in SQLFLUFF_GAPS.items() if construct in sql]
-    if gaps:
-        if not problems:
-            pytest.fail(f"{label}: allow-listed sqlfluff gap no longer fails; remove it from SQLFLUFF_GAPS: {gaps}")
-        pytest.xfail(f"{label}: known sqlfluff gap: {'; '.join(gaps)}")
-    assert not problems, f"{label}: sqlfluff (tsql) cannot parse:\n" + "\n".join(problems) + "\n---\n" + sql
-
-
 @pytest.mark.parametrize("sql", list(EMITTED), ids=[labels[0] for labels in EMITTED.values()])
 def test_emitted_batch_parses_as_tsql(sql):  # each distinct batch is parsed once
     assert_parses(sql, ", ".join(EMITTED[sql]))
@@ -549,36 +413,15 @@ queues:
   - name: error
   - name: audit
 """
-GO_LINE = re.compile(r"^GO[ \t]*$", re.M)
-
-
-def make_project(root: Path, topology: str) -> Path:
-    (root / "migrations" / "versions").mkdir(parents=True)
-    shutil.copy(REPO / "alembic.ini", root / "alembic.ini")
-    for name in ("env.py", "script.py.mako"):
-        shutil.copy(REPO / "migrations" / name, root / "migrations" / name)
-    (root / "topology.yaml").write_text(topology, encoding="utf-8")
-    return root / "alembic.ini"
 
 
 def compile_and_render_offline(root: Path, topology: str) -> tuple[str, str]:
     """(offline mssql script, head revision id) of a fresh project compiled from `topology`."""
-    from alembic import command
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-
-    from sqltransport_schema import cli
-
-    ini = make_project(root, topology)
-    assert cli.main(["compile", "-m", "x", "-c", str(ini), "--topology", str(root / "topology.yaml")]) == 0
-    assert len(list((root / "migrations" / "versions").glob("*.py"))) == 1
-    buffer = io.StringIO()
-    cfg = Config(str(ini), stdout=buffer)
-    cfg.output_buffer = buffer
-    cfg.cmd_opts = argparse.Namespace(x=["url=mssql://"])
-    cfg.attributes["configure_logging"] = False
-    command.upgrade(cfg, "head", sql=True)
-    return buffer.getvalue(), ScriptDirectory.from_config(Config(str(ini))).get_current_head()
+    project = new_project(root)
+    project.write_topology(topology)
+    assert project.compile("x") == 0
+    assert len(project.revisions()) == 1
+    return project.offline("mssql://"), project.head()
 
 
 def without_comment_lines(chunk: str) -> str:
@@ -658,11 +501,6 @@ def test_offline_script_batches_parse_as_tsql(offline):
 
 
 # =========================================================================== 6. hostile names
-HOSTILE_FRAGMENTS = [".", " ", "]", '"', "'", ";", "ä", "--", "/*", "*/", "{table}", "]]'; DROP TABLE x --"]
-HOSTILE = [f"Alpha{fragment}Omega" for fragment in HOSTILE_FRAGMENTS] + ["Fäktura"]
-MARKERS = ("alpha", "omega", "fäktura", "ä")
-LEAKS = ("[", "]", "'", '"', "--", "/*", "*/", "{", "}")
-
 # Identifiers and literals the engine writes itself (everything else must be a name part).
 FIXED_IDENTIFIERS = {
     "Id", "CorrelationId", "ReplyToAddress", "Recoverable", "Expires", "Headers", "Body", "RowVersion",
@@ -703,10 +541,6 @@ def test_quote_and_literal_text(name, quoted, literal):
     assert (token.kind, token.value) == ("string", name)
 
 
-def _placements(name: str) -> list[TableName]:
-    return [TableName(name, "dbo", "nsb"), TableName("T", name, "nsb"), TableName("T", "dbo", name), TableName(name, name, name)]
-
-
 def _hostile_batches(name: TableName) -> list[tuple[str, str, list[str]]]:
     """(label, version whose names the batches use, batches) for every operation on a table named `name`."""
     out = []
@@ -724,23 +558,9 @@ def _hostile_batches(name: TableName) -> list[tuple[str, str, list[str]]]:
     return out
 
 
-def _check_no_escape(sql: str, label: str, allowed_identifiers: set, allowed_literals: set) -> None:
-    left = residue(sql).casefold()
-    for marker in MARKERS:
-        assert marker not in left, f"{label}: {marker!r} escaped quoting: {left}"
-    for leak in LEAKS:
-        assert leak not in left, f"{label}: {leak!r} outside any identifier or literal: {left}"
-    for token in tokenize(sql):
-        assert token.kind != "comment", f"{label}: comment in emitted SQL: {token.raw!r}"
-        if token.kind == "ident":
-            assert token.value in allowed_identifiers, f"{label}: identifier {token.value!r} is no name part"
-        elif token.kind == "string":
-            assert token.value in allowed_literals, f"{label}: literal {token.value!r} is unexpected"
-
-
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_hostile_table_names_never_escape_quoting(hostile):
-    for name in _placements(hostile):
+    for name in placements(hostile):
         parts = {p for p in (name.table, name.schema, name.catalog) if p is not None}
         identifiers = FIXED_IDENTIFIERS | parts
         literals = set(FIXED_LITERALS)
@@ -757,7 +577,7 @@ def test_hostile_table_names_never_escape_quoting(hostile):
             assert batches, label
             qualified = ENGINE.qualified(name, profile(version))
             for sql in batches:
-                _check_no_escape(sql, f"{label} {name}", identifiers, literals)
+                check_no_escape(sql, f"{label} {name}", identifiers, literals)
                 # the name inside N'...' is the quoted name with every ' doubled
                 assert f"OBJECT_ID(N'{ENGINE.literal_text(qualified)}'" in sql, f"{label} {name}"
                 if "'" in qualified:
@@ -772,9 +592,9 @@ def test_hostile_schema_names_never_escape_quoting(hostile, catalog):
     for verb, batches in (("CREATE SCHEMA", ENGINE.create_schema(schema)), ("DROP SCHEMA", ENGINE.drop_schema(schema))):
         (sql,) = batches
         statement = f"{verb} {ENGINE.quote(hostile)}"
-        _check_no_escape(sql, verb, identifiers, {hostile, statement})
+        check_no_escape(sql, verb, identifiers, {hostile, statement})
         # the dynamic statement inside N'...' is itself quoted correctly
-        _check_no_escape(statement, f"{verb} (dynamic)", {hostile}, set())
+        check_no_escape(statement, f"{verb} (dynamic)", {hostile}, set())
         assert f"N'{ENGINE.literal_text(statement)}'" in sql
 
 
@@ -795,8 +615,6 @@ def test_a_newline_in_a_name_cannot_break_out_of_offline_comments(tmp_path):
 
     with pytest.raises(topology_module.TopologyError, match="control character"):
         topology_module.loads('transport_version: "9.1"\nqueues:\n  - name: "Alpha\\nDROP TABLE Victim --"\n')
-
-    import io
 
     from alembic.migration import MigrationContext
     from alembic.operations import Operations

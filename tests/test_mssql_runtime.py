@@ -27,55 +27,23 @@ from sqltransport_schema.schema import TableName
 from sqltransport_schema.statements import Statement
 from sqltransport_schema.versions import profile
 
-from .test_mssql_ddl import (
+from .support.seeds import (
     FACTS,
     GOLDEN,
-    HOSTILE,
-    SEED_003,
+    SEED_RUNTIME,
     SHARED,
-    _check_no_escape,
-    _placements,
-    normalized,
-    parse_problems,
+    raw_seed_statement,
+    runtime_text,
     shared_present,
-    tokenize,
 )
+from .support.tsql import HOSTILE, check_no_escape, normalized, parse_problems, placements, tokenize
 
 ENGINE = MSSQL()
 
 # =========================================================================== golden sources
-RUNTIME_FIXTURE = GOLDEN / "mssql_seed003_runtime.txt"  # seed 003 from its "Runtime" line to the end
 FACTS_FIXTURE = GOLDEN / "mssql_transport_facts_s4.md"  # transport-facts §4, verbatim
-RUNTIME_HEADING = "Runtime"
 
-SEED_RUNTIME = {
-    # statement: (line just before it in seed 003, line just after it; None: end of the document)
-    "peek": ("Checks if there are messages in the queue.", "Purge expired"),
-    "purge_expired": ("Purges expired messages from the queue.", "Purge at startup"),
-    "purge_all": ("Used by an endpoint to optionally purge all message on startup.", "Receive message"),
-    "receive": ("Retrieves a message from the queue.", "The CorrelationId"),
-    "send": ("Places a message on the queue.", "The CorrelationId"),
-    "subscribe": ("Subscribe and endpoint to a topic.", "Unsubscribe from a topic"),
-    "unsubscribe": ("Unsubscribe an endpoint from a topic.", "Find all subscribers"),
-    "find_subscribers": ("Get a list of all endpoints that subscribe to a topic.", "Missing index warning"),
-    "check_expires_index": (
-        "Used to log a warning if a required index is missing. See also Upgrade from version 2 to 3.",
-        "Check column type",
-    ),
-    "check_headers_type": (
-        "Used to log a warning if the message headers data type is non-unicode. See also Supporting unicode characters in headers.",
-        "Create Delayed Queue Table",
-    ),
-    "move_due_delayed": ("Moves due messages from the delayed queue table to the input queue table.", "Store Delayed Message"),
-    "store_delayed": ("Stores a message in the delayed queue table.", None),
-}
 STRAY_QUOTE = '";'  # end of "Move Due Delayed Messages" in seed 003 (see the module docstring)
-
-
-def runtime_part(seed: str) -> str:
-    lines = seed.splitlines()
-    assert lines.count(RUNTIME_HEADING) == 1, "seed 003: expected one 'Runtime' heading"
-    return "\n".join(lines[lines.index(RUNTIME_HEADING) :]) + "\n"
 
 
 def facts_section_4(markdown: str) -> str:
@@ -85,31 +53,12 @@ def facts_section_4(markdown: str) -> str:
     return "\n".join(lines[start:end]).strip() + "\n"
 
 
-def runtime_text(source: str) -> str:
-    if source == "fixture":
-        return RUNTIME_FIXTURE.read_text(encoding="utf-8")
-    if not shared_present():
-        pytest.skip(f"{SHARED} is absent; the tests/golden copies are used instead")
-    return runtime_part(SEED_003.read_text(encoding="utf-8"))
-
-
 def facts_text(source: str) -> str:
     if source == "fixture":
         return FACTS_FIXTURE.read_text(encoding="utf-8")
     if not shared_present():
         pytest.skip(f"{SHARED} is absent; the tests/golden copies are used instead")
     return facts_section_4(FACTS.read_text(encoding="utf-8"))
-
-
-def raw_seed_statement(text: str, name: str) -> str:
-    before, after = SEED_RUNTIME[name]
-    lines = [line.rstrip() for line in text.splitlines()]
-    assert lines.count(before) == 1, f"seed 003: expected the line {before!r} exactly once"
-    start = lines.index(before) + 1
-    end = len(lines) if after is None else lines.index(after, start)
-    statement = "\n".join(lines[start:end]).strip()
-    assert statement and "{0}" in statement, (name, statement[:200])
-    return statement
 
 
 def seed_statement(text: str, name: str) -> str:
@@ -659,7 +608,7 @@ FIXED_LITERALS = {"OFF", "ON", "Index_Expires", "Index_RowVersion", "Headers", "
 
 @pytest.mark.parametrize("hostile", RUNTIME_HOSTILE)
 def test_hostile_table_names_never_escape_quoting(hostile):
-    for name in _placements(hostile):
+    for name in placements(hostile):
         for version in ("1.2", "4.1.2", "9.1"):
             prof = profile(version)
             delayed = name._replace(table=name.table + ".Delayed")
@@ -674,13 +623,13 @@ def test_hostile_table_names_never_escape_quoting(hostile):
             qualified = ENGINE.qualified(name, prof)
             for label, statement in statements.items():
                 where = f"{label} {version} {name}"
-                _check_no_escape(statement.sql, where, FIXED_IDENTIFIERS | parts, FIXED_LITERALS | {qualified})
+                check_no_escape(statement.sql, where, FIXED_IDENTIFIERS | parts, FIXED_LITERALS | {qualified})
                 expected = bound_names(statement.template)
                 for style, escape in (("qmark", str), ("named", str), ("pyformat", lambda s: s.replace("%", "%%"))):
                     sql, order = statement.native(style)
                     # a name's @, % or ? is never taken for a parameter
                     assert order == tuple(expected), where
-                    _check_no_escape(sql, f"{where} ({style})", FIXED_IDENTIFIERS | {escape(p) for p in parts},
+                    check_no_escape(sql, f"{where} ({style})", FIXED_IDENTIFIERS | {escape(p) for p in parts},
                                      FIXED_LITERALS | {escape(qualified)})  # fmt: skip
                     if style == "qmark":
                         residue_marks = [t for t in tokenize(sql) if t.kind == "punct" and t.value == "?"]

@@ -15,8 +15,8 @@ import pytest
 
 from sqltransport_schema import cli
 
-from .test_alembic_refusals import alembic, failed_line
-from .test_lock_waits import Sender, hold, libpq, seq_type, start_alembic, widening  # noqa: F401 (fixture)
+from .support.commands import alembic, failed_line
+from .support.locks import Sender, hold, libpq, seq_type, start_alembic
 
 BACKLOG = 20_000
 SHADOW = "Sales__online"
@@ -125,7 +125,7 @@ def stop(*threads) -> None:
         assert thread.error is None, thread.error
 
 
-def test_an_online_rewrite_keeps_senders_and_receivers_going(widening, pg_url):  # noqa: F811
+def test_an_online_rewrite_keeps_senders_and_receivers_going(widening, pg_url):
     before = fill(pg_url, "Sales", BACKLOG)
     sender, receiver = run_threads(pg_url)
     time.sleep(0.3)
@@ -163,7 +163,7 @@ def lock_row(url: str, seq: int) -> psycopg.Connection:
 
 
 @pytest.mark.parametrize("point", ["after_build", "mid_copy", "at_swap"])
-def test_a_killed_online_rewrite_reruns_to_completion(widening, pg_url, point):  # noqa: F811
+def test_a_killed_online_rewrite_reruns_to_completion(widening, pg_url, point):
     before = fill(pg_url, "Sales", BACKLOG)
     seqs = sorted(before.values())
     sender, receiver = run_threads(pg_url)
@@ -219,7 +219,7 @@ def test_a_killed_online_rewrite_reruns_to_completion(widening, pg_url, point): 
     assert in_sync(widening, pg_url) == 0
 
 
-def test_the_revision_chooses_online_per_operation(widening, pg_url):  # noqa: F811
+def test_the_revision_chooses_online_per_operation(widening, pg_url):
     revision = widening.revisions()[-1]
     text = revision.read_text()
     lines = [line.replace(")", ", online=True)") if 'change_queue_seq_type("Sales"' in line else line for line in text.splitlines()]
@@ -238,7 +238,7 @@ def test_the_revision_chooses_online_per_operation(widening, pg_url):  # noqa: F
     assert len(rows(pg_url, "Sales")) == 100
 
 
-def test_a_script_says_it_rewrites_in_place(widening):  # noqa: F811
+def test_a_script_says_it_rewrites_in_place(widening):
     result = alembic(widening, "-x", "url=postgresql://", "-x", "online=true", "upgrade", "head", "--sql")
     assert result.returncode == 0, result.stderr
     assert "-- online rewrite asked for: a script rewrites in place" in result.stdout
@@ -246,7 +246,7 @@ def test_a_script_says_it_rewrites_in_place(widening):  # noqa: F811
 
 
 def test_sqlite_rewrites_in_place_and_says_so(project, tmp_path):
-    from .test_lock_waits import TOPOLOGY
+    from .support.locks import TOPOLOGY
 
     url = f"sqlite:///{tmp_path / 'bus.db'}"
     project.write_topology(TOPOLOGY.replace("endpoints:", "endpoints:").replace("- name: Sales", "- name: Sales\n    body_string: false"))
@@ -259,7 +259,7 @@ def test_sqlite_rewrites_in_place_and_says_so(project, tmp_path):
     assert "online rewrites run on PostgreSQL only: add body string column of" in result.stderr
 
 
-def test_bad_online_options_fail_in_one_line(widening, pg_url):  # noqa: F811
+def test_bad_online_options_fail_in_one_line(widening, pg_url):
     result = alembic(widening, "-x", f"url={pg_url}", "-x", "online_batch=lots", "upgrade", "head")
     assert failed_line(result) == (
         "FAILED: -x online_batch=lots: give the rows per copy transaction as a whole number, e.g. online_batch=10000"
@@ -269,7 +269,7 @@ def test_bad_online_options_fail_in_one_line(widening, pg_url):  # noqa: F811
 def test_compile_offers_the_online_path_where_there_is_one(project, capsys):
     import json
 
-    from .test_lock_waits import TOPOLOGY
+    from .support.locks import TOPOLOGY
 
     project.write_topology(TOPOLOGY.replace("queues:", "    body_string: false\nqueues:"))
     assert project.compile("initial") == 0
@@ -283,7 +283,7 @@ def test_compile_offers_the_online_path_where_there_is_one(project, capsys):
 
 
 def test_body_string_added_online_to_a_queue_and_in_place_to_its_delayed_table(project, pg_url):
-    from .test_lock_waits import TOPOLOGY
+    from .support.locks import TOPOLOGY
 
     project.write_topology(TOPOLOGY.replace("queues:", "    body_string: false\nqueues:"))
     assert project.compile("initial") == 0
@@ -307,7 +307,7 @@ def test_body_string_added_online_to_a_queue_and_in_place_to_its_delayed_table(p
 
 
 def test_the_topology_asks_compile_for_online_rewrites(project, pg_url, capsys):
-    from .test_lock_waits import TOPOLOGY
+    from .support.locks import TOPOLOGY
 
     project.write_topology(TOPOLOGY)
     assert project.compile("initial") == 0
@@ -328,7 +328,7 @@ def test_the_topology_asks_compile_for_online_rewrites(project, pg_url, capsys):
     assert seq_type(pg_url, "Sales") == "bigint" and len(rows(pg_url, "Sales")) == 1000
 
 
-def test_two_migrations_of_one_database_take_turns(widening, pg_url):  # noqa: F811
+def test_two_migrations_of_one_database_take_turns(widening, pg_url):
     before = fill(pg_url, "Sales", BACKLOG)
     seqs = sorted(before.values())
     sender, receiver = run_threads(pg_url)

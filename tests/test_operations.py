@@ -25,7 +25,7 @@ from sqltransport_schema.versions import profile
 
 from .support import catalog
 from .support.projects import REPO
-from .test_mssql_ddl import parse_problems
+from .support.tsql import parse_problems
 
 TOPOLOGY = """\
 transport_version: "9.1"

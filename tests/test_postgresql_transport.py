@@ -17,8 +17,9 @@ from sqltransport_schema.schema import Kind, TableName, TableSpec
 from sqltransport_schema.versions import profile
 
 from .support import catalog
+from .support.commands import adopt_cli, check_cli
+from .support.installers import INSTALLER
 from .support.messages import headers
-from .test_adopt import INSTALLER, adopt_cli, check_cli
 
 TOPOLOGY = """\
 transport_version: "{version}"

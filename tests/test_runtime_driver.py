@@ -15,13 +15,13 @@ from .support.runtime import plain_driver_connection
 
 
 @pytest.fixture
-def driver(transport):  # noqa: F811
+def driver(transport):
     raw = plain_driver_connection(transport)
     yield raw
     raw.close()
 
 
-def test_fifo_commit_and_rollback_in_the_drivers_own_transaction(transport, driver):  # noqa: F811
+def test_fifo_commit_and_rollback_in_the_drivers_own_transaction(transport, driver):
     sales, audit = transport.queue("Sales"), transport.queue("audit")
     bound = transport.driver_connection(driver)
     sent = [headers(n, path="a/b", text="Fäktura ☃") for n in range(12)]
@@ -53,7 +53,7 @@ def test_fifo_commit_and_rollback_in_the_drivers_own_transaction(transport, driv
         assert sales.peek(conn) == 0 and sales.receive(conn) is None
 
 
-def test_one_cursor_is_made_once_per_bound_connection(transport, driver):  # noqa: F811
+def test_one_cursor_is_made_once_per_bound_connection(transport, driver):
     from sqltransport_schema.runtime.transport import execute
 
     bound = transport.driver_connection(driver)
@@ -63,7 +63,7 @@ def test_one_cursor_is_made_once_per_bound_connection(transport, driver):  # noq
     driver.rollback()
 
 
-def test_a_sqlalchemy_connection_and_a_driver_connection_see_one_queue(transport, driver):  # noqa: F811
+def test_a_sqlalchemy_connection_and_a_driver_connection_see_one_queue(transport, driver):
     sales = transport.queue("Sales")
     with transport.engine.begin() as conn:
         through_sqlalchemy = sales.send(conn, b"a", headers("a"))
@@ -76,7 +76,7 @@ def test_a_sqlalchemy_connection_and_a_driver_connection_see_one_queue(transport
         assert sales.receive(conn).id == through_driver
 
 
-def test_wrong_connections_are_refused_with_what_to_pass(transport, driver, tmp_path):  # noqa: F811
+def test_wrong_connections_are_refused_with_what_to_pass(transport, driver, tmp_path):
     sales = transport.queue("Sales")
     with pytest.raises(TypeError, match="driver_connection"):
         sales.receive(driver)  # unbound: the runtime does not guess a cursor and paramstyle per call

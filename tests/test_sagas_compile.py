@@ -244,7 +244,7 @@ SAGA_STRUCTURALLY_BAD = {
 def test_the_json_schema_rejects_the_saga_entries_the_loader_rejects(saga):
     import yaml
 
-    from .test_topology import validator
+    from .support.topology import validator
 
     text = saga_topology(saga)
     problems(text)
@@ -254,7 +254,7 @@ def test_the_json_schema_rejects_the_saga_entries_the_loader_rejects(saga):
 def test_the_json_schema_accepts_a_full_saga_entry():
     import yaml
 
-    from .test_topology import validator
+    from .support.topology import validator
 
     text = saga_topology(
         "      - name: OrderSaga\n        table_suffix: Orders\n" + ORDER_T.split("\n", 1)[1], endpoint_extra="    table_prefix: S_\n"

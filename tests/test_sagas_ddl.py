@@ -14,7 +14,7 @@ import pytest
 from sqltransport_schema import engines
 from sqltransport_schema.schema import Correlation, Kind, TableName, TableSpec
 
-from .test_mssql_ddl import assert_parses
+from .support.tsql import assert_parses
 
 GOLDEN = Path(__file__).parent / "golden"
 BIN = Path(sys.executable).parent

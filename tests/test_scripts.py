@@ -10,7 +10,7 @@ import pytest
 from sqltransport_schema import cli
 
 from .support import catalog
-from .test_mssql_ddl import GO_LINE, assert_parses
+from .support.tsql import GO_LINE, assert_parses
 
 TOPOLOGY = """\
 transport_version: "9.1"

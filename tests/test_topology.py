@@ -12,13 +12,14 @@ import json
 from pathlib import Path
 from textwrap import dedent
 
-import jsonschema
 import pytest
 import yaml
 
 from sqltransport_schema import cli
 from sqltransport_schema.schema import Kind, TableName, blueprint
 from sqltransport_schema.topology import TopologyError, json_schema, load, loads
+
+from .support.topology import validator
 
 REPO = Path(__file__).resolve().parents[1]
 FILE = "t.yaml"
@@ -940,14 +941,6 @@ def test_non_ascii_names_in_the_file_as_written(tmp_path):
         TableName("Fäktura.Delayed", "Заказы"),
         TableName("SubscriptionRouting"),
     ]
-
-
-# --------------------------------------------------------------------------- JSON Schema
-def validator():
-    schema = json_schema()
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
 
 
 def test_the_committed_json_schema_is_generated_from_the_format():

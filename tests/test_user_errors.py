@@ -5,13 +5,12 @@ as a finding (exit 1)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from .support.commands import CLOSED_PORT, run
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOLOGY = """\
@@ -23,7 +22,6 @@ queues:
   - name: error
 """
 ERROR_LINE = re.compile(r"^(\S+:\d+:\d+: )?error: ")  # topology problems carry file:line:column
-CLOSED_PORT = "postgresql://postgres@127.0.0.1:1/nowhere"
 
 
 def no_pyodbc(tmp_path: Path) -> Path:
@@ -32,15 +30,6 @@ def no_pyodbc(tmp_path: Path) -> Path:
     folder.mkdir(exist_ok=True)
     (folder / "pyodbc.py").write_text('raise ImportError("libodbc.so.2: cannot open shared object file")\n')
     return folder
-
-
-def run(cwd: Path, *args: str, shadow: Path | None = None) -> subprocess.CompletedProcess:
-    path = [str(shadow)] if shadow else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)])}
-    env.pop("SQLTRANSPORT_URL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "sqltransport_schema.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=120
-    )
 
 
 @pytest.fixture
