@@ -14,7 +14,7 @@ from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
 from .support import catalog
 from .support.commands import adopt_cli, check_cli
 from .support.installers import INSTALLER
-from .test_check_mssql import TABLES, queue_columns, queue_index_columns, queue_indexes
+from .support.mssql_catalog import TABLES, queue_columns, queue_index_columns, queue_indexes
 
 TOPOLOGY = """\
 transport_version: "9.1"

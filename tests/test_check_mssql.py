@@ -1,5 +1,6 @@
 """check on SQL Server without a server: catalog rows written by hand as the sys.* queries of
-MSSQL.Catalog.SHAPE_* return them, turned into shapes by MSSQL.Catalog.shapes_from_rows, compared by check.diff."""
+MSSQL.Catalog.SHAPE_* return them, turned into shapes by MSSQL.Catalog.shapes_from_rows, compared by check.diff;
+and those queries run over SQL Server's catalog views as SQL Server fills them (tests/support/mssql_catalog.py)."""
 
 from __future__ import annotations
 
@@ -11,52 +12,21 @@ from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
 from sqltransport_schema.shapes import IndexShape
 from sqltransport_schema.versions import profile
 
+from .support.mssql_catalog import (
+    DELAYED,
+    QUEUE_INDEXES,
+    SALES,
+    SUBS,
+    TABLES,
+    Index,
+    SqlServerCatalog,
+    queue_columns,
+    queue_index_columns,
+    queue_indexes,
+    queue_table,
+)
+
 ENGINE = MSSQL()
-SALES = 581577110  # object_id of dbo.Sales
-DELAYED = 613577224  # object_id of dbo.Sales.Delayed
-SUBS = 645577338  # object_id of dbo.SubscriptionRouting
-
-# SHAPE_TABLES: (object_id, schema, table)
-TABLES = [(SALES, "dbo", "Sales")]
-
-
-def queue_columns(headers=("nvarchar", -1), body_string=False):
-    """SHAPE_COLUMNS rows of a queue: (object_id, name, type, max_length, precision, scale,
-    is_nullable, is_identity, is_computed), in column_id order."""
-    rows = [
-        (SALES, "Id", "uniqueidentifier", 16, 0, 0, False, False, False),
-        (SALES, "CorrelationId", "varchar", 255, 0, 0, True, False, False),
-        (SALES, "ReplyToAddress", "varchar", 255, 0, 0, True, False, False),
-        (SALES, "Recoverable", "bit", 1, 1, 0, False, False, False),
-        (SALES, "Expires", "datetime", 8, 23, 3, True, False, False),
-        (SALES, "Headers", headers[0], headers[1], 0, 0, False, False, False),
-        (SALES, "Body", "varbinary", -1, 0, 0, True, False, False),
-        (SALES, "RowVersion", "bigint", 8, 19, 0, False, True, False),
-    ]
-    if body_string:
-        rows.append((SALES, "BodyString", "nvarchar", -1, 0, 0, True, False, True))
-    return rows
-
-
-def queue_indexes(rowversion="NONCLUSTERED", expires_filter="([Expires] IS NOT NULL)", expires=True):
-    """SHAPE_INDEXES rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition)."""
-    rows = []
-    if rowversion == "NONCLUSTERED":  # no clustered index: the table is a heap (index_id 0, left out by the query)
-        rows.append((SALES, 2, "Index_RowVersion", "NONCLUSTERED", False, False, None))
-    else:
-        rows.append((SALES, 1, "Index_RowVersion", "CLUSTERED", False, False, None))
-    if expires:
-        rows.append((SALES, 3, "Index_Expires", "NONCLUSTERED", False, expires_filter is not None, expires_filter))
-    return rows
-
-
-def queue_index_columns(rowversion="NONCLUSTERED", include=("Id", "RowVersion"), expires=True):
-    """SHAPE_INDEX_COLUMNS rows: (object_id, index_id, column, key_ordinal, is_included_column)."""
-    rows = [(SALES, 2 if rowversion == "NONCLUSTERED" else 1, "RowVersion", 1, False)]
-    if expires:
-        rows.append((SALES, 3, "Expires", 1, False))
-        rows += [(SALES, 3, column, 0, True) for column in include]
-    return rows
 
 
 def check(version="9.1", specs=None, tables=TABLES, columns=None, indexes=None, index_columns=None):
@@ -213,54 +183,61 @@ def test_other_engines_describe_indexes_as_before():
     assert IndexShape(("id",), unique=True).structure()[:3] == (("id",), True, None)
 
 
-def test_read_shapes_runs_the_four_queries_and_builds_shapes():
-    answers = {
-        ENGINE.catalog.SHAPE_TABLES.format(sys="sys"): TABLES,
-        ENGINE.catalog.SHAPE_COLUMNS.format(sys="sys"): queue_columns(),
-        ENGINE.catalog.SHAPE_INDEXES.format(sys="sys"): queue_indexes(),
-        ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="sys"): queue_index_columns(),
-    }
+# a hypothetical index the Database Engine Tuning Advisor left behind: listed in sys.indexes, no index
+TUNING_LEFTOVER = Index("NONCLUSTERED", "_dta_index_Sales_5_581577110__K4", ["Recoverable"], hypothetical=True)
 
-    class Connection:
-        def __init__(self):
-            self.ran = []
 
-        def exec_driver_sql(self, sql):
-            self.ran.append(sql)
-            return iter(answers[sql])
+def sales_queue(catalog: SqlServerCatalog, database: str | None = None) -> int:
+    """dbo.Sales as the transport's 9.1 DDL leaves it in SQL Server's catalog views (and a tuning leftover)."""
+    return catalog.create_table("dbo", "Sales", queue_table(), [*QUEUE_INDEXES, TUNING_LEFTOVER], catalog=database)
 
-    connection = Connection()
-    live = ENGINE.catalog.read_shapes(connection)
-    assert connection.ran == list(answers)
-    assert live == ENGINE.catalog.shapes_from_rows(*answers.values())
+
+def test_read_shapes_reads_the_catalog_views_and_builds_shapes():
+    server = SqlServerCatalog()
+    sales_queue(server)
+    live = ENGINE.catalog.read_shapes(server)
+    # the four queries read the views holding tables, columns and indexes (how they are worded is theirs)
+    assert set().union(*server.views_read) >= {"tables", "schemas", "columns", "types", "indexes", "index_columns"}
+    # the rows the hand-written tests above use are what the queries return from such a catalog
+    assert live == ENGINE.catalog.shapes_from_rows(TABLES, queue_columns(), queue_indexes(), queue_index_columns())
+    assert list(live) == [ENGINE.table_key(TableName("Sales"))]  # not the MS-shipped table every database holds
     name, shape = live[ENGINE.table_key(TableName("Sales"))]
     assert name == TableName("Sales", "dbo") and shape.identity == {"rowversion"}
+    assert shape.columns["headers"] == ("nvarchar(max)", False) and len(shape.columns) == 8  # sysname is not nvarchar again
     assert (
         IndexShape(("expires",), False, "expiresisnotnull", "Index_Expires", clustered=False, include=("id", "rowversion")) in shape.indexes
     )
+    assert len(shape.indexes) == 2  # neither the heap's row nor the hypothetical index in sys.indexes is an index
+    in_sync = Blueprint("9.1", ("mssql",), (TableSpec(Kind.QUEUE, TableName("Sales")),))
+    assert diff(in_sync, "a", "a", live, engine=ENGINE).findings == []
+
+
+@pytest.mark.parametrize(
+    "query,wrong,right",
+    [
+        ("SHAPE_COLUMNS", "ty.system_type_id = c.system_type_id", "ty.user_type_id = c.user_type_id"),  # sysname shares nvarchar's
+        ("SHAPE_INDEXES", "AND i.is_hypothetical = 1", "AND i.is_hypothetical = 0"),
+        ("SHAPE_TABLES", "WHERE 1 = 1", "WHERE t.is_ms_shipped = 0"),
+        ("SHAPE_INDEX_COLUMNS", "c.column_id = ic.index_column_id", "c.column_id = ic.column_id"),
+    ],
+)
+def test_the_fake_catalog_catches_a_wrong_query(monkeypatch, query, wrong, right):
+    """The catalog fake runs the queries: a wrong join or a dropped filter changes what check sees."""
+    server = SqlServerCatalog()
+    sales_queue(server)
+    text = getattr(ENGINE.catalog, query)
+    assert right in text, f"{query} no longer reads {right!r}: update this mutation"
+    monkeypatch.setattr(ENGINE.catalog, query, text.replace(right, wrong))
+    live = ENGINE.catalog.read_shapes(server)
+    assert live != ENGINE.catalog.shapes_from_rows(TABLES, queue_columns(), queue_indexes(), queue_index_columns())
 
 
 def test_tables_in_other_catalogs_are_read_through_their_sys_views():
     """Endpoints placed in another database (three-part names) are checked there, not reported missing."""
-    here = {
-        ENGINE.catalog.SHAPE_TABLES.format(sys="sys"): [],
-        ENGINE.catalog.SHAPE_COLUMNS.format(sys="sys"): [],
-        ENGINE.catalog.SHAPE_INDEXES.format(sys="sys"): [],
-        ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="sys"): [],
-    }
-    there = {
-        ENGINE.catalog.SHAPE_TABLES.format(sys="[logi]]stics].sys"): TABLES,
-        ENGINE.catalog.SHAPE_COLUMNS.format(sys="[logi]]stics].sys"): queue_columns(),
-        ENGINE.catalog.SHAPE_INDEXES.format(sys="[logi]]stics].sys"): queue_indexes(),
-        ENGINE.catalog.SHAPE_INDEX_COLUMNS.format(sys="[logi]]stics].sys"): queue_index_columns(),
-    }
-    answers = {**here, **there}
-
-    class Connection:
-        def exec_driver_sql(self, sql):
-            return iter(answers[sql])
-
-    live = ENGINE.catalog.read_shapes(Connection(), catalogs=["logi]stics"])
+    server = SqlServerCatalog()  # the connection's own database holds no queue
+    server.attach("logi]stics")
+    sales_queue(server, database="logi]stics")
+    live = ENGINE.catalog.read_shapes(server, catalogs=["logi]stics"])
     assert list(live) == [ENGINE.table_key(TableName("Sales", "dbo", "logi]stics"))]
     expected = Blueprint("9.1", ("mssql",), (TableSpec(Kind.QUEUE, TableName("Sales", None, "logi]stics")),))
     assert diff(expected, "a", "a", live, engine=ENGINE).findings == []
