@@ -11,18 +11,7 @@ from sqltransport_schema import cli
 from .support import catalog
 from .support.catalog import key
 from .support.messages import insert_message
-
-BASE = """\
-transport_version: "{version}"
-engines: [mssql, sqlite]
-endpoints:
-  - name: Sales
-    schema: dbo
-    instances: [host-a]
-queues:
-  - name: error
-    schema: dbo
-"""
+from .support.topology import VERSIONED as BASE
 
 
 def test_compile_writes_a_revision_that_reads_like_the_change(project):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from . import catalog
-from .test_compile import BASE
-from .test_migrations import insert_message, key
+from .support import catalog
+from .support.catalog import key
+from .support.messages import insert_message
+from .support.topology import VERSIONED as BASE
 
 
 def _refused(project, capsys, *extra: str) -> list[str]:

@@ -7,20 +7,7 @@ import pytest
 from .support import catalog
 from .support.catalog import is_sqlite, key
 from .support.messages import insert_message
-
-TOPOLOGY = """\
-transport_version: "9.1"
-endpoints:
-  - name: Sales
-    instances: [host-a]
-  - name: Billing
-    schema: billing
-    body_string: true
-  - name: Notifier
-    send_only: true
-queues:
-  - name: error
-"""
+from .support.topology import MIGRATIONS as TOPOLOGY
 
 SQLITE_QUEUE = {
     "Id": ("TEXT", False),

@@ -15,8 +15,10 @@ from sqltransport_schema import Transport, cli
 from sqltransport_schema.runtime import wire
 from sqltransport_schema.runtime.transport import SubscriberMissing
 
-from . import catalog
-from .test_migrations import TOPOLOGY, insert_message, is_sqlite
+from .support import catalog
+from .support.catalog import is_sqlite
+from .support.messages import insert_message
+from .support.topology import MIGRATIONS as TOPOLOGY
 
 RETIRED = TOPOLOGY.replace("  - name: Billing\n    schema: billing\n    body_string: true\n", "")
 HEADERS = {wire.ENCLOSED_MESSAGE_TYPES: "Shop.OrderPlaced"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqltransport_schema.runtime import wire
+from sqltransport_schema import wire
 
 from . import catalog
 from .catalog import is_sqlite
