@@ -25,17 +25,8 @@ from sqltransport_schema.versions import profile
 
 from .support import catalog
 from .support.projects import REPO
+from .support.runtime import TOPOLOGY
 from .support.tsql import parse_problems
-
-TOPOLOGY = """\
-transport_version: "9.1"
-endpoints:
-  - name: Sales
-  - name: Billing
-queues:
-  - name: error
-  - name: audit
-"""
 
 
 def deploy(project, url: str) -> None:
