@@ -10,15 +10,7 @@ from .support import catalog
 from .support.catalog import key
 from .support.commands import alembic, failed_line
 from .support.messages import insert_message
-
-TOPOLOGY = """\
-transport_version: "9.1"
-endpoints:
-  - name: Sales
-    instances: [host-a, host-b]
-queues:
-  - name: error
-"""
+from .support.topology import TWO_INSTANCES as TOPOLOGY
 
 
 def test_a_compiled_drop_of_a_queue_with_messages_is_let_through_per_table(project, db_url):

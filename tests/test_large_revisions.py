@@ -14,10 +14,10 @@ import pytest
 
 from sqltransport_schema import cli
 
-from . import catalog
-from .conftest import REPO
-from .test_alembic_refusals import ALEMBIC
-from .test_migrations import insert_message
+from .support import catalog
+from .support.commands import ALEMBIC
+from .support.messages import insert_message
+from .support.projects import REPO
 
 pytestmark = pytest.mark.slow
 

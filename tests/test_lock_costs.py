@@ -13,7 +13,7 @@ from sqltransport_schema.migrate import operations as ops
 from sqltransport_schema.migrate import saga_operations as sagas
 from sqltransport_schema.schema import Correlation, Kind, SchemaName, TableName, TableSpec
 
-from .conftest import connect
+from .support.databases import connect
 
 V = "9.1"
 LOCKS = "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid()"

@@ -17,9 +17,10 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from .conftest import PG_ADMIN_URL, REPO
-from .test_alembic_refusals import TOPOLOGY
-from .test_migrations import insert_message
+from .support.databases import PG_ADMIN_URL
+from .support.messages import insert_message
+from .support.projects import REPO
+from .support.topology import TWO_INSTANCES as TOPOLOGY
 
 BIN = Path(sys.executable).parent
 

@@ -43,3 +43,14 @@ endpoints:
 queues:
   - name: error
 """
+
+
+# one endpoint on two instances: retiring an instance queue is the refused drop
+TWO_INSTANCES = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a, host-b]
+queues:
+  - name: error
+"""
