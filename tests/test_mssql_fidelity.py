@@ -26,9 +26,11 @@ from sqltransport_schema.engines.mssql import MSSQL
 from sqltransport_schema.schema import Kind, TableName, TableSpec
 from sqltransport_schema.versions import profile
 
+from .support.seeds import SHARED
+
 HERE = Path(__file__).resolve().parent
 MATRIX = HERE / "golden" / "upstream_conformance_s2.md"
-SHARED_REFERENCE = HERE.parents[1] / "shared" / "reference" / "upstream-conformance.md"
+SHARED_REFERENCE = SHARED / "reference" / "upstream-conformance.md"
 DIGESTS = HERE / "conformance" / "digests.json"
 ENGINE = MSSQL()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ TESTS = Path(__file__).resolve().parents[1]
 GOLDEN = TESTS / "golden"
 
 
-SHARED = TESTS.parents[1] / "shared"
+# Beside the repository; SQLTRANSPORT_SHARED names it for a clone made elsewhere (.ci/run's).
+SHARED = Path(os.environ.get("SQLTRANSPORT_SHARED") or TESTS.parents[1] / "shared")
 
 
 SEED_003 = SHARED / "seeds" / "003_7a6ac8b7339ec90b.txt"
