@@ -37,6 +37,7 @@ from .support.seeds import (
     shared_present,
 )
 from .support.tsql import HOSTILE, check_no_escape, normalized, parse_problems, placements, tokenize
+from .support.tsql import assert_parses as support_assert_parses
 
 ENGINE = MSSQL()
 
@@ -488,13 +489,7 @@ def parse_problems_or_no_tree(sql: str) -> list[str]:
 
 
 def assert_parses(sql: str, label: str) -> None:
-    problems = parse_problems_or_no_tree(sql)
-    gaps = [reason for construct, reason in RUNTIME_SQLFLUFF_GAPS.items() if construct in sql]
-    if gaps:
-        if not problems:
-            pytest.fail(f"{label}: allow-listed sqlfluff gap no longer fails; remove it: {gaps}")
-        pytest.xfail(f"{label}: known sqlfluff gap: {'; '.join(gaps)}")
-    assert not problems, f"{label}: sqlfluff (tsql) cannot parse:\n" + "\n".join(problems) + "\n---\n" + sql
+    support_assert_parses(sql, label, RUNTIME_SQLFLUFF_GAPS, parse_problems_or_no_tree)
 
 
 def test_the_collection_covers_every_statement_and_version():
