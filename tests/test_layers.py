@@ -21,7 +21,7 @@ import pytest
 PACKAGE = "sqltransport_schema"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
-CORE = ("statements", "shapes", "schema", "versions", "util", "urls", "revisions", "wire")
+CORE = ("errors", "statements", "shapes", "schema", "versions", "util", "urls", "revisions", "wire")
 ABOVE_ENGINES = ("db", "migrate", "runtime", "check", "adopt", "grants", "listings", "scripts", "project", "pipeline", "cli")
 
 
