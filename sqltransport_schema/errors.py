@@ -13,7 +13,7 @@ class SqltransportError(Exception):
     """Root of the project's own errors: the message is meant for the user, as it is."""
 
 
-class UsageError(SqltransportError):
+class UsageError(SqltransportError, ValueError):
     """The user's input is wrong (topology file, URL, option, version, project folder): change it and rerun."""
 
 
