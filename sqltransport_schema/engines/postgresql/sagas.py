@@ -1,0 +1,170 @@
+"""PostgreSQL's saga tables (upstream-conformance §7) as SQL persistence's installer leaves
+them, their correlation columns and indexes, and the saga statements.
+
+A mixin of `PostgreSQL` (engines/postgresql/__init__.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ...schema import Correlation, TableName, TableSpec
+
+
+class Sagas:
+    """Saga tables: their DDL, their names' limits and the templates of the saga statements."""
+
+    # -- saga tables (upstream-conformance §7): quoted, mixed-case columns ---------------------
+    # As SQL persistence's installer leaves them: the version columns nullable, the primary key
+    # a table constraint (PostgreSQL names it <table>_pkey), one unique btree index per
+    # correlation column under the installer's name, so its own run finds it and adds none.
+    CORRELATION_TYPES = {"string": "character varying(200)", "int": "integer", "guid": "uuid", "datetime": "timestamp"}
+    CREATE_SAGA = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    "Id" uuid NOT NULL,
+    "Metadata" text NOT NULL,
+    "Data" jsonb NOT NULL,
+    "PersistenceVersion" character varying(23),
+    "SagaTypeVersion" character varying(23),
+    "Concurrency" int NOT NULL,
+    PRIMARY KEY ("Id")
+)"""
+    ADD_CORRELATION = "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {column_type}"
+    # The installer's check of an existing column (information_schema's data_type); it stops there.
+    VERIFY_CORRELATION_TYPE = """\
+DO {tag}
+DECLARE
+    found text;
+BEGIN
+    SELECT data_type INTO found FROM information_schema.columns
+    WHERE table_schema = {schema_literal} AND table_name = {table_literal} AND column_name = {column_literal};
+    IF found <> {expected} THEN
+        RAISE EXCEPTION USING MESSAGE = {message_head} || found || {message_tail}, ERRCODE = 'datatype_mismatch';
+    END IF;
+END
+{tag}"""
+    # Unique indexes treat NULLs as distinct: sagas without a value never collide.
+    CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS {index_name} ON {table} USING btree ({column} ASC)"
+    BACKFILL_GUARD = """\
+DO {tag}
+BEGIN
+    IF EXISTS (SELECT 1 FROM {table} WHERE {require} IS NULL) THEN
+        RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'not_null_violation';
+    END IF;
+END
+{tag}"""
+    DROP_CORRELATION_INDEX = "DROP INDEX IF EXISTS {index}"
+    DROP_CORRELATION = "ALTER TABLE {table} DROP COLUMN IF EXISTS {column}"
+    SAGA_GET_BY_ID = """\
+SELECT "Id", "SagaTypeVersion", "Concurrency", "Metadata", "Data"
+FROM {table}
+WHERE "Id" = @Id
+FOR UPDATE"""
+    SAGA_FIND = """\
+SELECT "Id", "SagaTypeVersion", "Concurrency", "Metadata", "Data"
+FROM {table}
+WHERE {correlation} = @propertyValue
+FOR UPDATE"""
+    SAGA_FIND_BY_TRANSITIONAL = """\
+SELECT "Id", "SagaTypeVersion", "Concurrency", "Metadata", "Data"
+FROM {table}
+WHERE {transitional} = @TransitionalCorrelationId
+FOR UPDATE"""
+    SAGA_INSERT = """\
+INSERT INTO {table} ("Id", "Metadata", "Data", "PersistenceVersion", "SagaTypeVersion", "Concurrency"{columns})
+VALUES (@Id, @Metadata, @Data, @PersistenceVersion, @SagaTypeVersion, 1{values})"""
+    SAGA_UPDATE = """\
+UPDATE {table}
+SET "Data" = @Data, "PersistenceVersion" = @PersistenceVersion, "SagaTypeVersion" = @SagaTypeVersion,
+    "Concurrency" = @Concurrency + 1{set_transitional}
+WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
+    SAGA_COMPLETE = """\
+DELETE FROM {table}
+WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
+    SAGA_SHAPE_COLUMNS = {
+        "id": ("uuid", False),
+        "metadata": ("text", False),
+        "data": ("jsonb", False),
+        "persistenceversion": ("character varying(23)", True),
+        "sagatypeversion": ("character varying(23)", True),
+        "concurrency": ("integer", False),
+    }
+    # information_schema.columns.data_type of each correlation type (the installer's check reads it)
+    SHAPE_CORRELATION_TYPES = {
+        "string": "character varying(200)",
+        "int": "integer",
+        "guid": "uuid",
+        "datetime": "timestamp without time zone",
+    }
+    DATA_TYPES = {"string": "character varying", "int": "integer", "guid": "uuid", "datetime": "timestamp without time zone"}
+    MAX_SAGA_PREFIX = 20  # the installer refuses a longer table prefix
+    MAX_SAGA_SUFFIX = 43  # the script generator refuses a longer table suffix
+
+    def correlation_index(self, spec: TableSpec, prop: str) -> str:
+        """<table prefix>_i_<SHA-1 of '<suffix>/<property>' in UTF-8, 40 upper-case hex digits>,
+        as SQL persistence names it (the prefix as configured: a longer one is refused)."""
+        digest = hashlib.sha1(f"{self.saga_suffix(spec)}/{prop}".encode()).hexdigest().upper()
+        return f"{spec.saga_prefix or ''}_i_{digest}"
+
+    def saga_index_names(self, spec: TableSpec) -> list[TableName]:
+        return [TableName(self.correlation_index(spec, c.name), spec.name.schema) for c in spec.correlations]
+
+    def saga_name_problems(self, spec: TableSpec) -> list[str]:
+        problems = []
+        prefix, suffix = spec.saga_prefix or "", self.saga_suffix(spec)
+        if len(prefix) > self.MAX_SAGA_PREFIX:
+            problems.append(
+                f"table prefix {prefix!r} is {len(prefix)} characters long; SQL persistence refuses a PostgreSQL "
+                f"table prefix over {self.MAX_SAGA_PREFIX} (set table_prefix)"
+            )
+        if len(suffix) > self.MAX_SAGA_SUFFIX:
+            problems.append(
+                f"table suffix {suffix!r} is {len(suffix)} characters long; SQL persistence refuses a PostgreSQL "
+                f"saga table suffix over {self.MAX_SAGA_SUFFIX} (set table_suffix)"
+            )
+        size = len(spec.name.table.encode("utf-8"))
+        if size > self.MAX_IDENTIFIER_BYTES:
+            problems.append(f"table name is {size} bytes in UTF-8; PostgreSQL names hold at most {self.MAX_IDENTIFIER_BYTES}")
+        for c in spec.correlations:
+            for what, value in (("column", self.correlation_column(c.name)), ("index", self.correlation_index(spec, c.name))):
+                if len(value.encode("utf-8")) > self.MAX_IDENTIFIER_BYTES:
+                    problems.append(f"{what} {value!r} is longer than PostgreSQL's {self.MAX_IDENTIFIER_BYTES}-byte identifier limit")
+        return problems
+
+    def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
+        fields = {"table": self.qualified(spec.name)}
+        if correlation is not None:
+            column = self.correlation_column(correlation.name)
+            index = TableName(self.correlation_index(spec, correlation.name), spec.name.schema)
+            fields.update(
+                column=self.quote(column),
+                column_literal=self.literal(column),
+                column_type=self.CORRELATION_TYPES[correlation.type],
+                index=self.qualified(index),
+                index_name=self.quote(index.table),
+                schema_literal=self.literal(spec.name.schema if spec.name.schema is not None else self.default_schema),
+                table_literal=self.literal(spec.name.table),
+                expected=self.literal(self.DATA_TYPES[correlation.type]),
+            )
+        return fields
+
+    def add_saga_correlation(self, spec: TableSpec, correlation: Correlation) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        head, _, tail = self.wrong_type_message(spec, correlation, self.DATA_TYPES[correlation.type]).partition("{found}")
+        verify = {**fields, "message_head": self.literal(head), "message_tail": self.literal(tail)}
+        verify["tag"] = self.dollar_tag(*verify.values())
+        return [
+            self.ADD_CORRELATION.format(**fields),
+            self.VERIFY_CORRELATION_TYPE.format(**verify),
+            self.CREATE_CORRELATION_INDEX.format(**fields),
+        ]
+
+    def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
+        fields = self._saga_fields(spec, correlation)
+        batches = []
+        if require is not None:
+            message = self.literal(self.backfill_refusal(spec, correlation, require))
+            required = self.quote(self.correlation_column(require.name))
+            tag = self.dollar_tag(fields["table"], required, message)
+            batches.append(self.BACKFILL_GUARD.format(tag=tag, require=required, message=message, table=fields["table"]))
+        return batches + [self.DROP_CORRELATION_INDEX.format(**fields), self.DROP_CORRELATION.format(**fields)]
