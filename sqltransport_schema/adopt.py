@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import check
+from . import check, errors
 from .migrate import operations as ops
 from .migrate.compile import create_op
 from .schema import Blueprint, Kind, TableSpec
@@ -225,7 +225,7 @@ def _plan(target: Blueprint, verdicts: list[TableVerdict]) -> list[ops.Transport
 
 
 # --------------------------------------------------------------------------- the I/O edge
-class AdoptError(Exception):
+class AdoptError(errors.Refused):
     """Adoption could not run or must not: unreachable database, already stamped, no revisions."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import errors
 from .schema import Blueprint, TableName
 from .shapes import IndexShape, TableShape
 from .versions import profile
@@ -49,7 +50,7 @@ NO_MIGRATIONS = (
 )
 
 
-class CheckError(Exception):
+class CheckError(errors.SqltransportError):
     """The check could not run: unreachable database, no stamp, unreadable migrations."""
 
 

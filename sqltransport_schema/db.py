@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
+from . import errors
 from .urls import display_url
 
 SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN or mysql://USER@HOST/DB"
@@ -16,7 +17,7 @@ SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN 
 DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql", "mariadb": "mysql"}
 
 
-class DatabaseURLError(ValueError):
+class DatabaseURLError(errors.UsageError):
     """A URL no engine can be made from (unknown scheme, driver not installed), said in one line
     that names the fix."""
 

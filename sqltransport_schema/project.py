@@ -7,11 +7,13 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from . import errors
+
 # The template files, relative to the templates folder and to the new project alike.
 FILES = ("alembic.ini", "topology.yaml", "migrations/env.py", "migrations/script.py.mako")
 
 
-class ProjectExists(FileExistsError):
+class ProjectExists(errors.UsageError, FileExistsError):
     """The folder already holds a file init would write; nothing is overwritten."""
 
 

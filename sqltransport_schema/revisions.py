@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import errors
 from .schema import Blueprint, Kind, TableName, TableSpec, in_kind_order
 from .versions import profile
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 BLUEPRINT_TABLE = "sqltransport_blueprint"
 
 
-class SnapshotError(LookupError):
+class SnapshotError(errors.NotFound):
     """The migrations or the stamp leave the topology unknown: several heads, branches that change
     one table (MergeConflict), a database stamped with no revision or with several."""
 
@@ -57,7 +58,7 @@ def head_blueprint(script: ScriptDirectory) -> tuple[str | None, Blueprint | Non
     return heads[0], blueprint_at(script, heads[0])
 
 
-class MergeConflict(SnapshotError):
+class MergeConflict(SnapshotError, errors.Conflict):
     """Two branches change the same table (or the transport version) differently: a database at
     their fork point would run both changes, in an order nobody chose."""
 

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from . import errors
 from .migrate.locks import DEFAULT_TIMEOUT, TIMEOUT_OPTION, format_duration, lock_lines, lock_report, parse_duration
 
 if TYPE_CHECKING:
@@ -40,8 +41,8 @@ ENGINES = {"mssql": "mssql://", "postgresql": "postgresql://"}
 _REV = r"'((?:[^']|'')+)'"
 
 
-class ScriptError(ValueError):
-    pass
+class ScriptError(errors.UsageError):
+    """A script that cannot be written as asked (engine, revision range, topology file, database)."""
 
 
 def _alembic_output(config: Config, engine: str, revision: str, marks: list | None = None, lock_timeout: str = DEFAULT_TIMEOUT) -> str:

@@ -13,14 +13,16 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from functools import cache
 
+from . import errors
+
 VersionTuple = tuple[int, int, int]
 
 LATEST = "9.1"
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
 
-class UnknownVersion(ValueError):
-    pass
+class UnknownVersion(errors.UsageError):
+    """A transport version the tool has no profile for."""
 
 
 class ExpiresIndex(str, Enum):

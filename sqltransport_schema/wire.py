@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from . import errors
+
 __all__ = [
     "PoisonHeaders",
     "encode_headers",
@@ -83,7 +85,7 @@ EXCEPTION_MESSAGE_MAX = 16384
 # --- Headers JSON ------------------------------------------------------------------------
 
 
-class PoisonHeaders(ValueError):
+class PoisonHeaders(errors.SqltransportError, ValueError):
     """The Headers column cannot be read as NServiceBus headers.
 
     Carries the raw `text` unchanged so the caller can move the row to the error

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .. import errors
 from .base import Dialect
 from .mssql import MSSQL
 from .mysql import MySQL
@@ -17,8 +18,8 @@ _BY_SQLALCHEMY["mariadb"] = ENGINES["mysql"]
 _BY_DRIVER = {driver: engine for engine in ENGINES.values() for driver in engine.drivers}
 
 
-class UnsupportedEngine(ValueError):
-    pass
+class UnsupportedEngine(errors.UsageError):
+    """An engine name (or a driver) no engine of the tool answers to."""
 
 
 def get(name: str) -> Dialect:

@@ -28,7 +28,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import wire
+from .. import errors, wire
 from ..schema import Kind
 from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
@@ -52,8 +52,8 @@ FAILPOINT_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT"  # "<point>:<partition>", e.g.
 FAILPOINT_FILE_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT_FILE"
 
 
-class MoveError(RuntimeError):
-    pass
+class MoveError(errors.Failed):
+    """A move that cannot run as asked, or stopped with its ledger incomplete."""
 
 
 # --------------------------------------------------------------------------- address rewriting

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from .. import errors
 from .connect import jdbc_jars
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ logger.gateway.level = error
 """
 
 
-class SparkUnavailable(RuntimeError):
-    pass
+class SparkUnavailable(errors.Unavailable):
+    """pyspark (or Java) is not there; the message says what to install."""
 
 
 def require_pyspark() -> ModuleType:

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from sqlalchemy.engine import Connection
 
-from .. import wire
+from .. import errors, wire
 from .transport import EndpointTables, Message, Queue, Transport
 
 log = logging.getLogger("sqltransport_schema.pump")
@@ -37,7 +37,7 @@ RECOMMENDED_PEEK_DELAY = (0.1, 10.0)
 DEFAULT_FAILURE_TIMEOUT = 30.0  # the transport's circuit breaker waits as long before a critical error
 
 
-class PumpFailed(Exception):
+class PumpFailed(errors.Failed):
     """The database could not be reached (or refused every receive) for the whole failure timeout."""
 
 

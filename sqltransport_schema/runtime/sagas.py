@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from .. import engines
+from .. import engines, errors
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec
 from .transport import execute
@@ -26,7 +26,7 @@ _SAME = object()
 DEFAULT_PERSISTENCE_VERSION = "0.0.0"
 
 
-class DuplicateSaga(Exception):
+class DuplicateSaga(errors.Conflict):
     """A saga with this Id or correlation value exists already (a unique index refused the insert)."""
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 
-from .. import engines, wire
+from .. import engines, errors, wire
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName
 from ..statements import Statement
@@ -303,7 +303,7 @@ class Transport:
         return addresses
 
 
-class SubscriberMissing(LookupError):
+class SubscriberMissing(errors.NotFound):
     """A publish found a subscriber whose queue table does not exist (a retired endpoint's row)."""
 
     def __init__(self, transport: Transport, queue: Queue, topics: Sequence[str]):

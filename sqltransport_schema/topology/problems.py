@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .. import errors
+
 
 @dataclass(frozen=True)
 class Mark:
@@ -28,7 +30,7 @@ class Problem:
         return {"file": self.mark.path, "line": self.mark.line, "column": self.mark.column, "message": self.message}
 
 
-class TopologyError(Exception):
+class TopologyError(errors.UsageError):
     """One or more problems in a topology file; each names file:line:column."""
 
     def __init__(self, problems: list[Problem], files: Iterable[str] = ()):
