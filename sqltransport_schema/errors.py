@@ -42,3 +42,8 @@ class Unavailable(SqltransportError, RuntimeError):
 
 class Failed(SqltransportError, RuntimeError):
     """A long job stopped part-way; the message says what was done and how to go on."""
+
+
+class Unsupported(SqltransportError, NotImplementedError):
+    """The engine (or the transport version) does not do this, or not yet; the message names it.
+    A NotImplementedError too, as it always was, so callers that caught that still catch it."""

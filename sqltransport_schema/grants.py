@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import errors
 from .schema import Kind, SchemaName, TableName, blueprint
 from .topology import Topology
 from .versions import profile
@@ -61,7 +62,7 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
         found = [ep for ep in topology.endpoints if ep.name == endpoint]
         if not found:
             known = ", ".join(ep.name for ep in topology.endpoints) or "none"
-            raise ValueError(f"no endpoint {endpoint!r} in {topology.path}; endpoints: {known}")
+            raise errors.UsageError(f"no endpoint {endpoint!r} in {topology.path}; endpoints: {known}")
         ep = found[0]
         owned = {TableName(table, ep.schema, ep.catalog) for table in ep.queue_tables()}
         if ep.has_delayed_table(prof):

@@ -4,6 +4,7 @@ statement of an engine at a transport version, and every saga table's statements
 
 from __future__ import annotations
 
+from . import errors
 from .engines import Dialect
 from .schema import Kind, TableName, blueprint
 from .statements import Statement
@@ -25,11 +26,11 @@ def runtime_statements(
 ) -> tuple[Profile, dict[str, Statement]]:
     """(profile, statements) of one queue, with its delayed and subscription tables where the version has them."""
     if engine.saga_only:
-        raise ValueError(f"{engine.name} holds saga tables only: add --sagas to print the saga statements of the topology")
+        raise errors.UsageError(f"{engine.name} holds saga tables only: add --sagas to print the saga statements of the topology")
     prof = profile(version)
     reason = engine.unsupported(prof)
     if reason:
-        raise ValueError(reason)
+        raise errors.UsageError(reason)
     tables = {}
     if prof.delayed_delivery:
         tables["delayed"] = TableName(f"{queue}.{delayed_suffix}", schema, catalog)
@@ -47,5 +48,5 @@ def saga_statements(engine: Dialect, topology: Topology) -> dict[str, Statement]
             for name, statement in engine.saga_statements(spec).items():
                 out[f"{spec.name.table}: {name}"] = statement
     if not out:
-        raise ValueError(f"{topology.path} declares no sagas")
+        raise errors.UsageError(f"{topology.path} declares no sagas")
     return out

@@ -13,6 +13,8 @@ from enum import Enum
 from json.encoder import encode_basestring_ascii as _json_string
 from typing import TYPE_CHECKING, NamedTuple
 
+from . import errors
+
 if TYPE_CHECKING:  # pragma: no cover
     from .topology import Topology
 
@@ -191,7 +193,7 @@ class Blueprint:
     def from_snapshot(cls, text: str) -> Blueprint:
         data = json.loads(text)
         if data.get("format") not in SNAPSHOT_FORMATS:
-            raise ValueError(f"unknown snapshot format {data.get('format')!r}")
+            raise errors.UsageError(f"unknown snapshot format {data.get('format')!r}")
         return cls(
             transport_version=data["transport_version"],
             engines=tuple(data["engines"]),

@@ -282,9 +282,9 @@ class Address:
         if not isinstance(self.table, str):
             raise TypeError(f"table must be str, not {type(self.table).__name__}")
         if not self.table.strip():
-            raise ValueError("address table part is empty")
+            raise errors.UsageError("address table part is empty")
         if "@" in self.table:
-            raise ValueError(f"address table part {self.table!r} contains '@'; the canonical form cannot carry it")
+            raise errors.UsageError(f"address table part {self.table!r} contains '@'; the canonical form cannot carry it")
         for field_name in ("schema", "catalog"):
             value = getattr(self, field_name)
             if value is None:
@@ -317,7 +317,7 @@ def _next_part(rest: str, what: str, text: str) -> tuple[str, str, bool]:
         while True:
             close = rest.find("]", start)
             if close < 0:
-                raise ValueError(f"address {text!r}: the {what} part has no closing ']' (a ']' inside brackets is written ']]')")
+                raise errors.UsageError(f"address {text!r}: the {what} part has no closing ']' (a ']' inside brackets is written ']]')")
             if rest.startswith("]]", close):
                 pieces.append(rest[start : close + 1])
                 start = close + 2
@@ -328,14 +328,16 @@ def _next_part(rest: str, what: str, text: str) -> tuple[str, str, bool]:
         if not after:
             return "".join(pieces), "", False
         if after[0] != "@":
-            raise ValueError(
+            raise errors.UsageError(
                 f"address {text!r}: unexpected {after[0]!r} after the closing ']' of the {what} part "
                 "(a ']' inside brackets is written ']]')"
             )
         return "".join(pieces), after[1:], True
     part, sep, after = rest.partition("@")
     if "[" in part or "]" in part:
-        raise ValueError(f"address {text!r}: the unbracketed {what} part {part!r} contains a bracket; write it as [name] with ']' doubled")
+        raise errors.UsageError(
+            f"address {text!r}: the unbracketed {what} part {part!r} contains a bracket; write it as [name] with ']' doubled"
+        )
     return part, after, bool(sep)
 
 
@@ -352,7 +354,7 @@ def parse_address(text: str) -> Address:
         raise TypeError(f"address must be str, not {type(text).__name__}")
     table, sep, rest = text.partition("@")
     if not table.strip():
-        raise ValueError(f"address {text!r}: the table part (before the first '@') is empty")
+        raise errors.UsageError(f"address {text!r}: the table part (before the first '@') is empty")
     if not sep:
         return Address(table)
     schema, rest, more = _next_part(rest, "schema", text)
@@ -360,7 +362,7 @@ def parse_address(text: str) -> Address:
     if more:
         catalog, rest, more = _next_part(rest, "catalog", text)
         if more:
-            raise ValueError(
+            raise errors.UsageError(
                 f"address {text!r}: more than table, schema and catalog parts "
                 "(an '@' inside a schema or catalog must be bracketed; a table cannot contain '@')"
             )
@@ -381,7 +383,7 @@ def format_time_sent(dt: datetime) -> str:
     if not isinstance(dt, datetime):
         raise TypeError(f"expected a datetime, not {type(dt).__name__}")
     if dt.tzinfo is None or dt.utcoffset() is None:
-        raise ValueError(f"naive datetime {dt!r}: give a timezone-aware (UTC) datetime")
+        raise errors.UsageError(f"naive datetime {dt!r}: give a timezone-aware (UTC) datetime")
     d = dt.astimezone(timezone.utc)
     return f"{d.year:04d}-{d.month:02d}-{d.day:02d} {d.hour:02d}:{d.minute:02d}:{d.second:02d}:{d.microsecond:06d} Z"
 
@@ -396,13 +398,13 @@ def parse_time_sent(text: str) -> datetime:
         raise TypeError(f"expected str, not {type(text).__name__}")
     match = _TIME_SENT.fullmatch(text)
     if match is None:
-        raise ValueError(f"{text!r} is not in the NServiceBus format 'yyyy-MM-dd HH:mm:ss:ffffff Z'")
+        raise errors.UsageError(f"{text!r} is not in the NServiceBus format 'yyyy-MM-dd HH:mm:ss:ffffff Z'")
     year, month, day, hour, minute, second, fraction = match.groups()
     micro = int((fraction or "").ljust(6, "0")[:6])
     try:
         return datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tzinfo=timezone.utc)
     except ValueError as error:
-        raise ValueError(f"{text!r} is not a valid time: {error}") from None
+        raise errors.UsageError(f"{text!r} is not a valid time: {error}") from None
 
 
 # --- Header sets -------------------------------------------------------------------------
@@ -412,7 +414,7 @@ def _require_text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be str, not {type(value).__name__}")
     if not value.strip():
-        raise ValueError(f"{name} is empty")
+        raise errors.UsageError(f"{name} is empty")
     return value
 
 
@@ -442,14 +444,14 @@ def standard_headers(
     else:
         types = list(enclosed_types)
         if not types:
-            raise ValueError("enclosed_types is empty")
+            raise errors.UsageError("enclosed_types is empty")
         for name in types:
             _require_text("each enclosed type", name)
             if ";" in name:
-                raise ValueError(f"enclosed type {name!r} contains ';', the separator between types")
+                raise errors.UsageError(f"enclosed type {name!r} contains ';', the separator between types")
         types_value = ";".join(types)
     if intent not in MESSAGE_INTENTS:
-        raise ValueError(f"intent {intent!r} is not one of {', '.join(MESSAGE_INTENTS)}")
+        raise errors.UsageError(f"intent {intent!r} is not one of {', '.join(MESSAGE_INTENTS)}")
     _require_text("content_type", content_type)
 
     headers = {

@@ -6,6 +6,7 @@ import functools
 import json
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import errors
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
 from ..statements import MESSAGE, Statement, parameters_of
@@ -207,7 +208,7 @@ class Dialect:
 
         It stays on the dialect, not in the catalog section: it is the expected side, derived from
         COLUMNS and the DDL's indexes, and reads no database; `catalog.read_shapes` is the live side."""
-        raise NotImplementedError(f"check does not support {self.name} yet")
+        raise errors.Unsupported(f"check does not support {self.name} yet")
 
     def unsupported(self, profile: Profile) -> str | None:
         """Why this engine cannot host the given transport version, or None."""
@@ -451,7 +452,7 @@ class Dialect:
 
     def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
         """The names a saga template fills in: table, and for a correlation column, index, type."""
-        raise NotImplementedError(f"{self.name} has no saga DDL")
+        raise errors.Unsupported(f"{self.name} has no saga DDL")
 
     def create_saga(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         """The saga table with its correlation columns and their unique indexes (which ignore NULLs)."""
@@ -474,7 +475,7 @@ class Dialect:
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
         """Drop a correlation column and its index; with require, the database refuses while
         any row has Correlation_<require> NULL (the promotion's backfill is not done)."""
-        raise NotImplementedError(f"{self.name} has no saga DDL")
+        raise errors.Unsupported(f"{self.name} has no saga DDL")
 
     def backfill_refusal(self, spec: TableSpec, old: Correlation, new: Correlation) -> str:
         new_column = self.correlation_column(new.name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import errors
 from ..schema import TableName
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class Catalog:
 
     def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
         """table_key -> (name, live shape) of every user table, in a few bulk catalog queries."""
-        raise NotImplementedError(f"check does not support {self.dialect.name} yet")
+        raise errors.Unsupported(f"check does not support {self.dialect.name} yet")
 
     def warnings(self, connection: Connection, queues: list[TableName], profile: Profile, purges_expired: bool = False) -> list[str]:
         """What the transport would warn of at start-up (a missing expiry index, non-Unicode headers);

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import errors
+
 if TYPE_CHECKING:
     from ..grants import GrantPlan
     from .base import Dialect
@@ -26,8 +28,8 @@ class Grants:
 
     def runtime(self, plan: GrantPlan, role: str) -> list[str]:
         """The GRANT statements (and comments) a runtime login needs for a grants.GrantPlan."""
-        raise NotImplementedError(f"grants are not supported on {self.dialect.name}")
+        raise errors.Unsupported(f"grants are not supported on {self.dialect.name}")
 
     def installer(self, plan: GrantPlan, role: str) -> list[str]:
         """What the installer/migration login needs for a grants.GrantPlan."""
-        raise NotImplementedError(f"grants are not supported on {self.dialect.name}")
+        raise errors.Unsupported(f"grants are not supported on {self.dialect.name}")

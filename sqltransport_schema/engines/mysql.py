@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from .. import errors
 from ..schema import Correlation, TableName, TableSpec
 from ..shapes import IndexShape, TableShape, normalise_type
 from ..versions import Profile
@@ -74,7 +75,7 @@ class MySQL(Dialect):
 
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         if not self.holds(spec.kind):
-            raise NotImplementedError(f"{self.name} holds saga tables only")
+            raise errors.Unsupported(f"{self.name} holds saga tables only")
         columns = dict(self.SAGA_SHAPE_COLUMNS)
         indexes = [IndexShape(("id",), unique=True)]
         for c in spec.correlations:

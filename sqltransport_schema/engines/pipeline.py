@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import errors
 from ..schema import TableName
 from ..statements import Statement, parameters_of
 from ..versions import LATEST, profile
@@ -172,11 +173,11 @@ class Pipeline:
     # -- connections ------------------------------------------------------------------------
     def connect(self, url: URL) -> Any:
         """A DBAPI connection with explicit transaction control (`url`: a SQLAlchemy URL object)."""
-        raise ValueError(f"no pipeline connection for {url.get_backend_name()!r}")
+        raise errors.UsageError(f"no pipeline connection for {url.get_backend_name()!r}")
 
     def jdbc_url(self, url: URL) -> str:
         """The JDBC URL Spark reads this database through."""
-        raise ValueError(f"no JDBC driver for {self.dialect.name!r}")
+        raise errors.UsageError(f"no JDBC driver for {self.dialect.name!r}")
 
     def database_key(self, url: URL) -> tuple:
         """Two URLs of this engine with the same key name one database."""
@@ -318,7 +319,7 @@ class Pipeline:
 
     def reserve(self, conn: Any, table: Table, span: int) -> int:
         """Reserve `span` consecutive order values past everything the table holds or will be given."""
-        raise NotImplementedError(f"{self.dialect.name}: explicit order values are not supported; partitions run in order")
+        raise errors.Unsupported(f"{self.dialect.name}: explicit order values are not supported; partitions run in order")
 
     # -- subscriptions: the runtime's own statements ---------------------------------------------
     def _subscription(self, name: str, table: Table) -> Statement:
@@ -335,10 +336,10 @@ class Pipeline:
     # -- backfill of a saga's correlation column (engines with backfills_sagas) --------------------
     def saga_column_type(self, conn: Any, table: TableName, column: str) -> str | None:
         """The column's type as the catalog prints it, or None when the table has no such column."""
-        raise NotImplementedError(f"backfill is not supported on {self.dialect.name}")
+        raise errors.Unsupported(f"backfill is not supported on {self.dialect.name}")
 
     def backfill_read(self, table: TableName, column: str, overwrite: bool) -> str:
-        raise NotImplementedError(f"backfill is not supported on {self.dialect.name}")
+        raise errors.Unsupported(f"backfill is not supported on {self.dialect.name}")
 
     def backfill_update(self, table: TableName, column: str, column_type: str, overwrite: bool) -> str:
-        raise NotImplementedError(f"backfill is not supported on {self.dialect.name}")
+        raise errors.Unsupported(f"backfill is not supported on {self.dialect.name}")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import errors
+
 if TYPE_CHECKING:
     from .base import Dialect
 
@@ -64,4 +66,4 @@ class Script:
 
     def guard_version_table(self, ddl: str) -> str:
         """alembic_version's CREATE TABLE, made to do nothing when the table exists."""
-        raise NotImplementedError(f"repeatable scripts are not supported on {self.dialect.name}")
+        raise errors.Unsupported(f"repeatable scripts are not supported on {self.dialect.name}")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import wire
+from .. import errors, wire
 from .connect import Endpoint, dbapi_connect, jdbc
 from .layouts import QueueRow, to_utc_naive, write_queue_row
 
@@ -157,7 +157,7 @@ def _pyarrow() -> Any:
         import pyarrow.dataset
         import pyarrow.parquet  # noqa: F401
     except ImportError as exc:
-        raise ImportError("archive and replay without Spark read and write Parquet with pyarrow: pip install -e '.[spark]'") from exc
+        raise errors.Unavailable("archive and replay without Spark read and write Parquet with pyarrow: pip install -e '.[spark]'") from exc
     return pyarrow
 
 
@@ -237,7 +237,7 @@ def _archive_in_process(source: Endpoint, path: str, mode: str) -> tuple[int, li
     folder = Path(path)
     if folder.exists() and any(folder.iterdir()):
         if mode == "errorifexists":
-            raise FileExistsError(f"{path} holds an archive already: pass --mode append to add to it, or --mode overwrite to replace it")
+            raise errors.Refused(f"{path} holds an archive already: pass --mode append to add to it, or --mode overwrite to replace it")
         if mode == "overwrite":
             shutil.rmtree(folder)
     table = pa.Table.from_pylist(records, schema=_archive_schema(pa))
@@ -257,7 +257,7 @@ def _archived_in_process(path: str, filters: dict[str, Any]) -> list[Any]:
     from types import SimpleNamespace
 
     if filters.get("where"):
-        raise ValueError("--where is a Spark SQL condition: replay with Spark (without --no-spark) to use it")
+        raise errors.UsageError("--where is a Spark SQL condition: replay with Spark (without --no-spark) to use it")
     pa = _pyarrow()
     dataset = pa.dataset.dataset(path, format="parquet", partitioning="hive")
     columns = ["id", "expires", "headers", "body", "seq", "message_id", "message_type", "source_table", "date"]

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from .. import errors
 from .connect import dbapi_connect, engine_of, jdbc, table_name
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ def backfill(
     engine = engine_of(url)
     pipeline = engine.pipeline
     if not pipeline.backfills_sagas:
-        raise ValueError(f"backfill supports the PostgreSQL saga layout; {engine.name} is not supported yet")
+        raise errors.UsageError(f"backfill supports the PostgreSQL saga layout; {engine.name} is not supported yet")
     name = table_name(table, engine)
     qualified = engine.qualified(name)
     conn = dbapi_connect(url)
@@ -121,7 +122,7 @@ def backfill(
     finally:
         conn.close()
     if column_type is None:
-        raise ValueError(f"{qualified} has no column {column!r}")
+        raise errors.UsageError(f"{qualified} has no column {column!r}")
     update = pipeline.backfill_update(name, column, column_type, overwrite)
     read = pipeline.backfill_read(name, column, overwrite)
     path = prop.split(".")

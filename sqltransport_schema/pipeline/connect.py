@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from .. import engines, wire
+from .. import engines, errors, wire
 from ..engines.pipeline import Table
 from ..schema import Kind, TableName
 from ..urls import display_url
@@ -93,7 +93,7 @@ def dbapi_connect(url: str) -> Any:
     try:
         dialect = engine_of(url)
     except engines.UnsupportedEngine:
-        raise ValueError(f"no pipeline connection for {parsed.get_backend_name()!r}") from None
+        raise errors.UsageError(f"no pipeline connection for {parsed.get_backend_name()!r}") from None
     return dialect.pipeline.connect(parsed)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import NamedTuple
 
-from .. import engines
+from .. import engines, errors
 from ..schema import Kind
 
 LAYOUTS = ("mssql", "postgresql")  # each named for the engine whose transport defines its columns
@@ -109,7 +109,7 @@ def layout(name: str, kind: Kind) -> Layout:
     try:
         return _LAYOUTS[(name, Kind(kind))]
     except KeyError:
-        raise ValueError(f"unknown layout {name!r}; known layouts: {', '.join(LAYOUTS)}") from None
+        raise errors.UsageError(f"unknown layout {name!r}; known layouts: {', '.join(LAYOUTS)}") from None
 
 
 # --------------------------------------------------------------------------- values
@@ -127,7 +127,7 @@ def to_utc_naive(value: datetime | str | None) -> datetime | None:
                 return datetime.strptime(text, fmt)
             except ValueError:
                 continue
-        raise ValueError(f"unreadable time {value!r}")
+        raise errors.UsageError(f"unreadable time {value!r}")
     if value.tzinfo is not None:
         return value.astimezone(timezone.utc).replace(tzinfo=None)
     return value

@@ -67,7 +67,7 @@ def parse_rewrites(pairs: Iterable[str | tuple[str, str]] | None) -> dict:
         if isinstance(pair, str):
             old, sep, new = pair.partition("=")
             if not sep:
-                raise ValueError(f"--rewrite-address {pair!r}: expected OLD=NEW")
+                raise errors.UsageError(f"--rewrite-address {pair!r}: expected OLD=NEW")
         else:
             old, new = pair
         out[wire.parse_address(old.strip())] = wire.parse_address(new.strip()).format()

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from .. import wire
+from .. import errors, wire
 from ..schema import Kind, TableName, TableSpec
 from ..urls import display_url
 from .transport import execute, execute_many
@@ -170,7 +170,7 @@ def _connection(transport: Transport, connection: Connection | None) -> Iterator
 
 def _blueprint_specs(transport: Transport) -> list[TableSpec]:
     if transport.blueprint is None:
-        raise ValueError("status and retry need the deployed blueprint: make the transport with Transport.from_database")
+        raise errors.UsageError("status and retry need the deployed blueprint: make the transport with Transport.from_database")
     return list(transport.blueprint.tables)
 
 
@@ -545,16 +545,16 @@ def retry(
     deployed queue (or none at all) is left in place and counted in `left`. `progress` is called
     after every batch."""
     if sum((bool(all_messages), failed_queue is not None, bool(message_ids))) != 1:
-        raise ValueError("choose the messages to retry: all of them, one failed queue, or message ids (exactly one)")
+        raise errors.UsageError("choose the messages to retry: all of them, one failed queue, or message ids (exactly one)")
     if batch_size < 1:
-        raise ValueError(f"batch size must be at least 1, not {batch_size}")
+        raise errors.UsageError(f"batch size must be at least 1, not {batch_size}")
     dialect, profile = transport.dialect, transport.profile
     specs = _blueprint_specs(transport)
     queues = {dialect.table_key(s.name): s.name for s in specs if s.kind is Kind.QUEUE}
     error_name = resolve(transport, error_queue)
     error_key = dialect.table_key(error_name)
     if error_key not in queues:
-        raise ValueError(f"error queue {error_queue}: no queue of the deployed blueprint has that address")
+        raise errors.UsageError(f"error queue {error_queue}: no queue of the deployed blueprint has that address")
     error_name = queues[error_key]
     wanted_key = dialect.table_key(resolve(transport, failed_queue)) if failed_queue is not None else None
     wanted_ids = {i.lower(): i for i in message_ids}
@@ -567,7 +567,7 @@ def retry(
         with conn.begin():
             existing = _existing(transport, conn, specs)
         if error_key not in existing:
-            raise ValueError(f"error queue {report.error_queue} is missing from the database")
+            raise errors.UsageError(f"error queue {report.error_queue} is missing from the database")
         destination = _Destinations(transport, queues, existing, error_key)
         while True:
             with conn.begin():

@@ -51,7 +51,7 @@ class SagaTable:
 
     def __init__(self, dialect: engines.Dialect, spec: TableSpec):
         if spec.kind is not Kind.SAGA:
-            raise ValueError(f"{spec.name} is not a saga table")
+            raise errors.UsageError(f"{spec.name} is not a saga table")
         self.dialect = dialect
         self.spec = spec
         self.statements = dialect.saga_statements(spec)
@@ -72,7 +72,7 @@ class SagaTable:
         found = [s for s in blueprint.tables if s.kind is Kind.SAGA and dialect.table_key(s.name) == dialect.table_key(name)]
         if not found:
             known = ", ".join(s.name.table for s in blueprint.tables if s.kind is Kind.SAGA) or "none"
-            raise LookupError(f"no saga table {name} in the deployed topology; saga tables: {known}")
+            raise errors.NotFound(f"no saga table {name} in the deployed topology; saga tables: {known}")
         return cls(dialect, found[0])
 
     # -- reading -----------------------------------------------------------------------
@@ -93,7 +93,7 @@ class SagaTable:
         transitional value is `transitional_value` (by default the same value, when both
         properties have one type). Upstream endpoints never make that second lookup."""
         if self.spec.correlation is None:
-            raise LookupError(
+            raise errors.NotFound(
                 f"saga table {self.dialect.display(self.dialect.saga_table(self.spec))} has no correlation property: use get()"
             )
         found = self._row(execute(conn, self.statements["find_saga"], {"propertyValue": value}))

@@ -176,12 +176,12 @@ class Transport:
         self.engine = engine
         self.dialect = engines.for_sqlalchemy(engine.dialect.name)
         if self.dialect.saga_only:
-            raise ValueError(f"{self.dialect.name} holds saga tables only, no queues: use runtime.sagas.SagaTable")
+            raise errors.UsageError(f"{self.dialect.name} holds saga tables only, no queues: use runtime.sagas.SagaTable")
         self.version = transport_version
         self.profile = profile(transport_version)
         reason = self.dialect.unsupported(self.profile)
         if reason:
-            raise ValueError(reason)
+            raise errors.UsageError(reason)
         self.default_schema = default_schema
         self.default_catalog = default_catalog
         self.subscription_table = subscription_table or TableName("SubscriptionRouting", default_schema, default_catalog)
@@ -237,7 +237,7 @@ class Transport:
         module = _driver_module(dbapi_connection)
         engine = engines.for_driver(module)
         if engine is not self.dialect:
-            raise ValueError(f"a {module} connection reaches {engine.name}, but this transport is for {self.dialect.name}")
+            raise errors.UsageError(f"a {module} connection reaches {engine.name}, but this transport is for {self.dialect.name}")
         return DriverConnection(dbapi_connection, engine)
 
     # -- tables ----------------------------------------------------------------------
