@@ -46,17 +46,29 @@ def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | Non
 
 # DBAPI modules whose errors are the database's answer, said as such.
 DRIVERS = ("sqlite3", "psycopg", "psycopg2", "pyodbc", "pymysql", "MySQLdb")
+# Builtin errors of other libraries (and the standard library) whose first line is written for a
+# person: OSError (a file that is not there or not readable names the file), ImportError (an
+# optional module missing names the module), ValueError (uuid, json and datetime parsing what the
+# user typed). ValueError and LookupError also still carry the messages of code not yet on
+# errors.py (cli/, migrate/, engines/mssql.py, engines/postgresql.py, pipeline/plan.py).
+# TODO(ops27, mssql27, pg27): once those raise errors.py classes, LookupError goes (a stdlib
+# KeyError's message is the key alone) and ValueError stays for the standard library's parsers.
+THIRD_PARTY_WRITTEN_FOR_USERS = (OSError, ImportError, ValueError, LookupError)
 
 
 def describe(error: BaseException) -> str:
     """One line for a failed command that says what to change; the traceback is --debug's."""
+    from alembic.util import CommandError
     from sqlalchemy import exc
 
     from ..db import failure
+    from ..errors import SqltransportError
 
     if isinstance(error, exc.SQLAlchemyError):
         return failure(error)
-    if isinstance(error, (ValueError, LookupError, OSError, ImportError)) or _written_for_users(error):
+    if isinstance(error, (SqltransportError, CommandError)):  # written for the user, as it is
+        return _first_line(error)
+    if isinstance(error, THIRD_PARTY_WRITTEN_FOR_USERS) or _migrate_not_yet_on_the_root(error):
         return _first_line(error)
     origin = type(error).__module__.split(".")[0]
     if origin in DRIVERS:  # the pipeline's own driver connections
@@ -71,10 +83,10 @@ def _first_line(error: BaseException | str) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-def _written_for_users(error: BaseException) -> bool:
-    """The project's own errors and Alembic's CommandError carry a message meant for the user."""
-    module = type(error).__module__
-    return module.startswith("sqltransport_schema") or type(error).__name__ == "CommandError"
+def _migrate_not_yet_on_the_root(error: BaseException) -> bool:
+    """TODO(ops27): migrate/'s own classes (CompileError, LockWait, Mismatch) derive from errors.py
+    there; once they do, this goes with the skip list of tests/test_layers.py."""
+    return type(error).__module__.startswith("sqltransport_schema.migrate.")
 
 
 def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:
