@@ -128,8 +128,9 @@ def test_topology_uses_the_engines_and_nothing_above_them():
 
 
 def test_revisions_read_only_alembic_and_the_schema():
-    # versions: a merge of branches compares queues by the shape of the version that built them
-    assert GRAPH[f"{PACKAGE}.revisions"] <= {f"{PACKAGE}.schema", f"{PACKAGE}.versions"}
+    # versions: a merge of branches compares queues by the shape of the version that built them;
+    # errors: the one root its own errors derive from
+    assert GRAPH[f"{PACKAGE}.revisions"] <= {f"{PACKAGE}.schema", f"{PACKAGE}.versions", f"{PACKAGE}.errors"}
     assert GRAPH[f"{PACKAGE}.urls"] == set()
 
 
@@ -153,3 +154,35 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones():
     nothing; schema names Topology for type checkers only, which is no import at run time."""
     assert f"{PACKAGE}.db" in GRAPH[f"{PACKAGE}.check"]
     assert f"{PACKAGE}.topology" not in GRAPH[f"{PACKAGE}.schema"]
+
+
+# Exceptions that never leave the function that raises them: control flow, not a message for anyone.
+PRIVATE_CONTROL_FLOW = {f"{PACKAGE}.runtime.pump._RolledBack"}  # raised and caught inside Pump's receive
+# TODO(ops27, mssql27, pg27): these modules' classes move onto errors.py on their own branches;
+# the integrator removes this list once they have landed.
+NOT_YET_ON_THE_ROOT = (f"{PACKAGE}.migrate.", f"{PACKAGE}.engines.mssql", f"{PACKAGE}.engines.postgresql")
+
+
+def _exception_classes(owner: object, module: str):
+    """The exception classes defined in module: at its top level and nested in its classes."""
+    for value in vars(owner).values():
+        if isinstance(value, type) and value.__module__ == module:
+            if issubclass(value, BaseException):
+                yield value
+            yield from _exception_classes(value, module)
+
+
+def test_every_error_derives_from_the_one_root():
+    """A user's error is an errors.SqltransportError (by meaning, a subclass): the command line
+    maps it by class, and a caller catches the project's errors with one except."""
+    from sqltransport_schema.errors import SqltransportError
+
+    found, strays = [], []
+    for module in sorted(m for m in MODULES if not m.endswith(".__main__")):
+        for cls in _exception_classes(importlib.import_module(module), module):
+            name = f"{module}.{cls.__qualname__}"
+            found.append(name)
+            if not issubclass(cls, SqltransportError) and name not in PRIVATE_CONTROL_FLOW and not name.startswith(NOT_YET_ON_THE_ROOT):
+                strays.append(name)
+    assert f"{PACKAGE}.topology.problems.TopologyError" in found and f"{PACKAGE}.wire.PoisonHeaders" in found  # the walk sees them
+    assert strays == []
