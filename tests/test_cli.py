@@ -130,3 +130,19 @@ def test_the_cheap_examples_run_in_a_new_project(tmp_path):
             assert result.returncode == 0, f"{example}\n{result.stderr}"
             ran.append(name)
     assert sorted(ran) == sorted(CHEAP)
+
+
+def test_a_failure_is_described_by_its_class_not_its_module():
+    """The project's errors (errors.SqltransportError) and Alembic's CommandError print their first
+    line; a class of the package that is not on the root is unexpected, whatever its module."""
+    from alembic.util import CommandError
+
+    from sqltransport_schema import errors
+    from sqltransport_schema.cli.output import describe
+
+    assert describe(errors.Refused("refusing to drop queue Sales\nthe details")) == "refusing to drop queue Sales"
+    assert describe(errors.Unsupported("grants are not supported on sqlite")) == "grants are not supported on sqlite"
+    assert describe(CommandError("Can't locate revision identified by 'abc'")) == "Can't locate revision identified by 'abc'"
+    assert describe(FileNotFoundError("topology.yaml: no such file")) == "topology.yaml: no such file"
+    stray = type("Stray", (Exception,), {"__module__": "sqltransport_schema.check"})
+    assert describe(stray("boom")) == "Stray: boom (unexpected; run with --debug for the traceback)"
