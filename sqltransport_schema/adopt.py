@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import check, errors
-from .migrate import operations as ops
+from .migrate import ops
 from .migrate.compile import create_op
 from .schema import Blueprint, Kind, TableSpec
 from .shapes import TableShape

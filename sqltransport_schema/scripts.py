@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from alembic.config import Config
-    from alembic.operations import MigrateOperation
 
+    from .migrate.ops import TransportOp
     from .topology import Endpoint
 
 
@@ -50,7 +50,7 @@ def _alembic_output(config: Config, engine: str, revision: str, marks: list | No
     operation's text and (offset, None) at its end."""
     from alembic import command
 
-    from .migrate.operations import OFFLINE_HOOK_OPTION
+    from .migrate.execution import OFFLINE_HOOK_OPTION
 
     buffer = io.StringIO()
     if marks is not None:
@@ -280,16 +280,15 @@ SHARED = ""  # owner of schemas and of tables no endpoint owns
 LAST = None  # owner of what must run after every endpoint (schema removal, version stamping)
 
 
-def _owner(operation: MigrateOperation, endpoints: Iterable[Endpoint], sagas: dict) -> str | None:
+def _owner(operation: TransportOp, endpoints: Iterable[Endpoint], sagas: dict) -> str | None:
     """The endpoint whose tables (queues, delayed table, saga tables: sagas maps their names to it) an
     operation touches; SHARED or LAST for the rest."""
-    from .migrate import operations as ops
+    from .migrate import ops
 
     if isinstance(operation, ops.DropSchemaIfEmptyOp):
         return LAST
-    name = getattr(operation, "spec", None)
-    name = name.name if name is not None else getattr(operation, "name", None)
-    if name is None or not hasattr(name, "table"):
+    name = operation.table_name
+    if name is None:
         return SHARED
     if name in sagas:
         return sagas[name]

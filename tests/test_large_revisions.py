@@ -1,7 +1,7 @@
 """A very large in-place revision on PostgreSQL with its default settings (issue 26): 300 endpoints
 with 2 instances each, then `seq_type: bigserial` and `body_string: true` on all of them in one
 revision (2,102 table rewrites). The upgrade commits part-way as its operations fill the server's
-lock table (migrate/operations.py, LOCK_COSTS), so it passes; killed (SIGKILL) at three points and
+lock table (migrate/execution.py, each operation's lock_cost), so it passes; killed (SIGKILL) at three points and
 run again, it continues, ends in sync with the topology, and every message is kept."""
 
 from __future__ import annotations

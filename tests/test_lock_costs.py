@@ -1,7 +1,7 @@
-"""Every operation counts toward a migration's part-way commit (migrate/operations.py, _checkpoint) by
+"""Every operation counts toward a migration's part-way commit (migrate/execution.py, _checkpoint) by
 the locks it holds on PostgreSQL until commit. Each kind is run here as a migration runs it (through
 Alembic's `op`, in one transaction, on real PostgreSQL) and its locks counted from pg_locks:
-LOCK_COSTS must cover every count, so this fails as soon as an operation takes more."""
+each kind's lock_cost must cover every count, so this fails as soon as an operation takes more."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 
-from sqltransport_schema.migrate import operations as ops
-from sqltransport_schema.migrate import saga_operations as sagas
+from sqltransport_schema.migrate import execution, ops, toimpl
+from sqltransport_schema.migrate import saga_ops as sagas
 from sqltransport_schema.schema import Correlation, Kind, SchemaName, TableName, TableSpec
 
 from .support.databases import connect
@@ -119,7 +119,7 @@ def _kinds(cls: type) -> set[str]:
 
 def test_every_operation_kind_has_a_cost_and_is_measured():
     kinds = _kinds(ops.TransportOp)
-    assert kinds == set(ops.LOCK_COSTS)
+    assert kinds == {kind.__name__ for kind in toimpl.kinds() if kind.lock_cost > 0}
     assert kinds == {type(CASES[case][1]("t")).__name__ for case in CASES}
 
 
@@ -156,8 +156,8 @@ def _measure(url: str, case: str) -> tuple[int, int]:
 def test_lock_costs_cover_what_each_operation_takes(pg_url, case):
     operation = CASES[case][1]("t")
     each, own = _measure(pg_url, case)
-    assert ops.lock_cost(operation) >= each, f"{case}: {each} locks measured, LOCK_COSTS says {ops.lock_cost(operation)}"
-    assert own <= ops.TRANSACTION_LOCKS, f"{case}: the transaction's own locks ({own}) exceed TRANSACTION_LOCKS"
+    assert operation.locks() >= each, f"{case}: {each} locks measured, its lock_cost says {operation.locks()}"
+    assert own <= execution.TRANSACTION_LOCKS, f"{case}: the transaction's own locks ({own}) exceed TRANSACTION_LOCKS"
 
 
 def test_an_online_rewrite_commits_the_run_and_its_count_starts_again(pg_url):
@@ -172,8 +172,8 @@ def test_an_online_rewrite_commits_the_run_and_its_count_starts_again(pg_url):
             context = MigrationContext.configure(connection, opts={"transactional_ddl": True})
             with context.begin_transaction():
                 Operations(context).invoke(ops.CreateQueueOp(queue("Shipping"), V))
-                state = ops._states[context]
-                assert state.locks == ops.lock_cost(ops.CreateQueueOp(queue("Shipping"), V))
+                state = execution._states[context]
+                assert state.locks == ops.CreateQueueOp(queue("Shipping"), V).locks()
                 start = connection.exec_driver_sql(LOCKS).scalar()
                 Operations(context).invoke(ops.ChangeQueueSeqTypeOp(TableName("Sales"), "serial", "bigserial", online=True))
                 Operations(context).invoke(ops.AddBodyStringOp(TableName("Billing"), V, online=True))

@@ -228,7 +228,7 @@ def test_sqlite_waits_for_the_write_lock_as_long_as_lock_timeout(project, sqlite
 
 
 def test_what_each_engine_rewrites():
-    from sqltransport_schema.migrate.saga_operations import AddSagaCorrelationOp, DropSagaTableOp
+    from sqltransport_schema.migrate.saga_ops import AddSagaCorrelationOp, DropSagaTableOp
     from sqltransport_schema.schema import Correlation, Kind, TableSpec
 
     mssql = engines.get("mssql")

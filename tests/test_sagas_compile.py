@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sqltransport_schema import topology
-from sqltransport_schema.migrate import saga_operations as saga_ops
+from sqltransport_schema.migrate import saga_ops
 from sqltransport_schema.migrate.compile import CompileError, plan
 from sqltransport_schema.schema import Blueprint, Correlation, Kind, TableName, blueprint
 

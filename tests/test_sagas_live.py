@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.util import CommandError
 
-from sqltransport_schema.migrate.operations import StructureMismatch
+from sqltransport_schema.migrate.refusals import StructureMismatch
 from sqltransport_schema.runtime.sagas import SagaTable
 
 from .support.databases import connect

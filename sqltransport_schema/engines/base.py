@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import errors
@@ -121,6 +122,14 @@ class Dialect:
     def lock_timed_out(self, error: BaseException) -> bool:
         """Whether a driver error is this engine's "gave up waiting for a lock"."""
         return False
+
+    # The codes a driver reports when one of this engine's DDL guards refuses a step (a drop of a table
+    # that holds rows, a saga promotion before its backfill): SQLSTATEs, error numbers (set per engine).
+    GUARD_ERROR_CODES: frozenset[str | int] = frozenset()
+
+    def guard_refused(self, error: BaseException) -> bool:
+        """Whether a driver error is one of this engine's DDL guards refusing (by its code, never its text)."""
+        return not self.GUARD_ERROR_CODES.isdisjoint(driver_error_codes(error))
 
     def undefined_table(self, error: BaseException) -> bool:
         """Whether a driver error is this engine's "no such table" (a publish to a retired subscriber)."""
@@ -612,3 +621,27 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
         if spec.kind is Kind.SAGA:
             return SAGA_DROP_REFUSED.format(name=self.display(self.saga_table(spec), profile))
         return DROP_REFUSED.format(name=self.display(spec.name, profile))
+
+
+_NATIVE_ERROR = re.compile(r"\((-?\d+)\) \(SQL\w+\)")  # pyodbc: "... (50000) (SQLExecDirectW)"
+
+
+def driver_error_codes(error: BaseException) -> set[str | int]:
+    """The codes a DB-API driver's error carries, whichever driver raised it: psycopg's sqlstate,
+    psycopg2's pgcode, sqlite3's sqlite_errorcode, pymysql/MySQLdb's errno and pymssql's number
+    (args[0]), pyodbc's SQLSTATE (args[0]) and native error (after the message), oracledb's code."""
+    codes: set[str | int] = set()
+    for attribute in ("sqlstate", "pgcode", "sqlite_errorcode", "errno"):
+        value = getattr(error, attribute, None)
+        if value is not None:
+            codes.add(value)
+    args = getattr(error, "args", ())
+    if args and isinstance(args[0], (int, str)):
+        codes.add(args[0])
+    for arg in args:
+        code = getattr(arg, "code", None)  # oracledb/cx_Oracle: args[0] is an _Error with .code
+        if isinstance(code, int):
+            codes.add(code)
+        if isinstance(arg, str):
+            codes.update(int(found) for found in _NATIVE_ERROR.findall(arg))
+    return codes

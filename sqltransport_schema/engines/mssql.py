@@ -44,6 +44,7 @@ class MSSQL(Dialect):
     drivers = ("pyodbc",)
     default_schema = "dbo"
     case_insensitive_names = True  # the default collation compares names without case
+    GUARD_ERROR_CODES = frozenset({50000})  # the guards' THROW 50000 (pyodbc's native error, pymssql's number)
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------

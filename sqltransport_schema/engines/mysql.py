@@ -33,6 +33,7 @@ class MySQL(Dialect):
     drivers = ("pymysql", "MySQLdb", "mariadb")
     default_schema = None
     saga_only = True
+    GUARD_ERROR_CODES = frozenset({1644})  # ER_SIGNAL_EXCEPTION: the guards' SIGNAL SQLSTATE '45000'
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------

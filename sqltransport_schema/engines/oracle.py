@@ -27,6 +27,7 @@ class Oracle(Dialect):
     drivers = ("oracledb",)
     default_schema = None
     saga_only = True
+    GUARD_ERROR_CODES = frozenset({20001})  # ORA-20001: the guards' RAISE_APPLICATION_ERROR(-20001, ...)
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------

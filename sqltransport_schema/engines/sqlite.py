@@ -235,6 +235,8 @@ CREATE TABLE IF NOT EXISTS {table} (
         dbapi_connection = connection.connection.dbapi_connection
         dbapi_connection.execute(f"{self.BUSY_TIMEOUT} = {int(milliseconds) or self.BUSY_TIMEOUT_MS}")
 
+    GUARD_ERROR_CODES = frozenset({275})  # SQLITE_CONSTRAINT_CHECK: a guard's CHECK constraint failed
+
     def lock_timed_out(self, error: BaseException) -> bool:
         return type(error).__name__ == "OperationalError" and "database is locked" in str(error)
 

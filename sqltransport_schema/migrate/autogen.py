@@ -20,7 +20,7 @@ from alembic.operations import MigrateOperation
 
 from .. import check, engines
 from ..schema import Blueprint
-from . import operations as ops
+from . import ops
 from .compile import create_op
 
 if TYPE_CHECKING:

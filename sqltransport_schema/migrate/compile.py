@@ -12,25 +12,23 @@ from typing import Any
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
+from .. import errors
 from ..revisions import History, SnapshotError, head_blueprint
 from ..schema import Blueprint, Kind, TableSpec, blueprint, kept_subscription_table
 from ..topology import Topology
 from ..util import gc_paused
 from ..versions import FEATURE_SINCE, lowers, profile
-from . import operations as ops
-from . import saga_operations as saga_ops
+from . import ops, saga_ops
+from .refusals import CONTENTS
 from .saga_plan import saga_alterations
 from .write import write_revision
-
-_CREATE = {Kind.QUEUE: ops.CreateQueueOp, Kind.DELAYED: ops.CreateDelayedTableOp, Kind.SUBSCRIPTIONS: ops.CreateSubscriptionTableOp}
-_DROP = {Kind.QUEUE: ops.DropQueueOp, Kind.DELAYED: ops.DropDelayedTableOp, Kind.SUBSCRIPTIONS: ops.DropSubscriptionTableOp}
 
 
 def create_op(spec: TableSpec, version: str) -> ops.TransportOp:
     """The operation that creates a table of any kind."""
     if spec.kind is Kind.SAGA:
         return saga_ops.CreateSagaTableOp(spec)
-    return _CREATE[spec.kind](spec, version)
+    return ops.CREATE_OPS[spec.kind](spec, version)
 
 
 @dataclass
@@ -118,7 +116,7 @@ def _drop(spec: TableSpec, version: str, new: Blueprint, old: Blueprint) -> ops.
     if spec.kind is Kind.QUEUE:
         following = kept_subscription_table(old, new)
         return ops.DropQueueOp(spec, version, spec.name in new.discarded, allow_protected and spec.protected, following)
-    return _DROP[spec.kind](spec, version, spec.name in new.discarded, allow_protected=allow_protected and spec.protected)
+    return ops.DROP_OPS[spec.kind](spec, version, spec.name in new.discarded, allow_protected=allow_protected and spec.protected)
 
 
 def _refuse_case_renames(removed: list[TableSpec], added: list[TableSpec], engine_names: Iterable[str]) -> None:
@@ -181,22 +179,22 @@ def downgrade_losses(result: Plan) -> list[str]:
             for name in new.engines:
                 effects = engines.get(name).version_change_effects(before, after)
                 if effects:
-                    lines.append(f"queue {step.name} on {name}: " + "; ".join(effects))
-        elif isinstance(step, (ops._DropTable, saga_ops.DropSagaTableOp)):
-            kind = step.spec.kind
-            what = f"the {ops.CONTENTS[kind]} it holds are lost"
+                    lines.append(f"queue {step.table} on {name}: " + "; ".join(effects))
+        elif step.drops:
+            kind = step.table.kind
+            what = f"the {CONTENTS[kind]} it holds are lost"
             what += "" if step.discard_messages else " (the upgrade refuses while it holds any)"
             feature, field = _FEATURE.get(kind, (None, None))
             if feature and getattr(profile(old.transport_version), field) and not getattr(profile(new.transport_version), field):
                 what += f"; transport {new.transport_version} has no {feature} (from {FEATURE_SINCE[field]})"
-            lines.append(f"{getattr(step, 'noun', 'saga table')} {step.spec.name} dropped: {what}")
+            lines.append(f"{step.noun} {step.table.name} dropped: {what}")
         elif isinstance(step, ops.DropBodyStringOp):
-            lines.append(f"BodyString column of {step.name} dropped (computed from Body: no data is lost)")
+            lines.append(f"BodyString column of {step.table} dropped (computed from Body: no data is lost)")
     return lines or [f"no table changes; the runtime uses the statements of {new.transport_version}"]
 
 
 # --------------------------------------------------------------------------- revisions
-class CompileError(Exception):
+class CompileError(errors.Refused):
     """A refusal of compile: the message, and the lines it lists below it (details)."""
 
     def __init__(self, message: str, details: list[str] | None = None):

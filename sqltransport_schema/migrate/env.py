@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import shlex
 import sys
@@ -13,23 +14,16 @@ from alembic import context as alembic_context
 from alembic.util import CommandError
 from sqlalchemy import MetaData, exc, pool
 
-from .. import engines
+from .. import engines, errors
 from ..db import DatabaseURLError, failure, make_engine, normalise_url
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..scripts import RepeatableStamps, ScriptError
 from ..urls import database_url, display_url
 from .autogen import TARGET_OPTION, model_tables_only
-from .locks import RETRY_OPTION, LockPolicy, LockWait, describe_holders, format_duration
+from .execution import DISCARD_OPTION, LOCK_TIMEOUT_OPTION, OFFLINE_HOOK_OPTION
+from .locks import RETRY_OPTION, LockPolicy, LockWait, LockWaitsSpent, describe_holders, format_duration, retry_while_blocked
 from .online import BATCH_OPTION, ONLINE_OPTION, POLICY_OPTION, parse_batch, parse_online
-from .operations import (
-    DISCARD_OPTION,
-    DISCARD_TABLES_OPTION,
-    LOCK_TIMEOUT_OPTION,
-    OFFLINE_HOOK_OPTION,
-    PROTECTED_OPTION,
-    RERUN_OPTION,
-    refusal,
-)
+from .refusals import DISCARD_TABLES_OPTION, PROTECTED_OPTION, RERUN_OPTION, refusal
 from .write import REVISION_OPTION
 
 if TYPE_CHECKING:
@@ -76,7 +70,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
     try:
         policy = LockPolicy.from_x(x_args)
         options[BATCH_OPTION] = parse_batch(x_args.get("online_batch"))
-    except ValueError as error:
+    except errors.UsageError as error:
         raise CommandError(str(error)) from None
     options[ONLINE_OPTION] = parse_online(x_args.get("online", ""))
     options[POLICY_OPTION] = policy
@@ -213,36 +207,28 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
     The rollback releases every lock the attempt took, so between attempts no sender of any
     table waits on the migration (migrate/locks.py says why the step alone is not retried)."""
     dialect = engines.for_sqlalchemy(engine.dialect.name)
+
+    def waited(wait: LockWait, attempt: int, pause: float, left: float) -> None:
+        on = f" on {dialect.display(wait.table)}" if wait.table is not None else ""
+        found = _holders(engine, dialect, wait.table) if wait.table is not None else None
+        holders = f": {describe_holders(found, policy.timeout_ms)}" if found is not None else ""
+        each = format_duration(policy.timeout_ms)
+        if left <= 0:
+            spent = format_duration(policy.retry_for_ms)
+            longer = format_duration(max(policy.retry_for_ms * 3, 600_000))
+            rerun = _rerun(context.config, context.get_context().opts, [f"{RETRY_OPTION}={longer}"])
+            raise LockWaitsSpent(
+                f"gave up waiting for a lock{on} after {attempt} attempt(s) in {spent} "
+                f"(each waiting {each}; {wait}){holders}. Nothing was changed (the upgrade rolled back). "
+                f"Run it again once the holder is done, or wait longer: {rerun}"
+            ) from None
+        log.warning("attempt %d waited %s for a lock%s (%s)%s; rolled back, retrying in %.1f s", attempt, each, on, wait, holders, pause)
+
     deadline = time.monotonic() + policy.retry_for_ms / 1000
-    pauses = policy.pauses()
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            _run_online(context, engine, policy, options)
-            if attempt > 1:
-                log.info("upgrade done on attempt %d", attempt)
-            return
-        except LockWait as wait:
-            on = f" on {dialect.display(wait.table)}" if wait.table is not None else ""
-            found = _holders(engine, dialect, wait.table) if wait.table is not None else None
-            holders = f": {describe_holders(found, policy.timeout_ms)}" if found is not None else ""
-            left = deadline - time.monotonic()
-            waited = format_duration(policy.timeout_ms)
-            if left <= 0:
-                spent = format_duration(policy.retry_for_ms)
-                longer = format_duration(max(policy.retry_for_ms * 3, 600_000))
-                rerun = _rerun(context.config, context.get_context().opts, [f"{RETRY_OPTION}={longer}"])
-                raise CommandError(
-                    f"gave up waiting for a lock{on} after {attempt} attempt(s) in {spent} "
-                    f"(each waiting {waited}; {wait}){holders}. Nothing was changed (the upgrade rolled back). "
-                    f"Run it again once the holder is done, or wait longer: {rerun}"
-                ) from None
-            pause = min(next(pauses), left)
-            log.warning(
-                "attempt %d waited %s for a lock%s (%s)%s; rolled back, retrying in %.1f s", attempt, waited, on, wait, holders, pause
-            )
-            time.sleep(pause)
+    run_once = functools.partial(_run_online, context, engine, policy, options)
+    _, attempt = retry_while_blocked(run_once, lambda error: isinstance(error, LockWait), policy.pauses(), deadline, waited)
+    if attempt > 1:
+        log.info("upgrade done on attempt %d", attempt)
 
 
 def _holders(engine: Engine, dialect: engines.Dialect, table: TableName) -> list | None:

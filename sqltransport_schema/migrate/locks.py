@@ -15,21 +15,27 @@ also make every DDL step a subtransaction, which hurts concurrent sessions on la
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from alembic.util import CommandError
 from sqlalchemy import exc
 
+from .. import errors
+from . import toimpl
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from sqlalchemy.engine import Connection
 
     from ..engines.base import Dialect, LockHolder
     from ..schema import TableName
+    from .ops import TransportOp
 
 TIMEOUT_OPTION = "lock_timeout"
 RETRY_OPTION = "lock_retry_for"
@@ -42,7 +48,10 @@ _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)\s*")
 
 
-class LockWait(Exception):
+T = TypeVar("T")
+
+
+class LockWait(errors.Failed):
     """A statement of the migration gave up waiting for a lock; the run is rolled back and retried."""
 
     def __init__(self, what: str | None = None, table: TableName | None = None) -> None:
@@ -57,7 +66,7 @@ def parse_duration(text: str, option: str) -> int:
         return 0
     match = _DURATION.fullmatch(text)
     if match is None:
-        raise ValueError(f"-x {option}={text}: give a duration with its unit, e.g. {option}=500ms, 5s, 10m or 1h (0: none)")
+        raise errors.UsageError(f"-x {option}={text}: give a duration with its unit, e.g. {option}=500ms, 5s, 10m or 1h (0: none)")
     return round(float(match.group(1)) * _UNITS[match.group(2)])
 
 
@@ -78,7 +87,7 @@ class LockPolicy:
 
     @classmethod
     def from_x(cls, x_args: dict) -> LockPolicy:
-        """The policy of `-x lock_timeout=... -x lock_retry_for=...` (ValueError on a bad value)."""
+        """The policy of `-x lock_timeout=... -x lock_retry_for=...` (UsageError on a bad value)."""
         return cls(
             parse_duration(x_args.get(TIMEOUT_OPTION, DEFAULT_TIMEOUT), TIMEOUT_OPTION),
             parse_duration(x_args.get(RETRY_OPTION, DEFAULT_RETRY_FOR), RETRY_OPTION),
@@ -91,6 +100,37 @@ class LockPolicy:
         while True:
             yield pause * random.uniform(0.8, 1.0)
             pause = min(pause * 2, LONGEST_PAUSE)
+
+
+class LockWaitsSpent(errors.Failed, CommandError):
+    """A migration gave up retrying after lock_retry_for; the message says what is kept and how to go on."""
+
+
+def retry_while_blocked(
+    work: Callable[[], T],
+    blocked: Callable[[Exception], bool],
+    pauses: Iterator[float],
+    deadline: float,
+    on_blocked: Callable[[Exception, int, float, float], None],
+) -> tuple[T, int]:
+    """`work` until it is not `blocked` by a lock: (its result, the attempt that did it).
+
+    The one retry loop of lock waits (a whole migration run, an online rewrite's step, a try of a
+    table's lock). After each blocked attempt `on_blocked(error, attempt, pause, left)` logs or
+    raises (it must raise once `left`, the seconds to the deadline, is spent), then the loop pauses
+    for `pause` (the next of `pauses`, at most what is left) and runs `work` again."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return work(), attempt
+        except Exception as error:
+            if not blocked(error):
+                raise
+            left = deadline - time.monotonic()
+            pause = max(min(next(pauses), left), 0.0)
+            on_blocked(error, attempt, pause, left)
+            time.sleep(pause)
 
 
 TRY_PAUSE = 0.05  # seconds between two tries of take_lock
@@ -108,22 +148,28 @@ def take_lock(connection: Connection, dialect: Dialect, table: TableName, policy
     receives) are waited out within one try."""
     if not dialect.LOCK_TRY_MS or not policy.timeout_ms:
         return  # the engine has no such tries, or lock_timeout=0: the step waits as long as it takes
-    deadline = time.monotonic() + policy.timeout_ms / 1000
-    while True:
+
+    def one_try() -> None:
         savepoint = connection.begin_nested()
         try:
             dialect.try_lock(connection, table, min(dialect.LOCK_TRY_MS, policy.timeout_ms))
-        except exc.DBAPIError as error:
+        except exc.DBAPIError:
             savepoint.rollback()
-            if not dialect.lock_timed_out(error.orig):
-                raise
-            if time.monotonic() >= deadline:
-                raise LockWait(what, table) from None
-            time.sleep(TRY_PAUSE)
-            continue
+            raise
         savepoint.commit()
-        dialect.set_transaction_lock_timeout(connection, policy.timeout_ms)
-        return
+
+    def spent(error: Exception, attempt: int, pause: float, left: float) -> None:
+        if left <= 0:
+            raise LockWait(what, table) from None
+
+    deadline = time.monotonic() + policy.timeout_ms / 1000
+    retry_while_blocked(one_try, lambda error: timed_out(dialect, error), itertools.repeat(TRY_PAUSE), deadline, spent)
+    dialect.set_transaction_lock_timeout(connection, policy.timeout_ms)
+
+
+def timed_out(dialect: Dialect, error: Exception) -> bool:
+    """Whether an error is a statement's "gave up waiting for a lock" on this engine."""
+    return isinstance(error, exc.DBAPIError) and dialect.lock_timed_out(error.orig)
 
 
 def _one_line(text: str, limit: int = 120) -> str:
@@ -150,7 +196,7 @@ def describe_holders(holders: list[LockHolder], waited_ms: int = 0) -> str:
 
 
 # --------------------------------------------------------------------------- what a revision locks
-def lock_report(operations: list, dialect: Dialect, rows: dict | None = None) -> list[dict]:
+def lock_report(operations: list[TransportOp], dialect: Dialect, rows: dict | None = None) -> list[dict]:
     """For each operation that locks an existing table on this engine: the table, the operation,
     whether it holds an exclusive lock for a whole rewrite ("rewrite") or only briefly ("short"),
     why, and (given rows: table_key -> count, from a database) the rows a rewrite goes through."""
@@ -160,7 +206,7 @@ def lock_report(operations: list, dialect: Dialect, rows: dict | None = None) ->
         if table is None:
             continue
         try:
-            if not operation.statements(dialect):
+            if not toimpl.statements(operation, dialect):
                 continue  # nothing to do on this engine
         except (NotImplementedError, RuntimeError):
             continue  # the engine cannot run it at all: the upgrade says so
@@ -180,10 +226,10 @@ def lock_report(operations: list, dialect: Dialect, rows: dict | None = None) ->
     return report
 
 
-def _online(operation: object, dialect: Dialect) -> str | None:
+def _online(operation: TransportOp, dialect: Dialect) -> str | None:
     if not dialect.online.supported or not operation.online_capable:
         return None
-    return "chosen" if getattr(operation, "online", False) else "possible"
+    return "chosen" if operation.online else "possible"
 
 
 def lock_lines(report: list[dict]) -> list[str]:

@@ -30,11 +30,9 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from alembic.util import CommandError
-from sqlalchemy import exc
-
+from .. import errors
 from ..versions import LATEST, profile
-from .locks import LockPolicy, LockWait, describe_holders, format_duration, take_lock
+from .locks import LockPolicy, LockWait, LockWaitsSpent, describe_holders, format_duration, retry_while_blocked, take_lock, timed_out
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,6 +43,7 @@ if TYPE_CHECKING:
     from .. import engines
     from ..schema import TableName, TableSpec
     from ..versions import Profile
+    from .ops import TransportOp
 
 log = logging.getLogger("sqltransport_schema.migrate")
 T = TypeVar("T")
@@ -75,21 +74,21 @@ def parse_batch(value: str | None) -> int:
     if value is None:
         return DEFAULT_BATCH
     if not value.strip().isdigit() or int(value) < 1:
-        raise ValueError(f"-x online_batch={value}: give the rows per copy transaction as a whole number, e.g. online_batch=10000")
+        raise errors.UsageError(f"-x online_batch={value}: give the rows per copy transaction as a whole number, e.g. online_batch=10000")
     return int(value)
 
 
-def wanted(operation: object, context: MigrationContext) -> bool:
+def wanted(operation: TransportOp, context: MigrationContext) -> bool:
     """Whether the user asked for this operation to run online (its revision's online=True, or -x online)."""
     if not operation.online_capable:
         return False
-    if getattr(operation, "online", False):
+    if operation.online:
         return True
     chosen = context.opts.get(ONLINE_OPTION)
-    return chosen is True or (bool(chosen) and operation.name.table in chosen)
+    return chosen is True or (bool(chosen) and operation.table_name.table in chosen)
 
 
-def rewrite(context: MigrationContext, dialect: engines.Dialect, operation: object, description: str) -> bool:
+def rewrite(context: MigrationContext, dialect: engines.Dialect, operation: TransportOp, description: str) -> bool:
     """Run the operation online. False: it cannot be here (another engine, not a queue table), and
     the caller runs it in place."""
     online = dialect.online
@@ -98,7 +97,7 @@ def rewrite(context: MigrationContext, dialect: engines.Dialect, operation: obje
         return False
     policy: LockPolicy = context.opts.get(POLICY_OPTION) or LockPolicy()
     batch = context.opts.get(BATCH_OPTION) or DEFAULT_BATCH
-    table = operation.name
+    table = operation.table_name
     with context.autocommit_block(), context.connection.engine.connect() as connection:
         dialect.set_lock_timeout(connection, policy.timeout_ms)
         current = online.current_spec(connection, table)
@@ -113,7 +112,7 @@ def rewrite(context: MigrationContext, dialect: engines.Dialect, operation: obje
             return True
         stale = left is not None and left._replace(name=table) != target  # left for another change
         rewrite = _Rewrite(connection, dialect, table, target, policy, batch, description)
-        rewrite.run(profile(getattr(operation, "version", None) or LATEST), stale)
+        rewrite.run(profile(operation.version or LATEST), stale)
     return True
 
 
@@ -203,37 +202,35 @@ class _Rewrite:
         """`work` in one short transaction, committed: (its result, the attempt that did it). While it
         waits too long for a lock, rolled back, the holders logged, paused (1 s, 2 s, 4 s ...) and run
         again, until lock_retry_for is spent."""
-        pauses = self.policy.pauses()
-        attempt = 0
-        while True:
-            attempt += 1
+
+        def committed() -> T:
             try:
                 result = work()
-                self.connection.commit()
-                return result, attempt
-            except LockWait:  # take_lock's tries were spent
+            except Exception:
                 self.connection.rollback()
-            except exc.DBAPIError as error:
-                self.connection.rollback()
-                if not self.dialect.lock_timed_out(error.orig):
-                    raise
-            self._wait(what, next(pauses), attempt)
+                raise
+            self.connection.commit()
+            return result
 
-    def _wait(self, what: str, pause: float, attempt: int) -> None:
-        """Log who holds the table and pause; once lock_retry_for is spent, stop with one line that
-        says what is kept and how to go on."""
+        def blocked(error: Exception) -> bool:  # LockWait: take_lock's tries were spent
+            return isinstance(error, LockWait) or timed_out(self.dialect, error)
+
+        return retry_while_blocked(committed, blocked, self.policy.pauses(), self.deadline, partial(self._wait, what))
+
+    def _wait(self, what: str, error: Exception, attempt: int, pause: float, left: float) -> None:
+        """Log who holds the table (before the pause); once lock_retry_for is spent, stop with one
+        line that says what is kept and how to go on."""
         holders = self.dialect.lock_holders(self.connection, self.table)
         self.connection.rollback()
         held = f": {describe_holders(holders, self.policy.timeout_ms)}" if holders is not None else ""
         waited = format_duration(self.policy.timeout_ms)
-        left = self.deadline - time.monotonic()
         if left <= 0:
-            raise CommandError(
+            raise LockWaitsSpent(
                 f"online rewrite of {self.where}: gave up waiting for a lock to {what} after "
                 f"{format_duration(self.policy.retry_for_ms)} (each wait at most {waited}){held}. The live table is "
                 "unchanged and in use; the new table beside it is kept current and keeps what was copied. "
                 "Run the upgrade again to go on from there, e.g. with a longer -x lock_retry_for=30m"
-            )
+            ) from None
         log.warning(
             "online rewrite of %s: attempt %d waited %s for a lock to %s%s; retrying in %.1f s",
             self.where,
@@ -241,6 +238,5 @@ class _Rewrite:
             waited,
             what,
             held,
-            min(pause, left),
+            pause,
         )
-        time.sleep(min(pause, left))

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 
+from .. import errors
 from ..revisions import History
 from ..runtime import wire
 from ..schema import Blueprint, Correlation, Kind, TableName, TableSpec, kept_subscription_table
 from ..versions import profile
-from . import operations as ops
-from . import saga_operations as saga_ops
-from .operations import _literal
-from .saga_operations import _pair
+from . import ops, saga_ops
+from .ops import _literal
+from .saga_ops import _pair
 
 if TYPE_CHECKING:
     from alembic.script import Script, ScriptDirectory
@@ -37,7 +37,7 @@ _SPEC_ARGUMENTS = (("body_string", "body_string"), ("seq_type", "seq_type"), ("p
 _SAGA_ARGUMENTS = (("saga_prefix", "prefix"), ("correlation", "correlation"), ("transitional", "transitional"))
 
 
-class Mismatch(Exception):
+class Mismatch(errors.Conflict):
     """An operation that does not fit the table it applies to, or the revision's SNAPSHOT."""
 
 
@@ -112,49 +112,49 @@ def _apply(tables: _Tables, op: ops.TransportOp) -> None:
     version = tables.expected.transport_version
     recorded = "the revision's SNAPSHOT records transport version"
     if isinstance(op, (ops._CreateTable, saga_ops.CreateSagaTableOp)):
-        if op.spec.name in tables.specs:
+        if op.table.name in tables.specs:
             raise Mismatch(f"{op.python()}: the table exists already")
         if not isinstance(op, saga_ops.CreateSagaTableOp):
             tables.argument(op, "version", op.version, version, recorded)
-        tables.set(op, op.spec, getattr(op, "version", version))
-    elif isinstance(op, (ops._DropTable, saga_ops.DropSagaTableOp)):
-        spec = tables.existing(op, op.spec.name, (op.spec.kind,))
-        names = _SAGA_ARGUMENTS if op.spec.kind is Kind.SAGA else _SPEC_ARGUMENTS[: 3 if op.spec.kind is Kind.QUEUE else 1]
+        tables.set(op, op.table, op.version or version)
+    elif op.drops:
+        spec = tables.existing(op, op.table.name, (op.table.kind,))
+        names = _SAGA_ARGUMENTS if op.table.kind is Kind.SAGA else _SPEC_ARGUMENTS[: 3 if op.table.kind is Kind.QUEUE else 1]
         for field, argument in names:
-            tables.argument(op, argument, getattr(op.spec, field), getattr(spec, field), "the table it drops has")
+            tables.argument(op, argument, getattr(op.table, field), getattr(spec, field), "the table it drops has")
         if not isinstance(op, saga_ops.DropSagaTableOp):
             tables.argument(op, "version", op.version, tables.built[spec.name], "the table it drops was built by transport")
-        if getattr(op, "subscriptions", None) is not None:
+        if op.subscriptions is not None:
             written, kept = (None if name is None else wire.Address(*name).format() for name in (op.subscriptions, tables.subscriptions))
             tables.argument(op, "subscriptions", written, kept, "the subscription table the revision keeps is")
         del tables.specs[spec.name]
         tables.by[spec.name] = op
     elif isinstance(op, ops.ChangeQueueVersionOp):
-        tables.existing(op, op.name, (Kind.QUEUE,))
-        tables.argument(op, "from_version", op.from_version, tables.built[op.name], "the queue was built by transport")
+        tables.existing(op, op.table, (Kind.QUEUE,))
+        tables.argument(op, "from_version", op.from_version, tables.built[op.table], "the queue was built by transport")
         tables.argument(op, "to_version", op.to_version, version, recorded)
-        tables.set(op, tables.specs[op.name], op.to_version)
+        tables.set(op, tables.specs[op.table], op.to_version)
     elif isinstance(op, ops._BodyStringOp):
         adds = isinstance(op, ops.AddBodyStringOp)
-        spec = tables.existing(op, op.name, (Kind.QUEUE, Kind.DELAYED))
+        spec = tables.existing(op, op.table, (Kind.QUEUE, Kind.DELAYED))
         if spec.body_string == adds:
             raise Mismatch(f"{op.python()}: the table {'has' if adds else 'has no'} BodyString column already")
         tables.argument(op, "version", op.version, version, recorded)
         tables.set(op, spec._replace(body_string=adds))
     elif isinstance(op, ops.ChangeQueueSeqTypeOp):
-        spec = tables.existing(op, op.name, (Kind.QUEUE,))
+        spec = tables.existing(op, op.table, (Kind.QUEUE,))
         tables.argument(op, "from_type", op.from_type, spec.seq_type, "the queue's Seq is")
         tables.set(op, spec._replace(seq_type=op.to_type))
     elif isinstance(op, saga_ops.AddSagaCorrelationOp):
-        spec = tables.existing(op, op.spec.name, (Kind.SAGA,))
-        tables.argument(op, "prefix", op.spec.saga_prefix, spec.saga_prefix, "the saga table's prefix is")
+        spec = tables.existing(op, op.table.name, (Kind.SAGA,))
+        tables.argument(op, "prefix", op.table.saga_prefix, spec.saga_prefix, "the saga table's prefix is")
         if op.correlation.name in {c.name for c in spec.correlations}:
             raise Mismatch(f"{op.python()}: the saga table has that property already")
         role = "correlation" if spec.correlation is None else "transitional"
         tables.set(op, spec._replace(**{role: op.correlation}))
     elif isinstance(op, saga_ops.DropSagaCorrelationOp):
-        spec = tables.existing(op, op.spec.name, (Kind.SAGA,))
-        tables.argument(op, "prefix", op.spec.saga_prefix, spec.saga_prefix, "the saga table's prefix is")
+        spec = tables.existing(op, op.table.name, (Kind.SAGA,))
+        tables.argument(op, "prefix", op.table.saga_prefix, spec.saga_prefix, "the saga table's prefix is")
         if op.correlation not in spec.correlations:
             raise Mismatch(f"{op.python()}: the saga table has no such property")
         if op.require is not None:
@@ -164,7 +164,7 @@ def _apply(tables: _Tables, op: ops.TransportOp) -> None:
             tables.set(op, spec._replace(**{"correlation" if op.correlation == spec.correlation else "transitional": None}))
     elif isinstance(op, ops._SchemaOp):
         schemas = set(tables.expected.schemas)
-        if isinstance(op, ops.EnsureSchemaOp) != (op.schema in schemas):
+        if isinstance(op, ops.EnsureSchemaOp) != (op.table in schemas):
             which = "records no table in" if isinstance(op, ops.EnsureSchemaOp) else "still records tables in"
             raise Mismatch(f"{op.python()}: the revision's SNAPSHOT {which} that schema")
 

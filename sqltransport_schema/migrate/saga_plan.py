@@ -13,8 +13,9 @@ correlation property gets one added plainly (it was never looked up by one).
 
 from __future__ import annotations
 
+from .. import errors
 from ..schema import TableSpec
-from .saga_operations import AddSagaCorrelationOp, DropSagaCorrelationOp
+from .saga_ops import AddSagaCorrelationOp, DropSagaCorrelationOp
 
 TYPE_CHANGE = (
     "saga table {table}: {role} property {name!r} changes type from {old} to {new}. A correlation column is not "
@@ -30,14 +31,14 @@ DIRECT_SWITCH = (
 
 
 def saga_alterations(before: TableSpec, after: TableSpec) -> list:
-    """Operations from one saga table spec to the next; ValueError explains a refused change."""
+    """Operations from one saga table spec to the next; UsageError (a ValueError) explains a refused change."""
     old = {c.name: c for c in before.correlations}
     new = {c.name: c for c in after.correlations}
     table = str(after.name)
     for name in old.keys() & new.keys():
         if old[name].type != new[name].type:
             role = "correlation" if after.correlation and after.correlation.name == name else "transitional"
-            raise ValueError(
+            raise errors.UsageError(
                 TYPE_CHANGE.format(
                     table=table, role=role, name=name, old=old[name].type, new=new[name].type, suffix=new[name].type.capitalize()
                 )
@@ -46,7 +47,7 @@ def saga_alterations(before: TableSpec, after: TableSpec) -> list:
     # A saga that had no correlation property was never looked up by one: adding it is a plain
     # add (as SQL persistence's installer does; a transitional property alone is not allowed).
     if promoted is not None and before.correlation is not None and before.correlation != promoted and promoted.name not in old:
-        raise ValueError(DIRECT_SWITCH.format(table=table, old=before.correlation.name, new=promoted.name))
+        raise errors.UsageError(DIRECT_SWITCH.format(table=table, old=before.correlation.name, new=promoted.name))
     steps: list = [AddSagaCorrelationOp(after, c) for c in after.correlations if c.name not in old]
     for c in before.correlations:
         if c.name not in new:

@@ -3,7 +3,7 @@
 `command.revision` runs env.py, whose revision branch (migrate.env) reads no database: it
 configures Alembic with the template arguments the writer gives for the plan against the
 script directory's head. The plan's operations go into the MigrationScript, where Alembic
-renders each with the renderer its class registers (migrate.operations), and script.py.mako
+renders each with the renderer its class registers (migrate/ops.py), and script.py.mako
 lays out the file: the summary, `transport_version`, upgrade(), downgrade() and the SNAPSHOT.
 """
 
@@ -18,7 +18,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import Script, ScriptDirectory
 
-from .operations import _one_line
+from .ops import _one_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from alembic.runtime.migration import MigrationContext

@@ -1,9 +1,10 @@
-"""Alembic operations for saga tables (SQL persistence): create, add/drop a correlation column, drop.
+"""Alembic operations for saga tables (SQL persistence), declared: create, add/drop a correlation
+column, drop.
 
 Every argument that decides the DDL is a literal in the revision: the table as deployed,
 the endpoint's table prefix (PostgreSQL index names derive from it) and each correlation
-property's name and type. The engines turn an operation into statements; operations.run
-executes or prints them, as for the transport tables.
+property's name and type. migrate/toimpl.py turns an operation into statements and
+migrate/execution.py executes or prints them, as for the transport tables.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 from alembic.operations import Operations
 
 from ..schema import Correlation, Kind, TableName, TableSpec
-from .operations import TransportOp, _call, _literal
+from .ops import TransportOp, _call, _literal, _OnSpec
 
 if TYPE_CHECKING:
     from ..engines import Dialect
@@ -46,17 +47,17 @@ def _where(spec: TableSpec, dialect: Dialect | None) -> str:
 
 
 @dataclass
-class _SagaTableOp(TransportOp):
-    spec: TableSpec
+class _SagaTableOp(_OnSpec, TransportOp):
+    table: TableSpec
 
     noun = "saga table"
 
     def _tail(self) -> str:
-        tail = f"prefix={_literal(self.spec.saga_prefix)}"
-        if self.spec.correlation is not None:
-            tail += f", correlation={_pair(self.spec.correlation)}"
-        if self.spec.transitional is not None:
-            tail += f", transitional={_pair(self.spec.transitional)}"
+        tail = f"prefix={_literal(self.table.saga_prefix)}"
+        if self.table.correlation is not None:
+            tail += f", correlation={_pair(self.table.correlation)}"
+        if self.table.transitional is not None:
+            tail += f", transitional={_pair(self.table.transitional)}"
         return tail
 
 
@@ -65,6 +66,7 @@ class CreateSagaTableOp(_SagaTableOp):
     op_name = "create_saga_table"
     adopts = True  # an existing table of SQL persistence's is adopted if it has the expected columns
     origin = "SQL persistence"
+    lock_cost = 12
 
     @classmethod
     def create_saga_table(
@@ -81,30 +83,28 @@ class CreateSagaTableOp(_SagaTableOp):
         """Create a saga table with its correlation columns and their unique indexes."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional)))
 
-    def statements(self, dialect: Dialect) -> list[str]:
-        return dialect.create_saga(self.spec)
-
     def describe(self, dialect: Dialect | None = None) -> str:
-        props = ", ".join(c.name for c in self.spec.correlations)
-        return f"create saga table {_where(self.spec, dialect)} (correlation {props})"
+        props = ", ".join(c.name for c in self.table.correlations)
+        return f"create saga table {_where(self.table, dialect)} (correlation {props})"
 
     def python(self) -> str:
-        return _call(self.op_name, self.spec.name, self._tail())
+        return _call(self.op_name, self.table.name, self._tail())
 
     def reverse(self) -> DropSagaTableOp:
-        return DropSagaTableOp(self.spec)
+        return DropSagaTableOp(self.table)
 
 
 @Operations.register_operation("drop_saga_table")
 class DropSagaTableOp(_SagaTableOp):
     op_name = "drop_saga_table"
-    discard_messages: bool = False
+    drops = True
+    lock_cost = 14
 
     def locked_table(self) -> TableName | None:
-        return self.spec.name
+        return self.table.name
 
-    def __init__(self, spec: TableSpec, discard_messages: bool = False):
-        super().__init__(spec)
+    def __init__(self, table: TableSpec, discard_messages: bool = False):
+        super().__init__(table)
         self.discard_messages = discard_messages
 
     @classmethod
@@ -123,35 +123,33 @@ class DropSagaTableOp(_SagaTableOp):
         """Drop a saga table; the database refuses while it holds sagas unless discard_messages."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional), discard_messages))
 
-    def statements(self, dialect: Dialect) -> list[str]:
-        return dialect.drop_table(self.spec, None, self.discard_messages)
-
     def describe(self, dialect: Dialect | None = None) -> str:
         how = "discarding its sagas" if self.discard_messages else "refused while it holds sagas"
-        return f"drop saga table {_where(self.spec, dialect)} ({how})"
+        return f"drop saga table {_where(self.table, dialect)} ({how})"
 
     def python(self) -> str:
-        return _call(self.op_name, self.spec.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
+        return _call(self.op_name, self.table.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
 
     def reverse(self) -> CreateSagaTableOp:
-        return CreateSagaTableOp(self.spec)
+        return CreateSagaTableOp(self.table)
 
 
 @dataclass
-class _CorrelationOp(TransportOp):
-    spec: TableSpec  # the table (name and prefix; correlations not needed)
+class _CorrelationOp(_OnSpec, TransportOp):
+    table: TableSpec  # the table (name and prefix; correlations not needed)
     correlation: Correlation
 
     def _tail(self) -> str:
-        return f"prefix={_literal(self.spec.saga_prefix)}, property={_pair(self.correlation)}"
+        return f"prefix={_literal(self.table.saga_prefix)}, property={_pair(self.correlation)}"
 
     def locked_table(self) -> TableName | None:
-        return self.spec.name
+        return self.table.name
 
 
 @Operations.register_operation("add_saga_correlation")
 class AddSagaCorrelationOp(_CorrelationOp):
     op_name = "add_saga_correlation"
+    lock_cost = 6
 
     @classmethod
     def add_saga_correlation(
@@ -167,28 +165,26 @@ class AddSagaCorrelationOp(_CorrelationOp):
         """Add a Correlation_<property> column (NULL in existing rows) and its unique index."""
         return operations.invoke(cls(_spec(table, schema, catalog, prefix), Correlation(*property)))
 
-    def statements(self, dialect: Dialect) -> list[str]:
-        return dialect.add_saga_correlation(self.spec, self.correlation)
-
     def rewrite(self, dialect: Dialect) -> str | None:
         return dialect.correlation_index_build()
 
     def describe(self, dialect: Dialect | None = None) -> str:
-        return f"add correlation property {self.correlation.name} ({self.correlation.type}) to saga table {_where(self.spec, dialect)}"
+        return f"add correlation property {self.correlation.name} ({self.correlation.type}) to saga table {_where(self.table, dialect)}"
 
     def python(self) -> str:
-        return _call(self.op_name, self.spec.name, self._tail())
+        return _call(self.op_name, self.table.name, self._tail())
 
     def reverse(self) -> DropSagaCorrelationOp:
-        return DropSagaCorrelationOp(self.spec, self.correlation, None)
+        return DropSagaCorrelationOp(self.table, self.correlation, None)
 
 
 @Operations.register_operation("drop_saga_correlation")
 class DropSagaCorrelationOp(_CorrelationOp):
     op_name = "drop_saga_correlation"
+    lock_cost = 5
 
-    def __init__(self, spec: TableSpec, correlation: Correlation, require: Correlation | None = None):
-        super().__init__(spec, correlation)
+    def __init__(self, table: TableSpec, correlation: Correlation, require: Correlation | None = None):
+        super().__init__(table, correlation)
         self.require = require
 
     @classmethod
@@ -209,21 +205,18 @@ class DropSagaCorrelationOp(_CorrelationOp):
             cls(_spec(table, schema, catalog, prefix), Correlation(*property), Correlation(*require) if require else None)
         )
 
-    def statements(self, dialect: Dialect) -> list[str]:
-        return dialect.drop_saga_correlation(self.spec, self.correlation, self.require)
-
     def describe(self, dialect: Dialect | None = None) -> str:
-        text = f"drop correlation property {self.correlation.name} of saga table {_where(self.spec, dialect)}"
+        text = f"drop correlation property {self.correlation.name} of saga table {_where(self.table, dialect)}"
         if self.require is not None:
             text += f" (promoting {self.require.name}; refused while any row lacks it)"
         return text
 
     def python(self) -> str:
         tail = self._tail() + (f", require={_pair(self.require)}" if self.require is not None else "")
-        return _call(self.op_name, self.spec.name, tail)
+        return _call(self.op_name, self.table.name, tail)
 
     def reverse(self) -> AddSagaCorrelationOp:
-        return AddSagaCorrelationOp(self.spec, self.correlation)
+        return AddSagaCorrelationOp(self.table, self.correlation)
 
 
 SAGA_TABLE_OPS = (CreateSagaTableOp, DropSagaTableOp)
