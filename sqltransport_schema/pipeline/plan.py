@@ -22,15 +22,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from .. import wire
-from ..schema import Blueprint, Kind, TableName, TableSpec
-from ..versions import profile
+from ..schema import Blueprint, Kind, SchemaName, TableName, TableSpec
 from .connect import Endpoint, engine_of
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from pyspark.sql import SparkSession
-
-    from ..schema import SchemaName
 
 
 @dataclass(frozen=True)
@@ -183,22 +180,10 @@ def run(data_plan: DataPlan, url: str, spark: SparkSession | None = None, progre
     from .move import move, move_subscriptions, parse_rewrites
 
     engine = engine_of(url)
-    prof = profile(data_plan.target.transport_version)
     specs = {engine.table_key(s.name): s for s in data_plan.target.tables}
     results = []
-    from .connect import dbapi_connect
-
     for step in data_plan.moves:
-        spec = specs[engine.table_key(step.destination)]
-        conn = dbapi_connect(url)
-        try:
-            for schema_statement in engine.create_schema(_schema_of(step.destination)) if step.destination.schema else []:
-                conn.cursor().execute(schema_statement)
-            for statement in engine.create_table(spec, prof):
-                conn.cursor().execute(statement)
-            conn.commit()
-        finally:
-            conn.close()
+        _create_destination(url, specs[engine.table_key(step.destination)], data_plan.target.transport_version)
         rewrites = parse_rewrites([(step.source_address, step.destination_address)])
         kind = Kind(step.kind)
         results.append(
@@ -212,10 +197,26 @@ def run(data_plan: DataPlan, url: str, spark: SparkSession | None = None, progre
     return results
 
 
-def _schema_of(name: TableName) -> SchemaName:
-    from ..schema import SchemaName
+def _create_destination(url: str, spec: TableSpec, version: str) -> None:
+    """Create a move's destination table (and its schema) unless it exists, through the migrations'
+    own operations: a revision's statements, an existing table adopted only if it has the transport's
+    columns, locks taken under the migrations' lock policy (migrate/execution.py)."""
+    from alembic.operations import Operations
+    from alembic.runtime.migration import MigrationContext
 
-    return SchemaName(name.schema, name.catalog)
+    from ..db import make_engine
+    from ..migrate import ops
+    from ..migrate.compile import create_op
+
+    sql_engine = make_engine(url)
+    try:
+        with sql_engine.begin() as connection:
+            operations = Operations(MigrationContext.configure(connection, opts={"transactional_ddl": True}))
+            if spec.name.schema:
+                operations.invoke(ops.EnsureSchemaOp(SchemaName(spec.name.schema, spec.name.catalog)))
+            operations.invoke(create_op(spec, version))
+    finally:
+        sql_engine.dispose()
 
 
 def _exists(url: str, ep: Endpoint, with_rows: bool = False) -> bool:
