@@ -61,7 +61,7 @@ class TransportDriftOp(MigrateOperation):
 @renderers.dispatch_for(TransportDriftOp)
 def _render_drift(autogen_context: AutogenContext, operation: TransportDriftOp) -> str:
     f = operation.finding
-    return "pass  # transport drift, fix by hand: " + ops._one_line(f"{f.category}: {f.table}: {f.detail}")
+    return "pass  # transport drift, fix by hand: " + ops.one_line(f"{f.category}: {f.table}: {f.detail}")
 
 
 def drift_operations(expected: Blueprint, live: dict, engine: engines.Dialect) -> list[MigrateOperation]:

@@ -22,7 +22,7 @@ from .. import engines
 from ..versions import profile
 from . import online, refusals, toimpl
 from .locks import LockPolicy, LockWait, take_lock
-from .ops import TransportOp, _one_line, _SchemaOp
+from .ops import TransportOp, one_line, _SchemaOp
 from .refusals import DISCARD_TABLES_OPTION, PROTECTED_OPTION, GuardRefused, StructureMismatch
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def _print(context: MigrationContext, dialect: engines.Dialect, operation: Trans
     hook = context.opts.get(OFFLINE_HOOK_OPTION)
     if hook is not None:
         hook(operation)
-    impl.static_output(f"-- {_one_line(description[0].upper() + description[1:])}")
+    impl.static_output(f"-- {one_line(description[0].upper() + description[1:])}")
     if online.wanted(operation, context) and dialect.online.supported:
         impl.static_output(f"-- {online.OFFLINE_NOTE}")
     separator = getattr(impl, "batch_separator", None)  # SQL Server's GO (an attribute of its impl only)
@@ -152,7 +152,7 @@ def _print(context: MigrationContext, dialect: engines.Dialect, operation: Trans
     for batch in batches:
         write(batch)
     if operation.subscriptions is not None:  # a dropped queue's subscription rows, in the same transaction
-        impl.static_output(f"-- Delete the subscription rows naming {_one_line(dialect.display(operation.table_name))}")
+        impl.static_output(f"-- Delete the subscription rows naming {one_line(dialect.display(operation.table_name))}")
         for batch in dialect.script_delete_subscribers_of(operation.subscriptions, operation.table_name):
             write(batch)
     if hook is not None:

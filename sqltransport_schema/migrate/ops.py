@@ -38,7 +38,7 @@ def _literal(value: Any) -> str:
 _ONLINE = ", online=True"  # the revision's choice of an online rewrite (migrate/online.py)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """Text safe inside a `--` comment or a docstring line: control characters escaped."""
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
 
@@ -149,7 +149,8 @@ class _TableOp(_OnSpec, TransportOp):
     kind = Kind.QUEUE
     noun = "queue"
 
-    def _where(self, dialect: engines.Dialect | None) -> str:
+    def where(self, dialect: engines.Dialect | None) -> str:
+        """The table as messages name it (as the engine displays it, given one)."""
         return dialect.display(self.table.name, profile(self.version)) if dialect else str(self.table.name)
 
     def _tail(self) -> str:
@@ -181,7 +182,7 @@ class _CreateTable(_TableOp):
     adopts = True
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
-        return f"create {self.noun} {self._where(dialect)} (transport {self.version})"
+        return f"create {self.noun} {self.where(dialect)} (transport {self.version})"
 
     def python(self) -> str:
         return _call(self.op_name, self.table.name, self._tail())
@@ -203,7 +204,7 @@ class _DropTable(_TableOp):
         how = "discarding its messages" if self.discard_messages else "refused while it holds messages"
         if self.table.protected:
             how += ", protected queue dropped by its drop_protected entry" if self.allow_protected else ", protected"
-        return f"drop {self.noun} {self._where(dialect)} ({how})"
+        return f"drop {self.noun} {self.where(dialect)} ({how})"
 
     def python(self) -> str:
         tail = self._tail() + (", discard_messages=True" if self.discard_messages else "")

@@ -71,7 +71,7 @@ def any_refused(context: MigrationContext) -> bool:
 
 
 def refuse_protected(context: MigrationContext, dialect: engines.Dialect, operation: TransportOp) -> None:
-    _refusals.setdefault(context, _Refusals()).protected[operation.table.name.table] = operation._where(dialect)
+    _refusals.setdefault(context, _Refusals()).protected[operation.table.name.table] = operation.where(dialect)
 
 
 def refuse_holding(context: MigrationContext, dialect: engines.Dialect, operation: TransportOp) -> None:

@@ -58,7 +58,7 @@ def create_table(operation: ops._CreateTable, dialect: engines.Dialect) -> list[
     prof = profile(operation.version)
     reason = dialect.unsupported(prof)
     if reason:
-        raise CannotRunHere(f"cannot create {operation.noun} {operation._where(dialect)} on {dialect.name}: {reason}")
+        raise CannotRunHere(f"cannot create {operation.noun} {operation.where(dialect)} on {dialect.name}: {reason}")
     return dialect.create_table(operation.table, prof)
 
 

@@ -18,7 +18,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import Script, ScriptDirectory
 
-from .ops import _one_line
+from .ops import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from alembic.runtime.migration import MigrationContext
@@ -92,4 +92,4 @@ def _template_args(message: str, result: Plan) -> dict:
 
 def _docstring_text(text: str) -> str:
     """Names may hold backslashes and quotes; in the revision's docstring they stay text."""
-    return "\n".join(_one_line(line) for line in text.split("\n")).replace("\\", "\\\\").replace('"', '\\"')
+    return "\n".join(one_line(line) for line in text.split("\n")).replace("\\", "\\\\").replace('"', '\\"')
