@@ -22,7 +22,7 @@ from .. import engines
 from ..versions import profile
 from . import online, refusals, toimpl
 from .locks import LockPolicy, LockWait, take_lock
-from .ops import TransportOp, one_line, _SchemaOp
+from .ops import TransportOp, _SchemaOp, one_line
 from .refusals import DISCARD_TABLES_OPTION, PROTECTED_OPTION, GuardRefused, StructureMismatch
 
 if TYPE_CHECKING:
