@@ -35,8 +35,10 @@ sys.path.insert(0, str(REPO))
 from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (beside this script)
 
 from sqltransport_schema import engines, schema, topology  # noqa: E402
+from sqltransport_schema.migrate import toimpl  # noqa: E402
 from sqltransport_schema.migrate.compile import compile_topology, plan  # noqa: E402
-from sqltransport_schema.migrate.operations import CreateQueueOp, lock_budget, lock_cost  # noqa: E402
+from sqltransport_schema.migrate.execution import lock_budget  # noqa: E402
+from sqltransport_schema.migrate.ops import CreateQueueOp  # noqa: E402
 from sqltransport_schema.schema import Kind, TableName, TableSpec  # noqa: E402
 
 DONT_WRITE_BYTECODE = sys.dont_write_bytecode
@@ -119,11 +121,11 @@ def direct_batches(topo, lock_budget: int | None, previous=None) -> list[list[st
     transactions: list[list[str]] = [[]]
     locks = 0
     for op in ops:
-        cost = lock_cost(op)
+        cost = op.locks()
         if lock_budget is not None and locks and locks + cost > lock_budget:
             transactions.append([])
             locks = 0
-        transactions[-1].extend(op.statements(engine))
+        transactions[-1].extend(toimpl.statements(op, engine))
         locks += cost
     return transactions
 
@@ -226,7 +228,7 @@ def main() -> int:
 
     print()
     budget = server_lock_budget()
-    limit = budget // lock_cost(CreateQueueOp(TableSpec(Kind.QUEUE, TableName("q")), "9.1"))
+    limit = budget // CreateQueueOp(TableSpec(Kind.QUEUE, TableName("q")), "9.1").locks()
     print(f"alembic upgrade head on PostgreSQL vs the same DDL through psycopg (best of {args.runs}).")
     print(f"A migration transaction on this server holds about {budget} locks, about {limit} queue creations")
     print("(max_locks_per_transaction); beyond that both sides commit at the same points, as the migration does.")

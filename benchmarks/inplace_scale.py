@@ -3,7 +3,7 @@
 The database holds 300 endpoints with 2 instances each (1,203 tables, built by the first revision,
 not timed); the revision timed sets `seq_type: bigserial` and `body_string: true` on every endpoint
 (2,102 table rewrites). Alembic's run commits part-way as its operations fill the server's lock
-table (LOCK_COSTS in migrate/operations.py); the direct side runs exactly the revision's statements
+table (each operation's lock_cost, migrate/ops.py); the direct side runs exactly the revision's statements
 through psycopg and commits at the same points. Each side on a fresh database, alternating, best of
 the runs; the ratio is alembic / direct.
 
