@@ -50,8 +50,8 @@ DRIVERS = ("sqlite3", "psycopg", "psycopg2", "pyodbc", "pymysql", "MySQLdb")
 # person: OSError (a file that is not there or not readable names the file), ImportError (an
 # optional module missing names the module), ValueError (uuid, json and datetime parsing what the
 # user typed). ValueError and LookupError also still carry the messages of code not yet on
-# errors.py (cli/, migrate/, engines/mssql.py, pipeline/plan.py).
-# TODO(ops27, mssql27, cli27): once those raise errors.py classes, LookupError goes (a stdlib
+# errors.py (cli/, engines/mssql.py, pipeline/plan.py).
+# TODO(mssql27, cli27): once those raise errors.py classes, LookupError goes (a stdlib
 # KeyError's message is the key alone) and ValueError stays for the standard library's parsers.
 THIRD_PARTY_WRITTEN_FOR_USERS = (OSError, ImportError, ValueError, LookupError)
 
@@ -68,7 +68,7 @@ def describe(error: BaseException) -> str:
         return failure(error)
     if isinstance(error, (SqltransportError, CommandError)):  # written for the user, as it is
         return _first_line(error)
-    if isinstance(error, THIRD_PARTY_WRITTEN_FOR_USERS) or _migrate_not_yet_on_the_root(error):
+    if isinstance(error, THIRD_PARTY_WRITTEN_FOR_USERS):
         return _first_line(error)
     origin = type(error).__module__.split(".")[0]
     if origin in DRIVERS:  # the pipeline's own driver connections
@@ -81,12 +81,6 @@ def describe(error: BaseException) -> str:
 def _first_line(error: BaseException | str) -> str:
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
-
-
-def _migrate_not_yet_on_the_root(error: BaseException) -> bool:
-    """TODO(ops27): migrate/'s own classes (CompileError, LockWait, Mismatch) derive from errors.py
-    there; once they do, this goes with the skip list of tests/test_layers.py."""
-    return type(error).__module__.startswith("sqltransport_schema.migrate.")
 
 
 def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:

@@ -23,7 +23,7 @@ Op = TypeVar("Op", bound=ops.TransportOp)
 _IMPLEMENTATIONS: dict[type, Callable] = {}
 
 
-class CannotRunHere(errors.Unavailable):
+class CannotRunHere(errors.Unsupported):
     """The engine cannot run this operation at all (a transport version it lacks, an index it cannot rename)."""
 
 
