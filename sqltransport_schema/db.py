@@ -15,6 +15,10 @@ from .urls import display_url
 SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN or mysql://USER@HOST/DB"
 # The extra of this package that installs each backend's driver.
 DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql", "mariadb": "mysql"}
+# Another spelling of a scheme: libpq and hosting providers write postgres://.
+SCHEME_ALIASES = {"postgres": "postgresql"}
+# The driver a URL without one means: the one this package installs (else SQLAlchemy's default).
+DEFAULT_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
 
 
 class DatabaseURLError(errors.UsageError):
@@ -35,14 +39,21 @@ def normalise_url(url: str) -> str:
         parsed = make_url(url)
     except exc.ArgumentError:
         raise DatabaseURLError(f"{display_url(url)!r} is not a database URL; expected one of {SCHEMES}") from None
-    if parsed.get_backend_name() == "postgres":
-        driver = parsed.get_driver_name() if "+" in parsed.drivername else ""
-        parsed = parsed.set(drivername="postgresql" + (f"+{driver}" if driver else ""))
-    if parsed.drivername == "postgresql":
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    elif parsed.drivername in ("mysql", "mariadb"):
-        parsed = parsed.set(drivername=parsed.drivername + "+pymysql")
+    backend = SCHEME_ALIASES.get(parsed.get_backend_name(), parsed.get_backend_name())
+    driver = parsed.get_driver_name() if "+" in parsed.drivername else DEFAULT_DRIVERS.get(backend)
+    parsed = parsed.set(drivername=backend + (f"+{driver}" if driver else ""))
     return parsed.render_as_string(hide_password=False)
+
+
+def _dialect(backend: str) -> Dialect | None:
+    """The engine of a SQLAlchemy backend name, None for one the project has no engine for (its
+    error comes from connecting, which names the schemes)."""
+    from . import engines
+
+    try:
+        return engines.for_sqlalchemy(backend)
+    except engines.UnsupportedEngine:
+        return None
 
 
 def missing_sqlite_file(url: str) -> str | None:
@@ -50,7 +61,8 @@ def missing_sqlite_file(url: str) -> str | None:
     from pathlib import Path
 
     parsed = make_url(normalise_url(url))
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:") or parsed.database.startswith("file:"):
+    dialect = _dialect(parsed.get_backend_name())
+    if dialect is None or not dialect.database_file or parsed.database in (None, "", ":memory:") or parsed.database.startswith("file:"):
         return None
     return None if Path(parsed.database).exists() else parsed.database
 
@@ -61,9 +73,10 @@ def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs) -> Engine:
     On SQLite its transactions begin as writers and wait for the lock (sqlite_transactions);
     sqlite_writers=False for an engine that only reads (a catalog, a stamped revision)."""
     url = normalise_url(url)
-    if url.startswith("sqlite"):
-        kwargs.setdefault("poolclass", pool.NullPool)
     backend = make_url(url).get_backend_name()
+    dialect = _dialect(backend)
+    if dialect is not None and dialect.database_file:
+        kwargs.setdefault("poolclass", pool.NullPool)
     try:
         engine = create_engine(url, **kwargs)
     except exc.NoSuchModuleError:
@@ -72,7 +85,7 @@ def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs) -> Engine:
         extra = DRIVER_EXTRAS.get(backend)
         fix = f"pip install 'sqltransport-schema[{extra}]'" if extra else "install its DBAPI driver"
         raise DatabaseURLError(f"the {backend} driver cannot be imported ({missing}); {fix}") from None
-    if engine.dialect.name == "sqlite":
+    if dialect is not None and dialect.explicit_begin:
         sqlite_transactions(engine, writers=sqlite_writers)
     return engine
 

@@ -186,3 +186,30 @@ def test_every_error_derives_from_the_one_root():
                 strays.append(name)
     assert f"{PACKAGE}.topology.problems.TopologyError" in found and f"{PACKAGE}.wire.PoisonHeaders" in found  # the walk sees them
     assert strays == []
+
+
+ENGINE_NAMES = {"postgresql", "postgres", "mssql", "sqlite", "mysql", "mariadb", "oracle"}
+
+
+def _engine_name_comparisons(path: Path) -> list[int]:
+    """Lines of path where a comparison names an engine (`x == "mssql"`, `x in ("mysql", "mariadb")`)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            names = {c.value for o in operands for c in ast.walk(o) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            if names & ENGINE_NAMES:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_engine_name_is_compared_outside_the_engines():
+    """Above the engines a difference between engines is a capability the Dialect declares
+    (`batch_separator`, `database_file`, ...), so a new engine says what it can do in one place."""
+    offences = [
+        f"{path.relative_to(ROOT.parent)}:{line}"
+        for name, path in MODULES.items()
+        if _layer(name) != "engines"
+        for line in _engine_name_comparisons(path)
+    ]
+    assert offences == [], "engine names compared outside engines/ (ask a Dialect capability instead): " + ", ".join(offences)

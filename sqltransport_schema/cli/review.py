@@ -49,8 +49,8 @@ def _print_statements(args: argparse.Namespace, engine: engines.Dialect, what: s
     for name, st in statements.items():
         params = ", ".join("@" + p for p in dict.fromkeys(st.params)) or "none"
         sys.stdout.write(f"\n{comment} {name}: {st.doc}\n{comment} parameters: {params}\n{st.sql.strip()}\n")
-        if engine.name == "mssql":
-            sys.stdout.write("GO\n")
+        if engine.batch_separator:
+            sys.stdout.write(engine.batch_separator + "\n")
     return EXIT_OK
 
 

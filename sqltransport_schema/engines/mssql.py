@@ -45,6 +45,8 @@ class MSSQL(Dialect):
     default_schema = "dbo"
     case_insensitive_names = True  # the default collation compares names without case
     GUARD_ERROR_CODES = frozenset({50000})  # the guards' THROW 50000 (pyodbc's native error, pymssql's number)
+    batch_separator = "GO"  # sqlcmd's and SSMS's batch separator
+    columns_beside_headers = True
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------

@@ -31,6 +31,8 @@ class SQLite(Dialect):
     has_schemas = False
     ddl_savepoints = True
     case_insensitive_names = True
+    database_file = True
+    explicit_begin = True  # sqlite3 begins before the first write and commits before DDL
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------

@@ -164,8 +164,7 @@ def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy,
     dialect = engines.for_sqlalchemy(engine.dialect.name)
     try:
         with engine.connect() as connection:
-            if engine.dialect.name == "sqlite":  # a database the migrations create starts in WAL (docs/runtime.md)
-                engines.get("sqlite").new_database_in_wal(connection.connection.dbapi_connection)
+            dialect.new_database_in_wal(connection.connection.dbapi_connection)  # a database the migrations create (docs/runtime.md)
             dialect.set_lock_timeout(connection, policy.timeout_ms)
             try:
                 dialect.one_migration_at_a_time(connection)

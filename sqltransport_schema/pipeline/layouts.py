@@ -69,7 +69,9 @@ class Layout:
     ``key`` the unique column source rows are deleted by (None: the whole row is the key).
     ``explicit_order``: the order column may be written with explicit values (a sequence or
     AUTOINCREMENT that can be moved past a reserved range), so partitions may commit in any order
-    and still land in source order.
+    and still land in source order. ``columns_beside_headers``: the engine's
+    `Dialect.columns_beside_headers` (CorrelationId and ReplyToAddress as queue columns, delayed
+    rows without an Id), which decides how a row converts.
     """
 
     name: str
@@ -78,6 +80,7 @@ class Layout:
     order: str | None
     key: str | None
     explicit_order: bool = False
+    columns_beside_headers: bool = False
 
     @property
     def insert_columns(self) -> tuple[str, ...]:
@@ -85,7 +88,8 @@ class Layout:
 
 
 def _layout(name: str, kind: Kind, order: str | None, key: str | None, explicit_order: bool = False) -> Layout:
-    return Layout(name, kind, engines.get(name).column_names(kind), order, key, explicit_order)
+    engine = engines.get(name)
+    return Layout(name, kind, engine.column_names(kind), order, key, explicit_order, engine.columns_beside_headers)
 
 
 QUEUE_MSSQL = _layout("mssql", Kind.QUEUE, order="RowVersion", key="RowVersion", explicit_order=True)
@@ -159,7 +163,7 @@ def derived_id(namespace: str, key: object) -> str:
 # --------------------------------------------------------------------------- rows
 def read_queue_row(source: Layout, row: tuple) -> QueueRow:
     """A row as SELECTed in ``source.columns`` order -> neutral row."""
-    if source.name == "mssql":
+    if source.columns_beside_headers:
         id_, correlation, reply_to, _recoverable, expires, headers, body, order = row
     else:
         id_, expires, headers, body, order = row
@@ -170,7 +174,7 @@ def read_queue_row(source: Layout, row: tuple) -> QueueRow:
 
 
 def read_delayed_row(source: Layout, row: tuple) -> DelayedRow:
-    if source.name == "mssql":
+    if source.columns_beside_headers:
         headers, body, due, order = row
         return DelayedRow(None, headers, None if body is None else bytes(body), to_utc_naive(due), int(order))
     id_, headers, body, due = row
@@ -180,14 +184,14 @@ def read_delayed_row(source: Layout, row: tuple) -> DelayedRow:
 def write_queue_row(dest: Layout, row: QueueRow, order: int | None, text_times: bool) -> tuple:
     """Neutral row -> values in ``dest.columns`` order (order None: let the table assign it)."""
     expires = sqlite_time(row.expires) if text_times else row.expires
-    if dest.name == "mssql":
+    if dest.columns_beside_headers:
         return (row.id, row.correlation_id, row.reply_to, 1, expires, row.headers, row.body, order)
     return (row.id, expires, row.headers, row.body, order)
 
 
 def write_delayed_row(dest: Layout, row: DelayedRow, text_times: bool, id_namespace: str) -> tuple:
     due = sqlite_time(row.due) if text_times else row.due
-    if dest.name == "mssql":
+    if dest.columns_beside_headers:
         return (row.headers, row.body, due, None)
     return (row.id or derived_id(id_namespace, row.order), row.headers, row.body, due)
 

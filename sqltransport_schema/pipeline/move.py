@@ -247,7 +247,7 @@ def _move_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline
     key_at = src_layout.columns.index(src_layout.key) if src_layout.key else None
     if kind is Kind.QUEUE:
         columns = dst_layout.columns if task.explicit_order else dst_layout.columns[:-1]
-        fold = src_layout.name == "mssql" and dst_layout.name == "postgresql"
+        fold = src_layout.columns_beside_headers and not dst_layout.columns_beside_headers
         for raw in cursor:
             row = read_queue_row(src_layout, raw)
             reply_to = rewrite_address(row.reply_to, rewrites)
