@@ -11,6 +11,10 @@ from .statements import Statement
 from .topology import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE, Topology
 from .versions import Profile, profile
 
+EXAMPLE_QUEUE = "MyQueue"  # the queue a listing names when it is given none
+DEFAULT_TOPICS = 1  # topics find_subscribers takes
+DEFAULT_PEEK_BATCH_SIZE = 100  # TOP n of SQL Server's peek (4.1.2-6.0), as the runtime's Transport defaults it
+
 
 def runtime_statements(
     engine: Dialect,
@@ -21,8 +25,8 @@ def runtime_statements(
     *,
     subscription_table: str = DEFAULT_SUBSCRIPTION_TABLE,
     delayed_suffix: str = DEFAULT_DELAYED_SUFFIX,
-    topics: int = 1,
-    peek_batch_size: int = 100,
+    topics: int = DEFAULT_TOPICS,
+    peek_batch_size: int = DEFAULT_PEEK_BATCH_SIZE,
 ) -> tuple[Profile, dict[str, Statement]]:
     """(profile, statements) of one queue, with its delayed and subscription tables where the version has them."""
     if engine.saga_only:

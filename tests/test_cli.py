@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 
 import pytest
 
 from sqltransport_schema import __version__
 from sqltransport_schema.cli import build_parser, commands
+from sqltransport_schema.cli.options import OPTIONS, Renamed
 
 from .support.commands import CLOSED_PORT, run
 
@@ -146,3 +148,73 @@ def test_a_failure_is_described_by_its_class_not_its_module():
     assert describe(FileNotFoundError("topology.yaml: no such file")) == "topology.yaml: no such file"
     stray = type("Stray", (Exception,), {"__module__": "sqltransport_schema.check"})
     assert describe(stray("boom")) == "Stray: boom (unexpected; run with --debug for the traceback)"
+
+
+# ------------------------------------------------------------------------------- one meaning per flag
+# Options renamed because their spelling meant another thing elsewhere: the old one still parses,
+# with a note on stderr, and nothing shows it (--from and --to are revisions in script and plan/run).
+DEPRECATED = {"sqltransport-schema pipeline move": {"--from": "--from-url", "--to": "--to-url"}}
+# A batch is one transaction and a partition Spark's in every command that takes them; how many
+# suits what each command moves, so each says its own default (and what its batch holds).
+DEFAULT_PER_COMMAND = {"--batch-size", "--partitions"}
+
+
+def _meaning(flag: str, action: argparse.Action) -> tuple:
+    """What an option string stands for: where its value goes, how it is read, what it is unset."""
+    default = None if flag in DEFAULT_PER_COMMAND or action.default is argparse.SUPPRESS else action.default
+    kind = type(action).__mro__[1] if isinstance(action, Renamed) else type(action)  # a renamed option stores as any other
+    return (action.dest, kind, action.nargs, action.type, repr(default))
+
+
+def meanings(parser: argparse.ArgumentParser) -> dict[str, dict[tuple, list[str]]]:
+    """{option string: {meaning: the commands that give it that meaning}} over every command (the
+    top level's --debug is the one each command leaves unset)."""
+    found: dict[str, dict[tuple, list[str]]] = {}
+    for prog, command in commands(parser):
+        for action in _options(command):
+            for flag in action.option_strings:
+                found.setdefault(flag, {}).setdefault(_meaning(flag, action), []).append(prog)
+    return found
+
+
+def test_an_option_string_means_one_thing_in_every_command():
+    assert {flag: found for flag, found in meanings(build_parser()).items() if len(found) > 1} == {}
+
+
+def test_the_meaning_walk_finds_two_meanings():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub.add_parser("bare").add_argument("--to", dest="to_url")
+    assert len(meanings(parser)["--to"]) == 2
+
+
+def test_an_option_several_commands_take_is_declared_once_in_options():
+    declared = {flag for flags, _ in OPTIONS.values() for flag in flags}
+    shared = {flag for flag, found in meanings(build_parser()).items() if sum(map(len, found.values())) > 1}
+    assert sorted(shared - declared) == []
+
+
+def test_the_renamed_spellings_are_the_deprecated_ones_and_help_hides_them():
+    parser = build_parser()
+    renamed = {
+        prog: {old: action.option_strings[0] for action in _options(command) if isinstance(action, Renamed) for old in action.renamed_from}
+        for prog, command in commands(parser)
+    }
+    assert {prog: spellings for prog, spellings in renamed.items() if spellings} == DEPRECATED
+    for prog, spellings in DEPRECATED.items():
+        text = dict(commands(parser))[prog].format_help()
+        assert [old for old in spellings if re.search(rf"{old}(?![-\w])", text)] == []
+
+
+def test_an_old_spelling_still_parses_with_a_note_on_stderr(capsys):
+    args = build_parser().parse_args(["pipeline", "move", "--from", "sqlite:///a.db", "--from-table", "A", "--to", "sqlite:///b.db"])
+    assert (args.from_url, args.to_url) == ("sqlite:///a.db", "sqlite:///b.db")
+    assert capsys.readouterr().err == (
+        "warning: --from is deprecated for pipeline move; use --from-url\nwarning: --to is deprecated for pipeline move; use --to-url\n"
+    )
+
+
+@pytest.mark.parametrize("command", [["retry"], ["pipeline", "replay", "--url", "sqlite://", "--table", "error", "--archive", "a"]])
+def test_message_id_takes_several_ids_after_one_flag_or_the_flag_repeated(command):
+    args = build_parser().parse_args([*command, "--message-id", "a", "b", "--message-id", "c"])
+    assert args.message_id == ["a", "b", "c"]

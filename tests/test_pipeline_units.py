@@ -75,7 +75,21 @@ def test_pipeline_subcommands_are_registered(capsys):
 def test_move_reports_errors_with_exit_2(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'none.db'}"
     code = cli.main(
-        ["pipeline", "move", "--from", url, "--from-table", "Missing", "--to", url, "--to-table", "Other", "--no-spark", "--format", "json"]
+        [
+            "pipeline",
+            "move",
+            "--from-url",
+            url,
+            "--from-table",
+            "Missing",
+            "--to-url",
+            url,
+            "--to-table",
+            "Other",
+            "--no-spark",
+            "--format",
+            "json",
+        ]
     )
     assert code == 2
     assert '"status": "error"' in capsys.readouterr().out

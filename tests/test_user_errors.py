@@ -71,7 +71,7 @@ def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
             (f"pipeline run, {what}", ["pipeline", "run", "--url", url, *c]),
             (
                 f"pipeline move, {what}",
-                ["pipeline", "move", "--from", url, "--from-table", "Sales", "--to-table", "B", "--kind", "subscriptions"],
+                ["pipeline", "move", "--from-url", url, "--from-table", "Sales", "--to-table", "B", "--kind", "subscriptions"],
             ),
             (
                 f"pipeline backfill, {what}",
@@ -92,7 +92,10 @@ def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
         ]
     out += [
         ("check, unknown table of a database never migrated", ["check", "--url", sqlite, *c]),
-        ("pipeline move, unknown table", ["pipeline", "move", "--from", sqlite, "--from-table", "Nope", "--to-table", "B", "--no-spark"]),
+        (
+            "pipeline move, unknown table",
+            ["pipeline", "move", "--from-url", sqlite, "--from-table", "Nope", "--to-table", "B", "--no-spark"],
+        ),
         (
             "pipeline backfill, unknown table",
             ["pipeline", "backfill", "--url", sqlite, "--table", "Nope", "--property", "P", "--column", "C", "--no-spark"],

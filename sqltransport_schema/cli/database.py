@@ -82,7 +82,7 @@ def add_adopt(sub: argparse._SubParsersAction) -> None:
         "sqltransport-schema adopt --url postgresql://postgres@127.0.0.1/app --dry-run",
     )
     add_options(p, "url")
-    p.add_argument("--dry-run", action="store_true", help="examine only; stamp nothing")
+    add_options(p, "dry_run", dry_run={"help": "examine only; stamp nothing"})
     p.add_argument("--apply", action="store_true", help="when the tables need upgrading, run the plan and stamp the head")
     add_options(p, "format", "config")
     p.set_defaults(func=cmd_adopt)

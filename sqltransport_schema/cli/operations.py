@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
+from ..runtime.operations import DEFAULT_RETRY_BATCH
 from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url
 from .options import add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_OK, emit
@@ -303,12 +303,6 @@ def retry_lines(report: RetryReport) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ parsers
-def _error_queue(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--error-queue", default=DEFAULT_ERROR_QUEUE, help="the error queue's address (default: %(default)s, where the blueprint puts it)"
-    )
-
-
 def add_status(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub,
@@ -340,8 +334,7 @@ def add_status(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--estimate", action="store_true", help="queue depths from the engine's statistics instead of counting (very large tables)"
     )
-    _error_queue(p)
-    add_options(p, "config")
+    add_options(p, "error_queue", "config")
     p.set_defaults(func=cmd_status)
 
 
@@ -356,14 +349,13 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
         listed; exit 1 when some stay.""",
         "sqltransport-schema retry --failed-queue Sales --dry-run",
     )
-    add_options(p, "url")
-    _error_queue(p)
+    add_options(p, "url", "error_queue")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--all", action="store_true", help="every message of the error queue")
     which.add_argument("--failed-queue", metavar="ADDRESS", help="the messages that failed in this queue")
-    which.add_argument("--message-id", nargs="+", metavar="ID", help="these messages (NServiceBus.MessageId, or the row's Id)")
-    p.add_argument("--dry-run", action="store_true", help="report what would move; move nothing")
-    p.add_argument("--batch-size", type=int, default=DEFAULT_RETRY_BATCH, help="messages per transaction (default: %(default)s)")
+    add_options(which, "message_id", message_id={"help": "these messages (NServiceBus.MessageId, or the row's Id; repeatable)"})
+    add_options(p, "dry_run", dry_run={"help": "report what would move; move nothing"})
+    add_options(p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per transaction (default: %(default)s)"})
     add_options(p, "format", "config")
     p.set_defaults(func=cmd_retry)
 

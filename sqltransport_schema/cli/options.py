@@ -2,17 +2,21 @@
 declares its own), and what turns them into values: the Alembic configuration, the topology file.
 
 A command adds the ones it takes by name, in the order its --help lists them; `changes` adjusts
-one use (its flags, or any argparse keyword such as `required` or `help`).
+one use (its flags, or any argparse keyword such as `required` or `help`). An option string means
+one thing in every command (tests/test_cli.py holds them to it); a renamed one keeps its old
+spelling working through `renamed_from`, hidden from --help, with a note on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import engines
+from ..runtime.operations import DEFAULT_ERROR_QUEUE
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -35,11 +39,25 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--engine",),
         {"required": True, "choices": tuple(engines.ENGINES), "help": "the engine whose SQL to print"},
     ),
+    "dry_run": (("--dry-run",), {"action": "store_true", "help": "report what would change; change nothing"}),
     "output": (("-o", "--output"), {"help": "write to this file instead of stdout"}),
     "to_rev": (("--to",), {"dest": "to_rev", "help": "target revision (default: head)"}),
     "map": (("--map",), {"action": "append", "default": [], "metavar": "OLD=NEW", "help": "destination of a removed queue (addresses)"}),
     "table": (("--table",), {"required": True, "help": "queue table as an address: audit, error@[dbo]"}),
     "layout": (("--layout",), {"choices": LAYOUTS, "help": "table layout (default: its engine's)"}),
+    "error_queue": (
+        ("--error-queue",),
+        {"default": DEFAULT_ERROR_QUEUE, "help": "the error queue's address (default: %(default)s, where the blueprint puts it)"},
+    ),
+    "message_id": (
+        ("--message-id",),
+        # one flag with several ids, or the flag repeated: both spellings the commands ever took
+        {"action": "extend", "nargs": "+", "metavar": "ID", "help": "only these messages (NServiceBus.MessageId; repeatable)"},
+    ),
+    # A batch is one transaction; what it holds, and so its default size, is each command's (it passes both).
+    "batch_size": (("--batch-size",), {"type": int, "help": "rows per transaction (default: %(default)s)"}),
+    # Spark partitions of a job; each command passes its default.
+    "partitions": (("--partitions",), {"type": int, "help": "Spark partitions (default: %(default)s)"}),
     # Spark (the pipeline commands that run partitions)
     "master": (("--master",), {"help": "Spark master (default: local[*]; under spark-submit: its master)"}),
     "conf": (("--conf",), {"action": "append", "default": [], "metavar": "KEY=VALUE", "help": "Spark configuration (repeatable)"}),
@@ -73,6 +91,31 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *name
         if isinstance(kwargs.get("default"), list):
             kwargs["default"] = list(kwargs["default"])  # each parser its own list, never the table's
         parser.add_argument(*kwargs.pop("flags", flags), **kwargs)
+
+
+class Renamed(argparse._StoreAction):
+    """An option whose old spellings still parse, each after a deprecation note on stderr; --help,
+    usage and errors name the new spelling only (add_renamed)."""
+
+    def __init__(self, option_strings: list[str], dest: str, renamed_from: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.renamed_from = renamed_from
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
+        if option_string in self.renamed_from:
+            command = parser.prog.partition(" ")[2] or parser.prog
+            sys.stderr.write(f"warning: {option_string} is deprecated for {command}; use {self.option_strings[0]}\n")
+        super().__call__(parser, namespace, values, option_string)
+
+
+def add_renamed(parser: argparse.ArgumentParser, flag: str, renamed_from: tuple[str, ...], **kwargs: Any) -> argparse.Action:
+    """Add option `flag` that the old spellings `renamed_from` still reach: they stay in the parser's
+    table (so they parse) but leave the action's own option strings (so nothing shows them)."""
+    action = parser.add_argument(flag, *renamed_from, action=Renamed, renamed_from=renamed_from, **kwargs)
+    action.option_strings = [flag]
+    return action
 
 
 def add_spark_options(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ from ..pipeline.archive import ARCHIVE_PARTITIONS
 from ..pipeline.backfill import BACKFILL_BATCH
 from ..pipeline.move import DEFAULT_ROWS_PER_PARTITION
 from ..urls import ENVIRONMENT, URL_VARIABLE, chosen_url, database_url, display_url
-from .options import LAYOUTS, add_command, add_options, add_spark_options, load_config
+from .options import DEFAULT_CONFIG, LAYOUTS, add_command, add_options, add_renamed, add_spark_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def cmd_move(args: argparse.Namespace) -> int:
 def _upgrade_command(args: argparse.Namespace) -> str:
     """The `alembic upgrade` that follows the moves, on the database and configuration given."""
     words = ["alembic"]
-    if args.config != "alembic.ini":
+    if args.config != DEFAULT_CONFIG:
         words += ["-c", shlex.quote(args.config)]
     if args.url:
         words += [f"-x {shlex.quote('url=' + display_url(args.url))}"]
@@ -126,7 +126,7 @@ def _run_command(args: argparse.Namespace) -> str:
     """The `pipeline run` that performs what `plan` listed: the same configuration, database (its
     password masked), target and --map, so that pasted it acts where the plan looked."""
     words = ["sqltransport-schema", "pipeline", "run"]
-    if args.config != "alembic.ini":
+    if args.config != DEFAULT_CONFIG:
         words += ["-c", args.config]
     if args.url:
         words += ["--url", display_url(args.url)]
@@ -273,12 +273,14 @@ def _add_move(psub: argparse._SubParsersAction) -> None:
         order. Each partition's rows commit in the destination together with a ledger row, then leave
         the source, so a move that stopped resumes where it was and no message is lost or written
         twice. Exit 1 when messages arrived in the source meanwhile (run it again).""",
-        "sqltransport-schema pipeline move --from sqlite:///sqltransport.db --from-table Sales --to postgresql://postgres@127.0.0.1/app",
+        "sqltransport-schema pipeline move --from-url sqlite:///sqltransport.db --from-table Sales "
+        "--to-url postgresql://postgres@127.0.0.1/app",
     )
-    p.add_argument("--from", dest="from_url", required=True, help="source database URL")
+    # --from and --to name revisions elsewhere (script, pipeline plan/run): here the URLs are --from-url/--to-url
+    add_renamed(p, "--from-url", ("--from",), required=True, help="source database URL")
     p.add_argument("--from-table", required=True, help="source table as an address: Sales, Sales@[dbo], Sales@[dbo]@[nsb]")
     p.add_argument("--from-layout", choices=LAYOUTS, help="source layout (default: its engine's)")
-    p.add_argument("--to", dest="to_url", help="destination database URL (default: the source's)")
+    add_renamed(p, "--to-url", ("--to",), help="destination database URL (default: the source's)")
     p.add_argument("--to-table", help="destination table (default: the source's name)")
     p.add_argument("--to-layout", choices=LAYOUTS, help="destination layout (default: its engine's)")
     p.add_argument("--kind", choices=("queue", "delayed", "subscriptions"), default="queue", help="the tables' kind (default: %(default)s)")
@@ -292,7 +294,7 @@ def _add_move(psub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rows-per-partition", type=int, default=DEFAULT_ROWS_PER_PARTITION, help="messages per partition (default: %(default)s)"
     )
-    p.add_argument("--partitions", type=int, help="number of partitions (default: rows / --rows-per-partition)")
+    add_options(p, "partitions", partitions={"help": "number of partitions (default: rows / --rows-per-partition)"})
     p.add_argument("--move-id", help="resume this move (default: the unfinished move between these tables, else a new one)")
     p.add_argument("--delete-source", action="store_true", help="subscriptions: delete the source rows once copied")
     add_options(p, "format")
@@ -351,7 +353,7 @@ def _add_archive(psub: argparse._SubParsersAction) -> None:
         default="errorifexists",
         help="when the folder holds an archive: fail, add to it, or replace it (default: %(default)s)",
     )
-    p.add_argument("--partitions", type=int, default=ARCHIVE_PARTITIONS, help="parallel JDBC reads (default: %(default)s)")
+    add_options(p, "partitions", partitions={"default": ARCHIVE_PARTITIONS, "help": "parallel JDBC reads (default: %(default)s)"})
     add_spark_options(p)
     p.set_defaults(func=cmd_archive)
 
@@ -371,7 +373,7 @@ def _add_replay(psub: argparse._SubParsersAction) -> None:
     )
     add_options(p, *_QUEUE_OPTIONS, url=_REQUIRED_URL)
     p.add_argument("--archive", required=True, help="Parquet folder written by archive")
-    p.add_argument("--message-id", action="append", help="only these message ids (repeatable)")
+    add_options(p, "message_id")
     p.add_argument("--message-type", action="append", help="only these message types (repeatable)")
     p.add_argument("--since", help="first date (YYYY-MM-DD)")
     p.add_argument("--until", help="last date (YYYY-MM-DD)")
@@ -397,7 +399,7 @@ def _add_backfill(psub: argparse._SubParsersAction) -> None:
     add_options(p, "url", "table", url=_REQUIRED_URL, table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
     p.add_argument("--property", required=True, help="JSON property of Data (dots for nested: Order.Id)")
     p.add_argument("--column", required=True, help="the correlation column, e.g. Correlation_OrderId")
-    p.add_argument("--batch-size", type=int, default=BACKFILL_BATCH, help="rows per transaction (default: %(default)s)")
+    add_options(p, "batch_size", batch_size={"default": BACKFILL_BATCH, "help": "saga rows per transaction (default: %(default)s)"})
     p.add_argument("--overwrite", action="store_true", help="also rewrite rows whose column is already filled")
     add_options(p, "format")
     add_spark_options(p)

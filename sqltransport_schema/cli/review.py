@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import engines
 from .. import topology as topology_module
+from ..listings import DEFAULT_PEEK_BATCH_SIZE, DEFAULT_TOPICS, EXAMPLE_QUEUE
 from ..migrate.locks import DEFAULT_TIMEOUT
 from ..topology import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE
 from ..versions import LATEST
@@ -127,7 +128,7 @@ def add_statements(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
     add_options(p, "topology", topology={"flags": ("--topology",), "help": "topology file for --sagas (default: topology.yaml)"})
     p.add_argument("--transport-version", default=LATEST, help="the transport release whose statements to print (default: %(default)s)")
-    p.add_argument("--queue", default="MyQueue", help="queue table the statements name (default: %(default)s)")
+    p.add_argument("--queue", default=EXAMPLE_QUEUE, help="queue table the statements name (default: %(default)s)")
     p.add_argument("--schema", help="schema of the tables (default: the engine's default)")
     p.add_argument("--catalog", help="catalog (SQL Server three-part names)")
     p.add_argument(
@@ -136,9 +137,12 @@ def add_statements(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--delayed-suffix", default=DEFAULT_DELAYED_SUFFIX, help="suffix of the queue's delayed-delivery table (default: %(default)s)"
     )
-    p.add_argument("--topics", type=int, default=1, help="how many topics find_subscribers takes (default: %(default)s)")
+    p.add_argument("--topics", type=int, default=DEFAULT_TOPICS, help="how many topics find_subscribers takes (default: %(default)s)")
     p.add_argument(
-        "--peek-batch-size", type=int, default=100, help="TOP n of the peek statement (SQL Server 4.1.2-6.0) (default: %(default)s)"
+        "--peek-batch-size",
+        type=int,
+        default=DEFAULT_PEEK_BATCH_SIZE,
+        help="TOP n of the peek statement (SQL Server 4.1.2-6.0) (default: %(default)s)",
     )
     add_options(p, "format", format={"help": "the statements as SQL with comments, or as JSON (default: %(default)s)"})
     p.set_defaults(func=cmd_statements)

@@ -38,7 +38,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     from ..migrate.compile import ALLOW_DOWNGRADE, CompileError, changed_files, compile_topology, downgrade_losses
-    from ..migrate.locks import lock_lines, lock_report
+    from ..migrate.locks import DEFAULT_TIMEOUT, lock_lines, lock_report
     from ..revisions import SnapshotError
 
     started = time.perf_counter()
@@ -95,7 +95,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     payload["locks"] = locks
     lines = [f"wrote {written}"] + [f"  {c}" for c in plan.summary(limit=SHOWN_CHANGES)]
     if locks:
-        lines.append("Tables it changes in place (each statement waits at most -x lock_timeout, 2s by default, for its lock):")
+        lines.append(
+            f"Tables it changes in place (each statement waits at most -x lock_timeout, {DEFAULT_TIMEOUT} by default, for its lock):"
+        )
         lines += [f"  {entry['engine']}: {line}" for entry, line in zip(locks[:SHOWN_CHANGES], lock_lines(locks[:SHOWN_CHANGES]))]
         if len(locks) > SHOWN_CHANGES:
             lines.append(f"  ... and {len(locks) - SHOWN_CHANGES} more")

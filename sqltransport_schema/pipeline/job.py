@@ -1,4 +1,4 @@
-"""spark-submit entry point: `spark-submit [--master URL] .../sqltransport_schema/pipeline/job.py move --from ...`.
+"""spark-submit entry point: `spark-submit [--master URL] .../sqltransport_schema/pipeline/job.py move --from-url ...`.
 
 The arguments are those of `sqltransport-schema pipeline ...`; the session spark-submit made is used.
 """
