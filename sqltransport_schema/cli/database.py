@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import errors
 from ..urls import database_url
 from .options import DEFAULT_CONFIG, add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
@@ -20,7 +21,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         # from any folder: without alembic.ini (the default -c) the database's own blueprint is compared
         config = load_config(args.config) if args.config != DEFAULT_CONFIG or Path(args.config).is_file() else None
         report = check.run(database_url(args.url, config), config)
-    except (check.CheckError, FileNotFoundError) as exc:
+    except (check.CheckError, errors.NotFound) as exc:
         if args.format == "markdown":
             sys.stdout.write(f"### sqltransport-schema check: error\n\n{exc}\n")
             return EXIT_ERROR
@@ -39,7 +40,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         found, engine, action = adopt.run(database_url(args.url, config), config, stamp=not args.dry_run, apply=args.apply)
-    except (adopt.AdoptError, FileNotFoundError) as exc:
+    except (adopt.AdoptError, errors.NotFound) as exc:
         return emit_error(args, str(exc), json_stream=sys.stderr)
     emit(args, {**found.to_json(engine), "action": action}, adopt.text_lines(found, engine, action))
     if found.status == "not_adoptable":

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from .. import errors
 from ..runtime.operations import DEFAULT_RETRY_BATCH
 from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url
 from .options import add_command, add_options, load_config
@@ -34,7 +35,7 @@ def _transport(args: argparse.Namespace, readers: bool) -> Transport:
     missing = missing_sqlite_file(url)
     if missing is not None:
         named_by = _named_by(origin, args.config, config is not None)
-        raise FileNotFoundError(f"no SQLite database at {missing} ({named_by}); nothing was created: {_give_url()}")
+        raise errors.NotFound(f"no SQLite database at {missing} ({named_by}); nothing was created: {_give_url()}")
     engine = make_engine(url, sqlite_writers=not readers)
     return Transport.from_database(engine, args.config, verify=False)
 
@@ -60,9 +61,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     from ..runtime.operations import status
 
     if args.watch is not None and args.watch <= 0:
-        raise ValueError(f"--watch takes a positive number of seconds, not {args.watch}")
+        raise errors.UsageError(f"--watch takes a positive number of seconds, not {args.watch}")
     if args.watch_count is not None and (args.watch is None or args.watch_count <= 0):
-        raise ValueError("--watch-count takes a positive number of reports, with --watch SECONDS")
+        raise errors.UsageError("--watch-count takes a positive number of reports, with --watch SECONDS")
     transport = _transport(args, readers=True)
     try:
         if args.watch is not None:

@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import engines
+from .. import engines, errors
 from ..runtime.operations import DEFAULT_ERROR_QUEUE
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def load_config(path: str) -> Config:
     from alembic.config import Config
 
     if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such Alembic configuration; run from the project folder or pass -c")
+        raise errors.NotFound(f"{path}: no such Alembic configuration; run from the project folder or pass -c")
     # quiet: compile reports what it wrote itself (and keeps --format json clean)
     return Config(path, cmd_opts=argparse.Namespace(quiet=True, x=None))
 

@@ -12,6 +12,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from .. import errors
 from ..pipeline.archive import ARCHIVE_PARTITIONS
 from ..pipeline.backfill import BACKFILL_BATCH
 from ..pipeline.move import DEFAULT_ROWS_PER_PARTITION
@@ -61,7 +62,7 @@ def _mapping(pairs: list[str] | None) -> dict[str, str]:
     for pair in pairs or ():
         old, sep, new = pair.partition("=")
         if not sep:
-            raise ValueError(f"--map {pair!r}: expected OLD=NEW")
+            raise errors.UsageError(f"--map {pair!r}: expected OLD=NEW")
         out[old.strip()] = new.strip()
     return out
 
@@ -188,7 +189,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     from ..pipeline.archive import archive
 
     if args.mode == "errorifexists" and _holds_files(args.output):
-        raise FileExistsError(f"{args.output} holds an archive already: pass --mode append to add to it, or --mode overwrite to replace it")
+        raise errors.Refused(f"{args.output} holds an archive already: pass --mode append to add to it, or --mode overwrite to replace it")
     spark = _session(args, args.url)
     if args.format == "text":
         how = "through JDBC" if spark is not None else "through the driver, in this process"

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from .. import engines
+from .. import engines, errors
 from .. import topology as topology_module
 from ..listings import DEFAULT_PEEK_BATCH_SIZE, DEFAULT_TOPICS, EXAMPLE_QUEUE
 from ..migrate.locks import DEFAULT_TIMEOUT
@@ -71,7 +71,7 @@ def cmd_grants(args: argparse.Namespace) -> int:
         return emit_invalid(args, exc)
     if args.installer:
         if args.endpoint:
-            raise ValueError("--endpoint applies to runtime grants, not to --installer")
+            raise errors.UsageError("--endpoint applies to runtime grants, not to --installer")
         lines = engine.grants.installer(grants.installer_plan(topo), args.role)
         what = "installer/migration login"
     else:
