@@ -16,6 +16,7 @@ from .. import errors
 from ..pipeline.archive import ARCHIVE_PARTITIONS
 from ..pipeline.backfill import BACKFILL_BATCH
 from ..pipeline.move import DEFAULT_ROWS_PER_PARTITION
+from ..schema import Kind
 from ..urls import ENVIRONMENT, URL_VARIABLE, chosen_url, database_url, display_url
 from .options import DEFAULT_CONFIG, LAYOUTS, add_command, add_options, add_renamed, add_spark_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit
@@ -49,9 +50,8 @@ def _session(args: argparse.Namespace, *urls: str) -> SparkSession | None:
     return spark
 
 
-def _endpoint(url: str, table: str, layout: str | None, kind: str) -> Endpoint:
+def _endpoint(url: str, table: str, layout: str | None, kind: str | Kind) -> Endpoint:
     from ..pipeline.connect import Endpoint, engine_of, table_name
-    from ..schema import Kind
 
     return Endpoint(url, table_name(table, engine_of(url)), Kind(kind), layout)
 
@@ -83,7 +83,7 @@ def cmd_move(args: argparse.Namespace) -> int:
     source = _endpoint(args.from_url, args.from_table, args.from_layout, args.kind)
     dest = _endpoint(args.to_url or args.from_url, args.to_table or args.from_table, args.to_layout, args.kind)
     rewrites = parse_rewrites(args.rewrite_address)
-    if args.kind == "subscriptions":
+    if args.kind == Kind.SUBSCRIPTIONS:
         count = move_subscriptions(source, dest, rewrites, delete_source=args.delete_source)
         emit(args, {"status": "done", "rows": count}, [f"{count} subscription row(s) written to {dest.describe()}"])
         return EXIT_OK
@@ -194,7 +194,9 @@ def cmd_archive(args: argparse.Namespace) -> int:
     if args.format == "text":
         how = "through JDBC" if spark is not None else "through the driver, in this process"
         sys.stderr.write(f"[archive] reading {args.table} {how}, writing Parquet to {args.output}\n")
-    result = archive(spark, _endpoint(args.url, args.table, args.layout, "queue"), args.output, mode=args.mode, partitions=args.partitions)
+    result = archive(
+        spark, _endpoint(args.url, args.table, args.layout, Kind.QUEUE), args.output, mode=args.mode, partitions=args.partitions
+    )
     emit(
         args,
         {"status": "done", **result.to_json()},
@@ -213,7 +215,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     result = replay(
         spark,
         args.archive,
-        _endpoint(args.url, args.table, args.layout, "queue"),
+        _endpoint(args.url, args.table, args.layout, Kind.QUEUE),
         replay_id=args.replay_id,
         message_ids=args.message_id,
         message_types=args.message_type,
@@ -278,13 +280,14 @@ def _add_move(psub: argparse._SubParsersAction) -> None:
         "--to-url postgresql://postgres@127.0.0.1/app",
     )
     # --from and --to name revisions elsewhere (script, pipeline plan/run): here the URLs are --from-url/--to-url
-    add_renamed(p, "--from-url", ("--from",), required=True, help="source database URL")
+    add_renamed(p, "--from-url", ("--from",), required=True, metavar="URL", help="source database URL")
     p.add_argument("--from-table", required=True, help="source table as an address: Sales, Sales@[dbo], Sales@[dbo]@[nsb]")
     p.add_argument("--from-layout", choices=LAYOUTS, help="source layout (default: its engine's)")
-    add_renamed(p, "--to-url", ("--to",), help="destination database URL (default: the source's)")
+    add_renamed(p, "--to-url", ("--to",), metavar="URL", help="destination database URL (default: the source's)")
     p.add_argument("--to-table", help="destination table (default: the source's name)")
     p.add_argument("--to-layout", choices=LAYOUTS, help="destination layout (default: its engine's)")
-    p.add_argument("--kind", choices=("queue", "delayed", "subscriptions"), default="queue", help="the tables' kind (default: %(default)s)")
+    kinds = tuple(kind.value for kind in (Kind.QUEUE, Kind.DELAYED, Kind.SUBSCRIPTIONS))  # the kinds a move converts
+    p.add_argument("--kind", choices=kinds, default=Kind.QUEUE.value, help="the tables' kind (default: %(default)s)")
     p.add_argument(
         "--rewrite-address",
         action="append",
