@@ -119,6 +119,11 @@ class Dialect:
         """The server setting to raise when a driver error says its lock table is full, else None."""
         return None
 
+    def new_database_in_wal(self, dbapi_connection: Any) -> bool:
+        """Switch a database the migrations are about to create to write-ahead logging; True if
+        switched (nothing to do here: only a file database is created by connecting)."""
+        return False
+
     # -- bounded lock waits of migrations (migrate/locks.py, docs/live-migrations.md) -------
     def set_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
         """Make each later statement on this migration connection give up waiting for a lock after
@@ -396,11 +401,6 @@ class Dialect:
 
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
-
-    def new_database_in_wal(self, dbapi_connection: Any) -> bool:
-        """Switch a database the migrations are about to create to write-ahead logging; True if
-        switched (nothing to do here: only a file database is created by connecting)."""
-        return False
 
     def runtime_statements(
         self,
