@@ -66,6 +66,15 @@ def parameters_of(template: str) -> tuple[str, ...]:
     return tuple(name for name in dict.fromkeys(_PARAM.findall(template)) if name not in declared)
 
 
+def fill(template: str, **fragments: str) -> str:
+    """A template with fragments put in their {slots} (a release's text, the @Topic_ list), before its
+    Statement is made: identifier placeholders stay for the Statement, and the parameters are read
+    from the result (parameters_of), so a fragment's parameters count."""
+    for slot, text in fragments.items():
+        template = template.replace("{" + slot + "}", text)
+    return template
+
+
 def _convert(template: str, params: tuple[str, ...], paramstyle: str) -> tuple[str, list[str]]:
     order: list[str] = []
     known = set(params)

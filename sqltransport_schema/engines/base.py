@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .. import errors
 from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
-from ..statements import MESSAGE, Statement, parameters_of
+from ..statements import MESSAGE, Statement, fill, parameters_of
 from ..versions import ExpiresIndex, Profile
 from .catalog import Catalog
 from .grants import Grants
@@ -355,7 +355,8 @@ class Dialect:
 
     # -- runtime statements -------------------------------------------------------------
     # name -> (class attribute holding the template, what it does). Engines whose statements
-    # do not vary by version only write the templates; SQL Server overrides runtime_statements.
+    # do not vary by version only write the templates; where releases differ, the attribute names a
+    # method choosing the release's template (runtime_template), and the hooks below say the rest.
     QUEUE_STATEMENTS = {
         "send": ("SEND", "place a message on the queue"),
         "receive": ("RECEIVE", "take the oldest unlocked message, flagging it if expired"),
@@ -402,6 +403,33 @@ class Dialect:
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
 
+    def runtime_options(
+        self, profile: Profile, *, delayed: TableName | None, subscriptions: TableName | None, topics: int, **options: Any
+    ) -> dict[str, Any]:
+        """runtime_statements' options checked (a UsageError says which is wrong), as the templates'
+        methods read them; engines with options of their own add them."""
+        if isinstance(topics, bool) or not isinstance(topics, int) or topics < 1:
+            raise errors.UsageError(f"topics must be a positive integer, not {topics!r}")
+        return options
+
+    def runtime_identifiers(self, profile: Profile, queue: TableName) -> dict[str, str]:
+        """The quoted names of the queue the templates place ({table}); engines add other forms."""
+        return {"table": self.qualified(queue, profile)}
+
+    def runtime_template(self, attribute: str, profile: Profile, options: dict[str, Any]) -> str | None:
+        """The template a statement table's row names: a constant, or a method choosing the release's
+        from the profile and options (None: the release has no such statement)."""
+        found = getattr(self, attribute)
+        return found(profile, options) if callable(found) else found
+
+    def runtime_doc(self, name: str, doc: str, profile: Profile) -> str:
+        """What a statement does, as `statements` prints it; engines whose releases differ say how."""
+        return doc
+
+    def runtime_columns(self, name: str, profile: Profile) -> tuple[str, ...]:
+        """What each result column of a statement is; engines whose releases differ override it."""
+        return self.RESULT_COLUMNS.get(name, ())
+
     def runtime_statements(
         self,
         profile: Profile,
@@ -410,20 +438,30 @@ class Dialect:
         delayed: TableName | None = None,
         subscriptions: TableName | None = None,
         topics: int = 1,
-        **_options,
+        **options: Any,
     ) -> dict[str, Statement]:
-        """Every runtime statement for a queue (and its delayed table, and the subscription table)."""
-        groups = [(self.QUEUE_STATEMENTS, {"table": self.qualified(queue, profile)})]
+        """Every runtime statement for a queue (and its delayed table, and the subscription table): each
+        row of the statement tables the release has, with the identifiers its template places."""
+        options = self.runtime_options(profile, delayed=delayed, subscriptions=subscriptions, topics=topics, **options)
+        names = self.runtime_identifiers(profile, queue)
+        tables = [self.QUEUE_STATEMENTS]
         if delayed is not None:
-            groups.append((self.DELAYED_STATEMENTS, {"table": self.qualified(queue, profile), "delayed": self.qualified(delayed, profile)}))
+            names["delayed"] = self.qualified(delayed, profile)
+            tables.append(self.DELAYED_STATEMENTS)
         if subscriptions is not None:
-            groups.append((self.SUBSCRIPTION_STATEMENTS, {"subscriptions": self.qualified(subscriptions, profile)}))
+            names["subscriptions"] = self.qualified(subscriptions, profile)
+            tables.append(self.SUBSCRIPTION_STATEMENTS)
         topic_list = ", ".join("@" + self.TOPIC_PARAMETER.format(i=i) for i in range(topics))
         out = {}
-        for statements, identifiers in groups:
+        for statements in tables:
             for name, (attribute, doc) in statements.items():
-                template = getattr(self, attribute).replace("{topics}", topic_list)
-                out[name] = Statement(name, template, identifiers, parameters_of(template), doc, self.RESULT_COLUMNS.get(name, ()))
+                template = self.runtime_template(attribute, profile, options)
+                if template is None:
+                    continue
+                template = fill(template, topics=topic_list)
+                identifiers = {key: value for key, value in names.items() if "{" + key + "}" in template}
+                doc, columns = self.runtime_doc(name, doc, profile), self.runtime_columns(name, profile)
+                out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)
         return out
 
     # -- saga tables (SQL persistence; upstream-conformance §7) ------------------------------

@@ -1,0 +1,57 @@
+"""SQL Server's statements of `status` and `retry` (engines/operations.py; the nested `MSSQL.Operations`)."""
+
+from __future__ import annotations
+
+from ...statements import Statement
+from ..base import Dialect
+
+
+class Operations(Dialect.Operations):  # pragma: no cover - no SQL Server here; text only (tests parse it)
+    """Figures read WITH (NOLOCK): never blocked by a receive's locks, nor blocking one (a message
+    in flight is counted). Estimates from sys.partitions (per catalog, three-part names). A retry
+    batch is read WITH (UPDLOCK, ROWLOCK): held until its transaction ends."""
+
+    supported = True
+    order = "RowVersion"
+    QUEUE_ARM = (
+        "SELECT {index} AS i, COUNT_BIG(*) AS depth, COUNT_BIG(CASE WHEN Expires < GETUTCDATE() THEN 1 END) AS expired, "
+        "(SELECT TOP (1) Headers FROM {table} WITH (NOLOCK) ORDER BY {order}) AS head, CAST(NULL AS datetime) AS due "
+        "FROM {table} WITH (NOLOCK)"
+    )
+    QUEUE_ESTIMATE_ARM = (
+        "SELECT {index}, CAST(NULL AS bigint), CAST(NULL AS bigint), "
+        "(SELECT TOP (1) Headers FROM {table} WITH (NOLOCK) ORDER BY {order}), CAST(NULL AS datetime)"
+    )
+    DELAYED_ARM = (
+        "SELECT {index}, COUNT_BIG(*), COUNT_BIG(CASE WHEN Due < GETUTCDATE() THEN 1 END), CAST(NULL AS nvarchar(max)), MIN(Due) "
+        "FROM {table} WITH (NOLOCK)"
+    )
+    COUNT_ARM = (
+        "SELECT {index}, COUNT_BIG(*), CAST(NULL AS bigint), CAST(NULL AS nvarchar(max)), CAST(NULL AS datetime) FROM {table} WITH (NOLOCK)"
+    )
+    HIGH_WATER_ARM = "SELECT {index}, CAST(IDENT_CURRENT(@Name) AS bigint)"  # RowVersion's IDENTITY
+    TABLES = """\
+SELECT {catalog} AS CatalogName, s.name, t.name, SUM(p.rows)
+FROM {sys}.tables AS t
+JOIN {sys}.schemas AS s ON s.schema_id = t.schema_id
+JOIN {sys}.partitions AS p ON p.object_id = t.object_id AND p.index_id IN (0, 1)
+GROUP BY s.name, t.name"""
+    FAILED_Q_COUNTS = """\
+SELECT FailedQ, COUNT_BIG(*) AS Messages FROM (
+    SELECT CASE WHEN ISJSON(Headers) = 1 THEN JSON_VALUE(Headers, '$."NServiceBus.FailedQ"') END AS FailedQ
+    FROM {table} WITH (NOLOCK)
+) AS failed
+GROUP BY FailedQ ORDER BY FailedQ"""
+    TOPICS = "SELECT Topic, COUNT_BIG(*) AS Subscribers FROM {table} GROUP BY Topic ORDER BY Topic"
+    ERROR_BATCH = (
+        "SELECT TOP (@BatchSize) {order}, Id, Headers, Body FROM {table} WITH (UPDLOCK, ROWLOCK) WHERE {order} > @After ORDER BY {order}"
+    )
+    ERROR_SCAN = "SELECT TOP (@BatchSize) {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order}"
+
+    def tables(self, catalogs: set[str | None], estimate: bool = False) -> list[Statement]:
+        """One statement per catalog (None: the connection's database), its name returned as given."""
+        out = []
+        for catalog in sorted(catalogs, key=lambda c: (c is not None, c or "")):
+            literal = "CAST(NULL AS sysname)" if catalog is None else "N" + self.dialect.literal(catalog)
+            out.append(self.statement("tables", self.TABLES.format(catalog=literal, sys=self.dialect._sys(catalog))))
+        return out
