@@ -1,7 +1,7 @@
 """Least-privilege grants: what a runtime login (or the installer) needs, derived from the topology.
 
 The derivation here is pure: topology in, a GrantPlan out. Engines turn a plan into their own
-GRANT statements (the "grants" sections of engines/postgresql/grants.py and engines/mssql.py).
+GRANT statements (the "grants" sections of engines/postgresql/grants.py and engines/mssql/grants.py).
 
 Needs, per table, follow the runtime statements (runtime/transport.py):
   receive        an endpoint's input and instance queues: send, receive, receive_batch, lock_batch,
