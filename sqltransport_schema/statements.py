@@ -10,7 +10,7 @@ driver's style can never touch a table name.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -20,6 +20,7 @@ MESSAGE_WITH_CORRELATION = ("Id", "CorrelationId", "ReplyToAddress", "Expired", 
 
 _PARAM = re.compile(r"(?<![\w@])@([A-Za-z_]\w*)")
 _DECLARED = re.compile(r"\bDECLARE\s+@(\w+)", re.IGNORECASE)
+_FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")  # a {name} placeholder; {{ and }} stay for the identifiers' fill
 
 
 @dataclass(frozen=True)
@@ -59,20 +60,20 @@ class Statement:
         return found
 
 
+def fill(template: str, fragments: Mapping[str, str] | None = None, lists: Mapping[str, Iterable[str]] | None = None) -> str:
+    """The one way a template is filled before it becomes a Statement: each {fragment} by its SQL text
+    (an engine's `{now}`, a read's `{lock}`), each {list} by its parameters (`{topics}` ->
+    `@Topic0, @Topic1`); every other {identifier} is kept, for the Statement to fill last."""
+    texts = dict(fragments or {})
+    texts.update((key, ", ".join("@" + name for name in names)) for key, names in (lists or {}).items())
+    return _FIELD.sub(lambda m: texts.get(m.group(1), m.group(0)) if m.group(1) else m.group(0), template)
+
+
 def parameters_of(template: str) -> tuple[str, ...]:
     """The @Name parameters of a template, in order of first use; the T-SQL variables it
     DECLAREs (@NOCOUNT, @DueAfter, @batch) are not parameters."""
     declared = set(_DECLARED.findall(template))
     return tuple(name for name in dict.fromkeys(_PARAM.findall(template)) if name not in declared)
-
-
-def fill(template: str, **fragments: str) -> str:
-    """A template with fragments put in their {slots} (a release's text, the @Topic_ list), before its
-    Statement is made: identifier placeholders stay for the Statement, and the parameters are read
-    from the result (parameters_of), so a fragment's parameters count."""
-    for slot, text in fragments.items():
-        template = template.replace("{" + slot + "}", text)
-    return template
 
 
 def _convert(template: str, params: tuple[str, ...], paramstyle: str) -> tuple[str, list[str]]:

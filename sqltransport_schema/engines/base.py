@@ -451,14 +451,14 @@ class Dialect:
         if subscriptions is not None:
             names["subscriptions"] = self.qualified(subscriptions, profile)
             tables.append(self.SUBSCRIPTION_STATEMENTS)
-        topic_list = ", ".join("@" + self.TOPIC_PARAMETER.format(i=i) for i in range(topics))
+        lists = {"topics": [self.TOPIC_PARAMETER.format(i=i) for i in range(topics)]}
         out = {}
         for statements in tables:
             for name, (attribute, doc) in statements.items():
                 template = self.runtime_template(attribute, profile, options)
                 if template is None:
                     continue
-                template = fill(template, topics=topic_list)
+                template = fill(template, lists=lists)
                 identifiers = {key: value for key, value in names.items() if "{" + key + "}" in template}
                 doc, columns = self.runtime_doc(name, doc, profile), self.runtime_columns(name, profile)
                 out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)

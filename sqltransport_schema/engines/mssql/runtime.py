@@ -589,7 +589,7 @@ WHERE Topic IN ({topics})"""
         if profile.send_correlation:
             if profile.bracketed_runtime:
                 return self.SEND_3_0
-            return fill(self.SEND_WITH_CORRELATION, recoverable="@Recoverable" if profile.send_recoverable_parameter else "1")
+            return fill(self.SEND_WITH_CORRELATION, {"recoverable": "@Recoverable" if profile.send_recoverable_parameter else "1"})
         return self.SEND if options["recoverable_column"] else self.SEND_WITHOUT_RECOVERABLE
 
     def _send_norec(self, profile: Profile, options: dict[str, Any]) -> str | None:
@@ -607,12 +607,12 @@ WHERE Topic IN ({topics})"""
 
     def _receive(self, profile: Profile, options: dict[str, Any]) -> str:
         not_expired = self.NOT_EXPIRED_3_0 if profile.bracketed_runtime else self.NOT_EXPIRED
-        return fill(
-            self.RECEIVE,
-            not_expired=not_expired if profile.filters_expired else "",
-            rowversion="[RowVersion]" if profile.bracketed_runtime else "RowVersion",
-            output="\n".join(text for _, text in self._receive_output(profile)),
-        )
+        fragments = {
+            "not_expired": not_expired if profile.filters_expired else "",
+            "rowversion": "[RowVersion]" if profile.bracketed_runtime else "RowVersion",
+            "output": "\n".join(text for _, text in self._receive_output(profile)),
+        }
+        return fill(self.RECEIVE, fragments)
 
     def _receive_batch(self, profile: Profile, options: dict[str, Any]) -> str:
         return self.RECEIVE_BATCH_WITH_CORRELATION if profile.receive_correlation else self.RECEIVE_BATCH
@@ -622,22 +622,22 @@ WHERE Topic IN ({topics})"""
             return self.PEEK_3_0
         not_expired = self.NOT_EXPIRED if profile.filters_expired else ""
         if profile.peek is PeekForm.COUNT:
-            return fill(self.PEEK_COUNT, not_expired=not_expired)
+            return fill(self.PEEK_COUNT, {"not_expired": not_expired})
         if profile.peek is PeekForm.TOP:
-            return fill(self.PEEK_TOP, not_expired=not_expired, peek_batch_size=str(options["peek_batch_size"]))
-        return fill(self.PEEK, hint="READPAST, READCOMMITTEDLOCK" if profile.peek_readcommittedlock else "nolock")
+            return fill(self.PEEK_TOP, {"not_expired": not_expired, "peek_batch_size": str(options["peek_batch_size"])})
+        return fill(self.PEEK, {"hint": "READPAST, READCOMMITTEDLOCK" if profile.peek_readcommittedlock else "nolock"})
 
     def _purge_expired(self, profile: Profile, options: dict[str, Any]) -> str:
         if profile.bracketed_runtime:
             return self.PURGE_EXPIRED_3_0
-        return fill(self.PURGE_EXPIRED, hint="READPAST" if profile.purge_expired_readpast else "NOLOCK")
+        return fill(self.PURGE_EXPIRED, {"hint": "READPAST" if profile.purge_expired_readpast else "NOLOCK"})
 
     def _index_check(self, how: IndexCheck, column: str, profile: Profile) -> str:
         if profile.bracketed_runtime and column == "Expires":
             return self.CHECK_EXPIRES_INDEX_3_0
         if how is IndexCheck.BY_KEY:
             nonclustered = self.NONCLUSTERED_ONLY if column == "RowVersion" else ""
-            return fill(self.CHECK_INDEX_BY_KEY, column=column, nonclustered=nonclustered)
+            return fill(self.CHECK_INDEX_BY_KEY, {"column": column, "nonclustered": nonclustered})
         return self.CHECK_ROWVERSION_INDEX if column == "RowVersion" else self.CHECK_EXPIRES_INDEX
 
     def _check_expires_index(self, profile: Profile, options: dict[str, Any]) -> str:
@@ -670,12 +670,14 @@ WHERE Topic IN ({topics})"""
 
     def _store_delayed(self, profile: Profile, options: dict[str, Any]) -> str:
         declare_due, due = self.DUE_FORMS[profile.store_delayed]
-        return fill(self.STORE_DELAYED, declare_due=declare_due, due=due)
+        return fill(self.STORE_DELAYED, {"declare_due": declare_due, "due": due})
 
     def _move_due(self, profile: Profile, options: dict[str, Any]) -> str:
         if not options["recoverable_column"]:
             return self.MOVE_DUE_DELAYED_WITHOUT_RECOVERABLE
         into_columns = self.MOVE_INTO_COLUMNS if profile.move_due_column_list else ""
         if not profile.move_due_returns_next:
-            return fill(self.MOVE_DUE_DELAYED_SILENT, into_columns=into_columns)
-        return fill(self.MOVE_DUE_DELAYED, into_columns=into_columns, next_hint=self.READPAST if profile.move_due_next_readpast else "")
+            return fill(self.MOVE_DUE_DELAYED_SILENT, {"into_columns": into_columns})
+        return fill(
+            self.MOVE_DUE_DELAYED, {"into_columns": into_columns, "next_hint": self.READPAST if profile.move_due_next_readpast else ""}
+        )
