@@ -22,7 +22,9 @@ import re
 
 import pytest
 
+from sqltransport_schema.engines.base import Dialect
 from sqltransport_schema.engines.mssql import MSSQL
+from sqltransport_schema.errors import UsageError
 from sqltransport_schema.schema import TableName
 from sqltransport_schema.statements import Statement
 from sqltransport_schema.versions import profile
@@ -409,8 +411,14 @@ def test_move_due_delayed_fills_the_owning_queue():
     ],
 )
 def test_invalid_options_are_refused(version, options, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UsageError, match=message):  # a ValueError too, as callers caught before
         ENGINE.runtime_statements(profile(version), TableName("Sales"), **options)
+
+
+def test_the_statements_come_from_the_one_builder():
+    # SQL Server names its templates (or the methods choosing a release's) in the statement tables
+    # and overrides the builder's hooks, never the builder
+    assert all("runtime_statements" not in vars(cls) for cls in MSSQL.__mro__ if cls is not Dialect)
 
 
 def test_peek_batch_size_is_ignored_where_the_version_does_not_use_it():
