@@ -7,12 +7,9 @@ templates are the base's (engines/base.py).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
-from ...schema import TableName
-from ...statements import Statement
 from ...versions import Profile
 from ..base import Dialect
 
@@ -98,12 +95,11 @@ FROM params"""
     TOPIC_PARAMETER = "Topic_{i}"
     RESULT_COLUMNS = {**Dialect.RESULT_COLUMNS, "next_due": ("UtcNow", "NextDue")}
 
-    def runtime_statements(self, profile: Profile, queue: TableName, **options) -> dict[str, Statement]:
-        """Dialect's set, with peek in the form of the release (8.1.0-8.1.4 without locks)."""
-        out = super().runtime_statements(profile, queue, **options)
-        if not profile.postgresql_peek_locked:
-            out["peek"] = dataclasses.replace(out["peek"], template=self.PEEK_UNLOCKED)
-        return out
+    QUEUE_STATEMENTS = {**Dialect.QUEUE_STATEMENTS, "peek": ("_peek", Dialect.QUEUE_STATEMENTS["peek"][1])}
+
+    def _peek(self, profile: Profile, options: dict[str, Any]) -> str:
+        """Peek in the form of the release (8.1.0-8.1.4 without locks)."""
+        return self.PEEK if profile.postgresql_peek_locked else self.PEEK_UNLOCKED
 
     def list_parameter(self, values: list) -> Any:
         """An array: the driver binds a list as one (@Orders of delete_locked)."""
