@@ -158,9 +158,6 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones():
 
 # Exceptions that never leave the function that raises them: control flow, not a message for anyone.
 PRIVATE_CONTROL_FLOW = {f"{PACKAGE}.runtime.pump._RolledBack"}  # raised and caught inside Pump's receive
-# TODO(mssql27): this module's classes move onto errors.py on its own branch (pg27's engines/postgresql/
-# and ops27's migrate/ have landed and need no entry); the integrator removes this list once it has.
-NOT_YET_ON_THE_ROOT = (f"{PACKAGE}.engines.mssql",)
 
 
 def _exception_classes(owner: object, module: str):
@@ -182,7 +179,7 @@ def test_every_error_derives_from_the_one_root():
         for cls in _exception_classes(importlib.import_module(module), module):
             name = f"{module}.{cls.__qualname__}"
             found.append(name)
-            if not issubclass(cls, SqltransportError) and name not in PRIVATE_CONTROL_FLOW and not name.startswith(NOT_YET_ON_THE_ROOT):
+            if not issubclass(cls, SqltransportError) and name not in PRIVATE_CONTROL_FLOW:
                 strays.append(name)
     assert f"{PACKAGE}.topology.problems.TopologyError" in found and f"{PACKAGE}.wire.PoisonHeaders" in found  # the walk sees them
     assert strays == []

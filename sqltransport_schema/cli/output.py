@@ -50,8 +50,8 @@ DRIVERS = ("sqlite3", "psycopg", "psycopg2", "pyodbc", "pymysql", "MySQLdb")
 # person: OSError (a file that is not there or not readable names the file), ImportError (an
 # optional module missing names the module), ValueError (uuid, json and datetime parsing what the
 # user typed). ValueError and LookupError also still carry the messages of code not yet on
-# errors.py (cli/, engines/mssql.py, pipeline/plan.py).
-# TODO(mssql27, cli27): once those raise errors.py classes, LookupError goes (a stdlib
+# errors.py (cli/, pipeline/plan.py).
+# TODO(cli27): once those raise errors.py classes, LookupError goes (a stdlib
 # KeyError's message is the key alone) and ValueError stays for the standard library's parsers.
 THIRD_PARTY_WRITTEN_FOR_USERS = (OSError, ImportError, ValueError, LookupError)
 
