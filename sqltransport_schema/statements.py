@@ -1,18 +1,22 @@
-"""Runtime statements: readable SQL with @Name parameters, turned into driver SQL once.
+"""Statements: readable SQL with @Name parameters, filled one way, turned into driver SQL once, run one way.
 
 Each engine class holds its statement templates (every statement of an engine in
 one place, SqlConstants-style); a template has {placeholders} for quoted
-identifiers and @Name parameters, as the transport writes them. A Statement
-keeps the template and the identifiers apart, so converting parameters to a
-driver's style can never touch a table name.
+identifiers and @Name parameters, as the transport writes them. `fill` puts in what
+an engine adds to a template (SQL fragments, lists of parameters) and keeps the
+identifiers; `Statement.of` derives the parameters from the filled text. A
+Statement keeps the template and the identifiers apart, so converting parameters
+to a driver's style can never touch a table name. `run` and `run_many` are the one
+executor: a Statement and named values on a DBAPI cursor, in the driver's style.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 # Result layouts of the statements that return messages; "Order" restores FIFO after a batch.
 MESSAGE = ("Id", "Expired", "Headers", "Body")
@@ -21,6 +25,7 @@ MESSAGE_WITH_CORRELATION = ("Id", "CorrelationId", "ReplyToAddress", "Expired", 
 _PARAM = re.compile(r"(?<![\w@])@([A-Za-z_]\w*)")
 _DECLARED = re.compile(r"\bDECLARE\s+@(\w+)", re.IGNORECASE)
 _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")  # a {name} placeholder; {{ and }} stay for the identifiers' fill
+_NAMED = frozenset({"pyformat", "named"})  # driver styles that take the values as a mapping
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,25 @@ class Statement:
         """Result column name -> index (cached beside the frozen fields)."""
         return {name: i for i, name in enumerate(self.columns)}
 
-    @property
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        template: str,
+        identifiers: Mapping[str, str] | None = None,
+        *,
+        fragments: Mapping[str, str] | None = None,
+        lists: Mapping[str, Iterable[str]] | None = None,
+        doc: str = "",
+        columns: tuple[str, ...] = (),
+    ) -> Statement:
+        """The template filled (`fill`) as a Statement whose parameters are the @Names of its text."""
+        text = fill(template, fragments, lists)
+        return cls(name, text, identifiers if identifiers is not None else {}, parameters_of(text), doc, columns)
+
+    @cached_property
     def sql(self) -> str:
-        """The statement as a DBA reads it: identifiers filled in, @Name parameters."""
+        """The statement as a DBA reads it: identifiers filled in, @Name parameters (made once)."""
         return self.template.format(**self.identifiers)
 
     def written(self, values: Mapping[str, str]) -> str:
@@ -113,3 +134,45 @@ def _native(statement: Statement, paramstyle: str) -> tuple[str, tuple[str, ...]
     identifiers = {k: _escape(v, paramstyle) for k, v in statement.identifiers.items()}
     # identifiers go in last, so parameter conversion never touches a table name
     return template.format(**identifiers), tuple(order)
+
+
+# -- the one executor ------------------------------------------------------------------------
+def bind(statement: Statement, paramstyle: str, values: Mapping[str, Any] | None = None) -> tuple[str, Any]:
+    """(driver text, its values): the named values as they are for a driver that takes a mapping,
+    else a tuple in the text's order; (the DBA's text, None) for a statement without parameters,
+    which runs as it reads (a driver parses placeholders, and %%, only where values are given)."""
+    sql, order = statement.native(paramstyle)
+    if not order:
+        return statement.sql, None
+    if paramstyle in _NAMED:
+        return sql, values if values is not None else {}
+    return sql, tuple(values[name] for name in order)
+
+
+def run(cursor: Any, statement: Statement, paramstyle: str, values: Mapping[str, Any] | None = None, **options: Any) -> Any:
+    """Run a statement on a DBAPI cursor with its named values (`options`: the driver's own, such as
+    psycopg's prepare); the cursor, for its rows."""
+    sql, bound = bind(statement, paramstyle, values)
+    if bound is None:
+        cursor.execute(sql, **options)
+    else:
+        cursor.execute(sql, bound, **options)
+    return cursor
+
+
+def run_many(cursor: Any, statement: Statement, paramstyle: str, rows: Sequence, fields: tuple[str, ...] | None = None) -> None:
+    """Run a statement once per row in one executemany: rows of named values (mappings), or tuples
+    of the values of `fields` in that order, passed on untouched where the driver's order is the
+    same (no Python per row)."""
+    if not rows:
+        return
+    sql, order = statement.native(paramstyle)
+    if fields is not None:
+        if paramstyle in _NAMED:
+            rows = [dict(zip(fields, row)) for row in rows]
+        elif order != fields:
+            at = [fields.index(name) for name in order]
+            rows = [tuple(row[i] for i in at) for row in rows]
+    elif paramstyle not in _NAMED:
+        rows = [tuple(row[name] for name in order) for row in rows]
+    cursor.executemany(sql, rows)

@@ -6,9 +6,9 @@ which table layout the engine's own DDL gives, and holds the statements: the led
 partition reads, writes and deletes, the reservation of destination order values. It lives with
 the engine, so an engine's SQL is in one module, and the pipeline package stays engine-neutral.
 
-Statements follow the project's one convention: @Name parameters in a `Statement`, turned into the
-driver's style by `Statement.native` (identifiers filled in last, so quoting never meets parameter
-conversion). Values are always bound; table names reach the text only through the dialect's
+Statements follow the project's one convention: templates filled by `statements.fill`, @Name
+parameters in a `Statement`, run by `statements.run` in the driver's style (identifiers filled in
+last, so quoting never meets parameter conversion). Values are always bound; table names reach the text only through the dialect's
 `qualified`. Column names are the layout's, unquoted, as the transports write them.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import errors
 from ..schema import TableName
-from ..statements import Statement, parameters_of
+from ..statements import Statement, bind, run, run_many
 from ..versions import LATEST, profile
 
 if TYPE_CHECKING:
@@ -42,13 +42,6 @@ class Table(NamedTuple):
     order: str | None
     key: str | None
     where: str
-
-
-class _Keep(dict):
-    """format_map fields: engine fragments filled in, other {names} (identifiers) kept for the Statement."""
-
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
 
 
 class Pipeline:
@@ -130,11 +123,19 @@ class Pipeline:
         self._ledger: dict[str, Statement] = {}
 
     # -- statements -------------------------------------------------------------------------
-    def statement(self, attribute: str, template: str | None = None, **identifiers: str) -> Statement:
-        """The class attribute's template (or `template`) as a Statement: engine fragments filled in
-        now, identifiers when the driver's text is made."""
-        text = (template if template is not None else getattr(self, attribute)).format_map(_Keep(self.FRAGMENTS))
-        return Statement(attribute.lower(), text, identifiers, parameters_of(text))
+    def statement(
+        self,
+        attribute: str,
+        template: str | None = None,
+        lists: dict[str, tuple[str, ...]] | None = None,
+        fragments: dict[str, str] | None = None,
+        **identifiers: str,
+    ) -> Statement:
+        """The class attribute's template (or `template`) as a Statement: the engine's fragments (and
+        the caller's) and parameter `lists` filled in now (statements.fill), identifiers when the
+        driver's text is made."""
+        text = template if template is not None else getattr(self, attribute)
+        return Statement.of(attribute.lower(), text, identifiers, fragments={**self.FRAGMENTS, **(fragments or {})}, lists=lists)
 
     def ledger_statement(self, attribute: str) -> Statement:
         found = self._ledger.get(attribute)
@@ -145,27 +146,14 @@ class Pipeline:
     def bind(self, statement: Statement, values: dict[str, Any] | None = None) -> tuple[str, tuple | None]:
         """(driver text, parameters in its order), or (text, None) for a statement without parameters
         (then the text is the DBA's: a driver parses placeholders only where parameters are given)."""
-        if not statement.params:
-            return statement.sql, None
-        text, names = statement.native(self.paramstyle)
-        return text, tuple(values[name] for name in names)
+        return bind(statement, self.paramstyle, values)
 
     def execute(self, cursor: Any, statement: Statement, **values: Any) -> Any:
-        text, params = self.bind(statement, values)
-        if params is None:
-            cursor.execute(text)
-        else:
-            cursor.execute(text, params)
-        return cursor
+        return run(cursor, statement, self.paramstyle, values)
 
     def executemany(self, cursor: Any, statement: Statement, rows: list[tuple], fields: tuple[str, ...]) -> None:
-        """Rows of values in `fields` order; passed on as they are when the driver's order is the same
-        (no Python per row), else reordered."""
-        text, names = statement.native(self.paramstyle)
-        if names != fields:
-            at = [fields.index(name) for name in names]
-            rows = [tuple(row[i] for i in at) for row in rows]
-        cursor.executemany(text, rows)
+        """Rows of values in `fields` order, in one executemany (statements.run_many)."""
+        run_many(cursor, statement, self.paramstyle, rows, fields)
 
     def columns_text(self, columns: Iterable[str]) -> str:
         return ", ".join(columns)
@@ -271,8 +259,8 @@ class Pipeline:
         return self.execute(conn.cursor(), self.ledger_statement("LEDGER_CHECKSUMS"), MoveId=move_id).fetchall()
 
     # -- source -------------------------------------------------------------------------------
-    def _table(self, attribute: str, table: Table, template: str | None = None, **identifiers: str) -> Statement:
-        return self.statement(attribute, template, table=self.dialect.qualified(table.name), **identifiers)
+    def _table(self, attribute: str, table: Table, template: str | None = None, lists: dict | None = None, **identifiers: str) -> Statement:
+        return self.statement(attribute, template, lists, table=self.dialect.qualified(table.name), **identifiers)
 
     def bounds(self, conn: Any, table: Table) -> tuple:
         """(min, max) of the order column and the row count."""
@@ -304,17 +292,17 @@ class Pipeline:
         self.executemany(conn.cursor(), statement, [(k,) for k in keys], ("Key",))
         return len(keys)
 
-    def archive_read(self, table: Table) -> str:
-        """The SELECT Spark's JDBC reader runs to archive a queue (a subquery: no parameters)."""
-        return self._table("ARCHIVE_READ", table, order=table.order).sql
+    def archive_read(self, table: Table) -> Statement:
+        """The SELECT that archives a queue, without parameters: Spark's JDBC reader runs its `sql`
+        as a subquery."""
+        return self._table("ARCHIVE_READ", table, order=table.order)
 
     # -- destination ----------------------------------------------------------------------------
     def write_rows(self, conn: Any, table: Table, columns: tuple[str, ...], rows: list[tuple]) -> None:
         """Rows of values in `columns` order, in one executemany."""
         if not rows:
             return
-        template = self.INSERT.replace("{values}", ", ".join("@" + c for c in columns))
-        statement = self._table("INSERT", table, template, columns=self.columns_text(columns))
+        statement = self._table("INSERT", table, lists={"values": columns}, columns=self.columns_text(columns))
         self.executemany(conn.cursor(), statement, rows, tuple(columns))
 
     def reserve(self, conn: Any, table: Table, span: int) -> int:
@@ -334,12 +322,27 @@ class Pipeline:
         self.executemany(conn.cursor(), self._subscription("unsubscribe", table), rows, ("Endpoint", "Topic"))
 
     # -- backfill of a saga's correlation column (engines with backfills_sagas) --------------------
+    # The read of the rows to fill, (id, data, concurrency), {where} its filter; the guarded update of
+    # one row, @Value, @Id, @Concurrency, {guard} its guard: filled by `backfill_statements`.
+    BACKFILL_READ: str | None = None
+    BACKFILL_UPDATE: str | None = None
+    BACKFILL_NULL = "{column} IS NULL"  # the guard (and the read's filter) unless overwriting
+    BACKFILL_EVERY = "TRUE"  # the guard when overwriting
+
     def saga_column_type(self, conn: Any, table: TableName, column: str) -> str | None:
         """The column's type as the catalog prints it, or None when the table has no such column."""
         raise errors.Unsupported(f"backfill is not supported on {self.dialect.name}")
 
-    def backfill_read(self, table: TableName, column: str, overwrite: bool) -> str:
-        raise errors.Unsupported(f"backfill is not supported on {self.dialect.name}")
-
-    def backfill_update(self, table: TableName, column: str, column_type: str, overwrite: bool) -> str:
-        raise errors.Unsupported(f"backfill is not supported on {self.dialect.name}")
+    def backfill_statements(self, table: TableName, column: str, column_type: str, overwrite: bool) -> tuple[Statement, Statement]:
+        """(the read of the rows to fill, a subquery for Spark's JDBC reader without parameters; the
+        update of one row, which leaves a saga an endpoint changed meanwhile, and unless overwriting
+        a filled one, alone)."""
+        if not self.backfills_sagas:
+            raise errors.Unsupported(f"backfill is not supported on {self.dialect.name}")
+        q = self.dialect.quote
+        names = {"table": self.dialect.qualified(table), "column": q(column), "id": q("Id"), "data": q("Data")}
+        names.update(concurrency=q("Concurrency"), type=column_type)
+        where = {"where": "" if overwrite else " WHERE " + self.BACKFILL_NULL}
+        guard = {"guard": self.BACKFILL_EVERY if overwrite else self.BACKFILL_NULL}
+        read = self.statement("BACKFILL_READ", fragments=where, **names)
+        return read, self.statement("BACKFILL_UPDATE", fragments=guard, **names)

@@ -69,7 +69,7 @@ def _time_expr(column: str) -> str:
 
 def select_sql(source: Endpoint) -> str:
     """The read, one column list for every layout (Id as text, the order column as `seq`)."""
-    return source.dialect.pipeline.archive_read(source.target)
+    return source.dialect.pipeline.archive_read(source.target).sql
 
 
 @dataclass
@@ -223,12 +223,11 @@ def _archive_in_process(source: Endpoint, path: str, mode: str) -> tuple[int, li
     from pathlib import Path
 
     pa = _pyarrow()
+    pipeline = source.dialect.pipeline
     conn = dbapi_connect(source.url)
     try:
-        cursor = conn.cursor()
-        cursor.execute(select_sql(source))
-        rows = cursor.fetchall()
-        source.dialect.pipeline.rollback(conn)
+        rows = pipeline.execute(conn.cursor(), pipeline.archive_read(source.target)).fetchall()
+        pipeline.rollback(conn)
     finally:
         conn.close()
     archived_at = datetime.now(timezone.utc)

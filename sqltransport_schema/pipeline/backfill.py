@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from .. import errors
+from ..statements import Statement, run
 from .connect import dbapi_connect, engine_of, jdbc, table_name
 
 if TYPE_CHECKING:
@@ -46,7 +47,8 @@ class BackfillResult:
 @dataclass(frozen=True)
 class _Job:
     url: str
-    update: str
+    update: Statement  # @Value, @Id, @Concurrency
+    paramstyle: str
     batch_size: int
 
 
@@ -79,7 +81,7 @@ def _write(job: _Job, rows: Iterable[tuple]) -> tuple[int, int]:
             nonlocal updated, skipped
             cur = conn.cursor()
             for value, id_, concurrency in batch:
-                cur.execute(job.update, (value, id_, concurrency))
+                run(cur, job.update, job.paramstyle, {"Value": value, "Id": id_, "Concurrency": concurrency})
                 if cur.rowcount:
                     updated += 1
                 else:
@@ -123,16 +125,13 @@ def backfill(
         conn.close()
     if column_type is None:
         raise errors.UsageError(f"{qualified} has no column {column!r}")
-    update = pipeline.backfill_update(name, column, column_type, overwrite)
-    read = pipeline.backfill_read(name, column, overwrite)
+    read, update = pipeline.backfill_statements(name, column, column_type, overwrite)
     path = prop.split(".")
-    job = _Job(url, update, batch_size)
+    job = _Job(url, update, pipeline.paramstyle, batch_size)
     if spark is None:
         conn = dbapi_connect(url)
         try:
-            cur = conn.cursor()
-            cur.execute(read)
-            records = cur.fetchall()
+            records = pipeline.execute(conn.cursor(), read).fetchall()
             conn.rollback()
         finally:
             conn.close()
@@ -153,7 +152,7 @@ def backfill(
         from pyspark.sql import functions as F
 
         j = jdbc(url)
-        df = spark.read.format("jdbc").option("url", j.url).option("driver", j.driver).option("dbtable", f"({read}) saga").load()
+        df = spark.read.format("jdbc").option("url", j.url).option("driver", j.driver).option("dbtable", f"({read.sql}) saga").load()
         json_path = "$." + ".".join(path)
         df = df.select(
             "id",

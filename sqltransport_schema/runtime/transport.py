@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection, Engine
 from .. import engines, errors, wire
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName
-from ..statements import Statement
+from ..statements import Statement, run, run_many
 from ..versions import LATEST, profile
 
 log = logging.getLogger("sqltransport_schema.runtime")
@@ -93,29 +93,18 @@ def _cursor(conn: Conn) -> tuple[Any, str]:
 
 
 def execute(conn: Conn, statement: Statement, params: Mapping | None = None, *, prepare: bool = False) -> Any:
-    """Run a statement on the connection's runtime cursor; `prepare`: have the driver prepare it at
-    its first run rather than after several (psycopg 3 only; other drivers ignore it)."""
+    """Run a statement on the connection's runtime cursor (statements.run); `prepare`: have the driver
+    prepare it at its first run rather than after several (psycopg 3 only; other drivers ignore it)."""
     cursor, paramstyle = _cursor(conn)
-    sql, order = statement.native(paramstyle)
-    options = {"prepare": True} if prepare and _driver_module(cursor) == "psycopg" else {}
-    if order:
-        values = params or {}
-        bound = values if paramstyle in ("pyformat", "named") else tuple(values[name] for name in order)
-        cursor.execute(sql, bound, **options)
-    else:
-        cursor.execute(sql, **options)
-    return cursor
+    if prepare and _driver_module(cursor) == "psycopg":
+        return run(cursor, statement, paramstyle, params, prepare=True)
+    return run(cursor, statement, paramstyle, params)
 
 
 def execute_many(conn: Conn, statement: Statement, rows: Sequence[Mapping]) -> None:
-    if not rows:
-        return
-    cursor, paramstyle = _cursor(conn)
-    sql, order = statement.native(paramstyle)
-    if paramstyle in ("pyformat", "named"):
-        cursor.executemany(sql, rows)
-    else:
-        cursor.executemany(sql, [tuple(row[name] for name in order) for row in rows])
+    if rows:
+        cursor, paramstyle = _cursor(conn)
+        run_many(cursor, statement, paramstyle, rows)
 
 
 def _with_standard_headers(headers: Mapping[str, str], message_id: str) -> Mapping[str, str]:
