@@ -266,16 +266,30 @@ def status(
             for statement, params in operations.high_water(queues, profile):
                 for i, top in execute(conn, statement, params, prepare=operations.prepare).fetchall():
                     present[i][2].high_water = None if top is None else int(top)
-        for spec, _, entry in present:
-            if spec.kind is Kind.QUEUE and dialect.table_key(spec.name) == error_key:
-                rows = execute(conn, operations.failed_queue_counts(spec.name, profile), prepare=operations.prepare).fetchall()
-                entry.failed_queues = [{"failed_queue": q, "messages": int(n)} for q, n in rows]
-            elif spec.kind is Kind.SUBSCRIPTIONS:
-                rows = execute(conn, operations.topics(spec.name, profile), prepare=operations.prepare).fetchall()
-                entry.topics = [{"topic": topic, "subscribers": int(n)} for topic, n in rows]
-                rows = execute(conn, operations.subscriptions(spec.name, profile), prepare=operations.prepare).fetchall()
-                report.orphaned = orphaned_subscriptions(dialect, rows, existing)
+        _contents(transport, conn, present, error_key, existing, report)
     return report
+
+
+def _contents(
+    transport: Transport,
+    conn: Connection,
+    present: list[tuple[TableSpec, TableName, TableStatus]],
+    error_key: tuple,
+    existing: dict,
+    report: StatusReport,
+) -> None:
+    """What two tables hold beyond their figures: the error queue's messages by FailedQ, and the
+    subscription table's subscribers per topic and the subscriptions whose queue is gone."""
+    dialect, operations, profile = transport.dialect, transport.dialect.operations, transport.profile
+    for spec, _, entry in present:
+        if spec.kind is Kind.QUEUE and dialect.table_key(spec.name) == error_key:
+            rows = execute(conn, operations.failed_queue_counts(spec.name, profile), prepare=operations.prepare).fetchall()
+            entry.failed_queues = [{"failed_queue": q, "messages": int(n)} for q, n in rows]
+        elif spec.kind is Kind.SUBSCRIPTIONS:
+            rows = execute(conn, operations.topics(spec.name, profile), prepare=operations.prepare).fetchall()
+            entry.topics = [{"topic": topic, "subscribers": int(n)} for topic, n in rows]
+            rows = execute(conn, operations.subscriptions(spec.name, profile), prepare=operations.prepare).fetchall()
+            report.orphaned = orphaned_subscriptions(dialect, rows, existing)
 
 
 @dataclass(frozen=True)
