@@ -69,7 +69,6 @@ class Pipeline(Dialect.Pipeline):
     BACKFILL_UPDATE = (
         "UPDATE {table} SET {column} = CAST(@Value AS {type}) WHERE {id} = CAST(@Id AS uuid) AND {concurrency} = @Concurrency AND {guard}"
     )
-    BACKFILL_NULL = "{column} IS NULL"  # the guard (and the read's filter) unless overwriting
 
     # -- connections ----------------------------------------------------------------------
     def connect(self, url: URL) -> Any:
@@ -140,7 +139,7 @@ class Pipeline(Dialect.Pipeline):
             moved = self.statement("MOVE", self.DELETE_MOVED + self.INSERT_INTO + self.SELECT_MOVED, **names)
             self.execute(src.cursor(), moved, **values)
         else:
-            copy_out = self.statement("COPY_OUT", self.COPY_OUT.replace("{statement}", self.DELETE_MOVED + self.SELECT_MOVED), **names)
+            copy_out = self.statement("COPY_OUT", fragments={"statement": self.DELETE_MOVED + self.SELECT_MOVED}, **names)
             copy_in = self._table("COPY", dest, columns=names["columns"])
             with src.cursor().copy(*self.bind(copy_out, values)) as reader, dst.cursor().copy(self.bind(copy_in)[0]) as writer:
                 buffer, size = [], 0
@@ -222,27 +221,3 @@ class Pipeline(Dialect.Pipeline):
             conn.cursor(), self.statement("BACKFILL_COLUMN_TYPE"), Table=self.dialect.qualified(table), Column=column
         ).fetchone()
         return None if found is None else found[0]
-
-    def _backfill_names(self, table: TableName, column: str) -> dict:
-        q = self.dialect.quote
-        return {
-            "table": self.dialect.qualified(table),
-            "column": q(column),
-            "id": q("Id"),
-            "data": q("Data"),
-            "concurrency": q("Concurrency"),
-        }
-
-    def backfill_read(self, table: TableName, column: str, overwrite: bool) -> str:
-        """The rows to fill (id, data, concurrency): a subquery for Spark's JDBC reader, no parameters."""
-        template = self.BACKFILL_READ.replace("{where}", "" if overwrite else " WHERE " + self.BACKFILL_NULL)
-        return self.statement("BACKFILL_READ", template, **self._backfill_names(table, column)).sql
-
-    def backfill_update(self, table: TableName, column: str, column_type: str, overwrite: bool) -> str:
-        """The driver text of the guarded update; its parameters, in order: value, id, concurrency."""
-        template = self.BACKFILL_UPDATE.replace("{guard}", "TRUE" if overwrite else self.BACKFILL_NULL)
-        statement = self.statement("BACKFILL_UPDATE", template, type=column_type, **self._backfill_names(table, column))
-        text, names = statement.native(self.paramstyle)
-        if names != ("Value", "Id", "Concurrency"):
-            raise AssertionError(f"BACKFILL_UPDATE binds {names}")
-        return text
