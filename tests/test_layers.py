@@ -210,3 +210,37 @@ def test_no_engine_name_is_compared_outside_the_engines():
         for line in _engine_name_comparisons(path)
     ]
     assert offences == [], "engine names compared outside engines/ (ask a Dialect capability instead): " + ", ".join(offences)
+
+
+# Rooms of a readable size: a module a maintainer can hold in mind, a function that fits on a screen.
+MAX_MODULE_LINES = 900
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[int, str, int]]:
+    """(line, name, length) of every function or method in source longer than limit lines."""
+    return [
+        (node.lineno, node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit
+    ]
+
+
+def test_no_module_is_longer_than_a_maintainer_can_hold_in_mind():
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
+    assert sorted(f"{name}: {n} lines" for name, n in lengths.items() if n > MAX_MODULE_LINES) == []
+
+
+def test_no_function_is_longer_than_a_screen():
+    found = [
+        f"{path.relative_to(ROOT.parent)}:{line} {name} ({length} lines)"
+        for path in MODULES.values()
+        for line, name, length in _long_functions(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_the_length_check_finds_a_long_method():
+    body = "".join(f"        x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    source = f"class A:\n    def long(self):\n{body}\n    def short(self):\n        return 1\n"
+    assert _long_functions(source) == [(2, "long", MAX_FUNCTION_LINES + 1)]
