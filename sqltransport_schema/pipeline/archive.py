@@ -16,13 +16,14 @@ import hashlib
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors, wire
 from .connect import Endpoint, dbapi_connect, jdbc
 from .layouts import QueueRow, to_utc_naive, write_queue_row
+from .results import JobResult
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -73,15 +74,12 @@ def select_sql(source: Endpoint) -> str:
 
 
 @dataclass
-class ArchiveResult:
+class ArchiveResult(JobResult):
     source: str
     path: str
     rows: int
     dates: list
     seconds: float
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def archive_frame(spark: SparkSession, source: Endpoint, partitions: int = ARCHIVE_PARTITIONS) -> DataFrame:
@@ -276,16 +274,13 @@ def _archived_in_process(path: str, filters: dict[str, Any]) -> list[Any]:
 
 # --------------------------------------------------------------------------- replay
 @dataclass
-class ReplayResult:
+class ReplayResult(JobResult):
     replay_id: str
     destination: str
     rows: int
     batches: int
     skipped_batches: int
     seconds: float
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def select_archived(

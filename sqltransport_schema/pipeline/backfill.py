@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import errors
 from ..statements import Statement, run
 from .connect import dbapi_connect, engine_of, jdbc, table_name
+from .results import JobResult
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -29,7 +30,7 @@ BACKFILL_BATCH = 5_000  # rows per UPDATE transaction
 
 
 @dataclass
-class BackfillResult:
+class BackfillResult(JobResult):
     table: str
     property: str
     column: str
@@ -39,9 +40,6 @@ class BackfillResult:
     unreadable: int
     skipped_concurrent: int
     seconds: float
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

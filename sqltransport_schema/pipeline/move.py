@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors, wire
@@ -39,6 +39,7 @@ from .layouts import (
     write_delayed_row,
     write_queue_row,
 )
+from .results import JobResult
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -319,7 +320,7 @@ def _commit_partition(
 
 # --------------------------------------------------------------------------- the driver
 @dataclass
-class MoveResult:
+class MoveResult(JobResult):
     move_id: str
     source: str
     destination: str
@@ -332,9 +333,6 @@ class MoveResult:
     rows_per_second: float
     remaining_in_source: int
     checksum: str
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def prepare(
