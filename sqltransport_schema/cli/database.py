@@ -14,7 +14,13 @@ from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Compare a live database with the topology of the revision it is stamped with."""
+    """compare a live database with the topology its migrations record
+
+    Compare the tables of a live database with the blueprint recorded by the revision it is stamped
+    with, and report every difference once (missing or extra tables, columns, types, indexes,
+    revisions not applied yet). It changes nothing; exit 1 on drift, 0 in sync (docs/check.md lists
+    the categories).
+    """
     from .. import check
 
     try:
@@ -34,7 +40,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
-    """Take over a database NServiceBus installers made: stamp the revision it is, or plan the upgrade."""
+    """take over a database NServiceBus installers made: stamp it, or print the upgrade plan
+
+    Read the transport release of each table NServiceBus installers made from its structure, compare
+    with every compiled revision and stamp the newest revision the database already is (exit 0).
+    When none matches, print the upgrade plan and exit 1 (--apply runs it and stamps the head);
+    tables that are not transport tables make it refuse (exit 2).
+    """
     from .. import adopt
 
     try:
@@ -51,16 +63,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 
 def add_check(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "check",
-        "compare a live database with the topology its migrations record",
-        """Compare the tables of a live database with the blueprint recorded by the revision it is
-        stamped with, and report every difference once (missing or extra tables, columns, types,
-        indexes, revisions not applied yet). It changes nothing; exit 1 on drift, 0 in sync
-        (docs/check.md lists the categories).""",
-        "sqltransport-schema check --url postgresql://postgres@127.0.0.1/app --format markdown",
-    )
+    p = add_command(sub, "check", cmd_check, "sqltransport-schema check --url postgresql://postgres@127.0.0.1/app --format markdown")
     add_options(
         p,
         "url",
@@ -68,25 +71,14 @@ def add_check(sub: argparse._SubParsersAction) -> None:
         "config",
         format={"choices": ("text", "json", "markdown"), "help": "output for people, CI, or a pull-request comment (default: %(default)s)"},
     )
-    p.set_defaults(func=cmd_check)
 
 
 def add_adopt(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "adopt",
-        "take over a database NServiceBus installers made: stamp it, or print the upgrade plan",
-        """Read the transport release of each table NServiceBus installers made from its structure,
-        compare with every compiled revision and stamp the newest revision the database already is
-        (exit 0). When none matches, print the upgrade plan and exit 1 (--apply runs it and stamps
-        the head); tables that are not transport tables make it refuse (exit 2).""",
-        "sqltransport-schema adopt --url postgresql://postgres@127.0.0.1/app --dry-run",
-    )
+    p = add_command(sub, "adopt", cmd_adopt, "sqltransport-schema adopt --url postgresql://postgres@127.0.0.1/app --dry-run")
     add_options(p, "url")
     add_options(p, "dry_run", dry_run={"help": "examine only; stamp nothing"})
     p.add_argument("--apply", action="store_true", help="when the tables need upgrading, run the plan and stamp the head")
     add_options(p, "format", "config")
-    p.set_defaults(func=cmd_adopt)
 
 
 PARSERS = {"check": add_check, "adopt": add_adopt}

@@ -57,7 +57,14 @@ def _give_url() -> str:
 
 # -------------------------------------------------------------------------------------------- status
 def cmd_status(args: argparse.Namespace) -> int:
-    """Print the figures of every table of the deployed blueprint, once or every --watch seconds."""
+    """depth, oldest message, expired, due and failed messages of every table of the deployed topology
+
+    Print what waits in every table of the blueprint the database is stamped with: each queue's
+    depth, the age of its oldest message and its expired messages, the due messages of each delayed
+    table, the error queue's messages by the queue they failed in, the subscribers of each topic.
+    Exit 1 when a table of the blueprint is missing from the database. --watch repeats it
+    (docs/operations.md).
+    """
     from ..runtime.operations import status
 
     if args.watch is not None and args.watch <= 0:
@@ -261,7 +268,13 @@ def prometheus(report: StatusReport) -> str:
 
 # --------------------------------------------------------------------------------------------- retry
 def cmd_retry(args: argparse.Namespace) -> int:
-    """Move failed messages back to their queues; exit 1 when some stay in the error queue."""
+    """move failed messages from the error queue back to the queue each failed in (NServiceBus.FailedQ)
+
+    Move failed messages from the error queue back to the queue each failed in (its
+    NServiceBus.FailedQ header), in batches of one transaction each, so a message is never lost nor
+    sent twice. Messages whose queue cannot be told or no longer exists stay in place and are
+    listed; exit 1 when some stay.
+    """
     from ..runtime.operations import retry
 
     transport = _transport(args, readers=False)
@@ -305,17 +318,7 @@ def retry_lines(report: RetryReport) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ parsers
 def add_status(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "status",
-        "depth, oldest message, expired, due and failed messages of every table of the deployed topology",
-        """Print what waits in every table of the blueprint the database is stamped with: each queue's
-        depth, the age of its oldest message and its expired messages, the due messages of each
-        delayed table, the error queue's messages by the queue they failed in, the subscribers of each
-        topic. Exit 1 when a table of the blueprint is missing from the database. --watch repeats it
-        (docs/operations.md).""",
-        "sqltransport-schema status --url postgresql://postgres@127.0.0.1/app --format prometheus",
-    )
+    p = add_command(sub, "status", cmd_status, "sqltransport-schema status --url postgresql://postgres@127.0.0.1/app --format prometheus")
     add_options(p, "url")
     add_options(
         p,
@@ -336,20 +339,10 @@ def add_status(sub: argparse._SubParsersAction) -> None:
         "--estimate", action="store_true", help="queue depths from the engine's statistics instead of counting (very large tables)"
     )
     add_options(p, "error_queue", "config")
-    p.set_defaults(func=cmd_status)
 
 
 def add_retry(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "retry",
-        "move failed messages from the error queue back to the queue each failed in (NServiceBus.FailedQ)",
-        """Move failed messages from the error queue back to the queue each failed in (its
-        NServiceBus.FailedQ header), in batches of one transaction each, so a message is never lost
-        nor sent twice. Messages whose queue cannot be told or no longer exists stay in place and are
-        listed; exit 1 when some stay.""",
-        "sqltransport-schema retry --failed-queue Sales --dry-run",
-    )
+    p = add_command(sub, "retry", cmd_retry, "sqltransport-schema retry --failed-queue Sales --dry-run")
     add_options(p, "url", "error_queue")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--all", action="store_true", help="every message of the error queue")
@@ -358,7 +351,6 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
     add_options(p, "dry_run", dry_run={"help": "report what would move; move nothing"})
     add_options(p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per transaction (default: %(default)s)"})
     add_options(p, "format", "config")
-    p.set_defaults(func=cmd_retry)
 
 
 PARSERS = {"status": add_status, "retry": add_retry}

@@ -10,6 +10,7 @@ spelling working through `renamed_from`, hidden from --help, with a note on stde
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import textwrap
 from pathlib import Path
@@ -19,6 +20,8 @@ from .. import engines, errors
 from ..runtime.operations import DEFAULT_ERROR_QUEUE
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from alembic.config import Config
 
 TOPOLOGY_DEFAULT = "(default: sqltransport.topology in alembic.ini, else ./topology.yaml)"
@@ -68,16 +71,24 @@ SPARK = ("master", "conf", "jars", "no_spark")
 HELP_WIDTH = 100  # a description's lines in --help
 
 
-def add_command(sub: argparse._SubParsersAction, name: str, summary: str, description: str, example: str) -> argparse.ArgumentParser:
-    """A subcommand: `summary` in its parent's list, `description` (one paragraph) and `example` (one
-    command line, which tests/test_cli.py parses) in its own --help."""
-    return sub.add_parser(
+def add_command(
+    sub: argparse._SubParsersAction, name: str, command: Callable[..., Any], example: str, *, group: bool = False
+) -> argparse.ArgumentParser:
+    """A subcommand that runs `command`, whose docstring is its help: the first line the summary in its
+    parent's list, the rest (one paragraph) the description in its own --help, so what a command says it
+    does is written once, beside what it does. `example` is one command line (tests/test_cli.py parses
+    it). With group=True, `command` adds the group's own subcommands and only lends its docstring."""
+    summary, _, description = inspect.getdoc(command).partition("\n")
+    parser = sub.add_parser(
         name,
         help=summary,
         description=textwrap.fill(" ".join(description.split()), HELP_WIDTH),
         epilog=f"example:\n  {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    if not group:
+        parser.set_defaults(func=command)
+    return parser
 
 
 def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **changes: dict[str, Any]) -> None:
@@ -124,6 +135,7 @@ def add_spark_options(parser: argparse.ArgumentParser) -> None:
 
 def load_config(path: str) -> Config:
     """The Alembic configuration at path, quiet: commands report what they wrote themselves."""
+
     from alembic.config import Config
 
     if not Path(path).is_file():

@@ -78,6 +78,14 @@ def _plan(args: argparse.Namespace) -> tuple[DataPlan, str]:
 
 # --------------------------------------------------------------------------- commands
 def cmd_move(args: argparse.Namespace) -> int:
+    """move messages between queue tables, exactly once (resumable)
+
+    Move every message of a queue or delayed table (or the rows of a subscription table) into
+    another table, in the same database or another, of another engine or layout, keeping FIFO order.
+    Each partition's rows commit in the destination together with a ledger row, then leave the
+    source, so a move that stopped resumes where it was and no message is lost or written twice.
+    Exit 1 when messages arrived in the source meanwhile (run it again).
+    """
     from ..pipeline.move import move, move_subscriptions, parse_rewrites
 
     source = _endpoint(args.from_url, args.from_table, args.from_layout, args.kind)
@@ -153,6 +161,13 @@ def _holds_files(folder: str) -> bool:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    """list the message moves the pending revisions need (exit 1 when there are some)
+
+    List the message moves the revisions between the database's stamp and --to need before their
+    guarded drops pass: a retired instance queue into its endpoint's, a renamed or re-homed queue
+    (--map names the destination of a removed one). Nothing is moved; exit 1 when moves are pending
+    or a destination is unresolved.
+    """
     result, _url = _plan(args)
     lines = [f"data steps from revision {result.from_revision or '<none>'} to {result.to_revision}:"]
     lines += [f"  move {m.describe()}" for m in result.moves] or ["  no messages to move"]
@@ -169,6 +184,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """perform the planned moves, so the revision's guarded drops pass
+
+    Perform the moves `pipeline plan` lists, each exactly once and resumable, then print the
+    `alembic upgrade` that follows; nothing is moved while a destination is unresolved.
+    """
     from ..pipeline import plan as planning
 
     result, url = _plan(args)
@@ -186,6 +206,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
+    """export a queue's rows to Parquet partitioned by date, headers as columns
+
+    Read every message of a queue (audit, error) through Spark's JDBC reader and write it to Parquet
+    partitioned by date (of TimeSent, else TimeOfFailure), with the standard NServiceBus headers as
+    columns beside the raw headers and body (--no-spark: read through the driver and written with
+    pyarrow, in this process). Archive copies; it deletes nothing.
+    """
     from ..pipeline.archive import archive
 
     if args.mode == "errorifexists" and _holds_files(args.output):
@@ -209,6 +236,12 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    """send archived messages back into a queue (exactly once per replay id)
+
+    Send messages of an archive back into a queue in archived order, with their original Id, Headers
+    and Body, all of them or those the filters select (ids, types, dates, a Spark SQL condition), in
+    batches each committed with a ledger row: rerunning the same replay skips what committed.
+    """
     from ..pipeline.archive import replay
 
     spark = _session(args)  # reads Parquet, writes through the driver: no JDBC
@@ -236,6 +269,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
+    """fill a saga's correlation column from its JSON Data
+
+    Fill a saga table's transitional correlation column from a property of each row's JSON Data, in
+    batches of one transaction, each row updated only if its Concurrency has not changed meanwhile.
+    Rows whose column is filled already are left alone unless --overwrite; exit 1 when some rows'
+    Data cannot be read.
+    """
     from ..pipeline.backfill import backfill
 
     result = backfill(
@@ -270,12 +310,7 @@ def _add_move(psub: argparse._SubParsersAction) -> None:
     p = add_command(
         psub,
         "move",
-        "move messages between queue tables, exactly once (resumable)",
-        """Move every message of a queue or delayed table (or the rows of a subscription table) into
-        another table, in the same database or another, of another engine or layout, keeping FIFO
-        order. Each partition's rows commit in the destination together with a ledger row, then leave
-        the source, so a move that stopped resumes where it was and no message is lost or written
-        twice. Exit 1 when messages arrived in the source meanwhile (run it again).""",
+        cmd_move,
         "sqltransport-schema pipeline move --from-url sqlite:///sqltransport.db --from-table Sales "
         "--to-url postgresql://postgres@127.0.0.1/app",
     )
@@ -303,38 +338,23 @@ def _add_move(psub: argparse._SubParsersAction) -> None:
     p.add_argument("--delete-source", action="store_true", help="subscriptions: delete the source rows once copied")
     add_options(p, "format")
     add_spark_options(p)
-    p.set_defaults(func=cmd_move)
 
 
 def _add_plan(psub: argparse._SubParsersAction) -> None:
     """`pipeline plan`."""
     p = add_command(
-        psub,
-        "plan",
-        "list the message moves the pending revisions need (exit 1 when there are some)",
-        """List the message moves the revisions between the database's stamp and --to need before
-        their guarded drops pass: a retired instance queue into its endpoint's, a renamed or re-homed
-        queue (--map names the destination of a removed one). Nothing is moved; exit 1 when moves
-        are pending or a destination is unresolved.""",
-        "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app --map Billing=Invoicing",
+        psub, "plan", cmd_plan, "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app --map Billing=Invoicing"
     )
     add_options(p, *_DATABASE_OPTIONS)
-    p.set_defaults(func=cmd_plan)
 
 
 def _add_run(psub: argparse._SubParsersAction) -> None:
     """`pipeline run`."""
     p = add_command(
-        psub,
-        "run",
-        "perform the planned moves, so the revision's guarded drops pass",
-        """Perform the moves `pipeline plan` lists, each exactly once and resumable, then print the
-        `alembic upgrade` that follows; nothing is moved while a destination is unresolved.""",
-        "sqltransport-schema pipeline run --url postgresql://postgres@127.0.0.1/app --map Billing=Invoicing",
+        psub, "run", cmd_run, "sqltransport-schema pipeline run --url postgresql://postgres@127.0.0.1/app --map Billing=Invoicing"
     )
     add_options(p, *_DATABASE_OPTIONS)
     add_spark_options(p)
-    p.set_defaults(func=cmd_run)
 
 
 def _add_archive(psub: argparse._SubParsersAction) -> None:
@@ -342,11 +362,7 @@ def _add_archive(psub: argparse._SubParsersAction) -> None:
     p = add_command(
         psub,
         "archive",
-        "export a queue's rows to Parquet partitioned by date, headers as columns",
-        """Read every message of a queue (audit, error) through Spark's JDBC reader and write it to
-        Parquet partitioned by date (of TimeSent, else TimeOfFailure), with the standard NServiceBus
-        headers as columns beside the raw headers and body (--no-spark: read through the driver and
-        written with pyarrow, in this process). Archive copies; it deletes nothing.""",
+        cmd_archive,
         "sqltransport-schema pipeline archive --url postgresql://postgres@127.0.0.1/app --table error -o /data/error",
     )
     add_options(p, *_QUEUE_OPTIONS, url=_REQUIRED_URL)
@@ -359,7 +375,6 @@ def _add_archive(psub: argparse._SubParsersAction) -> None:
     )
     add_options(p, "partitions", partitions={"default": ARCHIVE_PARTITIONS, "help": "parallel JDBC reads (default: %(default)s)"})
     add_spark_options(p)
-    p.set_defaults(func=cmd_archive)
 
 
 def _add_replay(psub: argparse._SubParsersAction) -> None:
@@ -367,11 +382,7 @@ def _add_replay(psub: argparse._SubParsersAction) -> None:
     p = add_command(
         psub,
         "replay",
-        "send archived messages back into a queue (exactly once per replay id)",
-        """Send messages of an archive back into a queue in archived order, with their original Id,
-        Headers and Body, all of them or those the filters select (ids, types, dates, a Spark SQL
-        condition), in batches each committed with a ledger row: rerunning the same replay skips
-        what committed.""",
+        cmd_replay,
         "sqltransport-schema pipeline replay --url postgresql://postgres@127.0.0.1/app --table Sales --archive /data/error "
         "--since 2026-11-01",
     )
@@ -384,7 +395,6 @@ def _add_replay(psub: argparse._SubParsersAction) -> None:
     p.add_argument("--where", help="a Spark SQL condition on the archive's columns")
     p.add_argument("--replay-id", help="resume this replay (default: derived from the archive, filters and queue)")
     add_spark_options(p)
-    p.set_defaults(func=cmd_replay)
 
 
 def _add_backfill(psub: argparse._SubParsersAction) -> None:
@@ -392,11 +402,7 @@ def _add_backfill(psub: argparse._SubParsersAction) -> None:
     p = add_command(
         psub,
         "backfill",
-        "fill a saga's correlation column from its JSON Data",
-        """Fill a saga table's transitional correlation column from a property of each row's JSON
-        Data, in batches of one transaction, each row updated only if its Concurrency has not changed
-        meanwhile. Rows whose column is filled already are left alone unless --overwrite; exit 1
-        when some rows' Data cannot be read.""",
+        cmd_backfill,
         "sqltransport-schema pipeline backfill --url postgresql://postgres@127.0.0.1/app --table Sales_OrderSaga "
         "--property OrderId --column Correlation_OrderId",
     )
@@ -407,20 +413,18 @@ def _add_backfill(psub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="also rewrite rows whose column is already filled")
     add_options(p, "format")
     add_spark_options(p)
-    p.set_defaults(func=cmd_backfill)
 
 
 def add_pipeline(sub: argparse._SubParsersAction) -> None:
-    """`pipeline` and its subcommands on the top-level subparsers."""
+    """Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill
+
+    Data jobs over queue tables, run in Spark partitions (pyspark is the `spark` extra; --no-spark
+    runs them in this process): move messages between tables exactly once, the moves a revision
+    needs before its drops (plan, run), archive a queue to Parquet and replay it, fill a saga's
+    correlation column. Progress goes to stderr, the summary to stdout (docs/pipeline.md).
+    """
     pipeline = add_command(
-        sub,
-        "pipeline",
-        "Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill",
-        """Data jobs over queue tables, run in Spark partitions (pyspark is the `spark` extra; --no-spark
-        runs them in this process): move messages between tables exactly once, the moves a revision
-        needs before its drops (plan, run), archive a queue to Parquet and replay it, fill a saga's
-        correlation column. Progress goes to stderr, the summary to stdout (docs/pipeline.md).""",
-        "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app",
+        sub, "pipeline", add_pipeline, "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app", group=True
     )
     psub = pipeline.add_subparsers(dest="pipeline_command", required=True)
     for add in (_add_move, _add_plan, _add_run, _add_archive, _add_replay, _add_backfill):

@@ -10,6 +10,12 @@ from .output import EXIT_OK, emit
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    """start a new project: alembic.ini, migrations/ and a commented topology.yaml
+
+    Write a new project into FOLDER: alembic.ini (SQLite next to it by default), migrations/ with
+    the environment that runs the transport's DDL, and a commented topology.yaml to edit. Nothing is
+    overwritten: a file that exists already is an error.
+    """
     from .. import project
 
     folder = Path(args.folder)
@@ -24,18 +30,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def add_init(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "init",
-        "start a new project: alembic.ini, migrations/ and a commented topology.yaml",
-        """Write a new project into FOLDER: alembic.ini (SQLite next to it by default), migrations/ with
-        the environment that runs the transport's DDL, and a commented topology.yaml to edit. Nothing
-        is overwritten: a file that exists already is an error.""",
-        "sqltransport-schema init shop",
-    )
+    p = add_command(sub, "init", cmd_init, "sqltransport-schema init shop")
     p.add_argument("folder", nargs="?", default=".", help="where (default: %(default)s, the current folder; created if missing)")
     add_options(p, "format")
-    p.set_defaults(func=cmd_init)
 
 
 PARSERS = {"init": add_init}

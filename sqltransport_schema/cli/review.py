@@ -19,7 +19,13 @@ from .output import EXIT_OK, emit, emit_invalid
 
 
 def cmd_statements(args: argparse.Namespace) -> int:
-    """Every runtime statement of one engine and version, as a DBA reviews them."""
+    """print every runtime statement of an engine and transport version
+
+    Print every statement the transport runs at runtime (send, receive, peek, purge, delayed moves,
+    subscriptions) for one engine and transport version, with the parameters each binds, as a DBA
+    reviews them before granting a login; --sagas prints the statements of the topology's saga
+    tables instead.
+    """
     from .. import listings
 
     engine = engines.get(args.engine)
@@ -56,7 +62,12 @@ def _print_statements(args: argparse.Namespace, engine: engines.Dialect, what: s
 
 
 def cmd_grants(args: argparse.Namespace) -> int:
-    """The GRANT statements a runtime login (or, with --installer, the migration login) needs."""
+    """print the GRANT statements a runtime (or installer) login needs
+
+    Print the GRANT statements a runtime login needs on the topology's tables (with --endpoint, only
+    what that endpoint needs: receive from its own queues, send to every queue), or with --installer
+    what the login that runs the migrations needs. Nothing is granted: a DBA reviews and runs them.
+    """
     from .. import grants
 
     engine = engines.get(args.engine)
@@ -83,7 +94,13 @@ def cmd_grants(args: argparse.Namespace) -> int:
 
 
 def cmd_script(args: argparse.Namespace) -> int:
-    """The deployment script a DBA reviews: Alembic's offline output, safe to re-run."""
+    """write the deployment script (SQL Server or PostgreSQL) a DBA reviews, safe to re-run
+
+    Write the SQL script that upgrades a database from one revision to another (an empty database to
+    the head by default), as Alembic's offline mode renders it with a header naming what it does,
+    which tables it changes in place and how long each statement waits for its lock. The script is
+    safe to run again; --split writes one file per endpoint.
+    """
     from .. import scripts
 
     config = load_config(args.config)
@@ -115,14 +132,7 @@ def _duration(text: str) -> str:
 
 def add_statements(sub: argparse._SubParsersAction) -> None:
     p = add_command(
-        sub,
-        "statements",
-        "print every runtime statement of an engine and transport version",
-        """Print every statement the transport runs at runtime (send, receive, peek, purge, delayed
-        moves, subscriptions) for one engine and transport version, with the parameters each binds,
-        as a DBA reviews them before granting a login; --sagas prints the statements of the
-        topology's saga tables instead.""",
-        "sqltransport-schema statements --engine postgresql --transport-version 8.1 --queue Sales",
+        sub, "statements", cmd_statements, "sqltransport-schema statements --engine postgresql --transport-version 8.1 --queue Sales"
     )
     add_options(p, "engine")
     p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
@@ -145,39 +155,20 @@ def add_statements(sub: argparse._SubParsersAction) -> None:
         help="TOP n of the peek statement (SQL Server 4.1.2-6.0) (default: %(default)s)",
     )
     add_options(p, "format", format={"help": "the statements as SQL with comments, or as JSON (default: %(default)s)"})
-    p.set_defaults(func=cmd_statements)
 
 
 def add_grants(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "grants",
-        "print the GRANT statements a runtime (or installer) login needs",
-        """Print the GRANT statements a runtime login needs on the topology's tables (with --endpoint,
-        only what that endpoint needs: receive from its own queues, send to every queue), or with
-        --installer what the login that runs the migrations needs. Nothing is granted: a DBA
-        reviews and runs them.""",
-        "sqltransport-schema grants --engine postgresql --role sales_app --endpoint Sales",
-    )
+    p = add_command(sub, "grants", cmd_grants, "sqltransport-schema grants --engine postgresql --role sales_app --endpoint Sales")
     add_options(p, "engine", engine={"help": "the database engine whose GRANTs to print (required)"})
     p.add_argument("--role", required=True, help="the login/role to grant to")
     p.add_argument("--endpoint", help="grant only what this endpoint needs (receive its own queues, send to every queue)")
     p.add_argument("--installer", action="store_true", help="what the installer/migration login needs instead")
     add_options(p, "topology", "config")
-    p.set_defaults(func=cmd_grants, format="text")
+    p.set_defaults(format="text")
 
 
 def add_script(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "script",
-        "write the deployment script (SQL Server or PostgreSQL) a DBA reviews, safe to re-run",
-        """Write the SQL script that upgrades a database from one revision to another (an empty
-        database to the head by default), as Alembic's offline mode renders it with a header naming
-        what it does, which tables it changes in place and how long each statement waits for its
-        lock. The script is safe to run again; --split writes one file per endpoint.""",
-        "sqltransport-schema script --engine postgresql -o deploy.sql",
-    )
+    p = add_command(sub, "script", cmd_script, "sqltransport-schema script --engine postgresql -o deploy.sql")
     add_options(p, "engine", engine={"choices": ("mssql", "postgresql"), "help": "the engine the script is for (required)"})
     p.add_argument("--from", dest="from_rev", help="revision the database is at (default: an empty database)")
     add_options(p, "to_rev", "output", to_rev={"help": "revision to upgrade to (default: head)"})
@@ -190,7 +181,7 @@ def add_script(sub: argparse._SubParsersAction) -> None:
     )
     add_options(p, "url", url={"help": "the database the script is for: its header gives the rows of each table it changes in place"})
     add_options(p, "topology", "config", topology={"help": f"topology file whose sha256 the header records {TOPOLOGY_DEFAULT}"})
-    p.set_defaults(func=cmd_script, format="text")
+    p.set_defaults(format="text")
 
 
 PARSERS = {"statements": add_statements, "grants": add_grants, "script": add_script}

@@ -19,6 +19,12 @@ DEFAULT_MESSAGE = "topology change"  # a revision's message when -m is not given
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """validate topology.yaml and report every problem
+
+    Read topology.yaml and report every problem it holds at once, each with its file, line and
+    column and what to write instead; exit 2 when there is one. Nothing is written and no database
+    is read.
+    """
     path = topology_path(args)
     try:
         topo = topology_module.load(path)
@@ -37,6 +43,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    """write a revision for the changes in topology.yaml
+
+    Compare topology.yaml with the topology the migrations' head records and write one Alembic
+    revision holding the transport's DDL for the difference (tables created, changed, dropped with a
+    guard against losing messages), listing each change and the tables it locks. With --check, write
+    nothing and exit 1 when there are changes not compiled yet (for CI).
+    """
     from ..migrate.compile import ALLOW_DOWNGRADE, CompileError, changed_files, compile_topology, downgrade_losses
     from ..migrate.locks import DEFAULT_TIMEOUT, lock_lines, lock_report
     from ..revisions import SnapshotError
@@ -106,6 +119,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_json_schema(args: argparse.Namespace) -> int:
+    """print the JSON Schema of topology.yaml
+
+    Print the JSON Schema topology.yaml follows (every key, its type, default and description), for
+    an editor's completion and checks: point the YAML language server at the file it writes.
+    """
     text = json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -115,16 +133,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 
 def add_compile(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "compile",
-        "write a revision for the changes in topology.yaml",
-        """Compare topology.yaml with the topology the migrations' head records and write one Alembic
-        revision holding the transport's DDL for the difference (tables created, changed, dropped
-        with a guard against losing messages), listing each change and the tables it locks. With
-        --check, write nothing and exit 1 when there are changes not compiled yet (for CI).""",
-        'sqltransport-schema compile -m "add the Billing endpoint"',
-    )
+    p = add_command(sub, "compile", cmd_compile, 'sqltransport-schema compile -m "add the Billing endpoint"')
     add_options(p, "topology", "format", "config")
     p.add_argument("-m", "--message", default=DEFAULT_MESSAGE, help="revision message (default: %(default)s)")
     p.add_argument(
@@ -142,34 +151,16 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="compile a lowered transport_version (refused without it: it changes tables and loses data, listed)",
     )
-    p.set_defaults(func=cmd_compile)
 
 
 def add_validate(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "validate",
-        "validate topology.yaml and report every problem",
-        """Read topology.yaml and report every problem it holds at once, each with its file, line and
-        column and what to write instead; exit 2 when there is one. Nothing is written and no
-        database is read.""",
-        "sqltransport-schema validate --topology topology.yaml",
-    )
+    p = add_command(sub, "validate", cmd_validate, "sqltransport-schema validate --topology topology.yaml")
     add_options(p, "topology", "format")
-    p.set_defaults(func=cmd_validate)
 
 
 def add_json_schema(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "json-schema",
-        "print the JSON Schema of topology.yaml",
-        """Print the JSON Schema topology.yaml follows (every key, its type, default and description),
-        for an editor's completion and checks: point the YAML language server at the file it writes.""",
-        "sqltransport-schema json-schema -o topology.schema.json",
-    )
+    p = add_command(sub, "json-schema", cmd_json_schema, "sqltransport-schema json-schema -o topology.schema.json")
     add_options(p, "output")
-    p.set_defaults(func=cmd_json_schema)
 
 
 PARSERS = {"compile": add_compile, "validate": add_validate, "json-schema": add_json_schema}
