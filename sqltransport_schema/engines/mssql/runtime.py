@@ -11,6 +11,7 @@ from ...errors import UsageError
 from ...schema import TableName
 from ...statements import MESSAGE_WITH_CORRELATION, fill
 from ...versions import FEATURE_SINCE, DueForm, IndexCheck, PeekForm, Profile, RecoverableCheck, first_release
+from ..base import Dialect
 
 _REGULAR_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_@#$]*$")  # needs no brackets
 
@@ -489,7 +490,8 @@ FROM {subscriptions}
 WHERE Topic IN ({topics})"""
 
     # -- the statement tables: name -> (a template, or the method choosing the release's; what it does)
-    QUEUE_STATEMENTS = {
+    QUEUE_STATEMENTS = {  # the base's rows, with the ones this engine words or builds its own way
+        **Dialect.QUEUE_STATEMENTS,
         "send": ("_send", "place a message on the queue"),
         "receive": ("_receive", "take the oldest unlocked message off the queue"),
         "receive_batch": ("_receive_batch", "take up to @BatchSize oldest unlocked messages, oldest first, flagging expired ones"),
@@ -497,12 +499,8 @@ WHERE Topic IN ({topics})"""
             "LOCK_BATCH",
             "lock up to @BatchSize oldest unlocked messages for this transaction, oldest first, flagging expired ones",
         ),
-        "delete_locked": ("DELETE_LOCKED", "take the messages this transaction locked at the positions @Orders"),
-        "savepoint": ("SAVEPOINT", "mark a savepoint before one message of a batch is handled"),
-        "rollback_to_savepoint": ("ROLLBACK_TO_SAVEPOINT", "undo what one message's handler wrote since its savepoint"),
         "peek": ("_peek", "estimate how many messages wait in the queue"),
         "purge_expired": ("_purge_expired", "delete up to @BatchSize expired messages"),
-        "purge_all": ("PURGE_ALL", "delete every message (purge at startup)"),
         "check_expires_index": ("_check_expires_index", "count the queue's Index_Expires (0: missing)"),
         "check_headers_type": ("_check_headers_type", "name the type of the queue's Headers column"),
         "check_rowversion_index": (
@@ -520,8 +518,8 @@ WHERE Topic IN ({topics})"""
         "move_due_delayed": ("_move_due", "move up to @BatchSize due messages into the input queue"),
     }
     SUBSCRIPTION_STATEMENTS = {
+        **Dialect.SUBSCRIPTION_STATEMENTS,
         "subscribe": ("SUBSCRIBE", "subscribe an endpoint (at a queue address) to a topic"),
-        "unsubscribe": ("UNSUBSCRIBE", "unsubscribe an endpoint from a topic"),
         "find_subscribers": ("FIND_SUBSCRIBERS", "queue addresses subscribed to any of the topics"),
     }
     TOPIC_PARAMETER = "Topic_{i}"
