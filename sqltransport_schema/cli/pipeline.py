@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from ..pipeline.connect import Endpoint
     from ..pipeline.plan import DataPlan
+    from ..pipeline.results import JobResult
 
 
 # --------------------------------------------------------------------------- from options to values
@@ -205,6 +206,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _report(args: argparse.Namespace, result: JobResult, summary: str, status: str = "done") -> None:
+    """A job's end: its result's fields as JSON under --format json, else its one summary line."""
+    emit(args, {"status": status, **result.to_json()}, [summary])
+
+
 def cmd_archive(args: argparse.Namespace) -> int:
     """export a queue's rows to Parquet partitioned by date, headers as columns
 
@@ -224,14 +230,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
     result = archive(
         spark, _endpoint(args.url, args.table, args.layout, Kind.QUEUE), args.output, mode=args.mode, partitions=args.partitions
     )
-    emit(
-        args,
-        {"status": "done", **result.to_json()},
-        [
-            f"archived {result.rows:,} message(s) of {result.source} to {result.path} "
-            f"({len(result.dates)} date partition(s), {result.seconds:.1f} s)"
-        ],
-    )
+    summary = f"archived {result.rows:,} message(s) of {result.source} to {result.path} "
+    _report(args, result, summary + f"({len(result.dates)} date partition(s), {result.seconds:.1f} s)")
     return EXIT_OK
 
 
@@ -257,14 +257,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         where=args.where,
         progress=None if args.format == "text" else False,
     )
-    emit(
-        args,
-        {"status": "done", **result.to_json()},
-        [
-            f"replayed {result.rows:,} message(s) into {result.destination} "
-            f"({result.skipped_batches} of {result.batches} batch(es) already done; replay id {result.replay_id})"
-        ],
-    )
+    done = f"{result.skipped_batches} of {result.batches} batch(es) already done; replay id {result.replay_id}"
+    _report(args, result, f"replayed {result.rows:,} message(s) into {result.destination} ({done})")
     return EXIT_OK
 
 
@@ -287,14 +281,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         overwrite=args.overwrite,
     )
-    emit(
-        args,
-        {"status": "done" if not result.unreadable else "incomplete", **result.to_json()},
-        [
-            f"backfilled {result.updated:,} row(s) of {result.table}.{result.column} from Data.{result.property} "
-            f"({result.missing} without the property, {result.unreadable} unreadable)"
-        ],
-    )
+    counts = f"{result.missing} without the property, {result.unreadable} unreadable"
+    line = f"backfilled {result.updated:,} row(s) of {result.table}.{result.column} from Data.{result.property} ({counts})"
+    _report(args, result, line, "incomplete" if result.unreadable else "done")
     return EXIT_CHANGES if result.unreadable else EXIT_OK
 
 
