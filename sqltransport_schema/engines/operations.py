@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..schema import Kind, TableName
-from ..statements import Statement, parameters_of
+from ..statements import Statement, fill, parameters_of
 
 if TYPE_CHECKING:
     from ..versions import Profile
@@ -110,7 +110,7 @@ class Operations:
                     arm = self.COUNT_ARM
                 templates.add(arm)
                 identifiers[f"t{i}"] = self.dialect.qualified(name, profile)
-                arms.append(arm.replace("{table}", "{t%d}" % i).replace("{index}", str(i)).replace("{order}", self.order))
+                arms.append(fill(arm, {"table": "{t%d}" % i, "index": str(i), "order": self.order}))
             if arms:  # the parameters are the arm templates' (each read once, not in each of its arms)
                 params = tuple(dict.fromkeys(name for arm in sorted(templates) for name in parameters_of(arm)))
                 out.append(Statement("table_figures", self.UNION.join(arms), identifiers, params))
@@ -128,7 +128,7 @@ class Operations:
         out = []
         for start in range(0, len(queues), self.batch):
             part = queues[start : start + self.batch]
-            arms = [self.HIGH_WATER_ARM.replace("@Name", f"@Name{i}").replace("{index}", str(i)) for i, _ in part]
+            arms = [fill(self.HIGH_WATER_ARM, {"index": str(i)}).replace("@Name", f"@Name{i}") for i, _ in part]
             params = {f"Name{i}": self.high_water_name(name, profile) for i, name in part}
             out.append((Statement("high_water", self.UNION.join(arms), {}, tuple(params)), params))
         return out
@@ -160,12 +160,12 @@ class Operations:
         Body), locked until the transaction ends; without lock (a dry run) Body is NULL."""
         if not self.supported:
             raise self._unsupported()
-        template = (self.ERROR_BATCH if lock else self.ERROR_SCAN).replace("{order}", self.order)
+        template = fill(self.ERROR_BATCH if lock else self.ERROR_SCAN, {"order": self.order})
         return self.statement("error_batch" if lock else "error_scan", template, table=self.dialect.qualified(table, profile))
 
     def delete_retried(self, table: TableName, profile: Profile) -> Statement:
         """Delete one message of the error queue by its key (@Key), run for each message of a batch."""
-        template = self.DELETE_RETRIED.replace("{order}", self.order)
+        template = fill(self.DELETE_RETRIED, {"order": self.order})
         return self.statement("delete_retried", template, table=self.dialect.qualified(table, profile))
 
     # -- values ------------------------------------------------------------------------------
