@@ -10,6 +10,7 @@ Needs, per table, follow the runtime statements (runtime/transport.py):
   delayed        the endpoint's delayed table: store (INSERT), move_due (SELECT, DELETE), next_due
   subscriptions  the subscription table: subscribe (upsert), unsubscribe, find_subscribers
   saga           the endpoint's saga tables: find/get (SELECT), insert, update, complete (DELETE)
+  monitor        every table, read only: what `status` (every format, --estimate, --serve) and `check` read
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from .topology import Topology
 from .versions import profile
 
 RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA = "receive", "send", "delayed", "subscriptions", "saga"
+MONITOR = "monitor"
 
 
 @dataclass(frozen=True)
 class TableGrant:
-    need: str  # one of RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA
+    need: str  # one of RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA, MONITOR (or a table kind: installer_plan)
     table: TableName
     serial: bool = False  # a queue whose Seq column draws from a sequence (PostgreSQL)
 
@@ -92,4 +94,13 @@ def installer_plan(topology: Topology) -> GrantPlan:
     return GrantPlan(
         topology.transport_version,
         tuple(TableGrant(spec.kind.value, spec.name, spec.kind is Kind.QUEUE) for spec in blueprint(topology).tables),
+    )
+
+
+def monitor_plan(topology: Topology) -> GrantPlan:
+    """Every table of the topology, read only: a monitoring login (status, status --serve, check)
+    reads depths, heads, due times and the error queue's groupings, and changes nothing."""
+    return GrantPlan(
+        topology.transport_version,
+        tuple(TableGrant(MONITOR, spec.name, spec.kind is Kind.QUEUE) for spec in blueprint(topology).tables),
     )

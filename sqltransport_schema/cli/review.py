@@ -66,7 +66,9 @@ def cmd_grants(args: argparse.Namespace) -> int:
 
     Print the GRANT statements a runtime login needs on the topology's tables (with --endpoint, only
     what that endpoint needs: receive from its own queues, send to every queue), or with --installer
-    what the login that runs the migrations needs. Nothing is granted: a DBA reviews and runs them.
+    what the login that runs the migrations needs, or with --monitor what a monitoring login needs
+    (status in every format, status --serve, check: reads only, nothing that writes). Nothing is
+    granted: a DBA reviews and runs them.
     """
     from .. import grants
 
@@ -80,7 +82,14 @@ def cmd_grants(args: argparse.Namespace) -> int:
         topo = topology_module.load(path)
     except topology_module.TopologyError as exc:
         return emit_invalid(args, exc)
-    if args.installer:
+    if args.installer and args.monitor:
+        raise errors.UsageError("--installer and --monitor are two different logins: choose one")
+    if args.monitor:
+        if args.endpoint:
+            raise errors.UsageError("--endpoint applies to runtime grants, not to --monitor (it reads every table)")
+        lines = engine.grants.monitor(grants.monitor_plan(topo), args.role)
+        what = "monitoring login (status, check: read only)"
+    elif args.installer:
         if args.endpoint:
             raise errors.UsageError("--endpoint applies to runtime grants, not to --installer")
         lines = engine.grants.installer(grants.installer_plan(topo), args.role)
@@ -163,6 +172,7 @@ def add_grants(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--role", required=True, help="the login/role to grant to")
     p.add_argument("--endpoint", help="grant only what this endpoint needs (receive its own queues, send to every queue)")
     p.add_argument("--installer", action="store_true", help="what the installer/migration login needs instead")
+    p.add_argument("--monitor", action="store_true", help="what a monitoring login needs instead (status, check: read only)")
     add_options(p, "topology", "config")
     p.set_defaults(format="text")
 

@@ -33,3 +33,7 @@ class Grants:
     def installer(self, plan: GrantPlan, role: str) -> list[str]:
         """What the installer/migration login needs for a grants.GrantPlan."""
         raise errors.Unsupported(f"grants are not supported on {self.dialect.name}")
+
+    def monitor(self, plan: GrantPlan, role: str) -> list[str]:
+        """What a monitoring login needs (status, status --serve, check) for a grants.GrantPlan: reads only."""
+        raise errors.Unsupported(f"grants are not supported on {self.dialect.name}")

@@ -42,6 +42,13 @@ class Grants(Dialect.Grants):
         "GRANT SELECT, INSERT, UPDATE, DELETE ON SCHEMA::{schema} TO {role};",
     )
 
+    # A monitoring login reads every table: SELECT also makes a table's metadata visible in the
+    # catalog views status (sys.partitions: --estimate's rows), its high water (IDENT_CURRENT) and
+    # check read. Nothing else: no INSERT, UPDATE, DELETE, ALTER or VIEW DEFINITION.
+    MONITOR_NOTES = (
+        "-- status (--estimate: sys.partitions) and check read the catalog views, which show what SELECT is granted on.",
+    )
+
     @staticmethod
     def _by_catalog(items: Iterable[Any], catalog_of: Callable[[Any], str | None]) -> dict:
         groups: dict = {None: []}
@@ -60,12 +67,12 @@ class Grants(Dialect.Grants):
                 lines.extend(render(item))
         return lines
 
-    def runtime(self, plan: GrantPlan, role: str) -> list[str]:
+    def _table_grants(self, plan: GrantPlan, role: str, privileges: Callable[[TableGrant], str]) -> list[str]:
         role_q = self.dialect.quote(role)
 
         def render(grant: TableGrant) -> list[str]:
             table = self.dialect.qualified(grant.table._replace(catalog=None))
-            return [self.GRANT_TABLE.format(privileges=self.GRANT_PRIVILEGES[grant.need], table=table, role=role_q)]
+            return [self.GRANT_TABLE.format(privileges=privileges(grant), table=table, role=role_q)]
 
         # First, in the login's own database: Transport.from_database reads which revision is deployed,
         # and the blueprint the migrations stored.
@@ -74,6 +81,12 @@ class Grants(Dialect.Grants):
             for t in ("alembic_version", BLUEPRINT_TABLE)
         ]
         return own + self._with_catalogs(self._by_catalog(plan.tables, lambda g: g.table.catalog), render)
+
+    def runtime(self, plan: GrantPlan, role: str) -> list[str]:
+        return self._table_grants(plan, role, lambda grant: self.GRANT_PRIVILEGES[grant.need])
+
+    def monitor(self, plan: GrantPlan, role: str) -> list[str]:
+        return self._table_grants(plan, role, lambda grant: "SELECT") + list(self.MONITOR_NOTES)
 
     def installer(self, plan: GrantPlan, role: str) -> list[str]:
         role_q = self.dialect.quote(role)

@@ -44,17 +44,22 @@ class Grants(Dialect.Grants):
         "-- after each upgrade that creates tables.",
     )
 
+    # A monitoring login reads every table, and each queue's sequence (status's high water reads the
+    # last value it gave: SELECT on a sequence allows no nextval). The estimate and check read pg_class,
+    # the statistics functions and the system catalogs, which every login may read.
+    GRANT_SEQUENCE_READ = "GRANT SELECT ON SEQUENCE {sequence} TO {role};"
+    MONITOR_NOTES = (
+        "-- status --estimate reads pg_class and the statistics functions (pg_stat_get_live_tuples), and check reads",
+        "-- the system catalogs: every login may read them. Nothing here lets the login write, lock or delete.",
+    )
+
     def _schema_of(self, schema: SchemaName | None) -> str:
         return self.dialect.quote(schema.schema if schema is not None else self.dialect.default_schema)
 
     def runtime(self, plan: GrantPlan, role: str) -> list[str]:
         role_q = self.dialect.quote(role)
         lines = [self.GRANT_SCHEMA_USAGE.format(schema=self._schema_of(s), role=role_q) for s in plan.schemas]
-        # Transport.from_database reads which revision is deployed, and the blueprint the migrations stored
-        lines += [
-            self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName(t)), role=role_q)
-            for t in ("alembic_version", BLUEPRINT_TABLE)
-        ]
+        lines += self._read_blueprint(role_q)
         for grant in plan.tables:
             name = grant.table._replace(catalog=None)  # PostgreSQL does not qualify with a catalog
             lines.append(
@@ -64,6 +69,25 @@ class Grants(Dialect.Grants):
                 sequence = name._replace(table=self.SEQUENCE_NAME.format(table=name.table))
                 lines.append(self.GRANT_SEQUENCE.format(sequence=self.dialect.qualified(sequence), role=role_q))
         return lines
+
+    def _read_blueprint(self, role_q: str) -> list[str]:
+        """Transport.from_database reads which revision is deployed, and the blueprint the migrations stored."""
+        return [
+            self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(TableName(t)), role=role_q)
+            for t in ("alembic_version", BLUEPRINT_TABLE)
+        ]
+
+    def monitor(self, plan: GrantPlan, role: str) -> list[str]:
+        role_q = self.dialect.quote(role)
+        lines = [self.GRANT_SCHEMA_USAGE.format(schema=self._schema_of(s), role=role_q) for s in plan.schemas]
+        lines += self._read_blueprint(role_q)
+        for grant in plan.tables:
+            name = grant.table._replace(catalog=None)
+            lines.append(self.GRANT_TABLE.format(privileges="SELECT", table=self.dialect.qualified(name), role=role_q))
+            if grant.serial:
+                sequence = name._replace(table=self.SEQUENCE_NAME.format(table=name.table))
+                lines.append(self.GRANT_SEQUENCE_READ.format(sequence=self.dialect.qualified(sequence), role=role_q))
+        return lines + list(self.MONITOR_NOTES)
 
     def installer(self, plan: GrantPlan, role: str) -> list[str]:
         role_q = self.dialect.quote(role)
