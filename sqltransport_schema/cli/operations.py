@@ -62,7 +62,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     Print what waits in every table of the blueprint the database is stamped with: each queue's
     depth, the age of its oldest message and its expired messages, the due messages of each delayed
     table, the error queue's messages by the queue they failed in, the subscribers of each topic.
-    Exit 1 when a table of the blueprint is missing from the database. --watch repeats it
+    Exit 1 when a table of the blueprint is missing from the database, or when the login may not
+    read one (a partial report: the others are reported in full). --watch repeats it
     (docs/operations.md).
     """
     from ..runtime.operations import status
@@ -78,7 +79,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             return EXIT_OK
         report = status(transport, estimate=args.estimate, error_queue=args.error_queue)
         _print_status(args, report, sys.stdout)
-        return EXIT_CHANGES if report.missing else EXIT_OK
+        return EXIT_CHANGES if report.missing or report.unreadable else EXIT_OK
     except KeyboardInterrupt:
         return EXIT_OK
     finally:
@@ -136,6 +137,8 @@ def _age(seconds: float | None) -> str:
 def _details(table: TableStatus) -> str:
     if table.missing:
         return "missing from the database"
+    if not table.readable:
+        return UNREADABLE
     parts = []
     if table.kind == "queue" and table.expired:
         parts.append(f"{table.expired} expired")
@@ -148,6 +151,9 @@ def _details(table: TableStatus) -> str:
     for topic in table.topics or ():
         parts.append(f"{topic['topic']}: {topic['subscribers']}")
     return ", ".join(parts)
+
+
+UNREADABLE = "not readable by this login"
 
 
 def _rows(report: StatusReport, rates: dict[str, Flow] | None = None) -> list[tuple[str, ...]]:
@@ -183,6 +189,8 @@ def status_lines(report: StatusReport, rates: dict[str, Flow] | None = None) -> 
         lines.append("  ".join(cells).rstrip())
     if report.missing:
         lines.append(f"{len(report.missing)} table(s) of the deployed blueprint are missing from the database")
+    if report.unreadable:
+        lines.append(f"{len(report.unreadable)} table(s) are {UNREADABLE}: a partial report (sqltransport-schema grants --monitor)")
     if report.orphaned:
         from ..runtime.operations import UNSUBSCRIBE_HINT
 
@@ -217,6 +225,7 @@ def markdown(report: StatusReport) -> str:
 METRICS = (
     ("sqltransport_table_depth", "Messages (rows) in the table; the engine's estimate under --estimate."),
     ("sqltransport_table_missing", "1 if the table of the deployed blueprint is missing from the database."),
+    ("sqltransport_table_readable", "1 if the login may read the table (0: no figures of it; grants --monitor)."),
     ("sqltransport_queue_oldest_message_age_seconds", "Age of the message at the head of the queue, from its NServiceBus.TimeSent."),
     ("sqltransport_queue_expired_messages", "Expired messages not yet purged."),
     ("sqltransport_delayed_due_messages", "Delayed messages due now."),
@@ -240,6 +249,8 @@ def prometheus(report: StatusReport) -> str:
     for t in report.tables:
         labels = _labels(kind=t.kind, address=t.address, schema=t.schema, catalog=t.catalog, table=t.name)
         samples["sqltransport_table_missing"].append(f"{labels} {int(t.missing)}")
+        if not t.missing:
+            samples["sqltransport_table_readable"].append(f"{labels} {int(t.readable)}")
         if t.depth is not None:
             samples["sqltransport_table_depth"].append(f"{labels} {t.depth}")
         if t.oldest_age_seconds is not None:

@@ -145,6 +145,15 @@ class Dialect:
         """Whether a driver error is this engine's "no such table" (a publish to a retired subscriber)."""
         return False
 
+    # The codes a driver reports when the login may not read or change a table ("permission denied"):
+    # SQLSTATEs, error numbers (set per engine). status reports such a table as not readable by the login.
+    PERMISSION_DENIED_CODES: frozenset[str | int] = frozenset()
+
+    def permission_denied(self, error: BaseException) -> bool:
+        """Whether a driver error (or SQLAlchemy's wrapper of one) is this engine's "permission denied",
+        by its code, never its text."""
+        return not self.PERMISSION_DENIED_CODES.isdisjoint(driver_error_codes(getattr(error, "orig", None) or error))
+
     def one_migration_at_a_time(self, connection: Connection) -> None:
         """Wait (at most the lock timeout) until no other migration runs on this database; held until
         the connection closes. Nothing where Alembic's own transaction serialises them."""

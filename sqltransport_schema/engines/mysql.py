@@ -34,6 +34,7 @@ class MySQL(Dialect):
     default_schema = None
     saga_only = True
     GUARD_ERROR_CODES = frozenset({1644})  # ER_SIGNAL_EXCEPTION: the guards' SIGNAL SQLSTATE '45000'
+    PERMISSION_DENIED_CODES = frozenset({1142, 1143})  # ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------

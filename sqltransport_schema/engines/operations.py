@@ -141,6 +141,13 @@ class Operations:
         template = self.TABLES_ESTIMATED if estimate and self.TABLES_ESTIMATED else self.TABLES
         return [self.statement("tables", template)]
 
+    READ_PROBE = "SELECT 1 FROM {table} WHERE 1 = 0"
+
+    def read_probe(self, table: TableName, profile: Profile) -> Statement:
+        """Reads no row, and is refused where the login may not read the table: what status runs on
+        each table, one at a time, once a read of several was refused (docs/operations.md)."""
+        return self.statement("read_probe", self.READ_PROBE, table=self.dialect.qualified(table, profile))
+
     def failed_queue_counts(self, table: TableName, profile: Profile) -> Statement:
         """(FailedQ, messages) of an error queue; FailedQ NULL where a message names none (or its
         headers cannot be read)."""

@@ -28,6 +28,7 @@ class Oracle(Dialect):
     default_schema = None
     saga_only = True
     GUARD_ERROR_CODES = frozenset({20001})  # ORA-20001: the guards' RAISE_APPLICATION_ERROR(-20001, ...)
+    PERMISSION_DENIED_CODES = frozenset({1031})  # ORA-01031: insufficient privileges
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------

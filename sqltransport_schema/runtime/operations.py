@@ -51,6 +51,7 @@ class TableStatus:
     catalog: str | None
     address: str
     missing: bool = False
+    readable: bool = True  # False: the table exists, but the login may not read it (no figures)
     depth: int | None = None
     estimated: bool = False  # depth is the engine's estimate (status --estimate), not a count
     expired: int | None = None  # queues: expired messages not yet purged (not counted when estimating)
@@ -71,6 +72,7 @@ class TableStatus:
             "address": self.address,
             "depth": self.depth,
             "missing": self.missing,
+            "readable": self.readable,
         }
         if self.kind == Kind.QUEUE.value:
             out.update(
@@ -142,6 +144,11 @@ class StatusReport:
     def missing(self) -> list[TableStatus]:
         return [t for t in self.tables if t.missing]
 
+    @property
+    def unreadable(self) -> list[TableStatus]:
+        """The tables that exist but that the login may not read (a partial report)."""
+        return [t for t in self.tables if not t.readable]
+
     def to_json(self) -> dict:
         return {
             "engine": self.engine,
@@ -210,8 +217,50 @@ def status(
     spread over `dialect.operations.connections` connections of the transport's engine when no
     `connection` is given; `estimate` takes queue depths from the engine's statistics (or the
     transport's peek) instead of counting, counts no expired messages and reads no head of a queue
-    estimated empty. A table missing from the database is reported as such. `high_water` also reads
+    estimated empty. A table missing from the database is reported as such, and so is one the
+    login may not read (found by the engine's "permission denied" code: each table is then probed on
+    its own, without the caller's `connection`, which such a refusal may have ended). `high_water` also reads
     the last RowVersion/Seq each queue's sequence gave (what `flow` derives messages in from)."""
+    unreadable: set[tuple] = transport.__dict__.setdefault("_status_unreadable", set())  # keys of the tables refused last
+    if unreadable and connection is None:
+        unreadable.intersection_update(_unreadable(transport))  # granted since: read again
+    try:
+        return _status(transport, estimate, error_queue, connection, now, high_water, unreadable)
+    except Exception as exc:
+        if connection is not None or not transport.dialect.permission_denied(exc):
+            raise
+        found = _unreadable(transport)
+        if found <= unreadable:
+            raise  # refused, but no table's read is: something else (a sequence, a catalog view)
+        unreadable.update(found)
+    return _status(transport, estimate, error_queue, connection, now, high_water, unreadable)
+
+
+def _unreadable(transport: Transport) -> set[tuple]:
+    """The keys of the blueprint's tables the login may not read: each probed in a transaction of
+    its own (on some engines a refusal ends the transaction it happened in)."""
+    found = set()
+    with transport.engine.connect() as conn:
+        for _, where, key, _ in _layout(transport):
+            try:
+                with conn.begin():
+                    execute(conn, transport.dialect.operations.read_probe(where, transport.profile)).fetchall()
+            except Exception as exc:  # a missing table is refused too, with another code
+                if transport.dialect.permission_denied(exc):
+                    found.add(key)
+    return found
+
+
+def _status(
+    transport: Transport,
+    estimate: bool,
+    error_queue: str,
+    connection: Connection | None,
+    now: datetime | None,
+    high_water: bool,
+    unreadable: set[tuple],
+) -> StatusReport:
+    """status(), the tables whose keys are in `unreadable` reported as such and not read."""
     dialect, profile = transport.dialect, transport.profile
     operations = dialect.operations
     layout = _layout(transport)
@@ -233,8 +282,9 @@ def status(
                 spec.kind.value, where.table, schema, where.catalog, address, estimated=estimate and spec.kind is Kind.QUEUE
             )
             entry.missing = key not in existing
+            entry.readable = entry.missing or key not in unreadable
             report.tables.append(entry)
-            if entry.missing:
+            if entry.missing or not entry.readable:
                 continue
             found = existing[key]  # the engine's estimate (else the arm's)
             if spec.kind is Kind.QUEUE and found is not None and int(found) <= 0 and (estimate or position not in seen):

@@ -31,6 +31,7 @@ class MSSQL(DDL, Runtime, Sagas, Dialect):
     default_schema = "dbo"
     case_insensitive_names = True  # the default collation compares names without case
     GUARD_ERROR_CODES = frozenset({50000})  # the guards' THROW 50000 (pyodbc's native error, pymssql's number)
+    PERMISSION_DENIED_CODES = frozenset({229, 230})  # permission denied on an object / on a column
     batch_separator = "GO"  # sqlcmd's and SSMS's batch separator
     columns_beside_headers = True
     MAX_IDENTIFIER = 128  # characters of a table, schema, catalog, column or index name

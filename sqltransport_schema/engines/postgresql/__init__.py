@@ -146,6 +146,7 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
         self._run(connection, self.SET_LOCAL_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
 
     GUARD_ERROR_CODES = frozenset({"55006", "42804", "23502"})  # guards' ERRCODEs: object_in_use, datatype_mismatch, not_null_violation
+    PERMISSION_DENIED_CODES = frozenset({"42501"})  # SQLSTATE insufficient_privilege
 
     def lock_timed_out(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE
