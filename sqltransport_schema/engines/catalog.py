@@ -45,6 +45,19 @@ class Catalog:
             out.setdefault(table_key(TableName(table, schema)), set()).add(column.lower())
         return out
 
+    # (schema, table) of every table that exists, whatever the login may use (a catalog with no
+    # privilege filter); None where the engine's catalog shows a login only what it holds a
+    # privilege on (information_schema, SQL Server's sys views, MySQL's), so "missing" cannot be
+    # told from "not visible to this login".
+    ALL_TABLES: str | None = None
+
+    def all_tables(self, connection: Connection) -> set[tuple] | None:
+        """table_key of every table that exists, visible to this login or not (None: cannot tell)."""
+        if self.ALL_TABLES is None:
+            return None
+        table_key = self.dialect.table_key
+        return {table_key(TableName(table, schema)) for schema, table in connection.exec_driver_sql(self.ALL_TABLES)}
+
     ROW_COUNT = "SELECT count(*) FROM {table}"
 
     def row_counts(self, connection: Connection, names: Iterable[TableName]) -> dict[tuple, int]:

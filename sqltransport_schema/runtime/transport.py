@@ -92,6 +92,13 @@ def _cursor(conn: Conn) -> tuple[Any, str]:
     return cursor, conn.dialect.paramstyle
 
 
+# A table that exists but that the login holds no privilege on: the advice is a grant, not a migration.
+NOT_VISIBLE = (
+    "exists but is not visible to this login (it holds no privilege on it); if this process uses it, "
+    "grant what it needs (`sqltransport-schema grants --role ROLE [--endpoint NAME]`), no upgrade is needed"
+)
+
+
 def execute(conn: Conn, statement: Statement, params: Mapping | None = None, *, prepare: bool = False) -> Any:
     """Run a statement on the connection's runtime cursor (statements.run); `prepare`: have the driver
     prepare it at its first run rather than after several (psycopg 3 only; other drivers ignore it)."""
@@ -207,9 +214,14 @@ class Transport:
             existing = self._existing_columns = self.dialect.catalog.existing_columns(conn)
             present = [s.name for s in blueprint.tables if s.kind is Kind.QUEUE and self.dialect.table_key(s.name) in existing]
             warnings = self.dialect.catalog.warnings(conn, present, self.profile, purges_expired)
+            unseen = [s for s in blueprint.tables if self.dialect.table_key(s.name) not in existing]
+            hidden = (self.dialect.catalog.all_tables(conn) or set()) if unseen else set()
         for spec in blueprint.tables:
             found = existing.get(self.dialect.table_key(spec.name))
             where = self.dialect.display(spec.name, self.profile)
+            if found is None and self.dialect.table_key(spec.name) in hidden:
+                warnings.append(f"{spec.kind.value} table {where} {NOT_VISIBLE}")
+                continue
             if found is None:
                 warnings.append(f"{spec.kind.value} table {where} is missing; run `alembic upgrade head`")
                 continue

@@ -45,9 +45,7 @@ class Grants(Dialect.Grants):
     # A monitoring login reads every table: SELECT also makes a table's metadata visible in the
     # catalog views status (sys.partitions: --estimate's rows), its high water (IDENT_CURRENT) and
     # check read. Nothing else: no INSERT, UPDATE, DELETE, ALTER or VIEW DEFINITION.
-    MONITOR_NOTES = (
-        "-- status (--estimate: sys.partitions) and check read the catalog views, which show what SELECT is granted on.",
-    )
+    MONITOR_NOTES = ("-- status (--estimate: sys.partitions) and check read the catalog views, which show what SELECT is granted on.",)
 
     @staticmethod
     def _by_catalog(items: Iterable[Any], catalog_of: Callable[[Any], str | None]) -> dict:

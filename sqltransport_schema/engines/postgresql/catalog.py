@@ -22,6 +22,7 @@ class Catalog(Dialect.Catalog):
         "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE c.relkind IN ('r', 'p') AND " + USER_SCHEMAS
     )
+    ALL_TABLES = SHAPE_TABLES  # pg_class shows every table; information_schema only those the login may use
     SHAPE_COLUMNS = (
         "SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull "
         "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
