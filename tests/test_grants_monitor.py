@@ -24,8 +24,8 @@ TABLES = ['"public"."Sales"', '"public"."Sales.host-a"', '"public"."error"', '"p
 TABLES += ['"public"."Sales.Delayed"', '"billing"."Billing.Delayed"', '"public"."SubscriptionRouting"']
 
 
-def role_url(url: str, role: str) -> str:
-    return make_url(url).set(drivername="postgresql+psycopg", username=role).render_as_string(hide_password=False)
+def role_url(url: str, login: str) -> str:
+    return make_url(url).set(drivername="postgresql+psycopg", username=login).render_as_string(hide_password=False)
 
 
 def status_as(url: str, capsys, *extra: str) -> tuple[int, str]:
