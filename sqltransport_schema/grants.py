@@ -10,7 +10,7 @@ Needs, per table, follow the runtime statements (runtime/transport.py):
   delayed        the endpoint's delayed table: store (INSERT), move_due (SELECT, DELETE), next_due
   subscriptions  the subscription table: subscribe (upsert), unsubscribe, find_subscribers
   saga           the endpoint's saga tables: find/get (SELECT), insert, update, complete (DELETE)
-  monitor        every table, read only: what `status` (every format, --estimate, --serve) and `check` read
+  monitor        every table, read only: what `status` (every format, --estimate; an exporter reads the same) and `check` read
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def installer_plan(topology: Topology) -> GrantPlan:
 
 
 def monitor_plan(topology: Topology) -> GrantPlan:
-    """Every table of the topology, read only: a monitoring login (status, status --serve, check)
+    """Every table of the topology, read only: a monitoring login (status in every format, an exporter of it, check)
     reads depths, heads, due times and the error queue's groupings, and changes nothing."""
     return GrantPlan(
         topology.transport_version,

@@ -152,3 +152,29 @@ def test_monitor_takes_no_endpoint_and_is_not_the_installer(project, capsys):
     assert run_grants(project, "--engine", "postgresql", "--role", "x", "--monitor", "--endpoint", "Sales")[0] == 2
     assert run_grants(project, "--engine", "postgresql", "--role", "x", "--monitor", "--installer")[0] == 2
     assert "choose one" in capsys.readouterr().err
+
+
+class _Error(Exception):
+    """A driver error as each driver carries its code (psycopg's sqlstate, pymysql's args[0], pyodbc's native error)."""
+
+    def __init__(self, *args: object, sqlstate: str | None = None) -> None:
+        super().__init__(*args)
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    "engine, error, denied",
+    [
+        ("postgresql", _Error("permission denied for table x", sqlstate="42501"), True),
+        ("postgresql", _Error("relation does not exist", sqlstate="42P01"), False),
+        ("mysql", _Error(1142, "SELECT command denied"), True),
+        ("mysql", _Error(1146, "Table doesn't exist"), False),
+        ("mssql", _Error("42000", "[ODBC Driver 18] The SELECT permission was denied on 'x' (229) (SQLExecDirectW)"), True),
+        ("mssql", _Error("42S02", "[ODBC Driver 18] Invalid object name 'x'. (208) (SQLExecDirectW)"), False),
+        ("sqlite", _Error("no such table"), False),
+    ],
+)
+def test_permission_denied_is_recognised_by_each_engines_code(engine, error, denied):
+    from sqltransport_schema import engines
+
+    assert engines.get(engine).permission_denied(error) is denied

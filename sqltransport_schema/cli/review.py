@@ -67,7 +67,7 @@ def cmd_grants(args: argparse.Namespace) -> int:
     Print the GRANT statements a runtime login needs on the topology's tables (with --endpoint, only
     what that endpoint needs: receive from its own queues, send to every queue), or with --installer
     what the login that runs the migrations needs, or with --monitor what a monitoring login needs
-    (status in every format, status --serve, check: reads only, nothing that writes). Nothing is
+    (status in every format, check: reads only, nothing that writes). Nothing is
     granted: a DBA reviews and runs them.
     """
     from .. import grants

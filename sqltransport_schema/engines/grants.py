@@ -35,5 +35,5 @@ class Grants:
         raise errors.Unsupported(f"grants are not supported on {self.dialect.name}")
 
     def monitor(self, plan: GrantPlan, role: str) -> list[str]:
-        """What a monitoring login needs (status, status --serve, check) for a grants.GrantPlan: reads only."""
+        """What a monitoring login needs (status in every format, an exporter of it, check) for a grants.GrantPlan: reads only."""
         raise errors.Unsupported(f"grants are not supported on {self.dialect.name}")
