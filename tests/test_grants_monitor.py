@@ -178,3 +178,15 @@ def test_permission_denied_is_recognised_by_each_engines_code(engine, error, den
     from sqltransport_schema import engines
 
     assert engines.get(engine).permission_denied(error) is denied
+
+
+def test_a_table_granted_later_is_read_by_the_next_status(project, deployed, role):  # noqa: F811
+    code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--endpoint", "Sales")
+    apply(deployed, sql)
+    transport = Transport.from_database(create_engine(role_url(deployed, role)), verify=False)
+    try:
+        assert {t.name for t in status(transport).unreadable} == {"Billing", "Billing.Delayed", "error", "audit"}
+        apply(deployed, f'GRANT SELECT ON TABLE "public"."error" TO "{role}"')
+        assert {t.name for t in status(transport).unreadable} == {"Billing", "Billing.Delayed", "audit"}
+    finally:
+        transport.engine.dispose()

@@ -223,7 +223,7 @@ def status(
     the last RowVersion/Seq each queue's sequence gave (what `flow` derives messages in from)."""
     unreadable: set[tuple] = transport.__dict__.setdefault("_status_unreadable", set())  # keys of the tables refused last
     if unreadable and connection is None:
-        unreadable.intersection_update(_unreadable(transport))  # granted since: read again
+        unreadable.intersection_update(_unreadable(transport, unreadable))  # granted since: read again
     try:
         return _status(transport, estimate, error_queue, connection, now, high_water, unreadable)
     except Exception as exc:
@@ -236,12 +236,14 @@ def status(
     return _status(transport, estimate, error_queue, connection, now, high_water, unreadable)
 
 
-def _unreadable(transport: Transport) -> set[tuple]:
-    """The keys of the blueprint's tables the login may not read: each probed in a transaction of
-    its own (on some engines a refusal ends the transaction it happened in)."""
+def _unreadable(transport: Transport, among: set[tuple] | None = None) -> set[tuple]:
+    """The keys of the blueprint's tables (those `among`, if given) the login may not read: each
+    probed in a transaction of its own (on some engines a refusal ends the transaction it happened in)."""
     found = set()
     with transport.engine.connect() as conn:
         for _, where, key, _ in _layout(transport):
+            if among is not None and key not in among:
+                continue
             try:
                 with conn.begin():
                     execute(conn, transport.dialect.operations.read_probe(where, transport.profile)).fetchall()
