@@ -17,8 +17,8 @@ from sqltransport_schema import cli
 from sqltransport_schema.runtime.operations import status
 from sqltransport_schema.runtime.transport import NOT_VISIBLE, Transport
 
+from .support.grants import MSSQL_TOPOLOGY, _conninfo, apply, deployed, headers, role, run_grants  # noqa: F401 (fixtures)
 from .support.tsql import parse_problems
-from .test_grants import MSSQL_TOPOLOGY, _conninfo, apply, deployed, headers, role, run_grants  # noqa: F401 (fixtures)
 
 TABLES = ['"public"."Sales"', '"public"."Sales.host-a"', '"public"."error"', '"public"."audit"', '"billing"."Billing"']
 TABLES += ['"public"."Sales.Delayed"', '"billing"."Billing.Delayed"', '"public"."SubscriptionRouting"']
@@ -40,7 +40,7 @@ def seed(transport: Transport) -> None:
         transport.endpoint("Billing", "billing").send_delayed(conn, transport.queue("Billing", "billing"), b"d", headers("d"), due_after=60)
 
 
-def test_monitor_grants_read_everything_and_write_nothing(project, deployed, role, monkeypatch, capsys):  # noqa: F811
+def test_monitor_grants_read_everything_and_write_nothing(project, deployed, role, monkeypatch, capsys):
     code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--monitor")
     assert code == 0
     body = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
@@ -81,7 +81,7 @@ def test_monitor_grants_read_everything_and_write_nothing(project, deployed, rol
                     conn.execute(statement)
 
 
-def test_status_under_an_endpoint_login_reports_what_it_cannot_read(project, deployed, role, monkeypatch, capsys, caplog):  # noqa: F811
+def test_status_under_an_endpoint_login_reports_what_it_cannot_read(project, deployed, role, monkeypatch, capsys, caplog):
     code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--endpoint", "Sales")
     apply(deployed, sql)
     owner = Transport.from_database(create_engine(make_url(deployed).set(drivername="postgresql+psycopg")))
@@ -115,7 +115,7 @@ def test_status_under_an_endpoint_login_reports_what_it_cannot_read(project, dep
     assert not any("alembic upgrade" in r.getMessage() for r in caplog.records)
 
 
-def test_a_missing_table_is_still_missing_under_the_owner(project, deployed, caplog):  # noqa: F811
+def test_a_missing_table_is_still_missing_under_the_owner(project, deployed, caplog):
     apply(deployed, 'DROP TABLE "billing"."Billing.Delayed"')
     with caplog.at_level(logging.WARNING):
         transport = Transport.from_database(create_engine(make_url(deployed).set(drivername="postgresql+psycopg")))
@@ -154,6 +154,15 @@ def test_monitor_takes_no_endpoint_and_is_not_the_installer(project, capsys):
     assert "choose one" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("engine", ["mysql", "oracle"])
+def test_engines_without_generated_grants_advise_a_monitoring_login_to_read_only(project, engine):
+    project.write_topology(MSSQL_TOPOLOGY)
+    code, monitor = run_grants(project, "--engine", engine, "--role", "x", "--monitor")
+    _, runtime = run_grants(project, "--engine", engine, "--role", "x")
+    assert code == 0 and len(monitor.splitlines()) == 1
+    assert "SELECT on the saga tables, nothing more" in monitor and "INSERT" not in monitor and "INSERT" in runtime
+
+
 class _Error(Exception):
     """A driver error as each driver carries its code (psycopg's sqlstate, pymysql's args[0], pyodbc's native error)."""
 
@@ -180,7 +189,7 @@ def test_permission_denied_is_recognised_by_each_engines_code(engine, error, den
     assert engines.get(engine).permission_denied(error) is denied
 
 
-def test_a_table_granted_later_is_read_by_the_next_status(project, deployed, role):  # noqa: F811
+def test_a_table_granted_later_is_read_by_the_next_status(project, deployed, role):
     code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--endpoint", "Sales")
     apply(deployed, sql)
     transport = Transport.from_database(create_engine(role_url(deployed, role)), verify=False)

@@ -73,8 +73,9 @@ def cmd_grants(args: argparse.Namespace) -> int:
     from .. import grants
 
     engine = engines.get(args.engine)
-    if engine.grants.unsupported:
-        sys.stdout.write(engine.grants.unsupported + "\n")
+    unsupported = (args.monitor and engine.grants.unsupported_monitor) or engine.grants.unsupported
+    if unsupported:
+        sys.stdout.write(unsupported + "\n")
         return EXIT_OK
     config = load_config(args.config) if args.topology is None else None
     path = topology_path(args, config)

@@ -22,6 +22,8 @@ class Grants:
 
     # Why this engine has nothing to grant (printed instead of statements), or None.
     unsupported: str | None = None
+    # The same for a monitoring login (grants --monitor), whose advice differs: reads only.
+    unsupported_monitor: str | None = None
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect

@@ -317,6 +317,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     # =====================================================================================
     class Grants(Dialect.Grants):
         unsupported = "grants are not generated for MySQL; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"
+        unsupported_monitor = "grants are not generated for MySQL; a monitoring login needs SELECT on the saga tables, nothing more"
 
     # =====================================================================================
     # -- deployment scripts (alembic --sql) -----------------------------------------------

@@ -169,3 +169,4 @@ END;"""
     # =====================================================================================
     class Grants(Dialect.Grants):
         unsupported = "grants are not generated for Oracle; grant SELECT, INSERT, UPDATE, DELETE on the saga tables"
+        unsupported_monitor = "grants are not generated for Oracle; a monitoring login needs SELECT on the saga tables, nothing more"
