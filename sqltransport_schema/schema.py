@@ -35,6 +35,7 @@ class Kind(str, Enum):
     DELAYED = "delayed"
     SUBSCRIPTIONS = "subscriptions"
     SAGA = "saga"
+    OUTBOX = "outbox"  # SQL persistence's outbox table of an endpoint (docs/outbox.md)
 
 
 class TableName(NamedTuple):
@@ -91,7 +92,7 @@ class TableSpec(NamedTuple):
     protected: bool = False  # queue tables: never dropped without a drop_protected entry
     correlation: Correlation | None = None  # saga tables: the correlation property
     transitional: Correlation | None = None  # saga tables: the transitional correlation property
-    saga_prefix: str | None = None  # saga tables: the endpoint's table prefix (PostgreSQL index names)
+    saga_prefix: str | None = None  # saga and outbox tables: the endpoint's table prefix (index names, Oracle's names)
 
     @property
     def correlations(self) -> tuple[Correlation, ...]:
@@ -113,7 +114,7 @@ class TableSpec(NamedTuple):
         elif self.kind is Kind.DELAYED:
             if self.body_string:  # written only when set: blueprints of earlier compiles read the same
                 parts.append(', "body_string": true')
-        elif self.kind is Kind.SAGA:
+        elif self.kind in (Kind.SAGA, Kind.OUTBOX):
             if self.saga_prefix is not None:
                 parts.append(f', "prefix": {_json_string(self.saga_prefix)}')
             if self.correlation is not None:
@@ -173,7 +174,7 @@ class Blueprint:
 
     def to_snapshot(self) -> str:
         """JSON text, one table a line, so revision files diff well and import fast."""
-        sagas = any(spec.kind is Kind.SAGA for spec in self.tables)
+        sagas = any(spec.kind in (Kind.SAGA, Kind.OUTBOX) for spec in self.tables)
         head = json.dumps(
             {
                 "format": SNAPSHOT_FORMAT_SAGAS if sagas else SNAPSHOT_FORMAT,
@@ -202,11 +203,11 @@ class Blueprint:
 
 
 # The blueprint's table order: a snapshot lists every queue, then the delayed tables, and so on.
-_KIND_ORDER = {Kind.QUEUE: 0, Kind.DELAYED: 1, Kind.SUBSCRIPTIONS: 2, Kind.SAGA: 3}
+_KIND_ORDER = {Kind.QUEUE: 0, Kind.DELAYED: 1, Kind.SUBSCRIPTIONS: 2, Kind.SAGA: 3, Kind.OUTBOX: 4}
 
 
 def in_kind_order(specs: Iterable[TableSpec]) -> tuple[TableSpec, ...]:
-    """Tables in a blueprint's order: queues, then delayed, subscriptions, sagas (stable within a kind)."""
+    """Tables in a blueprint's order: queues, then delayed, subscriptions, sagas, outboxes (stable within a kind)."""
     return tuple(sorted(specs, key=lambda spec: _KIND_ORDER[spec.kind]))
 
 
@@ -219,7 +220,7 @@ def kept_subscription_table(old: Blueprint | None, new: Blueprint) -> TableName 
 
 def blueprint(topology: Topology) -> Blueprint:
     """Every table the topology needs (Topology.tables without the marks), in a stable order:
-    queues, then delayed, then subscriptions, then sagas."""
+    queues, then delayed, then subscriptions, then sagas, then outboxes."""
     return Blueprint(
         transport_version=topology.transport_version,
         engines=topology.engines,

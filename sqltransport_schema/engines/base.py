@@ -34,6 +34,10 @@ SAGA_DROP_REFUSED = (
     "refusing to drop saga table {name}: it still holds saga instances (sagas in progress). Let them complete "
     "first, or list the table under discard: in topology.yaml to drop it with its data"
 )
+OUTBOX_DROP_REFUSED = (
+    "refusing to drop outbox table {name}: it still holds messages not yet dispatched (Dispatched = false). Let the "
+    "endpoint dispatch them first, or list the table under discard: in topology.yaml to drop it with its rows"
+)
 # The message of a refused promotion (drop of the old correlation column), on every engine.
 BACKFILL_REFUSED = (
     "refusing to drop {old} of saga table {name}: some rows still have {new} NULL (the backfill is not done). "
@@ -229,6 +233,8 @@ class Dialect:
     def expected_columns(self, spec: TableSpec) -> frozenset[str]:
         if spec.kind is Kind.SAGA:
             return self.SAGA_COLUMNS | {self.correlation_column(c.name).lower() for c in spec.correlations}
+        if spec.kind is Kind.OUTBOX:
+            return frozenset(c.name.lower() for c in self.OUTBOX_COLUMNS)
         return self.expected[spec.kind.value]
 
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
@@ -253,6 +259,7 @@ class Dialect:
             Kind.DELAYED: self.create_delayed,
             Kind.SUBSCRIPTIONS: self.create_subscriptions,
             Kind.SAGA: self.create_saga,
+            Kind.OUTBOX: self.create_outbox,
         }[spec.kind]
         return builder(spec, profile)
 
@@ -489,8 +496,8 @@ class Dialect:
     )
 
     def holds(self, kind: Kind) -> bool:
-        """Whether this engine deploys tables of this kind."""
-        return kind is Kind.SAGA or not self.saga_only
+        """Whether this engine deploys tables of this kind (SQL persistence's on every engine)."""
+        return kind in (Kind.SAGA, Kind.OUTBOX) or not self.saga_only
 
     @staticmethod
     def saga_suffix(spec: TableSpec) -> str:
@@ -499,7 +506,7 @@ class Dialect:
         return spec.name.table[len(prefix) :] if spec.name.table.startswith(prefix) else spec.name.table
 
     def saga_table(self, spec: TableSpec) -> TableName:
-        """The table SQL persistence reads this saga from (Oracle names it from the suffix alone)."""
+        """The table SQL persistence reads this saga or outbox from (Oracle names them apart)."""
         return spec.name
 
     def correlation_column(self, prop: str) -> str:
@@ -623,6 +630,32 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
             out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)
         return out
 
+    # -- outbox tables (SQL persistence, upstream-conformance §8; docs/outbox.md) -------------
+    # <prefix>OutboxData as the installer leaves it: OUTBOX_COLUMNS (name, type as the catalog
+    # reads it back, nullable) in DDL order, CREATE_OUTBOX and each index's CREATE_OUTBOX_INDEXES
+    # step (each skipped where it exists, so an installer-made table gains no second index),
+    # filled from _saga_fields. A drop is refused while a row is not dispatched.
+    OUTBOX_COLUMNS: tuple[Column, ...] = ()
+    CREATE_OUTBOX: str | None = None
+    CREATE_OUTBOX_INDEXES: tuple[str, ...] = ()
+    OUTBOX_UNDISPATCHED = "Dispatched = 0"
+
+    def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        """The outbox table and its indexes, as SQL persistence's installer creates them."""
+        if self.CREATE_OUTBOX is None:
+            raise errors.Unsupported(f"{self.name} has no outbox DDL")
+        fields = self._saga_fields(spec)
+        return [self.CREATE_OUTBOX.format(**fields)] + [index.format(**fields) for index in self.CREATE_OUTBOX_INDEXES]
+
+    def outbox_name_problems(self, spec: TableSpec) -> list[str]:
+        """What this engine cannot hold of an outbox table's name."""
+        return [f"table name {problem}" for _part, problem in self.name_problems(self.saga_table(spec)) if _part == "table"]
+
+    def drop_guard_where(self, spec: TableSpec) -> str:
+        """The rows a guarded drop refuses to lose, as a WHERE clause ('' for every row): an outbox's
+        undispatched rows only (dispatched rows wait for cleanup and may go)."""
+        return " WHERE " + self.OUTBOX_UNDISPATCHED if spec.kind is Kind.OUTBOX else ""
+
     # -- nested sections: catalog reads, grants, deployment scripts, the pipeline -----------
     # Each engine nests subclasses of these (engines/catalog.py, grants.py, script.py, pipeline.py); the
     # instances, made on first use, reach back to the dialect for quoting and names.
@@ -677,6 +710,8 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
     def refusal(self, spec: TableSpec, profile: Profile | None = None) -> str:
         if spec.kind is Kind.SAGA:
             return SAGA_DROP_REFUSED.format(name=self.display(self.saga_table(spec), profile))
+        if spec.kind is Kind.OUTBOX:
+            return OUTBOX_DROP_REFUSED.format(name=self.display(self.saga_table(spec), profile))
         return DROP_REFUSED.format(name=self.display(spec.name, profile))
 
 

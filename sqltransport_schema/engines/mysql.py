@@ -13,8 +13,8 @@ import re
 from typing import TYPE_CHECKING
 
 from .. import errors
-from ..schema import Correlation, TableName, TableSpec
-from ..shapes import IndexShape, TableShape, normalise_type
+from ..schema import Correlation, Kind, TableName, TableSpec
+from ..shapes import Column, IndexShape, TableShape, normalise_type, shape_columns
 from ..versions import Profile
 from .base import Dialect
 
@@ -78,6 +78,10 @@ class MySQL(Dialect):
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         if not self.holds(spec.kind):
             raise errors.Unsupported(f"{self.name} holds saga tables only")
+        if spec.kind is Kind.OUTBOX:
+            indexes = [IndexShape(("messageid",), unique=True)]
+            indexes += [IndexShape((column.lower(),), name=index) for index, column in self.OUTBOX_INDEXES.items()]
+            return TableShape(shape_columns(self.OUTBOX_COLUMNS), indexes)
         columns = dict(self.SAGA_SHAPE_COLUMNS)
         indexes = [IndexShape(("id",), unique=True)]
         for c in spec.correlations:
@@ -105,8 +109,8 @@ class MySQL(Dialect):
         if not discard_messages:
             refusal = self.refusal(spec)
             if len(refusal) > MAX_SIGNAL_MESSAGE:
-                refusal = f"refusing to drop saga table {spec.name.table}: it still holds sagas (see docs/sagas.md)"
-            guard = self._refuse_if(fields["table"], "", refusal)
+                refusal = self.SHORT_DROP_REFUSALS[spec.kind].format(table=spec.name.table)
+            guard = self._refuse_if(fields["table"], self.drop_guard_where(spec), refusal)
         return self._step(self.DROP_TABLE.format(guard=guard, **fields))
 
     # =====================================================================================
@@ -188,6 +192,44 @@ CREATE TABLE IF NOT EXISTS {table} (
     IF EXISTS ({table_exists}) THEN{guard}
         DROP TABLE {table};
     END IF;"""
+
+    # The refusal of a drop where the full one is over MESSAGE_TEXT's 128 characters.
+    SHORT_DROP_REFUSALS = {
+        Kind.SAGA: "refusing to drop saga table {table}: it still holds sagas (see docs/sagas.md)",
+        Kind.OUTBOX: "refusing to drop outbox table {table}: it holds undispatched messages (see docs/outbox.md)",
+    }
+
+    # -- outbox tables (upstream-conformance §8): the whole table ascii, MessageId national ------
+    OUTBOX_COLUMNS = (
+        Column("MessageId", "varchar(200)", False),
+        Column("Dispatched", "bit(1)", False),
+        Column("DispatchedAt", "datetime", True),
+        Column("PersistenceVersion", "varchar(23)", False),
+        Column("Operations", "json", False),
+    )
+    CREATE_OUTBOX = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    MessageId nvarchar(200) NOT NULL,
+    Dispatched bit NOT NULL DEFAULT 0,
+    DispatchedAt datetime,
+    PersistenceVersion varchar(23) NOT NULL,
+    Operations json NOT NULL,
+    PRIMARY KEY (MessageId)
+) DEFAULT CHARSET=ascii"""
+    OUTBOX_INDEXES = {"Index_DispatchedAt": "DispatchedAt", "Index_Dispatched": "Dispatched"}
+    CREATE_OUTBOX_INDEX = """\
+    IF NOT EXISTS ({index_exists}) THEN
+        CREATE INDEX {index} ON {table} ({column});
+    END IF;"""
+
+    def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        """The table, then its indexes in one procedure step (MySQL's CREATE INDEX has no IF NOT EXISTS)."""
+        fields = self._saga_fields(spec)
+        steps = []
+        for index, column in self.OUTBOX_INDEXES.items():
+            index_exists = self.INDEX_EXISTS.format(index_literal=self.literal(index), **fields)
+            steps.append(self.CREATE_OUTBOX_INDEX.format(index_exists=index_exists, index=self.quote(index), column=self.quote(column), **fields))
+        return [self.CREATE_OUTBOX.format(**fields)] + self._step("\n".join(steps))
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:
         problems = super().saga_name_problems(spec)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 
-from ..schema import Correlation, TableName, TableSpec
+from ..schema import Correlation, Kind, TableName, TableSpec
+from ..shapes import Column
 from ..versions import Profile
 from .base import Dialect
 
@@ -72,7 +73,8 @@ class Oracle(Dialect):
         table = self._saga_fields(spec)["table"]
         batches = []
         if not discard_messages:
-            batches.append(self.GUARD.format(table=table, condition="1 = 1", message=self.literal(self.refusal(spec))))
+            condition = self.OUTBOX_UNDISPATCHED if spec.kind is Kind.OUTBOX else "1 = 1"
+            batches.append(self.GUARD.format(table=table, condition=condition, message=self.literal(self.refusal(spec))))
         return batches + [self.DROP_TABLE.format(table=table)]
 
     # =====================================================================================
@@ -114,7 +116,41 @@ END;"""
     SAGA_FIND = Dialect.SAGA_FIND + "\nFOR UPDATE"
     SAGA_FIND_BY_TRANSITIONAL = Dialect.SAGA_FIND_BY_TRANSITIONAL + "\nFOR UPDATE"
 
+    # -- outbox tables (upstream-conformance §8): <PREFIX>OD, its key "<T>_PK", its index "<T>_IX" ---
+    OUTBOX_COLUMNS = (
+        Column("MESSAGEID", "NVARCHAR2(200)", False),
+        Column("DISPATCHED", "NUMBER(1,0)", False),
+        Column("DISPATCHEDAT", "TIMESTAMP", True),
+        Column("OPERATIONS", "CLOB", False),
+        Column("PERSISTENCEVERSION", "VARCHAR2(23)", False),
+    )
+    CREATE_OUTBOX = """\
+CREATE TABLE {table} (
+    MESSAGEID NVARCHAR2(200) NOT NULL,
+    DISPATCHED NUMBER(1,0) DEFAULT 0 NOT NULL CHECK (DISPATCHED IN (0, 1)),
+    DISPATCHEDAT TIMESTAMP,
+    OPERATIONS CLOB NOT NULL,
+    PERSISTENCEVERSION VARCHAR2(23) NOT NULL,
+    CONSTRAINT {primary_key} PRIMARY KEY (MESSAGEID) ENABLE
+)"""
+    CREATE_OUTBOX_INDEX = "CREATE INDEX {index} ON {table} (DISPATCHED, DISPATCHEDAT)"
+
+    def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        fields = self._saga_fields(spec)
+        index = self.qualified(TableName(self.saga_table(spec).table + "_IX", spec.name.schema))
+        return [self.CREATE_OUTBOX.format(**fields), self.CREATE_OUTBOX_INDEX.format(index=index, **fields)]
+
+    def outbox_name_problems(self, spec: TableSpec) -> list[str]:
+        """SQL persistence's Oracle limit: a table prefix of at most 25 ASCII characters (<PREFIX>OD_PK fits 30)."""
+        problems = [f"schema name {problem}" for part, problem in self.name_problems(spec.name) if part == "schema"]
+        prefix = spec.saga_prefix or ""
+        if len(prefix) > MAX_TABLE_PREFIX or not prefix.isascii() or '"' in prefix:
+            problems.append(f"table prefix {prefix!r} must be at most {MAX_TABLE_PREFIX} ASCII characters for SQL persistence on Oracle")
+        return problems
+
     def saga_table(self, spec: TableSpec) -> TableName:
+        if spec.kind is Kind.OUTBOX:
+            return TableName((spec.saga_prefix or "").upper() + "OD", spec.name.schema)
         return TableName(self.saga_suffix(spec).upper(), spec.name.schema)
 
     def correlation_column(self, prop: str) -> str:

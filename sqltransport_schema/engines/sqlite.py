@@ -103,6 +103,10 @@ class SQLite(Dialect):
                 columns[column] = (self.CORRELATION_TYPES[c.type].lower(), True)
                 predicate = normalise_predicate(f"{column} IS NOT NULL")
                 indexes.append(IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name)))
+        elif spec.kind is Kind.OUTBOX:
+            columns = shape_columns(self.OUTBOX_COLUMNS)
+            indexes.append(IndexShape(("messageid",), unique=True))  # the primary key's automatic index
+            indexes += [IndexShape((column.lower(),), name=f"{spec.name.table}_{index}") for index, column in self.OUTBOX_INDEXES.items()]
         else:
             columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes.append(IndexShape(("endpoint", "topic"), unique=True))
@@ -146,7 +150,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     # itself refuse, with the refusal as the constraint's name in the error.
     GUARD_RESET = 'DROP TABLE IF EXISTS temp."sqltransport_drop_guard"'
     GUARD_CREATE = 'CREATE TEMP TABLE "sqltransport_drop_guard" (queue TEXT CONSTRAINT {message} CHECK (queue IS NULL))'
-    GUARD_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'nonempty\' FROM {table} LIMIT 1'
+    GUARD_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'nonempty\' FROM {table}{where} LIMIT 1'
     DROP_TABLE = "DROP TABLE IF EXISTS {table}"
 
     def create_queue(self, spec: TableSpec, profile: Profile) -> list[str]:
@@ -181,7 +185,7 @@ CREATE TABLE IF NOT EXISTS {table} (
             batches += [
                 self.GUARD_RESET,
                 self.GUARD_CREATE.format(message=self.quote(self.refusal(spec))),
-                self.GUARD_PROBE.format(table=table),
+                self.GUARD_PROBE.format(table=table, where=self.drop_guard_where(spec)),
                 self.GUARD_RESET,
             ]
         return batches + [self.DROP_TABLE.format(table=table)]
@@ -347,6 +351,34 @@ CREATE TABLE IF NOT EXISTS {table} (
         "sagatypeversion": ("text", False),
         "concurrency": ("integer", False),
     }
+
+    # -- outbox tables: SQL persistence's columns (upstream-conformance §8) in SQLite's types;
+    # index names carry the table's (one namespace for every index of the database) --------------
+    OUTBOX_COLUMNS = (
+        Column("MessageId", "text", False),
+        Column("Dispatched", "integer", False),
+        Column("DispatchedAt", "datetime", True),
+        Column("PersistenceVersion", "text", False),
+        Column("Operations", "text", False),
+    )
+    CREATE_OUTBOX = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    MessageId TEXT NOT NULL PRIMARY KEY,
+    Dispatched INTEGER NOT NULL DEFAULT 0,
+    DispatchedAt DATETIME,
+    PersistenceVersion TEXT NOT NULL,
+    Operations TEXT NOT NULL
+)"""
+    OUTBOX_INDEXES = {"Index_DispatchedAt": "DispatchedAt", "Index_Dispatched": "Dispatched"}
+    CREATE_OUTBOX_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} ({column})"
+
+    def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
+        table = self.qualified(spec.name)
+        indexes = [
+            self.CREATE_OUTBOX_INDEX.format(index=self.quote(f"{spec.name.table}_{index}"), table=table, column=self.quote(column))
+            for index, column in self.OUTBOX_INDEXES.items()
+        ]
+        return [self.CREATE_OUTBOX.format(table=table)] + indexes
 
     def correlation_index(self, spec: TableSpec, prop: str) -> str:
         # one namespace for every index of the database: the table name keeps it apart

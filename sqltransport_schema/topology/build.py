@@ -62,6 +62,7 @@ def build(root: Obj, path: str, files: tuple[Source, ...] = ()) -> Topology:
             protected=obj.get("protected"),
             table_prefix=obj.get("table_prefix"),
             sagas=tuple(_saga(saga) for saga, _ in _complete(obj.get("sagas", []), "name")),
+            outbox=obj.get("outbox", False),
         )
         for obj, _ in _complete(root.get("endpoints", []), "name")
     )

@@ -105,6 +105,11 @@ ENDPOINT = Field(
         ),
         "table_prefix": Field("string", "Prefix of the endpoint's saga tables. Default: the endpoint name with . replaced by _, then _."),
         "sagas": Field("list", "Sagas of the endpoint (SQL persistence saga tables).", items=SAGA, default=[]),
+        "outbox": Field(
+            "boolean",
+            "The endpoint runs SQL persistence's outbox: its table <table_prefix>OutboxData (Oracle <PREFIX>OD), see docs/outbox.md.",
+            default=False,
+        ),
     },
 )
 

@@ -56,6 +56,7 @@ class Endpoint(Placed):
     protected: bool | None = None  # None: error/audit by name
     table_prefix: str | None = None  # None: the default saga table prefix
     sagas: tuple[Saga, ...] = ()
+    outbox: bool = False  # SQL persistence's outbox table <table_prefix>OutboxData
 
     @property
     def saga_table_prefix(self) -> str:
@@ -72,6 +73,11 @@ class Endpoint(Placed):
             transitional=saga.transitional,
             saga_prefix=self.saga_table_prefix,
         )
+
+    def outbox_spec(self) -> TableSpec:
+        """The endpoint's outbox table: <prefix>OutboxData beside its saga tables (Oracle names it apart)."""
+        name = TableName(self.saga_table_prefix + "OutboxData", self.schema, self.catalog)
+        return TableSpec(Kind.OUTBOX, name, saga_prefix=self.saga_table_prefix)
 
     def queue_tables(self) -> list[str]:
         if self.send_only:
@@ -96,7 +102,7 @@ class Owned(NamedTuple):
     """A table the topology owns: its spec, what the file calls it, and where the file makes it."""
 
     spec: TableSpec
-    role: str  # "endpoint", "instance queue", "delayed table", "queue", "subscription table" or "saga table"
+    role: str  # "endpoint", "instance queue", "delayed table", "queue", "subscription table", "saga table" or "outbox table"
     mark: Mark
 
     is_index = False  # beside validation's indexes, which share the table namespace
@@ -147,7 +153,7 @@ class Topology:
 
         The one walk over the topology's tables: schema.blueprint keeps the specs, the name
         checks of validation also read the roles and marks. Order: each endpoint's queues and delayed table,
-        then the queues, the subscription table and the saga tables.
+        then the queues, the subscription table, the saga tables and the outbox tables.
         """
         prof = profile(self.transport_version)
         seq_type = self.postgresql_seq_type
@@ -174,6 +180,9 @@ class Topology:
         for ep in self.endpoints:
             for saga in ep.sagas:
                 yield Owned(ep.saga_spec(saga), "saga table", saga.mark_of("name"))
+        for ep in self.endpoints:
+            if ep.outbox:
+                yield Owned(ep.outbox_spec(), "outbox table", ep.mark_of("outbox"))
 
 
 @dataclass(frozen=True)

@@ -201,12 +201,12 @@ def _at_sign_problems(f: Facts) -> Iterator[Problem]:
 
 
 def _name_limit_problems(f: Facts) -> Iterator[Problem]:
-    """Names an engine cannot hold (saga tables have their own limits, checked with their columns)."""
+    """Names an engine cannot hold (saga and outbox tables have their own limits, checked with their prefix)."""
     reported: set[tuple] = set()
     for engine_name in f.engine_names:
         engine = engine_registry.get(engine_name)
         for item in f.tables:
-            if item.kind is Kind.SAGA or not engine.holds(item.kind):
+            if item.kind in (Kind.SAGA, Kind.OUTBOX) or not engine.holds(item.kind):
                 continue
             for part, problem in engine.name_problems(item.name):
                 if (item.mark, part) not in reported:
@@ -305,6 +305,21 @@ def _saga_problems(f: Facts) -> Iterator[Problem]:
                     yield Problem(saga.mark_of("name"), f"saga {saga.name!r} on {engine_name}: {problem}: shorten it")
 
 
+def _outbox_problems(f: Facts) -> Iterator[Problem]:
+    """Outbox tables: a send-only endpoint handles no messages; names over an engine's limits."""
+    for ep in f.t.endpoints:
+        if not ep.outbox:
+            continue
+        if ep.send_only:
+            yield Problem(
+                ep.mark_of("outbox"),
+                f"endpoint {ep.name!r} is send-only and handles no messages, so it has no outbox: remove outbox or send_only",
+            )
+        for engine_name in f.engine_names:
+            for problem in engine_registry.get(engine_name).outbox_name_problems(ep.outbox_spec()):
+                yield Problem(ep.mark_of("outbox"), f"outbox table of endpoint {ep.name!r} on {engine_name}: {problem}: shorten it")
+
+
 RULES: tuple[Callable[[Facts], Iterator[Problem]], ...] = (
     _engine_problems,
     _endpoint_problems,
@@ -313,6 +328,7 @@ RULES: tuple[Callable[[Facts], Iterator[Problem]], ...] = (
     _name_limit_problems,
     _collision_problems,
     _saga_problems,
+    _outbox_problems,
     _discard_problems,
 )
 

@@ -66,6 +66,14 @@ class DDL:
                 computed.add("bodystring")
             indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
             return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
+        if spec.kind is Kind.OUTBOX:
+            indexes = [
+                IndexShape(("messageid",), unique=True, clustered=False),  # PRIMARY KEY NONCLUSTERED
+                IndexShape(
+                    ("dispatchedat",), predicate=normalise_predicate(self.OUTBOX_INDEX_PREDICATE), name=self.OUTBOX_INDEX, clustered=False
+                ),
+            ]
+            return TableShape(shape_columns(self.OUTBOX_COLUMNS), indexes)
         if spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
             indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
@@ -275,7 +283,7 @@ IF EXISTS (SELECT * FROM {sys}.columns WHERE object_id = OBJECT_ID(N'{name}') AN
     DROP_GUARDED = """\
 IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
 BEGIN
-    IF EXISTS (SELECT * FROM {table})
+    IF EXISTS (SELECT * FROM {table}{where})
         THROW 50000, N'{message}', 1;
     DROP TABLE {table};
 END"""
@@ -434,7 +442,7 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         if discard_messages:
             return [self.DROP_DISCARDING.format(**fields)]
         message = self.literal_text(self.refusal(spec, profile))
-        return [self.DROP_GUARDED.format(message=message, **fields)]
+        return [self.DROP_GUARDED.format(message=message, where=self.drop_guard_where(spec), **fields)]
 
     INVALID_OBJECT_NAME = "42S02"  # the SQLSTATE pyodbc reports for error 208 (a table that does not exist)
 

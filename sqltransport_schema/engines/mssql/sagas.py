@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...schema import Correlation, TableSpec
+from ...shapes import Column
 from ...versions import Profile
 
 
@@ -88,6 +89,34 @@ WHERE {transitional} = @TransitionalCorrelationId"""
         "sagatypeversion": ("varchar(23)", False),
         "concurrency": ("int", False),
     }
+
+    # -- outbox tables (upstream-conformance §8): each step its own catalog-guarded batch -------------
+    OUTBOX_COLUMNS = (
+        Column("MessageId", "nvarchar(200)", False),
+        Column("Dispatched", "bit", False),
+        Column("DispatchedAt", "datetime", True),
+        Column("PersistenceVersion", "varchar(23)", False),
+        Column("Operations", "nvarchar(max)", False),
+    )
+    CREATE_OUTBOX = """\
+IF OBJECT_ID(N'{name}', N'U') IS NULL
+BEGIN
+    CREATE TABLE {table} (
+        MessageId nvarchar(200) NOT NULL PRIMARY KEY NONCLUSTERED,
+        Dispatched bit NOT NULL DEFAULT 0,
+        DispatchedAt datetime,
+        PersistenceVersion varchar(23) NOT NULL,
+        Operations nvarchar(max) NOT NULL
+    );
+END;"""
+    OUTBOX_INDEX = "Index_DispatchedAt"  # dispatched rows by age: what the cleanup deletes
+    OUTBOX_INDEX_PREDICATE = "Dispatched = 1"
+    CREATE_OUTBOX_INDEXES = (
+        f"""\
+IF NOT EXISTS (SELECT * FROM {{sys}}.indexes WHERE object_id = OBJECT_ID(N'{{name}}') AND name = N'{OUTBOX_INDEX}')
+    CREATE INDEX {OUTBOX_INDEX} ON {{table}} (DispatchedAt)
+    WHERE {OUTBOX_INDEX_PREDICATE};""",
+    )
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:
         problems = super().saga_name_problems(spec)

@@ -61,6 +61,10 @@ class DDL:
                 column = self.correlation_column(c.name).lower()
                 columns[column] = (self.SHAPE_CORRELATION_TYPES[c.type], True)
                 indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
+        elif spec.kind is Kind.OUTBOX:
+            columns = shape_columns(self.OUTBOX_COLUMNS)
+            indexes = [IndexShape(("messageid",), unique=True)]
+            indexes += [IndexShape((column.lower(),), name=index) for index, column in self.OUTBOX_INDEXES.items()]
         else:
             columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes = [IndexShape(("endpoint", "topic"), unique=True)]
@@ -87,7 +91,7 @@ DO {tag}
 BEGIN
     -- nested, not AND: PL/pgSQL plans an expression whole, and the table may be gone already
     IF to_regclass({table_literal}) IS NOT NULL THEN
-        IF EXISTS (SELECT 1 FROM {table}) THEN
+        IF EXISTS (SELECT 1 FROM {table}{where}) THEN
             RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'object_in_use';
         END IF;
     END IF;
@@ -214,7 +218,7 @@ END
         if not discard_messages:
             message = self.literal(self.refusal(spec))
             tag = self.dollar_tag(fields["table"], fields["table_literal"], message)
-            batches.append(self.DROP_GUARDED.format(tag=tag, message=message, **fields))
+            batches.append(self.DROP_GUARDED.format(tag=tag, message=message, where=self.drop_guard_where(spec), **fields))
         batches.append(self.DROP_TABLE.format(**fields))
         return batches
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 
 from ...schema import Correlation, TableName, TableSpec
+from ...shapes import Column
 
 
 class Sagas:
@@ -99,6 +100,30 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
     DATA_TYPES = {"string": "character varying", "int": "integer", "guid": "uuid", "datetime": "timestamp without time zone"}
     MAX_SAGA_PREFIX = 20  # the installer refuses a longer table prefix
     MAX_SAGA_SUFFIX = 43  # the script generator refuses a longer table suffix
+
+    # -- outbox tables (upstream-conformance §8) ----------------------------------------------
+    # The installer's index names are not prefixed: they share the schema's namespace, so a second
+    # outbox table in the same schema gets none (IF NOT EXISTS), as with the installer.
+    OUTBOX_COLUMNS = (
+        Column("MessageId", "character varying(200)", False),
+        Column("Dispatched", "boolean", False),
+        Column("DispatchedAt", "timestamp without time zone", True),
+        Column("PersistenceVersion", "character varying(23)", True),
+        Column("Operations", "jsonb", False),
+    )
+    CREATE_OUTBOX = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    "MessageId" character varying(200) PRIMARY KEY,
+    "Dispatched" boolean NOT NULL DEFAULT false,
+    "DispatchedAt" timestamp,
+    "PersistenceVersion" character varying(23),
+    "Operations" jsonb NOT NULL
+)"""
+    OUTBOX_INDEXES = {"Index_DispatchedAt": "DispatchedAt", "Index_Dispatched": "Dispatched"}
+    CREATE_OUTBOX_INDEXES = tuple(
+        f'CREATE INDEX IF NOT EXISTS "{index}" ON {{table}} USING btree ("{column}" ASC NULLS LAST)' for index, column in OUTBOX_INDEXES.items()
+    )
+    OUTBOX_UNDISPATCHED = '"Dispatched" = false'
 
     def correlation_index(self, spec: TableSpec, prop: str) -> str:
         """<table prefix>_i_<SHA-1 of '<suffix>/<property>' in UTF-8, 40 upper-case hex digits>,
