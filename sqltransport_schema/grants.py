@@ -10,6 +10,7 @@ Needs, per table, follow the runtime statements (runtime/transport.py):
   delayed        the endpoint's delayed table: store (INSERT), move_due (SELECT, DELETE), next_due
   subscriptions  the subscription table: subscribe (upsert), unsubscribe, find_subscribers
   saga           the endpoint's saga tables: find/get (SELECT), insert, update, complete (DELETE)
+  outbox         the endpoint's outbox table: get (SELECT), store (INSERT), set as dispatched (UPDATE), cleanup (DELETE)
   monitor        every table, read only: what `status` (every format, --estimate; an exporter reads the same) and `check` read
 """
 
@@ -22,13 +23,13 @@ from .schema import Kind, SchemaName, TableName, blueprint
 from .topology import Topology
 from .versions import profile
 
-RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA = "receive", "send", "delayed", "subscriptions", "saga"
+RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA, OUTBOX = "receive", "send", "delayed", "subscriptions", "saga", "outbox"
 MONITOR = "monitor"
 
 
 @dataclass(frozen=True)
 class TableGrant:
-    need: str  # one of RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA, MONITOR (or a table kind: installer_plan)
+    need: str  # one of RECEIVE, SEND, DELAYED, SUBSCRIPTIONS, SAGA, OUTBOX, MONITOR (or a table kind: installer_plan)
     table: TableName
     serial: bool = False  # a queue whose Seq column draws from a sequence (PostgreSQL)
 
@@ -59,7 +60,7 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
     print_ = blueprint(topology)
     owned: set[TableName] = set()
     own_delayed: set[TableName] = set()
-    own_sagas: set[TableName] = set()
+    own_sagas: set[TableName] = set()  # the endpoint's SQL persistence tables: saga tables and its outbox
     if endpoint is not None:
         found = [ep for ep in topology.endpoints if ep.name == endpoint]
         if not found:
@@ -69,7 +70,7 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
         owned = {TableName(table, ep.schema, ep.catalog) for table in ep.queue_tables()}
         if ep.has_delayed_table(prof):
             own_delayed = {TableName(ep.delayed_table(topology.delayed_table_suffix), ep.schema, ep.catalog)}
-        own_sagas = {ep.saga_spec(saga).name for saga in ep.sagas}
+        own_sagas = {ep.saga_spec(saga).name for saga in ep.sagas} | ({ep.outbox_spec().name} if ep.outbox else set())
     grants: list[TableGrant] = []
     for spec in print_.tables:
         serial = spec.kind is Kind.QUEUE
@@ -79,10 +80,10 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
             if endpoint is not None and spec.name not in own_delayed:
                 continue
             need = DELAYED
-        elif spec.kind is Kind.SAGA:
+        elif spec.kind in (Kind.SAGA, Kind.OUTBOX):
             if endpoint is not None and spec.name not in own_sagas:
                 continue
-            need = SAGA
+            need = SAGA if spec.kind is Kind.SAGA else OUTBOX
         else:
             need = SUBSCRIPTIONS
         grants.append(TableGrant(need, spec.name, serial))

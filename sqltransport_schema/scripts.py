@@ -281,7 +281,7 @@ LAST = None  # owner of what must run after every endpoint (schema removal, vers
 
 
 def _owner(operation: TransportOp, endpoints: Iterable[Endpoint], sagas: dict) -> str | None:
-    """The endpoint whose tables (queues, delayed table, saga tables: sagas maps their names to it) an
+    """The endpoint whose tables (queues, delayed table, saga and outbox tables: sagas maps their names to it) an
     operation touches; SHARED or LAST for the rest."""
     from .migrate import ops
 
@@ -314,7 +314,7 @@ def render_split(
     lock_timeout: str = DEFAULT_TIMEOUT,
     url: str | None = None,
 ) -> dict[str, str]:
-    """The same script as render(), as one file per endpoint (its queues, delayed and saga tables), in
+    """The same script as render(), as one file per endpoint (its queues, delayed, saga and outbox tables), in
     run order: 00-shared.sql (schemas, shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
     (schema removals and version stamping, which must come last). Each file is its own transaction."""
     from . import engines as engine_registry
@@ -326,6 +326,7 @@ def render_split(
         raise ScriptError(f"splitting by endpoint needs the topology file ({topology} not found)")
     endpoints = sorted(topology_module.load(topology).endpoints, key=lambda e: len(e.name), reverse=True)
     sagas = {ep.saga_spec(saga).name: ep.name for ep in endpoints for saga in ep.sagas}
+    sagas.update((ep.outbox_spec().name, ep.name) for ep in endpoints if ep.outbox)
     dialect = engine_registry.get(engine)
     start, end, revision = _range(config, from_rev, to_rev)
     marks: list = []

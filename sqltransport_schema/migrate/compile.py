@@ -28,6 +28,8 @@ def create_op(spec: TableSpec, version: str) -> ops.TransportOp:
     """The operation that creates a table of any kind."""
     if spec.kind is Kind.SAGA:
         return saga_ops.CreateSagaTableOp(spec)
+    if spec.kind is Kind.OUTBOX:
+        return saga_ops.CreateOutboxTableOp(spec)
     return ops.CREATE_OPS[spec.kind](spec, version)
 
 
@@ -113,6 +115,8 @@ def _drop(spec: TableSpec, version: str, new: Blueprint, old: Blueprint) -> ops.
         )
     if spec.kind is Kind.SAGA:
         return saga_ops.DropSagaTableOp(spec, spec.name in new.discarded)
+    if spec.kind is Kind.OUTBOX:
+        return saga_ops.DropOutboxTableOp(spec, spec.name in new.discarded)
     if spec.kind is Kind.QUEUE:
         following = kept_subscription_table(old, new)
         return ops.DropQueueOp(spec, version, spec.name in new.discarded, allow_protected and spec.protected, following)

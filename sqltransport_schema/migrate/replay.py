@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 _SPEC_ARGUMENTS = (("body_string", "body_string"), ("seq_type", "seq_type"), ("protected", "protected"))
 _SAGA_ARGUMENTS = (("saga_prefix", "prefix"), ("correlation", "correlation"), ("transitional", "transitional"))
+_PERSISTENCE_ARGUMENTS = {Kind.SAGA: _SAGA_ARGUMENTS, Kind.OUTBOX: _SAGA_ARGUMENTS[:1]}  # SQL persistence's tables
+_PERSISTENCE_TABLE_OPS = (*saga_ops.SAGA_TABLE_OPS, saga_ops.CreateOutboxTableOp, saga_ops.DropOutboxTableOp)
 
 
 class Mismatch(errors.Conflict):
@@ -111,18 +113,18 @@ def _replay(start: Blueprint | None, expected: Blueprint, operations: list) -> N
 def _apply(tables: _Tables, op: ops.TransportOp) -> None:
     version = tables.expected.transport_version
     recorded = "the revision's SNAPSHOT records transport version"
-    if isinstance(op, (ops._CreateTable, saga_ops.CreateSagaTableOp)):
+    if isinstance(op, (ops._CreateTable, saga_ops.CreateSagaTableOp, saga_ops.CreateOutboxTableOp)):
         if op.table.name in tables.specs:
             raise Mismatch(f"{op.python()}: the table exists already")
-        if not isinstance(op, saga_ops.CreateSagaTableOp):
+        if not isinstance(op, _PERSISTENCE_TABLE_OPS):
             tables.argument(op, "version", op.version, version, recorded)
         tables.set(op, op.table, op.version or version)
     elif op.drops:
         spec = tables.existing(op, op.table.name, (op.table.kind,))
-        names = _SAGA_ARGUMENTS if op.table.kind is Kind.SAGA else _SPEC_ARGUMENTS[: 3 if op.table.kind is Kind.QUEUE else 1]
+        names = _PERSISTENCE_ARGUMENTS.get(op.table.kind) or _SPEC_ARGUMENTS[: 3 if op.table.kind is Kind.QUEUE else 1]
         for field, argument in names:
             tables.argument(op, argument, getattr(op.table, field), getattr(spec, field), "the table it drops has")
-        if not isinstance(op, saga_ops.DropSagaTableOp):
+        if not isinstance(op, _PERSISTENCE_TABLE_OPS):
             tables.argument(op, "version", op.version, tables.built[spec.name], "the table it drops was built by transport")
         if op.subscriptions is not None:
             written, kept = (None if name is None else wire.Address(*name).format() for name in (op.subscriptions, tables.subscriptions))
@@ -201,7 +203,7 @@ def _shown(value: object) -> str:
 
 
 def _fields(spec: TableSpec) -> Iterator[tuple[str, str]]:
-    if spec.kind is Kind.SAGA:
-        yield from _SAGA_ARGUMENTS
+    if spec.kind in _PERSISTENCE_ARGUMENTS:
+        yield from _PERSISTENCE_ARGUMENTS[spec.kind]
     else:
         yield from _SPEC_ARGUMENTS[: 3 if spec.kind is Kind.QUEUE else 1]

@@ -1,5 +1,5 @@
-"""Alembic operations for saga tables (SQL persistence), declared: create, add/drop a correlation
-column, drop.
+"""Alembic operations for SQL persistence's tables, declared: saga tables (create, add/drop a
+correlation column, drop) and outbox tables (create, drop).
 
 Every argument that decides the DDL is a literal in the revision: the table as deployed,
 the endpoint's table prefix (PostgreSQL index names derive from it) and each correlation
@@ -217,6 +217,83 @@ class DropSagaCorrelationOp(_CorrelationOp):
 
     def reverse(self) -> AddSagaCorrelationOp:
         return AddSagaCorrelationOp(self.table, self.correlation)
+
+
+# --------------------------------------------------------------------------- outbox tables
+def _outbox(table: str, schema: str | None, catalog: str | None, prefix: str | None) -> TableSpec:
+    return TableSpec(Kind.OUTBOX, TableName(table, schema, catalog), saga_prefix=prefix)
+
+
+@dataclass
+class _OutboxTableOp(_OnSpec, TransportOp):
+    table: TableSpec
+
+    noun = "outbox table"
+
+    def _tail(self) -> str:
+        return f"prefix={_literal(self.table.saga_prefix)}"
+
+
+@Operations.register_operation("create_outbox_table")
+class CreateOutboxTableOp(_OutboxTableOp):
+    op_name = "create_outbox_table"
+    adopts = True  # an outbox table SQL persistence's installer made is adopted if it has the expected columns
+    origin = "SQL persistence"
+    lock_cost = 12
+
+    @classmethod
+    def create_outbox_table(
+        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, prefix: str | None = None
+    ) -> None:
+        """Create an endpoint's outbox table and its indexes (docs/outbox.md)."""
+        return operations.invoke(cls(_outbox(table, schema, catalog, prefix)))
+
+    def describe(self, dialect: Dialect | None = None) -> str:
+        return f"create outbox table {_where(self.table, dialect)}"
+
+    def python(self) -> str:
+        return _call(self.op_name, self.table.name, self._tail())
+
+    def reverse(self) -> DropOutboxTableOp:
+        return DropOutboxTableOp(self.table)
+
+
+@Operations.register_operation("drop_outbox_table")
+class DropOutboxTableOp(_OutboxTableOp):
+    op_name = "drop_outbox_table"
+    drops = True
+    lock_cost = 14
+
+    def locked_table(self) -> TableName | None:
+        return self.table.name
+
+    def __init__(self, table: TableSpec, discard_messages: bool = False):
+        super().__init__(table)
+        self.discard_messages = discard_messages
+
+    @classmethod
+    def drop_outbox_table(
+        cls,
+        operations: Operations,
+        table: str,
+        *,
+        schema: str | None = None,
+        catalog: str | None = None,
+        prefix: str | None = None,
+        discard_messages: bool = False,
+    ) -> None:
+        """Drop an outbox table; the database refuses while a row is not dispatched unless discard_messages."""
+        return operations.invoke(cls(_outbox(table, schema, catalog, prefix), discard_messages))
+
+    def describe(self, dialect: Dialect | None = None) -> str:
+        how = "discarding its rows" if self.discard_messages else "refused while it holds undispatched messages"
+        return f"drop outbox table {_where(self.table, dialect)} ({how})"
+
+    def python(self) -> str:
+        return _call(self.op_name, self.table.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
+
+    def reverse(self) -> CreateOutboxTableOp:
+        return CreateOutboxTableOp(self.table)
 
 
 SAGA_TABLE_OPS = (CreateSagaTableOp, DropSagaTableOp)

@@ -127,3 +127,14 @@ def add_saga_correlation(operation: saga_ops.AddSagaCorrelationOp, dialect: engi
 @implementation_for(saga_ops.DropSagaCorrelationOp)
 def drop_saga_correlation(operation: saga_ops.DropSagaCorrelationOp, dialect: engines.Dialect) -> list[str]:
     return dialect.drop_saga_correlation(operation.table, operation.correlation, operation.require)
+
+
+# --------------------------------------------------------------------------- outbox tables
+@implementation_for(saga_ops.CreateOutboxTableOp)
+def create_outbox_table(operation: saga_ops.CreateOutboxTableOp, dialect: engines.Dialect) -> list[str]:
+    return dialect.create_outbox(operation.table)
+
+
+@implementation_for(saga_ops.DropOutboxTableOp)
+def drop_outbox_table(operation: saga_ops.DropOutboxTableOp, dialect: engines.Dialect) -> list[str]:
+    return dialect.drop_table(operation.table, None, operation.discard_messages)

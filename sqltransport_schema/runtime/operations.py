@@ -182,8 +182,8 @@ def _blueprint_specs(transport: Transport) -> list[TableSpec]:
 
 
 def _where(transport: Transport, spec: TableSpec) -> TableName:
-    """The table as the database holds it (a saga table under the name SQL persistence reads)."""
-    return transport.dialect.saga_table(spec) if spec.kind is Kind.SAGA else spec.name
+    """The table as the database holds it (a saga or outbox table under the name SQL persistence reads)."""
+    return transport.dialect.saga_table(spec) if spec.kind in (Kind.SAGA, Kind.OUTBOX) else spec.name
 
 
 def _existing(transport: Transport, conn: Connection, specs: list[TableSpec], estimate: bool = False) -> dict[tuple, Any]:

@@ -29,6 +29,7 @@ class Grants(Dialect.Grants):
         "delayed": "SELECT, INSERT, DELETE",
         "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
         "saga": "SELECT, INSERT, UPDATE, DELETE",
+        "outbox": "SELECT, INSERT, UPDATE, DELETE",  # get, store, set as dispatched, cleanup
     }
     GRANT_TABLE = "GRANT {privileges} ON {table} TO {role};"
     USE_CATALOG = "USE {catalog};"
