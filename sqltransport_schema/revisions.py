@@ -242,7 +242,13 @@ def _shown(value: object) -> str:
     return "none" if value is None else (", ".join(value) if isinstance(value, tuple) else str(value))
 
 
-_NOUNS = {Kind.QUEUE: "queue", Kind.DELAYED: "delayed table", Kind.SUBSCRIPTIONS: "subscription table", Kind.SAGA: "saga table", Kind.OUTBOX: "outbox table"}
+_NOUNS = {
+    Kind.QUEUE: "queue",
+    Kind.DELAYED: "delayed table",
+    Kind.SUBSCRIPTIONS: "subscription table",
+    Kind.SAGA: "saga table",
+    Kind.OUTBOX: "outbox table",
+}
 
 
 def _change_words(before: tuple | None, after: tuple | None) -> str:

@@ -228,7 +228,8 @@ CREATE TABLE IF NOT EXISTS {table} (
         steps = []
         for index, column in self.OUTBOX_INDEXES.items():
             index_exists = self.INDEX_EXISTS.format(index_literal=self.literal(index), **fields)
-            steps.append(self.CREATE_OUTBOX_INDEX.format(index_exists=index_exists, index=self.quote(index), column=self.quote(column), **fields))
+            quoted = {"index": self.quote(index), "column": self.quote(column)}
+            steps.append(self.CREATE_OUTBOX_INDEX.format(index_exists=index_exists, **quoted, **fields))
         return [self.CREATE_OUTBOX.format(**fields)] + self._step("\n".join(steps))
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:

@@ -45,7 +45,13 @@ class GuardRefused(errors.DatabaseRefused, CommandError):
 
 
 # What each kind of table holds, as a refused drop names it.
-CONTENTS = {Kind.QUEUE: "messages", Kind.DELAYED: "delayed messages", Kind.SUBSCRIPTIONS: "subscription rows", Kind.SAGA: "saga instances", Kind.OUTBOX: "undispatched outbox messages"}
+CONTENTS = {
+    Kind.QUEUE: "messages",
+    Kind.DELAYED: "delayed messages",
+    Kind.SUBSCRIPTIONS: "subscription rows",
+    Kind.SAGA: "saga instances",
+    Kind.OUTBOX: "undispatched outbox messages",
+}
 
 
 def rerun(context: MigrationContext, *options: str) -> str:

@@ -25,8 +25,8 @@ class Grants(Dialect.Grants):
         "send": "INSERT",
         "delayed": "SELECT, INSERT, UPDATE (id), DELETE",
         "subscriptions": "SELECT, INSERT, UPDATE, DELETE",
-        "saga": "SELECT, INSERT, UPDATE, DELETE",
-        "outbox": "SELECT, INSERT, UPDATE, DELETE",  # get, store, set as dispatched, cleanup  # subscribe is INSERT ... ON CONFLICT DO UPDATE
+        "saga": "SELECT, INSERT, UPDATE, DELETE",  # subscribe is INSERT ... ON CONFLICT DO UPDATE
+        "outbox": "SELECT, INSERT, UPDATE, DELETE",  # get, store, set as dispatched, cleanup
     }
     GRANT_TABLE = "GRANT {privileges} ON TABLE {table} TO {role};"
     GRANT_SEQUENCE = "GRANT USAGE ON SEQUENCE {sequence} TO {role};"

@@ -121,7 +121,8 @@ CREATE TABLE IF NOT EXISTS {table} (
 )"""
     OUTBOX_INDEXES = {"Index_DispatchedAt": "DispatchedAt", "Index_Dispatched": "Dispatched"}
     CREATE_OUTBOX_INDEXES = tuple(
-        f'CREATE INDEX IF NOT EXISTS "{index}" ON {{table}} USING btree ("{column}" ASC NULLS LAST)' for index, column in OUTBOX_INDEXES.items()
+        f'CREATE INDEX IF NOT EXISTS "{index}" ON {{table}} USING btree ("{column}" ASC NULLS LAST)'
+        for index, column in OUTBOX_INDEXES.items()
     )
     OUTBOX_UNDISPATCHED = '"Dispatched" = false'
 
