@@ -283,6 +283,36 @@ def test_an_installer_made_outbox_is_adopted_without_a_second_index(project, eng
     assert findings(project, url, capsys) == (0, [])
 
 
+# --------------------------------------------------------------------------- scripts
+SCRIPTED = 'transport_version: "9.1"\nengines: [mssql, postgresql]\nendpoints:\n  - name: Sales.Api\n    outbox: true\n'
+
+
+def test_postgresql_script_creates_the_outbox_in_its_endpoints_file_and_runs_twice(project, pg_url, tmp_path, capsys):
+    from .test_scripts import run_pg, split
+
+    project.write_topology(SCRIPTED)
+    assert project.compile("outbox") == 0
+    files = split(project, tmp_path, "postgresql")
+    assert f'"{TABLE}"' in files["01-Sales.Api.sql"] and f'"{TABLE}"' not in files["00-shared.sql"]
+    for _ in range(2):
+        for text in files.values():
+            run_pg(pg_url, text)
+    assert indexes(pg_url) == expected_indexes(pg_url)
+    assert findings(project, pg_url, capsys) == (0, [])
+
+
+def test_mssql_script_holds_the_outbox_and_parses(project, tmp_path):
+    from .support.tsql import GO_LINE
+    from .test_scripts import script
+
+    project.write_topology(SCRIPTED)
+    assert project.compile("outbox") == 0
+    whole = script(project, tmp_path, "mssql")
+    assert f"CREATE TABLE [dbo].[{TABLE}]" in whole and "CREATE INDEX Index_DispatchedAt" in whole
+    for i, chunk in enumerate(c for c in GO_LINE.split(whole) if c.strip()):
+        assert_parses(chunk, f"batch {i}")
+
+
 def test_docs_describe_the_outbox():
     text = (Path(__file__).resolve().parents[1] / "docs" / "outbox.md").read_text(encoding="utf-8")
     for word in ("outbox: true", "OutboxData", "Index_DispatchedAt", "discard:", "check", "adopt"):
