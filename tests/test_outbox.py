@@ -103,7 +103,10 @@ def test_mssql_outbox_follows_upstream_conformance_8():
 
 
 MSSQL_BATCHES = {
-    f"{label}#{i}:{spec.name.table}": sql for spec in (SPEC, BILLING) for label, batches in lifecycle("mssql", spec) for i, sql in enumerate(batches)
+    f"{label}#{i}:{spec.name.table}": sql
+    for spec in (SPEC, BILLING)
+    for label, batches in lifecycle("mssql", spec)
+    for i, sql in enumerate(batches)
 }
 
 
