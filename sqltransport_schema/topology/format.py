@@ -103,9 +103,7 @@ ENDPOINT = Field(
             "boolean",
             "Its queue tables are never dropped by a migration without a drop_protected entry. Default: false.",
         ),
-        "table_prefix": Field(
-            "string", "Prefix of the endpoint's saga tables and outbox table. Default: the endpoint name with . replaced by _, then _."
-        ),
+        "table_prefix": Field("string", "Prefix of the endpoint's saga tables. Default: the endpoint name with . replaced by _, then _."),
         "sagas": Field("list", "Sagas of the endpoint (SQL persistence saga tables).", items=SAGA, default=[]),
         "outbox": Field(
             "boolean",
