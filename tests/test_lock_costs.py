@@ -31,6 +31,10 @@ def saga(name: str) -> TableSpec:
     return TableSpec(Kind.SAGA, TableName(name), correlation=Correlation("OrderId", "string"), saga_prefix="Shop_")
 
 
+def outbox(name: str) -> TableSpec:
+    return TableSpec(Kind.OUTBOX, TableName(name), saga_prefix="Shop_")
+
+
 def subscriptions(name: str) -> TableSpec:
     return TableSpec(Kind.SUBSCRIPTIONS, TableName(name))
 
@@ -108,6 +112,8 @@ CASES = {
         lambda n: [sagas.CreateSagaTableOp(saga(n))],
         lambda n: sagas.DropSagaCorrelationOp(saga(n), Correlation("OrderId", "string")),
     ),
+    "create_outbox_table": (lambda n: [], lambda n: sagas.CreateOutboxTableOp(outbox(n))),
+    "drop_outbox_table": (lambda n: [sagas.CreateOutboxTableOp(outbox(n))], lambda n: sagas.DropOutboxTableOp(outbox(n))),
 }
 
 
