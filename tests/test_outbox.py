@@ -286,6 +286,23 @@ def test_an_installer_made_outbox_is_adopted_without_a_second_index(project, eng
     assert findings(project, url, capsys) == (0, [])
 
 
+# --------------------------------------------------------------------------- status
+def test_status_reports_waiting_and_dispatched_outbox_rows(project, db_url, capsys):
+    url = project.deploy(db_url, WITH_OUTBOX.replace("[sqlite, postgresql, mysql]", "[sqlite, postgresql]"), "outbox")
+    store(url, "m-1")
+    store(url, "m-2")
+    store(url, "m-3", dispatched=True)
+    stamp = "2020-01-01 00:00:00"
+    execute(url, f"UPDATE {_quote(url)} SET {_quote(url, 'DispatchedAt')} = '{stamp}' WHERE {_quote(url, 'MessageId')} = 'm-3'")
+    capsys.readouterr()
+    assert cli.main(["status", "--url", url, "-c", str(project.ini), "--format", "json"]) == 0
+    (outbox,) = [t for t in json.loads(capsys.readouterr().out)["tables"] if t["kind"] == "outbox"]
+    assert (outbox["name"], outbox["depth"], outbox["undispatched"], outbox["dispatched"]) == (TABLE, 3, 2, 1)
+    assert outbox["oldest_dispatched_at"].startswith("2020-01-01T00:00:00") and outbox["oldest_dispatched_age_seconds"] > 3600
+    assert cli.main(["status", "--url", url, "-c", str(project.ini)]) == 0
+    assert "2 not dispatched, 1 dispatched awaiting cleanup" in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------- scripts
 SCRIPTED = 'transport_version: "9.1"\nengines: [mssql, postgresql]\nendpoints:\n  - name: Sales.Api\n    outbox: true\n'
 

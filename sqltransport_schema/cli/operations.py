@@ -146,6 +146,10 @@ def _details(table: TableStatus) -> str:
         parts.append(f"{table.due} due")
         if table.next_due is not None:
             parts.append(f"next due {table.next_due.isoformat(timespec='seconds')}")
+    if table.kind == "outbox" and table.undispatched is not None:
+        parts.append(f"{table.undispatched} not dispatched, {table.dispatched} dispatched awaiting cleanup")
+        if table.oldest_dispatched_age_seconds is not None:
+            parts.append(f"oldest dispatched {_age(table.oldest_dispatched_age_seconds)} ago")
     for failed in table.failed_queues or ():
         parts.append(f"{failed['messages']} from {failed['failed_queue'] or '(no FailedQ)'}")
     for topic in table.topics or ():

@@ -14,6 +14,7 @@ three figures and a time whose meaning depends on the table kind:
 
     queue        i, depth, expired (NULL when estimating), head Headers (text), NULL
     delayed      i, depth, due now, NULL, earliest Due
+    outbox       i, rows, not dispatched yet, NULL, earliest DispatchedAt (of the rows awaiting cleanup)
     other        i, depth (rows), NULL, NULL, NULL
 
 An engine's estimating queue arm may return no row for an empty queue (PostgreSQL's reads the head
@@ -56,6 +57,7 @@ class Operations:
     QUEUE_COUNT_ARM = ""
     QUEUE_ESTIMATE_ARM = ""
     DELAYED_ARM = ""
+    OUTBOX_ARM = ""  # "": the outbox is counted as any other table
     COUNT_ARM = ""
     # (position, the last RowVersion/Seq the queue's identity or sequence gave: kept when the queue
     # empties, never reused; NULL before its first message): what status --watch derives messages
@@ -106,6 +108,8 @@ class Operations:
                     arm = self.QUEUE_COUNT_ARM if i in empty and self.QUEUE_COUNT_ARM else self.QUEUE_ARM
                 elif kind is Kind.DELAYED:
                     arm = self.DELAYED_ARM
+                elif kind is Kind.OUTBOX and self.OUTBOX_ARM:
+                    arm = self.OUTBOX_ARM
                 else:
                     arm = self.COUNT_ARM
                 templates.add(arm)

@@ -552,6 +552,7 @@ CREATE TABLE IF NOT EXISTS {table} (
         )
         DELAYED_ARM = "SELECT {index}, count(*), count(CASE WHEN Due < " + NOW + " THEN 1 END), NULL, min(Due) FROM {table}"
         COUNT_ARM = "SELECT {index}, count(*), NULL, NULL, NULL FROM {table}"
+        OUTBOX_ARM = "SELECT {index}, count(*), count(CASE WHEN Dispatched = 0 THEN 1 END), NULL, min(DispatchedAt) FROM {table}"
         # RowVersion is AUTOINCREMENT: sqlite_sequence keeps the last one given, by table name
         HIGH_WATER_ARM = "SELECT {index}, (SELECT seq FROM sqlite_sequence WHERE name = @Name)"
 

@@ -62,6 +62,12 @@ class TableStatus:
     failed_queues: list[dict] | None = None  # the error queue: [{"failed_queue", "messages"}]
     topics: list[dict] | None = None  # the subscription table: [{"topic", "subscribers"}]
     high_water: int | None = None  # queues, when asked: the last RowVersion/Seq given (None: none yet, or not read)
+    # outbox tables: messages not dispatched yet, and dispatched rows awaiting cleanup with the oldest's
+    # DispatchedAt (the table records no time a row was stored, so a waiting row's age is unknown)
+    undispatched: int | None = None
+    dispatched: int | None = None
+    oldest_dispatched_at: datetime | None = None
+    oldest_dispatched_age_seconds: float | None = None
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -83,6 +89,13 @@ class TableStatus:
             )
         elif self.kind == Kind.DELAYED.value:
             out.update(due=self.due, next_due=_iso(self.next_due))
+        elif self.kind == Kind.OUTBOX.value:
+            out.update(
+                undispatched=self.undispatched,
+                dispatched=self.dispatched,
+                oldest_dispatched_at=_iso(self.oldest_dispatched_at),
+                oldest_dispatched_age_seconds=self.oldest_dispatched_age_seconds,
+            )
         if self.failed_queues is not None:
             out["failed_queues"] = self.failed_queues
         if self.topics is not None:
@@ -306,6 +319,8 @@ def _status(
             elif spec.kind is Kind.DELAYED:
                 entry.due = int(counted or 0)
                 entry.next_due = operations.time_value(when)
+            elif spec.kind is Kind.OUTBOX and operations.OUTBOX_ARM:
+                _outbox(entry, counted, operations.time_value(when), report.taken_at)
         if heads_after:  # queues counted without their head that hold messages after all (the statistics lag)
             late = [i for i in sorted(empty) if present[i][2].depth]
             for statement in operations.figures([(Kind.QUEUE, present[i][1]) for i in late], profile, estimate=True):
@@ -320,6 +335,15 @@ def _status(
                     present[i][2].high_water = None if top is None else int(top)
         _contents(transport, conn, present, error_key, existing, report)
     return report
+
+
+def _outbox(entry: TableStatus, undispatched: Any, oldest: datetime | None, taken_at: datetime) -> None:
+    """An outbox table's figures: waiting for dispatch, and dispatched rows awaiting cleanup."""
+    entry.undispatched = int(undispatched or 0)
+    entry.dispatched = (entry.depth or 0) - entry.undispatched
+    entry.oldest_dispatched_at = oldest
+    if oldest is not None:
+        entry.oldest_dispatched_age_seconds = (taken_at - oldest).total_seconds()
 
 
 def _contents(

@@ -26,6 +26,10 @@ class Operations(Dialect.Operations):  # pragma: no cover - no SQL Server here; 
         "SELECT {index}, COUNT_BIG(*), COUNT_BIG(CASE WHEN Due < GETUTCDATE() THEN 1 END), CAST(NULL AS nvarchar(max)), MIN(Due) "
         "FROM {table} WITH (NOLOCK)"
     )
+    OUTBOX_ARM = (
+        "SELECT {index}, COUNT_BIG(*), COUNT_BIG(CASE WHEN Dispatched = 0 THEN 1 END), CAST(NULL AS nvarchar(max)), MIN(DispatchedAt) "
+        "FROM {table} WITH (NOLOCK)"
+    )
     COUNT_ARM = (
         "SELECT {index}, COUNT_BIG(*), CAST(NULL AS bigint), CAST(NULL AS nvarchar(max)), CAST(NULL AS datetime) FROM {table} WITH (NOLOCK)"
     )

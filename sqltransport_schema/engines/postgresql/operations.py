@@ -42,6 +42,11 @@ class Operations(Dialect.Operations):
         "SELECT {index}, count(*), count(*) FILTER (WHERE Due < now() AT TIME ZONE 'UTC'), CAST(NULL AS text), min(Due) FROM {table}"
     )
     COUNT_ARM = "SELECT {index}, count(*), CAST(NULL AS bigint), CAST(NULL AS text), CAST(NULL AS timestamptz) FROM {table}"
+    # SQL persistence writes DispatchedAt in UTC (timestamp without time zone)
+    OUTBOX_ARM = (
+        "SELECT {index}, count(*), count(*) FILTER (WHERE NOT \"Dispatched\"), CAST(NULL AS text), "
+        "min(\"DispatchedAt\") AT TIME ZONE 'UTC' FROM {table}"
+    )
     # Seq's sequence (serial or bigserial), NULL before its first nextval
     HIGH_WATER_ARM = "SELECT {index}, pg_sequence_last_value(CAST(pg_get_serial_sequence(@Name, 'seq') AS regclass))"
     TABLES = """\
