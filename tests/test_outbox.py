@@ -19,7 +19,8 @@ from sqltransport_schema.topology import TopologyError, loads
 
 from .support.databases import connect
 from .support.tsql import assert_parses
-from .test_sagas_ddl import assert_golden
+from .test_sagas_check import execute
+from .test_sagas_ddl import assert_golden, render
 
 HEAD = 'transport_version: "9.1"\nengines: [sqlite, postgresql, mysql]\nendpoints:\n  - name: Sales.Api\n'
 WITH_OUTBOX = HEAD + "    outbox: true\n"
@@ -75,18 +76,8 @@ def lifecycle(engine_name: str, spec: TableSpec) -> list[tuple[str, list[str]]]:
     ]
 
 
-def render(engine_name: str, specs: list[TableSpec], separator: str) -> str:
-    out = []
-    for spec in specs:
-        for label, batches in lifecycle(engine_name, spec):
-            out.append(f"-- {label}: {spec.name.table}")
-            for batch in batches:
-                out += [batch, separator]
-    return "\n".join(out) + "\n"
-
-
 def test_mssql_outbox_ddl_matches_the_golden_script():
-    assert_golden("mssql_outbox.sql", render("mssql", [SPEC._replace(name=TableName(TABLE, "dbo")), BILLING], "GO"))
+    assert_golden("mssql_outbox.sql", render("mssql", [SPEC._replace(name=TableName(TABLE, "dbo")), BILLING], "GO", lifecycle))
 
 
 def test_mssql_outbox_follows_upstream_conformance_8():
@@ -116,7 +107,7 @@ def test_mssql_outbox_batches_parse_as_tsql(label):
 
 
 def test_oracle_outbox_ddl_matches_the_golden_script():
-    assert_golden("oracle_outbox.sql", render("oracle", [SPEC], "/"))
+    assert_golden("oracle_outbox.sql", render("oracle", [SPEC], "/", lifecycle))
 
 
 def test_oracle_names_the_outbox_as_sql_persistence_does():
@@ -160,16 +151,6 @@ def test_compile_creates_and_drops_the_outbox_table(project):
 # --------------------------------------------------------------------------- live: SQLite, PostgreSQL, MariaDB
 def _quote(url: str, name: str = TABLE) -> str:
     return f"`{name}`" if url.startswith("mysql") else f'"{name}"'
-
-
-def execute(url: str, *statements: str) -> None:
-    db = connect(url)
-    try:
-        with db.begin() as conn:
-            for sql in statements:
-                conn.exec_driver_sql(sql)
-    finally:
-        db.dispose()
 
 
 def indexes(url: str) -> list[tuple[str, tuple[str, ...]]]:

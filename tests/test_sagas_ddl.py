@@ -48,10 +48,11 @@ def lifecycle(engine_name: str, spec: TableSpec) -> list[tuple[str, list[str]]]:
     ]
 
 
-def render(engine_name: str, specs: list[TableSpec], separator: str) -> str:
+def render(engine_name: str, specs: list[TableSpec], separator: str, steps=lifecycle) -> str:
+    """Every labelled step of `steps` (the saga lifecycle by default) for each spec, batches separated."""
     out = []
     for spec in specs:
-        for label, batches in lifecycle(engine_name, spec):
+        for label, batches in steps(engine_name, spec):
             out.append(f"-- {label}: {spec.name.table}")
             for batch in batches:
                 out += [batch, separator]

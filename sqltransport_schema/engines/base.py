@@ -636,6 +636,8 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
     # step (each skipped where it exists, so an installer-made table gains no second index),
     # filled from _saga_fields. A drop is refused while a row is not dispatched.
     OUTBOX_COLUMNS: tuple[Column, ...] = ()
+    # index -> column, as the installer names them on PostgreSQL and MySQL (SQL Server: one, filtered)
+    OUTBOX_INDEXES = {"Index_DispatchedAt": "DispatchedAt", "Index_Dispatched": "Dispatched"}
     CREATE_OUTBOX: str | None = None
     CREATE_OUTBOX_INDEXES: tuple[str, ...] = ()
     OUTBOX_UNDISPATCHED = "Dispatched = 0"

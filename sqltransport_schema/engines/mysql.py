@@ -216,7 +216,6 @@ CREATE TABLE IF NOT EXISTS {table} (
     Operations json NOT NULL,
     PRIMARY KEY (MessageId)
 ) DEFAULT CHARSET=ascii"""
-    OUTBOX_INDEXES = {"Index_DispatchedAt": "DispatchedAt", "Index_Dispatched": "Dispatched"}
     CREATE_OUTBOX_INDEX = """\
     IF NOT EXISTS ({index_exists}) THEN
         CREATE INDEX {index} ON {table} ({column});

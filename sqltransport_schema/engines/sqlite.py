@@ -369,7 +369,6 @@ CREATE TABLE IF NOT EXISTS {table} (
     PersistenceVersion TEXT NOT NULL,
     Operations TEXT NOT NULL
 )"""
-    OUTBOX_INDEXES = {"Index_DispatchedAt": "DispatchedAt", "Index_Dispatched": "Dispatched"}
     CREATE_OUTBOX_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} ({column})"
 
     def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:

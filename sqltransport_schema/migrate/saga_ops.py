@@ -94,9 +94,11 @@ class CreateSagaTableOp(_SagaTableOp):
         return DropSagaTableOp(self.table)
 
 
-@Operations.register_operation("drop_saga_table")
-class DropSagaTableOp(_SagaTableOp):
-    op_name = "drop_saga_table"
+class _DropPersistenceTable:
+    """A drop of a SQL persistence table: refused by the database while rows it keeps are left,
+    unless discard_messages (the table's kind says which rows: every saga, undispatched messages)."""
+
+    table: TableSpec
     drops = True
     lock_cost = 14
 
@@ -106,6 +108,14 @@ class DropSagaTableOp(_SagaTableOp):
     def __init__(self, table: TableSpec, discard_messages: bool = False):
         super().__init__(table)
         self.discard_messages = discard_messages
+
+    def python(self) -> str:
+        return _call(self.op_name, self.table.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
+
+
+@Operations.register_operation("drop_saga_table")
+class DropSagaTableOp(_DropPersistenceTable, _SagaTableOp):
+    op_name = "drop_saga_table"
 
     @classmethod
     def drop_saga_table(
@@ -126,9 +136,6 @@ class DropSagaTableOp(_SagaTableOp):
     def describe(self, dialect: Dialect | None = None) -> str:
         how = "discarding its sagas" if self.discard_messages else "refused while it holds sagas"
         return f"drop saga table {_where(self.table, dialect)} ({how})"
-
-    def python(self) -> str:
-        return _call(self.op_name, self.table.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
 
     def reverse(self) -> CreateSagaTableOp:
         return CreateSagaTableOp(self.table)
@@ -259,17 +266,8 @@ class CreateOutboxTableOp(_OutboxTableOp):
 
 
 @Operations.register_operation("drop_outbox_table")
-class DropOutboxTableOp(_OutboxTableOp):
+class DropOutboxTableOp(_DropPersistenceTable, _OutboxTableOp):
     op_name = "drop_outbox_table"
-    drops = True
-    lock_cost = 14
-
-    def locked_table(self) -> TableName | None:
-        return self.table.name
-
-    def __init__(self, table: TableSpec, discard_messages: bool = False):
-        super().__init__(table)
-        self.discard_messages = discard_messages
 
     @classmethod
     def drop_outbox_table(
@@ -288,9 +286,6 @@ class DropOutboxTableOp(_OutboxTableOp):
     def describe(self, dialect: Dialect | None = None) -> str:
         how = "discarding its rows" if self.discard_messages else "refused while it holds undispatched messages"
         return f"drop outbox table {_where(self.table, dialect)} ({how})"
-
-    def python(self) -> str:
-        return _call(self.op_name, self.table.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
 
     def reverse(self) -> CreateOutboxTableOp:
         return CreateOutboxTableOp(self.table)

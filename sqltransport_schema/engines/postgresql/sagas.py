@@ -10,6 +10,7 @@ import hashlib
 
 from ...schema import Correlation, TableName, TableSpec
 from ...shapes import Column
+from ..base import Dialect
 
 
 class Sagas:
@@ -119,10 +120,9 @@ CREATE TABLE IF NOT EXISTS {table} (
     "PersistenceVersion" character varying(23),
     "Operations" jsonb NOT NULL
 )"""
-    OUTBOX_INDEXES = {"Index_DispatchedAt": "DispatchedAt", "Index_Dispatched": "Dispatched"}
     CREATE_OUTBOX_INDEXES = tuple(
         f'CREATE INDEX IF NOT EXISTS "{index}" ON {{table}} USING btree ("{column}" ASC NULLS LAST)'
-        for index, column in OUTBOX_INDEXES.items()
+        for index, column in Dialect.OUTBOX_INDEXES.items()
     )
     OUTBOX_UNDISPATCHED = '"Dispatched" = false'
 
