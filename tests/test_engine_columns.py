@@ -89,3 +89,10 @@ def test_pipeline_layout_of_an_engine_has_its_columns(name):
     dialect = engines.get(name)
     for kind in TRANSPORT_KINDS:
         assert layouts.layout(dialect.pipeline.layout, kind).columns == dialect.column_names(kind)
+
+
+@pytest.mark.parametrize("name", ["postgresql", "mysql", "sqlite", "mssql", "oracle"])
+def test_the_outbox_creates_exactly_its_column_table(name):
+    dialect = engines.get(name)
+    spec = TableSpec(Kind.OUTBOX, TableName("Sales_OutboxData", dialect.default_schema), saga_prefix="Sales_")
+    assert created_columns(dialect.create_outbox(spec)) == [[c.name for c in dialect.OUTBOX_COLUMNS]]

@@ -17,10 +17,11 @@ from sqltransport_schema.grants import runtime_plan
 from sqltransport_schema.schema import Kind, TableName, TableSpec, blueprint
 from sqltransport_schema.topology import TopologyError, loads
 
+from .support.catalog import execute
 from .support.databases import connect
-from .support.tsql import assert_parses
-from .test_sagas_check import execute
-from .test_sagas_ddl import assert_golden, render
+from .support.golden import assert_golden, render
+from .support.scripts import run_pg, script, split
+from .support.tsql import GO_LINE, assert_parses
 
 HEAD = 'transport_version: "9.1"\nengines: [sqlite, postgresql, mysql]\nendpoints:\n  - name: Sales.Api\n'
 WITH_OUTBOX = HEAD + "    outbox: true\n"
@@ -125,14 +126,6 @@ def test_postgresql_index_names_are_the_installers_unprefixed_ones():
         f'CREATE INDEX IF NOT EXISTS "Index_DispatchedAt" ON "public"."{TABLE}" USING btree ("DispatchedAt" ASC NULLS LAST)',
         f'CREATE INDEX IF NOT EXISTS "Index_Dispatched" ON "public"."{TABLE}" USING btree ("Dispatched" ASC NULLS LAST)',
     ]
-
-
-@pytest.mark.parametrize("name", ["postgresql", "mysql", "sqlite", "mssql", "oracle"])
-def test_every_created_column_is_in_the_outbox_column_table(name):
-    from .test_engine_columns import created_columns
-
-    engine = engines.get(name)
-    assert created_columns(engine.create_outbox(SPEC)) == [[c.name for c in engine.OUTBOX_COLUMNS]]
 
 
 # --------------------------------------------------------------------------- compile
@@ -289,8 +282,6 @@ SCRIPTED = 'transport_version: "9.1"\nengines: [mssql, postgresql]\nendpoints:\n
 
 
 def test_postgresql_script_creates_the_outbox_in_its_endpoints_file_and_runs_twice(project, pg_url, tmp_path, capsys):
-    from .test_scripts import run_pg, split
-
     project.write_topology(SCRIPTED)
     assert project.compile("outbox") == 0
     files = split(project, tmp_path, "postgresql")
@@ -303,9 +294,6 @@ def test_postgresql_script_creates_the_outbox_in_its_endpoints_file_and_runs_twi
 
 
 def test_mssql_script_holds_the_outbox_and_parses(project, tmp_path):
-    from .support.tsql import GO_LINE
-    from .test_scripts import script
-
     project.write_topology(SCRIPTED)
     assert project.compile("outbox") == 0
     whole = script(project, tmp_path, "mssql")

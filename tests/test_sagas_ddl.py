@@ -4,7 +4,6 @@ offline scripts for Oracle and MySQL, identifiers quoted, index names stable and
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +13,9 @@ import pytest
 from sqltransport_schema import engines
 from sqltransport_schema.schema import Correlation, Kind, TableName, TableSpec
 
+from .support.golden import assert_golden, render
 from .support.tsql import assert_parses
 
-GOLDEN = Path(__file__).parent / "golden"
 BIN = Path(sys.executable).parent
 
 ORDER = TableSpec(
@@ -48,27 +47,9 @@ def lifecycle(engine_name: str, spec: TableSpec) -> list[tuple[str, list[str]]]:
     ]
 
 
-def render(engine_name: str, specs: list[TableSpec], separator: str, steps=lifecycle) -> str:
-    """Every labelled step of `steps` (the saga lifecycle by default) for each spec, batches separated."""
-    out = []
-    for spec in specs:
-        for label, batches in steps(engine_name, spec):
-            out.append(f"-- {label}: {spec.name.table}")
-            for batch in batches:
-                out += [batch, separator]
-    return "\n".join(out) + "\n"
-
-
-def assert_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("SQLTRANSPORT_UPDATE_GOLDEN"):
-        path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"{name} differs; review and rerun with SQLTRANSPORT_UPDATE_GOLDEN=1"
-
-
 # --------------------------------------------------------------------------- SQL Server
 def test_mssql_saga_ddl_matches_the_golden_script():
-    assert_golden("mssql_sagas.sql", render("mssql", [ORDER, INVOICES], "GO"))
+    assert_golden("mssql_sagas.sql", render("mssql", [ORDER, INVOICES], "GO", lifecycle))
 
 
 def test_mssql_saga_ddl_follows_transport_facts_8():
@@ -116,7 +97,7 @@ def test_mssql_promotion_throws_in_the_database_with_backfill_advice():
 # --------------------------------------------------------------------------- Oracle
 def test_oracle_saga_ddl_matches_the_golden_script():
     oracle_order = ORDER._replace(transitional=Correlation("OrderNumber", "int"))
-    assert_golden("oracle_sagas.sql", render("oracle", [oracle_order], "/"))
+    assert_golden("oracle_sagas.sql", render("oracle", [oracle_order], "/", lifecycle))
 
 
 def test_oracle_names_are_sql_persistences():

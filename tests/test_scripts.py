@@ -10,6 +10,7 @@ import pytest
 from sqltransport_schema import cli
 
 from .support import catalog
+from .support.scripts import run_pg, script, split
 from .support.tsql import GO_LINE, assert_parses
 
 TOPOLOGY = """\
@@ -44,20 +45,6 @@ queues:
   - name: error
   - name: audit
 """
-
-
-def script(project, tmp_path, engine: str, *extra: str) -> str:
-    out = tmp_path / f"deploy-{engine}.sql"
-    argv = ["script", "--engine", engine, "-c", str(project.ini), "--topology", str(project.topology), "-o", str(out), *extra]
-    assert cli.main(argv) == 0
-    return out.read_text(encoding="utf-8")
-
-
-def run_pg(url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as connection:
-        connection.execute(sql)
 
 
 def versions(url: str) -> list[str]:
@@ -153,13 +140,6 @@ def test_unknown_alembic_version_statements_are_refused():
 
     with pytest.raises(scripts.ScriptError, match="not made idempotent"):
         scripts.make_idempotent("DELETE FROM alembic_version WHERE alembic_version.version_num = 'x';", "postgresql")
-
-
-def split(project, tmp_path, engine: str, *extra: str) -> dict[str, str]:
-    folder = tmp_path / f"split-{engine}"
-    argv = ["script", "--engine", engine, "-c", str(project.ini), "--topology", str(project.topology), "--split", str(folder), *extra]
-    assert cli.main(argv) == 0
-    return {path.name: path.read_text(encoding="utf-8") for path in sorted(folder.iterdir())}
 
 
 def test_postgresql_script_split_by_endpoint_runs_twice_and_matches_the_whole_script(project, pg_url, tmp_path):
