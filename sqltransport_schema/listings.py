@@ -1,5 +1,5 @@
 """The statements a DBA reviews before granting a login the right to run them: every runtime
-statement of an engine at a transport version, and every saga table's statements of a topology.
+statement of an engine at a transport version, and every saga or outbox table's statements of a topology.
 `sqltransport-schema statements` prints these; the engines write each statement."""
 
 from __future__ import annotations
@@ -46,11 +46,20 @@ def runtime_statements(
 
 def saga_statements(engine: Dialect, topology: Topology) -> dict[str, Statement]:
     """Every saga table's statements, named `<table>: <statement>`."""
+    return _table_statements(engine, topology, Kind.SAGA, engine.saga_statements, "sagas")
+
+
+def outbox_statements(engine: Dialect, topology: Topology) -> dict[str, Statement]:
+    """Every outbox table's statements (store, get, set as dispatched, cleanup), named `<table>: <statement>`."""
+    return _table_statements(engine, topology, Kind.OUTBOX, engine.outbox_statements, "outbox")
+
+
+def _table_statements(engine: Dialect, topology: Topology, kind: Kind, build, what: str) -> dict[str, Statement]:
     out = {}
     for spec in blueprint(topology).tables:
-        if spec.kind is Kind.SAGA:
-            for name, statement in engine.saga_statements(spec).items():
+        if spec.kind is kind:
+            for name, statement in build(spec).items():
                 out[f"{spec.name.table}: {name}"] = statement
     if not out:
-        raise errors.UsageError(f"{topology.path} declares no sagas")
+        raise errors.UsageError(f"{topology.path} declares no {what}")
     return out

@@ -24,7 +24,7 @@ def cmd_statements(args: argparse.Namespace) -> int:
     Print every statement the transport runs at runtime (send, receive, peek, purge, delayed moves,
     subscriptions) for one engine and transport version, with the parameters each binds, as a DBA
     reviews them before granting a login; --sagas prints the statements of the topology's saga
-    tables instead.
+    tables instead, --outbox those of its outbox tables (store, get, set as dispatched, cleanup).
     """
     from .. import listings
 
@@ -32,6 +32,9 @@ def cmd_statements(args: argparse.Namespace) -> int:
     if args.sagas:
         statements = listings.saga_statements(engine, topology_module.load(topology_path(args)))
         return _print_statements(args, engine, "saga", statements)
+    if args.outbox:
+        statements = listings.outbox_statements(engine, topology_module.load(topology_path(args)))
+        return _print_statements(args, engine, "outbox", statements)
     prof, statements = listings.runtime_statements(
         engine,
         args.transport_version,
@@ -146,7 +149,8 @@ def add_statements(sub: argparse._SubParsersAction) -> None:
     )
     add_options(p, "engine")
     p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
-    add_options(p, "topology", topology={"flags": ("--topology",), "help": "topology file for --sagas (default: topology.yaml)"})
+    p.add_argument("--outbox", action="store_true", help="print the statements of every outbox table in the topology instead")
+    add_options(p, "topology", topology={"flags": ("--topology",), "help": "topology file for --sagas or --outbox (default: topology.yaml)"})
     p.add_argument("--transport-version", default=LATEST, help="the transport release whose statements to print (default: %(default)s)")
     p.add_argument("--queue", default=EXAMPLE_QUEUE, help="queue table the statements name (default: %(default)s)")
     p.add_argument("--schema", help="schema of the tables (default: the engine's default)")

@@ -620,13 +620,22 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
             parts["columns"] += ", {transitional}"
             parts["values"] += ", @TransitionalCorrelationId"
             parts["set_transitional"] = ",\n    {transitional} = @TransitionalCorrelationId"
+        skip = {"find_saga"} if spec.correlation is None else set()
+        skip |= {"find_saga_by_transitional"} if spec.transitional is None else set()
+        return self.persistence_statements(self.SAGA_STATEMENTS, identifiers, self.SAGA_RESULT, parts, skip)
+
+    def persistence_statements(
+        self, rows: dict, identifiers: dict[str, str], result: tuple[str, ...], parts: dict[str, str] | None = None, skip: set[str] | tuple = ()
+    ) -> dict[str, Statement]:
+        """The statements of one SQL persistence table (saga or outbox): each row's template with its
+        optional parts in (identifiers stay slots until run), and what a SELECT returns."""
         keep = {name: "{" + name + "}" for name in ("table", "correlation", "transitional")}
         out = {}
-        for name, (attribute, doc) in self.SAGA_STATEMENTS.items():
-            if (name == "find_saga" and spec.correlation is None) or (name == "find_saga_by_transitional" and spec.transitional is None):
+        for name, (attribute, doc) in rows.items():
+            if name in skip:
                 continue
-            template = getattr(self, attribute).format(**keep, **parts)
-            columns = self.SAGA_RESULT if template.startswith("SELECT") else ()
+            template = getattr(self, attribute).format(**keep, **(parts or {}))
+            columns = result if template.startswith("SELECT") else ()
             out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)
         return out
 
@@ -641,6 +650,44 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
     CREATE_OUTBOX: str | None = None
     CREATE_OUTBOX_INDEXES: tuple[str, ...] = ()
     OUTBOX_UNDISPATCHED = "Dispatched = 0"
+
+    # Runtime statements of an outbox table, as SQL persistence's outbox runs them (its parameter
+    # names; the upstream's optimistic store: Dispatched takes its default, false). The DispatchedAt
+    # written and the bound of the cleanup are parameters (the caller's UTC now), as upstream's.
+    # These defaults are SQLite's (cleanup: one batch by key, SQLite's DELETE takes no LIMIT).
+    OUTBOX_STORE = """\
+INSERT INTO {table} (MessageId, Operations, PersistenceVersion)
+VALUES (@MessageId, @Operations, @PersistenceVersion)"""
+    OUTBOX_GET = """\
+SELECT Dispatched, Operations
+FROM {table}
+WHERE MessageId = @MessageId"""
+    OUTBOX_SET_AS_DISPATCHED = """\
+UPDATE {table}
+SET Dispatched = 1, DispatchedAt = @DispatchedAt, Operations = '[]'
+WHERE MessageId = @MessageId"""
+    OUTBOX_CLEANUP = """\
+DELETE FROM {table}
+WHERE MessageId IN (
+    SELECT MessageId FROM {table}
+    WHERE Dispatched = 1 AND DispatchedAt < @DispatchedBefore
+    LIMIT @BatchSize
+)"""
+    OUTBOX_STATEMENTS = {
+        "store_outbox": ("OUTBOX_STORE", "store a handled message's outgoing operations, not dispatched yet"),
+        "get_outbox": ("OUTBOX_GET", "read a message's outbox row: whether it was dispatched, and its operations"),
+        "set_outbox_dispatched": (
+            "OUTBOX_SET_AS_DISPATCHED",
+            "mark a message's operations dispatched at @DispatchedAt, emptying them to '[]'",
+        ),
+        "cleanup_outbox": ("OUTBOX_CLEANUP", "delete up to @BatchSize rows dispatched before @DispatchedBefore"),
+    }
+    OUTBOX_RESULT = ("Dispatched", "Operations")
+
+    def outbox_statements(self, spec: TableSpec, profile: Profile | None = None) -> dict[str, Statement]:
+        """Every runtime statement of one outbox table: store, get, set as dispatched, cleanup."""
+        identifiers = {"table": self.qualified(self.saga_table(spec), profile)}
+        return self.persistence_statements(self.OUTBOX_STATEMENTS, identifiers, self.OUTBOX_RESULT)
 
     def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         """The outbox table and its indexes, as SQL persistence's installer creates them."""

@@ -216,6 +216,11 @@ CREATE TABLE IF NOT EXISTS {table} (
     Operations json NOT NULL,
     PRIMARY KEY (MessageId)
 ) DEFAULT CHARSET=ascii"""
+    # The outbox's cleanup: MySQL's DELETE takes the batch as its LIMIT.
+    OUTBOX_CLEANUP = """\
+DELETE FROM {table}
+WHERE Dispatched = true AND DispatchedAt < @DispatchedBefore
+LIMIT @BatchSize"""
     CREATE_OUTBOX_INDEX = """\
     IF NOT EXISTS ({index_exists}) THEN
         CREATE INDEX {index} ON {table} ({column});

@@ -134,6 +134,10 @@ CREATE TABLE {table} (
     CONSTRAINT {primary_key} PRIMARY KEY (MESSAGEID) ENABLE
 )"""
     CREATE_OUTBOX_INDEX = "CREATE INDEX {index} ON {table} (DISPATCHED, DISPATCHEDAT)"
+    # The outbox's cleanup: the batch as a ROWNUM bound (the other statements are the defaults).
+    OUTBOX_CLEANUP = """\
+DELETE FROM {table}
+WHERE Dispatched = 1 AND DispatchedAt < @DispatchedBefore AND ROWNUM <= @BatchSize"""
 
     def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         fields = self._saga_fields(spec)

@@ -117,6 +117,11 @@ IF NOT EXISTS (SELECT * FROM {{sys}}.indexes WHERE object_id = OBJECT_ID(N'{{nam
     CREATE INDEX {OUTBOX_INDEX} ON {{table}} (DispatchedAt)
     WHERE {OUTBOX_INDEX_PREDICATE};""",
     )
+    # The outbox's cleanup: one batch of old dispatched rows, skipping rows another session locks.
+    OUTBOX_CLEANUP = """\
+DELETE TOP (@BatchSize) FROM {table} WITH (ROWLOCK, READPAST)
+WHERE Dispatched = 1 AND DispatchedAt < @DispatchedBefore
+OPTION (MAXDOP 1)"""
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:
         problems = super().saga_name_problems(spec)

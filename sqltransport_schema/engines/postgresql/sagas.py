@@ -125,6 +125,25 @@ CREATE TABLE IF NOT EXISTS {table} (
         for index, column in Dialect.OUTBOX_INDEXES.items()
     )
     OUTBOX_UNDISPATCHED = '"Dispatched" = false'
+    # The outbox's statements (docs/outbox.md): quoted columns; the cleanup deletes one batch by ctid.
+    OUTBOX_STORE = """\
+INSERT INTO {table} ("MessageId", "Operations", "PersistenceVersion")
+VALUES (@MessageId, @Operations, @PersistenceVersion)"""
+    OUTBOX_GET = """\
+SELECT "Dispatched", "Operations"
+FROM {table}
+WHERE "MessageId" = @MessageId"""
+    OUTBOX_SET_AS_DISPATCHED = """\
+UPDATE {table}
+SET "Dispatched" = true, "DispatchedAt" = @DispatchedAt, "Operations" = '[]'
+WHERE "MessageId" = @MessageId"""
+    OUTBOX_CLEANUP = """\
+DELETE FROM {table}
+WHERE ctid IN (
+    SELECT ctid FROM {table}
+    WHERE "Dispatched" = true AND "DispatchedAt" < @DispatchedBefore
+    LIMIT @BatchSize
+)"""
 
     def correlation_index(self, spec: TableSpec, prop: str) -> str:
         """<table prefix>_i_<SHA-1 of '<suffix>/<property>' in UTF-8, 40 upper-case hex digits>,
