@@ -4,9 +4,11 @@ statement of an engine at a transport version, and every saga or outbox table's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import errors
 from .engines import Dialect
-from .schema import Kind, TableName, blueprint
+from .schema import Kind, TableName, TableSpec, blueprint
 from .statements import Statement
 from .topology import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE, Topology
 from .versions import Profile, profile
@@ -46,15 +48,18 @@ def runtime_statements(
 
 def saga_statements(engine: Dialect, topology: Topology) -> dict[str, Statement]:
     """Every saga table's statements, named `<table>: <statement>`."""
-    return _table_statements(engine, topology, Kind.SAGA, engine.saga_statements, "sagas")
+    return _table_statements(topology, Kind.SAGA, engine.saga_statements, "sagas")
 
 
 def outbox_statements(engine: Dialect, topology: Topology) -> dict[str, Statement]:
     """Every outbox table's statements (store, get, set as dispatched, cleanup), named `<table>: <statement>`."""
-    return _table_statements(engine, topology, Kind.OUTBOX, engine.outbox_statements, "outbox")
+    return _table_statements(topology, Kind.OUTBOX, engine.outbox_statements, "outbox")
 
 
-def _table_statements(engine: Dialect, topology: Topology, kind: Kind, build, what: str) -> dict[str, Statement]:
+def _table_statements(
+    topology: Topology, kind: Kind, build: Callable[[TableSpec], dict[str, Statement]], what: str
+) -> dict[str, Statement]:
+    """The statements `build` gives each table of this kind; the topology must declare one."""
     out = {}
     for spec in blueprint(topology).tables:
         if spec.kind is kind:

@@ -150,7 +150,8 @@ def add_statements(sub: argparse._SubParsersAction) -> None:
     add_options(p, "engine")
     p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
     p.add_argument("--outbox", action="store_true", help="print the statements of every outbox table in the topology instead")
-    add_options(p, "topology", topology={"flags": ("--topology",), "help": "topology file for --sagas or --outbox (default: topology.yaml)"})
+    topology_help = "topology file for --sagas or --outbox (default: topology.yaml)"
+    add_options(p, "topology", topology={"flags": ("--topology",), "help": topology_help})
     p.add_argument("--transport-version", default=LATEST, help="the transport release whose statements to print (default: %(default)s)")
     p.add_argument("--queue", default=EXAMPLE_QUEUE, help="queue table the statements name (default: %(default)s)")
     p.add_argument("--schema", help="schema of the tables (default: the engine's default)")

@@ -625,7 +625,12 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
         return self.persistence_statements(self.SAGA_STATEMENTS, identifiers, self.SAGA_RESULT, parts, skip)
 
     def persistence_statements(
-        self, rows: dict, identifiers: dict[str, str], result: tuple[str, ...], parts: dict[str, str] | None = None, skip: set[str] | tuple = ()
+        self,
+        rows: dict[str, tuple[str, str]],
+        identifiers: dict[str, str],
+        result: tuple[str, ...],
+        parts: dict[str, str] | None = None,
+        skip: set[str] | tuple = (),
     ) -> dict[str, Statement]:
         """The statements of one SQL persistence table (saga or outbox): each row's template with its
         optional parts in (identifiers stay slots until run), and what a SELECT returns."""
