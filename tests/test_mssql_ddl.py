@@ -509,7 +509,7 @@ FIXED_IDENTIFIERS = {
 }  # fmt: skip
 FIXED_LITERALS = {
     "U", "Exclusive", "BodyString", "Headers", "varchar", "nvarchar", "Index_RowVersion", "Index_Expires",
-    "CLUSTERED", "NONCLUSTERED",
+    "CLUSTERED", "NONCLUSTERED", "Index_DispatchedAt",  # the outbox's index, checked by name in sys.indexes
 }  # fmt: skip
 
 

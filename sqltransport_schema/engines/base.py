@@ -698,8 +698,13 @@ WHERE MessageId IN (
         """The outbox table and its indexes, as SQL persistence's installer creates them."""
         if self.CREATE_OUTBOX is None:
             raise errors.Unsupported(f"{self.name} has no outbox DDL")
-        fields = self._saga_fields(spec)
+        fields = self._outbox_fields(spec, profile)
         return [self.CREATE_OUTBOX.format(**fields)] + [index.format(**fields) for index in self.CREATE_OUTBOX_INDEXES]
+
+    def _outbox_fields(self, spec: TableSpec, profile: Profile | None = None) -> dict:
+        """The names an outbox template fills in (the saga tables' fields; an engine whose names depend
+        on the transport version takes the profile, as its saga tables do)."""
+        return self._saga_fields(spec)
 
     def outbox_name_problems(self, spec: TableSpec) -> list[str]:
         """What this engine cannot hold of an outbox table's name."""

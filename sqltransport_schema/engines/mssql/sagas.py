@@ -133,6 +133,9 @@ OPTION (MAXDOP 1)"""
                     )
         return problems
 
+    def _outbox_fields(self, spec: TableSpec, profile: Profile | None = None) -> dict:
+        return self._saga_fields(spec, profile=profile)
+
     def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None, profile: Profile | None = None) -> dict:
         fields = self._fields(spec, profile)
         if correlation is not None:
