@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import errors
-from .schema import Kind, SchemaName, TableName, blueprint
+from .schema import PERSISTENCE_KINDS, Kind, SchemaName, TableName, blueprint
 from .topology import Topology
 from .versions import profile
 
@@ -80,7 +80,7 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
             if endpoint is not None and spec.name not in own_delayed:
                 continue
             need = DELAYED
-        elif spec.kind in (Kind.SAGA, Kind.OUTBOX):
+        elif spec.kind in PERSISTENCE_KINDS:
             if endpoint is not None and spec.name not in own_sagas:
                 continue
             need = SAGA if spec.kind is Kind.SAGA else OUTBOX

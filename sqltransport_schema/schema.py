@@ -38,6 +38,10 @@ class Kind(str, Enum):
     OUTBOX = "outbox"  # SQL persistence's outbox table of an endpoint (docs/outbox.md)
 
 
+# The kinds SQL persistence owns: named by the endpoint's prefix, not versioned by the transport.
+PERSISTENCE_KINDS = frozenset({Kind.SAGA, Kind.OUTBOX})
+
+
 class TableName(NamedTuple):
     # a NamedTuple, not a dataclass: topologies hold tens of thousands of these
     table: str
@@ -114,7 +118,7 @@ class TableSpec(NamedTuple):
         elif self.kind is Kind.DELAYED:
             if self.body_string:  # written only when set: blueprints of earlier compiles read the same
                 parts.append(', "body_string": true')
-        elif self.kind in (Kind.SAGA, Kind.OUTBOX):
+        elif self.kind in PERSISTENCE_KINDS:
             if self.saga_prefix is not None:
                 parts.append(f', "prefix": {_json_string(self.saga_prefix)}')
             if self.correlation is not None:
@@ -174,7 +178,7 @@ class Blueprint:
 
     def to_snapshot(self) -> str:
         """JSON text, one table a line, so revision files diff well and import fast."""
-        sagas = any(spec.kind in (Kind.SAGA, Kind.OUTBOX) for spec in self.tables)
+        sagas = any(spec.kind in PERSISTENCE_KINDS for spec in self.tables)
         head = json.dumps(
             {
                 "format": SNAPSHOT_FORMAT_SAGAS if sagas else SNAPSHOT_FORMAT,

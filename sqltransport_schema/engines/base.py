@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import errors
-from ..schema import Correlation, Kind, SchemaName, TableName, TableSpec
+from ..schema import PERSISTENCE_KINDS, Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
 from ..statements import MESSAGE, Statement, fill, parameters_of
 from ..versions import ExpiresIndex, Profile
@@ -497,7 +497,7 @@ class Dialect:
 
     def holds(self, kind: Kind) -> bool:
         """Whether this engine deploys tables of this kind (SQL persistence's on every engine)."""
-        return kind in (Kind.SAGA, Kind.OUTBOX) or not self.saga_only
+        return kind in PERSISTENCE_KINDS or not self.saga_only
 
     @staticmethod
     def saga_suffix(spec: TableSpec) -> str:

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from .. import errors, wire
-from ..schema import Kind, TableName, TableSpec
+from ..schema import PERSISTENCE_KINDS, Kind, TableName, TableSpec
 from ..urls import display_url
 from .transport import execute, execute_many
 
@@ -196,7 +196,7 @@ def _blueprint_specs(transport: Transport) -> list[TableSpec]:
 
 def _where(transport: Transport, spec: TableSpec) -> TableName:
     """The table as the database holds it (a saga or outbox table under the name SQL persistence reads)."""
-    return transport.dialect.saga_table(spec) if spec.kind in (Kind.SAGA, Kind.OUTBOX) else spec.name
+    return transport.dialect.saga_table(spec) if spec.kind in PERSISTENCE_KINDS else spec.name
 
 
 def _existing(transport: Transport, conn: Connection, specs: list[TableSpec], estimate: bool = False) -> dict[tuple, Any]:

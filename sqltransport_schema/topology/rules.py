@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import engines as engine_registry
-from ..schema import Kind, TableName
+from ..schema import PERSISTENCE_KINDS, Kind, TableName
 from ..versions import FEATURE_SINCE, profile
 from .model import Owned, Placed, Topology
 from .problems import Mark, Problem
@@ -206,7 +206,7 @@ def _name_limit_problems(f: Facts) -> Iterator[Problem]:
     for engine_name in f.engine_names:
         engine = engine_registry.get(engine_name)
         for item in f.tables:
-            if item.kind in (Kind.SAGA, Kind.OUTBOX) or not engine.holds(item.kind):
+            if item.kind in PERSISTENCE_KINDS or not engine.holds(item.kind):
                 continue
             for part, problem in engine.name_problems(item.name):
                 if (item.mark, part) not in reported:
