@@ -37,6 +37,27 @@ def shape_columns(columns: tuple[Column, ...], **varying: str) -> dict[str, tupl
     return out
 
 
+# SQL persistence's own tables, their columns named once in DDL order: each engine gives only the
+# types (as its catalog reads them back), so a renamed column is renamed everywhere.
+SAGA_COLUMN_NAMES = ("id", "metadata", "data", "persistenceversion", "sagatypeversion", "concurrency")
+OUTBOX_COLUMN_NAMES = ("MessageId", "Dispatched", "DispatchedAt", "PersistenceVersion", "Operations")
+
+
+def saga_shape_columns(*types: str, nullable: frozenset[str] = frozenset()) -> dict[str, tuple[str, bool]]:
+    """A saga table's fixed columns as a TableShape holds them, typed in SAGA_COLUMN_NAMES order;
+    the correlation columns vary by saga and are added per table."""
+    if len(types) != len(SAGA_COLUMN_NAMES):
+        raise ValueError(f"{len(SAGA_COLUMN_NAMES)} saga column types expected")
+    return {name: (type_, name in nullable) for name, type_ in zip(SAGA_COLUMN_NAMES, types)}
+
+
+def outbox_columns(*types: str, nullable: frozenset[str] = frozenset({"DispatchedAt"})) -> tuple[Column, ...]:
+    """An outbox table's columns, typed in OUTBOX_COLUMN_NAMES order."""
+    if len(types) != len(OUTBOX_COLUMN_NAMES):
+        raise ValueError(f"{len(OUTBOX_COLUMN_NAMES)} outbox column types expected")
+    return tuple(Column(name, type_, name in nullable) for name, type_ in zip(OUTBOX_COLUMN_NAMES, types))
+
+
 @dataclass(frozen=True)
 class IndexShape:
     """An index by structure. `name` is set only where our DDL names the index explicitly

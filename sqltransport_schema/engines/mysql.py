@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import errors
 from ..schema import Correlation, Kind, TableName, TableSpec
-from ..shapes import Column, IndexShape, TableShape, normalise_type, shape_columns
+from ..shapes import IndexShape, TableShape, normalise_type, outbox_columns, saga_shape_columns, shape_columns
 from ..versions import Profile
 from .base import Dialect
 
@@ -66,14 +66,7 @@ class MySQL(Dialect):
     # =====================================================================================
     # Types as information_schema.columns.column_type spells them, without integer display widths
     # (MariaDB prints int(11), MySQL 8 int); MariaDB's json is longtext with a json_valid CHECK.
-    SAGA_SHAPE_COLUMNS = {
-        "id": ("varchar(38)", False),
-        "metadata": ("json", False),
-        "data": ("json", False),
-        "persistenceversion": ("varchar(23)", False),
-        "sagatypeversion": ("varchar(23)", False),
-        "concurrency": ("int", False),
-    }
+    SAGA_SHAPE_COLUMNS = saga_shape_columns("varchar(38)", "json", "json", "varchar(23)", "varchar(23)", "int")
 
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         if not self.holds(spec.kind):
@@ -200,13 +193,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     }
 
     # -- outbox tables (upstream-conformance §8): the whole table ascii, MessageId national ------
-    OUTBOX_COLUMNS = (
-        Column("MessageId", "varchar(200)", False),
-        Column("Dispatched", "bit(1)", False),
-        Column("DispatchedAt", "datetime", True),
-        Column("PersistenceVersion", "varchar(23)", False),
-        Column("Operations", "json", False),
-    )
+    OUTBOX_COLUMNS = outbox_columns("varchar(200)", "bit(1)", "datetime", "varchar(23)", "json")
     CREATE_OUTBOX = """\
 CREATE TABLE IF NOT EXISTS {table} (
     MessageId nvarchar(200) NOT NULL,

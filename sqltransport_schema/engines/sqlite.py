@@ -11,7 +11,17 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..schema import Correlation, Kind, TableName, TableSpec
-from ..shapes import Column, IndexShape, TableShape, normalise_predicate, normalise_type, shape_columns, where_clause
+from ..shapes import (
+    Column,
+    IndexShape,
+    TableShape,
+    normalise_predicate,
+    normalise_type,
+    outbox_columns,
+    saga_shape_columns,
+    shape_columns,
+    where_clause,
+)
 from ..versions import ExpiresIndex, Profile
 from .base import Dialect
 
@@ -343,24 +353,11 @@ CREATE TABLE IF NOT EXISTS {table} (
     CREATE_CORRELATION_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS {index} ON {table} ({column}) WHERE {column} IS NOT NULL"
     BACKFILL_PROBE = 'INSERT INTO temp."sqltransport_drop_guard" SELECT \'null\' FROM {table} WHERE {require} IS NULL LIMIT 1'
     DROP_CORRELATION = "ALTER TABLE {table} DROP COLUMN {column}"
-    SAGA_SHAPE_COLUMNS = {
-        "id": ("text", False),
-        "metadata": ("text", False),
-        "data": ("text", False),
-        "persistenceversion": ("text", False),
-        "sagatypeversion": ("text", False),
-        "concurrency": ("integer", False),
-    }
+    SAGA_SHAPE_COLUMNS = saga_shape_columns("text", "text", "text", "text", "text", "integer")
 
     # -- outbox tables: SQL persistence's columns (upstream-conformance §8) in SQLite's types;
     # index names carry the table's (one namespace for every index of the database) --------------
-    OUTBOX_COLUMNS = (
-        Column("MessageId", "text", False),
-        Column("Dispatched", "integer", False),
-        Column("DispatchedAt", "datetime", True),
-        Column("PersistenceVersion", "text", False),
-        Column("Operations", "text", False),
-    )
+    OUTBOX_COLUMNS = outbox_columns("text", "integer", "datetime", "text", "text")
     CREATE_OUTBOX = """\
 CREATE TABLE IF NOT EXISTS {table} (
     MessageId TEXT NOT NULL PRIMARY KEY,

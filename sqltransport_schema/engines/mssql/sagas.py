@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...schema import Correlation, TableSpec
-from ...shapes import Column
+from ...shapes import outbox_columns, saga_shape_columns
 from ...versions import Profile
 
 
@@ -81,23 +81,10 @@ WHERE {correlation} = @propertyValue"""
 SELECT Id, SagaTypeVersion, Concurrency, Metadata, Data
 FROM {table} WITH (UPDLOCK)
 WHERE {transitional} = @TransitionalCorrelationId"""
-    SAGA_SHAPE_COLUMNS = {
-        "id": ("uniqueidentifier", False),
-        "metadata": ("nvarchar(max)", False),
-        "data": ("nvarchar(max)", False),
-        "persistenceversion": ("varchar(23)", False),
-        "sagatypeversion": ("varchar(23)", False),
-        "concurrency": ("int", False),
-    }
+    SAGA_SHAPE_COLUMNS = saga_shape_columns("uniqueidentifier", "nvarchar(max)", "nvarchar(max)", "varchar(23)", "varchar(23)", "int")
 
     # -- outbox tables (upstream-conformance §8): each step its own catalog-guarded batch -------------
-    OUTBOX_COLUMNS = (
-        Column("MessageId", "nvarchar(200)", False),
-        Column("Dispatched", "bit", False),
-        Column("DispatchedAt", "datetime", True),
-        Column("PersistenceVersion", "varchar(23)", False),
-        Column("Operations", "nvarchar(max)", False),
-    )
+    OUTBOX_COLUMNS = outbox_columns("nvarchar(200)", "bit", "datetime", "varchar(23)", "nvarchar(max)")
     CREATE_OUTBOX = """\
 IF OBJECT_ID(N'{name}', N'U') IS NULL
 BEGIN

@@ -9,8 +9,12 @@ from __future__ import annotations
 import hashlib
 
 from ...schema import Correlation, TableName, TableSpec
-from ...shapes import Column
+from ...shapes import outbox_columns, saga_shape_columns
 from ..base import Dialect
+
+# The installer leaves these nullable on PostgreSQL (upstream-conformance §7, §8).
+_NULLABLE_VERSIONS = frozenset({"persistenceversion", "sagatypeversion"})
+_NULLABLE_OUTBOX = frozenset({"DispatchedAt", "PersistenceVersion"})
 
 
 class Sagas:
@@ -83,14 +87,9 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
     SAGA_COMPLETE = """\
 DELETE FROM {table}
 WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
-    SAGA_SHAPE_COLUMNS = {
-        "id": ("uuid", False),
-        "metadata": ("text", False),
-        "data": ("jsonb", False),
-        "persistenceversion": ("character varying(23)", True),
-        "sagatypeversion": ("character varying(23)", True),
-        "concurrency": ("integer", False),
-    }
+    SAGA_SHAPE_COLUMNS = saga_shape_columns(
+        "uuid", "text", "jsonb", "character varying(23)", "character varying(23)", "integer", nullable=_NULLABLE_VERSIONS
+    )
     # information_schema.columns.data_type of each correlation type (the installer's check reads it)
     SHAPE_CORRELATION_TYPES = {
         "string": "character varying(200)",
@@ -105,12 +104,8 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
     # -- outbox tables (upstream-conformance §8) ----------------------------------------------
     # The installer's index names are not prefixed: they share the schema's namespace, so a second
     # outbox table in the same schema gets none (IF NOT EXISTS), as with the installer.
-    OUTBOX_COLUMNS = (
-        Column("MessageId", "character varying(200)", False),
-        Column("Dispatched", "boolean", False),
-        Column("DispatchedAt", "timestamp without time zone", True),
-        Column("PersistenceVersion", "character varying(23)", True),
-        Column("Operations", "jsonb", False),
+    OUTBOX_COLUMNS = outbox_columns(
+        "character varying(200)", "boolean", "timestamp without time zone", "character varying(23)", "jsonb", nullable=_NULLABLE_OUTBOX
     )
     CREATE_OUTBOX = """\
 CREATE TABLE IF NOT EXISTS {table} (
