@@ -10,8 +10,9 @@ ops.py apart from toimpl.py).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from alembic.autogenerate import renderers
 from alembic.operations import MigrateOperation, Operations
@@ -53,6 +54,25 @@ def _call(op_name: str, name: TableName, tail: str) -> str:
     return f"{head}, {tail})"
 
 
+_Op = TypeVar("_Op", bound="TransportOp")
+
+
+def register(op_name: str) -> Callable[[type[_Op]], type[_Op]]:
+    """Register an operation as `op.<op_name>`, the call a revision makes: its entry point takes the
+    table's name (schema=, catalog=) and the operation's own arguments, which `declare` turns into
+    the operation (so the arguments are declared once, on the operation)."""
+
+    def decorate(op_class: type[_Op]) -> type[_Op]:
+        op_class.op_name = op_name
+        entry = op_class.entry_point()
+        entry.__name__ = entry.__qualname__ = op_name
+        entry.__doc__ = op_class.__doc__
+        setattr(op_class, op_name, classmethod(entry))
+        return Operations.register_operation(op_name)(op_class)
+
+    return decorate
+
+
 class TransportOp(MigrateOperation):
     """Base of every operation: the table it acts on, a line of Python, a description, and what the
     steps every operation shares (migrate/execution.py) need to know of it, with their defaults."""
@@ -74,6 +94,29 @@ class TransportOp(MigrateOperation):
     subscriptions: TableName | None = None  # a dropped queue's subscription rows are deleted from this table
     online_capable = False  # it can rewrite a queue beside the live table (online_target; migrate/online.py)
     online = False  # the revision asked for that online rewrite
+
+    @classmethod
+    def entry_point(cls) -> Callable[..., None]:
+        """A fresh `op.<op_name>(table, schema=, catalog=, **arguments)` (one per operation: Alembic
+        gives each its own documentation)."""
+
+        def entry(
+            cls: type[TransportOp],
+            operations: Operations,
+            table: str,
+            *,
+            schema: str | None = None,
+            catalog: str | None = None,
+            **arguments: Any,
+        ) -> None:
+            return operations.invoke(cls.declare(TableName(table, schema, catalog), **arguments))
+
+        return entry
+
+    @classmethod
+    def declare(cls, name: TableName, **arguments: Any) -> TransportOp:
+        """The operation a revision's call declares: its table and literal arguments."""
+        return cls(name, **arguments)
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
         raise NotImplementedError
@@ -164,18 +207,19 @@ class _TableOp(_OnSpec, TransportOp):
         return tail
 
     @classmethod
-    def _spec(
+    def declare(
         cls,
-        table: str,
-        schema: str | None,
-        catalog: str | None,
+        name: TableName,
+        *,
+        version: str,
         body_string: bool = False,
         seq_type: str = "serial",
         protected: bool | None = None,
-    ) -> TableSpec:
+        **rest: Any,
+    ) -> TransportOp:
         if protected is None:
-            protected = protected_by_default(cls.kind, table)
-        return TableSpec(cls.kind, TableName(table, schema, catalog), body_string=body_string, seq_type=seq_type, protected=protected)
+            protected = protected_by_default(cls.kind, name.table)
+        return cls(TableSpec(cls.kind, name, body_string=body_string, seq_type=seq_type, protected=protected), version, **rest)
 
 
 class _CreateTable(_TableOp):
@@ -218,37 +262,24 @@ class _DropTable(_TableOp):
         return self.table.protected and not self.allow_protected and self.table.name.table not in allowed
 
 
-@Operations.register_operation("create_queue")
+@register("create_queue")
 class CreateQueueOp(_CreateTable):
-    op_name = "create_queue"
-    lock_cost = 16
+    """Create a queue table shaped as the given transport version creates it."""
 
-    @classmethod
-    def create_queue(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        version: str,
-        body_string: bool = False,
-        seq_type: str = "serial",
-        protected: bool | None = None,
-    ) -> None:
-        """Create a queue table shaped as the given transport version creates it."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string, seq_type, protected), version))
+    lock_cost = 16
 
     def reverse(self) -> DropQueueOp:
         return DropQueueOp(self.table, self.version)
 
 
-@Operations.register_operation("drop_queue")
+@register("drop_queue")
 class DropQueueOp(_DropTable):
-    """A queue's drop; with `subscriptions` (the subscription table, as an address) it deletes the
-    subscription rows naming the queue in the same transaction, so no publish is routed to it."""
+    """Drop a queue table; the database refuses while it holds rows unless discard_messages.
 
-    op_name = "drop_queue"
+    A protected queue (error, audit, protected: true) is refused unless allow_protected. With
+    `subscriptions` (the subscription table, as an address) the subscription rows naming the queue
+    are deleted in the same transaction, so no publish is routed to it."""
+
     lock_cost = 18
 
     def __init__(
@@ -270,156 +301,78 @@ class DropQueueOp(_DropTable):
         return f"{text[:-1]}, subscriptions={_literal(address)})"
 
     @classmethod
-    def drop_queue(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        version: str,
-        body_string: bool = False,
-        seq_type: str = "serial",
-        protected: bool | None = None,
-        discard_messages: bool = False,
-        allow_protected: bool = False,
-        subscriptions: str | None = None,
-    ) -> None:
-        """Drop a queue table; the database refuses while it holds rows unless discard_messages.
-
-        A protected queue (error, audit, protected: true) is refused unless allow_protected.
-        subscriptions: the subscription table's address; the rows naming the queue are deleted.
-        """
-        spec = cls._spec(table, schema, catalog, body_string, seq_type, protected)
+    def declare(cls, name: TableName, *, subscriptions: str | None = None, **arguments: Any) -> TransportOp:
         following = None
         if subscriptions is not None:
             address = wire.parse_address(subscriptions)
             following = TableName(address.table, address.schema, address.catalog)
-        return operations.invoke(cls(spec, version, discard_messages, allow_protected, following))
+        return super().declare(name, subscriptions=following, **arguments)
 
     def reverse(self) -> CreateQueueOp:
         return CreateQueueOp(self.table, self.version)
 
 
-@Operations.register_operation("create_delayed_table")
+@register("create_delayed_table")
 class CreateDelayedTableOp(_CreateTable):
-    op_name = "create_delayed_table"
+    """Create an endpoint's native delayed-delivery table (with BodyString when its endpoint has it)."""
+
     kind = Kind.DELAYED
     noun = "delayed table"
     lock_cost = 11
-
-    @classmethod
-    def create_delayed_table(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        version: str,
-        body_string: bool = False,
-    ) -> None:
-        """Create an endpoint's native delayed-delivery table (with BodyString when its endpoint has it)."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string), version))
 
     def reverse(self) -> DropDelayedTableOp:
         return DropDelayedTableOp(self.table, self.version)
 
 
-@Operations.register_operation("drop_delayed_table")
+@register("drop_delayed_table")
 class DropDelayedTableOp(_DropTable):
-    op_name = "drop_delayed_table"
+    """Drop a delayed-delivery table; refused while it holds rows unless discard_messages."""
+
     kind = Kind.DELAYED
     noun = "delayed table"
     lock_cost = 15
-
-    @classmethod
-    def drop_delayed_table(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        version: str,
-        body_string: bool = False,
-        discard_messages: bool = False,
-    ) -> None:
-        """Drop a delayed-delivery table; refused while it holds rows unless discard_messages."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog, body_string), version, discard_messages))
 
     def reverse(self) -> CreateDelayedTableOp:
         return CreateDelayedTableOp(self.table, self.version)
 
 
-@Operations.register_operation("create_subscription_table")
+@register("create_subscription_table")
 class CreateSubscriptionTableOp(_CreateTable):
-    op_name = "create_subscription_table"
+    """Create the shared subscription routing table."""
+
     kind = Kind.SUBSCRIPTIONS
     noun = "subscription table"
     lock_cost = 10
-
-    @classmethod
-    def create_subscription_table(
-        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
-    ) -> None:
-        """Create the shared subscription routing table."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog), version))
 
     def reverse(self) -> DropSubscriptionTableOp:
         return DropSubscriptionTableOp(self.table, self.version)
 
 
-@Operations.register_operation("drop_subscription_table")
+@register("drop_subscription_table")
 class DropSubscriptionTableOp(_DropTable):
-    op_name = "drop_subscription_table"
+    """Drop the subscription table; refused while it holds rows unless discard_messages."""
+
     kind = Kind.SUBSCRIPTIONS
     noun = "subscription table"
     lock_cost = 12
-
-    @classmethod
-    def drop_subscription_table(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        version: str,
-        discard_messages: bool = False,
-    ) -> None:
-        """Drop the subscription table; refused while it holds rows unless discard_messages."""
-        return operations.invoke(cls(cls._spec(table, schema, catalog), version, discard_messages))
 
     def reverse(self) -> CreateSubscriptionTableOp:
         return CreateSubscriptionTableOp(self.table, self.version)
 
 
 # --------------------------------------------------------------------------- queue changes
-@Operations.register_operation("change_queue_version")
+@register("change_queue_version")
 @dataclass
 class ChangeQueueVersionOp(_OnName, TransportOp):
-    """Reshape an existing queue table from one transport version's DDL to another's, keeping its rows."""
+    """Upgrade (or downgrade) a queue table in place between transport versions.
+
+    Reshape an existing queue table from one transport version's DDL to another's, keeping its rows."""
 
     table: TableName
     from_version: str
     to_version: str
 
     lock_cost = 6  # no statements on PostgreSQL (one layout since 8.1)
-
-    @classmethod
-    def change_queue_version(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        from_version: str,
-        to_version: str,
-    ) -> None:
-        """Upgrade (or downgrade) a queue table in place between transport versions."""
-        return operations.invoke(cls(TableName(table, schema, catalog), from_version, to_version))
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
         where = dialect.display(self.table, profile(self.to_version)) if dialect else str(self.table)
@@ -451,26 +404,13 @@ class _BodyStringOp(_OnName, TransportOp):
         return _call(self.op_name, self.table, f"version={_literal(self.version)}{_ONLINE if self.online else ''}")
 
 
-@Operations.register_operation("add_body_string")
+@register("add_body_string")
 class AddBodyStringOp(_BodyStringOp):
-    op_name = "add_body_string"
+    """Add the computed BodyString column to a queue or delayed table (online=True: a PostgreSQL
+    queue is rewritten beside the live one, docs/live-migrations.md)."""
+
     online_capable = True
     lock_cost = 20  # a rewrite: the table, its transient copy, their TOAST tables and indexes
-
-    @classmethod
-    def add_body_string(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        version: str,
-        online: bool = False,
-    ) -> None:
-        """Add the computed BodyString column to a queue or delayed table (online=True: a PostgreSQL
-        queue is rewritten beside the live one, docs/live-migrations.md)."""
-        return operations.invoke(cls(TableName(table, schema, catalog), version, online))
 
     def rewrite(self, dialect: engines.Dialect) -> str | None:
         return dialect.body_string_rewrite(profile(self.version))
@@ -482,26 +422,23 @@ class AddBodyStringOp(_BodyStringOp):
         return DropBodyStringOp(self.table, self.version)
 
 
-@Operations.register_operation("drop_body_string")
+@register("drop_body_string")
 class DropBodyStringOp(_BodyStringOp):
-    op_name = "drop_body_string"
-    lock_cost = 4
+    """Drop the computed BodyString column (it holds no data of its own)."""
 
-    @classmethod
-    def drop_body_string(
-        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, version: str
-    ) -> None:
-        """Drop the computed BodyString column (it holds no data of its own)."""
-        return operations.invoke(cls(TableName(table, schema, catalog), version))
+    lock_cost = 4
 
     def reverse(self) -> AddBodyStringOp:
         return AddBodyStringOp(self.table, self.version)
 
 
-@Operations.register_operation("change_queue_seq_type")
+@register("change_queue_seq_type")
 @dataclass
 class ChangeQueueSeqTypeOp(_OnName, TransportOp):
-    """PostgreSQL: widen (or narrow) a queue's Seq column and its sequence."""
+    """Change the PostgreSQL Seq column between serial and bigserial, keeping rows and order
+        (online=True: rewritten beside the live table, docs/live-migrations.md).
+
+    PostgreSQL: widen (or narrow) a queue's Seq column and its sequence."""
 
     online_capable = True
     lock_cost = 26  # a rewrite, and both indexes rebuilt
@@ -510,22 +447,6 @@ class ChangeQueueSeqTypeOp(_OnName, TransportOp):
     from_type: str
     to_type: str
     online: bool = False  # rewrite beside the live table (migrate/online.py)
-
-    @classmethod
-    def change_queue_seq_type(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        from_type: str,
-        to_type: str,
-        online: bool = False,
-    ) -> None:
-        """Change the PostgreSQL Seq column between serial and bigserial, keeping rows and order
-        (online=True: rewritten beside the live table, docs/live-migrations.md)."""
-        return operations.invoke(cls(TableName(table, schema, catalog), from_type, to_type, online))
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
         where = dialect.display(self.table) if dialect else str(self.table)
@@ -545,10 +466,12 @@ class ChangeQueueSeqTypeOp(_OnName, TransportOp):
         return ChangeQueueSeqTypeOp(self.table, self.to_type, self.from_type, self.online)
 
 
-@Operations.register_operation("rename_index")
+@register("rename_index")
 @dataclass
 class RenameIndexOp(_OnName, TransportOp):
-    """Give an index of a transport table the name the installers give it (adopt: a table that an
+    """Rename an index of a transport table in place (no rebuild).
+
+    Give an index of a transport table the name the installers give it (adopt: a table that an
     earlier release of this project deployed under other index names)."""
 
     table: TableName
@@ -556,13 +479,6 @@ class RenameIndexOp(_OnName, TransportOp):
     new: str
 
     lock_cost = 4
-
-    @classmethod
-    def rename_index(
-        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, old: str, new: str
-    ) -> None:
-        """Rename an index of a transport table in place (no rebuild)."""
-        return operations.invoke(cls(TableName(table, schema, catalog), old, new))
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
         where = dialect.display(self.table) if dialect else str(self.table)
@@ -582,19 +498,21 @@ class _SchemaOp(TransportOp):
 
     lock_cost = 2
 
+    @classmethod
+    def entry_point(cls) -> Callable[..., None]:
+        def entry(cls: type[_SchemaOp], operations: Operations, schema: str, *, catalog: str | None = None) -> None:
+            return operations.invoke(cls(SchemaName(schema, catalog)))
+
+        return entry
+
     def python(self) -> str:
         catalog = f", catalog={_literal(self.table.catalog)}" if self.table.catalog is not None else ""
         return f"op.{self.op_name}({_literal(self.table.schema)}{catalog})"
 
 
-@Operations.register_operation("ensure_schema")
+@register("ensure_schema")
 class EnsureSchemaOp(_SchemaOp):
-    op_name = "ensure_schema"
-
-    @classmethod
-    def ensure_schema(cls, operations: Operations, schema: str, *, catalog: str | None = None) -> None:
-        """Create a database schema unless it exists (never the dialect's default schema)."""
-        return operations.invoke(cls(SchemaName(schema, catalog)))
+    """Create a database schema unless it exists (never the dialect's default schema)."""
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
         return f"ensure schema {self.table.schema!r} exists"
@@ -603,14 +521,9 @@ class EnsureSchemaOp(_SchemaOp):
         return DropSchemaIfEmptyOp(self.table)
 
 
-@Operations.register_operation("drop_schema_if_empty")
+@register("drop_schema_if_empty")
 class DropSchemaIfEmptyOp(_SchemaOp):
-    op_name = "drop_schema_if_empty"
-
-    @classmethod
-    def drop_schema_if_empty(cls, operations: Operations, schema: str, *, catalog: str | None = None) -> None:
-        """Drop a database schema only when nothing is left in it."""
-        return operations.invoke(cls(SchemaName(schema, catalog)))
+    """Drop a database schema only when nothing is left in it."""
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
         return f"drop schema {self.table.schema!r} if it is empty"

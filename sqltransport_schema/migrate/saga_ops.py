@@ -10,28 +10,21 @@ migrate/execution.py executes or prints them, as for the transport tables.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from alembic.operations import Operations
+from typing import TYPE_CHECKING, Any
 
 from ..schema import Correlation, Kind, TableName, TableSpec
-from .ops import TransportOp, _call, _literal, _OnSpec
+from .ops import TransportOp, _call, _literal, _OnSpec, register
 
 if TYPE_CHECKING:
     from ..engines import Dialect
 
 
 def _spec(
-    table: str,
-    schema: str | None,
-    catalog: str | None,
-    prefix: str | None,
-    correlation: tuple[str, str] | None = None,
-    transitional: tuple[str, str] | None = None,
+    name: TableName, prefix: str | None, correlation: tuple[str, str] | None = None, transitional: tuple[str, str] | None = None
 ) -> TableSpec:
     return TableSpec(
         Kind.SAGA,
-        TableName(table, schema, catalog),
+        name,
         correlation=Correlation(*correlation) if correlation else None,
         transitional=Correlation(*transitional) if transitional else None,
         saga_prefix=prefix,
@@ -52,6 +45,18 @@ class _SagaTableOp(_OnSpec, TransportOp):
 
     noun = "saga table"
 
+    @classmethod
+    def declare(
+        cls,
+        name: TableName,
+        *,
+        prefix: str | None = None,
+        correlation: tuple[str, str] | None = None,
+        transitional: tuple[str, str] | None = None,
+        **rest: Any,
+    ) -> TransportOp:
+        return cls(_spec(name, prefix, correlation, transitional), **rest)
+
     def _tail(self) -> str:
         tail = f"prefix={_literal(self.table.saga_prefix)}"
         if self.table.correlation is not None:
@@ -61,27 +66,13 @@ class _SagaTableOp(_OnSpec, TransportOp):
         return tail
 
 
-@Operations.register_operation("create_saga_table")
+@register("create_saga_table")
 class CreateSagaTableOp(_SagaTableOp):
-    op_name = "create_saga_table"
+    """Create a saga table with its correlation columns and their unique indexes."""
+
     adopts = True  # an existing table of SQL persistence's is adopted if it has the expected columns
     origin = "SQL persistence"
     lock_cost = 12
-
-    @classmethod
-    def create_saga_table(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        prefix: str | None = None,
-        correlation: tuple[str, str] | None = None,
-        transitional: tuple[str, str] | None = None,
-    ) -> None:
-        """Create a saga table with its correlation columns and their unique indexes."""
-        return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional)))
 
     def describe(self, dialect: Dialect | None = None) -> str:
         props = ", ".join(c.name for c in self.table.correlations)
@@ -113,25 +104,9 @@ class _DropPersistenceTable:
         return _call(self.op_name, self.table.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
 
 
-@Operations.register_operation("drop_saga_table")
+@register("drop_saga_table")
 class DropSagaTableOp(_DropPersistenceTable, _SagaTableOp):
-    op_name = "drop_saga_table"
-
-    @classmethod
-    def drop_saga_table(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        prefix: str | None = None,
-        correlation: tuple[str, str] | None = None,
-        transitional: tuple[str, str] | None = None,
-        discard_messages: bool = False,
-    ) -> None:
-        """Drop a saga table; the database refuses while it holds sagas unless discard_messages."""
-        return operations.invoke(cls(_spec(table, schema, catalog, prefix, correlation, transitional), discard_messages))
+    """Drop a saga table; the database refuses while it holds sagas unless discard_messages."""
 
     def describe(self, dialect: Dialect | None = None) -> str:
         how = "discarding its sagas" if self.discard_messages else "refused while it holds sagas"
@@ -146,6 +121,13 @@ class _CorrelationOp(_OnSpec, TransportOp):
     table: TableSpec  # the table (name and prefix; correlations not needed)
     correlation: Correlation
 
+    @classmethod
+    def declare(
+        cls, name: TableName, *, prefix: str | None = None, property: tuple[str, str], **rest: tuple[str, str] | None
+    ) -> TransportOp:
+        pairs = {key: Correlation(*pair) if pair else None for key, pair in rest.items()}  # require=
+        return cls(_spec(name, prefix), Correlation(*property), **pairs)
+
     def _tail(self) -> str:
         return f"prefix={_literal(self.table.saga_prefix)}, property={_pair(self.correlation)}"
 
@@ -153,24 +135,11 @@ class _CorrelationOp(_OnSpec, TransportOp):
         return self.table.name
 
 
-@Operations.register_operation("add_saga_correlation")
+@register("add_saga_correlation")
 class AddSagaCorrelationOp(_CorrelationOp):
-    op_name = "add_saga_correlation"
-    lock_cost = 6
+    """Add a Correlation_<property> column (NULL in existing rows) and its unique index."""
 
-    @classmethod
-    def add_saga_correlation(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        prefix: str | None = None,
-        property: tuple[str, str],
-    ) -> None:
-        """Add a Correlation_<property> column (NULL in existing rows) and its unique index."""
-        return operations.invoke(cls(_spec(table, schema, catalog, prefix), Correlation(*property)))
+    lock_cost = 6
 
     def rewrite(self, dialect: Dialect) -> str | None:
         return dialect.correlation_index_build()
@@ -185,32 +154,16 @@ class AddSagaCorrelationOp(_CorrelationOp):
         return DropSagaCorrelationOp(self.table, self.correlation, None)
 
 
-@Operations.register_operation("drop_saga_correlation")
+@register("drop_saga_correlation")
 class DropSagaCorrelationOp(_CorrelationOp):
-    op_name = "drop_saga_correlation"
+    """Drop a correlation column and its index. With require (a promotion), the database refuses
+    while any row has Correlation_<require> NULL: the backfill is not done."""
+
     lock_cost = 5
 
     def __init__(self, table: TableSpec, correlation: Correlation, require: Correlation | None = None):
         super().__init__(table, correlation)
         self.require = require
-
-    @classmethod
-    def drop_saga_correlation(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        prefix: str | None = None,
-        property: tuple[str, str],
-        require: tuple[str, str] | None = None,
-    ) -> None:
-        """Drop a correlation column and its index. With require (a promotion), the database refuses
-        while any row has Correlation_<require> NULL: the backfill is not done."""
-        return operations.invoke(
-            cls(_spec(table, schema, catalog, prefix), Correlation(*property), Correlation(*require) if require else None)
-        )
 
     def describe(self, dialect: Dialect | None = None) -> str:
         text = f"drop correlation property {self.correlation.name} of saga table {_where(self.table, dialect)}"
@@ -227,33 +180,27 @@ class DropSagaCorrelationOp(_CorrelationOp):
 
 
 # --------------------------------------------------------------------------- outbox tables
-def _outbox(table: str, schema: str | None, catalog: str | None, prefix: str | None) -> TableSpec:
-    return TableSpec(Kind.OUTBOX, TableName(table, schema, catalog), saga_prefix=prefix)
-
-
 @dataclass
 class _OutboxTableOp(_OnSpec, TransportOp):
     table: TableSpec
 
     noun = "outbox table"
 
+    @classmethod
+    def declare(cls, name: TableName, *, prefix: str | None = None, **rest: Any) -> TransportOp:
+        return cls(TableSpec(Kind.OUTBOX, name, saga_prefix=prefix), **rest)
+
     def _tail(self) -> str:
         return f"prefix={_literal(self.table.saga_prefix)}"
 
 
-@Operations.register_operation("create_outbox_table")
+@register("create_outbox_table")
 class CreateOutboxTableOp(_OutboxTableOp):
-    op_name = "create_outbox_table"
+    """Create an endpoint's outbox table and its indexes (docs/outbox.md)."""
+
     adopts = True  # an outbox table SQL persistence's installer made is adopted if it has the expected columns
     origin = "SQL persistence"
     lock_cost = 12
-
-    @classmethod
-    def create_outbox_table(
-        cls, operations: Operations, table: str, *, schema: str | None = None, catalog: str | None = None, prefix: str | None = None
-    ) -> None:
-        """Create an endpoint's outbox table and its indexes (docs/outbox.md)."""
-        return operations.invoke(cls(_outbox(table, schema, catalog, prefix)))
 
     def describe(self, dialect: Dialect | None = None) -> str:
         return f"create outbox table {_where(self.table, dialect)}"
@@ -265,23 +212,9 @@ class CreateOutboxTableOp(_OutboxTableOp):
         return DropOutboxTableOp(self.table)
 
 
-@Operations.register_operation("drop_outbox_table")
+@register("drop_outbox_table")
 class DropOutboxTableOp(_DropPersistenceTable, _OutboxTableOp):
-    op_name = "drop_outbox_table"
-
-    @classmethod
-    def drop_outbox_table(
-        cls,
-        operations: Operations,
-        table: str,
-        *,
-        schema: str | None = None,
-        catalog: str | None = None,
-        prefix: str | None = None,
-        discard_messages: bool = False,
-    ) -> None:
-        """Drop an outbox table; the database refuses while a row is not dispatched unless discard_messages."""
-        return operations.invoke(cls(_outbox(table, schema, catalog, prefix), discard_messages))
+    """Drop an outbox table; the database refuses while a row is not dispatched unless discard_messages."""
 
     def describe(self, dialect: Dialect | None = None) -> str:
         how = "discarding its rows" if self.discard_messages else "refused while it holds undispatched messages"
