@@ -90,8 +90,11 @@ class _DropPersistenceTable:
     unless discard_messages (the table's kind says which rows: every saga, undispatched messages)."""
 
     table: TableSpec
+    noun: str
     drops = True
     lock_cost = 14
+    guarded_rows = discarded = "rows"  # what the guard keeps, and what discard_messages loses, as described
+    inverse: type[TransportOp]  # the create it reverses to
 
     def locked_table(self) -> TableName | None:
         return self.table.name
@@ -103,17 +106,20 @@ class _DropPersistenceTable:
     def python(self) -> str:
         return _call(self.op_name, self.table.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
 
+    def describe(self, dialect: Dialect | None = None) -> str:
+        how = f"discarding its {self.discarded}" if self.discard_messages else f"refused while it holds {self.guarded_rows}"
+        return f"drop {self.noun} {_where(self.table, dialect)} ({how})"
+
+    def reverse(self) -> TransportOp:
+        return self.inverse(self.table)
+
 
 @register("drop_saga_table")
 class DropSagaTableOp(_DropPersistenceTable, _SagaTableOp):
     """Drop a saga table; the database refuses while it holds sagas unless discard_messages."""
 
-    def describe(self, dialect: Dialect | None = None) -> str:
-        how = "discarding its sagas" if self.discard_messages else "refused while it holds sagas"
-        return f"drop saga table {_where(self.table, dialect)} ({how})"
-
-    def reverse(self) -> CreateSagaTableOp:
-        return CreateSagaTableOp(self.table)
+    guarded_rows = discarded = "sagas"
+    inverse = CreateSagaTableOp
 
 
 @dataclass
@@ -216,12 +222,8 @@ class CreateOutboxTableOp(_OutboxTableOp):
 class DropOutboxTableOp(_DropPersistenceTable, _OutboxTableOp):
     """Drop an outbox table; the database refuses while a row is not dispatched unless discard_messages."""
 
-    def describe(self, dialect: Dialect | None = None) -> str:
-        how = "discarding its rows" if self.discard_messages else "refused while it holds undispatched messages"
-        return f"drop outbox table {_where(self.table, dialect)} ({how})"
-
-    def reverse(self) -> CreateOutboxTableOp:
-        return CreateOutboxTableOp(self.table)
+    guarded_rows = "undispatched messages"
+    inverse = CreateOutboxTableOp
 
 
 SAGA_TABLE_OPS = (CreateSagaTableOp, DropSagaTableOp)

@@ -114,11 +114,6 @@ def create_saga_table(operation: saga_ops.CreateSagaTableOp, dialect: engines.Di
     return dialect.create_saga(operation.table)
 
 
-@implementation_for(saga_ops.DropSagaTableOp)
-def drop_saga_table(operation: saga_ops.DropSagaTableOp, dialect: engines.Dialect) -> list[str]:
-    return dialect.drop_table(operation.table, None, operation.discard_messages)
-
-
 @implementation_for(saga_ops.AddSagaCorrelationOp)
 def add_saga_correlation(operation: saga_ops.AddSagaCorrelationOp, dialect: engines.Dialect) -> list[str]:
     return dialect.add_saga_correlation(operation.table, operation.correlation)
@@ -135,6 +130,7 @@ def create_outbox_table(operation: saga_ops.CreateOutboxTableOp, dialect: engine
     return dialect.create_outbox(operation.table)
 
 
-@implementation_for(saga_ops.DropOutboxTableOp)
-def drop_outbox_table(operation: saga_ops.DropOutboxTableOp, dialect: engines.Dialect) -> list[str]:
+# --------------------------------------------------------------------------- either's drop
+@implementation_for(saga_ops.DropSagaTableOp, saga_ops.DropOutboxTableOp)
+def drop_persistence_table(operation: saga_ops.DropSagaTableOp | saga_ops.DropOutboxTableOp, dialect: engines.Dialect) -> list[str]:
     return dialect.drop_table(operation.table, None, operation.discard_messages)
