@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from .. import errors
 from ..schema import PERSISTENCE_KINDS, Correlation, Kind, SchemaName, TableName, TableSpec
@@ -45,6 +45,27 @@ BACKFILL_REFUSED = (
     "or e.g. UPDATE {name} SET {new_quoted} = <the saga data's {prop}> WHERE {new_quoted} IS NULL, "
     "or let the endpoint update each saga (every update writes {new}); then run the upgrade again"
 )
+
+
+_S = TypeVar("_S")
+
+
+class _Section(Generic[_S]):
+    """A dialect's section: an instance of the dialect's nested class of that name (its engine's
+    subclass), made on first use and kept on the dialect, as a cached property would."""
+
+    def __init__(self, nested: str, doc: str):
+        self.nested = nested
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, dialect: Dialect | None, owner: type | None = None) -> _S:
+        if dialect is None:
+            return self  # type: ignore[return-value]  # the class's attribute: the descriptor itself
+        made = dialect.__dict__[self.name] = getattr(dialect, self.nested)(dialect)
+        return made
 
 
 class LockHolder(NamedTuple):
@@ -715,52 +736,22 @@ WHERE MessageId IN (
         undispatched rows only (dispatched rows wait for cleanup and may go)."""
         return " WHERE " + self.OUTBOX_UNDISPATCHED if spec.kind is Kind.OUTBOX else ""
 
-    # -- nested sections: catalog reads, grants, deployment scripts, the pipeline -----------
-    # Each engine nests subclasses of these (engines/catalog.py, grants.py, script.py, pipeline.py); the
-    # instances, made on first use, reach back to the dialect for quoting and names.
+    # -- nested sections: catalog reads, grants, deployment scripts, the pipeline (engines/pipeline.py),
+    # status and retry (engines/operations.py), online rewrites of queue tables (engines/online.py).
+    # Each engine nests subclasses of these classes; the instances, made on first use, reach back to
+    # the dialect for quoting and names.
     Catalog = Catalog
     Grants = Grants
     Script = Script
-
-    @functools.cached_property
-    def catalog(self) -> Catalog:
-        """This engine's catalog reads: existing columns, live shapes, start-up warnings."""
-        return self.Catalog(self)
-
-    @functools.cached_property
-    def grants(self) -> Grants:
-        """This engine's GRANT statements for `sqltransport-schema grants`."""
-        return self.Grants(self)
-
-    @functools.cached_property
-    def script(self) -> Script:
-        """This engine's offline-script writing and repeatable version stamping."""
-        return self.Script(self)
-
-    # -- the data pipeline (engines/pipeline.py) ---------------------------------------
-    # Engines with transport tables nest a subclass holding their pipeline section.
     Pipeline = Pipeline
-
-    @functools.cached_property
-    def pipeline(self) -> Pipeline:
-        """This engine's pipeline section: connections, layout, ledger and partition statements."""
-        return self.Pipeline(self)
-
-    # -- status and retry (engines/operations.py) --------------------------------------
     Operations = Operations
-
-    @functools.cached_property
-    def operations(self) -> Operations:
-        """This engine's statements of `status` and `retry`: table figures, error-queue batches."""
-        return self.Operations(self)
-
-    # -- online rewrites of queue tables (engines/online.py, migrate/online.py) ----------
     Online = Online
-
-    @functools.cached_property
-    def online(self) -> Online:
-        """This engine's statements for rewriting a queue table beside the live one."""
-        return self.Online(self)
+    catalog = _Section[Catalog]("Catalog", "This engine's catalog reads: existing columns, live shapes, start-up warnings.")
+    grants = _Section[Grants]("Grants", "This engine's GRANT statements for `sqltransport-schema grants`.")
+    script = _Section[Script]("Script", "This engine's offline-script writing and repeatable version stamping.")
+    pipeline = _Section[Pipeline]("Pipeline", "This engine's pipeline section: connections, layout, ledger and partition statements.")
+    operations = _Section[Operations]("Operations", "This engine's statements of `status` and `retry`: table figures, error-queue batches.")
+    online = _Section[Online]("Online", "This engine's statements for rewriting a queue table beside the live one.")
 
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:
