@@ -160,6 +160,12 @@ def run(cursor: Any, statement: Statement, paramstyle: str, values: Mapping[str,
     return cursor
 
 
+def run_on(connection: Any, statement: Statement, values: Mapping[str, Any] | None = None) -> Any:
+    """`run` on a SQLAlchemy connection (a migration's), through its driver: the same binding."""
+    sql, bound = bind(statement, connection.dialect.paramstyle, values)
+    return connection.exec_driver_sql(sql) if bound is None else connection.exec_driver_sql(sql, bound)
+
+
 def run_many(cursor: Any, statement: Statement, paramstyle: str, rows: Sequence, fields: tuple[str, ...] | None = None) -> None:
     """Run a statement once per row in one executemany: rows of named values (mappings), or tuples
     of the values of `fields` in that order, passed on untouched where the driver's order is the

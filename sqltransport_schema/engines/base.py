@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 from .. import errors
 from ..schema import PERSISTENCE_KINDS, Correlation, Kind, SchemaName, TableName, TableSpec
 from ..shapes import Column, TableShape
-from ..statements import MESSAGE, Statement, fill, parameters_of
+from ..statements import MESSAGE, Statement, fill, parameters_of, run_on
 from ..versions import ExpiresIndex, Profile
 from .catalog import Catalog
 from .grants import Grants
@@ -364,7 +364,7 @@ class Dialect:
         """Whether the table exists now (one catalog lookup)."""
         template = self.HAS_TABLE
         statement = Statement("table_exists", template, {}, parameters_of(template))
-        return bool(self.execute(connection, statement, {"Name": self.qualified(name) if self.has_schemas else name.table}).scalar())
+        return bool(run_on(connection, statement, {"Name": self.qualified(name) if self.has_schemas else name.table}).scalar())
 
     def script_value(self, value: Any) -> str:
         """A parameter's value as an offline script writes it (no driver binds it there)."""
@@ -382,13 +382,6 @@ class Dialect:
             return []
         statement, values = found
         return [statement.written({name: self.script_value(value) for name, value in values.items()})]
-
-    def execute(self, connection: Connection, statement: Statement, values: dict[str, Any]) -> Any:
-        """Run a statement on a SQLAlchemy connection (a migration's), its values bound."""
-        paramstyle = connection.dialect.paramstyle
-        sql, order = statement.native(paramstyle)
-        bound = {name: values[name] for name in order} if paramstyle in ("pyformat", "named") else tuple(values[name] for name in order)
-        return connection.exec_driver_sql(sql, bound)
 
     # -- runtime statements -------------------------------------------------------------
     # name -> (class attribute holding the template, what it does). Engines whose statements

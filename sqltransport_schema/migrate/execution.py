@@ -19,6 +19,7 @@ from alembic.operations import Operations
 from sqlalchemy import exc
 
 from .. import engines
+from ..statements import run_on
 from ..versions import profile
 from . import online, refusals, toimpl
 from .locks import LockPolicy, LockWait, take_lock
@@ -218,7 +219,7 @@ def _delete_subscribers(operation: TransportOp, dialect: engines.Dialect, connec
     if subscriptions is None or not dialect.table_exists(connection, subscriptions):
         return
     statement, values = dialect.delete_subscribers_of(subscriptions, operation.table_name)
-    deleted = dialect.execute(connection, statement, values).rowcount
+    deleted = run_on(connection, statement, values).rowcount
     queue, table = dialect.display(operation.table_name), dialect.display(subscriptions)
     log.info("deleted %d subscription row(s) naming %s from %s", max(deleted, 0), queue, table)
 

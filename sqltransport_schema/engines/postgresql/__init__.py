@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
 
 from ...schema import Kind, TableName, TableSpec
-from ...statements import Statement, parameters_of
+from ...statements import Statement, parameters_of, run_on
 from ...versions import FEATURE_SINCE, Profile
 from ..base import Dialect, LockHolder
 from . import catalog, grants, online, operations, pipeline, script
@@ -128,7 +128,7 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
         return f"{milliseconds}ms"
 
     def _run(self, connection: Connection, template: str, **values: Any) -> Any:
-        return self.execute(connection, Statement("migration", template, {}, parameters_of(template)), values)
+        return run_on(connection, Statement("migration", template, {}, parameters_of(template)), values)
 
     def set_lock_timeout(self, connection: Connection, milliseconds: int) -> None:
         self._run(connection, self.SET_LOCK_TIMEOUT, Timeout=self.lock_timeout_setting(milliseconds))
