@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from .engines import Dialect
+    from .engines.sqlite import SQLite
 
 
 def normalise_url(url: str) -> str:
@@ -67,7 +68,7 @@ def missing_sqlite_file(url: str) -> str | None:
     return None if Path(parsed.database).exists() else parsed.database
 
 
-def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs) -> Engine:
+def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs: Any) -> Engine:
     """An engine whose transactions are real on every backend, SQLite included.
 
     On SQLite its transactions begin as writers and wait for the lock (sqlite_transactions);
@@ -98,7 +99,7 @@ def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
     sqlite3 would commit before each DDL statement and begin lazily, as a reader; ours begins at once."""
     from . import engines
 
-    sqlite = engines.get("sqlite")
+    sqlite = cast("SQLite", engines.get("sqlite"))
     begin = sqlite.BEGIN_WRITER if writers else sqlite.BEGIN_READER
 
     @event.listens_for(engine, "connect")

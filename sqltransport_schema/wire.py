@@ -314,6 +314,7 @@ def _next_part(rest: str, what: str, text: str) -> tuple[str, str, bool]:
     if rest.startswith("["):
         pieces = []
         start = 1
+        after = ""
         while True:
             close = rest.find("]", start)
             if close < 0:

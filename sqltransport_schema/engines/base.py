@@ -12,12 +12,12 @@ from ..schema import PERSISTENCE_KINDS, Correlation, Kind, SchemaName, TableName
 from ..shapes import Column, TableShape
 from ..statements import MESSAGE, Statement, fill, parameters_of, run_on
 from ..versions import ExpiresIndex, Profile
-from .catalog import Catalog
-from .grants import Grants
-from .online import Online
-from .operations import Operations
-from .pipeline import Pipeline
-from .script import Script
+from . import catalog as catalog_section
+from . import grants as grants_section
+from . import online as online_section
+from . import operations as operations_section
+from . import pipeline as pipeline_section
+from . import script as script_section
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -733,18 +733,22 @@ WHERE MessageId IN (
     # status and retry (engines/operations.py), online rewrites of queue tables (engines/online.py).
     # Each engine nests subclasses of these classes; the instances, made on first use, reach back to
     # the dialect for quoting and names.
-    Catalog = Catalog
-    Grants = Grants
-    Script = Script
-    Pipeline = Pipeline
-    Operations = Operations
-    Online = Online
-    catalog = _Section[Catalog]("Catalog", "This engine's catalog reads: existing columns, live shapes, start-up warnings.")
-    grants = _Section[Grants]("Grants", "This engine's GRANT statements for `sqltransport-schema grants`.")
-    script = _Section[Script]("Script", "This engine's offline-script writing and repeatable version stamping.")
-    pipeline = _Section[Pipeline]("Pipeline", "This engine's pipeline section: connections, layout, ledger and partition statements.")
-    operations = _Section[Operations]("Operations", "This engine's statements of `status` and `retry`: table figures, error-queue batches.")
-    online = _Section[Online]("Online", "This engine's statements for rewriting a queue table beside the live one.")
+    Catalog = catalog_section.Catalog
+    Grants = grants_section.Grants
+    Script = script_section.Script
+    Pipeline = pipeline_section.Pipeline
+    Operations = operations_section.Operations
+    Online = online_section.Online
+    catalog = _Section[catalog_section.Catalog]("Catalog", "This engine's catalog reads: existing columns, live shapes, start-up warnings.")
+    grants = _Section[grants_section.Grants]("Grants", "This engine's GRANT statements for `sqltransport-schema grants`.")
+    script = _Section[script_section.Script]("Script", "This engine's offline-script writing and repeatable version stamping.")
+    pipeline = _Section[pipeline_section.Pipeline](
+        "Pipeline", "This engine's pipeline section: connections, layout, ledger and partition statements."
+    )
+    operations = _Section[operations_section.Operations](
+        "Operations", "This engine's statements of `status` and `retry`: table figures, error-queue batches."
+    )
+    online = _Section[online_section.Online]("Online", "This engine's statements for rewriting a queue table beside the live one.")
 
     # -- helpers shared by engines ---------------------------------------------------
     def display(self, name: TableName, profile: Profile | None = None) -> str:

@@ -285,7 +285,8 @@ def _status(
     others = operations.connections - 1 if connection is None else 0
     heads_after = not estimate and bool(operations.QUEUE_COUNT_ARM)
     seen = transport.__dict__.setdefault("_status_seen", set())  # layout positions of queues seen holding messages
-    known, read = transport.__dict__.get("_status_heads", {}), {}  # head Headers -> TimeSent, of the last status and this
+    known = transport.__dict__.get("_status_heads", {})  # head Headers -> TimeSent, of the last status
+    read: dict[str | None, datetime | None] = {}  # and of this one
     with _connection(transport, connection) as conn, _Spread(transport, others, operations.prepare) as spread:
         existing = _existing(transport, conn, [spec for spec, *_ in layout], estimate or heads_after)
         present: list[tuple[TableSpec, TableName, TableStatus]] = []
@@ -588,31 +589,31 @@ class RetryReport:
 
 
 class _Destinations:
-    """FailedQ text -> the queue table it names (or why none), found once per distinct value."""
+    """FailedQ text -> the queue table it names, or why none (one of the LEFT_ reasons), found once per distinct value."""
 
     def __init__(self, transport: Transport, queues: dict[tuple, TableName], existing: dict[tuple, Any], error_key: tuple) -> None:
         self.transport, self.queues, self.existing, self.error_key = transport, queues, existing, error_key
-        self.found: dict[str, tuple[TableName | None, str | None]] = {}
+        self.found: dict[str, TableName | str] = {}
 
-    def __call__(self, failed_q: str) -> tuple[TableName | None, str | None]:
+    def __call__(self, failed_q: str) -> TableName | str:
         found = self.found.get(failed_q)
         if found is None:
             found = self.found[failed_q] = self._resolve(failed_q)
         return found
 
-    def _resolve(self, failed_q: str) -> tuple[TableName | None, str | None]:
+    def _resolve(self, failed_q: str) -> TableName | str:
         try:
             key = self.transport.dialect.table_key(resolve(self.transport, failed_q))
         except (ValueError, TypeError):
-            return None, LEFT_NOT_AN_ADDRESS
+            return LEFT_NOT_AN_ADDRESS
         name = self.queues.get(key)
         if name is None:
-            return None, LEFT_UNKNOWN
+            return LEFT_UNKNOWN
         if key == self.error_key:
-            return None, LEFT_ERROR_QUEUE
+            return LEFT_ERROR_QUEUE
         if key not in self.existing:
-            return None, LEFT_MISSING
-        return name, None
+            return LEFT_MISSING
+        return name
 
 
 def retry(
@@ -728,8 +729,9 @@ def _pick(
     elif failed_q is None:
         why = LEFT_NO_FAILED_Q
     else:
-        target, why = destination(failed_q)
-        if target is not None:
+        target = destination(failed_q)
+        if isinstance(target, TableName):
             return target, wire.encode_headers(wire.retry_headers(headers))
+        why = target
     report.left[(failed_q, why)] = report.left.get((failed_q, why), 0) + 1
     return None

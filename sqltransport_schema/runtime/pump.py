@@ -219,7 +219,7 @@ class MessagePump:
     def _dispatch(self, message: Message, context: Context) -> str | None:
         """Handle one message inside its transaction: "processed", "failed" (moved to the error queue
         after its retries) or None (poison or forwarded)."""
-        if message.poison is not None:
+        if message.headers is None:  # unreadable: message.poison says why
             log.error("message %s has unreadable headers (%s): moved to %s unchanged", message.id, message.poison, self.error_queue)
             self.error_queue.send(context.connection, message.body, message.raw_headers, message_id=message.id)
             return None

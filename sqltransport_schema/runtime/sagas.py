@@ -154,11 +154,13 @@ class SagaTable:
         The transitional column is written only when transitional_value is given (None writes
         NULL): left out, the value stored stays (a row read carries no correlation values to
         write back, as SQL persistence's select list leaves them out)."""
+        persistence_version = persistence_version or saga.persistence_version or DEFAULT_PERSISTENCE_VERSION
+        saga_type_version = saga_type_version or saga.saga_type_version
         params = {
             "Id": saga.id,
             "Data": data,
-            "PersistenceVersion": persistence_version or saga.persistence_version or DEFAULT_PERSISTENCE_VERSION,
-            "SagaTypeVersion": saga_type_version or saga.saga_type_version,
+            "PersistenceVersion": persistence_version,
+            "SagaTypeVersion": saga_type_version,
             "Concurrency": saga.concurrency,
         }
         if transitional_value is _SAME and self._update_keeping is not None:
@@ -167,7 +169,7 @@ class SagaTable:
             cursor = execute(conn, self.statements["update_saga"], self._transitional(params, transitional_value))
         if cursor.rowcount != 1:
             return None
-        return SagaRow(saga.id, saga.metadata, data, params["PersistenceVersion"], params["SagaTypeVersion"], saga.concurrency + 1)
+        return SagaRow(saga.id, saga.metadata, data, persistence_version, saga_type_version, saga.concurrency + 1)
 
     def complete(self, conn: Connection, saga: SagaRow) -> bool:
         """Delete a completed saga if it is still at the Concurrency it was read at; False: lost the race."""

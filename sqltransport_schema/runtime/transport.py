@@ -127,9 +127,7 @@ def _with_standard_headers(headers: Mapping[str, str], message_id: str) -> Mappi
     return filled
 
 
-def _milliseconds(value: timedelta | float | int | None) -> int | None:
-    if value is None:
-        return None
+def _milliseconds(value: timedelta | float | int) -> int:
     if isinstance(value, timedelta):
         return int(value.total_seconds() * 1000)
     return int(value * 1000)  # seconds
@@ -245,16 +243,16 @@ class Transport:
     def name(self, table: str, schema: str | None = None, catalog: str | None = None) -> TableName:
         """A table by its topology name: without schema, where the deployed blueprint puts it."""
         if schema is None and catalog is None and self.blueprint is not None:
-            deployed = self._deployed_names().get(table)
+            deployed = self._deployed_names(self.blueprint).get(table)
             if deployed is not None:
                 return deployed
         return TableName(
             table, schema if schema is not None else self.default_schema, catalog if catalog is not None else self.default_catalog
         )
 
-    def _deployed_names(self) -> dict[str, TableName]:
+    def _deployed_names(self, blueprint: Blueprint) -> dict[str, TableName]:
         if self._names is None:
-            self._names = {spec.name.table: spec.name for spec in self.blueprint.tables}
+            self._names = {spec.name.table: spec.name for spec in blueprint.tables}
         return self._names
 
     def queue(self, table: str | TableName, schema: str | None = None, catalog: str | None = None) -> Queue:
@@ -278,13 +276,23 @@ class Transport:
     def subscriptions(self) -> Subscriptions:
         return Subscriptions(self, self.subscription_table)
 
-    def statements(self, queue: TableName, **tables) -> dict[str, Statement]:
-        options = {}
+    def statements(
+        self, queue: TableName, *, delayed: TableName | None = None, subscriptions: TableName | None = None, topics: int = 1
+    ) -> dict[str, Statement]:
+        options: dict[str, Any] = {}
         found = self._existing_columns.get(self.dialect.table_key(queue)) if self._existing_columns else None
         if found:
             # the transport's send copes with a queue whose Recoverable column was dropped (7.0+)
             options["recoverable_column"] = "recoverable" in found
-        return self.dialect.runtime_statements(self.profile, queue, peek_batch_size=self.peek_batch_size, **options, **tables)
+        return self.dialect.runtime_statements(
+            self.profile,
+            queue,
+            delayed=delayed,
+            subscriptions=subscriptions,
+            topics=topics,
+            peek_batch_size=self.peek_batch_size,
+            **options,
+        )
 
     # -- publish -----------------------------------------------------------------------
     def publish(self, conn: Conn, topics: str | Sequence[str], body: bytes, headers: Mapping[str, str]) -> list[str]:
@@ -343,7 +351,7 @@ class Queue:
             "CorrelationId": None,
             "ReplyToAddress": None,
             "Recoverable": True,  # the send of 3.1-4.0 binds it; later releases write the literal 1
-            "TimeToBeReceivedMs": _milliseconds(time_to_be_received),
+            "TimeToBeReceivedMs": None if time_to_be_received is None else _milliseconds(time_to_be_received),
             "Headers": raw,
             "Body": body,
         }
@@ -362,7 +370,10 @@ class Queue:
         return row["Id"]
 
     def send_many(
-        self, conn: Conn, messages: Iterable[tuple[bytes | None, Mapping[str, str]]], time_to_be_received: timedelta | float | None = None
+        self,
+        conn: Conn,
+        messages: Iterable[tuple[bytes | None, Mapping[str, str] | str]],
+        time_to_be_received: timedelta | float | None = None,
     ) -> list[str]:
         rows = [self._row(body, headers, time_to_be_received, None) for body, headers in messages]
         execute_many(conn, self.statements["send"], rows)
