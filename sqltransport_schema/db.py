@@ -12,6 +12,8 @@ from sqlalchemy.engine import Engine, make_url
 from . import errors
 from .urls import display_url
 
+__all__ = ["make_engine", "sqlite_transactions", "DatabaseURLError"]
+
 SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN or mysql://USER@HOST/DB"
 # The extra of this package that installs each backend's driver.
 DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql", "mariadb": "mysql"}

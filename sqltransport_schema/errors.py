@@ -8,6 +8,8 @@ beside this root, so callers that caught those still catch them.
 
 from __future__ import annotations
 
+__all__ = ["SqltransportError", "UsageError", "Refused", "DatabaseRefused", "Conflict", "NotFound", "Unavailable", "Failed", "Unsupported"]
+
 
 class SqltransportError(Exception):
     """Root of the project's own errors: the message is meant for the user, as it is."""

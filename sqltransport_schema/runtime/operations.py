@@ -35,6 +35,19 @@ if TYPE_CHECKING:
 
     from .transport import Transport
 
+__all__ = [
+    "status",
+    "StatusReport",
+    "TableStatus",
+    "OrphanedSubscription",
+    "flow",
+    "Flow",
+    "retry",
+    "RetryReport",
+    "DEFAULT_ERROR_QUEUE",
+    "DEFAULT_RETRY_BATCH",
+]
+
 DEFAULT_ERROR_QUEUE = "error"
 DEFAULT_RETRY_BATCH = 100
 _FIRST_KEY = -(2**63)  # below every FIFO key (serial, bigserial, IDENTITY, AUTOINCREMENT)

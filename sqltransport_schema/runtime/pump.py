@@ -31,6 +31,8 @@ from sqlalchemy.engine import Connection
 from .. import errors, wire
 from .transport import EndpointTables, Message, Queue, Transport
 
+__all__ = ["MessagePump", "Context", "DueMover", "PumpFailed", "RECOMMENDED_PEEK_DELAY", "DEFAULT_FAILURE_TIMEOUT"]
+
 log = logging.getLogger("sqltransport_schema.pump")
 
 RECOMMENDED_PEEK_DELAY = (0.1, 10.0)

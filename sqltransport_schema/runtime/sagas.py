@@ -20,6 +20,8 @@ from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec
 from .transport import execute
 
+__all__ = ["SagaTable", "SagaRow", "DuplicateSaga", "DEFAULT_PERSISTENCE_VERSION"]
+
 _SAME = object()
 # What insert writes as PersistenceVersion when the caller names none (and update, for a row
 # whose version was not read: SQL persistence's select list leaves it out).

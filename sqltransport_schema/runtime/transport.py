@@ -28,6 +28,19 @@ from ..schema import Blueprint, Kind, TableName
 from ..statements import Statement, run, run_many
 from ..versions import LATEST, profile
 
+__all__ = [
+    "Transport",
+    "Queue",
+    "EndpointTables",
+    "Subscriptions",
+    "Message",
+    "DriverConnection",
+    "SubscriberMissing",
+    "Conn",
+    "DEFAULT_MOVE_BATCH",
+    "DEFAULT_PURGE_BATCH",
+]
+
 log = logging.getLogger("sqltransport_schema.runtime")
 
 DEFAULT_MOVE_BATCH = 100
