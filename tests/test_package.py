@@ -1,0 +1,128 @@
+"""The package as people install it, not as a checkout: `python -m build` makes the sdist and, from
+it, the wheel (so a file the sdist leaves out breaks the wheel too); each installs into a fresh
+virtual environment, where README's workflow for a project of one's own runs as README writes it
+(init, compile, alembic upgrade head, on SQLite) with nothing of the repository in reach. Also what
+the index and a type checker read: the licence, the project URLs, the classifiers, py.typed, the
+version; and that the changelog has a section for that version.
+
+Marked `package` (the installs `slow` too): about a minute with pip's cache; the dependencies come
+from the package index as a user's would."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+from .support import catalog
+from .support.projects import REPO
+from .test_docs import FENCE
+
+
+VERSION = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
+SITE_URL = re.search(r"^site_url: (\S+)$", (REPO / "mkdocs.yml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
+# The tables the commented topology.yaml of `init` declares.
+INIT_TABLES = {"Sales", "Sales.Delayed", "error", "SubscriptionRouting"}
+
+
+def readme_workflow() -> str:
+    """README's shell block that starts a project of one's own (`sqltransport-schema init shop`)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    found = [m.group("body") for m in FENCE.finditer(text) if m.group("info").split()[:1] == ["sh"] and "init shop" in m.group("body")]
+    assert len(found) == 1, "README.md has no (or several) ```sh block with `sqltransport-schema init shop`"
+    return found[0]
+
+
+def _quiet_env() -> dict[str, str]:
+    """The environment without a way back to the checkout: no PYTHONPATH, no virtual environment of ours."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV", "SQLTRANSPORT_URL")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(args, cwd=cwd, env=env or _quiet_env(), capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, f"{' '.join(args)}: exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> dict[str, Path]:
+    """The sdist and the wheel `python -m build` makes from the repository's tracked files (a clone's)."""
+    root = tmp_path_factory.mktemp("package")
+    source = root / "source"
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.splitlines()
+    for name in tracked:
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    _run([sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(source)], cwd=root)
+    built = {path.suffix if path.suffix == ".whl" else ".tar.gz": path for path in (root / "dist").iterdir()}
+    assert sorted(built) == [".tar.gz", ".whl"], sorted(built)
+    return {"sdist": built[".tar.gz"], "wheel": built[".whl"]}
+
+
+@pytest.mark.package
+def test_the_wheel_carries_the_licence_the_metadata_and_py_typed(dist):
+    with zipfile.ZipFile(dist["wheel"]) as wheel:
+        names = set(wheel.namelist())
+        info = f"sqltransport_schema-{VERSION}.dist-info"
+        metadata = Parser().parsestr(wheel.read(f"{info}/METADATA").decode())
+    assert "sqltransport_schema/py.typed" in names
+    assert f"{info}/licenses/LICENSE" in names
+    assert {"sqltransport_schema/templates/alembic.ini", "sqltransport_schema/templates/migrations/env.py"} <= names
+    assert metadata["Version"] == VERSION
+    assert metadata["License-Expression"] == "MIT"
+    urls = dict(value.split(", ", 1) for value in metadata.get_all("Project-URL"))
+    assert urls["Documentation"] == SITE_URL  # the documentation site's address, as mkdocs.yml builds it
+    assert urls["Changelog"] == f"{SITE_URL}changelog/"
+    classifiers = metadata.get_all("Classifier")
+    assert "Typing :: Typed" in classifiers
+    assert f"Programming Language :: Python :: {sys.version_info.major}.{sys.version_info.minor}" in classifiers  # the tested one
+    assert metadata.get_all("Keywords")
+
+
+@pytest.mark.package
+def test_the_sdist_carries_the_licence_the_changelog_and_py_typed(dist):
+    with tarfile.open(dist["sdist"]) as sdist:
+        names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
+    assert {"LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml", "sqltransport_schema/py.typed"} <= names
+
+
+@pytest.mark.package
+@pytest.mark.slow
+@pytest.mark.parametrize("artifact", ["wheel", "sdist"])
+def test_installed_into_a_fresh_venv_the_readme_workflow_runs(artifact, dist, tmp_path):
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    bin_dir = venv / "bin"
+    _run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", str(dist[artifact])], cwd=tmp_path)
+
+    env = _quiet_env()
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"  # as `. .venv/bin/activate` leaves it
+    where = _run([str(bin_dir / "python"), "-c", "import sqltransport_schema; print(sqltransport_schema.__file__)"], tmp_path, env)
+    assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout  # the installed copy, not the checkout
+    version = _run(["sqltransport-schema", "--version"], tmp_path, env)
+    assert version.stdout == f"sqltransport-schema {VERSION}\n"
+
+    work = tmp_path / "work"
+    work.mkdir()
+    _run(["bash", "-e", "-o", "pipefail", "-c", readme_workflow()], work, env)
+    tables = {name for _, name in catalog.read(f"sqlite:///{work / 'shop' / 'sqltransport.db'}")}
+    assert tables == INIT_TABLES
+
+
+def test_the_changelog_has_a_section_for_the_version():
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert "## [Unreleased]" in changelog
+    assert re.search(rf"^## \[{re.escape(VERSION)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", changelog, re.MULTILINE), (
+        f"CHANGELOG.md has no `## [{VERSION}] - YYYY-MM-DD` section for pyproject.toml's version"
+    )
