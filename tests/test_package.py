@@ -26,7 +26,6 @@ from .support import catalog
 from .support.projects import REPO
 from .test_docs import FENCE
 
-
 VERSION = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
 SITE_URL = re.search(r"^site_url: (\S+)$", (REPO / "mkdocs.yml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
 # The tables the commented topology.yaml of `init` declares.
