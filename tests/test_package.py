@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from .support import catalog
+from .support.databases import under_ci
 from .support.projects import REPO
 from .test_docs import FENCE
 
@@ -117,6 +118,44 @@ def test_installed_into_a_fresh_venv_the_readme_workflow_runs(artifact, dist, tm
     _run(["bash", "-e", "-o", "pipefail", "-c", readme_workflow()], work, env)
     tables = {name for _, name in catalog.read(f"sqlite:///{work / 'shop' / 'sqltransport.db'}")}
     assert tables == INIT_TABLES
+    if artifact == "wheel":
+        _a_type_checker_reads_the_hints(bin_dir / "python", tmp_path)
+
+
+# A service's code with one mistake: only a type checker that reads the package's hints (py.typed) finds it.
+SERVICE = """\
+from sqltransport_schema import Transport
+from sqltransport_schema.runtime.pump import MessagePump
+
+transport = Transport.from_database("sqlite:///sqltransport.db")
+queue = transport.queue("Sales")
+pump = MessagePump(transport, queue, lambda message, context: None)
+waiting: int = queue
+"""
+
+
+def _a_type_checker_reads_the_hints(python: Path, tmp_path: Path) -> None:
+    """mypy (the typecheck extra), run on a service's code against the installed package, as a user's CI runs it."""
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        if under_ci():
+            pytest.fail("mypy is missing: .ci/run installs the typecheck extra before the tests")
+        pytest.skip("needs the typecheck extra (mypy): pip install -e '.[test,typecheck]'")
+    (tmp_path / "service.py").write_text(SERVICE, encoding="utf-8")
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--python-executable", str(python), "--cache-dir", str(tmp_path / ".mypy_cache"), "service.py"],
+        cwd=tmp_path,
+        env=_quiet_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    errors = [line for line in checked.stdout.splitlines() if ": error:" in line]
+    assert errors == [
+        'service.py:7: error: Incompatible types in assignment (expression has type "Queue", variable has type "int")  [assignment]'
+    ], checked.stdout + checked.stderr
 
 
 def test_the_changelog_has_a_section_for_the_version():
