@@ -158,6 +158,9 @@ def orphaned_subscriptions(dialect: Any, rows: Sequence[tuple[str, str, str]], k
 
 @dataclass
 class StatusReport:
+    """What `status` read: one TableStatus per table of the deployed topology, and the subscription
+    rows that name no table."""
+
     engine: str
     transport_version: str
     taken_at: datetime
@@ -575,6 +578,8 @@ LEFT_ERROR_QUEUE = "FailedQ names the error queue itself"
 
 @dataclass
 class RetryReport:
+    """What `retry` did (or, dry run, would do): messages moved per queue, and those left in the error queue and why."""
+
     error_queue: str
     dry_run: bool
     moved: int = 0  # moved (or, dry run, that would move)

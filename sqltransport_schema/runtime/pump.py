@@ -74,6 +74,15 @@ Handler = Callable[[Message, Context], None]
 
 
 class MessagePump:
+    """Receives from one queue and calls `handler(message, context)` for each message, as the
+    transport's pump does: peek, then up to `concurrency` receives at once, each in its own
+    transaction (or up to `batch_size` messages per transaction, each after a savepoint). A handler
+    exception rolls the receive back; after `immediate_retries` the message goes to `error_queue`
+    with the exception in its headers, and unreadable headers go there unchanged. With `endpoint`,
+    delayed messages moved to the input queue are forwarded to their destination. A database
+    failure is retried every `peek_delay` seconds, and ends the pump (PumpFailed) only after
+    `failure_timeout` seconds in a row."""
+
     def __init__(
         self,
         transport: Transport,
@@ -335,6 +344,7 @@ class MessagePump:
             waiting = self.peek_batch_size * self.batch_size
 
     def start(self) -> threading.Thread:
+        """Run in a thread of its own (a daemon); `stop` ends it."""
         thread = threading.Thread(target=self.run, name="sqlts-pump", daemon=True)
         thread.start()
         self._thread = thread
@@ -364,12 +374,14 @@ class DueMover:
         self.moved = 0
 
     def move_once(self) -> int:
+        """Move up to `batch_size` due messages to the input queue, in one transaction; how many moved."""
         with self.transport.engine.begin() as conn:
             moved = self.endpoint.move_due(conn, self.batch_size)
         self.moved += moved
         return moved
 
     def run(self) -> None:
+        """Move due messages until `stop`: at once again while batches come back full, else after `interval` seconds."""
         while not self._stop.is_set():
             try:
                 if self.move_once() >= self.batch_size:
@@ -379,11 +391,13 @@ class DueMover:
             self._stop.wait(self.interval)
 
     def start(self) -> threading.Thread:
+        """Run in a thread of its own (a daemon); `stop` ends it."""
         self._thread = threading.Thread(target=self.run, name="sqlts-due-mover", daemon=True)
         self._thread.start()
         return self._thread
 
     def stop(self, timeout: float | None = None) -> None:
+        """Stop the loop and wait for its thread (at most `timeout` seconds)."""
         self._stop.set()
         if getattr(self, "_thread", None) is not None:
             self._thread.join(timeout)

@@ -34,6 +34,8 @@ class DuplicateSaga(errors.Conflict):
 
 @dataclass(frozen=True)
 class SagaRow:
+    """One saga instance as read or written: pass it back to `update` or `complete`."""
+
     id: str
     metadata: str
     data: str
@@ -70,6 +72,7 @@ class SagaTable:
 
     @classmethod
     def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> SagaTable:
+        """The saga table of that name as a blueprint records it (`from_database` reads the deployed one)."""
         dialect = engines.for_sqlalchemy(engine.dialect.name)
         found = [s for s in blueprint.tables if s.kind is Kind.SAGA and dialect.table_key(s.name) == dialect.table_key(name)]
         if not found:

@@ -49,6 +49,8 @@ DEFAULT_PURGE_BATCH = 10000
 
 @dataclass
 class Message:
+    """A message received: its id, body and headers (None, with `poison` saying why, when they cannot be read)."""
+
     id: str
     body: bytes | None
     raw_headers: str
@@ -269,6 +271,7 @@ class Transport:
         return self._names
 
     def queue(self, table: str | TableName, schema: str | None = None, catalog: str | None = None) -> Queue:
+        """The queue table of that topology name (or TableName), made once per name and kept."""
         name = table if isinstance(table, TableName) else self.name(table, schema, catalog)
         queue = self._queues.get(name)
         if queue is None:
@@ -276,22 +279,27 @@ class Transport:
         return queue
 
     def address_queue(self, address: str) -> Queue:
+        """The queue a transport address names (`Sales`, `Sales@[dbo]`, `Sales@[dbo]@[shop]`)."""
         parsed = wire.parse_address(address)
         return self.queue(parsed.table, parsed.schema, parsed.catalog)
 
     def address_of(self, name: TableName) -> str:
+        """The transport address of a table, schema included (what ReplyTo and FailedQ headers hold)."""
         schema = name.schema if name.schema is not None else self.dialect.default_schema
         return wire.Address(name.table, schema, name.catalog).format()
 
     def endpoint(self, name: str, schema: str | None = None, catalog: str | None = None, delayed_suffix: str = "Delayed") -> EndpointTables:
+        """An endpoint's input queue and its delayed-delivery table (`<name>.<delayed_suffix>`)."""
         return EndpointTables(self, self.name(name, schema, catalog), delayed_suffix)
 
     def subscriptions(self) -> Subscriptions:
+        """The shared subscription table (`SubscriptionRouting` unless the transport was given another)."""
         return Subscriptions(self, self.subscription_table)
 
     def statements(
         self, queue: TableName, *, delayed: TableName | None = None, subscriptions: TableName | None = None, topics: int = 1
     ) -> dict[str, Statement]:
+        """Every runtime statement of this engine and transport version for a queue (and its delayed or subscription table), by name."""
         options: dict[str, Any] = {}
         found = self._existing_columns.get(self.dialect.table_key(queue)) if self._existing_columns else None
         if found:
@@ -341,6 +349,8 @@ class SubscriberMissing(errors.NotFound):
 
 
 class Queue:
+    """One queue table: send, receive, peek and purge its messages inside the caller's transaction."""
+
     def __init__(self, transport: Transport, name: TableName):
         self.transport = transport
         self.name = name
@@ -388,6 +398,7 @@ class Queue:
         messages: Iterable[tuple[bytes | None, Mapping[str, str] | str]],
         time_to_be_received: timedelta | float | None = None,
     ) -> list[str]:
+        """Insert several messages with one statement; their ids, in order. Headers as in `send`."""
         rows = [self._row(body, headers, time_to_be_received, None) for body, headers in messages]
         execute_many(conn, self.statements["send"], rows)
         return [row["Id"] for row in rows]
@@ -453,9 +464,11 @@ class Queue:
         execute(conn, self.statements["savepoint"])
 
     def rollback_to_savepoint(self, conn: Conn) -> None:
+        """Undo what the caller's transaction did since `savepoint`."""
         execute(conn, self.statements["rollback_to_savepoint"])
 
     def peek(self, conn: Conn) -> int:
+        """About how many messages wait, as the transport's peek estimates it, without locking any."""
         return execute(conn, self.statements["peek"]).fetchone()[0] or 0
 
     def purge_expired(self, conn: Conn, batch_size: int = DEFAULT_PURGE_BATCH) -> int:
@@ -468,6 +481,7 @@ class Queue:
                 return total
 
     def purge(self, conn: Conn) -> int:
+        """Delete every message of the queue; how many went."""
         return execute(conn, self.statements["purge_all"]).rowcount
 
 
@@ -512,6 +526,8 @@ class EndpointTables:
 
 
 class Subscriptions:
+    """The subscription table: which endpoint's queue receives each published topic."""
+
     def __init__(self, transport: Transport, name: TableName):
         self.transport = transport
         self.name = name
@@ -524,12 +540,15 @@ class Subscriptions:
         return found
 
     def subscribe(self, conn: Conn, endpoint: str, address: str, topic: str) -> None:
+        """Subscribe an endpoint (its queue's address) to a topic; subscribing again replaces the address."""
         execute(conn, self._statements()["subscribe"], {"Endpoint": endpoint, "QueueAddress": address, "Topic": topic})
 
     def unsubscribe(self, conn: Conn, endpoint: str, topic: str) -> None:
+        """Remove an endpoint's subscription to a topic."""
         execute(conn, self._statements()["unsubscribe"], {"Endpoint": endpoint, "Topic": topic})
 
     def subscribers(self, conn: Conn, topics: Sequence[str]) -> list[str]:
+        """The queue addresses subscribed to any of the topics, each once."""
         if not topics:
             return []
         statement = self._statements(len(topics))["find_subscribers"]
