@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .support.projects import REPO
+from .support.projects import REPO, copy_tracked
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUNNABLE = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
@@ -60,12 +59,7 @@ def blocks() -> list:
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Path:
     """The repository's files as a clone has them, with .venv the running interpreter's environment."""
-    root = tmp_path / "clone"
-    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    for name in tracked:
-        if (REPO / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, root / name)
+    root = copy_tracked(tmp_path / "clone")
     (root / ".venv").symlink_to(Path(sys.executable).parent.parent)
     return root
 

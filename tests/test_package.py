@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -24,7 +23,7 @@ import pytest
 
 from .support import catalog
 from .support.databases import under_ci
-from .support.projects import REPO
+from .support.projects import REPO, copy_tracked
 from .test_docs import FENCE
 
 VERSION = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
@@ -58,12 +57,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpr
 def dist(tmp_path_factory) -> dict[str, Path]:
     """The sdist and the wheel `python -m build` makes from the repository's tracked files (a clone's)."""
     root = tmp_path_factory.mktemp("package")
-    source = root / "source"
-    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.splitlines()
-    for name in tracked:
-        if (REPO / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, source / name)
+    source = copy_tracked(root / "source")
     _run([sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(source)], cwd=root)
     built = {path.suffix if path.suffix == ".whl" else ".tar.gz": path for path in (root / "dist").iterdir()}
     assert sorted(built) == [".tar.gz", ".whl"], sorted(built)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,16 @@ from alembic.config import Config
 from sqltransport_schema import cli
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def copy_tracked(root: Path) -> Path:
+    """The repository's files as a fresh clone has them (those git tracks, as they are now), under root."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.splitlines()
+    for name in tracked:
+        if (REPO / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+    return root
 
 
 @dataclass
