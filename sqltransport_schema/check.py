@@ -80,6 +80,7 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     unapplied_revisions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the check could not know (json: only when there are some)
+    expected: Blueprint | None = field(default=None, repr=False, compare=False)  # the blueprint compared with (not in to_json)
 
     @property
     def drift(self) -> list[Finding]:
@@ -166,7 +167,7 @@ def diff(
     subscriptions: the rows (endpoint, topic, address) of the subscription table; those whose
     address names no live table are drift (a publish of their topic fails).
     """
-    report = Report(engine.name, deployed_revision, head_revision, unapplied_revisions=list(unapplied))
+    report = Report(engine.name, deployed_revision, head_revision, unapplied_revisions=list(unapplied), expected=expected)
     findings = report.findings
     if unapplied:
         findings.append(Finding("unapplied_revisions", None, f"{len(unapplied)} revision(s) not applied: {', '.join(unapplied)}"))

@@ -6,6 +6,7 @@ project.py   init (a new project)
 topology.py  validate, compile, json-schema (topology.yaml alone)
 database.py  check, adopt (a live database)
 operations.py status, retry (operating a live bus)
+pictures.py  graph (the topology or a live database as a diagram)
 review.py    statements, grants, script (what a DBA reviews)
 pipeline.py  pipeline move, plan, run, archive, replay, backfill (Spark)
 """
@@ -19,13 +20,35 @@ import warnings
 from collections.abc import Iterator
 from typing import NoReturn
 
-from . import database, operations, pipeline, project, review, topology
+from . import database, operations, pictures, pipeline, project, review, topology
 from .options import add_options
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error, emit_invalid
 
 # The order --help lists the commands in.
-COMMANDS = ("init", "compile", "validate", "check", "adopt", "status", "retry", "statements", "grants", "script", "pipeline", "json-schema")
-PARSERS = {**project.PARSERS, **topology.PARSERS, **database.PARSERS, **operations.PARSERS, **review.PARSERS, **pipeline.PARSERS}
+COMMANDS = (
+    "init",
+    "compile",
+    "validate",
+    "check",
+    "adopt",
+    "status",
+    "retry",
+    "graph",
+    "statements",
+    "grants",
+    "script",
+    "pipeline",
+    "json-schema",
+)
+PARSERS = {
+    **project.PARSERS,
+    **topology.PARSERS,
+    **database.PARSERS,
+    **operations.PARSERS,
+    **pictures.PARSERS,
+    **review.PARSERS,
+    **pipeline.PARSERS,
+}
 
 
 class Parser(argparse.ArgumentParser):

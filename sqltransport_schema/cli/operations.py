@@ -222,7 +222,24 @@ def markdown(report: StatusReport) -> str:
         lines += ["", f"Subscriptions naming no table (publishing their topics fails); {UNSUBSCRIBE_HINT}:", ""]
         lines += ["| Address | Endpoint | Topic | Problem |", "|---|---|---|---|"]
         lines += ["| " + " | ".join(cell(c) for c in (o.address, o.endpoint, o.topic, o.problem)) + " |" for o in report.orphaned]
-    return "\n".join(lines) + "\n"
+    from ..pictures import mermaid_block
+    from ..pictures.sources import from_status
+
+    return "\n".join(lines) + "\n\n" + mermaid_block(from_status(report, status_notes(report)))
+
+
+def status_notes(report: StatusReport) -> dict[str, str]:
+    """What a picture of the report writes under each table, by address: its depth, the age of a
+    queue's oldest message and the details the text form gives (topics are the picture's edges)."""
+    notes = {}
+    for table, (kind, address, depth, oldest, details) in zip(report.tables, _rows(report)):
+        if table.missing:
+            continue  # the picture marks it
+        parts = [f"depth {depth}"] if depth != "-" else []
+        parts += [f"oldest {oldest}"] if oldest not in ("", "-") else []
+        parts += [details] if details and kind != "subscriptions" else []
+        notes[address] = ", ".join(parts)
+    return notes
 
 
 # Prometheus text exposition format 0.0.4: one HELP and TYPE line per metric family, then its samples.

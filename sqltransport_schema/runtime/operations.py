@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from .. import errors, wire
-from ..schema import PERSISTENCE_KINDS, Kind, TableName, TableSpec
+from ..schema import PERSISTENCE_KINDS, Blueprint, Kind, TableName, TableSpec
 from ..urls import display_url
 from .transport import execute, execute_many
 
@@ -168,6 +168,10 @@ class StatusReport:
     tables: list[TableStatus] = field(default_factory=list)
     database: str | None = None  # the database read, as people see its URL (password masked)
     orphaned: list[OrphanedSubscription] = field(default_factory=list)  # subscription rows naming no table
+    # not in to_json: the blueprint read (its tables in `tables`' order) and the subscription table's
+    # rows (endpoint, topic, address), for what draws the report (pictures.sources.from_status)
+    blueprint: Blueprint | None = field(default=None, repr=False, compare=False)
+    subscriptions: list[tuple[str, str, str]] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def missing(self) -> list[TableStatus]:
@@ -297,7 +301,9 @@ def _status(
     layout = _layout(transport)
     error_key = dialect.table_key(resolve(transport, error_queue))
     database = display_url(transport.engine.url.render_as_string(hide_password=False))
-    report = StatusReport(dialect.name, transport.version, now or datetime.now(timezone.utc), estimate, database=database)
+    report = StatusReport(
+        dialect.name, transport.version, now or datetime.now(timezone.utc), estimate, database=database, blueprint=transport.blueprint
+    )
     others = operations.connections - 1 if connection is None else 0
     heads_after = not estimate and bool(operations.QUEUE_COUNT_ARM)
     seen = transport.__dict__.setdefault("_status_seen", set())  # layout positions of queues seen holding messages
@@ -382,6 +388,7 @@ def _contents(
             rows = execute(conn, operations.topics(spec.name, profile), prepare=operations.prepare).fetchall()
             entry.topics = [{"topic": topic, "subscribers": int(n)} for topic, n in rows]
             rows = execute(conn, operations.subscriptions(spec.name, profile), prepare=operations.prepare).fetchall()
+            report.subscriptions = [tuple(row) for row in rows]
             report.orphaned = orphaned_subscriptions(dialect, rows, existing)
 
 
