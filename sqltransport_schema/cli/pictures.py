@@ -78,7 +78,11 @@ def add_graph(sub: argparse._SubParsersAction) -> None:
         "topology",
         "error_queue",
         "config",
-        format={"choices": FORMATS, "default": FORMATS[0], "help": "Mermaid or Graphviz DOT text, or SVG (Graphviz) (default: %(default)s)"},
+        format={
+            "choices": FORMATS,
+            "default": FORMATS[0],
+            "help": "Mermaid or Graphviz DOT text, or SVG through Graphviz (default: %(default)s)",
+        },
         url={"help": "draw this live database (depths, subscribers, missing and unmanaged tables) instead of topology.yaml"},
     )
 

@@ -89,7 +89,15 @@ def mermaid_block(diagram: Diagram) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- dot
-DOT_SHAPES = {"queue": "box", "delayed": "box3d", "subscriptions": "cylinder", "saga": "note", "outbox": "note", TOPIC: "hexagon", EXTRA: "box"}
+DOT_SHAPES = {
+    "queue": "box",
+    "delayed": "box3d",
+    "subscriptions": "cylinder",
+    "saga": "note",
+    "outbox": "note",
+    TOPIC: "hexagon",
+    EXTRA: "box",
+}
 
 
 def dot_text(text: str) -> str:
