@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import errors
 from ..urls import database_url
-from .options import DEFAULT_CONFIG, add_command, add_options, load_config
+from .options import DEFAULT_CONFIG, MARKDOWN_FORMAT, add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
 
 
@@ -33,7 +33,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             return EXIT_ERROR
         return emit_error(args, str(exc))
     if args.format == "markdown":
-        sys.stdout.write(report.markdown())
+        from ..pictures import mermaid_block
+        from ..pictures.sources import from_check
+
+        sys.stdout.write(report.markdown() + "\n" + mermaid_block(from_check(report)))
     else:
         emit(args, report.to_json(), report.text_lines())
     return EXIT_OK if report.in_sync else EXIT_CHANGES
@@ -69,7 +72,7 @@ def add_check(sub: argparse._SubParsersAction) -> None:
         "url",
         "format",
         "config",
-        format={"choices": ("text", "json", "markdown"), "help": "output for people, CI, or a pull-request comment (default: %(default)s)"},
+        format=MARKDOWN_FORMAT,
     )
 
 

@@ -68,6 +68,11 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "no_spark": (("--no-spark",), {"action": "store_true", "help": "run the partitions in this process, without Spark"}),
 }
 SPARK = ("master", "conf", "jars", "no_spark")
+# --format of the commands whose report is also a pull-request comment (compile, check)
+MARKDOWN_FORMAT = {
+    "choices": ("text", "json", "markdown"),
+    "help": "output for people, CI, or a pull-request comment (default: %(default)s)",
+}
 HELP_WIDTH = 100  # a description's lines in --help
 
 

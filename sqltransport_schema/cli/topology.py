@@ -8,11 +8,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import engines
 from .. import topology as topology_module
-from .options import add_command, add_options, load_config, topology_path
+from .options import MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
 from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid
+
+if TYPE_CHECKING:
+    from ..migrate.compile import Plan
 
 SHOWN_CHANGES = 50  # changes `compile` lists; JSON holds them all
 DEFAULT_MESSAGE = "topology change"  # a revision's message when -m is not given
@@ -82,7 +86,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         "seconds": round(time.perf_counter() - started, 3),
     }
     if plan.empty:
-        emit(args, payload, [f"{path}: nothing to compile; the migrations head matches the topology."])
+        _emit(args, payload, [f"{path}: nothing to compile; the migrations head matches the topology."], plan, topo)
         return EXIT_OK
     if args.check and plan.merges:
         payload["heads"] = list(plan.merges)
@@ -90,7 +94,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         lines = [f"the migrations have {len(plan.merges)} heads ({heads}), branches merged in git; a merge revision joins them:"]
         lines += [f"  {c}" for c in changes[1 : SHOWN_CHANGES + 1]] or ["  (no table changes)"]
         lines.append('Run: sqltransport-schema compile -m "merge branches"')
-        emit(args, payload, lines)
+        _emit(args, payload, lines, plan, topo)
         return EXIT_CHANGES
     if args.check:
         lines = [f"{path} holds {len(changes)} change(s) not compiled yet:"] + [f"  {c}" for c in changes[:SHOWN_CHANGES]]
@@ -102,7 +106,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if downgrade_losses(plan):
             lines.append(f"It lowers transport_version: compile refuses it without {ALLOW_DOWNGRADE} and lists what it loses.")
         lines.append('Run: sqltransport-schema compile -m "describe the change"')
-        emit(args, payload, lines)
+        _emit(args, payload, lines, plan, topo)
         return EXIT_CHANGES
     locks = [entry for name in dict.fromkeys(topo.engines) for entry in lock_report(plan.upgrade, engines.get(name))]
     payload["locks"] = locks
@@ -114,8 +118,26 @@ def cmd_compile(args: argparse.Namespace) -> int:
         lines += [f"  {entry['engine']}: {line}" for entry, line in zip(locks[:SHOWN_CHANGES], lock_lines(locks[:SHOWN_CHANGES]))]
         if len(locks) > SHOWN_CHANGES:
             lines.append(f"  ... and {len(locks) - SHOWN_CHANGES} more")
-    emit(args, payload, lines)
+    _emit(args, payload, lines, plan, topo)
     return EXIT_OK
+
+
+def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan, topo: topology_module.Topology) -> None:
+    """compile's result in --format: under markdown a pull-request comment, the lines and then the
+    change drawn (tables added, removed and changed styled apart)."""
+    if args.format != "markdown":
+        emit(args, payload, lines)
+        return
+    from ..pictures import mermaid_block
+    from ..pictures.sources import from_plan
+
+    out = [f"### sqltransport-schema compile: {payload['status']}"]
+    for i, line in enumerate(lines):
+        item = line.startswith("  ")
+        if not (item and i and lines[i - 1].startswith("  ")):
+            out.append("")  # a paragraph, or the first item of a list
+        out.append(f"- `` {line.strip()} ``" if item else line)
+    sys.stdout.write("\n".join(out) + "\n\n" + mermaid_block(from_plan(plan, topo)))
 
 
 def cmd_json_schema(args: argparse.Namespace) -> int:
@@ -134,7 +156,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 def add_compile(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "compile", cmd_compile, 'sqltransport-schema compile -m "add the Billing endpoint"')
-    add_options(p, "topology", "format", "config")
+    add_options(p, "topology", "format", "config", format=MARKDOWN_FORMAT)
     p.add_argument("-m", "--message", default=DEFAULT_MESSAGE, help="revision message (default: %(default)s)")
     p.add_argument(
         "--check",

@@ -102,8 +102,9 @@ DOT_SHAPES = {
 
 def dot_text(text: str) -> str:
     """text as it goes between a DOT string's quotes: a backslash doubled (else `\\n`, `\\N`, `\\G` ...
-    are DOT's escapes), a quote escaped; a line break, where a name has one, a space."""
-    return " ".join(text.splitlines()).replace("\\", "\\\\").replace('"', '\\"')
+    are DOT's escapes), a quote escaped, `&` as `&amp;` (Graphviz decodes entities such as `&lt;` in
+    labels); a line break, where a name has one, a space."""
+    return " ".join(text.splitlines()).replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
 
 
 def _dot_node(node: Node) -> str:
