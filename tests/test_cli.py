@@ -155,8 +155,10 @@ def test_a_failure_is_described_by_its_class_not_its_module():
 # with a note on stderr, and nothing shows it (--from and --to are revisions in script and plan/run).
 DEPRECATED = {"sqltransport-schema pipeline move": {"--from": "--from-url", "--to": "--to-url"}}
 # A batch is one transaction and a partition Spark's in every command that takes them; how many
-# suits what each command moves, so each says its own default (and what its batch holds).
-DEFAULT_PER_COMMAND = {"--batch-size", "--partitions"}
+# suits what each command moves, so each says its own default (and what its batch holds). --format
+# is what a command writes: its choices are each command's (prometheus for status, svg for graph),
+# and so is the first of them, its default (text, or graph's mermaid).
+DEFAULT_PER_COMMAND = {"--batch-size", "--partitions", "--format"}
 
 
 def _meaning(flag: str, action: argparse.Action) -> tuple:
