@@ -67,13 +67,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 def add_check(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "check", cmd_check, "sqltransport-schema check --url postgresql://postgres@127.0.0.1/app --format markdown")
-    add_options(
-        p,
-        "url",
-        "format",
-        "config",
-        format=MARKDOWN_FORMAT,
-    )
+    add_options(p, "url", "format", "config", format=MARKDOWN_FORMAT)
 
 
 def add_adopt(sub: argparse._SubParsersAction) -> None:
