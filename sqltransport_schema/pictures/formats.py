@@ -8,9 +8,11 @@ format's rules: a name may hold quotes, brackets, dots, spaces, `#`, `<`, backsl
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import NamedTuple
 
 from .. import errors
-from .model import ADDED, CHANGED, EXTRA, MISSING, REMOVED, TOPIC, UNMANAGED, Diagram, Node
+from .model import ADDED, CHANGED, EXTRA, MISSING, REMOVED, TOPIC, UNMANAGED, Diagram, Edge, Node
 
 FORMATS = ("mermaid", "dot", "svg")
 INSTALL_GRAPHVIZ = (
@@ -26,6 +28,28 @@ LOOKS = {
     MISSING: ("#f8d7da", "#b71c1c", True),
     UNMANAGED: ("#e2e3e5", "#555555", True),
 }
+
+
+class Syntax(NamedTuple):
+    """How a format writes each part of a Diagram (`_body` walks it the same way for each)."""
+
+    group: Callable[[int, str], str]  # the line that opens group i with its title
+    end: str  # the line that closes a group
+    node: Callable[[Node], str]
+    column: str  # an invisible link from {} to {}: a group's tables one below the other
+    edge: Callable[[Edge], str]
+
+
+def _body(diagram: Diagram, syntax: Syntax) -> list[str]:
+    """The groups with their nodes, the other nodes, the edges: indented lines in syntax."""
+    lines = []
+    for i, group in enumerate(diagram.groups, 1):
+        lines.append(f"  {syntax.group(i, group.title)}")
+        lines += [f"    {syntax.node(node)}" for node in group.nodes]
+        lines += [f"    {syntax.column.format(a.key, b.key)}" for a, b in zip(group.nodes, group.nodes[1:])]
+        lines.append(f"  {syntax.end}")
+    lines += [f"  {syntax.node(node)}" for node in diagram.nodes]
+    return lines + [f"  {syntax.edge(edge)}" for edge in diagram.edges]
 
 
 # ------------------------------------------------------------------------------------------- mermaid
@@ -57,21 +81,26 @@ def _mermaid_node(node: Node) -> str:
     return f"{node.key}{opening}{'<br/>'.join(mermaid_text(line) for line in node.lines)}{closing}"
 
 
+def _mermaid_edge(edge: Edge) -> str:
+    label = f'|"{mermaid_text(edge.label)}"|' if edge.label else ""
+    return f"{edge.source} -->{label} {edge.target}"
+
+
+MERMAID = Syntax(
+    group=lambda i, title: f'subgraph g{i} ["{mermaid_text(title)}"]',
+    end="end",
+    node=_mermaid_node,
+    column="{} ~~~ {}",
+    edge=_mermaid_edge,
+)
+
+
 def mermaid(diagram: Diagram) -> str:
     """A Mermaid flowchart, top down: a subgraph per group (its tables a column: invisible links),
     topics above the queues they feed, a class per state."""
-    lines = ["flowchart TB"]
+    lines = ["flowchart TB", *_body(diagram, MERMAID)]
     if diagram.title:
         lines.insert(0, f"---\ntitle: {json.dumps(' '.join(diagram.title.splitlines()))}\n---")  # YAML front matter
-    for i, group in enumerate(diagram.groups, 1):
-        lines.append(f'  subgraph g{i} ["{mermaid_text(group.title)}"]')
-        lines += [f"    {_mermaid_node(node)}" for node in group.nodes]
-        lines += [f"    {a.key} ~~~ {b.key}" for a, b in zip(group.nodes, group.nodes[1:])]
-        lines.append("  end")
-    lines += [f"  {_mermaid_node(node)}" for node in diagram.nodes]
-    for edge in diagram.edges:
-        label = f'|"{mermaid_text(edge.label)}"|' if edge.label else ""
-        lines.append(f"  {edge.source} -->{label} {edge.target}")
     by_state: dict[str, list[str]] = {}
     for node in diagram.all_nodes():
         if node.state:
@@ -116,23 +145,28 @@ def _dot_node(node: Node) -> str:
     return f"{node.key} [{', '.join(attributes)}];"
 
 
+def _dot_edge(edge: Edge) -> str:
+    label = f' [label="{dot_text(edge.label)}"]' if edge.label else ""
+    return f"{edge.source} -> {edge.target}{label};"
+
+
+DOT = Syntax(
+    group=lambda i, title: f'subgraph cluster_{i} {{ label="{dot_text(title)}";',
+    end="}",
+    node=_dot_node,
+    column="{} -> {} [style=invis];",
+    edge=_dot_edge,
+)
+
+
 def dot(diagram: Diagram) -> str:
     """A Graphviz digraph, top down: a cluster per group (its tables a column: invisible edges),
     topics above the queues they feed."""
-    lines = ["digraph topology {", '  graph [rankdir=TB, ranksep=0.3, fontname="Helvetica", labelloc=t];', '  node [fontname="Helvetica"];']
-    lines.append('  edge [fontname="Helvetica"];')
+    lines = ["digraph topology {", '  graph [rankdir=TB, ranksep=0.3, fontname="Helvetica", labelloc=t];']
+    lines += ['  node [fontname="Helvetica"];', '  edge [fontname="Helvetica"];']
     if diagram.title:
         lines.append(f'  label="{dot_text(diagram.title)}";')
-    for i, group in enumerate(diagram.groups, 1):
-        lines += [f"  subgraph cluster_{i} {{", f'    label="{dot_text(group.title)}";']
-        lines += [f"    {_dot_node(node)}" for node in group.nodes]
-        lines += [f"    {a.key} -> {b.key} [style=invis];" for a, b in zip(group.nodes, group.nodes[1:])]
-        lines.append("  }")
-    lines += [f"  {_dot_node(node)}" for node in diagram.nodes]
-    for edge in diagram.edges:
-        label = f' [label="{dot_text(edge.label)}"]' if edge.label else ""
-        lines.append(f"  {edge.source} -> {edge.target}{label};")
-    lines.append("}")
+    lines += [*_body(diagram, DOT), "}"]
     return "\n".join(lines) + "\n"
 
 
