@@ -272,3 +272,36 @@ def test_compile_in_markdown_draws_the_change_added_removed_and_changed_apart(pr
     assert by_name(parsed, "Sales.Delayed")[2] == []
     assert {s["title"] for s in parsed["subgraphs"]} == {"endpoint Sales", "endpoint Billing"}
     assert "- `` create queue \"Sales.host-b\" (transport 9.1) ``" in changed
+
+
+# ---------------------------------------------------------------------------------- who owns what
+GROUPED = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a, host-b]
+    sagas:
+      - name: OrderSaga
+        correlation: {name: OrderId, type: guid}
+  - name: Sales.EU                  # an endpoint of its own (its own delayed table), not an instance of Sales
+    instances: [eu-1]
+  - name: Billing
+    schema: billing
+    table_prefix: Bill_             # no endpoint's default prefix: the one endpoint in its schema
+    outbox: true
+    sagas:
+      - name: InvoiceSaga
+        correlation: {name: InvoiceNumber, type: int}
+queues:
+  - name: error
+  - name: audit
+"""
+
+
+def test_a_blueprint_alone_groups_its_tables_as_the_topology_does():
+    """What graph --url, check and the removed tables of compile have is a blueprint, which records
+    no endpoints: the guess from its names gives each table the endpoint the topology gives it."""
+    loaded = topology.loads(GROUPED)
+    assert pictures.guess_owners(blueprint(loaded).tables) == pictures.topology_owners(loaded)
+    assert pictures.topology_owners(loaded)[TableName("Sales.EU.eu-1")] == "endpoint Sales.EU"
+    assert pictures.topology_owners(loaded)[TableName("Bill_OutboxData", "billing")] == "endpoint Billing"
