@@ -305,3 +305,20 @@ def test_a_blueprint_alone_groups_its_tables_as_the_topology_does():
     assert pictures.guess_owners(blueprint(loaded).tables) == pictures.topology_owners(loaded)
     assert pictures.topology_owners(loaded)[TableName("Sales.EU.eu-1")] == "endpoint Sales.EU"
     assert pictures.topology_owners(loaded)[TableName("Bill_OutboxData", "billing")] == "endpoint Billing"
+
+
+def test_a_large_change_in_markdown_draws_only_the_tables_it_touches(project, capsys):
+    """A pull-request comment's picture holds at most MARKDOWN_TABLES tables: past that, those the
+    change adds, removes or changes, and its title says how many of how many."""
+    endpoints = "".join(f"  - name: Endpoint{i}\n" for i in range(100))  # 200 tables: a queue and a delayed table each
+    project.write_topology(f'transport_version: "9.1"\nendpoints:\n{endpoints}')
+    assert project.compile("initial") == 0
+    project.write_topology(f'transport_version: "9.1"\nendpoints:\n{endpoints}  - name: Shipping\n')
+    args = ("-c", str(project.ini), "--topology", str(project.topology), "--format", "markdown")
+    (block,) = mermaid_blocks(run_cli("compile", "--check", *args, capsys=capsys, code=1))
+    parsed = parse_mermaid(block)
+    assert {lines[0]: parsed["vertices"][key]["classes"] for key, lines in vertices(parsed).items()} == {
+        "Shipping": ["added"],
+        "Shipping.Delayed": ["added"],
+    }
+    assert "2 of 203 tables drawn: those it adds, removes or changes" in block

@@ -34,9 +34,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         return emit_error(args, str(exc))
     if args.format == "markdown":
         from ..pictures import mermaid_block
-        from ..pictures.sources import from_check
+        from ..pictures.sources import MARKDOWN_TABLES, from_check
 
-        sys.stdout.write(report.markdown() + "\n" + mermaid_block(from_check(report)))
+        sys.stdout.write(report.markdown() + "\n" + mermaid_block(from_check(report, MARKDOWN_TABLES)))
     else:
         emit(args, report.to_json(), report.text_lines())
     return EXIT_OK if report.in_sync else EXIT_CHANGES

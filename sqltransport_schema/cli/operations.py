@@ -223,9 +223,9 @@ def markdown(report: StatusReport) -> str:
         lines += ["| Address | Endpoint | Topic | Problem |", "|---|---|---|---|"]
         lines += ["| " + " | ".join(cell(c) for c in (o.address, o.endpoint, o.topic, o.problem)) + " |" for o in report.orphaned]
     from ..pictures import mermaid_block
-    from ..pictures.sources import from_status
+    from ..pictures.sources import MARKDOWN_TABLES, from_status
 
-    return "\n".join(lines) + "\n\n" + mermaid_block(from_status(report, status_notes(report)))
+    return "\n".join(lines) + "\n\n" + mermaid_block(from_status(report, status_notes(report), limit=MARKDOWN_TABLES))
 
 
 def status_notes(report: StatusReport) -> dict[str, str]:

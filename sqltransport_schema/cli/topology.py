@@ -129,7 +129,7 @@ def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan,
         emit(args, payload, lines)
         return
     from ..pictures import mermaid_block
-    from ..pictures.sources import from_plan
+    from ..pictures.sources import MARKDOWN_TABLES, from_plan
 
     out = [f"### sqltransport-schema compile: {payload['status']}"]
     for i, line in enumerate(lines):
@@ -137,7 +137,7 @@ def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan,
         if not (item and i and lines[i - 1].startswith("  ")):
             out.append("")  # a paragraph, or the first item of a list
         out.append(f"- `` {line.strip()} ``" if item else line)
-    sys.stdout.write("\n".join(out) + "\n\n" + mermaid_block(from_plan(plan, topo)))
+    sys.stdout.write("\n".join(out) + "\n\n" + mermaid_block(from_plan(plan, topo, MARKDOWN_TABLES)))
 
 
 def cmd_json_schema(args: argparse.Namespace) -> int:

@@ -189,24 +189,14 @@ def guess_owners(specs: Sequence[TableSpec]) -> dict[TableName, str]:
         if base is not None and name not in delayed_owners and not protected_by_default(Kind.QUEUE, base.table):
             owners[name] = owners[base] = owners.get(base, base.table)
     titles = {name: ENDPOINT.format(owner) for name, owner in owners.items()}
+    inputs: dict[tuple, list[str]] = {}  # place -> its queues that may be an endpoint's input (not error, audit, an instance)
+    for (schema, catalog, table), name in queues.items():
+        if not protected_by_default(Kind.QUEUE, table) and owners.get(name, table) == table:
+            inputs.setdefault((schema, catalog), []).append(table)
+    by_prefix = {(place, table.replace(".", "_") + "_"): table for place, tables in inputs.items() for table in tables}
     for spec in specs:
         if spec.kind in PERSISTENCE_KINDS:
-            titles[spec.name] = _persistence_owner(spec, queues, owners)
+            here = inputs.get(place[spec.name], [])
+            owner = by_prefix.get((place[spec.name], spec.saga_prefix)) or (here[0] if len(here) == 1 else None)
+            titles[spec.name] = ENDPOINT.format(owner) if owner is not None else PREFIX.format(spec.saga_prefix or "")
     return titles
-
-
-def _persistence_owner(spec: TableSpec, queues: Mapping[tuple, TableName], owners: Mapping[TableName, str]) -> str:
-    prefix = spec.saga_prefix or ""
-    here = [
-        name
-        for (schema, catalog, _), name in queues.items()
-        if (schema, catalog) == (spec.name.schema, spec.name.catalog)
-        and not protected_by_default(Kind.QUEUE, name.table)
-        and owners.get(name, name.table) == name.table  # an endpoint's input queue, not an instance queue
-    ]
-    by_prefix = [name.table for name in here if name.table.replace(".", "_") + "_" == prefix]
-    if by_prefix:
-        return ENDPOINT.format(by_prefix[0])
-    if len(here) == 1:
-        return ENDPOINT.format(here[0].table)
-    return PREFIX.format(prefix)

@@ -4,7 +4,7 @@ already has and hands it to `draw`; none reads a file or a database itself."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .. import engines, wire
@@ -21,6 +21,18 @@ if TYPE_CHECKING:
 # check's categories of tables in the database that the deployed blueprint does not name
 EXTRA_CATEGORIES = ("unmanaged_table", "extra_managed_table")
 NOT_A_CHANGE = ("missing_table", "unapplied_revisions", *EXTRA_CATEGORIES)
+# The tables a picture of a markdown report draws at most (a pull-request comment: beyond that a
+# picture is unreadable, and Mermaid refuses long texts): past it, only those worth a look.
+MARKDOWN_TABLES = 150
+
+
+def _focus(specs: list[TableSpec], keep: Callable[[TableSpec], bool], limit: int | None, which: str) -> tuple[list[TableSpec], str]:
+    """specs, or, when they are more than limit, only those `keep` says (at most limit); and what
+    the title adds: how many of how many are drawn, and `which`."""
+    if limit is None or len(specs) <= limit:
+        return specs, ""
+    kept = [spec for spec in specs if keep(spec)][:limit]
+    return kept, f"; {len(kept)} of {len(specs)} tables drawn: {which}"
 
 
 def from_topology(topology: Topology) -> Diagram:
@@ -29,10 +41,10 @@ def from_topology(topology: Topology) -> Diagram:
     return draw(f"{topology.path} (transport {topology.transport_version})", found.tables, owners=topology_owners(topology))
 
 
-def from_plan(plan: Plan, topology: Topology | None = None) -> Diagram:
+def from_plan(plan: Plan, topology: Topology | None = None, limit: int | None = None) -> Diagram:
     """A compiled change: the new blueprint's tables and the removed ones, each added, removed or
-    changed (an operation of the revision acts on it) styled apart; owners from the topology where
-    it names them, else guessed from the names."""
+    changed (an operation of the revision acts on it) styled apart (past `limit` tables, only
+    those); owners from the topology where it names them, else guessed from the names."""
     old = plan.old.by_name() if plan.old is not None else {}
     new = plan.new.by_name()
     touched = {op.table_name for op in plan.upgrade if op.table_name is not None}
@@ -51,12 +63,14 @@ def from_plan(plan: Plan, topology: Topology | None = None) -> Diagram:
     version = plan.new.transport_version
     if plan.old is not None and plan.old.transport_version != version:
         version = f"{plan.old.transport_version} -> {version}"
-    return draw(f"the change (transport {version})", specs, owners=owners, states=states)
+    drawn, note = _focus(specs, lambda spec: spec.name in states, limit, "those it adds, removes or changes")
+    return draw(f"the change (transport {version}){note}", drawn, owners=owners, states=states)
 
 
-def from_check(report: Report) -> Diagram:
+def from_check(report: Report, limit: int | None = None) -> Diagram:
     """A drift: the deployed blueprint's tables, those missing and those whose columns or indexes
-    differ styled apart, and the tables no revision (or another one) names beside them."""
+    differ styled apart (past `limit` tables, only those), and the tables no revision (or another
+    one) names beside them."""
     from ..check import display
 
     engine = engines.get(report.engine)
@@ -72,26 +86,33 @@ def from_check(report: Report) -> Diagram:
             states[name] = MISSING
         elif name is not None and finding.category not in NOT_A_CHANGE:
             states.setdefault(name, CHANGED)
-    title = f"{report.engine} database at revision {report.deployed_revision}"
-    return draw(title, specs, states=states, extra=list(extra.items()))
+    drawn, note = _focus(specs, lambda spec: spec.name in states, limit, "those that drift")
+    title = f"{report.engine} database at revision {report.deployed_revision}{note}"
+    return draw(title, drawn, states=states, extra=list(extra.items())[:limit])
 
 
-def from_status(report: StatusReport, notes: Mapping[str, str], extra: Sequence[tuple[str, str]] = ()) -> Diagram:
+def from_status(report: StatusReport, notes: Mapping[str, str], extra: Sequence[tuple[str, str]] = (), limit: int | None = None) -> Diagram:
     """A live database: the deployed blueprint's tables (report.blueprint), each with its note
     (notes: by address, e.g. depth and oldest message), missing ones styled apart, `extra` (name,
     state) the tables it does not name, and an edge from each topic to each subscriber
-    (report.subscriptions)."""
+    (report.subscriptions). Past `limit` tables, only those holding rows, missing, unreadable or
+    subscribing."""
     specs = _specs(report)
     states = {spec.name: MISSING for spec, table in zip(specs, report.tables) if table.missing}
     by_name = {spec.name: notes.get(table.address, "") for spec, table in zip(specs, report.tables)}
     dialect = engines.get(report.engine)
-    keys = {_key(dialect, table): spec.name for spec, table in zip(specs, report.tables)}
+    queues: dict[str, list[tuple[TableStatus, TableName]]] = {}  # by folded name: the candidates an address may name
+    for spec, table in zip(specs, report.tables):
+        if table.kind == Kind.QUEUE.value:
+            queues.setdefault(table.name.casefold(), []).append((table, spec.name))
     subscriptions = [
-        Subscription(topic, endpoint, address, _subscriber(dialect, address, report.tables, keys))
-        for endpoint, topic, address in report.subscriptions
+        Subscription(topic, endpoint, address, _subscriber(dialect, address, queues)) for endpoint, topic, address in report.subscriptions
     ]
+    worth = {spec.name for spec, t in zip(specs, report.tables) if t.missing or t.depth or not t.readable}
+    worth.update(row.target for row in subscriptions)
+    drawn, note = _focus(specs, lambda spec: spec.name in worth, limit, "those holding rows, missing or subscribing")
     title = f"{report.database} ({report.engine}, transport {report.transport_version}) at {report.taken_at.isoformat(timespec='seconds')}"
-    return draw(title, specs, states=states, notes=by_name, extra=extra, subscriptions=subscriptions)
+    return draw(title + note, drawn, states=states, notes=by_name, extra=extra[:limit], subscriptions=subscriptions)
 
 
 def _specs(report: StatusReport) -> list[TableSpec]:
@@ -102,23 +123,17 @@ def _specs(report: StatusReport) -> list[TableSpec]:
     return [TableSpec(Kind(t.kind), TableName(t.name, t.schema, t.catalog)) for t in report.tables]
 
 
-def _key(dialect: engines.Dialect, table: TableStatus) -> tuple:
-    return dialect.table_key(TableName(table.name, table.schema, table.catalog))
-
-
-def _subscriber(dialect: engines.Dialect, address: str, tables: Sequence[TableStatus], keys: Mapping[tuple, TableName]) -> TableName | None:
-    """The table of the picture a subscriber's address names: a part it leaves out is the table's
-    own (a bare `Sales` is Sales wherever the blueprint puts it)."""
+def _subscriber(dialect: engines.Dialect, address: str, queues: Mapping[str, list[tuple[TableStatus, TableName]]]) -> TableName | None:
+    """The queue a subscriber's address names (queues: by folded name): a part the address leaves
+    out is the queue's own (a bare `Sales` is Sales wherever the blueprint puts it)."""
     try:
         parsed = wire.parse_address(address)
     except UsageError:
         return None
-    for table in tables:
-        if table.kind != Kind.QUEUE.value:
-            continue
+    for table, name in queues.get(parsed.table.casefold(), ()):
         schema = parsed.schema if parsed.schema is not None else table.schema
         catalog = parsed.catalog if parsed.catalog is not None else table.catalog
-        key = dialect.table_key(TableName(parsed.table, schema, catalog))
-        if key == _key(dialect, table):
-            return keys[key]
+        named = dialect.table_key(TableName(parsed.table, schema, catalog))
+        if named == dialect.table_key(TableName(table.name, table.schema, table.catalog)):
+            return name
     return None
