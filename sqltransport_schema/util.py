@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -22,3 +23,16 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)\s*")
+
+
+def duration_ms(text: str) -> int | None:
+    """`2s`, `500ms`, `10m` (or `10min`), `1h` as milliseconds, `0` alone as 0; None: not a duration
+    (each option that takes one says so in its own words)."""
+    if text.strip() == "0":
+        return 0
+    match = _DURATION.fullmatch(text)
+    return None if match is None else round(float(match.group(1)) * _UNITS[match.group(2)])

@@ -61,7 +61,7 @@ def test_monitor_grants_read_everything_and_write_nothing(project, deployed, rol
             code, out = status_as(url, capsys, "--format", fmt, *extra)
             assert code == 0 and "not readable" not in out and "readable" not in out.replace("sqltransport_table_readable", "")
     code, out = status_as(url, capsys, "--format", "prometheus")
-    assert "sqltransport_table_readable" in out and not any(line.endswith(" 0") for line in out.splitlines() if "readable{" in line)
+    assert "sqltransport_table_readable" in out and not any(line.endswith(" 0.0") for line in out.splitlines() if "readable{" in line)
     transport = Transport.from_database(create_engine(url))
     try:
         report = status(transport, high_water=True)  # the flow's high water reads each queue's sequence
@@ -101,9 +101,9 @@ def test_status_under_an_endpoint_login_reports_what_it_cannot_read(project, dep
     code, out = status_as(url, capsys, "--format", "markdown")
     assert code == 1 and "| not readable by this login |" in out
     code, out = status_as(url, capsys, "--format", "prometheus")
-    assert 'sqltransport_table_readable{kind="queue",address="Billing@[billing]"' in out
+    assert 'sqltransport_table_readable{address="Billing@[billing]",catalog="",kind="queue",' in out
     samples = [line for line in out.splitlines() if line.startswith("sqltransport_table_readable{")]
-    assert sorted(line[-1] for line in samples) == ["0"] * 4 + ["1"] * 4
+    assert sorted(line.rsplit(" ", 1)[1] for line in samples) == ["0.0"] * 4 + ["1.0"] * 4
     code, out = status_as(url, capsys, "--estimate", "--format", "json")
     assert code == 1 and {t["name"] for t in json.loads(out)["tables"] if not t["readable"]} == unreadable
     # the start-up warning: Billing.Delayed exists, the login cannot see it: grants, not an upgrade

@@ -173,7 +173,7 @@ def test_check_status_and_publish_name_a_leftover_subscription(project, db_url, 
     assert cli.main(["status", "--url", db_url, "--format", "markdown", *ini]) == 0
     assert f"| {gone} | Gone | Shop.OrderPlaced | names no table in the database |" in capsys.readouterr().out
     assert cli.main(["status", "--url", db_url, "--format", "prometheus", *ini]) == 0
-    assert f'sqltransport_orphaned_subscription{{address="{gone}",endpoint="Gone",topic="Shop.OrderPlaced"}} 1' in capsys.readouterr().out
+    assert f'sqltransport_orphaned_subscription{{address="{gone}",endpoint="Gone",topic="Shop.OrderPlaced"}} 1.0' in capsys.readouterr().out
 
     with pytest.raises(SubscriberMissing) as missing, transport.engine.begin() as conn:
         transport.publish(conn, "Shop.OrderPlaced", b"{}", HEADERS)

@@ -4,14 +4,16 @@ to their queues). The work is in runtime/operations.py; this parses, prints and 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from .. import errors
 from ..runtime.operations import DEFAULT_RETRY_BATCH
-from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url
+from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url, display_url
 from .options import add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
@@ -72,8 +74,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise errors.UsageError(f"--watch takes a positive number of seconds, not {args.watch}")
     if args.watch_count is not None and (args.watch is None or args.watch_count <= 0):
         raise errors.UsageError("--watch-count takes a positive number of reports, with --watch SECONDS")
+    listen = _serve_options(args)
     transport = _transport(args, readers=True)
     try:
+        if listen is not None:
+            return serve(args, transport, *listen)
         if args.watch is not None:
             watch(args, transport, sys.stdout)
             return EXIT_OK
@@ -84,6 +89,57 @@ def cmd_status(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         transport.engine.dispose()
+
+
+def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
+    """--serve's (host, port, --min-interval in seconds), None without --serve; checked before the
+    database is opened (and prometheus-client is there)."""
+    from ..runtime.exporter import DEFAULT_MIN_INTERVAL, client, parse_listen, parse_min_interval
+
+    if args.serve is None:
+        if args.min_interval is not None:
+            raise errors.UsageError("--min-interval goes with --serve HOST:PORT")
+        return None
+    if args.watch is not None:
+        raise errors.UsageError("--serve and --watch do not go together: Prometheus scrapes --serve as often as it likes")
+    if args.format != "text":
+        raise errors.UsageError(f"--serve answers in the Prometheus format itself; leave out --format {args.format}")
+    host, port = parse_listen(args.serve)
+    interval = parse_min_interval(args.min_interval or DEFAULT_MIN_INTERVAL)
+    client()
+    return host, port, interval
+
+
+def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, min_interval: float) -> int:
+    """status --serve: /metrics and /healthz until SIGTERM or Ctrl-C (exit 0 either way)."""
+    from ..runtime.exporter import StatusCollector, listen
+
+    collector = StatusCollector(transport, min_interval, estimate=args.estimate, error_queue=args.error_queue)
+    server = listen(host, port, collector)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    worker = threading.Thread(target=server.serve_forever, name="status-serve", daemon=True)
+    worker.start()
+    shown = f"[{host}]" if ":" in host else host
+    database = display_url(transport.engine.url.render_as_string(hide_password=False))
+    sys.stderr.write(
+        f"status --serve: serving http://{shown}:{server.server_port}/metrics and /healthz for {database}, "
+        f"reading the database at most every {min_interval:g}s; SIGTERM or Ctrl-C stops\n"
+    )
+    sys.stderr.flush()
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.shutdown()
+        server.server_close()
+        worker.join(5)
+        collector.close()
+    sys.stderr.write("status --serve: stopped\n")
+    return EXIT_OK
 
 
 def watch(args: argparse.Namespace, transport: Transport, stream: TextIO) -> None:
@@ -111,7 +167,9 @@ def _print_status(args: argparse.Namespace, report: StatusReport, stream: TextIO
     """The report in --format; `rates` (under --watch, {} at the first report) adds messages/s in
     and out to the text and JSON forms."""
     if args.format == "prometheus":
-        stream.write(prometheus(report))
+        from ..runtime.exporter import exposition
+
+        stream.write(exposition(report))
     elif args.format == "markdown":
         stream.write(markdown(report))
     else:
@@ -242,62 +300,6 @@ def status_notes(report: StatusReport) -> dict[str, str]:
     return notes
 
 
-# Prometheus text exposition format 0.0.4: one HELP and TYPE line per metric family, then its samples.
-METRICS = (
-    ("sqltransport_table_depth", "Messages (rows) in the table; the engine's estimate under --estimate."),
-    ("sqltransport_table_missing", "1 if the table of the deployed blueprint is missing from the database."),
-    ("sqltransport_table_readable", "1 if the login may read the table (0: no figures of it; grants --monitor)."),
-    ("sqltransport_queue_oldest_message_age_seconds", "Age of the message at the head of the queue, from its NServiceBus.TimeSent."),
-    ("sqltransport_queue_expired_messages", "Expired messages not yet purged."),
-    ("sqltransport_delayed_due_messages", "Delayed messages due now."),
-    ("sqltransport_delayed_next_due_timestamp_seconds", "When the earliest delayed message falls due (Unix time)."),
-    ("sqltransport_error_messages", "Messages of the error queue by their NServiceBus.FailedQ."),
-    ("sqltransport_topic_subscribers", "Subscribers of each topic."),
-    ("sqltransport_orphaned_subscription", "1 for each subscription whose address names no table (a publish of its topic fails)."),
-)
-
-
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _labels(**labels: str | None) -> str:
-    return "{" + ",".join(f'{k}="{_label(v or "")}"' for k, v in labels.items()) + "}"
-
-
-def prometheus(report: StatusReport) -> str:
-    samples: dict[str, list[str]] = {name: [] for name, _ in METRICS}
-    for t in report.tables:
-        labels = _labels(kind=t.kind, address=t.address, schema=t.schema, catalog=t.catalog, table=t.name)
-        samples["sqltransport_table_missing"].append(f"{labels} {int(t.missing)}")
-        if not t.missing:
-            samples["sqltransport_table_readable"].append(f"{labels} {int(t.readable)}")
-        if t.depth is not None:
-            samples["sqltransport_table_depth"].append(f"{labels} {t.depth}")
-        if t.oldest_age_seconds is not None:
-            samples["sqltransport_queue_oldest_message_age_seconds"].append(f"{labels} {t.oldest_age_seconds}")
-        if t.expired is not None and t.kind == "queue":
-            samples["sqltransport_queue_expired_messages"].append(f"{labels} {t.expired}")
-        if t.due is not None:
-            samples["sqltransport_delayed_due_messages"].append(f"{labels} {t.due}")
-        if t.next_due is not None:
-            samples["sqltransport_delayed_next_due_timestamp_seconds"].append(f"{labels} {t.next_due.timestamp()}")
-        for failed in t.failed_queues or ():
-            failed_labels = _labels(address=t.address, failed_queue=failed["failed_queue"])
-            samples["sqltransport_error_messages"].append(f"{failed_labels} {failed['messages']}")
-        for topic in t.topics or ():
-            samples["sqltransport_topic_subscribers"].append(f"{_labels(address=t.address, topic=topic['topic'])} {topic['subscribers']}")
-    for orphan in report.orphaned:
-        labels = _labels(address=orphan.address, endpoint=orphan.endpoint, topic=orphan.topic)
-        samples["sqltransport_orphaned_subscription"].append(f"{labels} 1")
-    lines = []
-    for name, help_text in METRICS:
-        if samples[name]:
-            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
-            lines += [name + sample for sample in samples[name]]
-    return "\n".join(lines) + "\n"
-
-
 # --------------------------------------------------------------------------------------------- retry
 def cmd_retry(args: argparse.Namespace) -> int:
     """move failed messages from the error queue back to the queue each failed in (NServiceBus.FailedQ)
@@ -365,6 +367,16 @@ def add_status(sub: argparse._SubParsersAction) -> None:
         type=float,
         metavar="SECONDS",
         help="print again every SECONDS until interrupted, with each queue's messages/s in and out (a terminal redraws in place)",
+    )
+    p.add_argument(
+        "--serve",
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus) and /healthz there until SIGTERM or Ctrl-C, instead of printing (the exporter extra)",
+    )
+    p.add_argument(
+        "--min-interval",
+        metavar="DURATION",
+        help="with --serve: read the database at most once per DURATION however often it is scraped (default: 5s)",
     )
     p.add_argument("--watch-count", type=int, metavar="N", help="with --watch: stop after N reports (default: until interrupted)")
     p.add_argument(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -26,6 +25,7 @@ from alembic.util import CommandError
 from sqlalchemy import exc
 
 from .. import errors
+from ..util import duration_ms
 from . import toimpl
 
 if TYPE_CHECKING:
@@ -44,8 +44,6 @@ DEFAULT_RETRY_FOR = "10m"
 FIRST_PAUSE = 1.0  # seconds before the second attempt; doubled after each attempt
 LONGEST_PAUSE = 30.0
 
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)\s*")
 
 
 T = TypeVar("T")
@@ -62,12 +60,10 @@ class LockWait(errors.Failed):
 
 def parse_duration(text: str, option: str) -> int:
     """`2s`, `500ms`, `10m` (or `10min`), `1h` as milliseconds; `0` alone means none."""
-    if text.strip() == "0":
-        return 0
-    match = _DURATION.fullmatch(text)
-    if match is None:
+    milliseconds = duration_ms(text)
+    if milliseconds is None:
         raise errors.UsageError(f"-x {option}={text}: give a duration with its unit, e.g. {option}=500ms, 5s, 10m or 1h (0: none)")
-    return round(float(match.group(1)) * _UNITS[match.group(2)])
+    return milliseconds
 
 
 def format_duration(milliseconds: int) -> str:
