@@ -3,19 +3,22 @@ repository (a fresh clone's files, `.venv` the test's own virtual environment) a
 databases, so the docs cannot go stale. Blocks whose info string says `no-run` (```python no-run)
 are illustrative and skipped; ```text marks a synopsis; `deployed` (```python deployed) runs the block
 after `alembic upgrade head` of the example topology, as the text before it says; `spark` blocks need
-the spark extra and skip without it, like the Spark tests. The one substitution: the documented
+the spark extra and skip without it, like the Spark tests; `prometheus` blocks need Debian's `prometheus`
+package (promtool) and skip without it, failing under CI, as tests/support/prometheus.py does. The one substitution: the documented
 PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from .support.databases import under_ci
 from .support.projects import REPO, copy_tracked
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -29,6 +32,8 @@ FRESH_CLONE = "fresh-clone"
 DEPLOYED = "deployed"
 # Needs the spark extra (```sh spark): skipped without it, as the Spark tests are.
 SPARK = "spark"
+# Needs promtool (```sh prometheus): skipped without it locally, failed under CI (.ci/run installs it).
+PROMETHEUS = "prometheus"
 
 
 def blocks() -> list:
@@ -45,6 +50,8 @@ def blocks() -> list:
             marks = [pytest.mark.skip(reason="illustrative (no-run)")] if SKIP in words[1:] else []
             if SPARK in words[1:]:
                 marks.append(pytest.mark.spark)
+            if PROMETHEUS in words[1:]:
+                marks.append(pytest.mark.skipif(shutil.which("promtool") is None and not under_ci(), reason="needs promtool"))
             if FRESH_CLONE in words[1:]:
                 marks = [
                     pytest.mark.skipif(

@@ -45,7 +45,6 @@ FIRST_PAUSE = 1.0  # seconds before the second attempt; doubled after each attem
 LONGEST_PAUSE = 30.0
 
 
-
 T = TypeVar("T")
 
 
