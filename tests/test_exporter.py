@@ -5,12 +5,14 @@ stop on SIGTERM and Ctrl-C; the shipped alert rules through promtool, the dashbo
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import signal
 import subprocess
 import threading
 import time
+import urllib.request
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -138,6 +140,14 @@ def test_scrapes_read_the_database_at_most_once_per_min_interval(bus, pg_admin):
         transport.engine.dispose()
         found.append(exporter.metrics())
         assert all(one(s, "sqltransport_status_reads_total") == 1 and depths(s)["Sales"] == 3 for s in found)
+        plain = get(exporter.base + "/metrics")[1]
+        asked = {"Accept-Encoding": "gzip", "Accept": "application/openmetrics-text; version=1.0.0"}
+        with urllib.request.urlopen(urllib.request.Request(exporter.base + "/metrics", headers=asked), timeout=10) as response:
+            assert response.headers["Content-Encoding"] == "gzip"
+            assert response.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+            openmetrics = gzip.decompress(response.read()).decode("utf-8")
+        assert openmetrics.endswith("# EOF\n") and "sqltransport_status_reads_total 1.0" in openmetrics
+        assert get(exporter.base + "/metrics")[1] == plain  # the same bytes until the next read
         time.sleep(3)
         later = exporter.metrics()
         assert one(later, "sqltransport_status_reads_total") == 2 and depths(later)["Sales"] == 5

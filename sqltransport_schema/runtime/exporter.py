@@ -7,7 +7,8 @@ and a snapshot of the last report, read again only once `min_interval` has passe
 read, however often it is scraped (concurrent scrapes wait for the one read in flight). A read that
 fails (the server restarting, the connection's backend killed) is reported as `sqltransport_up 0`
 with no table figures, and the connection is opened anew at the next read; a kept connection found
-dead is replaced at once, in the same read. `listen` serves `/metrics` and `/healthz`.
+dead is replaced at once, in the same read. `listen` serves `/metrics` and `/healthz`; between two
+reads every scrape gets the same bytes, rendered (and gzipped) once per read.
 
 prometheus-client is optional (the `exporter` extra); `client()` imports it or says what to install.
 See docs/operations.md, "status --serve".
@@ -15,6 +16,7 @@ See docs/operations.md, "status --serve".
 
 from __future__ import annotations
 
+import gzip
 import socket
 import sys
 import threading
@@ -75,6 +77,7 @@ def client() -> Any:
     try:
         import prometheus_client
         import prometheus_client.core  # noqa: F401  (the metric families)
+        import prometheus_client.exposition  # noqa: F401  (content negotiation)
     except ImportError as missing:
         raise errors.Unavailable(
             f"the Prometheus format needs prometheus-client ({missing}); pip install 'sqltransport-schema[{EXTRA}]'"
@@ -174,9 +177,17 @@ class StatusCollector:
         self.reads = self.failures = 0
         self.duration = 0.0
         self.taken_at: float | None = None  # Unix time of the figures served
+        self.generation = 0  # reads so far: what the rendered bytes were made from
+        self.rendering = threading.Lock()
+        self.rendered: dict[tuple, bytes] = {}  # (generation, content type, gzip) -> the /metrics body
 
     def collect(self) -> Iterator:
+        """The prometheus-client collector interface: read if due, then every family."""
         self.refresh()
+        return self._families()
+
+    def _families(self) -> Iterator:
+        """Every family of the last read, and the exporter's own, without reading."""
         core = client().core
         with self.lock:
             yield from self.families
@@ -211,6 +222,24 @@ class StatusCollector:
                 self.up, self.problem = True, None
             finally:
                 self.duration = time.perf_counter() - started
+                self.generation += 1
+
+    def exposition(self, accept: str | None, accept_encoding: str | None) -> tuple[str, bool, bytes]:
+        """/metrics: (content type, gzipped, body) in the format `accept` asks for (prometheus-client's
+        choice: the text format, or OpenMetrics), read first if due; made once per read and format."""
+        exposition = client().exposition
+        self.refresh()
+        encoder, content_type = exposition.choose_encoder(accept)
+        compress = exposition.gzip_accepted(accept_encoding)
+        with self.rendering:
+            key = (self.generation, content_type, compress)
+            if key not in self.rendered:
+                registry = client().CollectorRegistry(auto_describe=False)
+                registry.register(_Snapshot(self))
+                body = encoder(registry)
+                self.rendered = {k: v for k, v in self.rendered.items() if k[0] == key[0]}
+                self.rendered[key] = gzip.compress(body) if compress else body
+            return content_type, compress, self.rendered[key]
 
     def _read(self) -> StatusReport:
         """One status report on the kept connection (opened if there is none); a kept one found dead
@@ -260,6 +289,16 @@ class StatusCollector:
                 connection.invalidate()
 
 
+class _Snapshot:
+    """A collector's families as they are, for rendering them (no read)."""
+
+    def __init__(self, collector: StatusCollector) -> None:
+        self.collector = collector
+
+    def collect(self) -> Iterator:
+        return self.collector._families()
+
+
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True  # a scrape in flight does not hold up the stop
 
@@ -274,23 +313,23 @@ class _Quiet(WSGIRequestHandler):
 
 
 def application(collector: StatusCollector) -> Callable:
-    """The WSGI application: /metrics (prometheus-client's, with its content negotiation and
-    compression), /healthz, and a 404 for anything else."""
-    prometheus_client = client()
-    registry = prometheus_client.CollectorRegistry(auto_describe=False)
-    registry.register(collector)
-    metrics = prometheus_client.make_wsgi_app(registry)
+    """The WSGI application: GET /metrics (the content negotiation and gzip of prometheus-client),
+    /healthz, and a 404 for anything else."""
 
     def serve(environ: dict, start_response: Callable) -> list[bytes]:
         path = environ.get("PATH_INFO", "")
-        if path == "/metrics":
-            return metrics(environ, start_response)
-        if path == "/healthz":
-            code, body = "200 OK", collector.health()
+        headers = [("Content-Type", "text/plain; charset=utf-8")]
+        if path == "/metrics" and environ.get("REQUEST_METHOD") == "GET":
+            content_type, compressed, data = collector.exposition(environ.get("HTTP_ACCEPT"), environ.get("HTTP_ACCEPT_ENCODING"))
+            code, headers = "200 OK", [("Content-Type", content_type), *([("Content-Encoding", "gzip")] if compressed else [])]
+        elif path == "/metrics":
+            code, data = "405 Method Not Allowed", b"/metrics answers GET\n"
+            headers.append(("Allow", "GET"))
+        elif path == "/healthz":
+            code, data = "200 OK", collector.health().encode("utf-8")
         else:
-            code, body = "404 Not Found", "not found: the exporter serves /metrics and /healthz\n"
-        data = body.encode("utf-8")
-        start_response(code, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data)))])
+            code, data = "404 Not Found", b"not found: the exporter serves /metrics and /healthz\n"
+        start_response(code, [*headers, ("Content-Length", str(len(data)))])
         return [data]
 
     return serve
@@ -299,6 +338,7 @@ def application(collector: StatusCollector) -> Callable:
 def listen(host: str, port: int, collector: StatusCollector) -> WSGIServer:
     """A server bound to host:port (not serving yet: `serve_forever` in a thread); Unavailable when
     the address cannot be bound (in use, not this machine's)."""
+    client()
     server_class = _Server6 if ":" in host else _Server
     try:
         return make_server(host, port, application(collector), server_class=server_class, handler_class=_Quiet)
