@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from sqltransport_schema import wire
 from sqltransport_schema.runtime.exporter import EXPORTER_METRICS, METRICS
 
-from .support.commands import run
+from .support.commands import CLOSED_PORT, run
 from .support.databases import PG_ADMIN_URL, admin
 from .support.messages import headers
 from .support.projects import REPO
@@ -166,6 +166,9 @@ def test_user_mistakes_are_one_error_line(sqlite_url, tmp_path):
     ):
         result = run(tmp_path, "status", "--url", sqlite_url, *args)
         assert result.returncode == 2 and result.stderr.startswith(message) and len(result.stderr.splitlines()) == 1, result.stderr
+    result = run(tmp_path, "status", "--url", CLOSED_PORT, "--serve", "127.0.0.1:0")  # needed to start: one error line
+    assert result.returncode == 2 and result.stderr.startswith("error: cannot reach the database:"), result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "serving" not in result.stderr
 
 
 def test_an_address_in_use_is_one_error_line(project, sqlite_url, monkeypatch, tmp_path):
