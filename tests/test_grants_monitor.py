@@ -18,6 +18,7 @@ from sqltransport_schema.runtime.operations import status
 from sqltransport_schema.runtime.transport import NOT_VISIBLE, Transport
 
 from .support.grants import MSSQL_TOPOLOGY, _conninfo, apply, deployed, headers, role, run_grants  # noqa: F401 (fixtures)
+from .support.prometheus import Exporter, depths, one
 from .support.tsql import parse_problems
 
 TABLES = ['"public"."Sales"', '"public"."Sales.host-a"', '"public"."error"', '"public"."audit"', '"billing"."Billing"']
@@ -106,6 +107,16 @@ def test_status_under_an_endpoint_login_reports_what_it_cannot_read(project, dep
     assert sorted(line.rsplit(" ", 1)[1] for line in samples) == ["0.0"] * 4 + ["1.0"] * 4
     code, out = status_as(url, capsys, "--estimate", "--format", "json")
     assert code == 1 and {t["name"] for t in json.loads(out)["tables"] if not t["readable"]} == unreadable
+    exporter = Exporter(url, "--min-interval", "0")  # status --serve under it: the same partial report
+    try:
+        for _ in range(2):  # the first read is refused and probes; the next skips what it may not read
+            scraped = exporter.metrics()
+            assert one(scraped, "sqltransport_up") == 1 and one(scraped, "sqltransport_status_read_failures_total") == 0
+            readable = {labels["table"]: value for labels, value in scraped["sqltransport_table_readable"]}
+            assert {table for table, value in readable.items() if value == 0} == unreadable
+            assert depths(scraped)["Sales"] == 1 and "Billing" not in depths(scraped)
+    finally:
+        exporter.close()
     # the start-up warning: Billing.Delayed exists, the login cannot see it: grants, not an upgrade
     with caplog.at_level(logging.WARNING):
         transport = Transport.from_database(create_engine(url))

@@ -242,10 +242,11 @@ class StatusCollector:
             return content_type, compress, self.rendered[key]
 
     def _read(self) -> StatusReport:
-        """One status report on the kept connection (opened if there is none); a kept one found dead
-        (the server restarted, its backend was killed) is replaced and the report read again, once."""
-        from sqlalchemy.exc import DBAPIError
-
+        """One status report on the kept connection (opened if there is none). A kept one that fails
+        (most likely dead: the server restarted, its backend was killed) is replaced and the report
+        read again, once. A read the login is refused (a table it may not read) is read again as a
+        one-off status reads it (each table probed on its own), which reports those tables unreadable
+        and leaves them out of the later reads on the kept connection (as status --watch does)."""
         while True:
             fresh = self.connection is None
             if fresh:
@@ -253,13 +254,23 @@ class StatusCollector:
             try:
                 with self.connection.begin():
                     return status(self.transport, estimate=self.estimate, error_queue=self.error_queue, connection=self.connection)
-            except DBAPIError as exc:
+            except Exception as exc:
                 self.close()
-                if fresh or not exc.connection_invalidated:
+                if self.transport.dialect.permission_denied(exc):
+                    return self._probed()
+                if fresh:
                     raise
             except BaseException:
                 self.close()
                 raise
+
+    def _probed(self) -> StatusReport:
+        """status() on connections of its own (it probes the tables when refused), then only the one
+        kept connection again: the others it opened are closed."""
+        try:
+            return status(self.transport, estimate=self.estimate, error_queue=self.error_queue)
+        finally:
+            self.transport.engine.dispose()
 
     def _failed(self, exc: Exception) -> None:
         from sqlalchemy.exc import SQLAlchemyError
