@@ -38,10 +38,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (beside this script)
-from status_scale import deploy, fill  # noqa: E402
+from _databases import drop_database  # noqa: E402  (beside this script)
+from status_scale import filled_bus  # noqa: E402
 
-from sqltransport_schema.db import make_engine  # noqa: E402
 from sqltransport_schema.runtime.exporter import parse_min_interval  # noqa: E402
 from sqltransport_schema.runtime.operations import status  # noqa: E402
 from sqltransport_schema.runtime.transport import Transport  # noqa: E402
@@ -172,13 +171,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="direct status() reads on a kept connection")
     args = parser.parse_args()
 
-    database = create_database("sqlts_bench_exporter")
-    driver_url = PG_ADMIN.rsplit("/", 1)[0] + "/" + database
-    url = driver_url.replace("postgresql://", "postgresql+psycopg://")
+    database, driver_url, transport, total = filled_bus(args.queues, args.messages, "sqlts_bench_exporter")
     try:
-        deploy(args.queues, url)
-        transport = Transport.from_database(make_engine(url), verify=False)
-        figures = {"tables": len(transport.blueprint.tables), "messages": fill(transport, driver_url, args.messages)}
+        figures = {"tables": len(transport.blueprint.tables), "messages": total}
         transport.engine.dispose()
         quiet(driver_url)
         before = scans(driver_url)

@@ -88,6 +88,21 @@ def fill(transport: Transport, driver_url: str, messages: int) -> int:
     return total
 
 
+def filled_bus(queues: int, messages: int, prefix: str) -> tuple[str, str, Transport, int]:
+    """A fresh database of `queues` queues holding `messages` each: its name, its psycopg URL, the
+    transport on it and the messages sent (the caller drops the database)."""
+    database = create_database(prefix)
+    driver_url = PG_ADMIN.rsplit("/", 1)[0] + "/" + database
+    url = driver_url.replace("postgresql://", "postgresql+psycopg://")
+    try:
+        deploy(queues, url)
+        transport = Transport.from_database(make_engine(url), verify=False)
+        return database, driver_url, transport, fill(transport, driver_url, messages)
+    except BaseException:
+        drop_database(database)
+        raise
+
+
 def per_table(transport: Transport, conn) -> dict:
     """The reference: one count(*) round trip per table of the blueprint."""
     out = {}
@@ -112,13 +127,8 @@ def main() -> None:
 
     import psycopg
 
-    database = create_database("sqlts_bench_status")
-    driver_url = PG_ADMIN.rsplit("/", 1)[0] + "/" + database
-    url = driver_url.replace("postgresql://", "postgresql+psycopg://")
+    database, driver_url, transport, total = filled_bus(args.queues, args.messages, "sqlts_bench_status")
     try:
-        deploy(args.queues, url)
-        transport = Transport.from_database(make_engine(url), verify=False)
-        total = fill(transport, driver_url, args.messages)
         firsts: dict[str, list[float]] = {"exact": [], "estimate": [], "per-table": []}
         for _ in range(args.first_runs):
             for name, estimating in (("exact", False), ("estimate", True)):
