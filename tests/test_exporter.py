@@ -17,8 +17,8 @@ import urllib.request
 import pytest
 from sqlalchemy.engine import make_url
 
-from sqltransport_schema import wire
-from sqltransport_schema.runtime.exporter import EXPORTER_METRICS, METRICS
+from sqltransport_schema import errors, wire
+from sqltransport_schema.runtime.exporter import EXPORTER_METRICS, METRICS, parse_listen
 
 from .support.commands import CLOSED_PORT, run
 from .support.databases import PG_ADMIN_URL, admin
@@ -222,3 +222,12 @@ def test_the_dashboard_draws_the_documented_metrics():
     assert "sqltransport_error_messages" in exprs["Error queue by FailedQ"] and "failed_queue" in json.dumps(dashboard["panels"])
     documented = set(re.findall(r"^\| `(sqltransport_\w+)`", (REPO / "docs" / "operations.md").read_text(encoding="utf-8"), re.M))
     assert documented == EXPOSED
+
+
+def test_listen_addresses():
+    assert parse_listen("127.0.0.1:9716") == ("127.0.0.1", 9716)
+    assert parse_listen(":9716") == ("0.0.0.0", 9716)  # every interface
+    assert parse_listen("[::1]:0") == ("::1", 0)
+    for wrong in ("9716", "host:", "host:port", "[::1:9716", "127.0.0.1:70000"):
+        with pytest.raises(errors.UsageError):
+            parse_listen(wrong)
