@@ -249,11 +249,10 @@ class StatusCollector:
         and leaves them out of the later reads on the kept connection (as status --watch does)."""
         while True:
             fresh = self.connection is None
-            if fresh:
-                self.connection = self.transport.engine.connect()
+            connection = self.connection = self.transport.engine.connect() if self.connection is None else self.connection
             try:
-                with self.connection.begin():
-                    return status(self.transport, estimate=self.estimate, error_queue=self.error_queue, connection=self.connection)
+                with connection.begin():
+                    return status(self.transport, estimate=self.estimate, error_queue=self.error_queue, connection=connection)
             except Exception as exc:
                 self.close()
                 if self.transport.dialect.permission_denied(exc):
