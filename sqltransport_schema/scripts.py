@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import io
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -255,24 +256,35 @@ def header(
     return "".join(f"-- {line}\n" for line in lines) + "\n"
 
 
-def render(
-    config: Config,
-    engine: str,
-    from_rev: str | None = None,
-    to_rev: str | None = None,
-    topology: Path | None = None,
-    lock_timeout: str = DEFAULT_TIMEOUT,
-    url: str | None = None,
-) -> str:
+@dataclass(frozen=True)
+class ScriptRequest:
+    """What a deployment script covers, whole or split: the engine, the revisions (from an empty
+    database to the head by default), how long a statement waits for its lock, the topology file
+    whose hash the header records and the database whose rows it counts (url)."""
+
+    engine: str
+    from_rev: str | None = None
+    to_rev: str | None = None
+    topology: Path | None = None
+    lock_timeout: str = DEFAULT_TIMEOUT
+    url: str | None = None
+
+    def alembic_output(self, config: Config) -> tuple[str, str, str, list, list[str]]:
+        """(start, end, Alembic's offline output made repeatable as written, where each operation's
+        text begins and ends in it, the lock notes)."""
+        if self.engine not in ENGINES:
+            raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
+        start, end, revision = _range(config, self.from_rev, self.to_rev)
+        marks: list = []
+        text = _alembic_output(config, self.engine, revision, marks, self.lock_timeout)
+        return start, end, text, marks, _locks(self.engine, marks, self.lock_timeout, self.url)
+
+
+def render(config: Config, request: ScriptRequest) -> str:
     """The whole reviewed script: header (with what it locks: with each table's rows when url names
     the database), then Alembic's offline output made idempotent."""
-    if engine not in ENGINES:
-        raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
-    start, end, revision = _range(config, from_rev, to_rev)
-    marks: list = []
-    body = _alembic_output(config, engine, revision, marks, lock_timeout)  # made repeatable as written (RepeatableStamps)
-    notes = _locks(engine, marks, lock_timeout, url)
-    return header(engine, topology, start, end, notes=notes, transport=_transport_versions(config, start, end)) + body
+    start, end, body, _marks, notes = request.alembic_output(config)
+    return header(request.engine, request.topology, start, end, notes=notes, transport=_transport_versions(config, start, end)) + body
 
 
 # --------------------------------------------------------------------------- one file per endpoint
@@ -305,33 +317,22 @@ def _file_name(index: int, owner: str) -> str:
     return f"{index:02d}-{safe}.sql"
 
 
-def render_split(
-    config: Config,
-    engine: str,
-    from_rev: str | None = None,
-    to_rev: str | None = None,
-    topology: Path | None = None,
-    lock_timeout: str = DEFAULT_TIMEOUT,
-    url: str | None = None,
-) -> dict[str, str]:
+def render_split(config: Config, request: ScriptRequest) -> dict[str, str]:
     """The same script as render(), as one file per endpoint (its queues, delayed, saga and outbox tables), in
     run order: 00-shared.sql (schemas, shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
     (schema removals and version stamping, which must come last). Each file is its own transaction."""
     from . import engines as engine_registry
     from . import topology as topology_module
 
-    if engine not in ENGINES:
-        raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
+    topology = request.topology
     if topology is None or not topology.is_file():
         raise ScriptError(f"splitting by endpoint needs the topology file ({topology} not found)")
     endpoints = sorted(topology_module.load(topology).endpoints, key=lambda e: len(e.name), reverse=True)
     sagas = {ep.saga_spec(saga).name: ep.name for ep in endpoints for saga in ep.sagas}
     sagas.update((ep.outbox_spec().name, ep.name) for ep in endpoints if ep.outbox)
+    start, end, text, marks, notes = request.alembic_output(config)
+    engine, lock_timeout = request.engine, request.lock_timeout
     dialect = engine_registry.get(engine)
-    start, end, revision = _range(config, from_rev, to_rev)
-    marks: list = []
-    text = _alembic_output(config, engine, revision, marks, lock_timeout)
-    notes = _locks(engine, marks, lock_timeout, url)
     # each file runs in a session of its own: each sets the lock timeout (the last file has Alembic's own)
     prologue = dialect.script.lock_timeout(parse_duration(lock_timeout, "lock-timeout"))
     prologue = prologue + "\n\n" if prologue else ""

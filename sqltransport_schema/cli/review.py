@@ -118,16 +118,16 @@ def cmd_script(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     path = topology_path(args, config)
-    options = {"lock_timeout": args.lock_timeout, "url": args.url}
+    request = scripts.ScriptRequest(args.engine, args.from_rev, args.to_rev, path, args.lock_timeout, args.url)
     if args.split:
         folder = Path(args.split)
-        files = scripts.render_split(config, args.engine, args.from_rev, args.to_rev, path, **options)
+        files = scripts.render_split(config, request)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
             (folder / name).write_text(text, encoding="utf-8")
         emit(args, {"status": "written", "files": [str(folder / n) for n in files]}, [f"wrote {folder / n}" for n in files])
         return EXIT_OK
-    text = scripts.render(config, args.engine, args.from_rev, args.to_rev, path, **options)
+    text = scripts.render(config, request)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         sys.stderr.write(f"wrote {args.output}\n")

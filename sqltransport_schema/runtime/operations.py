@@ -93,22 +93,9 @@ class TableStatus:
             "missing": self.missing,
             "readable": self.readable,
         }
-        if self.kind == Kind.QUEUE.value:
-            out.update(
-                estimated=self.estimated,
-                expired=self.expired,
-                oldest_time_sent=_iso(self.oldest_time_sent),
-                oldest_age_seconds=self.oldest_age_seconds,
-            )
-        elif self.kind == Kind.DELAYED.value:
-            out.update(due=self.due, next_due=_iso(self.next_due))
-        elif self.kind == Kind.OUTBOX.value:
-            out.update(
-                undispatched=self.undispatched,
-                dispatched=self.dispatched,
-                oldest_dispatched_at=_iso(self.oldest_dispatched_at),
-                oldest_dispatched_age_seconds=self.oldest_dispatched_age_seconds,
-            )
+        for name in _FIGURES_OF_KIND.get(self.kind, ()):
+            value = getattr(self, name)
+            out[name] = _iso(value) if isinstance(value, datetime) else value
         if self.failed_queues is not None:
             out["failed_queues"] = self.failed_queues
         if self.topics is not None:
@@ -192,6 +179,14 @@ class StatusReport:
             "tables": [t.to_json() for t in self.tables],
             "orphaned_subscriptions": [o.to_json() for o in self.orphaned],
         }
+
+
+# The figures a table's kind adds to its JSON, in the order the JSON lists them.
+_FIGURES_OF_KIND = {
+    Kind.QUEUE.value: ("estimated", "expired", "oldest_time_sent", "oldest_age_seconds"),
+    Kind.DELAYED.value: ("due", "next_due"),
+    Kind.OUTBOX.value: ("undispatched", "dispatched", "oldest_dispatched_at", "oldest_dispatched_age_seconds"),
+}
 
 
 def _iso(value: datetime | None) -> str | None:
