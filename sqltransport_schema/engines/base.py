@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from .. import errors
@@ -20,8 +21,6 @@ from . import pipeline as pipeline_section
 from . import script as script_section
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from sqlalchemy.engine import Connection
 
 # The message a refused drop carries, on every engine.
@@ -702,6 +701,11 @@ WHERE MessageId IN (
         "cleanup_outbox": ("OUTBOX_CLEANUP", "delete up to @BatchSize rows dispatched before @DispatchedBefore"),
     }
     OUTBOX_RESULT = ("Dispatched", "Operations")
+
+    def outbox_time(self, moment: datetime) -> Any:
+        """A UTC time as the outbox's DispatchedAt column holds it (@DispatchedAt, @DispatchedBefore):
+        a naive UTC datetime, as upstream binds DateTime.UtcNow."""
+        return moment.astimezone(timezone.utc).replace(tzinfo=None)
 
     def outbox_statements(self, spec: TableSpec, profile: Profile | None = None) -> dict[str, Statement]:
         """Every runtime statement of one outbox table: store, get, set as dispatched, cleanup."""

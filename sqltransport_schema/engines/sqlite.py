@@ -333,7 +333,13 @@ CREATE TABLE IF NOT EXISTS {table} (
     def now_parameter(self) -> str:
         from datetime import datetime, timezone
 
-        return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]  # the text NOW produces
+        return self.outbox_time(datetime.now(timezone.utc))
+
+    def outbox_time(self, moment: Any) -> str:
+        """SQLite keeps times as text: the text NOW produces, so they compare as times do."""
+        from datetime import timezone
+
+        return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
     # =====================================================================================
     # -- sagas ----------------------------------------------------------------------------

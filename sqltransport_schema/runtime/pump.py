@@ -12,6 +12,10 @@ in the queue (at its place, for the retries and the error queue as above), the o
 together. One commit (one disk flush) per batch instead of per message; a crash before it puts
 all N back (at-least-once, as ever). docs/runtime.md says when to choose a batch size.
 
+With outbox=True (docs/outbox.md) the endpoint's outbox table records each message handled:
+runtime/outbox.py receives in place of the two loops below (a message already handled is not
+handled again; a handler's sends and publishes are stored in its transaction, dispatched after it).
+
 A failure of the database itself (a dropped connection, a failover, a restart) does not
 end the pump: the connection is discarded, the pump waits a peek delay and peeks again on
 a new one. Only when every attempt has failed for `failure_timeout` seconds does `run()`
@@ -29,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from sqlalchemy.engine import Connection
 
 from .. import errors, wire
+from .outbox import Outgoing, OutboxTable, pump_outbox
 from .transport import EndpointTables, Message, Queue, Transport
 
 __all__ = ["MessagePump", "Context", "DueMover", "PumpFailed", "RECOMMENDED_PEEK_DELAY", "DEFAULT_FAILURE_TIMEOUT"]
@@ -48,14 +53,23 @@ class Context:
 
     In a batch (batch_size > 1) the first use of `connection` (or `send`) takes this message's
     savepoint, so a failure of the handler undoes its own writes alone; a handler that never
-    touches the connection wrote nothing and needs none."""
+    touches the connection wrote nothing and needs none. With the pump's outbox, `outgoing` captures
+    what send and publish would send (stored in the outbox row, dispatched after the commit)."""
 
-    def __init__(self, connection: Connection, transport: Transport, queue: Queue, savepoint: Callable[[Connection], None] | None = None):
+    def __init__(
+        self,
+        connection: Connection,
+        transport: Transport,
+        queue: Queue,
+        savepoint: Callable[[Connection], None] | None = None,
+        outgoing: Outgoing | None = None,
+    ):
         self._connection = connection
         self.transport = transport
         self.queue = queue
         self._savepoint = savepoint
         self.saved = False  # a savepoint was taken for this message
+        self.outgoing = outgoing
 
     @property
     def connection(self) -> Connection:
@@ -66,8 +80,19 @@ class Context:
         return self._connection
 
     def send(self, address: str, body: bytes | None, headers: dict[str, str]) -> str:
-        """Send inside the receive's transaction: it leaves only if the receive commits."""
+        """Send inside the receive's transaction: it leaves only if the receive commits (with the
+        outbox: once the handler's transaction has committed)."""
+        if self.outgoing is not None:
+            return self.outgoing.send(address, body, headers)
         return self.transport.address_queue(address).send(self.connection, body, headers)
+
+    def publish(self, topics: str | list[str], body: bytes | None, headers: dict[str, str]) -> None:
+        """A copy to every subscriber of the topics, as send: only if the receive commits (with the
+        outbox: the subscribers are those when the handler's row is dispatched)."""
+        if self.outgoing is not None:
+            self.outgoing.publish(topics, body, headers)
+        else:
+            self.transport.publish(self.connection, topics, body, headers)
 
 
 Handler = Callable[[Message, Context], None]
@@ -97,6 +122,7 @@ class MessagePump:
         endpoint: EndpointTables | None = None,
         failure_timeout: float = DEFAULT_FAILURE_TIMEOUT,
         batch_size: int = 1,
+        outbox: bool | str | OutboxTable = False,
     ):
         low, high = RECOMMENDED_PEEK_DELAY
         if not low <= peek_delay <= high:
@@ -118,6 +144,9 @@ class MessagePump:
         self.endpoint = endpoint
         self.failure_timeout = failure_timeout
         self.batch_size = max(1, batch_size)
+        # the endpoint's outbox table (outbox=True: <Endpoint_Name_>OutboxData; a name or an OutboxTable)
+        input_name = endpoint.input.name if endpoint is not None else queue.name
+        self.outbox = pump_outbox(transport, input_name, outbox, Context) if outbox else None
         self._failing_since: float | None = None  # monotonic time of the first failure in a row
         self._stop = threading.Event()
         self._local = threading.local()
@@ -169,6 +198,8 @@ class MessagePump:
 
     def _receive_in_transaction(self) -> bool:
         conn = self._connection()
+        if self.outbox is not None:
+            return self.outbox.receive(self, conn, 1) > 0
         with conn.begin():
             message = self.queue.receive(conn)
             if message is None:
@@ -207,6 +238,8 @@ class MessagePump:
 
     def _receive_batch_in_transaction(self) -> int:
         conn = self._connection()
+        if self.outbox is not None:
+            return self.outbox.receive(self, conn, self.batch_size)
         done: list[Message] = []
         outcomes: list[str | None] = []
         with conn.begin():

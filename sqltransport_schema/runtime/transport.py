@@ -454,10 +454,12 @@ class Queue:
             messages.append(message)
         return messages, expired
 
-    def delete_locked(self, conn: Conn, positions: Sequence[Any]) -> None:
-        """Take (delete) the locked messages at these positions, in one statement."""
-        if positions:
-            execute(conn, self.statements["delete_locked"], {"Orders": self.transport.dialect.list_parameter(list(positions))})
+    def delete_locked(self, conn: Conn, positions: Sequence[Any]) -> int:
+        """Take (delete) the locked messages at these positions, in one statement; how many were deleted."""
+        if not positions:
+            return 0
+        orders = self.transport.dialect.list_parameter(list(positions))
+        return execute(conn, self.statements["delete_locked"], {"Orders": orders}).rowcount
 
     def savepoint(self, conn: Conn) -> None:
         """A savepoint in the caller's transaction; `rollback_to_savepoint` undoes what follows it."""

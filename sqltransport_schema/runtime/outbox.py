@@ -1,0 +1,362 @@
+"""The outbox in the runtime (docs/outbox.md): SQL persistence's outbox table read and written with
+the engine's own statements (`Dialect.outbox_statements`, printed by `statements --outbox`), the
+pump's receive with the outbox (`MessagePump(..., outbox=True)`), and the cleanup of dispatched rows.
+
+A message handled with the outbox takes two transactions on the pump's connection:
+
+1. the handler's: the incoming message is locked (not taken); its outbox row is read; a message
+   without one is handled, its outgoing sends and publishes captured (not sent) and stored as the
+   row's Operations (SQL persistence's serialized form), then commit;
+2. the dispatch: the incoming message is taken (deleted), the stored operations are sent to their
+   queues and the row is set as dispatched, in one commit.
+
+A crash before (1) commits handles the message again; after it, the message is still in its queue
+and comes back: its row says it was handled, so the handler does not run again and what (2) had not
+committed is dispatched then.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from sqlalchemy.engine import Connection, Engine
+
+from .. import engines, errors, wire
+from ..revisions import deployed_blueprint
+from ..schema import Blueprint, Kind, TableName, TableSpec
+from .sagas import DEFAULT_PERSISTENCE_VERSION
+from .transport import Message, Transport, _with_standard_headers, execute
+
+if TYPE_CHECKING:
+    from .pump import MessagePump
+
+log = logging.getLogger("sqltransport_schema.outbox")
+
+DEFAULT_CLEANUP_BATCH = 10000
+# An operation's Options, as NServiceBus serializes a routing strategy: a send names its queue, a
+# publish its event type (here the topic; several topics as a JSON list under TOPICS_OPTION).
+DESTINATION_OPTION = "Destination"
+EVENT_TYPE_OPTION = "EventType"
+TOPICS_OPTION = "Topics"
+
+
+# ======================================================================================= operations
+@dataclass(frozen=True)
+class OutgoingOperation:
+    """One outgoing message of an outbox row, as SQL persistence serializes it: MessageId, Body
+    (base64, as Json.NET writes bytes), Headers, Options (where it goes)."""
+
+    message_id: str
+    body: bytes | None
+    headers: dict[str, str]
+    options: dict[str, str]
+
+    def to_json(self) -> dict:
+        body = None if self.body is None else base64.b64encode(self.body).decode("ascii")
+        return {"MessageId": self.message_id, "Body": body, "Headers": self.headers, "Options": self.options}
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> OutgoingOperation:
+        body = item.get("Body")
+        return cls(
+            item["MessageId"],
+            None if body is None else base64.b64decode(body),
+            dict(item.get("Headers") or {}),
+            dict(item.get("Options") or {}),
+        )
+
+    @property
+    def topics(self) -> list[str]:
+        """A publish's topics ([] for a send)."""
+        if TOPICS_OPTION in self.options:
+            return json.loads(self.options[TOPICS_OPTION])
+        return [self.options[EVENT_TYPE_OPTION]] if EVENT_TYPE_OPTION in self.options else []
+
+
+def serialize(operations: Iterable[OutgoingOperation]) -> str:
+    """The Operations column's text: a JSON array of operations."""
+    return json.dumps([op.to_json() for op in operations], separators=(",", ":"))
+
+
+def deserialize(value: Any) -> list[OutgoingOperation]:
+    """Operations as a statement returned them: text, or already parsed (PostgreSQL's jsonb)."""
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8")
+    items = json.loads(value) if isinstance(value, str) else value
+    return [OutgoingOperation.from_json(item) for item in items or ()]
+
+
+class Outgoing:
+    """What a handler sends and publishes under the outbox: captured, in order, to be stored as its
+    outbox row's operations (Context.send and Context.publish add to it)."""
+
+    def __init__(self, transport: Transport):
+        self.transport = transport
+        self.operations: list[OutgoingOperation] = []
+
+    def _headers(self, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+        message_id = headers.get(wire.MESSAGE_ID) or str(uuid.uuid4())
+        return message_id, dict(_with_standard_headers(headers, message_id))
+
+    def send(self, address: str, body: bytes | None, headers: Mapping[str, str]) -> str:
+        """One message for the queue at `address` (its id returned), sent when the row is dispatched."""
+        queue = self.transport.address_queue(address)  # a malformed address fails the handler, not the dispatch
+        message_id, filled = self._headers(headers)
+        self.operations.append(OutgoingOperation(message_id, body, filled, {DESTINATION_OPTION: queue.address}))
+        return message_id
+
+    def publish(self, topics: str | Sequence[str], body: bytes | None, headers: Mapping[str, str]) -> str:
+        """One event for every subscriber of the topics, found when the row is dispatched; its id returned."""
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        if not topics:
+            raise errors.UsageError("publish needs at least one topic")
+        message_id, filled = self._headers({**headers, wire.MESSAGE_INTENT: "Publish"})
+        options = {EVENT_TYPE_OPTION: topics[0]}
+        if len(topics) > 1:
+            options[TOPICS_OPTION] = json.dumps(topics)
+        self.operations.append(OutgoingOperation(message_id, body, filled, options))
+        return message_id
+
+
+def dispatch(conn: Connection, transport: Transport, operations: Sequence[OutgoingOperation]) -> None:
+    """Send each operation to its queue (a publish to the topics' subscribers), in the caller's transaction."""
+    for op in operations:
+        if DESTINATION_OPTION in op.options:
+            transport.address_queue(op.options[DESTINATION_OPTION]).send(conn, op.body, op.headers, message_id=op.message_id)
+        else:
+            transport.publish(conn, op.topics, op.body, op.headers)
+
+
+# ============================================================================================ table
+class OutboxRecord(NamedTuple):
+    dispatched: bool
+    operations: list[OutgoingOperation]
+
+
+def _flag(value: Any) -> bool:
+    """Dispatched as a driver returns it: bool, 0/1, or MySQL's BIT as bytes."""
+    return bool(int.from_bytes(value, "big")) if isinstance(value, (bytes, bytearray)) else bool(value)
+
+
+class OutboxTable:
+    """One endpoint's outbox table on one engine: get, store, set as dispatched, cleanup."""
+
+    def __init__(self, dialect: engines.Dialect, spec: TableSpec, persistence_version: str = DEFAULT_PERSISTENCE_VERSION):
+        if spec.kind is not Kind.OUTBOX:
+            raise errors.UsageError(f"{spec.name} is not an outbox table")
+        self.dialect = dialect
+        self.spec = spec
+        self.persistence_version = persistence_version
+        self.statements = dialect.outbox_statements(spec)
+
+    def __repr__(self) -> str:
+        return f"OutboxTable({self.display})"
+
+    @property
+    def display(self) -> str:
+        return self.dialect.display(self.dialect.saga_table(self.spec))
+
+    @classmethod
+    def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> OutboxTable:
+        dialect = engines.for_sqlalchemy(engine.dialect.name)
+        found = [s for s in blueprint.tables if s.kind is Kind.OUTBOX and dialect.table_key(s.name) == dialect.table_key(name)]
+        if not found:
+            known = ", ".join(s.name.table for s in blueprint.tables if s.kind is Kind.OUTBOX) or "none"
+            raise errors.NotFound(
+                f"no outbox table {name.table} in the deployed topology (outbox tables: {known}); declare `outbox: true` on "
+                "the endpoint in topology.yaml, compile and run `alembic upgrade head`"
+            )
+        return cls(dialect, found[0])
+
+    @classmethod
+    def from_database(
+        cls, engine: Engine, table: str, schema: str | None = None, catalog: str | None = None, config_file: str = "alembic.ini"
+    ) -> OutboxTable:
+        """The outbox table as the revision the database is stamped with records it."""
+        return cls.from_blueprint(engine, deployed_blueprint(engine, config_file), TableName(table, schema, catalog))
+
+    # -- the four statements --------------------------------------------------------------
+    def get(self, conn: Connection, message_id: str) -> OutboxRecord | None:
+        """The message's row (None: never handled with the outbox)."""
+        row = execute(conn, self.statements["get_outbox"], {"MessageId": message_id}).fetchone()
+        return None if row is None else OutboxRecord(_flag(row[0]), deserialize(row[1]))
+
+    def store(self, conn: Connection, message_id: str, operations: Sequence[OutgoingOperation]) -> None:
+        """The handled message's row, not dispatched yet, in the caller's (the handler's) transaction."""
+        params = {"MessageId": message_id, "Operations": serialize(operations), "PersistenceVersion": self.persistence_version}
+        execute(conn, self.statements["store_outbox"], params)
+
+    def set_dispatched(self, conn: Connection, message_id: str) -> None:
+        """Dispatched now; the row keeps no operations ('[]')."""
+        now = self.dialect.outbox_time(datetime.now(timezone.utc))
+        execute(conn, self.statements["set_outbox_dispatched"], {"MessageId": message_id, "DispatchedAt": now})
+
+    def cleanup_batch(self, conn: Connection, before: datetime, batch_size: int) -> int:
+        """Delete up to batch_size rows dispatched before `before` (UTC); how many went."""
+        params = {"DispatchedBefore": self.dialect.outbox_time(before), "BatchSize": batch_size}
+        return max(execute(conn, self.statements["cleanup_outbox"], params).rowcount, 0)
+
+
+# ========================================================================================== the pump
+def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str | OutboxTable, context: type) -> PumpOutbox:
+    """The outbox of a pump whose endpoint's input queue is `input_name`: outbox=True means the
+    endpoint's default `<Endpoint_Name_>OutboxData` (a str: that table, for an endpoint with its own
+    table_prefix). The table must exist: a pump never creates one."""
+    if isinstance(outbox, OutboxTable):
+        table = outbox
+    else:
+        name = outbox if isinstance(outbox, str) else input_name.table.replace(".", "_") + "_OutboxData"
+        wanted = TableName(name, input_name.schema, input_name.catalog)
+        if transport.blueprint is not None:
+            table = OutboxTable.from_blueprint(transport.engine, transport.blueprint, wanted)
+        else:
+            table = OutboxTable(transport.dialect, TableSpec(Kind.OUTBOX, wanted, saga_prefix=name[: -len("OutboxData")]))
+    with transport.engine.connect() as conn:
+        existing = transport.dialect.catalog.existing_columns(conn)
+    if transport.dialect.table_key(table.dialect.saga_table(table.spec)) not in existing:
+        raise errors.NotFound(
+            f"the pump's outbox table {table.display} does not exist; declare `outbox: true` on the endpoint in "
+            "topology.yaml, compile and run `alembic upgrade head`"
+        )
+    return PumpOutbox(transport, table, context)
+
+
+@dataclass
+class _Taken:
+    """What the handler's transaction of a batch leaves to the pump and to the dispatch."""
+
+    handled: list[Message] = field(default_factory=list)  # counted by the pump after the commit
+    outcomes: list[str | None] = field(default_factory=list)
+    settled: list[Any] = field(default_factory=list)  # positions deleted in the handler's transaction
+    stored: list[tuple[Message, list[OutgoingOperation]]] = field(default_factory=list)  # to dispatch
+
+
+class PumpOutbox:
+    """The pump's receive with the outbox (the module's docstring): `receive` is called by the
+    pump's receive task in place of its own, with its connection; `context` is the pump's Context."""
+
+    def __init__(self, transport: Transport, table: OutboxTable, context: type):
+        self.transport = transport
+        self.table = table
+        self.context = context
+
+    def receive(self, pump: MessagePump, conn: Connection, size: int) -> int:
+        """Up to `size` messages handled; how many were taken off the queue or tried (0: empty)."""
+        with conn.begin():
+            messages, expired = pump.queue.lock_batch(conn, size)
+            taken = _Taken(settled=list(expired))
+            for message in messages:
+                self._handle(pump, conn, message, taken)
+            pump.queue.delete_locked(conn, taken.settled)
+        for message, operations in taken.stored:  # the handler's transaction committed
+            self.dispatch_stored(pump, conn, message, operations)
+        pump._forget(taken.handled, taken.outcomes)
+        return len(messages) + len(expired)
+
+    def _handle(self, pump: MessagePump, conn: Connection, message: Message, taken: _Taken) -> None:
+        record = self.table.get(conn, message.id)
+        if record is not None:  # handled before: never again; what it sent leaves now if it has not
+            if not record.dispatched:
+                log.info("message %s was handled before; dispatching its %d stored operation(s)", message.id, len(record.operations))
+                self.dispatch(conn, record.operations)
+                self.table.set_dispatched(conn, message.id)
+            taken.settled.append(message.order)
+            taken.handled.append(message)
+            taken.outcomes.append(None)
+            return
+        outgoing = Outgoing(self.transport)
+        context = self.context(conn, self.transport, pump.queue, savepoint=pump.queue.savepoint, outgoing=outgoing)
+        try:
+            outcome = pump._dispatch(message, context)
+        except Exception as exc:  # the handler's failure: back to its savepoint, the message stays
+            if context.saved:
+                pump.queue.rollback_to_savepoint(conn)
+            pump._record_failure(message, exc)
+            return
+        taken.handled.append(message)
+        taken.outcomes.append(outcome)
+        if outcome == "processed":
+            self.table.store(conn, message.id, outgoing.operations)
+            taken.stored.append((message, outgoing.operations))
+        else:  # poison, forwarded or moved to the error queue: sent in this transaction, no row
+            taken.settled.append(message.order)
+
+    def dispatch_stored(self, pump: MessagePump, conn: Connection, message: Message, operations: list[OutgoingOperation]) -> None:
+        """After the handler's commit: take the message, send its operations, set its row as
+        dispatched, in one transaction. A message another receive took meanwhile (it found the row
+        and dispatched it) is left to it."""
+        with conn.begin():
+            if pump.queue.delete_locked(conn, [message.order]) == 0:
+                return
+            self.dispatch(conn, operations)
+            self.table.set_dispatched(conn, message.id)
+
+    def dispatch(self, conn: Connection, operations: Sequence[OutgoingOperation]) -> None:
+        """Send stored operations to their queues, in the caller's transaction."""
+        dispatch(conn, self.transport, operations)
+
+
+# ========================================================================================== cleanup
+@dataclass
+class CleanupReport:
+    cutoff: datetime  # rows dispatched before this (UTC) were deleted
+    batch_size: int
+    deleted: dict[str, int] = field(default_factory=dict)  # table -> rows deleted
+    batches: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.deleted.values())
+
+    def to_json(self) -> dict:
+        tables = [{"table": name, "deleted": n, "batches": self.batches[name]} for name, n in self.deleted.items()]
+        return {
+            "status": "cleaned",
+            "cutoff": self.cutoff.isoformat(timespec="seconds"),
+            "batch_size": self.batch_size,
+            "deleted": self.total,
+            "tables": tables,
+        }
+
+
+def cleanup(
+    engine: Engine,
+    older_than: timedelta,
+    *,
+    batch_size: int = DEFAULT_CLEANUP_BATCH,
+    config_file: str = "alembic.ini",
+    blueprint: Blueprint | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> CleanupReport:
+    """Delete the rows of every outbox table of the deployed topology dispatched more than
+    `older_than` ago, `batch_size` rows per transaction, until a batch comes back short; rows not
+    dispatched are never deleted. `progress(table, deleted so far, batches)` after each batch."""
+    if batch_size < 1:
+        raise errors.UsageError(f"the batch size must be at least 1, not {batch_size}")
+    if older_than < timedelta(0):
+        raise errors.UsageError(f"the age must not be negative: {older_than}")
+    blueprint = blueprint or deployed_blueprint(engine, config_file)
+    dialect = engines.for_sqlalchemy(engine.dialect.name)
+    tables = [OutboxTable(dialect, spec) for spec in blueprint.tables if spec.kind is Kind.OUTBOX]
+    if not tables:
+        raise errors.NotFound("the deployed topology has no outbox table (`outbox: true` on an endpoint declares one)")
+    report = CleanupReport(datetime.now(timezone.utc) - older_than, batch_size)
+    for table in tables:
+        deleted = batches = 0
+        while True:
+            with engine.begin() as conn:
+                n = table.cleanup_batch(conn, report.cutoff, batch_size)
+            deleted, batches = deleted + n, batches + 1
+            if progress is not None:
+                progress(table.display, deleted, batches)
+            if n < batch_size:
+                break
+        report.deleted[table.display], report.batches[table.display] = deleted, batches
+    return report

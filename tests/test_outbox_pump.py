@@ -1,0 +1,201 @@
+"""The pump with the outbox (docs/outbox.md), on real SQLite and PostgreSQL: a process killed with
+SIGKILL after the handler's commit, or between the dispatch and setting the row as dispatched, then
+run again, delivers every outgoing message once and never runs a handler twice for one incoming
+message (the handler counts its runs in a second database); a duplicate is not handled again; a
+failing handler stores nothing; the pump refuses to start without the endpoint's outbox table."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sqltransport_schema import errors, wire
+from sqltransport_schema.db import make_engine
+from sqltransport_schema.runtime.outbox import OutboxTable, deserialize
+from sqltransport_schema.runtime.pump import MessagePump
+from sqltransport_schema.runtime.transport import Transport
+
+from .support.outbox_child import TOPIC, billing_ids, derived_id, event_id
+
+REPO = Path(__file__).resolve().parents[1]
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    outbox: true
+  - name: Billing
+  - name: Shipping
+queues:
+  - name: error
+"""
+INCOMING = [f"00000000-0000-0000-0000-{i:012d}" for i in range(1, 9)]
+STORED = derived_id("stored", "1")
+CRASH_AT = 3  # the third message through the step: some were done before the crash, some wait behind it
+
+
+@pytest.fixture
+def effects_url(db_url, request, tmp_path) -> str:
+    """The handler's second database (SQLite beside SQLite, a second PostgreSQL database beside
+    PostgreSQL), with the table where it counts its runs."""
+    url = f"sqlite:///{tmp_path / 'effects.db'}" if db_url.startswith("sqlite") else request.getfixturevalue("pg_url2")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE effects (message_id VARCHAR(200) NOT NULL)"))
+    engine.dispose()
+    return url
+
+
+@pytest.fixture
+def sales(project, db_url, monkeypatch):
+    """TOPOLOGY deployed; Shipping subscribed to the topic; the incoming messages in Sales."""
+    project.deploy(db_url, TOPOLOGY)
+    monkeypatch.chdir(project.root)
+    transport = Transport.from_database(make_engine(db_url), str(project.ini))
+    with transport.engine.begin() as conn:
+        transport.subscriptions().subscribe(conn, "Shipping", transport.queue("Shipping").address, TOPIC)
+        for message_id in INCOMING:
+            transport.queue("Sales").send(conn, b'{"order": 1}', {wire.MESSAGE_ID: message_id})
+    yield transport
+    transport.engine.dispose()
+
+
+def _child(project, db_url: str, effects_url: str, batch: int, *crash: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "tests.support.outbox_child", db_url, str(project.ini), effects_url, str(batch), *crash]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180)
+
+
+def _drain(transport: Transport, queue: str) -> list[str]:
+    ids = []
+    with transport.engine.begin() as conn:
+        while (message := transport.queue(queue).receive(conn)) is not None:
+            ids.append(message.id)
+    return ids
+
+
+def _effects(url: str) -> Counter:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return Counter(row[0] for row in conn.execute(sa.text("SELECT message_id FROM effects")))
+    finally:
+        engine.dispose()
+
+
+def _outbox(transport: Transport) -> OutboxTable:
+    return OutboxTable.from_blueprint(transport.engine, transport.blueprint, transport.name("Sales_OutboxData"))
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+@pytest.mark.parametrize("point", ["after-commit", "after-dispatch"])
+def test_a_pump_killed_at_either_step_then_restarted_delivers_everything_and_handles_nothing_twice(
+    project, db_url, effects_url, sales, point, batch
+):
+    crashed = _child(project, db_url, effects_url, batch, point, str(CRASH_AT))
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+
+    # what the crash left: the third message handled and its row stored, nothing of it dispatched,
+    # the message itself still in Sales (it comes back)
+    handled_before = CRASH_AT if batch == 1 else batch  # a batch's handlers all run before its one commit
+    assert _effects(effects_url) == Counter(INCOMING[:handled_before])
+    outbox, waiting = _outbox(sales), INCOMING[CRASH_AT - 1]
+    with sales.engine.begin() as conn:
+        record = outbox.get(conn, waiting)
+        assert record is not None and not record.dispatched
+        assert [(op.message_id, op.options) for op in record.operations] == [
+            *[(i, {"Destination": sales.queue("Billing").address}) for i in billing_ids(waiting)],
+            (event_id(waiting), {"EventType": TOPIC}),
+        ]
+        assert all(op.headers[wire.MESSAGE_ID] == op.message_id for op in record.operations)
+        assert sales.queue("Sales").peek(conn) > 0
+
+    restarted = _child(project, db_url, effects_url, batch)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+
+    assert _effects(effects_url) == Counter(INCOMING)  # every message handled, none twice
+    assert sorted(_drain(sales, "Billing")) == sorted(i for m in INCOMING for i in billing_ids(m))  # each once
+    assert sorted(_drain(sales, "Shipping")) == sorted(event_id(m) for m in INCOMING)
+    assert _drain(sales, "Sales") == [] and _drain(sales, "error") == []
+    with sales.engine.begin() as conn:
+        rows = [outbox.get(conn, m) for m in INCOMING]
+    assert all(r is not None and r.dispatched and r.operations == [] for r in rows)
+
+
+def _pump(transport: Transport, handler, **options) -> MessagePump:
+    return MessagePump(transport, transport.queue("Sales"), handler, peek_delay=0.1, outbox=True, **options)
+
+
+def _drain_with(pump: MessagePump) -> None:
+    while pump.receive_one():
+        pass
+
+
+def test_a_message_handled_before_is_not_handled_again(sales):
+    runs = []
+
+    def handler(message, context):
+        runs.append(message.id)
+        context.send("Billing", b"{}", {wire.MESSAGE_ID: derived_id(message.id, "billing")})
+
+    pump = _pump(sales, handler)
+    _drain_with(pump)
+    with sales.engine.begin() as conn:  # the same message again (a sender that retried, say)
+        sales.queue("Sales").send(conn, b'{"order": 1}', {wire.MESSAGE_ID: INCOMING[0]})
+    _drain_with(pump)
+    pump.close()
+    assert runs == INCOMING
+    assert sorted(_drain(sales, "Billing")) == sorted(derived_id(m, "billing") for m in INCOMING)  # nothing sent again
+    assert _drain(sales, "Sales") == []
+
+
+def test_a_row_stored_but_not_dispatched_is_dispatched_when_its_message_comes_back(sales):
+    """What a crash after the handler's commit leaves, made by hand: the pump sends the stored
+    operations, sets the row as dispatched and takes the message, without running the handler."""
+    outbox = _outbox(sales)
+    payload = json.dumps(
+        [{"MessageId": STORED, "Body": "e30=", "Headers": {wire.MESSAGE_ID: STORED}, "Options": {"Destination": "Billing"}}]
+    )
+    with sales.engine.begin() as conn:
+        outbox.store(conn, INCOMING[0], deserialize(payload))
+    runs = []
+    pump = _pump(sales, lambda message, context: runs.append(message.id), batch_size=50)
+    pump.receive_batch()
+    pump.close()
+    assert runs == INCOMING[1:]
+    with sales.engine.begin() as conn:
+        billing = sales.queue("Billing").receive(conn)
+        assert (billing.id, billing.body) == (STORED, b"{}")
+        assert outbox.get(conn, INCOMING[0]).dispatched
+
+
+def test_a_failing_handler_stores_nothing_and_its_retry_sends_once(sales):
+    attempts = Counter()
+
+    def handler(message, context):
+        attempts[message.id] += 1
+        context.send("Billing", b"{}", {wire.MESSAGE_ID: derived_id(message.id, f"attempt-{attempts[message.id]}")})
+        if attempts[message.id] == 1:
+            raise RuntimeError("first attempt fails")
+
+    pump = _pump(sales, handler, batch_size=3)
+    while pump.receive_batch():
+        pass
+    pump.close()
+    assert set(attempts.values()) == {2}
+    assert sorted(_drain(sales, "Billing")) == sorted(derived_id(m, "attempt-2") for m in INCOMING)
+    assert _drain(sales, "error") == []
+
+
+def test_the_pump_needs_the_endpoints_outbox_table(sales):
+    with pytest.raises(errors.NotFound, match="no outbox table Billing_OutboxData in the deployed topology.*outbox: true"):
+        MessagePump(sales, sales.queue("Billing"), lambda message, context: None, outbox=True)
+    with sales.engine.begin() as conn:
+        conn.execute(sa.text(f"DROP TABLE {sales.dialect.qualified(sales.name('Sales_OutboxData'))}"))
+    with pytest.raises(errors.NotFound, match="outbox table .*Sales_OutboxData.* does not exist"):
+        _pump(sales, lambda message, context: None)
