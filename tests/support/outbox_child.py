@@ -85,10 +85,12 @@ def main(argv: list[str]) -> int:
     queue = transport.queue("Sales")
     pump = MessagePump(transport, queue, handler, batch_size=int(batch), peek_delay=0.1, outbox=True)
     pump.start()
+    # polled with a plain count: the transport's peek locks the head row, and the pump would skip it
+    count = sa.text(f"SELECT count(*) FROM {transport.dialect.qualified(queue.name)}")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        with transport.engine.begin() as conn:
-            if queue.peek(conn) == 0:
+        with transport.engine.connect() as conn:
+            if conn.execute(count).scalar() == 0:
                 break
         time.sleep(0.05)
     else:
