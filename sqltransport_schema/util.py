@@ -25,12 +25,12 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)\s*")
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|d)\s*")
 
 
 def duration_ms(text: str) -> int | None:
-    """`2s`, `500ms`, `10m` (or `10min`), `1h` as milliseconds, `0` alone as 0; None: not a duration
+    """`2s`, `500ms`, `10m` (or `10min`), `1h`, `7d` as milliseconds, `0` alone as 0; None: not a duration
     (each option that takes one says so in its own words)."""
     if text.strip() == "0":
         return 0

@@ -5,7 +5,7 @@ output.py    the exit codes and the one way to print a result or an error
 project.py   init (a new project)
 topology.py  validate, compile, json-schema (topology.yaml alone)
 database.py  check, adopt (a live database)
-operations.py status, retry (operating a live bus)
+operations.py status, retry, outbox cleanup (operating a live bus)
 pictures.py  graph (the topology or a live database as a diagram)
 review.py    statements, grants, script (what a DBA reviews)
 pipeline.py  pipeline move, plan, run, archive, replay, backfill (Spark)
@@ -33,6 +33,7 @@ COMMANDS = (
     "adopt",
     "status",
     "retry",
+    "outbox",
     "graph",
     "statements",
     "grants",

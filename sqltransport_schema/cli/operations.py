@@ -1,5 +1,6 @@
 """Commands that operate a live bus: status (what waits in every table), retry (failed messages back
-to their queues). The work is in runtime/operations.py; this parses, prints and repeats (--watch)."""
+to their queues), outbox cleanup (dispatched outbox rows deleted). The work is in runtime/operations.py
+and runtime/outbox.py; this parses, prints and repeats (--watch)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,20 @@ import signal
 import sys
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from .. import errors
 from ..runtime.operations import DEFAULT_RETRY_BATCH
+from ..runtime.outbox import DEFAULT_CLEANUP_BATCH
 from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url, display_url
 from .options import add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from ..runtime.operations import Flow, RetryReport, StatusReport, TableStatus
     from ..runtime.transport import Transport
 
@@ -27,10 +32,16 @@ CLEAR = "\x1b[H\x1b[2J"  # cursor home, then clear the screen: status --watch re
 
 
 def _transport(args: argparse.Namespace, readers: bool) -> Transport:
-    """The deployed transport of --url (else SQLTRANSPORT_URL, else alembic.ini's sqlalchemy.url, else
+    """The deployed transport of the database `_engine` reaches."""
+    from ..runtime.transport import Transport
+
+    return Transport.from_database(_engine(args, readers), args.config, verify=False)
+
+
+def _engine(args: argparse.Namespace, readers: bool) -> Engine:
+    """The database of --url (else SQLTRANSPORT_URL, else alembic.ini's sqlalchemy.url, else
     ./sqltransport.db); a SQLite file that does not exist is refused, never created empty."""
     from ..db import make_engine, missing_sqlite_file
-    from ..runtime.transport import Transport
 
     config = load_config(args.config) if Path(args.config).is_file() else None
     url, origin = chosen_url(args.url, config)
@@ -38,8 +49,7 @@ def _transport(args: argparse.Namespace, readers: bool) -> Transport:
     if missing is not None:
         named_by = _named_by(origin, args.config, config is not None)
         raise errors.NotFound(f"no SQLite database at {missing} ({named_by}); nothing was created: {_give_url()}")
-    engine = make_engine(url, sqlite_writers=not readers)
-    return Transport.from_database(engine, args.config, verify=False)
+    return make_engine(url, sqlite_writers=not readers)
 
 
 def _named_by(origin: str, config: str, config_found: bool) -> str:
@@ -350,6 +360,45 @@ def retry_lines(report: RetryReport) -> list[str]:
     return lines
 
 
+# -------------------------------------------------------------------------------------------- outbox
+def cmd_outbox_cleanup(args: argparse.Namespace) -> int:
+    """delete outbox rows dispatched longer ago than --older-than, in batches
+
+    Delete the rows of every outbox table of the deployed topology that were dispatched more than
+    --older-than ago (e.g. 90m, 12h, 7d), --batch-size rows per transaction until a batch comes back
+    short, as SQL persistence's outbox cleanup does; rows not dispatched yet are never deleted. A
+    progress line per batch on stderr, the summary on stdout (docs/outbox.md). Works on every engine
+    that holds outbox tables (MySQL/MariaDB too).
+    """
+    from ..runtime.outbox import cleanup
+
+    engine = _engine(args, readers=False)
+
+    def progress(table: str, deleted: int, batches: int) -> None:
+        sys.stderr.write(f"outbox cleanup: {table}: {deleted} deleted in {batches} batch(es)\n")
+        sys.stderr.flush()
+
+    try:
+        report = cleanup(engine, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress)
+    finally:
+        engine.dispose()
+    cutoff = report.cutoff.isoformat(timespec="seconds")
+    lines = [f"deleted {report.total} outbox row(s) dispatched before {cutoff} in {sum(report.batches.values())} batch(es)"]
+    lines += [f"  {n} from {table}" for table, n in report.deleted.items()]
+    emit(args, report.to_json(), lines)
+    return EXIT_OK
+
+
+def _older_than(text: str) -> timedelta:
+    """--older-than: a duration as the lock options write one, or days (7d)."""
+    from ..util import duration_ms
+
+    milliseconds = duration_ms(text)
+    if milliseconds is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an age: give a number and its unit, e.g. 90m, 12h or 7d")
+    return timedelta(milliseconds=milliseconds)
+
+
 # ------------------------------------------------------------------------------------------ parsers
 def add_status(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "status", cmd_status, "sqltransport-schema status --url postgresql://postgres@127.0.0.1/app --format prometheus")
@@ -397,4 +446,21 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
     add_options(p, "format", "config")
 
 
-PARSERS = {"status": add_status, "retry": add_retry}
+def add_outbox(sub: argparse._SubParsersAction) -> None:
+    """the outbox tables of a live database: cleanup of dispatched rows
+
+    Commands on the outbox tables of the deployed topology (docs/outbox.md): `cleanup` deletes the
+    rows dispatched longer ago than an age, in batches.
+    """
+    group = add_command(sub, "outbox", add_outbox, "sqltransport-schema outbox cleanup --older-than 7d", group=True)
+    osub = group.add_subparsers(dest="outbox_command", required=True)
+    p = add_command(osub, "cleanup", cmd_outbox_cleanup, "sqltransport-schema outbox cleanup --older-than 7d --batch-size 5000")
+    p.add_argument(
+        "--older-than", required=True, type=_older_than, metavar="DURATION", help="age of the dispatched rows to delete: 90m, 12h, 7d"
+    )
+    add_options(p, "url")
+    add_options(p, "batch_size", batch_size={"default": DEFAULT_CLEANUP_BATCH, "help": "rows per transaction (default: %(default)s)"})
+    add_options(p, "format", "config")
+
+
+PARSERS = {"status": add_status, "retry": add_retry, "outbox": add_outbox}

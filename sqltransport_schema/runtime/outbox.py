@@ -193,10 +193,10 @@ class OutboxTable:
         params = {"MessageId": message_id, "Operations": serialize(operations), "PersistenceVersion": self.persistence_version}
         execute(conn, self.statements["store_outbox"], params)
 
-    def set_dispatched(self, conn: Connection, message_id: str) -> None:
-        """Dispatched now; the row keeps no operations ('[]')."""
-        now = self.dialect.outbox_time(datetime.now(timezone.utc))
-        execute(conn, self.statements["set_outbox_dispatched"], {"MessageId": message_id, "DispatchedAt": now})
+    def set_dispatched(self, conn: Connection, message_id: str, at: datetime | None = None) -> None:
+        """Dispatched at `at` (UTC; default now); the row keeps no operations ('[]')."""
+        when = self.dialect.outbox_time(at or datetime.now(timezone.utc))
+        execute(conn, self.statements["set_outbox_dispatched"], {"MessageId": message_id, "DispatchedAt": when})
 
     def cleanup_batch(self, conn: Connection, before: datetime, batch_size: int) -> int:
         """Delete up to batch_size rows dispatched before `before` (UTC); how many went."""
