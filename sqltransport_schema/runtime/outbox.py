@@ -215,7 +215,13 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
         name = outbox if isinstance(outbox, str) else input_name.table.replace(".", "_") + "_OutboxData"
         wanted = TableName(name, input_name.schema, input_name.catalog)
         if transport.blueprint is not None:
-            table = OutboxTable.from_blueprint(transport.engine, transport.blueprint, wanted)
+            try:
+                table = OutboxTable.from_blueprint(transport.engine, transport.blueprint, wanted)
+            except errors.NotFound as missing:
+                if isinstance(outbox, str):
+                    raise
+                hint = 'an endpoint with its own table_prefix names its table: MessagePump(..., outbox="<table_prefix>OutboxData")'
+                raise errors.NotFound(f"{missing}; {hint}") from None
         else:
             table = OutboxTable(transport.dialect, TableSpec(Kind.OUTBOX, wanted, saga_prefix=name[: -len("OutboxData")]))
     with transport.engine.connect() as conn:
