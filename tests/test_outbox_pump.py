@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from sqltransport_schema import errors, wire
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime.outbox import OutboxTable, deserialize
+from sqltransport_schema.runtime.outbox import OutboxTable, PumpOutbox, deserialize
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
@@ -37,7 +37,6 @@ queues:
 """
 INCOMING = [f"00000000-0000-0000-0000-{i:012d}" for i in range(1, 9)]
 STORED = derived_id("stored", "1")
-CRASH_AT = 3  # the third message through the step: some were done before the crash, some wait behind it
 
 
 @pytest.fixture
@@ -92,19 +91,26 @@ def _outbox(transport: Transport) -> OutboxTable:
     return OutboxTable.from_blueprint(transport.engine, transport.blueprint, transport.name("Sales_OutboxData"))
 
 
-@pytest.mark.parametrize("batch", [1, 5])
-@pytest.mark.parametrize("point", ["after-commit", "after-dispatch"])
+# (step, batch size, the nth time the step runs is the crash, handlers run by then, the first message waiting)
+CRASHES = [
+    ("after-commit", 1, 3, 3, 2),  # messages 1-2 done, 3 handled
+    ("after-commit", 5, 2, 8, 5),  # the first batch (1-5) done, the second (6-8) handled
+    ("after-dispatch", 1, 3, 3, 2),
+    ("after-dispatch", 5, 3, 5, 0),  # the first batch handled; its dispatch (1-2 sent and set) undone
+]
+
+
+@pytest.mark.parametrize("point, batch, crash_at, handled, waiting", CRASHES, ids=[f"{c[0]}-batch{c[1]}" for c in CRASHES])
 def test_a_pump_killed_at_either_step_then_restarted_delivers_everything_and_handles_nothing_twice(
-    project, db_url, effects_url, sales, point, batch
+    project, db_url, effects_url, sales, point, batch, crash_at, handled, waiting
 ):
-    crashed = _child(project, db_url, effects_url, batch, point, str(CRASH_AT))
+    crashed = _child(project, db_url, effects_url, batch, point, str(crash_at))
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
 
-    # what the crash left: the third message handled and its row stored, nothing of it dispatched,
-    # the message itself still in Sales (it comes back)
-    handled_before = CRASH_AT if batch == 1 else batch  # a batch's handlers all run before its one commit
-    assert _effects(effects_url) == Counter(INCOMING[:handled_before])
-    outbox, waiting = _outbox(sales), INCOMING[CRASH_AT - 1]
+    # what the crash left: messages handled and their rows stored, nothing of them dispatched, the
+    # messages themselves still in Sales (they come back)
+    assert _effects(effects_url) == Counter(INCOMING[:handled])
+    outbox, waiting = _outbox(sales), INCOMING[waiting]
     with sales.engine.begin() as conn:
         record = outbox.get(conn, waiting)
         assert record is not None and not record.dispatched
@@ -172,6 +178,32 @@ def test_a_row_stored_but_not_dispatched_is_dispatched_when_its_message_comes_ba
         billing = sales.queue("Billing").receive(conn)
         assert (billing.id, billing.body) == (STORED, b"{}")
         assert outbox.get(conn, INCOMING[0]).dispatched
+
+
+def test_a_message_another_receive_takes_before_the_dispatch_is_sent_once(sales, monkeypatch):
+    """Between a batch's commit and its dispatch its messages are unlocked: a second pump that takes
+    one finds its row and dispatches it; the first pump's dispatch leaves it and sends the others."""
+    runs = Counter()
+
+    def handler(message, context):
+        runs[message.id] += 1
+        context.send("Billing", b"{}", {wire.MESSAGE_ID: derived_id(message.id, "billing")})
+
+    first, second = _pump(sales, handler, batch_size=50), _pump(sales, handler)
+    original = PumpOutbox.dispatch_stored
+
+    def racing(self, pump, conn, stored):
+        if pump is first and len(stored) > 1:
+            assert second.receive_one()  # the head message: handled before, so dispatched by the second pump
+        return original(self, pump, conn, stored)
+
+    monkeypatch.setattr(PumpOutbox, "dispatch_stored", racing)
+    first.receive_batch()
+    first.close()
+    second.close()
+    assert runs == Counter(INCOMING)
+    assert sorted(_drain(sales, "Billing")) == sorted(derived_id(m, "billing") for m in INCOMING)
+    assert _drain(sales, "Sales") == []
 
 
 def test_a_failing_handler_stores_nothing_and_its_retry_sends_once(sales):

@@ -7,8 +7,8 @@ A message handled with the outbox takes two transactions on the pump's connectio
 1. the handler's: the incoming message is locked (not taken); its outbox row is read; a message
    without one is handled, its outgoing sends and publishes captured (not sent) and stored as the
    row's Operations (SQL persistence's serialized form), then commit;
-2. the dispatch: the incoming message is taken (deleted), the stored operations are sent to their
-   queues and the row is set as dispatched, in one commit.
+2. the dispatch: the incoming messages are taken (deleted), the stored operations are sent to their
+   queues and the rows are set as dispatched, in one commit (per batch).
 
 A crash before (1) commits handles the message again; after it, the message is still in its queue
 and comes back: its row says it was handled, so the handler does not run again and what (2) had not
@@ -261,8 +261,8 @@ class PumpOutbox:
             for message in messages:
                 self._handle(pump, conn, message, taken)
             pump.queue.delete_locked(conn, taken.settled)
-        for message, operations in taken.stored:  # the handler's transaction committed
-            self.dispatch_stored(pump, conn, message, operations)
+        if taken.stored:  # the handler's transaction committed
+            self.dispatch_stored(pump, conn, taken.stored)
         pump._forget(taken.handled, taken.outcomes)
         return len(messages) + len(expired)
 
@@ -294,15 +294,20 @@ class PumpOutbox:
         else:  # poison, forwarded or moved to the error queue: sent in this transaction, no row
             taken.settled.append(message.order)
 
-    def dispatch_stored(self, pump: MessagePump, conn: Connection, message: Message, operations: list[OutgoingOperation]) -> None:
-        """After the handler's commit: take the message, send its operations, set its row as
-        dispatched, in one transaction. A message another receive took meanwhile (it found the row
-        and dispatched it) is left to it."""
-        with conn.begin():
-            if pump.queue.delete_locked(conn, [message.order]) == 0:
+    def dispatch_stored(self, pump: MessagePump, conn: Connection, stored: list[tuple[Message, list[OutgoingOperation]]]) -> None:
+        """After the handler's commit: take the messages, send their operations, set their rows as
+        dispatched, in one transaction. When another receive took some meanwhile (it found their
+        rows and dispatched them), that is undone and each message goes alone: those taken are left."""
+        with conn.begin() as transaction:
+            if pump.queue.delete_locked(conn, [message.order for message, _ in stored]) == len(stored):
+                for message, operations in stored:
+                    self.dispatch(conn, operations)
+                    self.table.set_dispatched(conn, message.id)
                 return
-            self.dispatch(conn, operations)
-            self.table.set_dispatched(conn, message.id)
+            transaction.rollback()
+        if len(stored) > 1:
+            for item in stored:
+                self.dispatch_stored(pump, conn, [item])
 
     def dispatch(self, conn: Connection, operations: Sequence[OutgoingOperation]) -> None:
         """Send stored operations to their queues, in the caller's transaction."""

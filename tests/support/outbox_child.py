@@ -8,9 +8,11 @@ incoming message's. Without a crash point the pump runs until the Sales queue is
 process exits 0. With one, the process kills itself with SIGKILL at the CRASH_AT-th time the pump
 reaches it, by wrapping the pump's own steps (nothing in the library knows of it):
 
-  after-commit    the handler's transaction has committed; its operations are not dispatched
-  after-dispatch  the operations were sent, in the dispatch's transaction; the row is not yet set
-                  as dispatched and nothing of that transaction is committed
+  after-commit    the handler's transaction (of a message, or a batch) has committed; nothing is
+                  dispatched (CRASH_AT counts dispatches: one per message or batch)
+  after-dispatch  a message's operations were sent, in the dispatch's transaction; its row is not
+                  yet set as dispatched and nothing of that transaction is committed (CRASH_AT
+                  counts rows set as dispatched)
 """
 
 from __future__ import annotations
