@@ -38,7 +38,8 @@ def outboxes(project, saga_db):
     """Both outbox tables deployed and filled with SALES_ROWS and BILLING_ROWS; (url, engine, tables)."""
     url = project.deploy(saga_db, TOPOLOGY, "outboxes")
     engine = make_engine(url)
-    tables = {name: OutboxTable.from_database(engine, name, config_file=str(project.ini)) for name in ("Sales_Api_OutboxData", "Bill_OutboxData")}
+    names = ("Sales_Api_OutboxData", "Bill_OutboxData")
+    tables = {name: OutboxTable.from_database(engine, name, config_file=str(project.ini)) for name in names}
     with engine.begin() as conn:
         for name, rows in (("Sales_Api_OutboxData", SALES_ROWS), ("Bill_OutboxData", BILLING_ROWS)):
             for message_id, dispatched_at in rows.items():

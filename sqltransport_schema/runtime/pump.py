@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from sqlalchemy.engine import Connection
 
 from .. import errors, wire
-from .outbox import Outgoing, OutboxTable, pump_outbox
+from .outbox import OutboxTable, Outgoing, pump_outbox
 from .transport import EndpointTables, Message, Queue, Transport
 
 __all__ = ["MessagePump", "Context", "DueMover", "PumpFailed", "RECOMMENDED_PEEK_DELAY", "DEFAULT_FAILURE_TIMEOUT"]
