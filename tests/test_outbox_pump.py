@@ -231,3 +231,13 @@ def test_the_pump_needs_the_endpoints_outbox_table(sales):
         conn.execute(sa.text(f"DROP TABLE {sales.dialect.qualified(sales.name('Sales_OutboxData'))}"))
     with pytest.raises(errors.NotFound, match="outbox table .*Sales_OutboxData.* does not exist"):
         _pump(sales, lambda message, context: None)
+
+
+def test_context_publish_without_the_outbox_publishes_in_the_receive(sales):
+    def handler(message, context):
+        context.publish(TOPIC, b"{}", {wire.MESSAGE_ID: event_id(message.id)})
+
+    pump = MessagePump(sales, sales.queue("Sales"), handler, peek_delay=0.1)
+    _drain_with(pump)
+    pump.close()
+    assert sorted(_drain(sales, "Shipping")) == sorted(event_id(m) for m in INCOMING)
