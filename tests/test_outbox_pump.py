@@ -225,7 +225,10 @@ def test_a_failing_handler_stores_nothing_and_its_retry_sends_once(sales):
 
 
 def test_the_pump_needs_the_endpoints_outbox_table(sales):
-    with pytest.raises(errors.NotFound, match="no outbox table Billing_OutboxData in the deployed topology.*outbox: true"):
+    with pytest.raises(
+        errors.NotFound,
+        match="no outbox table .Billing_OutboxData. in the deployed topology.*outbox: true.*outbox=.<table_prefix>OutboxData",
+    ):
         MessagePump(sales, sales.queue("Billing"), lambda message, context: None, outbox=True)
     with sales.engine.begin() as conn:
         conn.execute(sa.text(f"DROP TABLE {sales.dialect.qualified(sales.name('Sales_OutboxData'))}"))

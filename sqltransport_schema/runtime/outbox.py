@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection, Engine
 from .. import engines, errors, wire
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec
-from .sagas import DEFAULT_PERSISTENCE_VERSION
+from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
 from .transport import Message, Transport, _with_standard_headers, execute
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ DEFAULT_CLEANUP_BATCH = 10000
 DESTINATION_OPTION = "Destination"
 EVENT_TYPE_OPTION = "EventType"
 TOPICS_OPTION = "Topics"
+DECLARE_OUTBOX = "; declare `outbox: true` on the endpoint in topology.yaml, compile and run `alembic upgrade head`"
 
 
 # ======================================================================================= operations
@@ -165,15 +166,7 @@ class OutboxTable:
 
     @classmethod
     def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> OutboxTable:
-        dialect = engines.for_sqlalchemy(engine.dialect.name)
-        found = [s for s in blueprint.tables if s.kind is Kind.OUTBOX and dialect.table_key(s.name) == dialect.table_key(name)]
-        if not found:
-            known = ", ".join(s.name.table for s in blueprint.tables if s.kind is Kind.OUTBOX) or "none"
-            raise errors.NotFound(
-                f"no outbox table {name.table} in the deployed topology (outbox tables: {known}); declare `outbox: true` on "
-                "the endpoint in topology.yaml, compile and run `alembic upgrade head`"
-            )
-        return cls(dialect, found[0])
+        return cls(*deployed_spec(engine, blueprint, name, Kind.OUTBOX, DECLARE_OUTBOX))
 
     @classmethod
     def from_database(
@@ -227,10 +220,7 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
     with transport.engine.connect() as conn:
         existing = transport.dialect.catalog.existing_columns(conn)
     if transport.dialect.table_key(table.dialect.saga_table(table.spec)) not in existing:
-        raise errors.NotFound(
-            f"the pump's outbox table {table.display} does not exist; declare `outbox: true` on the endpoint in "
-            "topology.yaml, compile and run `alembic upgrade head`"
-        )
+        raise errors.NotFound(f"the pump's outbox table {table.display} does not exist{DECLARE_OUTBOX}")
     return PumpOutbox(transport, table, context)
 
 

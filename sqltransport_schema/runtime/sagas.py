@@ -50,6 +50,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def deployed_spec(engine: Engine, blueprint: Blueprint, name: TableName, kind: Kind, hint: str = "") -> tuple[engines.Dialect, TableSpec]:
+    """The engine's dialect and the blueprint's spec of the SQL persistence table `name` of this kind;
+    NotFound lists the tables of the kind it holds (then `hint`)."""
+    dialect = engines.for_sqlalchemy(engine.dialect.name)
+    found = [s for s in blueprint.tables if s.kind is kind and dialect.table_key(s.name) == dialect.table_key(name)]
+    if not found:
+        known = ", ".join(s.name.table for s in blueprint.tables if s.kind is kind) or "none"
+        raise errors.NotFound(f"no {kind.value} table {name} in the deployed topology; {kind.value} tables: {known}{hint}")
+    return dialect, found[0]
+
+
 class SagaTable:
     """One saga table on one engine."""
 
@@ -73,12 +84,7 @@ class SagaTable:
     @classmethod
     def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> SagaTable:
         """The saga table of that name as a blueprint records it (`from_database` reads the deployed one)."""
-        dialect = engines.for_sqlalchemy(engine.dialect.name)
-        found = [s for s in blueprint.tables if s.kind is Kind.SAGA and dialect.table_key(s.name) == dialect.table_key(name)]
-        if not found:
-            known = ", ".join(s.name.table for s in blueprint.tables if s.kind is Kind.SAGA) or "none"
-            raise errors.NotFound(f"no saga table {name} in the deployed topology; saga tables: {known}")
-        return cls(dialect, found[0])
+        return cls(*deployed_spec(engine, blueprint, name, Kind.SAGA))
 
     # -- reading -----------------------------------------------------------------------
     @staticmethod
