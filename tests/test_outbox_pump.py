@@ -160,6 +160,30 @@ def test_a_message_handled_before_is_not_handled_again(sales):
     assert _drain(sales, "Sales") == []
 
 
+def test_a_message_twice_in_one_batch_is_handled_and_sent_once(project, sqlite_url, monkeypatch):
+    """SQLite's queue holds an Id more than once (PostgreSQL's refuses the second): the copy later in
+    the batch finds the row the first stored and leaves its operations to the first's dispatch."""
+    project.deploy(sqlite_url, TOPOLOGY)
+    monkeypatch.chdir(project.root)
+    transport = Transport.from_database(make_engine(sqlite_url), str(project.ini))
+    with transport.engine.begin() as conn:
+        for _ in range(2):
+            transport.queue("Sales").send(conn, b"{}", {wire.MESSAGE_ID: INCOMING[0]})
+    runs = []
+
+    def handler(message, context):
+        runs.append(message.id)
+        context.send("Billing", b"{}", {wire.MESSAGE_ID: derived_id(message.id, "billing")})
+
+    pump = _pump(transport, handler, batch_size=10)
+    assert pump.receive_batch() == 2
+    pump.close()
+    assert runs == [INCOMING[0]]
+    assert _drain(transport, "Billing") == [derived_id(INCOMING[0], "billing")]
+    assert _drain(transport, "Sales") == []
+    transport.engine.dispose()
+
+
 def test_a_row_stored_but_not_dispatched_is_dispatched_when_its_message_comes_back(sales):
     """What a crash after the handler's commit leaves, made by hand: the pump sends the stored
     operations, sets the row as dispatched and takes the message, without running the handler."""

@@ -259,7 +259,7 @@ class PumpOutbox:
     def _handle(self, pump: MessagePump, conn: Connection, message: Message, taken: _Taken) -> None:
         record = self.table.get(conn, message.id)
         if record is not None:  # handled before: never again; what it sent leaves now if it has not
-            if not record.dispatched:
+            if not record.dispatched and message.id not in {m.id for m, _ in taken.stored}:  # (not earlier in this batch)
                 log.info("message %s was handled before; dispatching its %d stored operation(s)", message.id, len(record.operations))
                 self.dispatch(conn, record.operations)
                 self.table.set_dispatched(conn, message.id)
