@@ -37,6 +37,18 @@ from .transport import Message, Transport, _with_standard_headers, execute
 if TYPE_CHECKING:
     from .pump import MessagePump
 
+__all__ = [
+    "OutboxTable",
+    "OutboxRecord",
+    "OutgoingOperation",
+    "Outgoing",
+    "CleanupReport",
+    "cleanup",
+    "serialize",
+    "deserialize",
+    "DEFAULT_CLEANUP_BATCH",
+]
+
 log = logging.getLogger("sqltransport_schema.outbox")
 
 DEFAULT_CLEANUP_BATCH = 10000
@@ -137,6 +149,8 @@ def dispatch(conn: Connection, transport: Transport, operations: Sequence[Outgoi
 
 # ============================================================================================ table
 class OutboxRecord(NamedTuple):
+    """A message's outbox row: whether its operations were dispatched, and those it still holds."""
+
     dispatched: bool
     operations: list[OutgoingOperation]
 
@@ -307,6 +321,8 @@ class PumpOutbox:
 # ========================================================================================== cleanup
 @dataclass
 class CleanupReport:
+    """What `cleanup` deleted: rows and batches per outbox table, and the cutoff it used."""
+
     cutoff: datetime  # rows dispatched before this (UTC) were deleted
     batch_size: int
     deleted: dict[str, int] = field(default_factory=dict)  # table -> rows deleted

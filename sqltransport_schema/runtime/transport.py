@@ -316,7 +316,7 @@ class Transport:
         )
 
     # -- publish -----------------------------------------------------------------------
-    def publish(self, conn: Conn, topics: str | Sequence[str], body: bytes, headers: Mapping[str, str]) -> list[str]:
+    def publish(self, conn: Conn, topics: str | Sequence[str], body: bytes | None, headers: Mapping[str, str]) -> list[str]:
         """Send one copy to every subscriber of any of the topics; returns their addresses.
         A subscriber whose table does not exist raises SubscriberMissing (the send's own error,
         recognised by the engine's code: no catalog lookup per publish)."""
