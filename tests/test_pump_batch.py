@@ -1,6 +1,8 @@
 """The pump's batches (MessagePump(batch_size=N)) on real SQLite and PostgreSQL: one transaction per
-batch, one savepoint per handler. A failing handler undoes its own writes and leaves its message in
-the queue; the others commit once. A pump process killed mid-batch loses nothing."""
+batch. Optimistic batches (the default) run their handlers without savepoints and, when one fails,
+roll back and run again isolated, one savepoint per handler (isolation="savepoint" always does). A
+failing handler undoes its own writes and leaves its message in the queue; the others commit once.
+A poison message does not make later batches run twice. A pump process killed mid-batch loses nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import time
 import pytest
 from sqlalchemy import text
 
-from sqltransport_schema import wire
+from sqltransport_schema import errors, wire
 from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
@@ -24,6 +26,11 @@ from .support.runtime import deployed
 
 EFFECTS = "CREATE TABLE effects (message_id varchar(64) NOT NULL, n int NOT NULL, pid int NOT NULL)"
 INSERT_EFFECT = text("INSERT INTO effects (message_id, n, pid) VALUES (:id, :n, :pid)")
+# the same through the handler's driver cursor (context.cursor), in the driver's paramstyle
+CURSOR_EFFECT = {
+    "qmark": "INSERT INTO effects (message_id, n, pid) VALUES (?, ?, ?)",
+    "pyformat": "INSERT INTO effects (message_id, n, pid) VALUES (%s, %s, %s)",
+}
 
 
 @pytest.fixture
@@ -35,6 +42,10 @@ def transport(project, db_url, monkeypatch):
 
 def effect(context, message, pid: int = 0) -> None:
     context.connection.execute(INSERT_EFFECT, {"id": message.id, "n": int(message.headers["n"]), "pid": pid})
+
+
+def cursor_effect(context, message, pid: int = 0) -> None:
+    context.cursor.execute(CURSOR_EFFECT[context.driver.paramstyle], (message.id, int(message.headers["n"]), pid))
 
 
 def effects(engine) -> list[tuple[str, int, int]]:
@@ -71,7 +82,7 @@ def test_one_failing_handler_is_retried_alone_then_moved_to_the_error_queue(tran
             effect(context, message)
             context.connection.execute(text("INSERT INTO nowhere VALUES (1)"))
 
-    pump = MessagePump(transport, sales, handler, batch_size=10, immediate_retries=2, peek_delay=0.1)
+    pump = MessagePump(transport, sales, handler, batch_size=10, immediate_retries=2, peek_delay=0.1, isolation="savepoint")
     with caplog.at_level(logging.ERROR):
         taken = drain(pump)
     pump.close()
@@ -141,7 +152,8 @@ def test_batched_pump_drains_in_fifo_order_and_stops_gracefully(transport):
 
 
 def test_the_context_connection_is_the_batch_transaction_after_a_savepoint(transport):
-    """A handler that never uses the connection takes no savepoint; one that does gets the batch's transaction."""
+    """Isolated: a handler that never uses the connection takes no savepoint; one that does gets the
+    batch's transaction. Optimistic: none takes a savepoint."""
     sales = transport.queue("Sales")
     with transport.engine.begin() as conn:
         sales.send_many(conn, [(str(n).encode(), headers(n)) for n in range(3)])
@@ -152,20 +164,152 @@ def test_the_context_connection_is_the_batch_transaction_after_a_savepoint(trans
         if message.headers["n"] == "1":
             assert context.connection.in_transaction()
 
-    pump = MessagePump(transport, sales, handler, batch_size=3, peek_delay=0.1)
+    pump = MessagePump(transport, sales, handler, batch_size=3, peek_delay=0.1, isolation="savepoint")
     assert pump.receive_batch() == 3
     pump.close()
     assert [c.saved for c in contexts] == [False, True, False]
     assert len({id(c._connection) for c in contexts}) == 1
 
+    with transport.engine.begin() as conn:
+        sales.send_many(conn, [(str(n).encode(), headers(n)) for n in range(3)])
+    contexts.clear()
+    pump = MessagePump(transport, sales, handler, batch_size=3, peek_delay=0.1)
+    assert pump.receive_batch() == 3
+    pump.close()
+    assert [c.saved for c in contexts] == [False, False, False]
+
+
+# -- optimistic batches ------------------------------------------------------------------------
+def fill(transport, total: int) -> list[str]:
+    """The effects table, and `total` messages numbered 0.. on Sales."""
+    with transport.engine.begin() as conn:
+        conn.execute(text(EFFECTS))
+        return transport.queue("Sales").send_many(conn, [(str(n).encode(), headers(n)) for n in range(total)])
+
+
+def effect_counts(engine) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for _, n, _ in effects(engine):
+        counts[n] = counts.get(n, 0) + 1
+    return counts
+
+
+def test_an_always_failing_message_in_an_optimistic_batch_of_50_goes_alone_to_the_error_queue(transport):
+    sales, error, audit = transport.queue("Sales"), transport.queue("error"), transport.queue("audit")
+    ids = fill(transport, 50)
+    calls: list[int] = []
+
+    def handler(message, context):
+        n = int(message.headers["n"])
+        calls.append(n)
+        cursor_effect(context, message)  # the driver path, and SQLAlchemy's, in the one transaction
+        context.send(audit.address, message.body, {"n": str(n)})
+        if n == 17:
+            effect(context, message)
+            raise ValueError("cannot process order 17")
+
+    pump = MessagePump(transport, sales, handler, batch_size=50, immediate_retries=2, peek_delay=0.1)
+    assert drain(pump) == [50, 1, 1]  # the batch (run twice: 17 fails twice), 17 a third time, 17 to the error queue
+    pump.close()
+    # optimistic up to 17, rolled back; all 50 again isolated; 17 alone, its last retry; then moved, not called
+    assert calls == [*range(18), *range(50), 17]
+    assert (pump.reruns, pump.processed, pump.failed) == (1, 49, 1)
+    assert effect_counts(transport.engine) == {n: 1 for n in range(50) if n != 17}  # every other effect once
+    with transport.engine.begin() as conn:
+        assert sorted(int(m.headers["n"]) for m in audit.receive_batch(conn, 100)) == [n for n in range(50) if n != 17]
+        moved = error.receive_batch(conn, 10)
+        assert sales.peek(conn) == 0
+    assert [m.id for m in moved] == [ids[17]]
+    assert moved[0].headers[wire.EXCEPTION_MESSAGE] == "cannot process order 17"
+
+
+def test_a_handler_failing_once_then_succeeding_commits_every_effect_once(transport):
+    ids = fill(transport, 50)
+    calls: list[int] = []
+
+    def handler(message, context):
+        n = int(message.headers["n"])
+        calls.append(n)
+        cursor_effect(context, message)
+        if n == 30 and calls.count(30) == 1:
+            raise TimeoutError("the first try times out")
+
+    pump = MessagePump(transport, transport.queue("Sales"), handler, batch_size=50, peek_delay=0.1)
+    assert drain(pump) == [50]
+    pump.close()
+    assert calls == [*range(31), *range(50)]  # rolled back at 30, then run again isolated: 30 succeeds
+    assert (pump.reruns, pump.processed, pump.failed) == (1, 50, 0)
+    assert effect_counts(transport.engine) == {n: 1 for n in range(50)}
+    assert {message_id for message_id, _, _ in effects(transport.engine)} == set(ids)
+    with transport.engine.begin() as conn:
+        assert transport.queue("error").peek(conn) == 0
+
+
+POISONED, CLEAN, BATCH, COOLDOWN = 200, 200, 20, 4
+
+
+def poisoned_run(transport, cooldown: int) -> tuple[MessagePump, list[tuple[int, bool]]]:
+    """POISONED messages with one that always fails in every batch (n % BATCH == 5), then CLEAN ones;
+    each handler call as (n, whether it ran after its own savepoint)."""
+    with transport.engine.begin() as conn:
+        transport.queue("Sales").purge(conn)
+        conn.execute(text("DELETE FROM effects"))
+        transport.queue("Sales").send_many(conn, [(str(n).encode(), headers(n)) for n in range(POISONED + CLEAN)])
+    calls: list[tuple[int, bool]] = []
+
+    def handler(message, context):
+        n = int(message.headers["n"])
+        cursor_effect(context, message)
+        calls.append((n, context.saved))
+        if n < POISONED and n % BATCH == 5:
+            raise ValueError(f"poison {n}")
+
+    pump = MessagePump(
+        transport, transport.queue("Sales"), handler, batch_size=BATCH, immediate_retries=1, peek_delay=0.1, isolation_cooldown=cooldown
+    )
+    drain(pump)
+    pump.close()
+    return pump, calls
+
+
+def test_a_poison_message_does_not_double_the_work_of_later_batches(transport):
+    fill(transport, 0)
+    pump, calls = poisoned_run(transport, COOLDOWN)
+    poisons = POISONED // BATCH
+    # every clean message once, each poison twice (1 immediate retry), and the first optimistic
+    # batch's 5 messages before its poison once more: no other batch ran twice
+    assert len(calls) == (POISONED + CLEAN - poisons) + 2 * poisons + 5
+    assert (pump.reruns, pump.processed, pump.failed) == (1, POISONED + CLEAN - poisons, poisons)
+    assert effect_counts(transport.engine) == {n: 1 for n in range(POISONED + CLEAN) if n >= POISONED or n % BATCH != 5}
+    # isolated while poison keeps coming and for COOLDOWN batches after the last failure (the last
+    # two poisoned batches hold the first clean ones: a poison fails at its first and second try);
+    # optimistic again after that
+    clean = [saved for n, saved in calls if n >= POISONED]
+    assert clean == sorted(clean, reverse=True)
+    assert COOLDOWN * BATCH <= sum(clean) < (COOLDOWN + 2) * BATCH
+
+    unguarded, unguarded_calls = poisoned_run(transport, 0)  # no cool-down: each poisoned batch runs twice
+    assert unguarded.reruns >= poisons - 1
+    assert len(unguarded_calls) > len(calls) + 4 * (poisons - 1)
+    assert effect_counts(transport.engine) == {n: 1 for n in range(POISONED + CLEAN) if n >= POISONED or n % BATCH != 5}
+
+
+def test_isolation_is_checked(transport):
+    sales = transport.queue("Sales")
+    with pytest.raises(errors.UsageError, match="isolation must be one of optimistic, savepoint, not 'none'"):
+        MessagePump(transport, sales, lambda m, c: None, isolation="none")
+    with pytest.raises(errors.UsageError, match="isolation_cooldown is a number of batches"):
+        MessagePump(transport, sales, lambda m, c: None, isolation_cooldown=-1)
+
 
 # -- a pump process killed mid-batch, then a new one ------------------------------------------
-KILL_BATCH, KILL_AT, KILL_TOTAL = 25, 60, 200  # the kill lands at the 60th handler: mid third batch
+KILL_BATCH, KILL_AT, KILL_TOTAL = 25, 60, 200  # the kill lands at the 60th handler call: mid third batch
 
 
-def run_pump(url: str, mid_batch, until_empty: bool) -> None:
+def run_pump(url: str, mid_batch, until_empty: bool, isolation: str = "optimistic", fail_once: int | None = None) -> None:
     """A pump process (module level: the spawn context imports it by name). until_empty: stop when
-    the queue is empty; else signal `mid_batch` at the KILL_AT-th handler and wait there to be killed."""
+    the queue is empty; else signal `mid_batch` at the KILL_AT-th handler call and wait there to be
+    killed. fail_once: the handler of that message fails at its first call."""
     pid = os.getpid()
     transport = Transport(make_engine(url), "9.1")
     sales = transport.queue("Sales")
@@ -173,20 +317,30 @@ def run_pump(url: str, mid_batch, until_empty: bool) -> None:
 
     def handler(message, context):
         nonlocal handled
-        effect(context, message, pid)
+        cursor_effect(context, message, pid)
         handled += 1
         if not until_empty and handled == KILL_AT:
             mid_batch.set()
             time.sleep(600)  # killed here, with the batch's transaction open
+        if int(message.headers["n"]) == fail_once and not until_empty:
+            raise ValueError("first try fails")
 
-    pump = MessagePump(transport, sales, handler, batch_size=KILL_BATCH, peek_delay=0.1)
+    pump = MessagePump(transport, sales, handler, batch_size=KILL_BATCH, peek_delay=0.1, isolation=isolation)
     while pump.receive_batch():
         pass
     pump.close()
     transport.engine.dispose()
 
 
-def test_a_pump_killed_mid_batch_loses_nothing(project, db_url):
+@pytest.mark.parametrize(
+    "isolation, fail_once",
+    [
+        ("savepoint", None),  # killed at message 59, isolated
+        ("optimistic", None),  # killed at message 59, optimistic
+        ("optimistic", 55),  # 55 fails: the batch rolls back, runs again isolated, killed there at message 53
+    ],
+)
+def test_a_pump_killed_mid_batch_loses_nothing(project, db_url, isolation, fail_once):
     project.deploy(db_url, "transport_version: '9.1'\nqueues:\n  - name: Sales\n  - name: error\n")
     engine = make_engine(db_url)
     sales = Transport(engine, "9.1").queue("Sales")
@@ -195,7 +349,7 @@ def test_a_pump_killed_mid_batch_loses_nothing(project, db_url):
         sent = sales.send_many(conn, [(str(n).encode(), headers(n)) for n in range(KILL_TOTAL)])
     ctx = multiprocessing.get_context("spawn")
     mid_batch = ctx.Event()
-    victim = ctx.Process(target=run_pump, args=(db_url, mid_batch, False), daemon=True)
+    victim = ctx.Process(target=run_pump, args=(db_url, mid_batch, False, isolation, fail_once), daemon=True)
     victim.start()
     try:
         assert mid_batch.wait(60), f"the pump did not reach its {KILL_AT}th message (exit code {victim.exitcode})"
@@ -208,7 +362,7 @@ def test_a_pump_killed_mid_batch_loses_nothing(project, db_url):
     assert {p for _, _, p in before} <= {victim.pid}
     assert len(before) == KILL_AT // KILL_BATCH * KILL_BATCH  # the batches committed before the kill; the open one rolled back
 
-    survivor = ctx.Process(target=run_pump, args=(db_url, mid_batch, True), daemon=True)
+    survivor = ctx.Process(target=run_pump, args=(db_url, mid_batch, True, isolation), daemon=True)
     survivor.start()
     survivor.join(120)
     if survivor.is_alive():

@@ -35,7 +35,7 @@ from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
 from .transport import Message, Transport, _with_standard_headers, execute
 
 if TYPE_CHECKING:
-    from .pump import MessagePump
+    from .pump import MessagePump, _Link
 
 __all__ = [
     "OutboxTable",
@@ -246,6 +246,7 @@ class _Taken:
     outcomes: list[str | None] = field(default_factory=list)
     settled: list[Any] = field(default_factory=list)  # positions deleted in the handler's transaction
     stored: list[tuple[Message, list[OutgoingOperation]]] = field(default_factory=list)  # to dispatch
+    failures: int = 0  # handlers that failed (an isolated batch: each back to its savepoint)
 
 
 class PumpOutbox:
@@ -257,20 +258,25 @@ class PumpOutbox:
         self.table = table
         self.context = context
 
-    def receive(self, pump: MessagePump, conn: Connection, size: int) -> int:
-        """Up to `size` messages handled; how many were taken off the queue or tried (0: empty)."""
+    def receive(self, pump: MessagePump, link: _Link, size: int, isolated: bool) -> tuple[int, int]:
+        """Up to `size` messages handled: (how many were taken off the queue or tried (0: empty), how
+        many handlers failed). Isolated: each handler after its own savepoint; optimistic: none, and
+        a handler's failure rolls the whole transaction back, its outbox rows with it (the pump's
+        _RolledBack; the pump runs the batch again isolated)."""
+        conn = link.connection
         with conn.begin():
-            messages, expired = pump.queue.lock_batch(conn, size)
+            messages, expired = pump.queue.lock_batch(link.driver, size)
             taken = _Taken(settled=list(expired))
             for message in messages:
-                self._handle(pump, conn, message, taken)
-            pump.queue.delete_locked(conn, taken.settled)
+                self._handle(pump, link, message, taken, isolated)
+            pump.queue.delete_locked(link.driver, taken.settled)
         if taken.stored:  # the handler's transaction committed
             self.dispatch_stored(pump, conn, taken.stored)
         pump._forget(taken.handled, taken.outcomes)
-        return len(messages) + len(expired)
+        return len(messages) + len(expired), taken.failures
 
-    def _handle(self, pump: MessagePump, conn: Connection, message: Message, taken: _Taken) -> None:
+    def _handle(self, pump: MessagePump, link: _Link, message: Message, taken: _Taken, isolated: bool) -> None:
+        conn = link.connection
         record = self.table.get(conn, message.id)
         if record is not None:  # handled before: never again; what it sent leaves now if it has not
             if not record.dispatched and message.id not in {m.id for m, _ in taken.stored}:  # (not earlier in this batch)
@@ -282,13 +288,13 @@ class PumpOutbox:
             taken.outcomes.append(None)
             return
         outgoing = Outgoing(self.transport)
-        context = self.context(conn, self.transport, pump.queue, savepoint=pump.queue.savepoint, outgoing=outgoing)
+        savepoint = pump.queue.savepoint if isolated else None
+        context = self.context(link, self.transport, pump.queue, savepoint, outgoing=outgoing)
         try:
             outcome = pump._dispatch(message, context)
-        except Exception as exc:  # the handler's failure: back to its savepoint, the message stays
-            if context.saved:
-                pump.queue.rollback_to_savepoint(conn)
-            pump._record_failure(message, exc)
+        except Exception as exc:  # the handler's failure: back to its savepoint (or the whole batch back), the message stays
+            pump._handler_failed(message, exc, context)
+            taken.failures += 1
             return
         taken.handled.append(message)
         taken.outcomes.append(outcome)

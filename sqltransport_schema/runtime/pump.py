@@ -6,15 +6,20 @@ the receive back (the message returns to the queue); after the immediate retries
 the message moves to the error queue with the exception in its headers, as
 NServiceBus does. Poison headers go to the error queue unchanged.
 
-With batch_size=N each receive task locks up to N messages in one transaction and runs each
-handler after its own savepoint: a failure undoes that handler's writes and leaves its message
-in the queue (at its place, for the retries and the error queue as above), the others commit
-together. One commit (one disk flush) per batch instead of per message; a crash before it puts
-all N back (at-least-once, as ever). docs/runtime.md says when to choose a batch size.
+With batch_size=N each receive task locks up to N messages in one transaction and commits once:
+one disk flush per batch instead of per message; a crash before it puts all N back (at-least-once,
+as ever). An optimistic batch (the default) is taken in one statement and its handlers run
+without savepoints; if one fails, the whole batch rolls back (every message back at its place) and
+runs again isolated: locked, not taken, each handler after its own savepoint, so a
+failure undoes that handler's writes alone and leaves its message in the queue (at its place, for
+the retries and the error queue as above) while the others commit together. After a failure the
+pump's next `isolation_cooldown` batches run isolated too, so a poison message does not make every
+batch run twice. docs/runtime.md says when to choose a batch size.
 
 With outbox=True (docs/outbox.md) the endpoint's outbox table records each message handled:
 runtime/outbox.py receives in place of the two loops below (a message already handled is not
-handled again; a handler's sends and publishes are stored in its transaction, dispatched after it).
+handled again; a handler's sends and publishes are stored in its transaction, dispatched after it),
+optimistic or isolated as they are.
 
 A failure of the database itself (a dropped connection, a failover, a restart) does not
 end the pump: the connection is discarded, the pump waits a peek delay and peeks again on
@@ -29,19 +34,31 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
 from .. import errors, wire
 from .outbox import OutboxTable, Outgoing, pump_outbox
-from .transport import EndpointTables, Message, Queue, Transport
+from .transport import DriverConnection, EndpointTables, Message, Queue, Transport, driver_of
 
-__all__ = ["MessagePump", "Context", "DueMover", "PumpFailed", "RECOMMENDED_PEEK_DELAY", "DEFAULT_FAILURE_TIMEOUT"]
+__all__ = [
+    "MessagePump",
+    "Context",
+    "DueMover",
+    "PumpFailed",
+    "RECOMMENDED_PEEK_DELAY",
+    "DEFAULT_FAILURE_TIMEOUT",
+    "ISOLATIONS",
+    "DEFAULT_ISOLATION_COOLDOWN",
+]
 
 log = logging.getLogger("sqltransport_schema.pump")
 
 RECOMMENDED_PEEK_DELAY = (0.1, 10.0)
 DEFAULT_FAILURE_TIMEOUT = 30.0  # the transport's circuit breaker waits as long before a critical error
+ISOLATIONS = ("optimistic", "savepoint")
+DEFAULT_ISOLATION_COOLDOWN = 10  # batches run isolated after a failure, before optimistic ones again
 
 
 class PumpFailed(errors.Failed):
@@ -51,40 +68,60 @@ class PumpFailed(errors.Failed):
 class Context:
     """What a handler gets besides the message: the receive's connection, transport and queue.
 
-    In a batch (batch_size > 1) the first use of `connection` (or `send`) takes this message's
-    savepoint, so a failure of the handler undoes its own writes alone; a handler that never
-    touches the connection wrote nothing and needs none. With the pump's outbox, `outgoing` captures
+    `connection` is the receive's SQLAlchemy Connection; `cursor` a driver (DBAPI) cursor of the
+    same connection and transaction, for the handler's own statements without SQLAlchemy's
+    per-statement work (the driver's paramstyle); `driver` the same connection bound for the
+    runtime's calls (`queue.send(context.driver, ...)`, as `send` does).
+
+    In a batch that isolates each message (isolation="savepoint", or an optimistic batch run again
+    after a failure) the first use of `connection`, `cursor`, `driver` or `send` takes this
+    message's savepoint, so a failure of the handler undoes its own writes alone; a handler that
+    never touches them wrote nothing and needs none. With the pump's outbox, `outgoing` captures
     what send and publish would send (stored in the outbox row, dispatched after the commit)."""
 
     def __init__(
         self,
-        connection: Connection,
+        link: _Link,
         transport: Transport,
         queue: Queue,
-        savepoint: Callable[[Connection], None] | None = None,
+        savepoint: Callable[[DriverConnection], None] | None = None,
         outgoing: Outgoing | None = None,
     ):
-        self._connection = connection
+        self._connection = link.connection
+        self._link = link
         self.transport = transport
         self.queue = queue
         self._savepoint = savepoint
         self.saved = False  # a savepoint was taken for this message
         self.outgoing = outgoing
 
+    def _isolate(self) -> _Link:
+        if self._savepoint is not None and not self.saved:
+            self._savepoint(self._link.driver)
+            self.saved = True
+        return self._link
+
     @property
     def connection(self) -> Connection:
-        """The connection of the receive's transaction (in a batch: after this message's savepoint)."""
-        if self._savepoint is not None and not self.saved:
-            self._savepoint(self._connection)
-            self.saved = True
-        return self._connection
+        """The connection of the receive's transaction (in an isolated batch: after this message's savepoint)."""
+        return self._isolate().connection
+
+    @property
+    def cursor(self) -> Any:
+        """A driver cursor in the receive's transaction (in an isolated batch: after this message's savepoint)."""
+        return self._isolate().cursor
+
+    @property
+    def driver(self) -> DriverConnection:
+        """The receive's driver connection for runtime calls (in an isolated batch: after this message's savepoint)."""
+        return self._isolate().driver
 
     def send(self, address: str, body: bytes | None, headers: dict[str, str]) -> str:
         """Send inside the receive's transaction: it leaves only if the receive commits (with the
         outbox: once the handler's transaction has committed)."""
         if self.outgoing is not None:
             return self.outgoing.send(address, body, headers)
-        return self.transport.address_queue(address).send(self.connection, body, headers)
+        return self.transport.address_queue(address).send(self.driver, body, headers)
 
     def publish(self, topics: str | list[str], body: bytes | None, headers: dict[str, str]) -> None:
         """A copy to every subscriber of the topics, as send: only if the receive commits (with the
@@ -92,7 +129,25 @@ class Context:
         if self.outgoing is not None:
             self.outgoing.publish(topics, body, headers)
         else:
-            self.transport.publish(self.connection, topics, body, headers)
+            self.transport.publish(self.driver, topics, body, headers)
+
+
+class _Link:
+    """One pump thread's connection: the SQLAlchemy Connection that holds the transaction, its driver
+    connection bound for the runtime, and a plain driver cursor for handlers (made once)."""
+
+    __slots__ = ("connection", "driver", "_cursor")
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.driver = driver_of(connection)
+        self._cursor = None
+
+    @property
+    def cursor(self) -> Any:
+        if self._cursor is None:
+            self._cursor = self.driver.connection.cursor()
+        return self._cursor
 
 
 Handler = Callable[[Message, Context], None]
@@ -122,8 +177,14 @@ class MessagePump:
         endpoint: EndpointTables | None = None,
         failure_timeout: float = DEFAULT_FAILURE_TIMEOUT,
         batch_size: int = 1,
+        isolation: str = "optimistic",
+        isolation_cooldown: int = DEFAULT_ISOLATION_COOLDOWN,
         outbox: bool | str | OutboxTable = False,
     ):
+        if isolation not in ISOLATIONS:
+            raise errors.UsageError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
+        if isinstance(isolation_cooldown, bool) or not isinstance(isolation_cooldown, int) or isolation_cooldown < 0:
+            raise errors.UsageError(f"isolation_cooldown is a number of batches (0 or more), not {isolation_cooldown!r}")
         low, high = RECOMMENDED_PEEK_DELAY
         if not low <= peek_delay <= high:
             log.warning(
@@ -144,6 +205,10 @@ class MessagePump:
         self.endpoint = endpoint
         self.failure_timeout = failure_timeout
         self.batch_size = max(1, batch_size)
+        self.isolation = isolation
+        self.isolation_cooldown = isolation_cooldown
+        self._isolated_left = 0  # batches still to run isolated after the last failure (optimistic pumps)
+        self.reruns = 0  # optimistic batches rolled back and run again isolated
         # the endpoint's outbox table (outbox=True: <Endpoint_Name_>OutboxData; a name or an OutboxTable)
         input_name = endpoint.input.name if endpoint is not None else queue.name
         self.outbox = pump_outbox(transport, input_name, outbox, Context) if outbox else None
@@ -175,8 +240,9 @@ class MessagePump:
 
     def _discard_connection(self) -> None:
         """Drop this thread's connection after a database failure; the next call connects anew."""
-        conn = getattr(self._local, "connection", None)
-        self._local.connection = None
+        link = getattr(self._local, "link", None)
+        self._local.link = None
+        conn = link.connection if link is not None else None
         if conn is not None:
             with self._lock:
                 if conn in self._connections:
@@ -187,25 +253,26 @@ class MessagePump:
             except Exception:  # noqa: BLE001 - already broken
                 pass
 
-    def _connection(self) -> Connection:
+    def _connection(self) -> _Link:
         """This thread's own connection, held for the pump's life (a pool checkout per message costs more than the SQL)."""
-        conn = getattr(self._local, "connection", None)
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self._local.connection = self.transport.engine.connect()
+        link = getattr(self._local, "link", None)
+        if link is None or link.connection.closed or link.connection.invalidated:
+            conn = self.transport.engine.connect()
             with self._lock:
                 self._connections.append(conn)
-        return conn
+            link = self._local.link = _Link(conn)
+        return link
 
     def _receive_in_transaction(self) -> bool:
-        conn = self._connection()
+        link = self._connection()
         if self.outbox is not None:
-            return self.outbox.receive(self, conn, 1) > 0
-        with conn.begin():
-            message = self.queue.receive(conn)
+            return self.outbox.receive(self, link, 1, isolated=True)[0] > 0
+        with link.connection.begin():
+            message = self.queue.receive(link.driver)
             if message is None:
                 return False
             try:
-                outcome = self._dispatch(message, Context(conn, self.transport, self.queue))
+                outcome = self._dispatch(message, Context(link, self.transport, self.queue))
             except Exception as exc:  # the handler's failure: roll back, count it
                 self._record_failure(message, exc)
                 raise _RolledBack() from exc
@@ -217,13 +284,28 @@ class MessagePump:
         """Receive and handle up to batch_size messages in one transaction; how many were taken
         off the queue or tried (0: the queue was empty).
 
-        The batch is locked, not taken; each handler runs after its own savepoint (Context), and
-        each message handled is deleted before the one commit. A handler failure rolls back to
-        its savepoint and leaves its message where it was: the commit puts it back at the head of
-        the queue, the others' effects commit. A failure of the database rolls back all of them.
+        Optimistic (the default): the batch is taken in one statement and the handlers run without
+        savepoints; the first handler failure rolls the whole batch back, and the batch runs again
+        isolated. Isolated (isolation="savepoint", the re-run, and the `isolation_cooldown` batches
+        after a failure): the batch is locked, not taken, each handler runs after its own savepoint
+        (Context), and each message handled is deleted before the one commit; a failure rolls back to
+        its savepoint and leaves its message where it was, so the commit puts it back at the head of
+        the queue and the others' effects commit. A failure of the database rolls back all of them.
         """
         try:
-            return self._receive_batch_in_transaction()
+            if self.isolation == "optimistic" and self._isolated_left <= 0:
+                try:
+                    return self._receive_batch_in_transaction(isolated=False)
+                except _RolledBack:
+                    with self._lock:
+                        self.reruns += 1
+                        self._isolated_left = self.isolation_cooldown
+                    log.info(
+                        "a handler failed in an optimistic batch of %s: rolled back, running it again isolated (cool-down %d batches)",
+                        self.queue.address,
+                        self.isolation_cooldown,
+                    )
+            return self._receive_batch_in_transaction(isolated=True)
         except Exception:
             self._discard_connection()
             raise
@@ -236,46 +318,71 @@ class MessagePump:
             taken = self.receive_batch()
         return taken > 0
 
-    def _receive_batch_in_transaction(self) -> int:
-        conn = self._connection()
+    def _receive_batch_in_transaction(self, isolated: bool) -> int:
+        link = self._connection()
         if self.outbox is not None:
-            return self.outbox.receive(self, conn, self.batch_size)
+            taken, failures = self.outbox.receive(self, link, self.batch_size, isolated)
+            if isolated and taken:
+                self._isolated_batch_done(failures)
+            return taken
         done: list[Message] = []
         outcomes: list[str | None] = []
-        with conn.begin():
-            messages, expired = self.queue.lock_batch(conn, self.batch_size)
+        savepoint = self.queue.savepoint if isolated else None
+        failures = 0
+        with link.connection.begin():
+            # optimistic: taken in one statement (a failure rolls every message back to its place);
+            # isolated: locked, and what was handled deleted at the end (a failed one stays at its place)
+            take = self.queue.lock_batch if isolated else self.queue.take_batch
+            messages, expired = take(link.driver, self.batch_size)
             for message in messages:
-                context = Context(conn, self.transport, self.queue, savepoint=self.queue.savepoint)
+                context = Context(link, self.transport, self.queue, savepoint)
                 try:
                     outcomes.append(self._dispatch(message, context))
-                except Exception as exc:  # the handler's failure: back to its savepoint, count it
-                    if context.saved:
-                        self.queue.rollback_to_savepoint(conn)  # a database failure here fails the batch
-                    self._record_failure(message, exc)
+                except Exception as exc:
+                    self._handler_failed(message, exc, context)
+                    failures += 1
                     continue
                 done.append(message)
             if expired:
                 log.debug("dropped %d expired message(s) from %s", len(expired), self.queue.address)
-            self.queue.delete_locked(conn, [m.order for m in done] + expired)
+            if isolated:
+                self.queue.delete_locked(link.driver, [m.order for m in done] + expired)
         self._forget(done, outcomes)
+        if isolated and messages:
+            self._isolated_batch_done(failures)
         return len(messages) + len(expired)
+
+    def _handler_failed(self, message: Message, exc: Exception, context: Context) -> None:
+        """A handler's failure in a batch: count it, then undo its writes: in an optimistic batch
+        (no savepoint) the whole batch's, by raising _RolledBack out of its transaction (receive_batch
+        runs it again isolated); in an isolated one back to its savepoint, the others going on."""
+        self._record_failure(message, exc)
+        if context._savepoint is None:
+            raise _RolledBack() from exc
+        if context.saved:
+            self.queue.rollback_to_savepoint(context._link.driver)  # a database failure here fails the batch
+
+    def _isolated_batch_done(self, failures: int) -> None:
+        """A failure starts the cool-down again; an isolated batch without one counts it down."""
+        with self._lock:
+            self._isolated_left = self.isolation_cooldown if failures else max(self._isolated_left - 1, 0)
 
     def _dispatch(self, message: Message, context: Context) -> str | None:
         """Handle one message inside its transaction: "processed", "failed" (moved to the error queue
         after its retries) or None (poison or forwarded)."""
         if message.headers is None:  # unreadable: message.poison says why
             log.error("message %s has unreadable headers (%s): moved to %s unchanged", message.id, message.poison, self.error_queue)
-            self.error_queue.send(context.connection, message.body, message.raw_headers, message_id=message.id)
+            self.error_queue.send(context.driver, message.body, message.raw_headers, message_id=message.id)
             return None
         forward = self.endpoint.forward_destination(message) if self.endpoint else None
         if forward is not None:
             headers = {k: v for k, v in message.headers.items() if k != wire.FORWARD_DESTINATION}
-            forward.send(context.connection, message.body, headers, message_id=message.id)
+            forward.send(context.driver, message.body, headers, message_id=message.id)
             return None
         failures = self._failures.get(message.id, 0)
         if failures > self.immediate_retries:
             headers = wire.error_headers(message.headers, self._errors[message.id], self.queue.address)
-            self.error_queue.send(context.connection, message.body, headers, message_id=message.id)
+            self.error_queue.send(context.driver, message.body, headers, message_id=message.id)
             log.error("message %s failed %d times: moved to %s", message.id, failures, self.error_queue)
             return "failed"
         self.handler(message, context)
@@ -299,9 +406,9 @@ class MessagePump:
     # -- the loop ---------------------------------------------------------------------
     def _peek(self) -> int:
         try:
-            conn = self._connection()
-            with conn.begin():
-                waiting = self.queue.peek(conn)
+            link = self._connection()
+            with link.connection.begin():
+                waiting = self.queue.peek(link.driver)
         except Exception:
             self._discard_connection()
             raise

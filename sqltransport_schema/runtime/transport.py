@@ -65,16 +65,16 @@ class DriverConnection:
     The transaction is the driver's and the caller's: psycopg and sqlite3 (with its default
     isolation_level) begin one implicitly; the caller commits or rolls back on the driver
     connection. Made by `Transport.driver_connection`, which checks the engine matches and sets
-    the connection up once (sqlite3: a busy timeout, and its implicit BEGIN as BEGIN IMMEDIATE).
+    the connection up once (sqlite3: a busy timeout, and its implicit BEGIN as BEGIN IMMEDIATE),
+    or by `driver_of` over a SQLAlchemy Connection's own driver connection (the pump's handlers).
     """
 
     __slots__ = ("connection", "cursor", "paramstyle")
 
-    def __init__(self, dbapi_connection: Any, engine: engines.Dialect):
+    def __init__(self, dbapi_connection: Any, cursor: Any, paramstyle: str):
         self.connection = dbapi_connection
-        self.paramstyle = sys.modules[_driver_module(dbapi_connection)].paramstyle
-        engine.bind_runtime_connection(dbapi_connection)
-        self.cursor = engine.runtime_cursor(dbapi_connection)
+        self.cursor = cursor
+        self.paramstyle = paramstyle
 
     def __repr__(self) -> str:
         return f"DriverConnection({self.connection!r})"
@@ -100,11 +100,23 @@ def _cursor(conn: Conn) -> tuple[Any, str]:
         raise TypeError(f"expected a SQLAlchemy Connection or Transport.driver_connection(...), got {type(conn).__name__}")
     if conn.get_transaction() is None:
         conn.begin()
+    return _pooled_cursor(conn), conn.dialect.paramstyle
+
+
+def _pooled_cursor(conn: Connection) -> Any:
     pooled = conn.connection
     cursor = pooled.info.get("sqltransport_cursor")
     if cursor is None or getattr(cursor, "closed", False):
         cursor = pooled.info["sqltransport_cursor"] = engines.for_sqlalchemy(conn.dialect.name).runtime_cursor(pooled.dbapi_connection)
-    return cursor, conn.dialect.paramstyle
+    return cursor
+
+
+def driver_of(conn: Connection) -> DriverConnection:
+    """A SQLAlchemy Connection's own driver connection as a DriverConnection, over the runtime cursor
+    `_cursor` keeps for it (made once per DBAPI connection): statements on it skip SQLAlchemy's
+    per-statement work. The transaction stays the Connection's (begin, commit and roll back on
+    `conn`), and the driver connection is left as the engine set it up (no bind)."""
+    return DriverConnection(conn.connection.dbapi_connection, _pooled_cursor(conn), conn.dialect.paramstyle)
 
 
 # A table that exists but that the login holds no privilege on: the advice is a grant, not a migration.
@@ -252,7 +264,9 @@ class Transport:
         engine = engines.for_driver(module)
         if engine is not self.dialect:
             raise errors.UsageError(f"a {module} connection reaches {engine.name}, but this transport is for {self.dialect.name}")
-        return DriverConnection(dbapi_connection, engine)
+        engine.bind_runtime_connection(dbapi_connection)
+        paramstyle = sys.modules[module].paramstyle
+        return DriverConnection(dbapi_connection, engine.runtime_cursor(dbapi_connection), paramstyle)
 
     # -- tables ----------------------------------------------------------------------
     def name(self, table: str, schema: str | None = None, catalog: str | None = None) -> TableName:
@@ -429,18 +443,22 @@ class Queue:
 
     def receive_batch(self, conn: Conn, size: int) -> list[Message]:
         """Up to size oldest messages in one statement, in FIFO order; expired ones dropped."""
-        statement = self.statements["receive_batch"]
-        at = statement.positions
-        rows = execute(conn, statement, {"BatchSize": size}).fetchall()
-        rows.sort(key=lambda r: r[at["Order"]])
-        return [self._message(row, at) for row in rows if not row[at["Expired"]]]
+        return self.take_batch(conn, size)[0]
+
+    def take_batch(self, conn: Conn, size: int) -> tuple[list[Message], list[Any]]:
+        """receive_batch, shaped as lock_batch: (the messages taken, the positions of the expired ones
+        dropped with them). A rollback puts them all back at their places (the pump's optimistic batches)."""
+        return self._batch("receive_batch", conn, size)
 
     def lock_batch(self, conn: Conn, size: int) -> tuple[list[Message], list[Any]]:
         """Up to size oldest messages locked (not taken) for the caller's transaction, in FIFO order:
         (the messages to handle, the positions of the expired ones). Each message's position is in
         `Message.order`; `delete_locked` takes it. Locked rows nobody else receives until the commit;
         those left undeleted are back at the head of the queue then (the pump's batches)."""
-        statement = self.statements["lock_batch"]
+        return self._batch("lock_batch", conn, size)
+
+    def _batch(self, name: str, conn: Conn, size: int) -> tuple[list[Message], list[Any]]:
+        statement = self.statements[name]
         at = statement.positions
         rows = execute(conn, statement, {"BatchSize": size}).fetchall()
         rows.sort(key=lambda r: r[at["Order"]])
