@@ -248,6 +248,32 @@ def test_a_failing_handler_stores_nothing_and_its_retry_sends_once(sales):
     assert _drain(sales, "error") == []
 
 
+def test_an_optimistic_batch_rolls_its_outbox_rows_back_with_a_failing_handler(sales):
+    """The outbox rows of the handlers before the failure go with the optimistic batch's rollback
+    (stored again by the isolated re-run, once); the failing message alone reaches the error queue."""
+    attempts = Counter()
+
+    def handler(message, context):
+        attempts[message.id] += 1
+        context.send("Billing", b"{}", {wire.MESSAGE_ID: derived_id(message.id, "sent")})
+        if message.id == INCOMING[2]:
+            raise RuntimeError("always fails")
+
+    pump = _pump(sales, handler, batch_size=8, immediate_retries=1)
+    while pump.receive_batch():
+        pass
+    pump.close()
+    assert pump.reruns == 1
+    # 1-2 ran in the rolled-back optimistic run and again in the re-run; 3 at both and at its retry
+    assert [attempts[m] for m in INCOMING] == [2, 2, 2, 1, 1, 1, 1, 1]
+    assert sorted(_drain(sales, "Billing")) == sorted(derived_id(m, "sent") for m in INCOMING if m != INCOMING[2])
+    assert _drain(sales, "error") == [INCOMING[2]]
+    outbox = _outbox(sales)
+    with sales.engine.connect() as conn:
+        assert outbox.get(conn, INCOMING[2]) is None
+        assert all(outbox.get(conn, m).dispatched for m in INCOMING if m != INCOMING[2])
+
+
 def test_the_pump_needs_the_endpoints_outbox_table(sales):
     with pytest.raises(
         errors.NotFound,
