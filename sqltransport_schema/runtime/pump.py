@@ -6,7 +6,7 @@ the receive back (the message returns to the queue); after the immediate retries
 the message moves to the error queue with the exception in its headers, as
 NServiceBus does. Poison headers go to the error queue unchanged.
 
-With batch_size=N each receive task locks up to N messages in one transaction and commits once:
+With batch_size=N each receive task takes (or locks) up to N messages in one transaction and commits once:
 one disk flush per batch instead of per message; a crash before it puts all N back (at-least-once,
 as ever). An optimistic batch (the default) is taken in one statement and its handlers run
 without savepoints; if one fails, the whole batch rolls back (every message back at its place) and
@@ -73,8 +73,8 @@ class Context:
     per-statement work (the driver's paramstyle); `driver` the same connection bound for the
     runtime's calls (`queue.send(context.driver, ...)`, as `send` does).
 
-    In a batch that isolates each message (isolation="savepoint", or an optimistic batch run again
-    after a failure) the first use of `connection`, `cursor`, `driver` or `send` takes this
+    In a batch that isolates each message (isolation="savepoint"; with "optimistic", a batch run
+    again after a failure and the cool-down's batches) the first use of `connection`, `cursor`, `driver` or `send` takes this
     message's savepoint, so a failure of the handler undoes its own writes alone; a handler that
     never touches them wrote nothing and needs none. With the pump's outbox, `outgoing` captures
     what send and publish would send (stored in the outbox row, dispatched after the commit)."""
