@@ -142,6 +142,11 @@ def test_the_runtime_sits_beside_migrate_not_above_it():
     assert _offences(("runtime",), ("migrate", "check", "adopt", "scripts", "grants", "pipeline", "cli")) == []
 
 
+def test_migrations_do_not_reach_into_the_runtime():
+    """Revisions run where no runtime is used; what both need (the wire format) is in the core."""
+    assert _offences(("migrate",), ("runtime",)) == []
+
+
 def test_nothing_but_the_cli_imports_the_cli():
     assert (
         sorted(f"{src} imports {dst}" for src, targets in GRAPH.items() if _layer(src) != "cli" for dst in targets if _layer(dst) == "cli")

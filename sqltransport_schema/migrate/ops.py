@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from alembic.autogenerate import renderers
 from alembic.operations import MigrateOperation, Operations
 
-from ..runtime import wire
+from .. import wire
 from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
 from ..versions import profile
 

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING
 from alembic.operations import Operations
 from alembic.runtime.migration import MigrationContext
 
-from .. import errors
+from .. import errors, wire
 from ..revisions import History
-from ..runtime import wire
 from ..schema import Blueprint, Correlation, Kind, TableName, TableSpec, kept_subscription_table
 from ..versions import profile
 from . import ops, saga_ops
