@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -51,6 +52,24 @@ def _run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpr
     result = subprocess.run(args, cwd=cwd, env=env or _quiet_env(), capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, f"{' '.join(args)}: exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result
+
+
+def _installed(python: Path, artifact: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A fresh venv of that Python with the artifact installed, and the environment of a shell that activated it."""
+    venv = tmp_path / "venv"
+    _run([str(python), "-m", "venv", str(venv)], cwd=tmp_path)
+    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(artifact)], cwd=tmp_path)
+    env = _quiet_env()
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"  # as `. .venv/bin/activate` leaves it
+    return venv, env
+
+
+def _readme_workflow_tables(env: dict[str, str], tmp_path: Path) -> set[str]:
+    """README's workflow run as written in an empty folder; the tables of the database it upgraded."""
+    work = tmp_path / "work"
+    work.mkdir()
+    _run(["bash", "-e", "-o", "pipefail", "-c", readme_workflow()], work, env)
+    return {name for _, name in catalog.read(f"sqlite:///{work / 'shop' / 'sqltransport.db'}")}
 
 
 @pytest.fixture(scope="module")
@@ -95,25 +114,40 @@ def test_the_sdist_carries_the_licence_the_changelog_and_py_typed(dist):
 @pytest.mark.slow
 @pytest.mark.parametrize("artifact", ["wheel", "sdist"])
 def test_installed_into_a_fresh_venv_the_readme_workflow_runs(artifact, dist, tmp_path):
-    venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    venv, env = _installed(Path(sys.executable), dist[artifact], tmp_path)
     bin_dir = venv / "bin"
-    _run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", str(dist[artifact])], cwd=tmp_path)
-
-    env = _quiet_env()
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"  # as `. .venv/bin/activate` leaves it
     where = _run([str(bin_dir / "python"), "-c", "import sqltransport_schema; print(sqltransport_schema.__file__)"], tmp_path, env)
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout  # the installed copy, not the checkout
     version = _run(["sqltransport-schema", "--version"], tmp_path, env)
     assert version.stdout == f"sqltransport-schema {VERSION}\n"
 
-    work = tmp_path / "work"
-    work.mkdir()
-    _run(["bash", "-e", "-o", "pipefail", "-c", readme_workflow()], work, env)
-    tables = {name for _, name in catalog.read(f"sqlite:///{work / 'shop' / 'sqltransport.db'}")}
-    assert tables == INIT_TABLES
+    assert _readme_workflow_tables(env, tmp_path) == INIT_TABLES
     if artifact == "wheel":
         _a_type_checker_reads_the_hints(bin_dir / "python", tmp_path)
+
+
+def _oldest_python() -> Path | None:
+    """An interpreter of the oldest Python that requires-python admits (on PATH, or pyenv's), if this machine has one."""
+    minimum = re.search(r'^requires-python = ">=(\d+\.\d+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
+    found = shutil.which(f"python{minimum}")
+    candidates = [Path(found)] if found else []
+    candidates += sorted(Path.home().glob(f".pyenv/versions/{minimum}.*/bin/python{minimum}"))
+    for python in candidates:
+        version = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True)
+        if version.returncode == 0 and version.stdout.strip() == minimum:
+            return python
+    return None
+
+
+@pytest.mark.package
+@pytest.mark.slow
+def test_the_wheel_runs_the_readme_workflow_on_the_oldest_python_it_admits(dist, tmp_path):
+    """requires-python says 3.10 and the classifiers name it: the wheel installs and works there too."""
+    python = _oldest_python()
+    if python is None:
+        pytest.skip("no interpreter of the oldest Python requires-python admits (python3.10 on PATH or in pyenv)")
+    _venv, env = _installed(python, dist["wheel"], tmp_path)
+    assert _readme_workflow_tables(env, tmp_path) == INIT_TABLES
 
 
 # A service's code with one mistake: only a type checker that reads the package's hints (py.typed) finds it.
