@@ -91,16 +91,22 @@ def consume(url: str, queue_name: str, go, ready, max_delay_s: float = 0.0, reco
 
 def pump_consume(url: str, queue_name: str, go, ready, batch: int = 50) -> None:
     """A MessagePump with batch_size=batch, its handler writing the ledger row in the batch's
-    transaction, run (peek, receive, peek) until the queue is empty; exit code 3 if this process
-    handled a message older than one it had handled before (batches out of FIFO order)."""
+    transaction, run (peek, receive, peek) until the queue is empty; exit code 3 if a batch handed
+    the handler its messages out of FIFO order. FIFO holds within a batch, not from one batch to the
+    next: a competing pump's peek holds the head row for a moment (FOR UPDATE SKIP LOCKED, as
+    upstream's peek does), and a batch taken in that moment starts behind it."""
     pid = os.getpid()
     engine = make_engine(url, connect_args={"options": "-c synchronous_commit=off"})  # NO_FLUSH_WAIT, per session
     transport = Transport(engine, "9.1")
     last, out_of_order = -1, 0
+    batch_transaction = None  # held, so a later batch's transaction cannot be mistaken for it
 
     def handler(message, context) -> None:
-        nonlocal last, out_of_order
+        nonlocal last, out_of_order, batch_transaction
         seq = int(message.headers["seq"])
+        transaction = context.connection.get_transaction()
+        if transaction is not batch_transaction:  # the first message of a batch
+            batch_transaction, last = transaction, -1
         out_of_order += seq < last
         last = seq
         context.connection.exec_driver_sql(
