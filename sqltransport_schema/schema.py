@@ -74,6 +74,12 @@ def protected_by_default(kind: Kind, table: str) -> bool:
     return kind is Kind.QUEUE and table.casefold() in PROTECTED_BY_DEFAULT
 
 
+def default_table_prefix(endpoint: str) -> str:
+    """The prefix of an endpoint's SQL persistence tables (sagas, outbox) where it names none, as
+    SQL persistence derives it from the endpoint's name."""
+    return endpoint.replace(".", "_") + "_"
+
+
 class Correlation(NamedTuple):
     """A saga correlation property: column Correlation_<name>, typed per engine from `type`."""
 

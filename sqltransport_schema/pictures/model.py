@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..schema import PERSISTENCE_KINDS, Kind, TableName, TableSpec, protected_by_default
+from ..schema import PERSISTENCE_KINDS, Kind, TableName, TableSpec, default_table_prefix, protected_by_default
 
 if TYPE_CHECKING:
     from ..topology import Topology
@@ -193,7 +193,7 @@ def guess_owners(specs: Sequence[TableSpec]) -> dict[TableName, str]:
     for (schema, catalog, table), name in queues.items():
         if not protected_by_default(Kind.QUEUE, table) and owners.get(name, table) == table:
             inputs.setdefault((schema, catalog), []).append(table)
-    by_prefix = {(place, table.replace(".", "_") + "_"): table for place, tables in inputs.items() for table in tables}
+    by_prefix = {(place, default_table_prefix(table)): table for place, tables in inputs.items() for table in tables}
     for spec in specs:
         if spec.kind in PERSISTENCE_KINDS:
             here = inputs.get(place[spec.name], [])

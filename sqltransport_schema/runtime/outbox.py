@@ -30,7 +30,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from .. import engines, errors, wire
 from ..revisions import deployed_blueprint
-from ..schema import Blueprint, Kind, TableName, TableSpec
+from ..schema import Blueprint, Kind, TableName, TableSpec, default_table_prefix
 from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
 from .transport import Message, Transport, _with_standard_headers, execute
 
@@ -219,7 +219,7 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
     if isinstance(outbox, OutboxTable):
         table = outbox
     else:
-        name = outbox if isinstance(outbox, str) else input_name.table.replace(".", "_") + "_OutboxData"
+        name = outbox if isinstance(outbox, str) else default_table_prefix(input_name.table) + "OutboxData"
         wanted = TableName(name, input_name.schema, input_name.catalog)
         if transport.blueprint is not None:
             try:
@@ -232,8 +232,8 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
         else:
             table = OutboxTable(transport.dialect, TableSpec(Kind.OUTBOX, wanted, saga_prefix=name[: -len("OutboxData")]))
     with transport.engine.connect() as conn:
-        existing = transport.dialect.catalog.existing_columns(conn)
-    if transport.dialect.table_key(table.dialect.saga_table(table.spec)) not in existing:
+        exists = transport.dialect.table_exists(conn, table.dialect.saga_table(table.spec))
+    if not exists:
         raise errors.NotFound(f"the pump's outbox table {table.display} does not exist{DECLARE_OUTBOX}")
     return PumpOutbox(transport, table, context)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..schema import Correlation, Kind, TableName, TableSpec, protected_by_default
+from ..schema import Correlation, Kind, TableName, TableSpec, default_table_prefix, protected_by_default
 from ..versions import profile
 from .format import DEFAULT_SUBSCRIPTION_TABLE
 from .problems import Mark
@@ -60,7 +60,7 @@ class Endpoint(Placed):
 
     @property
     def saga_table_prefix(self) -> str:
-        return self.table_prefix if self.table_prefix is not None else self.name.replace(".", "_") + "_"
+        return self.table_prefix if self.table_prefix is not None else default_table_prefix(self.name)
 
     def saga_table(self, saga: Saga) -> str:
         return self.saga_table_prefix + (saga.table_suffix if saga.table_suffix is not None else saga.name)
