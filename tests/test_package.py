@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from .support import catalog
-from .support.databases import under_ci
 from .support.projects import REPO, copy_tracked
+from .support.spark import demanded
 from .test_docs import FENCE
 
 VERSION = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
@@ -167,8 +167,8 @@ def _a_type_checker_reads_the_hints(python: Path, tmp_path: Path) -> None:
     try:
         import mypy  # noqa: F401
     except ImportError:
-        if under_ci():
-            pytest.fail("mypy is missing: .ci/run installs the typecheck extra before the tests")
+        if demanded("typecheck"):
+            pytest.fail("mypy is missing though SQLTRANSPORT_TEST_EXTRAS names typecheck (.ci/run installs it first)")
         pytest.skip("needs the typecheck extra (mypy): pip install -e '.[test,typecheck]'")
     (tmp_path / "service.py").write_text(SERVICE, encoding="utf-8")
     checked = subprocess.run(
