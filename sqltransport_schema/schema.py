@@ -177,6 +177,10 @@ class Blueprint:
     def by_name(self) -> dict[TableName, TableSpec]:
         return {spec.name: spec for spec in self.tables}
 
+    def queue_names(self) -> frozenset[TableName]:
+        """The queue tables (an online rewrite's only candidates)."""
+        return frozenset(spec.name for spec in self.tables if spec.kind is Kind.QUEUE)
+
     @property
     def subscription_table(self) -> TableName | None:
         """The shared subscription table, if the blueprint has one."""

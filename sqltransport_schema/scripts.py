@@ -174,7 +174,17 @@ def _transport_versions(config: Config, start: str, end: str) -> str | None:
     return f"{old.transport_version} -> {new.transport_version}"
 
 
-def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> list[str]:
+def _queues(config: Config, end: str) -> frozenset | None:
+    """The queue tables of the blueprint the script ends at (None: no revision records one)."""
+    from alembic.script import ScriptDirectory
+
+    from .revisions import blueprint_at
+
+    blueprint = blueprint_at(ScriptDirectory.from_config(config), end) if end != "base" else None
+    return blueprint.queue_names() if blueprint is not None else None
+
+
+def _locks(engine: str, marks: list, lock_timeout: str, url: str | None, queues: frozenset | None = None) -> list[str]:
     """The header lines that say how long the script's statements wait for locks and which tables it
     rewrites under an exclusive lock (with each table's rows when url names the database)."""
     from . import engines as engine_registry
@@ -190,7 +200,7 @@ def _locks(engine: str, marks: list, lock_timeout: str, url: str | None) -> list
                 raise ScriptError(f"--url is a {found.name} database; the script is for {engine}")
             tables = [op.locked_table() for op in operations if op.locked_table() is not None]
             rows = found.catalog.row_counts(connection, tables)
-    report = lock_report(operations, dialect, rows)
+    report = lock_report(operations, dialect, rows, queues)
     timeout = parse_duration(lock_timeout, "lock-timeout")
     if timeout:
         lines = [
@@ -277,7 +287,7 @@ class ScriptRequest:
         start, end, revision = _range(config, self.from_rev, self.to_rev)
         marks: list = []
         text = _alembic_output(config, self.engine, revision, marks, self.lock_timeout)
-        return start, end, text, marks, _locks(self.engine, marks, self.lock_timeout, self.url)
+        return start, end, text, marks, _locks(self.engine, marks, self.lock_timeout, self.url, _queues(config, end))
 
 
 def render(config: Config, request: ScriptRequest) -> str:

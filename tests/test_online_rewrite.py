@@ -5,6 +5,7 @@ FIFO order), and `check` finds the database in sync with the topology."""
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -14,9 +15,14 @@ import psycopg
 import pytest
 
 from sqltransport_schema import cli
+from sqltransport_schema.runtime.pump import MessagePump
+from sqltransport_schema.runtime.transport import Transport
+from sqltransport_schema.schema import Kind, TableName, TableSpec
+from sqltransport_schema.versions import profile
 
 from .support.commands import alembic, failed_line
-from .support.locks import Sender, hold, libpq, seq_type, start_alembic
+from .support.databases import connect
+from .support.locks import PG, Sender, hold, libpq, seq_type, start_alembic
 
 BACKLOG = 20_000
 SHADOW = "Sales__online"
@@ -154,12 +160,24 @@ def test_an_online_rewrite_keeps_senders_and_receivers_going(widening, pg_url):
     assert in_sync(widening, pg_url) == 0
 
 
-def lock_row(url: str, seq: int) -> psycopg.Connection:
-    """A receiver's session holding one message (FOR UPDATE, as a long handler does): the copy,
-    newest first, waits at that row."""
-    conn = psycopg.connect(libpq(url) + " application_name=slow-handler")
-    conn.execute('SELECT Id FROM "public"."Sales" WHERE Seq = %s FOR UPDATE', (seq,))
+def hold_copy_at(url: str, seq: int) -> psycopg.Connection:
+    """A session that makes the copy wait at one message: the new table made beside Sales (as a run
+    stopped after its build leaves it) and that message's row inserted there, uncommitted. The
+    copy's batch holding the message waits for this insert (its key), and no receiver does (the
+    copy locks nothing of the live table; the trigger's delete passes over an uncommitted row)."""
+    shadow = PG.online.create_shadow(TableSpec(Kind.QUEUE, TableName("Sales", "public"), seq_type="bigserial"), profile("9.1"), False)
+    conn = psycopg.connect(libpq(url) + " application_name=copy-holder")
+    with conn.transaction():
+        for statement in shadow:
+            conn.execute(statement)
+    columns = "Id, Expires, Headers, Body, Seq"
+    conn.execute(f'INSERT INTO "public"."{SHADOW}" ({columns}) SELECT {columns} FROM "public"."Sales" WHERE Seq = %s', (seq,))
     return conn
+
+
+def copy_waiting(url: str, holder: psycopg.Connection) -> bool:
+    blocked = f"SELECT count(*) FROM pg_stat_activity WHERE {holder.info.backend_pid} = ANY(pg_blocking_pids(pid))"
+    return scalar(url, blocked) > 0
 
 
 @pytest.mark.parametrize("point", ["after_build", "mid_copy", "at_swap"])
@@ -169,9 +187,9 @@ def test_a_killed_online_rewrite_reruns_to_completion(widening, pg_url, point):
     sender, receiver = run_threads(pg_url)
     x = ["online=true", "online_batch=500"]
     if point == "after_build":  # the copy's first batch waits for the newest message of the backlog
-        holder = lock_row(pg_url, seqs[-1])
+        holder = hold_copy_at(pg_url, seqs[-1])
     elif point == "mid_copy":  # the copy waits halfway down the backlog
-        holder = lock_row(pg_url, seqs[len(seqs) // 2])
+        holder = hold_copy_at(pg_url, seqs[len(seqs) // 2])
     else:  # the swap waits for a reader of the queue (30 s), and is killed waiting
         holder = hold(pg_url, "Sales")
         x.append("lock_timeout=30s")
@@ -184,8 +202,7 @@ def test_a_killed_online_rewrite_reruns_to_completion(widening, pg_url, point):
                 "the swap waiting for its lock",
             )
         else:  # the copy's batch waiting at the held row (not a count of the new table, which the mirror's sends fill too)
-            blocked = f"SELECT count(*) FROM pg_stat_activity WHERE {holder.info.backend_pid} = ANY(pg_blocking_pids(pid))"
-            wait_for(lambda: scalar(pg_url, blocked) > 0, "the copy to wait at the held row")
+            wait_for(lambda: copy_waiting(pg_url, holder), "the copy to wait at the held row")
         assert migration.poll() is None  # still blocked where the test holds it
         received_before = set(receiver.received)
         copied = scalar(pg_url, f'SELECT count(*) FROM "public"."{SHADOW}" WHERE Seq <= {seqs[-1]}')
@@ -195,15 +212,15 @@ def test_a_killed_online_rewrite_reruns_to_completion(widening, pg_url, point):
         migration.wait(10)
         holder.close()
     # How far the killed run had got, in backlog rows the new table holds. A received message leaves
-    # both tables, and the receiver skips a locked row and goes on above it: the rows the copy has
-    # passed (above the held row; the whole backlog at the swap) less those received by then.
+    # both tables: the rows the copy has passed (above the held row; the whole backlog at the swap)
+    # less those received by then.
     if point == "after_build":
         passed = set()
     elif point == "mid_copy":
         passed = {m for m, seq in before.items() if seq > seqs[len(seqs) // 2]}
     else:
         passed = set(before)
-    slack = 499 if point == "mid_copy" else 0  # the waiting batch (500 rows) holds the held row and up to 499 above it
+    slack = 499 if point == "mid_copy" else 0  # the waiting batch (500 rows, uncommitted) holds the held row and up to 499 above it
     low, high = len(passed - received_after) - slack, len(passed - received_before)
     assert low <= copied <= high, (copied, low, high)
     assert SHADOW in leftovers(pg_url)  # killed before its swap: the new table is still beside the live one
@@ -259,6 +276,65 @@ def test_sqlite_rewrites_in_place_and_says_so(project, tmp_path):
     assert "online rewrites run on PostgreSQL only: add body string column of" in result.stderr
 
 
+PUMP_CONCURRENCY, PUMP_BATCH = 2, 50
+
+
+def test_a_pump_drains_the_backlog_in_order_through_an_online_rewrite(widening, pg_url, caplog):
+    """The issue's run, smaller: a backlog, a MessagePump (concurrency 2, batch 50) and a sender
+    through an online rewrite of Sales. The copy is held halfway down the backlog while the pump
+    drains up to and past it: a copy that locked the rows of its batch would make the pump pass
+    over them (FOR UPDATE SKIP LOCKED) and handle them a thousand places late. Every message is
+    handled once, none further from its FIFO place than the two batches in flight, and the pump
+    goes across the swap (its prepared receive no longer fits the table) without a failed receive."""
+    caplog.set_level(logging.DEBUG, logger="sqltransport_schema.pump")
+    before = fill(pg_url, "Sales", 3000)
+    seqs = sorted(before.values())
+    holder = hold_copy_at(pg_url, seqs[1500])
+    migration = start_alembic(widening, pg_url, "online=Sales", "online_batch=500")
+    engine = connect(pg_url)
+    handled: list[tuple[str, int]] = []
+    transport = Transport(engine, "9.1")
+    pump = MessagePump(
+        transport,
+        transport.queue("Sales"),
+        lambda message, context: handled.append((message.id, message.order)),
+        concurrency=PUMP_CONCURRENCY,
+        batch_size=PUMP_BATCH,
+        peek_delay=0.1,
+    )
+    sender = RecordingSender(pg_url, "Sales")
+    try:
+        wait_for(lambda: copy_waiting(pg_url, holder), "the copy to wait halfway down the backlog")
+        pump.start()
+        sender.start()
+        wait_for(lambda: len(handled) >= 2200, "the pump to drain past the held batch")
+        holder.close()  # the copy goes on
+        out, err = migration.communicate(timeout=120)
+        time.sleep(0.5)  # the pump and the sender go on in the new table
+        stop(sender)
+        wait_for(lambda: scalar(pg_url, 'SELECT count(*) FROM "public"."Sales"') == 0, "the pump to drain the queue")
+    finally:
+        if migration.poll() is None:
+            migration.kill()
+        pump.stop(10)
+        holder.close()
+        engine.dispose()
+    assert migration.returncode == 0, err
+    assert 'online rewrite of "public"."Sales": swapped' in err and seq_type(pg_url, "Sales") == "bigint"
+    ids = [message_id for message_id, _ in handled]
+    assert len(ids) == len(set(ids)), "a message was handled twice"
+    assert set(ids) == set(before) | set(sender.sent), "a message was lost or invented"
+    assert len(sender.sent) > 10
+    # FIFO as without a rewrite: a message is handled at most the two batches in flight from its place
+    places = {seq: place for place, seq in enumerate(sorted(seq for _, seq in handled))}
+    late = max(abs(place - places[seq]) for place, (_, seq) in enumerate(handled))
+    assert late < PUMP_CONCURRENCY * PUMP_BATCH, f"a message was handled {late} places from its FIFO place"
+    pump_log = [r for r in caplog.records if r.name == "sqltransport_schema.pump"]
+    assert [r.getMessage() for r in pump_log if r.levelno >= logging.WARNING] == []  # no failed receive, no pause
+    assert any("prepared again" in r.getMessage() for r in pump_log)  # the swap did invalidate the prepared receive
+    assert leftovers(pg_url) == [] and in_sync(widening, pg_url) == 0
+
+
 def test_bad_online_options_fail_in_one_line(widening, pg_url):
     result = alembic(widening, "-x", f"url={pg_url}", "-x", "online_batch=lots", "upgrade", "head")
     assert failed_line(result) == (
@@ -280,6 +356,17 @@ def test_compile_offers_the_online_path_where_there_is_one(project, capsys):
     online = {(e["engine"], e["operation"].split(" of ")[0], e["online"]) for e in locks if e["table"].endswith('"Sales"')}
     assert ("postgresql", "change Seq", "possible") in online and ("postgresql", "add body string column", "possible") in online
     assert all(flag is None for engine, _, flag in online if engine != "postgresql")  # in place elsewhere
+    # the delayed table's BodyString is rewritten in place by the upgrade: no online hint for it
+    delayed = [e for e in locks if e["table"].endswith('"Sales.Delayed"') and e["lock"] == "rewrite"]
+    assert delayed and all(e["online"] is None for e in delayed)
+    project.write_topology(TOPOLOGY.replace("queues:", "    body_string: false\nqueues:"))
+    assert project.compile("back") == 0
+    capsys.readouterr()
+    project.write_topology(TOPOLOGY.replace("queues:", "    body_string: true\nqueues:"))
+    assert project.compile("again") == 0
+    hinted = [line for line in capsys.readouterr().out.splitlines() if "can instead be rewritten online" in line]
+    assert hinted and all('"Sales.Delayed"' not in line for line in hinted), hinted
+    assert any('"public"."Sales":' in line for line in hinted)
 
 
 def test_body_string_added_online_to_a_queue_and_in_place_to_its_delayed_table(project, pg_url):
@@ -332,7 +419,7 @@ def test_two_migrations_of_one_database_take_turns(widening, pg_url):
     before = fill(pg_url, "Sales", BACKLOG)
     seqs = sorted(before.values())
     sender, receiver = run_threads(pg_url)
-    holder = lock_row(pg_url, seqs[len(seqs) // 2])  # the first run's copy waits halfway down
+    holder = hold_copy_at(pg_url, seqs[len(seqs) // 2])  # the first run's copy waits halfway down
     first = start_alembic(widening, pg_url, "online=Sales", "online_batch=500")
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(first.stderr), daemon=True).start()

@@ -108,7 +108,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         lines.append('Run: sqltransport-schema compile -m "describe the change"')
         _emit(args, payload, lines, plan, topo)
         return EXIT_CHANGES
-    locks = [entry for name in dict.fromkeys(topo.engines) for entry in lock_report(plan.upgrade, engines.get(name))]
+    queues = plan.new.queue_names()
+    locks = [entry for name in dict.fromkeys(topo.engines) for entry in lock_report(plan.upgrade, engines.get(name), queues=queues)]
     payload["locks"] = locks
     lines = [f"wrote {written}"] + [f"  {c}" for c in plan.summary(limit=SHOWN_CHANGES)]
     if locks:

@@ -169,6 +169,15 @@ class Dialect:
         """Whether a driver error is this engine's "no such table" (a publish to a retired subscriber)."""
         return False
 
+    # The codes a driver reports when a statement the connection keeps prepared no longer fits its
+    # table (an online rewrite swapped it): the transaction is rolled back and run again at once.
+    STALE_PLAN_CODES: frozenset[str | int] = frozenset()
+
+    def stale_plan(self, error: BaseException) -> bool:
+        """Whether a driver error (or SQLAlchemy's wrapper of one) says a prepared statement's plan
+        no longer fits its table, by its code."""
+        return not self.STALE_PLAN_CODES.isdisjoint(driver_error_codes(getattr(error, "orig", None) or error))
+
     # The codes a driver reports when the login may not read or change a table ("permission denied"):
     # SQLSTATEs, error numbers (set per engine). status reports such a table as not readable by the login.
     PERMISSION_DENIED_CODES: frozenset[str | int] = frozenset()

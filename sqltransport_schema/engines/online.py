@@ -37,6 +37,9 @@ class Online:
     COPY_FROM = ""  # the lowest key the shadow holds: the copy goes on below it
     ROWS_ESTIMATED = ""  # the live table's rows as the statistics have them (progress)
     COPY_BATCH = ""  # @Below, @BatchSize -> (rows copied, lowest key copied)
+    WRITERS = ""  # the transactions writing to the live table now
+    WRITERS_LEFT = ""  # @Writers -> how many of them are still running
+    SETTLE = ""  # delete the copies of messages no longer in the live table
     LOCK_BOTH = ""
     COUNTS = ""  # (live rows, shadow rows)
     REPAIR_MISSING = ""

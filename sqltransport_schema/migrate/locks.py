@@ -29,7 +29,7 @@ from ..util import duration_ms
 from . import toimpl
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Collection, Iterator
 
     from sqlalchemy.engine import Connection
 
@@ -191,10 +191,13 @@ def describe_holders(holders: list[LockHolder], waited_ms: int = 0) -> str:
 
 
 # --------------------------------------------------------------------------- what a revision locks
-def lock_report(operations: list[TransportOp], dialect: Dialect, rows: dict | None = None) -> list[dict]:
+def lock_report(
+    operations: list[TransportOp], dialect: Dialect, rows: dict | None = None, queues: Collection[TableName] | None = None
+) -> list[dict]:
     """For each operation that locks an existing table on this engine: the table, the operation,
     whether it holds an exclusive lock for a whole rewrite ("rewrite") or only briefly ("short"),
-    why, and (given rows: table_key -> count, from a database) the rows a rewrite goes through."""
+    why, and (given rows: table_key -> count, from a database) the rows a rewrite goes through.
+    `queues`: the blueprint's queue tables, the only ones an online rewrite can take."""
     report = []
     for operation in operations:
         table = operation.locked_table()
@@ -215,14 +218,18 @@ def lock_report(operations: list[TransportOp], dialect: Dialect, rows: dict | No
                 "reason": reason,
                 "rows": None if rows is None else rows.get(dialect.table_key(table)),
                 # a rewrite beside the live table (migrate/online.py): "chosen" by the revision, or "possible"
-                "online": _online(operation, dialect) if reason else None,
+                "online": _online(operation, dialect, table, queues) if reason else None,
             }
         )
     return report
 
 
-def _online(operation: TransportOp, dialect: Dialect) -> str | None:
+def _online(operation: TransportOp, dialect: Dialect, table: TableName, queues: Collection[TableName] | None) -> str | None:
+    """How the rewrite can run beside the live table; None where the upgrade runs it in place (another
+    engine, or a table that is not a queue in the blueprint: a delayed table's BodyString)."""
     if not dialect.online.supported or not operation.online_capable:
+        return None
+    if queues is not None and table not in queues:
         return None
     return "chosen" if operation.online else "possible"
 

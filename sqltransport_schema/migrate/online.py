@@ -6,15 +6,19 @@ waits. Run online, it holds that lock only for a swap:
 
 1. one short transaction builds the changed table beside the live one (the shadow) and puts a
    trigger on the live table that repeats each insert and delete on the shadow;
-2. the backlog is copied newest first, a batch per transaction, each batch share-locking the rows
-   it reads (a receiver's delete of a row being copied waits for that commit, then its trigger
-   deletes the copy), while senders and receivers keep using the live table, so FIFO order is
-   never disturbed: every message stays where receivers look until the swap;
+2. the backlog is copied newest first, a batch per transaction, locking no row of the live table,
+   while senders and receivers keep using it: a row lock there (even FOR SHARE) would make the
+   receivers' FOR UPDATE SKIP LOCKED pass over the head of the queue while a batch holding it
+   is copied, and handle a batch's worth of messages out of order. Without it, a receiver's delete
+   may run its trigger before the batch holding that message commits and leave its copy behind;
+   so once the copy is done, the writers of that moment are waited for (they are short: a send,
+   a receive) and the copies of messages no longer live are deleted. Every message stays where
+   receivers look until the swap, and FIFO order is as without a rewrite;
 3. one short transaction locks both tables, repairs any difference (none is expected), carries
    the sequence over, drops the live table and renames the shadow into its place.
 
 Every step can be killed and the upgrade run again: step 1 is idempotent, step 2 goes on below the
-lowest Seq the shadow holds, step 3 commits or leaves nothing. Messages are copied rather than
+lowest Seq the shadow holds and settles what an earlier run left, step 3 commits or leaves nothing. Messages are copied rather than
 moved (the pipeline's move protocol deletes as it goes) because a move would take messages out of
 the table receivers read while newer ones stay, and FIFO order would be lost for the move's length.
 
@@ -53,6 +57,7 @@ BATCH_OPTION = "sqltransport_online_batch"  # rows per copy transaction
 POLICY_OPTION = "sqltransport_lock_policy"  # the run's LockPolicy (its lock timeout and retry time)
 DEFAULT_BATCH = 10_000
 PROGRESS_EVERY = 2.0  # seconds between progress lines
+SETTLE_POLL = 0.01  # seconds between two looks at the writers the copy waits for
 FIRST_KEY_ABOVE = 2**63 - 1  # above every Seq: where the copy starts when the shadow is empty
 OFFLINE_NOTE = (
     "online rewrite asked for: a script rewrites in place (the online path copies in many transactions); "
@@ -148,6 +153,7 @@ class _Rewrite:
         build = self.online.create_shadow(self.target, release, stale) + self.online.mirror(self.table)
         self._retrying("build the new table and its mirror trigger", lambda: self._execute(build))
         copied = self._copy()
+        self._settle()
         _, attempt = self._retrying("swap the tables", self._swap)
         log.info("online rewrite of %s: swapped (attempt %d)", self.where, attempt)
         self.online.run(self.connection, self.online.ANALYZE, self.table)
@@ -179,6 +185,32 @@ class _Rewrite:
         """(rows copied, the lowest key among them) of the batch below `below`."""
         return tuple(self.online.run(self.connection, self.online.COPY_BATCH, self.table, Below=below, BatchSize=self.batch).one())
 
+    def _settle(self) -> None:
+        """Step 2's end: wait for the sessions writing to the live table now (a receiver's delete
+        that ran its trigger before the batch holding its message committed), then delete the
+        copies of messages they received. Bounded by lock_retry_for, as a lock wait."""
+        online, connection = self.online, self.connection
+        writers = list(online.run(connection, online.WRITERS, self.table).scalars())
+        connection.commit()
+        waited = warned = time.monotonic()
+        while writers and online.run(connection, online.WRITERS_LEFT, self.table, Writers=writers).scalar():
+            connection.commit()
+            now = time.monotonic()
+            if now >= self.deadline or now - warned >= max(self.policy.timeout_ms / 1000, 1.0):
+                self._still_writing(now - waited, now >= self.deadline)
+                warned = now
+            time.sleep(SETTLE_POLL)
+        connection.commit()
+        removed = online.run(connection, online.SETTLE, self.table).rowcount
+        connection.commit()
+        log.info(
+            "online rewrite of %s: copy settled (waited %.2f s for %d writer(s); %d copies of messages received meanwhile removed)",
+            self.where,
+            time.monotonic() - waited,
+            len(writers),
+            removed,
+        )
+
     def _swap(self) -> None:
         """Step 3 (one transaction): lock both, repair any difference, carry the sequence over, rename."""
         online = self.online
@@ -196,6 +228,21 @@ class _Rewrite:
         # no_parameters: the driver gets the text as is, so a '%' in a quoted name stays literal
         for statement in statements:
             self.connection.execution_options(no_parameters=True).exec_driver_sql(statement)
+
+    def _still_writing(self, waited: float, spent: bool) -> None:
+        """A writer of the copy's last moment is still open: say who (and stop once lock_retry_for is spent)."""
+        holders = self.dialect.lock_holders(self.connection, self.table)
+        self.connection.rollback()
+        held = f": {describe_holders(holders)}" if holders is not None else ""
+        if spent:
+            raise LockWaitsSpent(
+                f"online rewrite of {self.where}: gave up after {format_duration(self.policy.retry_for_ms)} waiting for the "
+                f"sessions that wrote to it during the copy to end{held}. The live table is unchanged and in use; the new "
+                "table beside it is kept current. Run the upgrade again to go on from there"
+            )
+        log.warning(
+            "online rewrite of %s: waited %.1f s for the sessions that wrote to it during the copy to end%s", self.where, waited, held
+        )
 
     # -- lock waits ---------------------------------------------------------------------------
     def _retrying(self, what: str, work: Callable[[], T]) -> tuple[T, int]:

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("sqltransport_schema.pump")
+T = TypeVar("T")
 
 RECOMMENDED_PEEK_DELAY = (0.1, 10.0)
 DEFAULT_FAILURE_TIMEOUT = 30.0  # the transport's circuit breaker waits as long before a critical error
@@ -231,7 +232,7 @@ class MessagePump:
         still counts as a message taken, so the pump keeps receiving.
         """
         try:
-            return self._receive_in_transaction()
+            return self._replanning(self._receive_in_transaction)
         except _RolledBack:
             return True
         except Exception:
@@ -295,7 +296,7 @@ class MessagePump:
         try:
             if self.isolation == "optimistic" and self._isolated_left <= 0:
                 try:
-                    return self._receive_batch_in_transaction(isolated=False)
+                    return self._replanning(self._receive_batch_in_transaction, False)
                 except _RolledBack:
                     with self._lock:
                         self.reruns += 1
@@ -305,10 +306,24 @@ class MessagePump:
                         self.queue.address,
                         self.isolation_cooldown,
                     )
-            return self._receive_batch_in_transaction(isolated=True)
+            return self._replanning(self._receive_batch_in_transaction, True)
         except Exception:
             self._discard_connection()
             raise
+
+    def _replanning(self, receive: Callable[..., T], *args: Any) -> T:
+        """A receive, run again at once (on the same connection) when its transaction failed because a
+        statement the connection keeps prepared no longer fits its table: an online rewrite swapped
+        the queue (docs/live-migrations.md). The failed transaction was rolled back, which also
+        dropped the connection's prepared statements, so the second run prepares them anew. Not a
+        failure of the database: no warning, no pause."""
+        try:
+            return receive(*args)
+        except Exception as exc:
+            if not self.transport.dialect.stale_plan(exc):
+                raise
+            log.debug("receiving from %s: the queue table changed under a prepared statement; prepared again", self.queue.address)
+        return receive(*args)
 
     def _receive_batches(self) -> bool:
         """One receive task at batch_size > 1: batch after batch while they come back full (no hop

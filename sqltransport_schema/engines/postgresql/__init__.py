@@ -152,6 +152,10 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
         return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE
 
     UNDEFINED_TABLE = "42P01"  # SQLSTATE undefined_table
+    # feature_not_supported: "cached plan must not change result type", a prepared statement (psycopg
+    # prepares one run five times) whose table was swapped by an online rewrite for one whose columns
+    # differ in type; the rollback deallocates the connection's prepared statements (psycopg 3).
+    STALE_PLAN_CODES = frozenset({"0A000"})
 
     def undefined_table(self, error: BaseException) -> bool:
         return self.UNDEFINED_TABLE in (getattr(error, "sqlstate", None), getattr(error, "pgcode", None))

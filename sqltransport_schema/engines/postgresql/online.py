@@ -19,11 +19,13 @@ if TYPE_CHECKING:
 class Online(Dialect.Online):
     """A queue rewritten beside the live table: the shadow gets the changed DDL (the transport's
     own CREATE_QUEUE and BodyString script), a row trigger on the live table repeats every
-    insert and delete there, and the backlog is copied newest first in batches that share-lock
-    the rows they read, so a receiver's delete of a row being copied waits for that copy's
-    commit (and the trigger then deletes the copy). The swap locks both tables, repairs any
-    difference (none is expected: it is the "tail" of the move), carries the sequence over,
-    drops the live table and gives the shadow its name, index names, owner and grants.
+    insert and delete there, and the backlog is copied newest first in batches that lock no row
+    of the live table (a row lock there would make receivers, FOR UPDATE SKIP LOCKED, pass over
+    the head of the queue). A message received while its batch was being copied can be left
+    behind in the shadow (the trigger's delete ran before the copy committed); once every
+    writer of that moment has ended, such copies are deleted (SETTLE). The swap locks both
+    tables, repairs any difference (none is expected), carries the sequence over, drops the live
+    table and gives the shadow its name, index names, owner and grants.
     {table}, {shadow}, {mirror} are quoted qualified names; @Table and @Shadow the same as text."""
 
     supported = True
@@ -76,13 +78,22 @@ WITH batch AS (
     WHERE Seq < @Below
     ORDER BY Seq DESC
     LIMIT @BatchSize
-    FOR SHARE
 ), copied AS (
     INSERT INTO {shadow} (Id, Expires, Headers, Body, Seq)
     SELECT Id, Expires, Headers, Body, Seq FROM batch
     ON CONFLICT DO NOTHING
 )
 SELECT count(*), min(Seq) FROM batch"""
+
+    # After the copy: the sessions writing to the live table now (a receiver's delete may have run
+    # its trigger before a batch holding its row committed), waited for until they have ended;
+    # then SETTLE deletes the copies of messages received meanwhile.
+    WRITERS = """\
+SELECT DISTINCT virtualtransaction FROM pg_locks
+WHERE relation = to_regclass(@Table) AND granted AND pid <> pg_backend_pid()
+    AND mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')"""
+    WRITERS_LEFT = "SELECT count(DISTINCT virtualtransaction) FROM pg_locks WHERE virtualtransaction = ANY(@Writers)"
+    SETTLE = "DELETE FROM {shadow} AS s WHERE NOT EXISTS (SELECT FROM {table} AS t WHERE t.Seq = s.Seq)"
 
     # -- step 3, one short transaction: the swap -------------------------------------------
     LOCK_BOTH = "LOCK TABLE {table}, {shadow} IN ACCESS EXCLUSIVE MODE"
@@ -92,7 +103,7 @@ INSERT INTO {shadow} (Id, Expires, Headers, Body, Seq)
 SELECT Id, Expires, Headers, Body, Seq FROM {table} AS t
 WHERE NOT EXISTS (SELECT FROM {shadow} AS s WHERE s.Seq = t.Seq)
 ON CONFLICT DO NOTHING"""
-    REPAIR_EXTRA = "DELETE FROM {shadow} AS s WHERE NOT EXISTS (SELECT FROM {table} AS t WHERE t.Seq = s.Seq)"
+    REPAIR_EXTRA = SETTLE
     # the shadow's sequence goes on from the live one's (the trigger wrote Seq as it came)
     CARRY_SEQUENCE = """\
 SELECT setval(pg_get_serial_sequence(@Shadow, 'seq'), greatest(coalesce(last, 0), coalesce(top, 0), 1), last IS NOT NULL OR top IS NOT NULL)
