@@ -6,11 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import errors
 from ..urls import database_url
-from .options import DEFAULT_CONFIG, MARKDOWN_FORMAT, add_command, add_options, load_config
+from . import github
+from .options import DEFAULT_CONFIG, MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+    from ..check import Report
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -28,18 +35,48 @@ def cmd_check(args: argparse.Namespace) -> int:
         config = load_config(args.config) if args.config != DEFAULT_CONFIG or Path(args.config).is_file() else None
         report = check.run(database_url(args.url, config), config)
     except (check.CheckError, errors.NotFound) as exc:
+        if args.format == github.FORMAT:
+            github.append_summary(f"### sqltransport-schema check: error\n\n{exc}\n")
         if args.format == "markdown":
             sys.stdout.write(f"### sqltransport-schema check: error\n\n{exc}\n")
             return EXIT_ERROR
         return emit_error(args, str(exc))
-    if args.format == "markdown":
+    if args.format in ("markdown", github.FORMAT):
         from ..pictures import mermaid_block
         from ..pictures.sources import MARKDOWN_TABLES, from_check
 
-        sys.stdout.write(report.markdown() + "\n" + mermaid_block(from_check(report, MARKDOWN_TABLES)))
+        markdown = report.markdown() + "\n" + mermaid_block(from_check(report, MARKDOWN_TABLES))
+        if args.format == github.FORMAT:
+            github.report(_findings(report, config), report.text_lines(), markdown)
+        else:
+            sys.stdout.write(markdown)
     else:
         emit(args, report.to_json(), report.text_lines())
     return EXIT_OK if report.in_sync else EXIT_CHANGES
+
+
+def _findings(report: Report, config: Config | None) -> list[github.Annotation]:
+    """check's findings as annotations, each on the topology line that makes its table (the
+    topology of alembic.ini; a table it does not make, or no topology: at no file)."""
+    from .. import check, engines
+    from .. import topology as topology_module
+
+    marks = {}
+    if config is not None:
+        try:
+            topo = topology_module.load(topology_path(argparse.Namespace(topology=None), config))
+        except (errors.SqltransportError, OSError):
+            topo = None  # the annotations then name no file; the findings are what matters
+        if topo is not None:
+            dialect = engines.get(report.engine)
+            marks = {check.display(dialect, name): mark for name, mark in topo.marks_by_table().items()}
+    found = []
+    for finding in report.findings:
+        message = f"{finding.table}: {finding.detail}" if finding.table else finding.detail
+        level = "notice" if finding.severity == "info" else "error"
+        title = f"sqltransport-schema check: {finding.category}"
+        found.append(github.Annotation.at(marks.get(finding.table), message, level=level, title=title))
+    return found
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:

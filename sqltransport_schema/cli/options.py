@@ -68,10 +68,16 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "no_spark": (("--no-spark",), {"action": "store_true", "help": "run the partitions in this process, without Spark"}),
 }
 SPARK = ("master", "conf", "jars", "no_spark")
-# --format of the commands whose report is also a pull-request comment (compile, check)
+# --format of the commands whose report is also a pull-request comment (compile, check); github:
+# each problem as a GitHub Actions annotation, the report in the job summary (cli/github.py)
 MARKDOWN_FORMAT = {
-    "choices": ("text", "json", "markdown"),
-    "help": "output for people, CI, or a pull-request comment (default: %(default)s)",
+    "choices": ("text", "json", "markdown", "github"),
+    "help": "output for people, CI, a pull-request comment, or GitHub Actions annotations and job summary (default: %(default)s)",
+}
+# --format of validate: github puts each problem on its line in the pull request
+GITHUB_FORMAT = {
+    "choices": ("text", "json", "github"),
+    "help": "output for people, CI, or GitHub Actions annotations and job summary (default: %(default)s)",
 }
 HELP_WIDTH = 100  # a description's lines in --help
 

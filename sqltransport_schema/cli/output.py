@@ -1,8 +1,9 @@
 """What commands print: the one set of exit codes and the one way to print a result or an error.
 
 Results go to people as lines, or to machines as one indented JSON object under `--format json`;
-errors as `error: ...` on stderr, or as a JSON status. The SQL a DBA reads (statements, grants,
-script) is written as it is.
+errors as `error: ...` on stderr, or as a JSON status. Under `--format github` (cli/github.py) the
+lines are printed as for people, each problem before them as a GitHub workflow command. The SQL a
+DBA reads (statements, grants, script) is written as it is.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import argparse
 import json
 import sys
 from typing import TYPE_CHECKING, TextIO
+
+from . import github
 
 if TYPE_CHECKING:
     from ..topology import TopologyError
@@ -39,8 +42,10 @@ def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | Non
     "details": [...]} under --format json (stdout unless json_stream)."""
     if getattr(args, "format", "text") == "json":
         emit(args, {"status": "error", "message": message, **({"details": details} if details else {})}, [], stream=json_stream)
-    else:
-        sys.stderr.write(f"error: {message}\n" + "".join(f"  {line}\n" for line in details or ()))
+        return EXIT_ERROR
+    if getattr(args, "format", "text") == github.FORMAT:
+        github.report([github.Annotation("\n".join([message, *(details or ())]))], [])
+    sys.stderr.write(f"error: {message}\n" + "".join(f"  {line}\n" for line in details or ()))
     return EXIT_ERROR
 
 
@@ -91,5 +96,9 @@ def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:
         lines[0] += " (nothing was written)"  # one mistake, one line
     else:
         lines.append(f"{len(lines)} problem(s); nothing was written.")
+    if getattr(args, "format", "text") == github.FORMAT:
+        title = f"sqltransport-schema {getattr(args, 'command', None) or 'validate'}"
+        summary = [f"### {title}: invalid", ""] + [f"- `{p.mark}`: {p.message}" for p in error.problems]
+        github.report([github.Annotation.at(p.mark, p.message, title=title) for p in error.problems], [], "\n".join(summary))
     emit(args, payload, lines, stream=sys.stdout if getattr(args, "format", "text") == "json" else sys.stderr)
     return EXIT_ERROR

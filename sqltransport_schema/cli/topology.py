@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from .. import engines
 from .. import topology as topology_module
-from .options import MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
+from . import github
+from .options import GITHUB_FORMAT, MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
 from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid
 
 if TYPE_CHECKING:
@@ -42,7 +43,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if len(topo.files) > 1:  # the root file includes others
         payload["files"] = [source.path for source in topo.files]
         files = f" in {len(topo.files)} files"
-    emit(args, payload, [f"{path}: valid ({len(tables)} tables{files})"])
+    line = f"{path}: valid ({len(tables)} tables{files})"
+    if args.format == github.FORMAT:
+        github.report([], [line], f"### sqltransport-schema validate: valid\n\n`{path}`: {len(tables)} tables{files}.")
+    else:
+        emit(args, payload, [line])
     return EXIT_OK
 
 
@@ -125,10 +130,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan, topo: topology_module.Topology) -> None:
     """compile's result in --format: under markdown a pull-request comment, the lines and then the
-    change drawn (tables added, removed and changed styled apart)."""
-    if args.format != "markdown":
+    change drawn (tables added, removed and changed styled apart); under github the lines, each
+    change not compiled yet (--check) as an annotation on the topology line that makes its table,
+    and the pull-request comment in the job summary."""
+    if args.format == "markdown":
+        sys.stdout.write(_markdown(payload, lines, plan, topo))
+    elif args.format == github.FORMAT:
+        pending = payload["status"] == "pending"
+        github.report(_uncompiled(plan, topo) if pending else [], lines, _markdown(payload, lines, plan, topo))
+    else:
         emit(args, payload, lines)
-        return
+
+
+def _markdown(payload: dict, lines: list[str], plan: Plan, topo: topology_module.Topology) -> str:
     from ..pictures import mermaid_block
     from ..pictures.sources import MARKDOWN_TABLES, from_plan
 
@@ -138,7 +152,22 @@ def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan,
         if not (item and i and lines[i - 1].startswith("  ")):
             out.append("")  # a paragraph, or the first item of a list
         out.append(f"- `` {line.strip()} ``" if item else line)
-    sys.stdout.write("\n".join(out) + "\n\n" + mermaid_block(from_plan(plan, topo, MARKDOWN_TABLES)))
+    return "\n".join(out) + "\n\n" + mermaid_block(from_plan(plan, topo, MARKDOWN_TABLES))
+
+
+def _uncompiled(plan: Plan, topo: topology_module.Topology) -> list[github.Annotation]:
+    """An annotation per change not compiled yet, where the topology makes its table (a table it no
+    longer makes, or a merge of heads: on the root file)."""
+    marks = topo.marks_by_table()
+    title = "sqltransport-schema compile --check"
+    advice = 'not compiled yet: run sqltransport-schema compile -m "describe the change"'
+    merge = f"the migrations have {len(plan.merges)} heads; a merge revision joins them"
+    found = [github.Annotation(merge, file=topo.path, title=title)] if plan.merges else []
+    for op in plan.upgrade:
+        mark = marks.get(op.table_name)
+        message = f"{op.describe()}: {advice}"
+        found.append(github.Annotation.at(mark, message, title=title) if mark else github.Annotation(message, file=topo.path, title=title))
+    return found
 
 
 def cmd_json_schema(args: argparse.Namespace) -> int:
@@ -178,7 +207,7 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
 
 def add_validate(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "validate", cmd_validate, "sqltransport-schema validate --topology topology.yaml")
-    add_options(p, "topology", "format")
+    add_options(p, "topology", "format", format=GITHUB_FORMAT)
 
 
 def add_json_schema(sub: argparse._SubParsersAction) -> None:

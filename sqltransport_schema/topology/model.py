@@ -148,6 +148,10 @@ class Topology:
             return self.subscriptions.table_name
         return TableName(DEFAULT_SUBSCRIPTION_TABLE, self.default_schema, self.default_catalog)
 
+    def marks_by_table(self) -> dict[TableName, Mark]:
+        """Where the file makes each table (annotations of a table's problems point there)."""
+        return {owned.name: owned.mark for owned in self.tables()}
+
     def tables(self) -> Iterator[Owned]:
         """Every table the topology owns, with what the file calls it and where it makes it.
 
