@@ -224,3 +224,89 @@ def test_pre_commit_hooks_pass_a_compiled_project_and_fail_an_uncompiled_change(
     assert re.search(r"sqltransport-schema compile --check\.+Failed", changed.stdout)
     assert "topology.yaml holds 1 change(s) not compiled yet:" in changed.stdout
     assert 'create queue "audit" (transport 9.1)' in changed.stdout
+
+
+# -- docs/ci.md's workflow files -----------------------------------------------------------
+CI_DOC = REPO / "docs" / "ci.md"
+YAML_BLOCK = re.compile(r"^```yaml\n(?P<body>.*?)^```$", re.DOTALL | re.MULTILINE)
+INSTALL = re.compile(r"^pip install ")  # done by the test's environment (the package under test)
+
+
+def documented_yaml() -> list:
+    import yaml
+
+    return [yaml.safe_load(match["body"]) for match in YAML_BLOCK.finditer(CI_DOC.read_text(encoding="utf-8"))]
+
+
+def github_workflow() -> dict:
+    (workflow,) = [doc for doc in documented_yaml() if "jobs" in doc]
+    return workflow
+
+
+def gitlab_job() -> dict:
+    (job,) = [doc["schema"] for doc in documented_yaml() if "schema" in doc]
+    return job
+
+
+def run_commands(commands: list[str], sandbox: Path, env: dict) -> None:
+    for command in commands:
+        result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=sandbox, env=env, capture_output=True, text=True)
+        assert result.returncode == 0, f"{command}: exit {result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+
+
+@pytest.fixture
+def sandbox(tmp_path) -> Path:
+    """The repository's files as a clone has them: the project the workflows check out."""
+    return copy_tracked(tmp_path / "checkout")
+
+
+def job_env(variables: dict, pg_url: str, **more: str) -> dict:
+    """The job's variables, the database being the test's throwaway one (the service's, in CI)."""
+    env = {**os.environ, **{k: str(v) for k, v in variables.items()}, "PYTHONPATH": str(REPO), **more}
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    assert env["SQLTRANSPORT_URL"].startswith("postgresql://postgres:postgres@")  # the service's database
+    env["SQLTRANSPORT_URL"] = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    return env
+
+
+def test_the_pre_commit_config_names_the_hooks_this_repository_ships():
+    import yaml
+
+    shipped = {hook["id"] for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))}
+    (config,) = [doc for doc in documented_yaml() if "repos" in doc]
+    assert {hook["id"] for repo in config["repos"] for hook in repo["hooks"]} == shipped
+
+
+@pytest.mark.postgresql
+def test_the_github_workflow_runs(sandbox, pg_url, tmp_path):
+    workflow = github_workflow()
+    job = workflow["jobs"]["schema"]
+    assert job["services"]["postgres"]["image"].startswith("postgres:")
+    steps = job["steps"]
+    commands = [step["run"] for step in steps if "run" in step and not INSTALL.match(step["run"])]
+    assert [c.split()[0:2] for c in commands] == [
+        ["sqltransport-schema", "validate"],
+        ["sqltransport-schema", "compile"],
+        ["alembic", "upgrade"],
+        ["sqltransport-schema", "check"],
+        ["sqltransport-schema", "script"],
+    ]
+    summary = tmp_path / "summary.md"
+    run_commands(commands, sandbox, job_env(job["env"], pg_url, GITHUB_STEP_SUMMARY=str(summary), GITHUB_WORKSPACE=str(sandbox)))
+    (upload,) = [step for step in steps if step.get("uses", "").startswith("actions/upload-artifact")]
+    assert (sandbox / upload["with"]["path"]).read_text(encoding="utf-8").startswith("-- sqltransport-schema deployment script")
+    text = summary.read_text(encoding="utf-8")
+    for title in ("validate: valid", "compile: up-to-date", "check: in sync"):
+        assert f"### sqltransport-schema {title}" in text
+
+
+@pytest.mark.postgresql
+def test_the_gitlab_job_runs(sandbox, pg_url):
+    job = gitlab_job()
+    assert any(service["name"].startswith("postgres:") for service in job["services"])
+    commands = [command for command in job["script"] if not INSTALL.match(command)]
+    assert len(commands) == 5
+    run_commands(commands, sandbox, job_env(job["variables"], pg_url))
+    for artifact in job["artifacts"]["paths"]:
+        assert (sandbox / artifact).stat().st_size > 0
+    assert (sandbox / "check.md").read_text(encoding="utf-8").startswith("### sqltransport-schema check: in sync")
