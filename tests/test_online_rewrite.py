@@ -340,6 +340,40 @@ def test_a_pump_drains_the_backlog_in_order_through_an_online_rewrite(widening, 
     assert leftovers(pg_url) == [] and in_sync(widening, pg_url) == 0
 
 
+def test_the_copy_settles_after_a_receive_it_raced(widening, pg_url):
+    """A receive that took the head of the queue while the copy ran, and whose transaction is still
+    open when the copy ends: its trigger found no copy to delete, and the copy then copied the
+    message (still there for the copy until that receive commits). The copy waits for that session
+    (saying who it is), then deletes the copy: the swap finds both tables alike and the message is
+    gone from the new table."""
+    before = fill(pg_url, "Sales", 2000)
+    seqs = sorted(before.values())
+    holder = hold_copy_at(pg_url, seqs[1000])
+    migration = start_alembic(widening, pg_url, "online=Sales", "online_batch=300", "lock_timeout=1s")
+    receive = psycopg.connect(libpq(pg_url) + " application_name=slow-receiver")
+    try:
+        wait_for(lambda: copy_waiting(pg_url, holder), "the copy to wait halfway down the backlog")
+        taken = receive.execute('DELETE FROM "public"."Sales" WHERE Seq = %s RETURNING Id', (seqs[0],)).fetchone()[0]
+        holder.close()  # the copy goes on, copies the head (its receive is not committed) and waits for that receive
+        wait_for(lambda: scalar(pg_url, f'SELECT count(*) FROM "public"."{SHADOW}" WHERE Seq = {seqs[0]}') == 1, "the head copied")
+        time.sleep(1.5)  # past one lock_timeout: the copy says who it waits for
+        assert migration.poll() is None  # still waiting for the receive
+        receive.commit()
+        out, err = migration.communicate(timeout=120)
+    finally:
+        if migration.poll() is None:
+            migration.kill()
+        holder.close()
+        receive.close()
+    assert migration.returncode == 0, err
+    assert "waited" in err and "for the sessions that wrote to it during the copy to end: held by pid" in err and "slow-receiver" in err
+    settled = re.search(r"copy settled \(waited [\d.]+ s for \d+ writer\(s\); (\d+) copies", err)
+    assert settled is not None and int(settled[1]) >= 1, err
+    assert "repairing before the swap" not in err and 'online rewrite of "public"."Sales": swapped' in err
+    left = rows(pg_url, "Sales")
+    assert str(taken) not in {m for m, _ in left} and len(left) == len(before) - 1
+
+
 def test_bad_online_options_fail_in_one_line(widening, pg_url):
     result = alembic(widening, "-x", f"url={pg_url}", "-x", "online_batch=lots", "upgrade", "head")
     assert failed_line(result) == (
