@@ -18,9 +18,10 @@ waits. Run online, it holds that lock only for a swap:
    the sequence over, drops the live table and renames the shadow into its place.
 
 Every step can be killed and the upgrade run again: step 1 is idempotent, step 2 goes on below the
-lowest Seq the shadow holds and settles what an earlier run left, step 3 commits or leaves nothing. Messages are copied rather than
-moved (the pipeline's move protocol deletes as it goes) because a move would take messages out of
-the table receivers read while newer ones stay, and FIFO order would be lost for the move's length.
+lowest Seq the shadow holds and settles what an earlier run left, step 3 commits or leaves nothing.
+Messages are copied rather than moved (the pipeline's move protocol deletes as it goes) because a
+move would take messages out of the table receivers read while newer ones stay, and FIFO order
+would be lost for the move's length.
 
 The online steps commit on their own (Alembic's autocommit block): the steps of the upgrade before
 an online rewrite are committed with it. Every step is idempotent, so an upgrade that fails later
