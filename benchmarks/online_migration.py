@@ -261,9 +261,10 @@ def main() -> None:
             flush=True,
         )
     print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    for row in rows:
-        for line in row["online_log"][-4:]:
-            print(f"  ({row['key']}) {line.split('] ', 1)[-1]}")
+    for row in rows:  # the queue's own lines: how long the copy's settle waited, what it removed, the whole rewrite
+        for line in row["online_log"]:
+            if '"Sales"' in line and any(word in line for word in ("settled", "done in", "waited")):
+                print(f"  ({row['key']}) {line.split('] ', 1)[-1]}")
 
 
 if __name__ == "__main__":

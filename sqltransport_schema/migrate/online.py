@@ -202,14 +202,16 @@ class _Rewrite:
                 warned = now
             time.sleep(SETTLE_POLL)
         connection.commit()
+        settling = time.monotonic()
         removed = online.run(connection, online.SETTLE, self.table).rowcount
         connection.commit()
         log.info(
-            "online rewrite of %s: copy settled (waited %.2f s for %d writer(s); %d copies of messages received meanwhile removed)",
+            "online rewrite of %s: copy settled (waited %.2f s for %d writer(s); %d copies of messages received meanwhile removed in %.2f s)",
             self.where,
-            time.monotonic() - waited,
+            settling - waited,
             len(writers),
             removed,
+            time.monotonic() - settling,
         )
 
     def _swap(self) -> None:
