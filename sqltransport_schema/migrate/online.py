@@ -206,7 +206,8 @@ class _Rewrite:
         removed = online.run(connection, online.SETTLE, self.table).rowcount
         connection.commit()
         log.info(
-            "online rewrite of %s: copy settled (waited %.2f s for %d writer(s); %d copies of messages received meanwhile removed in %.2f s)",
+            "online rewrite of %s: copy settled (waited %.2f s for %d writer(s); "
+            "%d copies of messages received meanwhile removed in %.2f s)",
             self.where,
             settling - waited,
             len(writers),
