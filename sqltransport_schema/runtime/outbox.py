@@ -35,7 +35,7 @@ from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
 from .transport import Message, Transport, _with_standard_headers, execute
 
 if TYPE_CHECKING:
-    from .pump import MessagePump, _Link
+    from .receiving import Link, PumpSeam
 
 __all__ = [
     "OutboxTable",
@@ -212,7 +212,7 @@ class OutboxTable:
 
 
 # ========================================================================================== the pump
-def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str | OutboxTable, context: type) -> PumpOutbox:
+def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str | OutboxTable) -> PumpOutbox:
     """The outbox of a pump whose endpoint's input queue is `input_name`: outbox=True means the
     endpoint's default `<Endpoint_Name_>OutboxData` (a str: that table, for an endpoint with its own
     table_prefix). The table must exist: a pump never creates one."""
@@ -235,7 +235,7 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
         exists = transport.dialect.table_exists(conn, table.dialect.saga_table(table.spec))
     if not exists:
         raise errors.NotFound(f"the pump's outbox table {table.display} does not exist{DECLARE_OUTBOX}")
-    return PumpOutbox(transport, table, context)
+    return PumpOutbox(transport, table)
 
 
 @dataclass
@@ -251,18 +251,17 @@ class _Taken:
 
 class PumpOutbox:
     """The pump's receive with the outbox (the module's docstring): `receive` is called by the
-    pump's receive task in place of its own, with its connection; `context` is the pump's Context."""
+    pump's receive task in place of its own, with its connection and what the pump lends it (the seam)."""
 
-    def __init__(self, transport: Transport, table: OutboxTable, context: type):
+    def __init__(self, transport: Transport, table: OutboxTable):
         self.transport = transport
         self.table = table
-        self.context = context
 
-    def receive(self, pump: MessagePump, link: _Link, size: int, isolated: bool) -> tuple[int, int]:
+    def receive(self, pump: PumpSeam, link: Link, size: int, isolated: bool) -> tuple[int, int]:
         """Up to `size` messages handled: (how many were taken off the queue or tried (0: empty), how
         many handlers failed). Isolated: each handler after its own savepoint; optimistic: none, and
         a handler's failure rolls the whole transaction back, its outbox rows with it (the pump's
-        _RolledBack; the pump runs the batch again isolated)."""
+        failure step raises out of it; the pump runs the batch again isolated)."""
         conn = link.connection
         with conn.begin():
             messages, expired = pump.queue.lock_batch(link.driver, size)
@@ -272,10 +271,10 @@ class PumpOutbox:
             pump.queue.delete_locked(link.driver, taken.settled)
         if taken.stored:  # the handler's transaction committed
             self.dispatch_stored(pump, conn, taken.stored)
-        pump._forget(taken.handled, taken.outcomes)
+        pump.committed(taken.handled, taken.outcomes)
         return len(messages) + len(expired), taken.failures
 
-    def _handle(self, pump: MessagePump, link: _Link, message: Message, taken: _Taken, isolated: bool) -> None:
+    def _handle(self, pump: PumpSeam, link: Link, message: Message, taken: _Taken, isolated: bool) -> None:
         conn = link.connection
         record = self.table.get(conn, message.id)
         if record is not None:  # handled before: never again; what it sent leaves now if it has not
@@ -289,11 +288,11 @@ class PumpOutbox:
             return
         outgoing = Outgoing(self.transport)
         savepoint = pump.queue.savepoint if isolated else None
-        context = self.context(link, self.transport, pump.queue, savepoint, outgoing=outgoing)
+        context = pump.context(link, savepoint, outgoing)
         try:
-            outcome = pump._dispatch(message, context)
+            outcome = pump.handle(message, context)
         except Exception as exc:  # the handler's failure: back to its savepoint (or the whole batch back), the message stays
-            pump._handler_failed(message, exc, context)
+            pump.failed(message, exc, context)
             taken.failures += 1
             return
         taken.handled.append(message)
@@ -304,7 +303,7 @@ class PumpOutbox:
         else:  # poison, forwarded or moved to the error queue: sent in this transaction, no row
             taken.settled.append(message.order)
 
-    def dispatch_stored(self, pump: MessagePump, conn: Connection, stored: list[tuple[Message, list[OutgoingOperation]]]) -> None:
+    def dispatch_stored(self, pump: PumpSeam, conn: Connection, stored: list[tuple[Message, list[OutgoingOperation]]]) -> None:
         """After the handler's commit: take the messages, send their operations, set their rows as
         dispatched, in one transaction. When another receive took some meanwhile (it found their
         rows and dispatched them), that is undone and each message goes alone: those taken are left."""

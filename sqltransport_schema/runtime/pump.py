@@ -40,7 +40,8 @@ from sqlalchemy.engine import Connection
 
 from .. import errors, wire
 from .outbox import OutboxTable, Outgoing, pump_outbox
-from .transport import DriverConnection, EndpointTables, Message, Queue, Transport, driver_of
+from .receiving import Link, PumpSeam
+from .transport import DriverConnection, EndpointTables, Message, Queue, Transport
 
 __all__ = [
     "MessagePump",
@@ -82,7 +83,7 @@ class Context:
 
     def __init__(
         self,
-        link: _Link,
+        link: Link,
         transport: Transport,
         queue: Queue,
         savepoint: Callable[[DriverConnection], None] | None = None,
@@ -96,7 +97,7 @@ class Context:
         self.saved = False  # a savepoint was taken for this message
         self.outgoing = outgoing
 
-    def _isolate(self) -> _Link:
+    def _isolate(self) -> Link:
         if self._savepoint is not None and not self.saved:
             self._savepoint(self._link.driver)
             self.saved = True
@@ -131,24 +132,6 @@ class Context:
             self.outgoing.publish(topics, body, headers)
         else:
             self.transport.publish(self.driver, topics, body, headers)
-
-
-class _Link:
-    """One pump thread's connection: the SQLAlchemy Connection that holds the transaction, its driver
-    connection bound for the runtime, and a plain driver cursor for handlers (made once)."""
-
-    __slots__ = ("connection", "driver", "_cursor")
-
-    def __init__(self, connection: Connection):
-        self.connection = connection
-        self.driver = driver_of(connection)
-        self._cursor = None
-
-    @property
-    def cursor(self) -> Any:
-        if self._cursor is None:
-            self._cursor = self.driver.connection.cursor()
-        return self._cursor
 
 
 Handler = Callable[[Message, Context], None]
@@ -212,7 +195,8 @@ class MessagePump:
         self.reruns = 0  # optimistic batches rolled back and run again isolated
         # the endpoint's outbox table (outbox=True: <Endpoint_Name_>OutboxData; a name or an OutboxTable)
         input_name = endpoint.input.name if endpoint is not None else queue.name
-        self.outbox = pump_outbox(transport, input_name, outbox, Context) if outbox else None
+        self.outbox = pump_outbox(transport, input_name, outbox) if outbox else None
+        self._seam = PumpSeam(transport, queue, self._context, self._dispatch, self._handler_failed, self._forget)
         self._failing_since: float | None = None  # monotonic time of the first failure in a row
         self._stop = threading.Event()
         self._local = threading.local()
@@ -254,20 +238,20 @@ class MessagePump:
             except Exception:  # noqa: BLE001 - already broken
                 pass
 
-    def _connection(self) -> _Link:
+    def _connection(self) -> Link:
         """This thread's own connection, held for the pump's life (a pool checkout per message costs more than the SQL)."""
         link = getattr(self._local, "link", None)
         if link is None or link.connection.closed or link.connection.invalidated:
             conn = self.transport.engine.connect()
             with self._lock:
                 self._connections.append(conn)
-            link = self._local.link = _Link(conn)
+            link = self._local.link = Link(conn)
         return link
 
     def _receive_in_transaction(self) -> bool:
         link = self._connection()
         if self.outbox is not None:
-            return self.outbox.receive(self, link, 1, isolated=True)[0] > 0
+            return self.outbox.receive(self._seam, link, 1, isolated=True)[0] > 0
         with link.connection.begin():
             message = self.queue.receive(link.driver)
             if message is None:
@@ -336,7 +320,7 @@ class MessagePump:
     def _receive_batch_in_transaction(self, isolated: bool) -> int:
         link = self._connection()
         if self.outbox is not None:
-            taken, failures = self.outbox.receive(self, link, self.batch_size, isolated)
+            taken, failures = self.outbox.receive(self._seam, link, self.batch_size, isolated)
             if isolated and taken:
                 self._isolated_batch_done(failures)
             return taken
@@ -366,6 +350,12 @@ class MessagePump:
         if isolated and messages:
             self._isolated_batch_done(failures)
         return len(messages) + len(expired)
+
+    def _context(
+        self, link: Link, savepoint: Callable[[DriverConnection], None] | None = None, outgoing: Outgoing | None = None
+    ) -> Context:
+        """The handler's Context on `link` (the seam's, for a receive that runs in place of the pump's)."""
+        return Context(link, self.transport, self.queue, savepoint, outgoing)
 
     def _handler_failed(self, message: Message, exc: Exception, context: Context) -> None:
         """A handler's failure in a batch: count it, then undo its writes: in an optimistic batch
