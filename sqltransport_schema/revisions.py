@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import errors
-from .schema import Blueprint, Kind, TableName, TableSpec, in_kind_order
+from .schema import SHARED, Blueprint, Kind, TableName, TableSpec, in_kind_order
 from .versions import profile
 
 if TYPE_CHECKING:
@@ -264,7 +264,7 @@ def _change_words(before: tuple | None, after: tuple | None) -> str:
     return "changes " + ", ".join(diffs)
 
 
-_SPEC_FIELDS = ("kind", "body_string", "seq_type", "protected", "correlation", "transitional", "saga_prefix")
+_SPEC_FIELDS = ("kind", "body_string", "seq_type", "protected", "correlation", "transitional", "saga_prefix", "tenant")
 
 
 def _op_lines(path: Path, name: TableName) -> list[tuple[int, str]]:
@@ -321,13 +321,15 @@ def _blueprint_table() -> Table:
     return Table(BLUEPRINT_TABLE, MetaData(), Column("revision", String(64), primary_key=True), Column("snapshot", Text, nullable=False))
 
 
-def record_blueprint(connection: Connection, script: ScriptDirectory) -> None:
-    """Keep BLUEPRINT_TABLE at the blueprint of the revision the database is now stamped with
-    (migrate.env runs this after every online upgrade or downgrade, in its transaction); at base
-    the table goes."""
+def record_blueprint(connection: Connection, script: ScriptDirectory, role: str = SHARED) -> None:
+    """Keep BLUEPRINT_TABLE at the blueprint of the revision the database is now stamped with, the
+    tables of the database's role only (migrate.env runs this after every online upgrade or downgrade,
+    in its transaction); at base the table goes."""
     table = _blueprint_table()
     heads = stamps(connection)
     found = blueprint_at(script, heads[0]) if len(heads) == 1 else None
+    if found is not None:
+        found = found.for_role(role)
     if found is None:
         table.drop(connection, checkfirst=True)
         return

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from json.encoder import encode_basestring_ascii as _json_string
 from typing import TYPE_CHECKING, NamedTuple
@@ -41,6 +41,13 @@ class Kind(str, Enum):
 # The kinds SQL persistence owns: named by the endpoint's prefix, not versioned by the transport.
 PERSISTENCE_KINDS = frozenset({Kind.SAGA, Kind.OUTBOX})
 
+# The two roles a database plays under SQL persistence's multi-tenant mode (docs/tenants.md): the
+# shared one holds the transport's tables and every table the topology does not place in tenant
+# databases; each tenant database holds the tables placed there (`tenants: {tables: [...]}`).
+SHARED = "shared"
+TENANT = "tenant"
+ROLES = (SHARED, TENANT)
+
 
 class TableName(NamedTuple):
     # a NamedTuple, not a dataclass: topologies hold tens of thousands of these
@@ -59,10 +66,12 @@ class TableName(NamedTuple):
 
 @dataclass(frozen=True)
 class SchemaName:
-    """A database schema that the topology places tables in (created if missing)."""
+    """A database schema that the topology places tables in (created if missing); tenant: in every
+    tenant database (a schema both roles use is two SchemaNames, one made in each database)."""
 
     schema: str
     catalog: str | None = None
+    tenant: bool = False
 
 
 # Queues a migration never drops without an explicit per-queue override (drop_protected:).
@@ -103,6 +112,12 @@ class TableSpec(NamedTuple):
     correlation: Correlation | None = None  # saga tables: the correlation property
     transitional: Correlation | None = None  # saga tables: the transitional correlation property
     saga_prefix: str | None = None  # saga and outbox tables: the endpoint's table prefix (index names, Oracle's names)
+    tenant: bool = False  # saga and outbox tables: in every tenant database, not in the shared one (role TENANT)
+
+    @property
+    def role(self) -> str:
+        """The database that holds the table: TENANT or SHARED."""
+        return TENANT if self.tenant else SHARED
 
     @property
     def correlations(self) -> tuple[Correlation, ...]:
@@ -131,6 +146,8 @@ class TableSpec(NamedTuple):
                 parts.append(f', "correlation": {self.correlation.to_json()}')
             if self.transitional is not None:
                 parts.append(f', "transitional": {self.transitional.to_json()}')
+            if self.tenant:  # written only when set: blueprints of earlier compiles read the same
+                parts.append(', "tenant": true')
         parts.append("}")
         return "".join(parts)
 
@@ -146,6 +163,7 @@ class TableSpec(NamedTuple):
             correlation=Correlation.from_json(data.get("correlation")),
             transitional=Correlation.from_json(data.get("transitional")),
             saga_prefix=data.get("prefix"),
+            tenant=data.get("tenant", False),
         )
 
 
@@ -171,8 +189,18 @@ class Blueprint:
         seen: dict[SchemaName, None] = {}
         for spec in self.tables:
             if spec.name.schema is not None:
-                seen.setdefault(SchemaName(spec.name.schema, spec.name.catalog))
+                seen.setdefault(SchemaName(spec.name.schema, spec.name.catalog, spec.tenant))
         return tuple(seen)
+
+    def for_role(self, role: str) -> Blueprint:
+        """The tables one database holds: the shared database's (role SHARED, every table of a topology
+        without tenant placement) or each tenant database's (TENANT)."""
+        if role not in ROLES:
+            raise errors.UsageError(f"a database's role is {' or '.join(ROLES)}, not {role!r}")
+        tenant = role == TENANT
+        if not tenant and not any(spec.tenant for spec in self.tables):
+            return self
+        return replace(self, tables=tuple(spec for spec in self.tables if spec.tenant == tenant))
 
     def by_name(self) -> dict[TableName, TableSpec]:
         return {spec.name: spec for spec in self.tables}

@@ -85,7 +85,8 @@ def plan(old: Blueprint | None, new: Blueprint, merges: tuple[str, ...] = ()) ->
 
     for spec in new.tables:
         before = old_tables.get(spec.name)
-        if before is None or before.kind is not spec.kind:
+        # another kind, or moved between the shared database and the tenant ones: dropped where it was, made where it goes
+        if before is None or before.kind is not spec.kind or before.tenant != spec.tenant:
             if before is not None:
                 steps.append(_drop(before, built_with(before.name), new, old))
             steps.append(create_op(spec, version))

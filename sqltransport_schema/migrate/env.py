@@ -17,10 +17,11 @@ from sqlalchemy import MetaData, exc, pool
 from .. import engines, errors
 from ..db import DatabaseURLError, failure, make_engine, normalise_url
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
+from ..schema import ROLES, SHARED
 from ..scripts import RepeatableStamps, ScriptError
 from ..urls import database_url, display_url
 from .autogen import TARGET_OPTION, model_tables_only
-from .execution import DISCARD_OPTION, LOCK_TIMEOUT_OPTION, OFFLINE_HOOK_OPTION
+from .execution import DISCARD_OPTION, LOCK_TIMEOUT_OPTION, OFFLINE_HOOK_OPTION, ROLE_OPTION
 from .locks import RETRY_OPTION, LockPolicy, LockWait, LockWaitsSpent, describe_holders, format_duration, retry_while_blocked
 from .online import BATCH_OPTION, ONLINE_OPTION, POLICY_OPTION, parse_batch, parse_online
 from .refusals import DISCARD_TABLES_OPTION, PROTECTED_OPTION, RERUN_OPTION, refusal
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from alembic.runtime.migration import MigrationContext, MigrationInfo
     from sqlalchemy.engine import Engine
 
-    from ..schema import TableName
+    from ..schema import Blueprint, TableName
 
 log = logging.getLogger("sqltransport_schema.migrate")
 MIGRATION_LOGGER = "alembic.runtime.migration"  # where Alembic says which revision it runs
@@ -60,7 +61,11 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         url = normalise_url(database_url(x_args.get("url"), config))
     except DatabaseURLError as error:
         raise CommandError(str(error)) from None
+    role = x_args.get("role", SHARED)
+    if role not in ROLES:
+        raise CommandError(f"-x role={role}: a database's role is {' or '.join(ROLES)} (docs/tenants.md)")
     options = {
+        ROLE_OPTION: role,
         DISCARD_OPTION: x_args.get("discard_messages", "").lower() in TRUE,
         DISCARD_TABLES_OPTION: _names(x_args.get("discard", "")),
         PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
@@ -106,12 +111,16 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
     compare = {
         "target_metadata": target_metadata if target_metadata is not None else MetaData(),
         "include_name": model_tables_only(target_metadata),
-        TARGET_OPTION: lambda: head_blueprint(context.script)[1],
+        TARGET_OPTION: lambda: _for_role(head_blueprint(context.script)[1], role),
     }
     try:
         _run_with_lock_retries(context, engine, policy, {**compare, **options})
     finally:
         engine.dispose()
+
+
+def _for_role(found: Blueprint | None, role: str) -> Blueprint | None:
+    return found.for_role(role) if found is not None else None
 
 
 def _log_step(ctx: object, step: MigrationInfo, heads: object, run_args: object) -> None:
@@ -178,7 +187,7 @@ def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy,
                 context.run_migrations()
                 _refuse(context.get_context())  # before anything is committed
                 try:
-                    record_blueprint(connection, context.script)  # what Transport.from_database reads
+                    record_blueprint(connection, context.script, options[ROLE_OPTION])  # what Transport.from_database reads
                 except SnapshotError as error:  # e.g. a merge of branches that clash: roll it all back
                     raise CommandError(str(error)) from None
     except exc.DBAPIError as error:

@@ -19,6 +19,7 @@ from alembic.operations import Operations
 from sqlalchemy import exc
 
 from .. import engines
+from ..schema import SHARED, TENANT
 from ..statements import run_on
 from ..versions import profile
 from . import online, refusals, toimpl
@@ -34,6 +35,7 @@ log = logging.getLogger("sqltransport_schema.migrate")
 DISCARD_OPTION = "sqltransport_discard_messages"
 OFFLINE_HOOK_OPTION = "sqltransport_offline_hook"  # called with each operation before its --sql output, then None
 LOCK_TIMEOUT_OPTION = "sqltransport_lock_timeout"  # milliseconds an offline script's statements wait for a lock
+ROLE_OPTION = "sqltransport_role"  # the database's role (-x role=shared|tenant): it runs that role's operations only
 
 # What a migration's transaction holds besides its operations' own locks: the catalog read of
 # the tables to adopt, information_schema's relations, alembic_version, the run's advisory lock.
@@ -79,8 +81,11 @@ def _state(context: MigrationContext, dialect: engines.Dialect) -> _RunState:
 
 
 def run(operations: Operations, operation: TransportOp) -> None:
-    """Execute (online) or print (offline, --sql) the operation's statements."""
+    """Execute (online) or print (offline, --sql) the operation's statements; an operation of the other
+    role (the shared database's, or the tenant databases') is not this database's and is skipped."""
     context = operations.migration_context
+    if operation.tenant != (context.opts.get(ROLE_OPTION, SHARED) == TENANT):
+        return
     dialect = engines.for_sqlalchemy(context.dialect.name)
     if _discards(operation, context):
         operation = copy.copy(operation)  # a drop (of a table or saga table), now discarding its rows

@@ -37,6 +37,7 @@ def _literal(value: Any) -> str:
 
 
 _ONLINE = ", online=True"  # the revision's choice of an online rewrite (migrate/online.py)
+TENANT_ARGUMENT = ", tenant=True"  # an operation of tenant databases (docs/tenants.md)
 
 
 def one_line(text: str) -> str:
@@ -132,6 +133,12 @@ class TransportOp(MigrateOperation):
     def table_name(self) -> TableName | None:
         """The table it changes (the one whose lock it waits for); None for a schema."""
         return None
+
+    @property
+    def tenant(self) -> bool:
+        """It runs in tenant databases (`-x role=tenant`), not in the shared one: its table (or
+        schema) is placed there (docs/tenants.md)."""
+        return getattr(self.table, "tenant", False)
 
     @property
     def guarded(self) -> bool:
@@ -500,14 +507,14 @@ class _SchemaOp(TransportOp):
 
     @classmethod
     def entry_point(cls) -> Callable[..., None]:
-        def entry(cls: type[_SchemaOp], operations: Operations, schema: str, *, catalog: str | None = None) -> None:
-            return operations.invoke(cls(SchemaName(schema, catalog)))
+        def entry(cls: type[_SchemaOp], operations: Operations, schema: str, *, catalog: str | None = None, tenant: bool = False) -> None:
+            return operations.invoke(cls(SchemaName(schema, catalog, tenant)))
 
         return entry
 
     def python(self) -> str:
         catalog = f", catalog={_literal(self.table.catalog)}" if self.table.catalog is not None else ""
-        return f"op.{self.op_name}({_literal(self.table.schema)}{catalog})"
+        return f"op.{self.op_name}({_literal(self.table.schema)}{catalog}{TENANT_ARGUMENT if self.table.tenant else ''})"
 
 
 @register("ensure_schema")

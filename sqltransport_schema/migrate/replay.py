@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 _SPEC_ARGUMENTS = (("body_string", "body_string"), ("seq_type", "seq_type"), ("protected", "protected"))
 _SAGA_ARGUMENTS = (("saga_prefix", "prefix"), ("correlation", "correlation"), ("transitional", "transitional"))
-_PERSISTENCE_ARGUMENTS = {Kind.SAGA: _SAGA_ARGUMENTS, Kind.OUTBOX: _SAGA_ARGUMENTS[:1]}  # SQL persistence's tables
+_PLACEMENT = (("tenant", "tenant"),)  # SQL persistence's tables: in the shared database or in every tenant one
+_PERSISTENCE_ARGUMENTS = {Kind.SAGA: _SAGA_ARGUMENTS + _PLACEMENT, Kind.OUTBOX: _SAGA_ARGUMENTS[:1] + _PLACEMENT}
 _PERSISTENCE_TABLE_OPS = (*saga_ops.SAGA_TABLE_OPS, saga_ops.CreateOutboxTableOp, saga_ops.DropOutboxTableOp)
 
 
@@ -149,6 +150,7 @@ def _apply(tables: _Tables, op: ops.TransportOp) -> None:
     elif isinstance(op, saga_ops.AddSagaCorrelationOp):
         spec = tables.existing(op, op.table.name, (Kind.SAGA,))
         tables.argument(op, "prefix", op.table.saga_prefix, spec.saga_prefix, "the saga table's prefix is")
+        tables.argument(op, "tenant", op.table.tenant, spec.tenant, "the saga table's placement is")
         if op.correlation.name in {c.name for c in spec.correlations}:
             raise Mismatch(f"{op.python()}: the saga table has that property already")
         role = "correlation" if spec.correlation is None else "transitional"
@@ -156,6 +158,7 @@ def _apply(tables: _Tables, op: ops.TransportOp) -> None:
     elif isinstance(op, saga_ops.DropSagaCorrelationOp):
         spec = tables.existing(op, op.table.name, (Kind.SAGA,))
         tables.argument(op, "prefix", op.table.saga_prefix, spec.saga_prefix, "the saga table's prefix is")
+        tables.argument(op, "tenant", op.table.tenant, spec.tenant, "the saga table's placement is")
         if op.correlation not in spec.correlations:
             raise Mismatch(f"{op.python()}: the saga table has no such property")
         if op.require is not None:

@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..schema import Correlation, Kind, TableName, TableSpec
-from .ops import TransportOp, _call, _literal, _OnSpec, register
+from .ops import TENANT_ARGUMENT, TransportOp, _call, _literal, _OnSpec, register
 
 if TYPE_CHECKING:
     from ..engines import Dialect
 
 
 def _spec(
-    name: TableName, prefix: str | None, correlation: tuple[str, str] | None = None, transitional: tuple[str, str] | None = None
+    name: TableName,
+    prefix: str | None,
+    correlation: tuple[str, str] | None = None,
+    transitional: tuple[str, str] | None = None,
+    tenant: bool = False,
 ) -> TableSpec:
     return TableSpec(
         Kind.SAGA,
@@ -28,7 +32,13 @@ def _spec(
         correlation=Correlation(*correlation) if correlation else None,
         transitional=Correlation(*transitional) if transitional else None,
         saga_prefix=prefix,
+        tenant=tenant,
     )
+
+
+def _placed(spec: TableSpec) -> str:
+    """The tail of a call on a table placed in tenant databases (nothing for the shared one's)."""
+    return TENANT_ARGUMENT if spec.tenant else ""
 
 
 def _pair(correlation: Correlation) -> str:
@@ -36,7 +46,8 @@ def _pair(correlation: Correlation) -> str:
 
 
 def _where(spec: TableSpec, dialect: Dialect | None) -> str:
-    return dialect.display(spec.name) if dialect else str(spec.name)
+    where = dialect.display(spec.name) if dialect else str(spec.name)
+    return where + " in tenant databases" if spec.tenant else where
 
 
 @dataclass
@@ -53,9 +64,10 @@ class _SagaTableOp(_OnSpec, TransportOp):
         prefix: str | None = None,
         correlation: tuple[str, str] | None = None,
         transitional: tuple[str, str] | None = None,
+        tenant: bool = False,
         **rest: Any,
     ) -> TransportOp:
-        return cls(_spec(name, prefix, correlation, transitional), **rest)
+        return cls(_spec(name, prefix, correlation, transitional, tenant), **rest)
 
     def _tail(self) -> str:
         tail = f"prefix={_literal(self.table.saga_prefix)}"
@@ -63,7 +75,7 @@ class _SagaTableOp(_OnSpec, TransportOp):
             tail += f", correlation={_pair(self.table.correlation)}"
         if self.table.transitional is not None:
             tail += f", transitional={_pair(self.table.transitional)}"
-        return tail
+        return tail + _placed(self.table)
 
 
 @register("create_saga_table")
@@ -129,13 +141,19 @@ class _CorrelationOp(_OnSpec, TransportOp):
 
     @classmethod
     def declare(
-        cls, name: TableName, *, prefix: str | None = None, property: tuple[str, str], **rest: tuple[str, str] | None
+        cls,
+        name: TableName,
+        *,
+        prefix: str | None = None,
+        property: tuple[str, str],
+        tenant: bool = False,
+        **rest: tuple[str, str] | None,
     ) -> TransportOp:
         pairs = {key: Correlation(*pair) if pair else None for key, pair in rest.items()}  # require=
-        return cls(_spec(name, prefix), Correlation(*property), **pairs)
+        return cls(_spec(name, prefix, tenant=tenant), Correlation(*property), **pairs)
 
     def _tail(self) -> str:
-        return f"prefix={_literal(self.table.saga_prefix)}, property={_pair(self.correlation)}"
+        return f"prefix={_literal(self.table.saga_prefix)}, property={_pair(self.correlation)}{_placed(self.table)}"
 
     def locked_table(self) -> TableName | None:
         return self.table.name
@@ -193,11 +211,11 @@ class _OutboxTableOp(_OnSpec, TransportOp):
     noun = "outbox table"
 
     @classmethod
-    def declare(cls, name: TableName, *, prefix: str | None = None, **rest: Any) -> TransportOp:
-        return cls(TableSpec(Kind.OUTBOX, name, saga_prefix=prefix), **rest)
+    def declare(cls, name: TableName, *, prefix: str | None = None, tenant: bool = False, **rest: Any) -> TransportOp:
+        return cls(TableSpec(Kind.OUTBOX, name, saga_prefix=prefix, tenant=tenant), **rest)
 
     def _tail(self) -> str:
-        return f"prefix={_literal(self.table.saga_prefix)}"
+        return f"prefix={_literal(self.table.saga_prefix)}{_placed(self.table)}"
 
 
 @register("create_outbox_table")

@@ -71,6 +71,8 @@ def build(root: Obj, path: str, files: tuple[Source, ...] = ()) -> Topology:
         subscriptions = False  # unreadable (already reported): check the rest as if there were none
     engines = root.get("engines")
     pg = root.get("postgresql")
+    tenants = root.get("tenants")
+    tenant_tables = tenants.get("tables", []) if tenants is not None else []
     return Topology(
         path=path,
         transport_version=root.get("transport_version"),
@@ -88,6 +90,11 @@ def build(root: Obj, path: str, files: tuple[Source, ...] = ()) -> Topology:
         discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("discard", []), "name")),
         drop_protected=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("drop_protected", []), "name")),
         postgresql_online_rewrites=bool(pg.get("online_rewrites", False)) if pg is not None else False,
-        marks={**root.marks, "engines_items": [m for _, m in engines] if engines else []},
+        tenant_tables=tuple(value for value, _ in tenant_tables),
+        marks={
+            **root.marks,
+            "engines_items": [m for _, m in engines] if engines else [],
+            "tenants_items": [m for _, m in tenant_tables],
+        },
         files=files,
     )

@@ -149,6 +149,27 @@ DROP_PROTECTED = Field(
     fields={"name": _name("Queue table name as it was deployed (e.g. audit).", required=True), **PLACEMENT},
 )
 
+# What `tenants: {tables: [...]}` may name: the kinds SQL persistence keeps in each tenant's database,
+# and the transport's own, which stay in the shared database (named so that validation says why).
+TENANT_TABLES = ("sagas", "outbox")
+SHARED_ONLY_TABLES = ("queues", "delayed", "subscriptions")
+
+TENANTS = Field(
+    "object",
+    "SQL persistence's multi-tenant mode (docs/tenants.md): the tables that live in every tenant's own database; "
+    "everything else stays in the shared database with the transport's queues.",
+    title="tenant databases",
+    fields={
+        "tables": Field(
+            "list",
+            "The SQL persistence tables in every tenant database: sagas (every saga table), outbox (every outbox table). "
+            "The transport's queues, delayed and subscription tables stay in the shared database.",
+            required=True,
+            items=Field("enum", "A kind of table.", values=TENANT_TABLES + SHARED_ONLY_TABLES),
+        ),
+    },
+)
+
 INCLUDE = Field(
     "list",
     "Further files of the topology (endpoints, queues, discard, drop_protected and include only): paths or glob "
@@ -208,6 +229,7 @@ FORMAT = Field(
             items=DROP_PROTECTED,
             default=[],
         ),
+        "tenants": TENANTS,
         "include": INCLUDE,
     },
 )

@@ -138,6 +138,7 @@ class Topology:
     discard: tuple[Placed, ...]
     drop_protected: tuple[Placed, ...] = ()
     postgresql_online_rewrites: bool = False
+    tenant_tables: tuple[str, ...] = ()  # `tenants: {tables: [...]}`: sagas, outbox (docs/tenants.md)
     marks: dict = field(default_factory=dict, compare=False, repr=False)
     files: tuple[Source, ...] = field(default=(), compare=False, repr=False)  # the root file first, then what it includes
 
@@ -181,12 +182,15 @@ class Topology:
         if sub is not None:
             mark = self.subscriptions.mark_of("table") if self.subscriptions else self.marks.get("transport_version", Mark(self.path, 1, 1))
             yield Owned(TableSpec(Kind.SUBSCRIPTIONS, sub), "subscription table", mark)
+        sagas_placed, outbox_placed = "sagas" in self.tenant_tables, "outbox" in self.tenant_tables
         for ep in self.endpoints:
             for saga in ep.sagas:
-                yield Owned(ep.saga_spec(saga), "saga table", saga.mark_of("name"))
+                spec = ep.saga_spec(saga)
+                yield Owned(spec._replace(tenant=True) if sagas_placed else spec, "saga table", saga.mark_of("name"))
         for ep in self.endpoints:
             if ep.outbox:
-                yield Owned(ep.outbox_spec(), "outbox table", ep.mark_of("outbox"))
+                spec = ep.outbox_spec()
+                yield Owned(spec._replace(tenant=True) if outbox_placed else spec, "outbox table", ep.mark_of("outbox"))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .. import engines as engine_registry
 from ..schema import PERSISTENCE_KINDS, Kind, TableName
 from ..versions import FEATURE_SINCE, profile
+from .format import SHARED_ONLY_TABLES, TENANT_TABLES, listed
 from .model import Owned, Placed, Topology
 from .problems import Mark, Problem
 
@@ -320,6 +321,20 @@ def _outbox_problems(f: Facts) -> Iterator[Problem]:
                 yield Problem(ep.mark_of("outbox"), f"outbox table of endpoint {ep.name!r} on {engine_name}: {problem}: shorten it")
 
 
+def _tenant_problems(f: Facts) -> Iterator[Problem]:
+    """Tenant placement: only SQL persistence's tables live in tenant databases; the transport needs
+    its queues, delayed and subscription tables in the shared one (every endpoint reads them there)."""
+    marks = f.t.marks.get("tenants_items", [])
+    for value, mark in zip(f.t.tenant_tables, marks):
+        if value in SHARED_ONLY_TABLES:
+            yield Problem(
+                mark,
+                f"tenants: {value} cannot live in tenant databases: the transport needs its {listed(SHARED_ONLY_TABLES)} tables "
+                f"in the shared database, where every endpoint sends and receives. Remove {value!r}; only "
+                f"{listed(TENANT_TABLES)} can be placed in tenant databases",
+            )
+
+
 RULES: tuple[Callable[[Facts], Iterator[Problem]], ...] = (
     _engine_problems,
     _endpoint_problems,
@@ -329,6 +344,7 @@ RULES: tuple[Callable[[Facts], Iterator[Problem]], ...] = (
     _collision_problems,
     _saga_problems,
     _outbox_problems,
+    _tenant_problems,
     _discard_problems,
 )
 
