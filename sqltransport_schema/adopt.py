@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from . import check, errors
 from .migrate import ops
 from .migrate.compile import create_op
-from .schema import Blueprint, Kind, TableSpec
+from .migrate.execution import ROLE_OPTION
+from .schema import SHARED, Blueprint, Kind, TableSpec
 from .shapes import TableShape
 from .versions import SHAPE_RELEASES, profile
 
@@ -229,8 +230,10 @@ class AdoptError(errors.Refused):
     """Adoption could not run or must not: unreachable database, already stamped, no revisions."""
 
 
-def run(url: str, config: Config, *, stamp: bool = True, apply: bool = False) -> tuple[Examination, object, str]:
+def run(url: str, config: Config, *, stamp: bool = True, apply: bool = False, role: str = SHARED) -> tuple[Examination, object, str]:
     """Examine the database; stamp the matching revision (or apply the plan, then stamp the head).
+    role: the database's under tenant placement (docs/tenants.md), whose tables each revision is read for;
+    a revision that places no table in a tenant database is no match for one (its tables came later).
 
     Returns (examination, engine, action) where action says what was written: "stamped",
     "applied", or "nothing".
@@ -245,7 +248,9 @@ def run(url: str, config: Config, *, stamp: bool = True, apply: bool = False) ->
 
     try:
         script = ScriptDirectory.from_config(config)
-        revisions = list(snapshots(script))
+        revisions = [(revision, found.for_role(role)) for revision, found in snapshots(script)]
+        if role != SHARED:
+            revisions = revisions[:1] + [(revision, found) for revision, found in revisions[1:] if found.tables]
     except CommandError as exc:
         raise AdoptError(str(exc)) from None
     if not revisions:
@@ -265,7 +270,7 @@ def run(url: str, config: Config, *, stamp: bool = True, apply: bool = False) ->
         connection.rollback()  # reads only; what follows writes in its own transaction
         found = examine(revisions, live, engine)
         action = "nothing"
-        context = MigrationContext.configure(connection, opts={"version_table": version_table})
+        context = MigrationContext.configure(connection, opts={"version_table": version_table, ROLE_OPTION: role})
         if found.status in ("matches_head", "matches_revision") and stamp:
             with connection.begin():
                 context.stamp(script, found.matching_revision)

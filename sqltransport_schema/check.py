@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from . import errors
-from .schema import Blueprint, TableName
+from .schema import SHARED, Blueprint, TableName
 from .shapes import IndexShape, TableShape
 from .versions import profile
 
@@ -276,8 +276,11 @@ def _predicate(index: IndexShape) -> str:
 
 
 # --------------------------------------------------------------------------- the I/O edge
-def run(url: str, config: Config | None) -> Report:
+def run(url: str, config: Config | None, role: str = SHARED) -> Report:
     """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError.
+
+    role: the database's under tenant placement (docs/tenants.md): the shared database's tables, or
+    a tenant database's; each revision's blueprint is read for that role.
 
     config None (no alembic.ini): the deployed blueprint is the one the migrations stored in the
     database (as `status` reads it); revisions not applied and tables of other revisions are then
@@ -315,12 +318,13 @@ def run(url: str, config: Config | None) -> Report:
                 "and there is no alembic.ini here: run from the project folder or pass -c alembic.ini"
             )
         # the catalogs every revision places tables in (SQL Server three-part names)
-        recorded = [(revision, spec) for revision, bp in revisions.snapshots(script) for spec in bp.tables] if script else []
+        recorded = [(revision, spec) for revision, bp in revisions.snapshots(script) for spec in bp.for_role(role).tables] if script else []
         recorded += [(deployed, spec) for spec in stored.tables] if stored is not None else []
         catalogs = sorted({spec.name.catalog for _, spec in recorded if spec.name.catalog is not None})
         live = engine.catalog.read_shapes(connection, catalogs)
         try:
-            expected = stored if stored is not None else revisions.recorded_blueprint(script, deployed)
+            # the stored blueprint is already the database's role's (migrate/env.py records it so)
+            expected = stored if stored is not None else revisions.recorded_blueprint(script, deployed).for_role(role)
         except (CommandError, revisions.SnapshotError) as exc:
             raise CheckError(str(exc)) from None
         subscriptions = _subscriptions(connection, engine, expected, live)

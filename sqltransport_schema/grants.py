@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import errors
-from .schema import PERSISTENCE_KINDS, Kind, SchemaName, TableName, blueprint
+from .schema import PERSISTENCE_KINDS, SHARED, Kind, SchemaName, TableName, blueprint
 from .topology import Topology
 from .versions import profile
 
@@ -49,15 +49,15 @@ class GrantPlan:
         return tuple(seen)  # type: ignore[arg-type]
 
 
-def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
-    """The tables a runtime login touches, and how.
+def runtime_plan(topology: Topology, endpoint: str | None = None, role: str = SHARED) -> GrantPlan:
+    """The tables a runtime login touches, and how, in a database of that role (docs/tenants.md).
 
     Without an endpoint the login runs every endpoint of the topology: it receives from every
     queue and uses every delayed table. With one, it receives only from that endpoint's own
     queues, uses only its delayed table, and may send to every queue of the topology.
     """
     prof = profile(topology.transport_version)
-    print_ = blueprint(topology)
+    print_ = blueprint(topology).for_role(role)
     owned: set[TableName] = set()
     own_delayed: set[TableName] = set()
     own_sagas: set[TableName] = set()  # the endpoint's SQL persistence tables: saga tables and its outbox
@@ -90,18 +90,18 @@ def runtime_plan(topology: Topology, endpoint: str | None = None) -> GrantPlan:
     return GrantPlan(topology.transport_version, tuple(grants), endpoint)
 
 
-def installer_plan(topology: Topology) -> GrantPlan:
-    """Every table of the topology: the installer creates, alters and drops them all."""
+def installer_plan(topology: Topology, role: str = SHARED) -> GrantPlan:
+    """Every table of the topology in a database of that role: the installer creates, alters and drops them all."""
     return GrantPlan(
         topology.transport_version,
-        tuple(TableGrant(spec.kind.value, spec.name, spec.kind is Kind.QUEUE) for spec in blueprint(topology).tables),
+        tuple(TableGrant(spec.kind.value, spec.name, spec.kind is Kind.QUEUE) for spec in blueprint(topology).for_role(role).tables),
     )
 
 
-def monitor_plan(topology: Topology) -> GrantPlan:
-    """Every table of the topology, read only: a monitoring login (status in every format, an exporter of it, check)
-    reads depths, heads, due times and the error queue's groupings, and changes nothing."""
+def monitor_plan(topology: Topology, role: str = SHARED) -> GrantPlan:
+    """Every table of the topology in a database of that role, read only: a monitoring login (status in every
+    format, an exporter of it, check) reads depths, heads, due times and the error queue's groupings, and changes nothing."""
     return GrantPlan(
         topology.transport_version,
-        tuple(TableGrant(MONITOR, spec.name, spec.kind is Kind.QUEUE) for spec in blueprint(topology).tables),
+        tuple(TableGrant(MONITOR, spec.name, spec.kind is Kind.QUEUE) for spec in blueprint(topology).for_role(role).tables),
     )

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from . import errors
 from .migrate.locks import DEFAULT_TIMEOUT, TIMEOUT_OPTION, format_duration, lock_lines, lock_report, parse_duration
+from .schema import SHARED
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -46,7 +47,9 @@ class ScriptError(errors.UsageError):
     """A script that cannot be written as asked (engine, revision range, topology file, database)."""
 
 
-def _alembic_output(config: Config, engine: str, revision: str, marks: list | None = None, lock_timeout: str = DEFAULT_TIMEOUT) -> str:
+def _alembic_output(
+    config: Config, engine: str, revision: str, marks: list | None = None, lock_timeout: str = DEFAULT_TIMEOUT, role: str = SHARED
+) -> str:
     """Alembic's offline output; marks (if given) gets (offset, operation) at the start of each
     operation's text and (offset, None) at its end."""
     from alembic import command
@@ -58,7 +61,8 @@ def _alembic_output(config: Config, engine: str, revision: str, marks: list | No
         config.attributes[OFFLINE_HOOK_OPTION] = lambda operation: marks.append((buffer.tell(), operation))
     config.stdout = buffer
     config.output_buffer = buffer
-    config.cmd_opts = argparse.Namespace(x=[f"url={ENGINES[engine]}", f"{TIMEOUT_OPTION}={lock_timeout}"], quiet=True)
+    x = [f"url={ENGINES[engine]}", f"{TIMEOUT_OPTION}={lock_timeout}", *([f"role={role}"] if role != SHARED else [])]
+    config.cmd_opts = argparse.Namespace(x=x, quiet=True)
     config.attributes["configure_logging"] = False
     command.upgrade(config, revision, sql=True)
     return buffer.getvalue()
@@ -278,6 +282,7 @@ class ScriptRequest:
     topology: Path | None = None
     lock_timeout: str = DEFAULT_TIMEOUT
     url: str | None = None
+    role: str = SHARED  # the tables of the shared database, or those of each tenant database (docs/tenants.md)
 
     def alembic_output(self, config: Config) -> tuple[str, str, str, list, list[str]]:
         """(start, end, Alembic's offline output made repeatable as written, where each operation's
@@ -286,8 +291,11 @@ class ScriptRequest:
             raise ScriptError(f"--engine must be one of {', '.join(ENGINES)}")
         start, end, revision = _range(config, self.from_rev, self.to_rev)
         marks: list = []
-        text = _alembic_output(config, self.engine, revision, marks, self.lock_timeout)
-        return start, end, text, marks, _locks(self.engine, marks, self.lock_timeout, self.url, _queues(config, end))
+        text = _alembic_output(config, self.engine, revision, marks, self.lock_timeout, self.role)
+        notes = _locks(self.engine, marks, self.lock_timeout, self.url, _queues(config, end))
+        if self.role != SHARED:
+            notes.insert(0, "database: a tenant database (run it in each one): the tables topology.yaml places in tenant databases only")
+        return start, end, text, marks, notes
 
 
 def render(config: Config, request: ScriptRequest) -> str:

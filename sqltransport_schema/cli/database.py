@@ -33,7 +33,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         # from any folder: without alembic.ini (the default -c) the database's own blueprint is compared
         config = load_config(args.config) if args.config != DEFAULT_CONFIG or Path(args.config).is_file() else None
-        report = check.run(database_url(args.url, config), config)
+        report = check.run(database_url(args.url, config), config, args.db_role)
     except (check.CheckError, errors.NotFound) as exc:
         if args.format == github.FORMAT:
             github.append_summary(f"### sqltransport-schema check: error\n\n{exc}\n")
@@ -91,7 +91,8 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config)
-        found, engine, action = adopt.run(database_url(args.url, config), config, stamp=not args.dry_run, apply=args.apply)
+        url = database_url(args.url, config)
+        found, engine, action = adopt.run(url, config, stamp=not args.dry_run, apply=args.apply, role=args.db_role)
     except (adopt.AdoptError, errors.NotFound) as exc:
         return emit_error(args, str(exc), json_stream=sys.stderr)
     emit(args, {**found.to_json(engine), "action": action}, adopt.text_lines(found, engine, action))
@@ -104,12 +105,12 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 def add_check(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "check", cmd_check, "sqltransport-schema check --url postgresql://postgres@127.0.0.1/app --format markdown")
-    add_options(p, "url", "format", "config", format=MARKDOWN_FORMAT)
+    add_options(p, "url", "tenant", "format", "config", format=MARKDOWN_FORMAT)
 
 
 def add_adopt(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "adopt", cmd_adopt, "sqltransport-schema adopt --url postgresql://postgres@127.0.0.1/app --dry-run")
-    add_options(p, "url")
+    add_options(p, "url", "tenant")
     add_options(p, "dry_run", dry_run={"help": "examine only; stamp nothing"})
     p.add_argument("--apply", action="store_true", help="when the tables need upgrading, run the plan and stamp the head")
     add_options(p, "format", "config")

@@ -42,6 +42,17 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--engine",),
         {"required": True, "choices": tuple(engines.ENGINES), "help": "the engine whose SQL to print"},
     ),
+    # the database's role under tenant placement (docs/tenants.md); Alembic's spelling is -x role=tenant
+    "tenant": (
+        ("--tenant",),
+        {
+            "dest": "db_role",
+            "action": "store_const",
+            "const": "tenant",
+            "default": "shared",
+            "help": "a tenant database: its tables are those topology.yaml places in tenant databases (default: the shared database)",
+        },
+    ),
     "dry_run": (("--dry-run",), {"action": "store_true", "help": "report what would change; change nothing"}),
     "output": (("-o", "--output"), {"help": "write to this file instead of stdout"}),
     "to_rev": (("--to",), {"dest": "to_rev", "help": "target revision (default: head)"}),

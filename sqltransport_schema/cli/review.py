@@ -91,17 +91,18 @@ def cmd_grants(args: argparse.Namespace) -> int:
     if args.monitor:
         if args.endpoint:
             raise errors.UsageError("--endpoint applies to runtime grants, not to --monitor (it reads every table)")
-        lines = engine.grants.monitor(grants.monitor_plan(topo), args.role)
+        lines = engine.grants.monitor(grants.monitor_plan(topo, args.db_role), args.role)
         what = "monitoring login (status, check: read only)"
     elif args.installer:
         if args.endpoint:
             raise errors.UsageError("--endpoint applies to runtime grants, not to --installer")
-        lines = engine.grants.installer(grants.installer_plan(topo), args.role)
+        lines = engine.grants.installer(grants.installer_plan(topo, args.db_role), args.role)
         what = "installer/migration login"
     else:
-        lines = engine.grants.runtime(grants.runtime_plan(topo, args.endpoint), args.role)
+        lines = engine.grants.runtime(grants.runtime_plan(topo, args.endpoint, args.db_role), args.role)
         what = f"runtime login of endpoint {args.endpoint}" if args.endpoint else "runtime login (every endpoint)"
-    header = f"-- sqltransport-schema grants: {engine.name}, {what}, transport {topo.transport_version}, from {path}"
+    where = ", in each tenant database" if args.db_role == "tenant" else ""
+    header = f"-- sqltransport-schema grants: {engine.name}, {what}{where}, transport {topo.transport_version}, from {path}"
     sys.stdout.write("".join(line + "\n" for line in [header, *lines]))
     return EXIT_OK
 
@@ -118,7 +119,7 @@ def cmd_script(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     path = topology_path(args, config)
-    request = scripts.ScriptRequest(args.engine, args.from_rev, args.to_rev, path, args.lock_timeout, args.url)
+    request = scripts.ScriptRequest(args.engine, args.from_rev, args.to_rev, path, args.lock_timeout, args.url, args.db_role)
     if args.split:
         folder = Path(args.split)
         files = scripts.render_split(config, request)
@@ -179,7 +180,7 @@ def add_grants(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoint", help="grant only what this endpoint needs (receive its own queues, send to every queue)")
     p.add_argument("--installer", action="store_true", help="what the installer/migration login needs instead")
     p.add_argument("--monitor", action="store_true", help="what a monitoring login needs instead (status, check: read only)")
-    add_options(p, "topology", "config")
+    add_options(p, "tenant", "topology", "config")
     p.set_defaults(format="text")
 
 
@@ -196,6 +197,7 @@ def add_script(sub: argparse._SubParsersAction) -> None:
         help="how long each statement that locks a table waits for its lock (default: %(default)s; 0: as long as it takes)",
     )
     add_options(p, "url", url={"help": "the database the script is for: its header gives the rows of each table it changes in place"})
+    add_options(p, "tenant", tenant={"help": "the script a DBA runs in each tenant database: the tables placed there only"})
     add_options(p, "topology", "config", topology={"help": f"topology file whose sha256 the header records {TOPOLOGY_DEFAULT}"})
     p.set_defaults(format="text")
 

@@ -38,6 +38,7 @@ def _literal(value: Any) -> str:
 
 _ONLINE = ", online=True"  # the revision's choice of an online rewrite (migrate/online.py)
 TENANT_ARGUMENT = ", tenant=True"  # an operation of tenant databases (docs/tenants.md)
+_IN_TENANTS = " in tenant databases"  # how descriptions say so
 
 
 def one_line(text: str) -> str:
@@ -522,7 +523,7 @@ class EnsureSchemaOp(_SchemaOp):
     """Create a database schema unless it exists (never the dialect's default schema)."""
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
-        return f"ensure schema {self.table.schema!r} exists"
+        return f"ensure schema {self.table.schema!r} exists{_IN_TENANTS if self.table.tenant else ''}"
 
     def reverse(self) -> DropSchemaIfEmptyOp:
         return DropSchemaIfEmptyOp(self.table)
@@ -533,7 +534,7 @@ class DropSchemaIfEmptyOp(_SchemaOp):
     """Drop a database schema only when nothing is left in it."""
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
-        return f"drop schema {self.table.schema!r} if it is empty"
+        return f"drop schema {self.table.schema!r} if it is empty{_IN_TENANTS if self.table.tenant else ''}"
 
     def reverse(self) -> EnsureSchemaOp:
         return EnsureSchemaOp(self.table)
