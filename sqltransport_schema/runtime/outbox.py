@@ -212,12 +212,17 @@ class OutboxTable:
 
 
 # ========================================================================================== the pump
-def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str | OutboxTable) -> PumpOutbox:
+def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str | OutboxTable, tenants: bool = False) -> PumpOutbox:
     """The outbox of a pump whose endpoint's input queue is `input_name`: outbox=True means the
     endpoint's default `<Endpoint_Name_>OutboxData` (a str: that table, for an endpoint with its own
-    table_prefix). The table must exist: a pump never creates one."""
+    table_prefix). The table must exist: a pump never creates one. With tenant databases the table is
+    in each of them (docs/tenants.md), looked for in each the first time a message reaches it."""
     if isinstance(outbox, OutboxTable):
         table = outbox
+    elif tenants:
+        name = outbox if isinstance(outbox, str) else default_table_prefix(input_name.table) + "OutboxData"
+        spec = TableSpec(Kind.OUTBOX, TableName(name, input_name.schema, input_name.catalog), saga_prefix=name[: -len("OutboxData")])
+        table = OutboxTable(transport.dialect, spec._replace(tenant=True))
     else:
         name = outbox if isinstance(outbox, str) else default_table_prefix(input_name.table) + "OutboxData"
         wanted = TableName(name, input_name.schema, input_name.catalog)
@@ -231,11 +236,16 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
                 raise errors.NotFound(f"{missing}; {hint}") from None
         else:
             table = OutboxTable(transport.dialect, TableSpec(Kind.OUTBOX, wanted, saga_prefix=name[: -len("OutboxData")]))
-    with transport.engine.connect() as conn:
-        exists = transport.dialect.table_exists(conn, table.dialect.saga_table(table.spec))
-    if not exists:
+    if tenants:
+        return PumpOutbox(transport, table)
+    if not _exists(transport.engine, table):
         raise errors.NotFound(f"the pump's outbox table {table.display} does not exist{DECLARE_OUTBOX}")
     return PumpOutbox(transport, table)
+
+
+def _exists(engine: Engine, table: OutboxTable) -> bool:
+    with engine.connect() as conn:
+        return table.dialect.table_exists(conn, table.dialect.saga_table(table.spec))
 
 
 @dataclass
@@ -256,12 +266,15 @@ class PumpOutbox:
     def __init__(self, transport: Transport, table: OutboxTable):
         self.transport = transport
         self.table = table
+        self._tenant_tables: dict[int, OutboxTable] = {}  # id(engine) -> the table in that tenant database, once found there
 
     def receive(self, pump: PumpSeam, link: Link, size: int, isolated: bool) -> tuple[int, int]:
         """Up to `size` messages handled: (how many were taken off the queue or tried (0: empty), how
         many handlers failed). Isolated: each handler after its own savepoint; optimistic: none, and
         a handler's failure rolls the whole transaction back, its outbox rows with it (the pump's
         failure step raises out of it; the pump runs the batch again isolated)."""
+        if pump.tenant is not None:
+            return self._receive_tenants(pump, link, size)
         conn = link.connection
         with conn.begin():
             messages, expired = pump.queue.lock_batch(link.driver, size)
@@ -321,6 +334,86 @@ class PumpOutbox:
     def dispatch(self, conn: Connection, operations: Sequence[OutgoingOperation]) -> None:
         """Send stored operations to their queues, in the caller's transaction."""
         dispatch(conn, self.transport, operations)
+
+    # -- tenant databases (docs/tenants.md) ---------------------------------------------------
+    def _receive_tenants(self, pump: PumpSeam, link: Link, size: int) -> tuple[int, int]:
+        """With tenant databases, three steps per batch: (1) the messages are locked in the shared
+        database; each handler runs in its tenant's transaction, which stores its outbox row and
+        commits; (2) the shared transaction takes the messages and sends their operations, and
+        commits; (3) each row is set as dispatched in its tenant database. A crash before (1)
+        commits handles the message again; between (1) and (2) the message comes back and its row
+        sends what it stored (the handler does not run again); between (2) and (3) the message and its
+        operations are gone, sent once, and its row stays not dispatched (docs/tenants.md)."""
+        stored: list[tuple[Message, list[OutgoingOperation], Engine]] = []
+        with link.connection.begin():
+            messages, expired = pump.queue.lock_batch(link.driver, size)
+            taken = _Taken(settled=list(expired))
+            for message in messages:
+                self._handle_in_tenant(pump, link, message, taken, stored)
+            self.dispatch_tenants(pump, link, taken.settled, stored)
+        for message, _, engine in stored:
+            with engine.begin() as conn:
+                self._table_in(engine).set_dispatched(conn, message.id)
+        pump.committed(taken.handled, taken.outcomes)
+        return len(messages) + len(expired), taken.failures
+
+    def _handle_in_tenant(self, pump: PumpSeam, link: Link, message: Message, taken: _Taken, stored: list) -> None:
+        """Step (1) for one message, in its tenant's transaction (none for unreadable headers: the
+        pump moves it to the error queue through the shared one)."""
+        context = pump.context(link, pump.queue.savepoint)
+        tenant = None
+        try:
+            if message.headers is not None:
+                tenant = pump.tenant(message)
+                table = self._table_in(tenant.engine)
+                record = table.get(tenant.connection, message.id)
+                if record is not None:  # handled before: never again; what it stored leaves now if it has not
+                    if not record.dispatched and message.id not in {m.id for m, _, _ in stored}:
+                        log.info(
+                            "message %s was handled before; dispatching its %d stored operation(s)", message.id, len(record.operations)
+                        )
+                        stored.append((message, record.operations, tenant.engine))
+                    outcome = None
+                else:
+                    outgoing = Outgoing(self.transport)
+                    context = pump.context(tenant, pump.queue.savepoint, outgoing, link)
+                    outcome = pump.handle(message, context)
+                    if outcome == "processed":
+                        table.store(tenant.connection, message.id, outgoing.operations)
+                        tenant.commit()
+                        stored.append((message, outgoing.operations, tenant.engine))
+            else:
+                outcome = pump.handle(message, context)
+        except Exception as exc:  # the handler's (or its tenant database's) failure: its transaction rolls back, the message stays
+            pump.failed(message, exc, context)
+            taken.failures += 1
+            return
+        finally:
+            if tenant is not None:
+                tenant.close()
+        taken.settled.append(message.order)
+        taken.handled.append(message)
+        taken.outcomes.append(outcome)
+
+    def dispatch_tenants(self, pump: PumpSeam, link: Link, settled: list[Any], stored: list) -> None:
+        """Step (2), in the shared transaction once every tenant's has committed: the messages handled
+        are taken and their stored operations sent."""
+        pump.queue.delete_locked(link.driver, settled)
+        for _, operations, _ in stored:
+            self.dispatch(link.connection, operations)
+
+    def _table_in(self, engine: Engine) -> OutboxTable:
+        """The outbox table in a tenant database (looked for there once)."""
+        found = self._tenant_tables.get(id(engine))
+        if found is None:
+            found = OutboxTable(engines.for_sqlalchemy(engine.dialect.name), self.table.spec, self.table.persistence_version)
+            if not _exists(engine, found):
+                raise errors.NotFound(
+                    f"the pump's outbox table {found.display} does not exist in the tenant database; "
+                    "run `alembic -x role=tenant upgrade head` on it (docs/tenants.md)"
+                )
+            self._tenant_tables[id(engine)] = found
+        return found
 
 
 # ========================================================================================== cleanup

@@ -40,7 +40,8 @@ from sqlalchemy.engine import Connection
 
 from .. import errors, wire
 from .outbox import OutboxTable, Outgoing, pump_outbox
-from .receiving import Link, PumpSeam
+from .receiving import Link, PumpSeam, TenantLink
+from .tenants import TenantDatabase, TenantDatabases
 from .transport import DriverConnection, EndpointTables, Message, Queue, Transport
 
 __all__ = [
@@ -73,57 +74,73 @@ class Context:
     `connection` is the receive's SQLAlchemy Connection; `cursor` a driver (DBAPI) cursor of the
     same connection and transaction, for the handler's own statements without SQLAlchemy's
     per-statement work (the driver's paramstyle); `driver` the same connection bound for the
-    runtime's calls (`queue.send(context.driver, ...)`, as `send` does).
+    runtime's calls (`queue.send(context.driver, ...)`, as `send` does). With tenant databases
+    (`tenant_database=`, docs/tenants.md) the three are the tenant database's, in a transaction
+    of the handler's own, while `send` and `publish` go through the shared database's receive.
 
     In a batch that isolates each message (isolation="savepoint"; with "optimistic", a batch run
-    again after a failure and the cool-down's batches) the first use of `connection`, `cursor`, `driver` or `send` takes this
-    message's savepoint, so a failure of the handler undoes its own writes alone; a handler that
-    never touches them wrote nothing and needs none. With the pump's outbox, `outgoing` captures
-    what send and publish would send (stored in the outbox row, dispatched after the commit)."""
+    again after a failure and the cool-down's batches; every batch with tenant databases) the first use of
+    `connection`, `cursor`, `driver` or `send` takes this message's savepoint (with tenant databases:
+    the first send, in the shared database), so a failure of the handler undoes its own writes alone;
+    a handler that never touches them wrote nothing and needs none. With the pump's outbox, `outgoing`
+    captures what send and publish would send (stored in the outbox row, dispatched after the commit)."""
 
     def __init__(
         self,
-        link: Link,
+        link: Link | TenantLink,
         transport: Transport,
         queue: Queue,
         savepoint: Callable[[DriverConnection], None] | None = None,
         outgoing: Outgoing | None = None,
+        sending: Link | None = None,
     ):
-        self._connection = link.connection
         self._link = link
+        self._connection = link.connection if isinstance(link, Link) else None  # a tenant's connects on first use
         self.transport = transport
         self.queue = queue
         self._savepoint = savepoint
         self.saved = False  # a savepoint was taken for this message
         self.outgoing = outgoing
+        self._sending = sending  # the shared database's receive, when the handler's link is a tenant's
 
-    def _isolate(self) -> Link:
-        if self._savepoint is not None and not self.saved:
-            self._savepoint(self._link.driver)
+    @property
+    def _saved_on(self) -> Link | TenantLink:
+        """The connection whose savepoint isolates this message: the one its sends go through."""
+        return self._sending if self._sending is not None else self._link
+
+    def _isolate(self, link: Link | TenantLink) -> Link | TenantLink:
+        if self._savepoint is not None and not self.saved and link is self._saved_on:
+            self._savepoint(link.driver)
             self.saved = True
-        return self._link
+        return link
 
     @property
     def connection(self) -> Connection:
         """The connection of the receive's transaction (in an isolated batch: after this message's savepoint)."""
-        return self._isolate().connection
+        return self._isolate(self._link).connection
 
     @property
     def cursor(self) -> Any:
         """A driver cursor in the receive's transaction (in an isolated batch: after this message's savepoint)."""
-        return self._isolate().cursor
+        return self._isolate(self._link).cursor
 
     @property
     def driver(self) -> DriverConnection:
         """The receive's driver connection for runtime calls (in an isolated batch: after this message's savepoint)."""
-        return self._isolate().driver
+        return self._isolate(self._link).driver
+
+    @property
+    def sending(self) -> DriverConnection:
+        """The driver connection sends, forwards and moves to the error queue go through: the receive's
+        (the shared database's, with tenant databases), after this message's savepoint where it takes one."""
+        return self._isolate(self._saved_on).driver
 
     def send(self, address: str, body: bytes | None, headers: dict[str, str]) -> str:
         """Send inside the receive's transaction: it leaves only if the receive commits (with the
         outbox: once the handler's transaction has committed)."""
         if self.outgoing is not None:
             return self.outgoing.send(address, body, headers)
-        return self.transport.address_queue(address).send(self.driver, body, headers)
+        return self.transport.address_queue(address).send(self.sending, body, headers)
 
     def publish(self, topics: str | list[str], body: bytes | None, headers: dict[str, str]) -> None:
         """A copy to every subscriber of the topics, as send: only if the receive commits (with the
@@ -131,7 +148,7 @@ class Context:
         if self.outgoing is not None:
             self.outgoing.publish(topics, body, headers)
         else:
-            self.transport.publish(self.driver, topics, body, headers)
+            self.transport.publish(self.sending, topics, body, headers)
 
 
 Handler = Callable[[Message, Context], None]
@@ -164,6 +181,7 @@ class MessagePump:
         isolation: str = "optimistic",
         isolation_cooldown: int = DEFAULT_ISOLATION_COOLDOWN,
         outbox: bool | str | OutboxTable = False,
+        tenant_database: TenantDatabase | None = None,
     ):
         if isolation not in ISOLATIONS:
             raise errors.UsageError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
@@ -195,8 +213,11 @@ class MessagePump:
         self.reruns = 0  # optimistic batches rolled back and run again isolated
         # the endpoint's outbox table (outbox=True: <Endpoint_Name_>OutboxData; a name or an OutboxTable)
         input_name = endpoint.input.name if endpoint is not None else queue.name
-        self.outbox = pump_outbox(transport, input_name, outbox) if outbox else None
-        self._seam = PumpSeam(transport, queue, self._context, self._dispatch, self._handler_failed, self._forget)
+        # tenant databases (docs/tenants.md): the handler's writes (and its outbox row) go to the one its headers choose
+        self.tenants = TenantDatabases(tenant_database) if tenant_database is not None else None
+        self.outbox = pump_outbox(transport, input_name, outbox, tenants=self.tenants is not None) if outbox else None
+        tenant = self.tenants.link if self.tenants is not None else None
+        self._seam = PumpSeam(transport, queue, self._context, self._dispatch, self._handler_failed, self._forget, tenant)
         self._failing_since: float | None = None  # monotonic time of the first failure in a row
         self._stop = threading.Event()
         self._local = threading.local()
@@ -250,6 +271,8 @@ class MessagePump:
 
     def _receive_in_transaction(self) -> bool:
         link = self._connection()
+        if self.tenants is not None and self.outbox is None:
+            return self._receive_tenants(link, 1) > 0
         if self.outbox is not None:
             return self.outbox.receive(self._seam, link, 1, isolated=True)[0] > 0
         with link.connection.begin():
@@ -319,6 +342,8 @@ class MessagePump:
 
     def _receive_batch_in_transaction(self, isolated: bool) -> int:
         link = self._connection()
+        if self.tenants is not None and self.outbox is None:
+            return self._receive_tenants(link, self.batch_size)
         if self.outbox is not None:
             taken, failures = self.outbox.receive(self._seam, link, self.batch_size, isolated)
             if isolated and taken:
@@ -352,20 +377,57 @@ class MessagePump:
         return len(messages) + len(expired)
 
     def _context(
-        self, link: Link, savepoint: Callable[[DriverConnection], None] | None = None, outgoing: Outgoing | None = None
+        self,
+        link: Link | TenantLink,
+        savepoint: Callable[[DriverConnection], None] | None = None,
+        outgoing: Outgoing | None = None,
+        sending: Link | None = None,
     ) -> Context:
         """The handler's Context on `link` (the seam's, for a receive that runs in place of the pump's)."""
-        return Context(link, self.transport, self.queue, savepoint, outgoing)
+        return Context(link, self.transport, self.queue, savepoint, outgoing, sending)
+
+    def _receive_tenants(self, link: Link, size: int) -> int:
+        """Tenant databases without the outbox (docs/tenants.md): up to `size` messages locked in the
+        shared database; each handler runs in its tenant's own transaction, committed before the
+        shared one deletes what was handled (a crash between the two handles a message again: the
+        outbox makes the pair exactly-once). A failure rolls back its tenant's transaction and its
+        sends (its savepoint in the shared database); its message stays at its place."""
+        done: list[Message] = []
+        outcomes: list[str | None] = []
+        with link.connection.begin():
+            messages, expired = self.queue.lock_batch(link.driver, size)
+            for message in messages:
+                tenant = None
+                context = Context(link, self.transport, self.queue, self.queue.savepoint)
+                try:
+                    if message.headers is not None:
+                        tenant = self.tenants.link(message)
+                        context = Context(tenant, self.transport, self.queue, self.queue.savepoint, sending=link)
+                    outcome = self._dispatch(message, context)
+                    if tenant is not None:
+                        tenant.commit()
+                except Exception as exc:
+                    self._handler_failed(message, exc, context)
+                    continue
+                finally:
+                    if tenant is not None:
+                        tenant.close()
+                done.append(message)
+                outcomes.append(outcome)
+            self.queue.delete_locked(link.driver, [m.order for m in done] + expired)
+        self._forget(done, outcomes)
+        return len(messages) + len(expired)
 
     def _handler_failed(self, message: Message, exc: Exception, context: Context) -> None:
         """A handler's failure in a batch: count it, then undo its writes: in an optimistic batch
         (no savepoint) the whole batch's, by raising _RolledBack out of its transaction (receive_batch
-        runs it again isolated); in an isolated one back to its savepoint, the others going on."""
+        runs it again isolated); in an isolated one back to its savepoint, the others going on (with
+        tenant databases the receive also closes the tenant's transaction, uncommitted)."""
         self._record_failure(message, exc)
         if context._savepoint is None:
             raise _RolledBack() from exc
         if context.saved:
-            self.queue.rollback_to_savepoint(context._link.driver)  # a database failure here fails the batch
+            self.queue.rollback_to_savepoint(context._saved_on.driver)  # a database failure here fails the batch
 
     def _isolated_batch_done(self, failures: int) -> None:
         """A failure starts the cool-down again; an isolated batch without one counts it down."""
@@ -377,17 +439,17 @@ class MessagePump:
         after its retries) or None (poison or forwarded)."""
         if message.headers is None:  # unreadable: message.poison says why
             log.error("message %s has unreadable headers (%s): moved to %s unchanged", message.id, message.poison, self.error_queue)
-            self.error_queue.send(context.driver, message.body, message.raw_headers, message_id=message.id)
+            self.error_queue.send(context.sending, message.body, message.raw_headers, message_id=message.id)
             return None
         forward = self.endpoint.forward_destination(message) if self.endpoint else None
         if forward is not None:
             headers = {k: v for k, v in message.headers.items() if k != wire.FORWARD_DESTINATION}
-            forward.send(context.driver, message.body, headers, message_id=message.id)
+            forward.send(context.sending, message.body, headers, message_id=message.id)
             return None
         failures = self._failures.get(message.id, 0)
         if failures > self.immediate_retries:
             headers = wire.error_headers(message.headers, self._errors[message.id], self.queue.address)
-            self.error_queue.send(context.driver, message.body, headers, message_id=message.id)
+            self.error_queue.send(context.sending, message.body, headers, message_id=message.id)
             log.error("message %s failed %d times: moved to %s", message.id, failures, self.error_queue)
             return "failed"
         self.handler(message, context)
@@ -463,6 +525,8 @@ class MessagePump:
             connections, self._connections = self._connections, []
         for conn in connections:
             conn.close()
+        if self.tenants is not None:
+            self.tenants.dispose()
 
     def _run(self) -> None:
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqlts-receive") as pool:
