@@ -7,7 +7,6 @@ tenant and sends with the receive; a failing handler leaves no trace in its tena
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
 import sys
@@ -23,10 +22,11 @@ from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 from sqltransport_schema.schema import Kind, TableName, TableSpec
 
-from .support.databases import pg_database
+from .support.databases import pg_databases
 from .support.outbox_child import TOPIC, billing_ids, event_id
 from .support.projects import REPO
 from .support.tenant_child import TENANT_HEADER
+from .test_outbox_pump import _drain
 
 TOPOLOGY = """\
 transport_version: "9.1"
@@ -56,13 +56,7 @@ def urls(request, tmp_path):
     if getattr(request, "param", "postgresql") == "sqlite":
         yield [f"sqlite:///{tmp_path / f'db{i}.db'}" for i in range(TENANTS + 1)]
         return
-    with contextlib.ExitStack() as stack:
-        made = []
-        for _ in range(TENANTS + 1):
-            database = pg_database()
-            made.append(next(database))
-            stack.callback(lambda database=database: next(database, None))
-        yield made
+    yield from pg_databases(TENANTS + 1)
 
 
 @pytest.fixture
@@ -90,14 +84,6 @@ def deployed(project, urls, monkeypatch):
 def _child(project, shared: str, tenants: list[str], batch: int, *crash: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "tests.support.tenant_child", shared, str(project.ini), ",".join(tenants), str(batch), *crash]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=180)
-
-
-def _drain(transport: Transport, queue: str) -> list[str]:
-    ids = []
-    with transport.engine.begin() as conn:
-        while (message := transport.queue(queue).receive(conn)) is not None:
-            ids.append(message.id)
-    return ids
 
 
 def _effects(tenants: list[str]) -> Counter:

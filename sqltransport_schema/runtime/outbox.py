@@ -35,7 +35,7 @@ from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
 from .transport import Message, Transport, _with_standard_headers, execute
 
 if TYPE_CHECKING:
-    from .receiving import Link, PumpSeam
+    from .receiving import Link, PumpSeam, TenantLink
 
 __all__ = [
     "OutboxTable",
@@ -274,7 +274,7 @@ class PumpOutbox:
         a handler's failure rolls the whole transaction back, its outbox rows with it (the pump's
         failure step raises out of it; the pump runs the batch again isolated)."""
         if pump.tenant is not None:
-            return self._receive_tenants(pump, link, size)
+            return self._receive_tenants(pump, pump.tenant, link, size)
         conn = link.connection
         with conn.begin():
             messages, expired = pump.queue.lock_batch(link.driver, size)
@@ -336,7 +336,7 @@ class PumpOutbox:
         dispatch(conn, self.transport, operations)
 
     # -- tenant databases (docs/tenants.md) ---------------------------------------------------
-    def _receive_tenants(self, pump: PumpSeam, link: Link, size: int) -> tuple[int, int]:
+    def _receive_tenants(self, pump: PumpSeam, tenant_of: Callable[[Message], TenantLink], link: Link, size: int) -> tuple[int, int]:
         """With tenant databases, three steps per batch: (1) the messages are locked in the shared
         database; each handler runs in its tenant's transaction, which stores its outbox row and
         commits; (2) the shared transaction takes the messages and sends their operations, and
@@ -349,7 +349,7 @@ class PumpOutbox:
             messages, expired = pump.queue.lock_batch(link.driver, size)
             taken = _Taken(settled=list(expired))
             for message in messages:
-                self._handle_in_tenant(pump, link, message, taken, stored)
+                self._handle_in_tenant(pump, tenant_of, link, message, taken, stored)
             self.dispatch_tenants(pump, link, taken.settled, stored)
         for message, _, engine in stored:
             with engine.begin() as conn:
@@ -357,14 +357,16 @@ class PumpOutbox:
         pump.committed(taken.handled, taken.outcomes)
         return len(messages) + len(expired), taken.failures
 
-    def _handle_in_tenant(self, pump: PumpSeam, link: Link, message: Message, taken: _Taken, stored: list) -> None:
+    def _handle_in_tenant(
+        self, pump: PumpSeam, tenant_of: Callable[[Message], TenantLink], link: Link, message: Message, taken: _Taken, stored: list
+    ) -> None:
         """Step (1) for one message, in its tenant's transaction (none for unreadable headers: the
         pump moves it to the error queue through the shared one)."""
         context = pump.context(link, pump.queue.savepoint)
         tenant = None
         try:
             if message.headers is not None:
-                tenant = pump.tenant(message)
+                tenant = tenant_of(message)
                 table = self._table_in(tenant.engine)
                 record = table.get(tenant.connection, message.id)
                 if record is not None:  # handled before: never again; what it stored leaves now if it has not

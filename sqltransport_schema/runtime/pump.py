@@ -272,7 +272,7 @@ class MessagePump:
     def _receive_in_transaction(self) -> bool:
         link = self._connection()
         if self.tenants is not None and self.outbox is None:
-            return self._receive_tenants(link, 1) > 0
+            return self._receive_tenants(self.tenants, link, 1) > 0
         if self.outbox is not None:
             return self.outbox.receive(self._seam, link, 1, isolated=True)[0] > 0
         with link.connection.begin():
@@ -343,7 +343,7 @@ class MessagePump:
     def _receive_batch_in_transaction(self, isolated: bool) -> int:
         link = self._connection()
         if self.tenants is not None and self.outbox is None:
-            return self._receive_tenants(link, self.batch_size)
+            return self._receive_tenants(self.tenants, link, self.batch_size)
         if self.outbox is not None:
             taken, failures = self.outbox.receive(self._seam, link, self.batch_size, isolated)
             if isolated and taken:
@@ -386,7 +386,7 @@ class MessagePump:
         """The handler's Context on `link` (the seam's, for a receive that runs in place of the pump's)."""
         return Context(link, self.transport, self.queue, savepoint, outgoing, sending)
 
-    def _receive_tenants(self, link: Link, size: int) -> int:
+    def _receive_tenants(self, tenants: TenantDatabases, link: Link, size: int) -> int:
         """Tenant databases without the outbox (docs/tenants.md): up to `size` messages locked in the
         shared database; each handler runs in its tenant's own transaction, committed before the
         shared one deletes what was handled (a crash between the two handles a message again: the
@@ -401,7 +401,7 @@ class MessagePump:
                 context = Context(link, self.transport, self.queue, self.queue.savepoint)
                 try:
                     if message.headers is not None:
-                        tenant = self.tenants.link(message)
+                        tenant = tenants.link(message)
                         context = Context(tenant, self.transport, self.queue, self.queue.savepoint, sending=link)
                     outcome = self._dispatch(message, context)
                     if tenant is not None:

@@ -57,6 +57,19 @@ def pg_database():
     )
 
 
+def pg_databases(count: int):
+    """Yield the URLs of `count` fresh PostgreSQL databases (a shared one and tenant ones), dropped afterwards."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        urls = []
+        for _ in range(count):
+            made = pg_database()
+            urls.append(next(made))
+            stack.callback(lambda made=made: next(made, None))
+        yield urls
+
+
 def mysql_database():
     return throwaway_database(
         MYSQL_ADMIN_URL, "MariaDB at 127.0.0.1:3306", "CREATE DATABASE `{name}` CHARACTER SET utf8mb4", "DROP DATABASE IF EXISTS `{name}`"

@@ -86,6 +86,11 @@ def main(argv: list[str]) -> int:
 
     queue = transport.queue("Sales")
     pump = MessagePump(transport, queue, handler, batch_size=int(batch), peek_delay=0.1, outbox=True)
+    return run_until_empty(pump, transport, queue)
+
+
+def run_until_empty(pump, transport, queue) -> int:
+    """Run the pump until its queue is empty: exit code 0, 3 when it is not within two minutes, 4 when the pump failed."""
     pump.start()
     # polled with a plain count: the transport's peek locks the head row, and the pump would skip it
     count = sa.text(f"SELECT count(*) FROM {transport.dialect.qualified(queue.name)}")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
 import sqlalchemy as sa
 
@@ -32,7 +31,7 @@ from sqltransport_schema.runtime.outbox import OutboxTable, PumpOutbox
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
-from .outbox_child import TOPIC, billing_ids, event_id
+from .outbox_child import TOPIC, billing_ids, event_id, run_until_empty
 
 TENANT_HEADER = "tenant"
 STEPS = {
@@ -75,18 +74,7 @@ def main(argv: list[str]) -> int:
     queue = transport.queue("Sales")
     choose = lambda headers: urls[int(headers[TENANT_HEADER])]  # noqa: E731 - as an application writes it
     pump = MessagePump(transport, queue, handler, batch_size=int(batch), peek_delay=0.1, outbox=True, tenant_database=choose)
-    pump.start()
-    count = sa.text(f"SELECT count(*) FROM {transport.dialect.qualified(queue.name)}")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        with transport.engine.connect() as conn:
-            if conn.execute(count).scalar() == 0:
-                break
-        time.sleep(0.05)
-    else:
-        return 3
-    pump.stop(30)
-    return 0 if pump.failure is None else 4
+    return run_until_empty(pump, transport, queue)
 
 
 if __name__ == "__main__":
