@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from . import errors
 from .migrate.locks import DEFAULT_TIMEOUT, TIMEOUT_OPTION, format_duration, lock_lines, lock_report, parse_duration
-from .schema import SHARED
+from .schema import SHARED as SHARED_ROLE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -48,7 +48,7 @@ class ScriptError(errors.UsageError):
 
 
 def _alembic_output(
-    config: Config, engine: str, revision: str, marks: list | None = None, lock_timeout: str = DEFAULT_TIMEOUT, role: str = SHARED
+    config: Config, engine: str, revision: str, marks: list | None = None, lock_timeout: str = DEFAULT_TIMEOUT, role: str = SHARED_ROLE
 ) -> str:
     """Alembic's offline output; marks (if given) gets (offset, operation) at the start of each
     operation's text and (offset, None) at its end."""
@@ -61,7 +61,7 @@ def _alembic_output(
         config.attributes[OFFLINE_HOOK_OPTION] = lambda operation: marks.append((buffer.tell(), operation))
     config.stdout = buffer
     config.output_buffer = buffer
-    x = [f"url={ENGINES[engine]}", f"{TIMEOUT_OPTION}={lock_timeout}", *([f"role={role}"] if role != SHARED else [])]
+    x = [f"url={ENGINES[engine]}", f"{TIMEOUT_OPTION}={lock_timeout}", *([f"role={role}"] if role != SHARED_ROLE else [])]
     config.cmd_opts = argparse.Namespace(x=x, quiet=True)
     config.attributes["configure_logging"] = False
     command.upgrade(config, revision, sql=True)
@@ -282,7 +282,7 @@ class ScriptRequest:
     topology: Path | None = None
     lock_timeout: str = DEFAULT_TIMEOUT
     url: str | None = None
-    role: str = SHARED  # the tables of the shared database, or those of each tenant database (docs/tenants.md)
+    role: str = SHARED_ROLE  # the tables of the shared database, or those of each tenant database (docs/tenants.md)
 
     def alembic_output(self, config: Config) -> tuple[str, str, str, list, list[str]]:
         """(start, end, Alembic's offline output made repeatable as written, where each operation's
@@ -293,7 +293,7 @@ class ScriptRequest:
         marks: list = []
         text = _alembic_output(config, self.engine, revision, marks, self.lock_timeout, self.role)
         notes = _locks(self.engine, marks, self.lock_timeout, self.url, _queues(config, end))
-        if self.role != SHARED:
+        if self.role != SHARED_ROLE:
             notes.insert(0, "database: a tenant database (run it in each one): the tables topology.yaml places in tenant databases only")
         return start, end, text, marks, notes
 

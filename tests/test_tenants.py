@@ -155,6 +155,7 @@ def test_the_tenant_script_builds_a_tenant_database_and_runs_twice(project, pg_u
     assert 'CREATE TABLE IF NOT EXISTS "public"."Sales_OrderSaga"' in text and '"Sales.Delayed"' not in text
     shared = script(project, tmp_path, "postgresql")
     assert '"Sales_OrderSaga"' not in shared and '"Sales.Delayed"' in shared
+    assert "-- database:" not in shared  # the shared script names no role
     for _ in range(2):
         run_pg(pg_url, text)
     assert tables(pg_url) == expected(schema.blueprint(topology.load(project.topology)).for_role(TENANT), pg_url)
