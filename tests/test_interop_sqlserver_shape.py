@@ -31,7 +31,7 @@ from sqltransport_schema.engines.sqlite import SQLite
 
 from .support.runtime import deployed as deployed_transport
 from .support.runtime import plain_driver_connection
-from .support.seeds import RUNTIME_FIXTURE, raw_seed_statement, runtime_text, shared_present
+from .support.seeds import raw_seed_statement, runtime_text
 
 TABLE = "[Sales]"
 NOCOUNT_LINES = (
@@ -45,7 +45,7 @@ NOCOUNT_LINES = (
 
 
 def seed_text() -> str:
-    return runtime_text("seed") if shared_present() else RUNTIME_FIXTURE.read_text(encoding="utf-8")
+    return runtime_text()
 
 
 def replace_once(text: str, old: str, new: str) -> str:

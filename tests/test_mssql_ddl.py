@@ -1,7 +1,6 @@
 """SQL Server DDL: golden scripts, per-version shapes, T-SQL syntax, offline scripts, quoting.
 
-Sources of truth (read at test time when the shared folder is present, else the
-copies in tests/golden/):
+Sources of truth (their copies in tests/fixtures/, tests/fixtures/manifest.json names each source):
 - seed 003: the transport's latest creation scripts (queue, subscriptions, delayed);
 - transport-facts.md §1: the version history table and the version-1 DDL.
 Every expected value below is written from those documents, never computed from
@@ -21,7 +20,7 @@ from sqltransport_schema.schema import Kind, SchemaName, TableName, TableSpec
 from sqltransport_schema.versions import profile
 
 from .support.projects import new_project
-from .support.seeds import FACTS, GOLDEN, SEED_003, SHARED, shared_present
+from .support.seeds import FIXTURES
 from .support.tsql import (
     GO_LINE,
     HOSTILE,
@@ -63,61 +62,18 @@ def test_tokenizer_and_normalisation_behave():
 
 
 # =========================================================================== golden sources
-SEED_SECTIONS = {
-    # kind: (line before the script, line after it) in seed 003
-    "queue": ("At installation time the queue creation script is executed", "The subscriptions table is also created:"),
-    "subscriptions": ("The subscriptions table is also created:", "Creating table structure in production"),
-    "delayed": ("Performs delayed queue creation.", "Move Due Delayed Messages"),
-}
 SEED_KINDS = {"queue": Kind.QUEUE, "subscriptions": Kind.SUBSCRIPTIONS, "delayed": Kind.DELAYED}
-V1_MARKER = "Version 1 DDL (tag 1.2.5)"
-V1_FIXTURE = GOLDEN / "mssql_v1_transport_facts.sql"
 
 
-def seed_fixture(kind: str) -> Path:
-    return GOLDEN / f"mssql_seed003_{kind}.sql"
-
-
-def extract_seed_script(text: str, kind: str) -> str:
-    before, after = SEED_SECTIONS[kind]
-    lines = [line.rstrip() for line in text.splitlines()]
-    assert lines.count(before) == 1, f"seed 003: expected the line {before!r} exactly once"
-    start = lines.index(before) + 1
-    end = lines.index(after, start)
-    script = "\n".join(lines[start:end]).strip()
-    assert script.startswith("IF EXISTS (") and "CREATE TABLE {0} (" in script, script[:200]
-    return script + "\n"
-
-
-def extract_v1_ddl(markdown: str) -> str:
-    lines = markdown.splitlines()
-    marker = next(i for i, line in enumerate(lines) if line.startswith(V1_MARKER))
-    opening = next(i for i in range(marker + 1, len(lines)) if lines[i].strip() == "```sql")
-    closing = next(i for i in range(opening + 1, len(lines)) if lines[i].strip() == "```")
-    ddl = "\n".join(lines[opening + 1 : closing]).strip()
-    assert ddl.startswith("IF NOT") and "CREATE TABLE [{0}].[{1}]" in ddl, ddl[:200]
-    return ddl + "\n"
-
-
-def source_text(source: str, kind: str) -> str:
-    """A golden script, from the shared documents ('shared') or the committed copy ('fixture')."""
-    if source == "fixture":
-        path = V1_FIXTURE if kind == "v1" else seed_fixture(kind)
-        return path.read_text(encoding="utf-8")
-    if not shared_present():
-        pytest.skip(f"{SHARED} is absent (a clone without the shared folder); the tests/golden copies are used instead")
+def source_text(kind: str) -> str:
+    """A golden script: seed 003's creation script of a kind, or the version-1 DDL ('v1'), as tests/fixtures holds it."""
+    path = FIXTURES / ("mssql_v1_transport_facts.sql" if kind == "v1" else f"mssql_seed003_{kind}.sql")
+    script = path.read_text(encoding="utf-8")
     if kind == "v1":
-        return extract_v1_ddl(FACTS.read_text(encoding="utf-8"))
-    return extract_seed_script(SEED_003.read_text(encoding="utf-8"), kind)
-
-
-@pytest.mark.parametrize("kind", [*SEED_SECTIONS, "v1"])
-def test_golden_fixtures_are_copies_of_the_shared_documents(kind):
-    if not shared_present():
-        pytest.skip(f"{SHARED} is absent: nothing to compare the tests/golden copies with")
-    assert source_text("fixture", kind) == source_text("shared", kind), (
-        f"tests/golden copy of the {kind} script differs from the shared document; refresh it"
-    )
+        assert script.startswith("IF NOT") and "CREATE TABLE [{0}].[{1}]" in script, script[:200]
+    else:
+        assert script.startswith("IF EXISTS (") and "CREATE TABLE {0} (" in script, script[:200]
+    return script
 
 
 # =========================================================================== 1. golden, latest version
@@ -142,12 +98,11 @@ def fill_seed(template: str, catalog: str | None, schema: str | None, table: str
     return template.replace("{0}", qualified)
 
 
-@pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("placement", LATEST_PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
-@pytest.mark.parametrize("kind", list(SEED_SECTIONS))
-def test_latest_creation_scripts_match_seed_003(source, placement, kind):
+@pytest.mark.parametrize("kind", list(SEED_KINDS))
+def test_latest_creation_scripts_match_seed_003(placement, kind):
     catalog, schema, table = placement
-    expected = fill_seed(source_text(source, kind), catalog, schema, table)
+    expected = fill_seed(source_text(kind), catalog, schema, table)
     spec = TableSpec(SEED_KINDS[kind], TableName(table, schema, catalog))
     # seed 003's subscription table is 5.0.1-6.3.8's (Endpoint nullable); 7.0+ declare it NOT NULL
     batches = ENGINE.create_table(spec, profile("6.3.8" if SEED_KINDS[kind] is Kind.SUBSCRIPTIONS else "9.1"))
@@ -162,7 +117,7 @@ def test_latest_creation_scripts_match_seed_003(source, placement, kind):
 @pytest.mark.parametrize("version", ["6.3.1", "7.0", "8.1"])
 def test_queue_script_of_6_3_1_to_8_is_the_latest_one(version):
     # transport-facts §1: "7.x - 9.x: same DDL as 6.3.1"
-    template = source_text("fixture", "queue")
+    template = source_text("queue")
     spec = TableSpec(Kind.QUEUE, TableName("Sales", "dbo", "nservicebus"))
     (batch,) = ENGINE.create_table(spec, profile(version))
     assert statements(batch) == statements(fill_seed(template, "nservicebus", "dbo", "Sales"))
@@ -179,11 +134,10 @@ def test_subscription_endpoint_column_is_not_null_from_7_0(version, not_null):
 
 
 # =========================================================================== 2. golden, version 1
-@pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("schema,table", [("dbo", "Sales"), ("billing", "Orders.host-a"), (None, "error")])
 @pytest.mark.parametrize("version", ["1.2", "1.0", "1.2.5"])
-def test_version_1_script_matches_transport_facts(source, schema, table, version):
-    template = source_text(source, "v1")
+def test_version_1_script_matches_transport_facts(schema, table, version):
+    template = source_text("v1")
     expected = template.replace("{0}", schema or "dbo").replace("{1}", table)
     spec = TableSpec(Kind.QUEUE, TableName(table, schema))
     batches = ENGINE.create_table(spec, profile(version))

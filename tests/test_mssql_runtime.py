@@ -1,7 +1,6 @@
 """SQL Server runtime statements: golden texts, per-version forms, T-SQL syntax, parameters, quoting.
 
-Sources of truth (read at test time when the shared folder is present, else the
-copies in tests/golden/):
+Sources of truth (their copies in tests/fixtures/, tests/fixtures/manifest.json names each source):
 - seed 003, its "Runtime" part: the transport's runtime statements as documented, compared
   for the releases whose text it is (upstream-conformance §2-§3 say which);
 - transport-facts.md §4: the latest forms, for the releases upstream-conformance gives them.
@@ -29,39 +28,22 @@ from sqltransport_schema.schema import TableName
 from sqltransport_schema.statements import Statement
 from sqltransport_schema.versions import profile
 
-from .support.seeds import (
-    FACTS,
-    GOLDEN,
-    SEED_RUNTIME,
-    SHARED,
-    raw_seed_statement,
-    runtime_text,
-    shared_present,
-)
+from .support.seeds import FIXTURES, SEED_RUNTIME, raw_seed_statement, runtime_text
 from .support.tsql import HOSTILE, check_no_escape, normalized, parse_problems, placements, tokenize
 from .support.tsql import assert_parses as support_assert_parses
 
 ENGINE = MSSQL()
 
 # =========================================================================== golden sources
-FACTS_FIXTURE = GOLDEN / "mssql_transport_facts_s4.md"  # transport-facts §4, verbatim
+FACTS_FIXTURE = FIXTURES / "mssql_transport_facts_s4.md"  # transport-facts §4, verbatim
 
 STRAY_QUOTE = '";'  # end of "Move Due Delayed Messages" in seed 003 (see the module docstring)
 
 
-def facts_section_4(markdown: str) -> str:
-    lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("## 4. "))
-    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("## "))
-    return "\n".join(lines[start:end]).strip() + "\n"
-
-
-def facts_text(source: str) -> str:
-    if source == "fixture":
-        return FACTS_FIXTURE.read_text(encoding="utf-8")
-    if not shared_present():
-        pytest.skip(f"{SHARED} is absent; the tests/golden copies are used instead")
-    return facts_section_4(FACTS.read_text(encoding="utf-8"))
+def facts_text() -> str:
+    text = FACTS_FIXTURE.read_text(encoding="utf-8")
+    assert text.startswith("## 4. "), "the fixture is transport-facts.md §4"
+    return text
 
 
 def seed_statement(text: str, name: str) -> str:
@@ -86,19 +68,8 @@ def fill(template: str, zero: str, one: str | None = None, catalog: str | None =
     return text
 
 
-@pytest.mark.parametrize("kind", ["seed", "facts"])
-def test_golden_fixtures_are_copies_of_the_shared_documents(kind):
-    if not shared_present():
-        pytest.skip(f"{SHARED} is absent: nothing to compare the tests/golden copies with")
-    if kind == "seed":
-        assert runtime_text("fixture") == runtime_text("shared"), "refresh tests/golden/mssql_seed003_runtime.txt"
-    else:
-        assert facts_text("fixture") == facts_text("shared"), "refresh tests/golden/mssql_transport_facts_s4.md"
-
-
-@pytest.mark.parametrize("source", ["shared", "fixture"])
-def test_seed_normalisations_are_still_needed(source):
-    text = runtime_text(source)
+def test_seed_normalisations_are_still_needed():
+    text = runtime_text()
     move = raw_seed_statement(text, "move_due_delayed")
     assert move.endswith("ORDER BY Due" + STRAY_QUOTE), "seed 003's stray quote is gone: drop the normalisation"
     assert '"' not in seed_statement(text, "move_due_delayed")
@@ -172,11 +143,10 @@ def expected_seed(text: str, name: str, version: str, placement, topics: int) ->
     return fill(template, queue)
 
 
-@pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
 @pytest.mark.parametrize("name,version", SEED_CASES, ids=[f"{n}-{v}" for n, v in SEED_CASES])
-def test_seed_003_forms(source, placement, name, version):
-    text = runtime_text(source)
+def test_seed_003_forms(placement, name, version):
+    text = runtime_text()
     for topics in (1, 3) if name == "find_subscribers" else (1,):
         statement = catalog_statements(version, placement, topics)[name]
         expected = expected_seed(text, name, version, placement, topics)
@@ -205,11 +175,10 @@ def nocount_wrapped(seed_send: str, insert: str) -> str:
     return seed_send[:begin] + insert + ";" + seed_send[end:]
 
 
-@pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
 @pytest.mark.parametrize("version", ["7.0", "8.1", "9.1"])
-def test_latest_send_matches_transport_facts(source, placement, version):
-    facts, seed = facts_text(source), runtime_text(source)
+def test_latest_send_matches_transport_facts(placement, version):
+    facts, seed = facts_text(), runtime_text()
     insert = facts_latest_send(facts)
     assert "a variant without Recoverable when that column was dropped" in facts
     without = insert.replace("Recoverable, ", "", 1).replace("(@Id, 1, ", "(@Id, ", 1)
@@ -222,11 +191,10 @@ def test_latest_send_matches_transport_facts(source, placement, version):
         assert statement.params == ("Id", "TimeToBeReceivedMs", "Headers", "Body")
 
 
-@pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
 @pytest.mark.parametrize("version", ["7.0.8", "8.1.6", "9.1"])  # upstream-conformance §3: variant C
-def test_recoverable_check_matches_transport_facts(source, placement, version):
-    check = backticked(facts_bullet(facts_text(source), "latest send:"))[1]
+def test_recoverable_check_matches_transport_facts(placement, version):
+    check = backticked(facts_bullet(facts_text(), "latest send:"))[1]
     assert check.startswith("SELECT COUNT(*) FROM [catalog].sys.columns"), check
     catalog = placement[0] if three_part(version) else None
     statement = catalog_statements(version, placement)["check_recoverable_column"]
@@ -248,18 +216,16 @@ def latest_receive(facts: str, seed: str) -> str:
     return head + "OUTPUT\n" + ",\n".join(by_name[item] for item in wanted) + ";\n" + tail
 
 
-@pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
 @pytest.mark.parametrize("version", ["7.0", "8.1", "9.1"])  # from 7.0.0, not 4.1 (upstream-conformance §9)
-def test_latest_receive_matches_transport_facts(source, placement, version):
-    expected = fill(latest_receive(facts_text(source), runtime_text(source)), quoted(version, *placement))
+def test_latest_receive_matches_transport_facts(placement, version):
+    expected = fill(latest_receive(facts_text(), runtime_text()), quoted(version, *placement))
     assert "correlationid" not in normalized(expected)
     statement = catalog_statements(version, placement)["receive"]
     assert normalized(statement.sql) == normalized(expected), statement.sql
     assert statement.params == ()
 
 
-@pytest.mark.parametrize("source", ["shared", "fixture"])
 @pytest.mark.parametrize("placement", PLACEMENTS, ids=lambda p: ".".join(x or "-" for x in p))
 @pytest.mark.parametrize(
     "version,form",
@@ -267,8 +233,8 @@ def test_latest_receive_matches_transport_facts(source, placement, version):
     # upstream-conformance §3: the latest form from 6.3.7 and 7.0.5 (nolock before), the count 4.0.0-4.1.1
     [("6.3.7", "latest"), ("7.0.5", "latest"), ("8.1", "latest"), ("9.1", "latest"), ("4.0", "4.0"), ("4.1.1", "4.0")],
 )
-def test_peek_matches_transport_facts(source, placement, version, form):
-    line = facts_bullet(facts_text(source), "latest peek:")
+def test_peek_matches_transport_facts(placement, version, form):
+    line = facts_bullet(facts_text(), "latest peek:")
     assert "4.1.2-6.0 used the `TOP {n}` count form" in line
     if form == "latest":
         (template,) = re.findall(r"latest peek: `([^`]*)`", line)

@@ -1,34 +1,18 @@
-"""The golden sources: seed 003 and transport-facts.md from the shared folder, or their committed copies."""
+"""The facts the SQL Server tests compare with: parts of seed 003 and of the reference documents,
+copied into tests/fixtures/ (tests/fixtures/manifest.json names each one's source and digests;
+tools/sync_fixtures.py makes and checks the copies). The tests never read the workplace folder."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 
 
-GOLDEN = TESTS / "golden"
+FIXTURES = TESTS / "fixtures"
 
 
-# Beside the repository; SQLTRANSPORT_SHARED names it for a clone made elsewhere (.ci/run's).
-SHARED = Path(os.environ.get("SQLTRANSPORT_SHARED") or TESTS.parents[1] / "shared")
-
-
-SEED_003 = SHARED / "seeds" / "003_7a6ac8b7339ec90b.txt"
-
-
-FACTS = SHARED / "reference" / "transport-facts.md"
-
-
-def shared_present() -> bool:
-    return SHARED.is_dir()
-
-
-# =========================================================================== golden sources
-RUNTIME_FIXTURE = GOLDEN / "mssql_seed003_runtime.txt"  # seed 003 from its "Runtime" line to the end
+RUNTIME_FIXTURE = FIXTURES / "mssql_seed003_runtime.txt"  # seed 003 from its "Runtime" line to the end
 
 
 RUNTIME_HEADING = "Runtime"
@@ -57,18 +41,10 @@ SEED_RUNTIME = {
 }
 
 
-def runtime_part(seed: str) -> str:
-    lines = seed.splitlines()
-    assert lines.count(RUNTIME_HEADING) == 1, "seed 003: expected one 'Runtime' heading"
-    return "\n".join(lines[lines.index(RUNTIME_HEADING) :]) + "\n"
-
-
-def runtime_text(source: str) -> str:
-    if source == "fixture":
-        return RUNTIME_FIXTURE.read_text(encoding="utf-8")
-    if not shared_present():
-        pytest.skip(f"{SHARED} is absent; the tests/golden copies are used instead")
-    return runtime_part(SEED_003.read_text(encoding="utf-8"))
+def runtime_text() -> str:
+    text = RUNTIME_FIXTURE.read_text(encoding="utf-8")
+    assert text.splitlines()[0] == RUNTIME_HEADING, "the runtime fixture starts at seed 003's 'Runtime' heading"
+    return text
 
 
 def raw_seed_statement(text: str, name: str) -> str:
