@@ -245,7 +245,14 @@ def parse_version(text: str) -> VersionTuple:
     major, minor, patch = (int(part) if part else 0 for part in match.groups())
     if not 1 <= major <= 9:
         raise UnknownVersion(f"transport version {text!r} is unknown: the SQL transport has versions 1.x to 9.x (latest {LATEST})")
+    if (major, minor, patch) > _LATEST:  # a release this tool does not know the tables and statements of
+        raise UnknownVersion(
+            f'transport version {text!r} is past the latest release this tool knows, {LATEST}: write "{LATEST}" or an earlier one'
+        )
     return major, minor, patch
+
+
+_LATEST = tuple(int(part) for part in f"{LATEST}.0".split(".")[:3])
 
 
 def _checked_rows() -> list[tuple[VersionTuple, str, object]]:

@@ -248,6 +248,11 @@ def test_an_unknown_major_version():
     assert_problem('transport_version: "10.0"\n', 1, 20, "transport version '10.0' is unknown", "versions 1.x to 9.x")
 
 
+@pytest.mark.parametrize("version", ["9.9", "9.2", "9.1.1"])
+def test_a_version_past_the_latest_known_release(version):
+    assert_problem(f'transport_version: "{version}"\n', 1, 20, f"transport version '{version}' is past the latest release", 'write "9.1"')
+
+
 def test_a_version_that_is_no_version():
     assert_problem('transport_version: "abc"\n', 1, 20, "transport version 'abc' is not of the form MAJOR.MINOR", '"9.1"')
 
