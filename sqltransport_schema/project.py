@@ -1,4 +1,4 @@
-"""`init`: a new project of one's own (alembic.ini, migrations/, topology.yaml) from the templates
+"""`init`: a new project of one's own (alembic.ini, migrations/, topology.yaml, .gitignore) from the templates
 shipped in the package, so it works with the installed package alone. The repository's own
 alembic.ini and migrations/ are these same files (tests/test_init.py holds them equal)."""
 
@@ -11,6 +11,9 @@ from . import errors
 
 # The template files, relative to the templates folder and to the new project alike.
 FILES = ("alembic.ini", "topology.yaml", "migrations/env.py", "migrations/script.py.mako")
+# Written too unless the folder has one already (a git repository's own is kept): it keeps the
+# SQLite database and Python's caches out of `git add .`. Shipped without its dot (package data).
+GITIGNORE = ".gitignore"
 
 
 class ProjectExists(errors.UsageError, FileExistsError):
@@ -19,7 +22,7 @@ class ProjectExists(errors.UsageError, FileExistsError):
 
 def template(name: str) -> str:
     """The text of one shipped template file."""
-    return resources.files("sqltransport_schema").joinpath("templates", name).read_text(encoding="utf-8")
+    return resources.files("sqltransport_schema").joinpath("templates", name.lstrip(".")).read_text(encoding="utf-8")
 
 
 def create(folder: Path) -> list[Path]:
@@ -29,7 +32,7 @@ def create(folder: Path) -> list[Path]:
     if existing:
         raise ProjectExists(f"{existing[0]} exists already; run init in an empty folder (nothing was written)")
     written = []
-    for name in FILES:
+    for name in FILES + (() if (folder / GITIGNORE).exists() else (GITIGNORE,)):
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(template(name), encoding="utf-8")

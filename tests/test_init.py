@@ -27,13 +27,33 @@ def test_init_then_compile_then_upgrade_builds_the_tables(tmp_path):
     folder = tmp_path / "shop"
     created = run(tmp_path, str(BIN / "sqltransport-schema"), "init", "shop")
     assert created.returncode == 0, created.stderr
-    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(project.FILES)
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(project.FILES + (".gitignore",))
     compiled = run(folder, str(BIN / "sqltransport-schema"), "compile", "-m", "initial topology")
     assert compiled.returncode == 0, compiled.stderr
     upgraded = run(folder, str(BIN / "alembic"), "upgrade", "head")
     assert upgraded.returncode == 0, upgraded.stderr
     tables = {name for _, name in catalog.read(f"sqlite:///{folder / 'sqltransport.db'}")}
     assert tables == {"Sales", "Sales.Delayed", "error", "SubscriptionRouting"}
+
+
+def test_git_add_after_an_upgrade_leaves_the_database_and_caches_out(tmp_path):
+    """docs/teams.md's `git add .` after `alembic upgrade head`: the project's files, not sqltransport.db
+    (a deployed state) nor Python's caches."""
+    assert run(tmp_path, str(BIN / "sqltransport-schema"), "init", "shop").returncode == 0
+    folder = tmp_path / "shop"
+    assert run(folder, str(BIN / "sqltransport-schema"), "compile", "-m", "initial topology").returncode == 0
+    assert run(folder, str(BIN / "alembic"), "upgrade", "head").returncode == 0
+    assert (folder / "sqltransport.db").is_file()
+    assert run(folder, "git", "init", "-q").returncode == 0 and run(folder, "git", "add", ".").returncode == 0
+    added = run(folder, "git", "diff", "--cached", "--name-only").stdout.split()
+    revision = [name for name in added if name.startswith("migrations/versions/")]
+    assert sorted(set(added) - set(revision)) == sorted(project.FILES + (".gitignore",)) and len(revision) == 1, added
+
+
+def test_init_keeps_a_gitignore_the_folder_has(tmp_path):
+    (tmp_path / ".gitignore").write_text("mine\n", encoding="utf-8")
+    assert cli.main(["init", str(tmp_path)]) == 0
+    assert (tmp_path / ".gitignore").read_text(encoding="utf-8") == "mine\n"
 
 
 def test_init_refuses_a_folder_that_holds_a_project(tmp_path, capsys):
