@@ -791,7 +791,17 @@ def test_every_problem_of_a_file_is_reported_once_in_line_order():
             id="colon",
         ),
         pytest.param(
-            'transport_version: "9.1"\nendpoints:\n\t- name: Sales\n', 3, 1, ["not valid YAML", "cannot start any token"], id="tab"
+            'transport_version: "9.1"\nendpoints:\n\t- name: Sales\n', 3, 1, ["a tab in the indentation", "spaces only"], id="tab"
+        ),
+        pytest.param(
+            'transport_version: "9.1"\nendpoints:\n  - name: Sales\n\tinstances: [a]\n', 4, 1, ["a tab in the indentation"], id="tab-key"
+        ),
+        pytest.param(
+            'transport_version: "9.1"\nendpoints:\n  - name: Sales\n    instances:\n    \t- a\n',
+            5,
+            5,
+            ["a tab in the indentation"],
+            id="tab-after-spaces",
         ),
     ],
 )

@@ -209,11 +209,25 @@ def compose(text: str, path: str, problems: list[Problem]) -> yaml.Node | None:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        indent = _indentation(text, line)
+        if "\t" in indent:  # PyYAML's words for it ("cannot start any token") do not say it is a tab
+            column = indent.index("\t") + 1
+            problems.append(
+                Problem(Mark(path, line, column), "a tab in the indentation: YAML indents with spaces only; replace it with spaces")
+            )
+            return None
         message = f"not valid YAML: {exc.problem or exc}"
         if exc.context and exc.context_mark and exc.context_mark.line + 1 != line:
             message += f" ({exc.context} at line {exc.context_mark.line + 1})"
         problems.append(Problem(Mark(path, line, column), message))
         return None
+
+
+def _indentation(text: str, line: int) -> str:
+    """The leading blanks (spaces and tabs) of a line of text, counted from 1."""
+    lines = text.splitlines()
+    found = lines[line - 1] if 0 < line <= len(lines) else ""
+    return found[: len(found) - len(found.lstrip(" \t"))]
 
 
 GLOB_CHARACTERS = frozenset("*?[")
