@@ -248,6 +248,17 @@ def test_an_unknown_major_version():
     assert_problem('transport_version: "10.0"\n', 1, 20, "transport version '10.0' is unknown", "versions 1.x to 9.x")
 
 
+@pytest.mark.parametrize(
+    "second",
+    ["  - name: Sales\n    send_only: true\n", "  - name: Sales\n", "  - name: Sales\n    instances: [a]\n    outbox: true\n"],
+    ids=["send-only", "same", "with-tables"],
+)
+def test_a_duplicate_endpoint_name_names_both_places(second):
+    text = 'transport_version: "9.1"\nendpoints:\n  - name: Sales\n    outbox: true\n  - name: Billing\n' + second
+    problem = assert_problem(text, 6, 11, "duplicate endpoint 'Sales'", f"first declared at {FILE}:3:11", "remove or rename this one")
+    assert "same table" not in problem.message
+
+
 @pytest.mark.parametrize("version", ["9.9", "9.2", "9.1.1"])
 def test_a_version_past_the_latest_known_release(version):
     assert_problem(f'transport_version: "{version}"\n', 1, 20, f"transport version '{version}' is past the latest release", 'write "9.1"')
@@ -298,9 +309,8 @@ def test_two_endpoints_with_the_same_name_are_one_problem():
         """,
         4,
         11,
-        "endpoint 'Sales' is the same table as endpoint 'Sales' (at t.yaml:3:11)",
-        "on mssql, postgresql, sqlite",
-        "rename one",
+        "duplicate endpoint 'Sales' (first declared at t.yaml:3:11)",
+        "remove or rename this one",
     )
 
 
@@ -748,7 +758,7 @@ def test_every_problem_of_a_file_is_reported_once_in_line_order():
     assert found == [
         ((5, 18), "body_string"),  # version lacks it
         ((6, 20), "endpoints[0].instances[1]"),  # wrong type
-        ((7, 11), "endpoint"),  # same table as the first Sales
+        ((7, 11), "duplicate"),  # duplicate endpoint Sales
         ((8, 5), "unknown"),  # unknown key
         ((9, 11), "endpoints[2].name"),  # empty name
         ((11, 11), "'err@r'"),  # '@'

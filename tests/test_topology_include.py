@@ -236,8 +236,8 @@ def test_the_same_endpoint_in_two_files_names_both_places(tmp_path):
     root = split(tmp_path, teams__shipping_yaml="endpoints:\n  - name: Other\n  - name: Sales\n")
     (problem,) = problems_of(root)
     sales, shipping = tmp_path / "teams" / "sales.yaml", tmp_path / "teams" / "shipping.yaml"
-    assert problem.startswith(f"{shipping}:3:11: error: endpoint 'Sales' is the same table as endpoint 'Sales' (at {sales}:2:11)")
-    assert f"{sales} and {shipping} both make it: keep it in one of the files" in problem
+    assert problem.startswith(f"{shipping}:3:11: error: duplicate endpoint 'Sales' (first declared at {sales}:2:11)")
+    assert "declare an endpoint once, in one of the files," in problem
 
 
 def test_a_queue_in_an_included_file_colliding_with_the_root_names_both_places(tmp_path):

@@ -13,7 +13,7 @@ from .. import engines as engine_registry
 from ..schema import PERSISTENCE_KINDS, Kind, TableName
 from ..versions import FEATURE_SINCE, profile
 from .format import SHARED_ONLY_TABLES, TENANT_TABLES, listed
-from .model import Owned, Placed, Topology
+from .model import Endpoint, Owned, Placed, Topology
 from .problems import Mark, Problem
 
 if TYPE_CHECKING:
@@ -50,6 +50,23 @@ class Facts:
     @cached_property
     def rank(self) -> dict[str, int]:
         return {source.path: i for i, source in enumerate(self.t.files)}
+
+    @cached_property
+    def duplicate_endpoints(self) -> list[tuple[Endpoint, Endpoint]]:
+        """(endpoint, the first one of that name) for each endpoint whose name an earlier one has."""
+        first: dict[str, Endpoint] = {}
+        return [(ep, first[ep.name]) for ep in self.t.endpoints if first.setdefault(ep.name, ep) is not ep]
+
+    @cached_property
+    def duplicate_marks(self) -> set[Mark]:
+        """Every place the duplicate endpoints write (their names, instances, sagas, outbox): their
+        tables are one problem, the duplicate, not one collision each."""
+        marks = set()
+        for ep, _ in self.duplicate_endpoints:
+            marks |= {ep.mark, *ep.marks.values()}
+            for saga in ep.sagas:
+                marks |= {saga.mark, *saga.marks.values()}
+        return marks
 
     def position(self, mark: Mark) -> tuple[int, int, int]:
         """Where a mark is in load order: the root file, then each included file."""
@@ -146,6 +163,13 @@ def _engine_problems(f: Facts) -> Iterator[Problem]:
 def _endpoint_problems(f: Facts) -> Iterator[Problem]:
     """An endpoint's settings: features the version lacks, and contradictions with send_only."""
     t, prof = f.t, f.prof
+    for ep, first in f.duplicate_endpoints:
+        where = "in one of the files, " if ep.mark.path != first.mark.path else ""
+        yield Problem(
+            ep.mark_of("name"),
+            f"duplicate endpoint {ep.name!r} (first declared at {first.mark_of('name')}): declare an endpoint once, "
+            f"{where}its instances, sagas and settings in one entry; remove or rename this one",
+        )
     for ep in t.endpoints:
         if ep.send_only and ep.delayed_delivery:
             yield Problem(
@@ -228,7 +252,7 @@ def _collision_problems(f: Facts) -> Iterator[Problem]:
             if not engine.holds(item.kind):
                 continue  # not deployed on this engine
             earlier = first.setdefault(engine.table_key(item.name), item)
-            if earlier is not item and earlier.mark != item.mark:
+            if earlier is not item and earlier.mark != item.mark and not {earlier.mark, item.mark} & f.duplicate_marks:
                 collisions.setdefault(frozenset((earlier.mark, item.mark)), []).append((earlier, item, engine_name))
     for hits in collisions.values():
         earlier, item, _ = min(hits, key=lambda hit: hit[0].is_index + hit[1].is_index)  # tables before indexes
