@@ -126,6 +126,18 @@ def test_a_read_that_fails_is_up_0_and_a_later_one_reads_again(bus, exporter, pg
     assert "Traceback" not in err
 
 
+def test_ctrl_c_stops_it_when_started_as_a_background_job(bus):
+    """`status --serve ... &` from a script: the job inherits SIGINT ignored, so Python sets up no
+    KeyboardInterrupt; the exporter's own handler still stops it on SIGINT (it hung until killed)."""
+    exporter = Exporter(bus[1], background=True)
+    try:
+        assert one(exporter.metrics(), "sqltransport_up") == 1
+        code, err = exporter.stop(signal.SIGINT)
+        assert code == 0 and err.strip().endswith("status --serve: stopped"), err
+    finally:
+        exporter.close()
+
+
 def test_scrapes_read_the_database_at_most_once_per_min_interval(bus, pg_admin):
     transport, url = bus
     exporter = Exporter(url, "--min-interval", "3s")

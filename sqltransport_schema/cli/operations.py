@@ -120,14 +120,21 @@ def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
     return host, port, interval
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what stops `status --serve` (Ctrl-C sends SIGINT)
+
+
 def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, min_interval: float) -> int:
     """status --serve: /metrics and /healthz until SIGTERM or Ctrl-C (exit 0 either way)."""
     from ..runtime.exporter import StatusCollector, listen
 
     collector = StatusCollector(transport, min_interval, estimate=args.estimate, error_queue=args.error_queue)
     server = listen(host, port, collector)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGINT is handled here too, not left to KeyboardInterrupt: started as a shell's background job the
+    # process inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler (Ctrl-C or
+    # `kill -INT` did nothing). The handler only records the signal: it takes no lock (an Event's set()
+    # could wait on the lock its own thread holds) and raises nothing in the middle of other code.
+    stopping: list[int] = []
+    previous = {number: signal.signal(number, lambda number, _frame: stopping.append(number)) for number in STOP_SIGNALS}
     worker = threading.Thread(target=server.serve_forever, name="status-serve", daemon=True)
     worker.start()
     shown = f"[{host}]" if ":" in host else host
@@ -138,12 +145,11 @@ def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, 
     )
     sys.stderr.flush()
     try:
-        while not stop.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
+        while not stopping:
+            time.sleep(0.2)  # a signal's handler runs during the sleep; the loop sees it within 0.2 s
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         server.shutdown()
         server.server_close()
         worker.join(5)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -57,10 +58,14 @@ class Exporter:
     """`sqltransport-schema status --url URL --serve 127.0.0.1:0 ...` in a subprocess; the port it chose
     is read from its first line."""
 
-    def __init__(self, url: str, *args: str) -> None:
+    def __init__(self, url: str, *args: str, background: bool = False) -> None:
+        """background: started as a non-interactive shell starts `command &`, with SIGINT ignored (POSIX)."""
         command = [sys.executable, "-m", "sqltransport_schema.cli", "status", "--url", url, "--serve", "127.0.0.1:0", *args]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        ignore_sigint = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None  # kept across exec
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=ignore_sigint
+        )
         first = self.process.stderr.readline()
         assert "serving http://127.0.0.1:" in first, first + self.process.stderr.read()
         self.port = int(first.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
