@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from .support import catalog
+from .support.databases import under_ci
 from .support.projects import REPO, copy_tracked
 from .support.spark import demanded
 from .test_docs import FENCE
@@ -126,26 +127,42 @@ def test_installed_into_a_fresh_venv_the_readme_workflow_runs(artifact, dist, tm
         _a_type_checker_reads_the_hints(bin_dir / "python", tmp_path)
 
 
-def _oldest_python() -> Path | None:
-    """An interpreter of the oldest Python that requires-python admits (on PATH, or pyenv's), if this machine has one."""
-    minimum = re.search(r'^requires-python = ">=(\d+\.\d+)"', (REPO / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
-    found = shutil.which(f"python{minimum}")
+PYPROJECT = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+MINIMUM = re.search(r'^requires-python = ">=(\d+\.\d+)"', PYPROJECT, re.MULTILINE).group(1)
+# The Python versions the classifiers name: each one is tested (README's test command on the machine's Python
+# and on 3.13 in .ci/run; README's workflow from the wheel on each of the others, below).
+NAMED = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', PYPROJECT)
+
+
+def _python(version: str) -> Path | None:
+    """An interpreter of that Python (on PATH, or pyenv's), if this machine has one."""
+    found = shutil.which(f"python{version}")
     candidates = [Path(found)] if found else []
-    candidates += sorted(Path.home().glob(f".pyenv/versions/{minimum}.*/bin/python{minimum}"))
+    candidates += sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
     for python in candidates:
-        version = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True)
-        if version.returncode == 0 and version.stdout.strip() == minimum:
+        said = subprocess.run([str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True)
+        if said.returncode == 0 and said.stdout.strip() == version:
             return python
     return None
 
 
+def test_the_classifiers_name_each_python_from_the_oldest_admitted_on():
+    """From requires-python's minimum, no version left out between the oldest and the newest named."""
+    minor = [int(version.split(".")[1]) for version in NAMED]
+    assert NAMED[0] == MINIMUM and minor == list(range(minor[0], minor[-1] + 1)), NAMED
+    assert "3.13" in NAMED  # .ci/run's second Python
+
+
 @pytest.mark.package
 @pytest.mark.slow
-def test_the_wheel_runs_the_readme_workflow_on_the_oldest_python_it_admits(dist, tmp_path):
-    """requires-python says 3.10 and the classifiers name it: the wheel installs and works there too."""
-    python = _oldest_python()
+@pytest.mark.parametrize("version", [v for v in NAMED if v != "%d.%d" % sys.version_info[:2]])
+def test_the_wheel_runs_the_readme_workflow_on_every_python_the_classifiers_name(dist, tmp_path, version):
+    """Each Python the classifiers name: the wheel installs and works there too (the running one runs every test)."""
+    python = _python(version)
     if python is None:
-        pytest.skip("no interpreter of the oldest Python requires-python admits (python3.10 on PATH or in pyenv)")
+        if under_ci():
+            pytest.fail(f"no python{version} on PATH or in pyenv: the classifiers name it, so CI tests it")
+        pytest.skip(f"no python{version} on PATH or in pyenv (the classifiers name it)")
     _venv, env = _installed(python, dist["wheel"], tmp_path)
     assert _readme_workflow_tables(env, tmp_path) == INIT_TABLES
 
