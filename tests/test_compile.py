@@ -53,7 +53,7 @@ def test_invalid_topology_writes_nothing(project, capsys):
     project.write_topology(BASE.format(version="9.1").replace("  - name: error", "  - nmae: error"))
     assert project.compile("broken") == 2
     err = capsys.readouterr().err
-    assert f"{project.topology}:8:5: error: unknown key 'nmae'" in err
+    assert f"error: {project.topology}:8:5: unknown key 'nmae'" in err
     assert "nothing was written" in err
     assert {p: p.read_bytes() for p in project.revisions()} == before
     assert project.compile("broken", "--check") == 2

@@ -49,7 +49,7 @@ def assert_problem(text: str, line: int, column: int, *fragments: str):
     assert where(problem) == (line, column), str(problem)
     for fragment in fragments:
         assert fragment in problem.message, f"{fragment!r} not in {problem.message!r}"
-    assert str(problem) == f"{FILE}:{line}:{column}: error: {problem.message}"
+    assert str(problem) == f"{FILE}:{line}:{column}: {problem.message}"
     return problem
 
 
@@ -829,8 +829,30 @@ def test_a_missing_file(tmp_path):
     with pytest.raises(TopologyError) as info:
         load(path)
     [problem] = info.value.problems
-    assert (problem.mark.path, problem.mark.line, problem.mark.column) == (str(path), 1, 1)
+    assert (problem.mark.path, problem.mark.line, problem.mark.column) == (str(path), None, None)  # no line to point at
     assert "file not found" in problem.message and "--topology" in problem.message
+    assert str(problem) == f"{path}: {problem.message}"
+
+
+def test_every_located_error_is_one_form_and_only_a_writing_command_says_nothing_was_written(project, tmp_path, capsys):
+    """`error: FILE[:LINE:COLUMN]: message`, as every other error line (`error: message`); validate and
+    compile --check never write, so they do not say nothing was written."""
+    absent = tmp_path / "absent.yaml"
+    assert cli.main(["validate", "--topology", str(absent)]) == 2
+    assert capsys.readouterr().err == f"error: {absent}: file not found; create it or pass --topology PATH\n"
+    project.write_topology('transport_version: "9.1"\nqueues:\n  - name: error\n    colour: red\n')
+    located = f"error: {project.topology}:4:5: unknown key 'colour'"
+    for args, written in (
+        (["validate", "--topology", str(project.topology)], False),
+        (["compile", "--check", "-c", str(project.ini), "--topology", str(project.topology)], False),
+        (["compile", "-m", "x", "-c", str(project.ini), "--topology", str(project.topology)], True),
+    ):
+        assert cli.main(args) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(located) and line.endswith(" (nothing was written)") is written, line
+    assert cli.main(["validate", "--topology", str(project.topology), "--format", "json"]) == 2
+    (problem,) = json.loads(capsys.readouterr().out)["problems"]
+    assert (problem["file"], problem["line"], problem["column"]) == (str(project.topology), 4, 5)
 
 
 def test_load_marks_problems_with_the_file_path(tmp_path):
@@ -1042,9 +1064,9 @@ def test_validate_an_invalid_topology(tmp_path, capsys):
     path = write(tmp_path, 'transport_version: "9.1"\nqueues:\n  - name: ""\n  - name: error\n    colour: red\n')
     assert cli.main(["validate", "--topology", path]) == 2
     err = capsys.readouterr().err
-    assert f"{path}:3:11: error: queues[0].name must not be empty" in err
-    assert f"{path}:5:5: error: unknown key 'colour'" in err
-    assert "2 problem(s)" in err
+    assert f"error: {path}:3:11: queues[0].name must not be empty" in err
+    assert f"error: {path}:5:5: unknown key 'colour'" in err
+    assert err.splitlines()[-1] == "2 problem(s)."  # validate writes nothing, so it does not say so
 
 
 def test_validate_reports_json_for_ci(tmp_path, capsys):
@@ -1062,7 +1084,7 @@ def test_validate_a_missing_file(tmp_path, capsys):
     path = str(tmp_path / "absent.yaml")
     assert cli.main(["validate", "--topology", path, "--format", "json"]) == 2
     [problem] = json.loads(capsys.readouterr().out)["problems"]
-    assert (problem["file"], problem["line"], problem["column"]) == (path, 1, 1)
+    assert (problem["file"], problem["line"], problem["column"]) == (path, None, None)
     assert "file not found" in problem["message"]
 
 
@@ -1102,5 +1124,5 @@ def test_an_unreadable_character_is_reported_at_its_line_and_column(project, cap
     assert cli.main(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith(f"{project.topology}:3:13: error: {message}")
+    assert err.startswith(f"error: {project.topology}:3:13: {message}")
     assert sorted(project.versions.iterdir()) == before and not (project.root / "split").exists()

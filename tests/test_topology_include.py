@@ -203,7 +203,7 @@ def test_a_problem_in_an_included_file_names_it_and_nothing_is_written(project, 
     assert project.compile("initial") == 2
     err = capsys.readouterr().err
     sales = project.root / "teams" / "sales.yaml"
-    assert err.startswith(f"{sales}:3:5: error: unknown key 'instance' in endpoint; did you mean 'instances'?"), err
+    assert err.startswith(f"error: {sales}:3:5: unknown key 'instance' in endpoint; did you mean 'instances'?"), err
     assert len(err.splitlines()) == 1
     assert project.revisions() == []
 
@@ -217,12 +217,12 @@ def test_validate_reports_the_problems_of_every_file_at_once_in_file_order(tmp_p
     )
     assert cli.main(["validate", "--topology", str(root)]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert [line.split(": error: ")[0] for line in lines[:-1]] == [
+    assert [line.removeprefix("error: ").split(": ")[0] for line in lines[:-1]] == [
         f"{root}:10:16",
         f"{tmp_path / 'teams' / 'sales.yaml'}:3:16",
         f"{tmp_path / 'ops.yaml'}:2:11",
     ]
-    assert lines[-1] == "3 problem(s); nothing was written."
+    assert lines[-1] == "3 problem(s)."  # validate writes nothing
 
 
 def test_validate_reports_in_json_which_file_each_problem_is_in(tmp_path, capsys):
@@ -236,14 +236,14 @@ def test_the_same_endpoint_in_two_files_names_both_places(tmp_path):
     root = split(tmp_path, teams__shipping_yaml="endpoints:\n  - name: Other\n  - name: Sales\n")
     (problem,) = problems_of(root)
     sales, shipping = tmp_path / "teams" / "sales.yaml", tmp_path / "teams" / "shipping.yaml"
-    assert problem.startswith(f"{shipping}:3:11: error: duplicate endpoint 'Sales' (first declared at {sales}:2:11)")
+    assert problem.startswith(f"{shipping}:3:11: duplicate endpoint 'Sales' (first declared at {sales}:2:11)")
     assert "declare an endpoint once, in one of the files," in problem
 
 
 def test_a_queue_in_an_included_file_colliding_with_the_root_names_both_places(tmp_path):
     root = split(tmp_path, ops_yaml="queues:\n  - name: ERROR\n")
     (problem,) = problems_of(root)
-    assert problem.startswith(f"{tmp_path / 'ops.yaml'}:2:11: error: queue 'ERROR' is the same table as queue 'error' (at {root}:9:11)")
+    assert problem.startswith(f"{tmp_path / 'ops.yaml'}:2:11: queue 'ERROR' is the same table as queue 'error' (at {root}:9:11)")
 
 
 def test_an_include_cycle_is_named(tmp_path):
@@ -255,21 +255,21 @@ def test_an_include_cycle_is_named(tmp_path):
     (problem,) = problems_of(root)
     more = tmp_path / "extra" / "more.yaml"
     assert problem == (
-        f"{more}:4:5: error: include cycle: {tmp_path / 'ops.yaml'} -> {more} -> {tmp_path / 'ops.yaml'}: remove one of these includes"
+        f"{more}:4:5: include cycle: {tmp_path / 'ops.yaml'} -> {more} -> {tmp_path / 'ops.yaml'}: remove one of these includes"
     )
 
 
 def test_a_file_including_the_root_is_a_cycle(tmp_path):
     root = split(tmp_path, ops_yaml="include: [topology.yaml]\n")
     (problem,) = problems_of(root)
-    assert problem.startswith(f"{tmp_path / 'ops.yaml'}:1:11: error: include cycle: {root} -> {tmp_path / 'ops.yaml'} -> {root}")
+    assert problem.startswith(f"{tmp_path / 'ops.yaml'}:1:11: include cycle: {root} -> {tmp_path / 'ops.yaml'} -> {root}")
 
 
 def test_a_file_included_twice_is_named_with_its_first_place(tmp_path):
     root = split(tmp_path, ROOT.replace("  - ops.yaml\n", "  - ops.yaml\n  - teams/sales.yaml\n"))
     (problem,) = problems_of(root)
     assert problem == (
-        f"{root}:8:5: error: {tmp_path / 'teams' / 'sales.yaml'} is included twice (first at {root}:6:5): include each file once"
+        f"{root}:8:5: {tmp_path / 'teams' / 'sales.yaml'} is included twice (first at {root}:6:5): include each file once"
     )
 
 
@@ -277,7 +277,7 @@ def test_a_missing_file_is_named_at_the_including_line(tmp_path):
     root = split(tmp_path, ROOT.replace("  - ops.yaml\n", "  - ops.yaml\n  - team/shipping.yaml\n"))
     (problem,) = problems_of(root)
     assert problem == (
-        f"{root}:8:5: error: included file {tmp_path / 'team' / 'shipping.yaml'} not found: create it, or correct or remove this entry"
+        f"{root}:8:5: included file {tmp_path / 'team' / 'shipping.yaml'} not found: create it, or correct or remove this entry"
     )
 
 
@@ -286,14 +286,14 @@ def test_a_pattern_matching_no_file_is_an_error(tmp_path):
     root = split(tmp_path, ROOT.replace("teams/*.yaml", "team/*.yaml"))
     problems = problems_of(root)
     assert problems[0] == (
-        f"{root}:6:5: error: include pattern 'team/*.yaml' matches no file ({tmp_path / 'team' / '*.yaml'}): "
+        f"{root}:6:5: include pattern 'team/*.yaml' matches no file ({tmp_path / 'team' / '*.yaml'}): "
         "correct it, or remove it until a file matches"
     )
 
 
 def test_a_folder_is_not_a_file(tmp_path):
     root = split(tmp_path, ROOT.replace("teams/*.yaml", "teams"))
-    assert f"{root}:6:5: error: {tmp_path / 'teams'} is not a file: include a file, or a pattern such as teams/*.yaml" in problems_of(root)
+    assert f"{root}:6:5: {tmp_path / 'teams'} is not a file: include a file, or a pattern such as teams/*.yaml" in problems_of(root)
 
 
 def test_a_pattern_never_matches_the_file_that_lists_it(tmp_path):
@@ -317,7 +317,7 @@ def test_a_setting_of_the_whole_topology_is_refused_in_an_included_file(tmp_path
     root = split(tmp_path, teams__sales_yaml=f"endpoints:\n  - name: Sales\n{line}\n")
     (problem,) = problems_of(root)
     assert problem == (
-        f"{tmp_path / 'teams' / 'sales.yaml'}:3:1: error: {key} is a setting of the whole topology and an included file "
+        f"{tmp_path / 'teams' / 'sales.yaml'}:3:1: {key} is a setting of the whole topology and an included file "
         f"cannot set it: move it to the root file {root}; an included file holds endpoints, queues, discard, "
         "drop_protected and include only"
     )
@@ -326,11 +326,11 @@ def test_a_setting_of_the_whole_topology_is_refused_in_an_included_file(tmp_path
 def test_an_unreadable_included_file_is_named(tmp_path):
     root = split(tmp_path, teams__sales_yaml="endpoints:\n  - name: [Sales\n")
     (problem,) = problems_of(root)
-    assert problem.startswith(f"{tmp_path / 'teams' / 'sales.yaml'}:3:1: error: not valid YAML")
+    assert problem.startswith(f"{tmp_path / 'teams' / 'sales.yaml'}:3:1: not valid YAML")
     (tmp_path / "teams" / "sales.yaml").write_bytes(b"endpoints:\n  - name: Caf\xe9\n")
     (problem,) = problems_of(root)
     advice = "save the file as UTF-8, or remove or retype the character here"
-    assert problem == f"{tmp_path / 'teams' / 'sales.yaml'}:2:14: error: not UTF-8 text (byte 0xe9): {advice}"
+    assert problem == f"{tmp_path / 'teams' / 'sales.yaml'}:2:14: not UTF-8 text (byte 0xe9): {advice}"
 
 
 def test_an_empty_included_file_adds_nothing(tmp_path):
@@ -341,7 +341,7 @@ def test_an_empty_included_file_adds_nothing(tmp_path):
 def test_include_entries_are_strings(tmp_path):
     root = split(tmp_path, ROOT.replace("  - ops.yaml\n", "  - ops.yaml\n  - 42\n"))
     (problem,) = problems_of(root)
-    assert problem.startswith(f"{root}:8:5: error: include[2] must be")
+    assert problem.startswith(f"{root}:8:5: include[2] must be")
 
 
 # --------------------------------------------------------------------------- compile records every file
@@ -375,7 +375,7 @@ def test_an_included_file_passed_as_the_topology_says_to_pass_the_root(project, 
     assert cli.main(["compile", "-c", str(project.ini), "--topology", str(project.root / "teams" / "sales.yaml")]) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"{project.root / 'teams' / 'sales.yaml'}:1:1: error: topology needs a 'transport_version' key; or, if another file "
+        f"error: {project.root / 'teams' / 'sales.yaml'}:1:1: topology needs a 'transport_version' key; or, if another file "
         "includes this one, pass that file with --topology (nothing was written)\n"
     )
     assert len(project.revisions()) == 1

@@ -88,14 +88,26 @@ def _first_line(error: BaseException | str) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+# Commands that write (a revision, a project, a file, the database): an error before they do says nothing was.
+WRITING_COMMANDS = frozenset({"compile", "init", "adopt", "retry", "outbox"})
+
+
+def writes(args: argparse.Namespace) -> bool:
+    """Whether this run of a command would have written something (`compile --check` and `validate` never do)."""
+    if getattr(args, "check", False):
+        return False
+    return getattr(args, "command", None) in WRITING_COMMANDS or bool(getattr(args, "output", None) or getattr(args, "split", None))
+
+
 def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:
-    """Every problem of an invalid topology.yaml, with its file:line:column; nothing is written."""
+    """Every problem of an invalid topology.yaml as `error: FILE:LINE:COLUMN: message`, the form of every
+    error line; a command that writes adds that nothing was written."""
     payload = {"status": "invalid", "problems": [p.to_json() for p in error.problems]}
-    lines = [str(p) for p in error.problems]
-    if len(lines) == 1:
+    lines = [f"error: {p}" for p in error.problems]
+    if len(lines) == 1 and writes(args):
         lines[0] += " (nothing was written)"  # one mistake, one line
-    else:
-        lines.append(f"{len(lines)} problem(s); nothing was written.")
+    elif len(lines) > 1:
+        lines.append(f"{len(lines)} problem(s)" + ("; nothing was written." if writes(args) else "."))
     if getattr(args, "format", "text") == github.FORMAT:
         title = f"sqltransport-schema {getattr(args, 'command', None) or 'validate'}"
         summary = [f"### {title}: invalid", ""] + [f"- `{p.mark}`: {p.message}" for p in error.problems]

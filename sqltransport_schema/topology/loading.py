@@ -19,7 +19,7 @@ def load(path: str | Path) -> Topology:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise TopologyError([Problem(Mark(str(path), 1, 1), "file not found; create it or pass --topology PATH")]) from None
+        raise TopologyError([Problem(Mark(str(path)), "file not found; create it or pass --topology PATH")]) from None
     problems: list[Problem] = []
     text = decode(data, str(path), problems)
     if text is None:

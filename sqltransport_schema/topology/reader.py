@@ -303,7 +303,7 @@ class Includes:
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
-            self.problems.append(Problem(Mark(path, 1, 1), f"cannot be read: {exc.strerror or exc}"))
+            self.problems.append(Problem(Mark(path), f"cannot be read: {exc.strerror or exc}"))
             return None
         self.sources.append(self._source(path, data))
         text = decode(data, path, self.problems)

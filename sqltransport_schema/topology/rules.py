@@ -70,7 +70,7 @@ class Facts:
 
     def position(self, mark: Mark) -> tuple[int, int, int]:
         """Where a mark is in load order: the root file, then each included file."""
-        return (self.rank.get(mark.path, 0), mark.line, mark.column)
+        return (self.rank.get(mark.path, 0), mark.line or 0, mark.column or 0)
 
     def lacks(self, feature: str, mark: Mark, what: str) -> Problem:
         return Problem(
