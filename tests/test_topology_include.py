@@ -268,9 +268,7 @@ def test_a_file_including_the_root_is_a_cycle(tmp_path):
 def test_a_file_included_twice_is_named_with_its_first_place(tmp_path):
     root = split(tmp_path, ROOT.replace("  - ops.yaml\n", "  - ops.yaml\n  - teams/sales.yaml\n"))
     (problem,) = problems_of(root)
-    assert problem == (
-        f"{root}:8:5: {tmp_path / 'teams' / 'sales.yaml'} is included twice (first at {root}:6:5): include each file once"
-    )
+    assert problem == (f"{root}:8:5: {tmp_path / 'teams' / 'sales.yaml'} is included twice (first at {root}:6:5): include each file once")
 
 
 def test_a_missing_file_is_named_at_the_including_line(tmp_path):
