@@ -27,6 +27,24 @@ def test_compile_writes_a_revision_that_reads_like_the_change(project):
     assert text.index("def upgrade") < text.index("def downgrade") < text.index("SNAPSHOT")
 
 
+def test_compile_without_a_message_titles_the_revision_by_its_change(project):
+    """No -m: the message a reviewer would write, read from the change, names the file and heads its docstring."""
+    steps = [
+        (BASE.format(version="9.0"), "add Sales, error, SubscriptionRouting", "add_sales_error_subscriptionrouting"),
+        (BASE.format(version="9.0") + "  - name: Inventory\n", "add Inventory", "add_inventory"),
+        (BASE.format(version="9.1").replace("    schema: dbo\n    instances", "    schema: dbo\n    body_string: true\n    instances", 1)
+         + "  - name: Inventory\n", "transport 9.0 -> 9.1, Sales: body_string", "transport_9_0_9_1_sales_body_string"),
+        (BASE.format(version="9.1"), "remove Inventory, Sales: no body_string", "remove_inventory_sales_no_body_string"),
+    ]  # fmt: skip
+    for topology, message, slug in steps:
+        project.write_topology(topology)
+        before = set(project.revisions())
+        assert cli.main(["compile", "-c", str(project.ini), "--topology", str(project.topology)]) == 0
+        (newest,) = set(project.revisions()) - before
+        assert newest.name.split("_", 2)[2] == f"{slug}.py", newest.name
+        assert newest.read_text(encoding="utf-8").startswith(f'"""{message}\n'), newest.read_text(encoding="utf-8")[:200]
+
+
 def test_nothing_to_compile_and_check_exit_codes(project, capsys):
     project.write_topology(BASE.format(version="9.1"))
     assert project.compile("x", "--check") == 1

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ..migrate.compile import Plan
 
 SHOWN_CHANGES = 50  # changes `compile` lists; JSON holds them all
-DEFAULT_MESSAGE = "topology change"  # a revision's message when -m is not given
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -72,7 +71,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         plan, written = compile_topology(
             config,
             topo,
-            args.message or DEFAULT_MESSAGE,
+            args.message,  # None: read from the change (migrate/message.py)
             check=args.check,
             topology_file=Path(source).as_posix(),
             switch=args.topology_switch,
@@ -187,7 +186,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 def add_compile(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "compile", cmd_compile, 'sqltransport-schema compile -m "add the Billing endpoint"')
     add_options(p, "topology", "format", "config", format=MARKDOWN_FORMAT)
-    p.add_argument("-m", "--message", default=DEFAULT_MESSAGE, help="revision message (default: %(default)s)")
+    p.add_argument("-m", "--message", help='revision message (default: one read from the change, e.g. "add Inventory")')
     p.add_argument(
         "--check",
         action="store_true",

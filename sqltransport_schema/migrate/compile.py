@@ -224,7 +224,7 @@ def _consented(result: Plan, allow_downgrade: bool, where: str) -> Plan:
 def compile_topology(
     config: Config,
     topology: Topology,
-    message: str,
+    message: str | None,
     check: bool = False,
     topology_file: str | None = None,
     switch: bool = False,

@@ -18,6 +18,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import Script, ScriptDirectory
 
+from .message import revision_message
 from .ops import one_line
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,7 +33,7 @@ REVISION_OPTION = "sqltransport_revision"
 
 def write_revision(
     config: Config,
-    message: str,
+    message: str | None,
     plan_at: Callable[[ScriptDirectory], Plan],
     topology_file: str | None = None,
     topology_files: Sequence[tuple[str, str]] = (),
@@ -40,19 +41,23 @@ def write_revision(
 ) -> tuple[Plan, Path | None]:
     """Plan against the head (plan_at) and write the revision, unless the plan is empty.
     topology_files: (file relative to the root file, sha256) of each file of the topology.
-    head="heads": a merge revision, its down_revision every head."""
+    head="heads": a merge revision, its down_revision every head. message None: one read from the
+    plan (message.revision_message), for the file's name and its docstring."""
     planned: list[Plan] = []
+    titles: list[str] = []
 
     def configure(script: ScriptDirectory) -> dict:
         planned.append(plan_at(script))
+        titles.append(message or revision_message(planned[-1]))
         files = {"topology_file": topology_file, "topology_files": list(topology_files)}
-        return {"template_args": {**_template_args(message, planned[-1]), **files}}
+        return {"template_args": {**_template_args(titles[-1], planned[-1]), **files}}
 
     def directives(context: MigrationContext, revision: Any, scripts: list) -> None:
         result = planned[-1]
         if result.empty:
             scripts.clear()  # Alembic writes no file for an empty list
             return
+        scripts[0].message = titles[-1]  # the file's name is made from it
         scripts[0].upgrade_ops.ops.extend(result.upgrade)
         scripts[0].downgrade_ops.ops.extend(result.downgrade)
 
