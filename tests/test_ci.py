@@ -96,7 +96,7 @@ def test_a_topology_error_is_annotated_on_its_line(initialised, capsys, monkeypa
             "message": "queues[0].schema must be a name (a string), not a number",
         }
     ]
-    assert f"topology.yaml:{line}:{col}: error: queues[0].schema" in err  # the text on stderr, as ever
+    assert f"error: topology.yaml:{line}:{col}: queues[0].schema" in err  # the text on stderr, as ever
     assert f"- `topology.yaml:{line}:{col}`: queues[0].schema must be a name" in summary.read_text(encoding="utf-8")
 
 

@@ -68,7 +68,7 @@ def test_the_transport_tables_cannot_live_in_tenant_databases(tmp_path, capsys):
     path.write_text('transport_version: "9.1"\ntenants:\n  tables: [sagas, delayed]\nendpoints:\n  - name: Sales\n', encoding="utf-8")
     assert cli.main(["validate", "--topology", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}:3:19: error: tenants: delayed cannot live in tenant databases" in err
+    assert f"error: {path}:3:19: tenants: delayed cannot live in tenant databases" in err
     assert "Remove 'delayed'; only sagas and outbox can be placed in tenant databases" in err
 
 
