@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import errors
 from .schema import SHARED, Blueprint, TableName
-from .shapes import IndexShape, TableShape
+from .shapes import IndexShape, TableShape, normalise_expression
 from .versions import profile
 
 if TYPE_CHECKING:
@@ -35,11 +35,17 @@ CATEGORIES = (
     "missing_column",
     "extra_column",
     "column_type",
+    "column_name",
+    "column_default",
+    "column_numbering",
+    "generated_column",
+    "column_collation",
     "missing_index",
     "extra_index",
     "index_name",
     "index_columns",
     "index_predicate",
+    "trigger",
     "orphaned_subscription",
 )
 INFO_CATEGORIES = frozenset({"unmanaged_table"})
@@ -220,8 +226,37 @@ def _table_findings(table: str, want: TableShape, have: TableShape, case_insensi
     for column, spec in have.columns.items():
         if column not in want.columns:
             out.append(Finding("extra_column", table, f"{column} ({_column(spec, have.column_flags(column))})"))
+    shared = [column for column in want.columns if column in have.columns]
+    for column in shared:
+        if column in want.names and column in have.names and want.names[column] != have.names[column]:
+            found = have.names[column]
+            out.append(Finding("column_name", table, f"{column}: expected identifier {want.names[column]}, found {found}"))
+    for category, attribute, spell, absent in _COLUMN_ATTRIBUTES:
+        expected, live = getattr(want, attribute), getattr(have, attribute)
+        for column in shared:
+            if normalise_expression(expected.get(column)) != normalise_expression(live.get(column)):
+                said = [absent if value is None else spell.format(value) for value in (expected.get(column), live.get(column))]
+                out.append(Finding(category, table, f"{column}: expected {said[0]}, found {said[1]}"))
     out += _index_findings(table, want.indexes, have.indexes, case_insensitive)
+    expected_triggers = {fold_name(t, case_insensitive) for t in want.triggers}
+    for trigger in have.triggers:
+        if fold_name(trigger, case_insensitive) not in expected_triggers:
+            out.append(Finding("trigger", table, f"trigger {trigger}: our DDL creates no trigger on this table"))
     return out
+
+
+# (category, TableShape attribute, how a value reads, how its absence reads): compared for each column
+# on both sides, expressions normalised (normalise_expression).
+_COLUMN_ATTRIBUTES = (
+    ("column_default", "defaults", "default {}", "no default"),
+    ("column_numbering", "numbering", "{}", "no sequence, identity or AUTOINCREMENT"),
+    ("generated_column", "generated", "generated as {}", "not generated"),
+    ("column_collation", "collations", "collation {}", "the default collation"),
+)
+
+
+def fold_name(name: str, case_insensitive: bool) -> str:
+    return name.casefold() if case_insensitive else name
 
 
 def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], case_insensitive: bool) -> list[Finding]:

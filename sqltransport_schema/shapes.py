@@ -74,13 +74,18 @@ class IndexShape:
     name: str | None = None
     clustered: bool | None = None  # SQL Server: CLUSTERED (True) or NONCLUSTERED (False)
     include: tuple[str, ...] = ()  # SQL Server: INCLUDE columns, lower case, sorted
+    # Only what differs from the engine's default, so expected shapes leave them unset: the access
+    # method (None: btree), and options (SQL Server: "ignore_dup_key", "fillfactor 80", "disabled").
+    # A descending key column is spelled "<column> desc" in `columns`.
+    method: str | None = None
+    options: tuple[str, ...] = ()
 
     def structure(self) -> tuple:
-        return (self.columns, self.unique, self.predicate, self.clustered, self.include)
+        return (self.columns, self.unique, self.predicate, self.clustered, self.include, self.method, self.options)
 
     def keys(self) -> tuple:
         """Everything but the predicate: what `index_columns` compares."""
-        return (self.columns, self.unique, self.clustered, self.include)
+        return (self.columns, self.unique, self.clustered, self.include, self.method, self.options)
 
     def describe(self) -> str:
         text = "unique " if self.unique else ""
@@ -89,9 +94,13 @@ class IndexShape:
         text += "index"
         if self.name:
             text += f" {self.name}"
+        if self.method:
+            text += f" using {self.method}"
         text += " on (" + ", ".join(self.columns) + ")"
         if self.include:
             text += " include (" + ", ".join(self.include) + ")"
+        if self.options:
+            text += " with (" + ", ".join(self.options) + ")"
         if self.predicate:
             text += f" where {self.predicate}"
         return text
@@ -104,6 +113,17 @@ class TableShape:
     # Lower-case names of IDENTITY and computed columns (SQL Server); empty on the other engines.
     identity: set[str] = field(default_factory=set)
     computed: set[str] = field(default_factory=set)
+    # What each column carries beyond its type (lower-case name -> text as the engine's catalog prints
+    # it; a column without one is absent). An engine's expected shape and its catalog reader fill the
+    # same ones, so engines that read none compare empty with empty.
+    defaults: dict[str, str] = field(default_factory=dict)  # DEFAULT expression
+    numbering: dict[str, str] = field(default_factory=dict)  # owned sequence, identity, AUTOINCREMENT
+    generated: dict[str, str] = field(default_factory=dict)  # generated/computed expression
+    collations: dict[str, str] = field(default_factory=dict)  # only a collation other than the default
+    # Exact identifiers, where the engine's statements quote them so case matters (PostgreSQL);
+    # empty where names compare without case. Compared for the columns the expected shape names.
+    names: dict[str, str] = field(default_factory=dict)
+    triggers: tuple[str, ...] = ()  # names, sorted; our DDL creates none
 
     def column_flags(self, column: str) -> tuple[str, ...]:
         return tuple(flag for flag, names in (("identity", self.identity), ("computed", self.computed)) if column in names)
@@ -120,6 +140,12 @@ def normalise_predicate(text: str | None) -> str | None:
     if text[:5].lower() == "where" and (len(text) == 5 or not text[5].isalnum()):
         text = text[5:]
     return _STRIP.sub("", text.lower()) or None
+
+
+def normalise_expression(text: str | None) -> str | None:
+    """Expressions (defaults, generated columns) compare as predicates do: lower case, without
+    quotes, brackets, parentheses or whitespace (`((0))` = `0`)."""
+    return normalise_predicate(text)
 
 
 def normalise_type(text: str) -> str:

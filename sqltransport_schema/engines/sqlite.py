@@ -33,6 +33,98 @@ if TYPE_CHECKING:
     from .pipeline import Table
 
 
+_CLOSERS = {'"': '"', "'": "'", "`": "`", "[": "]"}
+_TABLE_CONSTRAINTS = frozenset({"constraint", "primary", "unique", "check", "foreign"})
+
+
+def _past_quoted(sql: str, i: int) -> int:
+    """The index after the quoted name or string that starts at i (a doubled quote escapes it)."""
+    end, j = _CLOSERS[sql[i]], i + 1
+    while j < len(sql):
+        if sql[j] == end:
+            if end != "]" and sql[j + 1 : j + 2] == end:
+                j += 2
+                continue
+            return j + 1
+        j += 1
+    return j
+
+
+def _tokens(sql: str) -> list[str]:
+    """SQL text as tokens: quoted names and strings whole, a parenthesised group whole, words, punctuation."""
+    out, i, n = [], 0, len(sql)
+    while i < n:
+        ch, start = sql[i], i
+        if ch.isspace():
+            i += 1
+            continue
+        if ch in _CLOSERS:
+            i = _past_quoted(sql, i)
+        elif ch == "(":
+            depth = 0
+            while i < n:
+                if sql[i] in _CLOSERS:
+                    i = _past_quoted(sql, i)
+                    continue
+                depth += {"(": 1, ")": -1}.get(sql[i], 0)
+                i += 1
+                if depth == 0:
+                    break
+        elif ch.isalnum() or ch == "_":
+            while i < n and (sql[i].isalnum() or sql[i] in "_$"):
+                i += 1
+        else:
+            i += 1
+        out.append(sql[start:i])
+    return out
+
+
+def _unquote(token: str) -> str:
+    if token[:1] in _CLOSERS and len(token) >= 2:
+        end = _CLOSERS[token[0]]
+        return token[1:-1] if end == "]" else token[1:-1].replace(end * 2, end)
+    return token
+
+
+def column_clauses(create_table: str) -> dict[str, dict[str, str]]:
+    """Lower-case column name -> what its definition in a CREATE TABLE statement says beyond the
+    type: "defaults" (the DEFAULT expression), "generated" (`<expression> virtual|stored`),
+    "collations" (the COLLATE name), "autoincrement". SQLite keeps these in the statement alone."""
+    tokens = _tokens(create_table)
+    body = next((t for t in tokens if t.startswith("(")), None)
+    if body is None:  # CREATE TABLE ... AS SELECT: no column definitions
+        return {}
+    definitions, current = [], []
+    for token in _tokens(body[1:-1]):
+        if token == ",":
+            definitions.append(current)
+            current = []
+        else:
+            current.append(token)
+    definitions.append(current)
+    out: dict[str, dict[str, str]] = {}
+    for words in definitions:
+        if not words or words[0].lower() in _TABLE_CONSTRAINTS:
+            continue
+        found: dict[str, str] = {}
+        lowered = [w.lower() for w in words]
+        for i, word in enumerate(lowered):
+            following = words[i + 1] if i + 1 < len(words) else ""
+            if word == "default" and following:
+                if following in ("-", "+") and i + 2 < len(words):  # a signed number
+                    following += words[i + 2]
+                found["defaults"] = following[1:-1].strip() if following.startswith("(") else following
+            elif word == "collate" and following:
+                found["collations"] = _unquote(following)
+            elif word == "as" and following.startswith("(") and i > 0:
+                storage = "stored" if "stored" in lowered[i + 2 : i + 3] else "virtual"
+                found["generated"] = f"{following[1:-1].strip()} {storage}"
+            elif word == "autoincrement":
+                found["autoincrement"] = "autoincrement"
+        out[_unquote(words[0]).lower()] = found
+    return out
+
+
 class SQLite(Dialect):
     name = "sqlite"
     sqlalchemy_name = "sqlite"
@@ -91,8 +183,13 @@ class SQLite(Dialect):
     }
 
     # -- expected shapes (check; the live side is Catalog.read_shapes) -------------------
+    BODY_STRING_EXPRESSION = "CAST(Body AS TEXT) virtual"  # BODY_STRING_COLUMN's, as column_clauses reads it back
+    OUTBOX_DEFAULTS = {"dispatched": "0"}  # CREATE_OUTBOX's DEFAULT
+
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         indexes = []
+        defaults: dict[str, str] = {}
+        numbering: dict[str, str] = {}
         if spec.kind is Kind.QUEUE:
             columns = shape_columns(self.COLUMNS[Kind.QUEUE])
             if spec.body_string:
@@ -100,11 +197,13 @@ class SQLite(Dialect):
             if profile.expires_index is not ExpiresIndex.NONE:
                 predicate = "expiresisnotnull" if profile.expires_index is ExpiresIndex.FILTERED else None
                 indexes.append(IndexShape(("expires",), predicate=predicate, name=self._index(spec)))
+            numbering = {"rowversion": self.Catalog.AUTOINCREMENT}
         elif spec.kind is Kind.DELAYED:
             columns = shape_columns(self.COLUMNS[Kind.DELAYED])
             if spec.body_string:
                 columns["bodystring"] = ("text", True)
             indexes.append(IndexShape(("due",), name=self._index(spec)))
+            numbering = {"rowversion": self.Catalog.AUTOINCREMENT}
         elif spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
             indexes.append(IndexShape(("id",), unique=True))  # the primary key's automatic index
@@ -117,10 +216,12 @@ class SQLite(Dialect):
             columns = shape_columns(self.OUTBOX_COLUMNS)
             indexes.append(IndexShape(("messageid",), unique=True))  # the primary key's automatic index
             indexes += [IndexShape((column.lower(),), name=f"{spec.name.table}_{index}") for index, column in self.OUTBOX_INDEXES.items()]
+            defaults = dict(self.OUTBOX_DEFAULTS)
         else:
             columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes.append(IndexShape(("endpoint", "topic"), unique=True))
-        return TableShape(columns, indexes)
+        generated = {"bodystring": self.BODY_STRING_EXPRESSION} if "bodystring" in columns else {}
+        return TableShape(columns, indexes, defaults=defaults, numbering=numbering, generated=generated)
 
     # =====================================================================================
     # -- DDL ------------------------------------------------------------------------------
@@ -423,37 +524,65 @@ CREATE TABLE IF NOT EXISTS {table} (
         EXISTING_COLUMNS = "SELECT NULL, m.name, p.name FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'"
 
         USER_TABLES = "m.type = 'table' AND substr(m.name, 1, 7) <> 'sqlite_'"
-        SHAPE_TABLES = "SELECT m.name FROM sqlite_master AS m WHERE " + USER_TABLES
+        # the CREATE TABLE text too: defaults, collations, generated expressions and AUTOINCREMENT
+        # are in no pragma, only in the statement SQLite keeps (ALTER TABLE ADD COLUMN edits it)
+        SHAPE_TABLES = "SELECT m.name, m.sql FROM sqlite_master AS m WHERE " + USER_TABLES
         # hidden 1 marks virtual-table columns; generated columns (2, 3) are real columns here
         SHAPE_COLUMNS = (
             'SELECT m.name, p.name, p.type, p."notnull", p.pk FROM sqlite_master AS m '
             "JOIN pragma_table_xinfo(m.name) AS p WHERE p.hidden <> 1 AND " + USER_TABLES
         )
         SHAPE_INDEXES = (
-            'SELECT m.name, il.name, il."unique", ii.name, s.sql FROM sqlite_master AS m '
-            "JOIN pragma_index_list(m.name) AS il JOIN pragma_index_info(il.name) AS ii "
+            'SELECT m.name, il.name, il."unique", ii.name, s.sql, ii."desc" FROM sqlite_master AS m '
+            "JOIN pragma_index_list(m.name) AS il JOIN pragma_index_xinfo(il.name) AS ii "
             "LEFT JOIN sqlite_master AS s ON s.type = 'index' AND s.name = il.name "
-            "WHERE " + USER_TABLES + " ORDER BY m.name, il.name, ii.seqno"
+            "WHERE ii.key = 1 AND " + USER_TABLES + " ORDER BY m.name, il.name, ii.seqno"
         )
+        SHAPE_TRIGGERS = "SELECT tbl_name, name FROM sqlite_master WHERE type = 'trigger'"
+        # How the rowid alias numbers rows: AUTOINCREMENT never reuses an id; a bare INTEGER PRIMARY
+        # KEY reuses the highest after a delete (the queue's FIFO order breaks).
+        AUTOINCREMENT = "INTEGER PRIMARY KEY AUTOINCREMENT"
+        ROWID = "INTEGER PRIMARY KEY without AUTOINCREMENT (ids reused after a delete)"
 
         def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
             table_key = self.dialect.table_key
             out: dict[tuple, tuple[TableName, TableShape]] = {}
-            for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
+            clauses: dict[tuple, dict[str, dict[str, str]]] = {}
+            for table, sql in connection.exec_driver_sql(self.SHAPE_TABLES):
                 name = TableName(table)
                 out[table_key(name)] = (name, TableShape())
+                clauses[table_key(name)] = column_clauses(sql or "")
+            keys: dict[tuple, list[tuple[str, str]]] = {}  # table key -> (column, declared type) of the primary key
             for table, column, type_, notnull, pk in connection.exec_driver_sql(self.SHAPE_COLUMNS):
-                entry = out.get(table_key(TableName(table)))
-                if entry is not None:
-                    entry[1].columns[column.lower()] = (normalise_type(type_ or ""), not notnull and not pk)
-            found: dict[tuple, dict] = {}  # (table key, index) -> parts
-            for table, index, unique, column, sql in connection.exec_driver_sql(self.SHAPE_INDEXES):
-                parts = found.setdefault((table_key(TableName(table)), index), {"unique": bool(unique), "sql": sql, "columns": []})
-                parts["columns"].append((column or "<expression>").lower())
-            for (key, index), parts in found.items():
+                key = table_key(TableName(table))
+                entry = out.get(key)
+                if entry is None:
+                    continue
+                shape, lower = entry[1], column.lower()
+                shape.columns[lower] = (normalise_type(type_ or ""), not notnull and not pk)
+                if pk:
+                    keys.setdefault(key, []).append((lower, (type_ or "").strip().upper()))
+                found = clauses[key].get(lower, {})
+                for attribute in ("defaults", "generated", "collations"):
+                    if attribute in found:
+                        getattr(shape, attribute)[lower] = found[attribute]
+            for key, pk in keys.items():
+                if len(pk) == 1 and pk[0][1] == "INTEGER":  # the rowid alias (a WITHOUT ROWID table's would not be)
+                    column = pk[0][0]
+                    autoincrement = "autoincrement" in clauses[key].get(column, {})
+                    out[key][1].numbering[column] = self.AUTOINCREMENT if autoincrement else self.ROWID
+            found_indexes: dict[tuple, dict] = {}  # (table key, index) -> parts
+            for table, index, unique, column, sql, descending in connection.exec_driver_sql(self.SHAPE_INDEXES):
+                parts = found_indexes.setdefault((table_key(TableName(table)), index), {"unique": bool(unique), "sql": sql, "columns": []})
+                parts["columns"].append((column or "<expression>").lower() + (" desc" if descending else ""))
+            for (key, index), parts in found_indexes.items():
                 if key in out:
                     predicate = normalise_predicate(where_clause(parts["sql"]))
                     out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], predicate, index))
+            for table, trigger in connection.exec_driver_sql(self.SHAPE_TRIGGERS):
+                entry = out.get(table_key(TableName(table)))
+                if entry is not None:
+                    entry[1].triggers = tuple(sorted((*entry[1].triggers, trigger)))
             return out
 
         MISSING_INDEX = (

@@ -42,7 +42,24 @@ class DDL:
     BODY_STRING_COLUMN = ("text", True)  # GENERATED ALWAYS AS (encode(Body, 'escape')) STORED
 
     # -- expected shapes (check; the live side is Catalog.read_shapes) -------------------
+    # As the catalog prints them (pg_get_expr); Seq's nextval names the serial sequence the column owns.
+    BODY_STRING_EXPRESSION = "encode(body, 'escape'::text) stored"
+    DELAYED_ID_DEFAULT = "gen_random_uuid()"
+
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
+        shape = self._expected_structure(spec, profile)
+        if spec.kind in (Kind.QUEUE, Kind.DELAYED, Kind.SUBSCRIPTIONS):
+            shape.names = {column: column for column in shape.columns}  # created unquoted: folded to lower case
+        if spec.kind is Kind.QUEUE:
+            shape.defaults["seq"] = self.Catalog.NEXTVAL_OWNED
+            shape.numbering["seq"] = self.Catalog.OWNED_SEQUENCE
+        elif spec.kind is Kind.DELAYED:
+            shape.defaults["id"] = self.DELAYED_ID_DEFAULT
+        if "bodystring" in shape.columns:
+            shape.generated["bodystring"] = self.BODY_STRING_EXPRESSION
+        return shape
+
+    def _expected_structure(self, spec: TableSpec, profile: Profile) -> TableShape:
         if spec.kind is Kind.QUEUE:
             columns = shape_columns(self.COLUMNS[Kind.QUEUE], seq=self.SEQ_TYPES[spec.seq_type])
             if self.has_body_string(spec, profile):
@@ -57,14 +74,19 @@ class DDL:
         elif spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
             indexes = [IndexShape(("id",), unique=True)]
+            names = dict(self.SAGA_IDENTIFIERS)
             for c in spec.correlations:
-                column = self.correlation_column(c.name).lower()
-                columns[column] = (self.SHAPE_CORRELATION_TYPES[c.type], True)
-                indexes.append(IndexShape((column,), unique=True, name=self.correlation_index(spec, c.name)))
+                column = self.correlation_column(c.name)
+                columns[column.lower()] = (self.SHAPE_CORRELATION_TYPES[c.type], True)
+                names[column.lower()] = column  # quoted, as the installer adds it
+                indexes.append(IndexShape((column.lower(),), unique=True, name=self.correlation_index(spec, c.name)))
+            return TableShape(columns, indexes, names=names)
         elif spec.kind is Kind.OUTBOX:
             columns = shape_columns(self.OUTBOX_COLUMNS)
             indexes = [IndexShape(("messageid",), unique=True)]
             indexes += [IndexShape((column.lower(),), name=index) for index, column in self.OUTBOX_INDEXES.items()]
+            names = {c.name.lower(): c.name for c in self.OUTBOX_COLUMNS}  # quoted
+            return TableShape(columns, indexes, defaults=dict(self.OUTBOX_DEFAULTS), names=names)
         else:
             columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes = [IndexShape(("endpoint", "topic"), unique=True)]

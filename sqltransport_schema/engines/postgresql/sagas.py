@@ -87,6 +87,8 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
     SAGA_COMPLETE = """\
 DELETE FROM {table}
 WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
+    # The identifiers CREATE_SAGA quotes (lower case -> as written): the saga statements quote them too.
+    SAGA_IDENTIFIERS = {name.lower(): name for name in ("Id", "Metadata", "Data", "PersistenceVersion", "SagaTypeVersion", "Concurrency")}
     SAGA_SHAPE_COLUMNS = saga_shape_columns(
         "uuid", "text", "jsonb", "character varying(23)", "character varying(23)", "integer", nullable=_NULLABLE_VERSIONS
     )
@@ -107,6 +109,7 @@ WHERE "Id" = @Id AND "Concurrency" = @Concurrency"""
     OUTBOX_COLUMNS = outbox_columns(
         "character varying(200)", "boolean", "timestamp without time zone", "character varying(23)", "jsonb", nullable=_NULLABLE_OUTBOX
     )
+    OUTBOX_DEFAULTS = {"dispatched": "false"}  # as pg_get_expr prints CREATE_OUTBOX's DEFAULT
     CREATE_OUTBOX = """\
 CREATE TABLE IF NOT EXISTS {table} (
     "MessageId" character varying(200) PRIMARY KEY,
