@@ -97,9 +97,7 @@ class Catalog(Dialect.Catalog):
                 keys = tuple(
                     self._index_column(c) + (" desc" if (option or 0) & self.INDOPTION_DESC else "") for c, option in zip(columns, options)
                 )
-                shape = IndexShape(
-                    keys, bool(unique), normalise_predicate(predicate), index, method=None if method == "btree" else method
-                )
+                shape = IndexShape(keys, bool(unique), normalise_predicate(predicate), index, method=None if method == "btree" else method)
                 entry[1].indexes.append(shape)
         for schema, table, trigger in connection.exec_driver_sql(self.SHAPE_TRIGGERS):
             entry = out.get(table_key(TableName(table, schema)))

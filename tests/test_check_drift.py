@@ -1,0 +1,294 @@
+"""check's blind spots closed (issue 38): on a freshly upgraded database, one hand-made change at a
+time that leaves every column type and index column as it was, but breaks the transport: a dropped
+default or AUTOINCREMENT, a renamed identifier, a generated column that stops following Body, an added
+default, a trigger, a collation, an index rebuilt as hash or descending. Each is exit 1 naming the
+table and what differs, on real PostgreSQL and SQLite; the control stays exit 0."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sqltransport_schema import cli
+from sqltransport_schema.engines import get
+from sqltransport_schema.schema import Kind, TableName, TableSpec
+from sqltransport_schema.versions import profile
+
+from .support import catalog
+
+TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a]
+  - name: Billing
+    schema: billing
+    body_string: true
+"""
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite")
+
+
+def table(url: str, name: str, schema: str = "public") -> str:
+    return name if is_sqlite(url) else f"{schema}.{name}"
+
+
+def q(url: str, name: str, schema: str = "public") -> str:
+    quoted = '"' + name.replace('"', '""') + '"'
+    return quoted if is_sqlite(url) else f'"{schema}".{quoted}'
+
+
+def check(project, url: str, capsys, fmt: str = "json"):
+    code = cli.main(["check", "--url", url, "-c", str(project.ini), "--format", fmt])
+    out = capsys.readouterr().out
+    return code, (json.loads(out) if fmt == "json" else out)
+
+
+def drift(project, url: str, capsys) -> tuple[int, list[tuple[str, str, str]]]:
+    code, payload = check(project, url, capsys)
+    return code, [(f["category"], f["table"], f["detail"]) for f in payload["findings"]]
+
+
+def rebuild_sqlite(url: str, spec: TableSpec, old: str, new: str) -> None:
+    """SQLite alters no column in place: the table made again by our DDL, one clause changed."""
+    create = get("sqlite").create_table(spec, profile("9.1"))
+    assert old in create[0], create[0]
+    create[0] = create[0].replace(old, new)
+    catalog.execute(url, f'DROP TABLE "{spec.name.table}"', *create)
+
+
+SALES = TableSpec(Kind.QUEUE, TableName("Sales"))
+BILLING = TableSpec(Kind.QUEUE, TableName("Billing"), body_string=True)
+
+
+@pytest.fixture
+def deployed(project, db_url, capsys):
+    project.deploy(db_url, TOPOLOGY)
+    capsys.readouterr()
+    return db_url
+
+
+def test_control_is_in_sync(project, deployed, capsys):
+    code, out = check(project, deployed, capsys, "text")
+    assert (code, out) == (0, "in sync\n")
+
+
+def test_seq_default_dropped_or_autoincrement_lost(project, deployed, capsys):
+    if is_sqlite(deployed):  # RowVersion INTEGER NOT NULL: no rowid alias at all, every send fails
+        rebuild_sqlite(deployed, SALES, "RowVersion INTEGER PRIMARY KEY AUTOINCREMENT", "RowVersion INTEGER NOT NULL")
+        expected = (
+            "column_numbering",
+            "Sales",
+            "rowversion: expected INTEGER PRIMARY KEY AUTOINCREMENT, found no sequence, identity or AUTOINCREMENT",
+        )
+    else:
+        catalog.execute(deployed, 'ALTER TABLE public."Sales" ALTER COLUMN seq DROP DEFAULT')
+        expected = ("column_default", "public.Sales", "seq: expected default nextval(owned sequence), found no default")
+    assert drift(project, deployed, capsys) == (1, [expected])
+
+
+def test_rowid_without_autoincrement_reuses_ids(project, sqlite_url, capsys):
+    project.deploy(sqlite_url, TOPOLOGY)
+    rebuild_sqlite(sqlite_url, SALES, "RowVersion INTEGER PRIMARY KEY AUTOINCREMENT", "RowVersion INTEGER PRIMARY KEY")
+    capsys.readouterr()
+    assert drift(project, sqlite_url, capsys) == (
+        1,
+        [
+            (
+                "column_numbering",
+                "Sales",
+                "rowversion: expected INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "found INTEGER PRIMARY KEY without AUTOINCREMENT (ids reused after a delete)",
+            )
+        ],
+    )
+
+
+def test_pg_seq_made_an_identity_or_its_sequence_disowned(project, pg_url, capsys):
+    project.deploy(pg_url, TOPOLOGY)
+    catalog.execute(pg_url, 'ALTER SEQUENCE public."Sales_seq_seq" OWNED BY NONE')
+    capsys.readouterr()
+    code, found = drift(project, pg_url, capsys)
+    assert code == 1
+    assert ("column_numbering", "public.Sales", "seq: expected owned sequence, found no sequence, identity or AUTOINCREMENT") in found
+    # the default now names a sequence the column does not own: no longer "its own"
+    assert [f[0] for f in found] == ["column_default", "column_numbering"]
+
+
+def test_identifier_case(project, deployed, capsys):
+    """PostgreSQL: the runtime's statements name headers unquoted (folded to lower case): "Headers"
+    is another column to them. SQLite resolves names without case: the same rename is no drift."""
+    if is_sqlite(deployed):
+        catalog.execute(deployed, 'ALTER TABLE "Sales" RENAME COLUMN Headers TO "HEADERS"')
+        code, found = drift(project, deployed, capsys)
+        assert (code, found) == (0, [])
+        return
+    catalog.execute(deployed, 'ALTER TABLE public."Sales" RENAME COLUMN headers TO "Headers"')
+    assert drift(project, deployed, capsys) == (
+        1,
+        [("column_name", "public.Sales", "headers: expected identifier headers, found Headers")],
+    )
+
+
+def test_generated_column_stops_following_body(project, deployed, capsys):
+    if is_sqlite(deployed):
+        rebuild_sqlite(deployed, BILLING, "AS (CAST(Body AS TEXT))", "AS (CAST(Headers AS TEXT))")
+        expected = (
+            "generated_column",
+            "billing.Billing",
+            "bodystring: expected generated as CAST(Body AS TEXT) virtual, found generated as CAST(Headers AS TEXT) virtual",
+        )
+    else:
+        catalog.execute(deployed, 'ALTER TABLE billing."Billing" ALTER COLUMN bodystring DROP EXPRESSION')
+        expected = (
+            "generated_column",
+            "billing.Billing",
+            "bodystring: expected generated as encode(body, 'escape'::text) stored, found not generated",
+        )
+    assert drift(project, deployed, capsys) == (1, [expected])
+
+
+def test_default_added(project, deployed, capsys):
+    if is_sqlite(deployed):
+        rebuild_sqlite(deployed, SALES, "Recoverable INTEGER NOT NULL", "Recoverable INTEGER NOT NULL DEFAULT 1")
+        expected = ("column_default", "Sales", "recoverable: expected no default, found default 1")
+    else:
+        catalog.execute(deployed, "ALTER TABLE public.\"Sales\" ALTER COLUMN headers SET DEFAULT '{}'")
+        expected = ("column_default", "public.Sales", "headers: expected no default, found default '{}'::text")
+    assert drift(project, deployed, capsys) == (1, [expected])
+
+
+def test_trigger_on_a_queue_is_named(project, deployed, capsys):
+    if is_sqlite(deployed):
+        catalog.execute(deployed, 'CREATE TRIGGER "audit_sales" AFTER INSERT ON "Sales" BEGIN SELECT 1; END')
+    else:
+        catalog.execute(
+            deployed,
+            "CREATE FUNCTION public.noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+            'CREATE TRIGGER "audit_sales" BEFORE INSERT ON public."Sales" FOR EACH ROW EXECUTE FUNCTION public.noop()',
+        )
+    code, found = drift(project, deployed, capsys)
+    assert (code, found) == (1, [("trigger", table(deployed, "Sales"), "trigger audit_sales: our DDL creates no trigger on this table")])
+    code, text = check(project, deployed, capsys, "text")
+    assert code == 1 and f"drift: trigger: {table(deployed, 'Sales')}: trigger audit_sales" in text
+    code, markdown = check(project, deployed, capsys, "markdown")
+    assert code == 1 and f"| drift | trigger | {table(deployed, 'Sales')} | trigger audit_sales" in markdown
+
+
+def test_collation_changed(project, deployed, capsys):
+    if is_sqlite(deployed):
+        rebuild_sqlite(deployed, SALES, "Headers TEXT NOT NULL", "Headers TEXT NOT NULL COLLATE NOCASE")
+        expected = ("column_collation", "Sales", "headers: expected the default collation, found collation NOCASE")
+    else:
+        catalog.execute(deployed, 'ALTER TABLE public."Sales" ALTER COLUMN headers TYPE text COLLATE "C"')
+        expected = ("column_collation", "public.Sales", "headers: expected the default collation, found collation C")
+    assert drift(project, deployed, capsys) == (1, [expected])
+
+
+def test_index_rebuilt_descending(project, deployed, capsys):
+    due = q(deployed, "Sales.Delayed_Due")
+    catalog.execute(deployed, f"DROP INDEX {due}", f'CREATE INDEX "Sales.Delayed_Due" ON {q(deployed, "Sales.Delayed")} (Due DESC)')
+    assert drift(project, deployed, capsys) == (
+        1,
+        [
+            (
+                "index_columns",
+                table(deployed, "Sales.Delayed"),
+                "Sales.Delayed_Due: expected index Sales.Delayed_Due on (due), found index Sales.Delayed_Due on (due desc)",
+            )
+        ],
+    )
+
+
+def test_index_rebuilt_using_hash(project, pg_url, capsys):
+    """SQLite has btree indexes only; PostgreSQL's hash index serves no ORDER BY or range scan."""
+    project.deploy(pg_url, TOPOLOGY)
+    catalog.execute(
+        pg_url, 'DROP INDEX public."Sales.Delayed_Due"', 'CREATE INDEX "Sales.Delayed_Due" ON public."Sales.Delayed" USING hash (Due)'
+    )
+    capsys.readouterr()
+    assert drift(project, pg_url, capsys) == (
+        1,
+        [
+            (
+                "index_columns",
+                "public.Sales.Delayed",
+                "Sales.Delayed_Due: expected index Sales.Delayed_Due on (due), found index Sales.Delayed_Due using hash on (due)",
+            )
+        ],
+    )
+
+
+SAGA_TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    sagas:
+      - name: OrderSaga
+        correlation: {name: OrderId, type: guid}
+"""
+
+
+def test_saga_metadata_renamed_to_lower_case(project, pg_url, capsys):
+    """The saga statements quote "Metadata": metadata is another column to them."""
+    project.deploy(pg_url, SAGA_TOPOLOGY)
+    catalog.execute(pg_url, 'ALTER TABLE public."Sales_OrderSaga" RENAME COLUMN "Metadata" TO metadata')
+    capsys.readouterr()
+    assert drift(project, pg_url, capsys) == (
+        1,
+        [("column_name", "public.Sales_OrderSaga", "metadata: expected identifier Metadata, found metadata")],
+    )
+
+
+def test_alembic_check_through_env_reports_the_same_differences(project, deployed, capsys):
+    """Our comparators: `alembic check` lists each of check's findings as ('transport_drift', category, table, detail)."""
+    from alembic import command
+    from alembic.util.exc import AutogenerateDiffsDetected
+
+    if is_sqlite(deployed):
+        rebuild_sqlite(deployed, SALES, "RowVersion INTEGER PRIMARY KEY AUTOINCREMENT", "RowVersion INTEGER PRIMARY KEY")
+        catalog.execute(deployed, 'CREATE TRIGGER "audit_sales" AFTER INSERT ON "Sales" BEGIN SELECT 1; END')
+        catalog.execute(deployed, 'DROP INDEX "Sales.Delayed_Due"', 'CREATE INDEX "Sales.Delayed_Due" ON "Sales.Delayed" (Due DESC)')
+    else:
+        catalog.execute(
+            deployed,
+            'ALTER TABLE public."Sales" ALTER COLUMN seq DROP DEFAULT',
+            'ALTER TABLE public."Sales" RENAME COLUMN headers TO "Headers"',
+            'ALTER TABLE billing."Billing" ALTER COLUMN bodystring DROP EXPRESSION',
+            'ALTER TABLE public."Sales" ALTER COLUMN id SET DEFAULT gen_random_uuid()',
+            'DROP INDEX public."Sales.Delayed_Due"',
+            'CREATE INDEX "Sales.Delayed_Due" ON public."Sales.Delayed" USING hash (Due)',
+        )
+    code, found = drift(project, deployed, capsys)
+    assert code == 1 and len(found) == (3 if is_sqlite(deployed) else 5)
+    with pytest.raises(AutogenerateDiffsDetected) as raised:
+        command.check(project.config(deployed))
+    reported = raised.value.args[0]
+    for category, name, detail in found:
+        assert repr(("transport_drift", category, name, detail)) in reported
+    assert reported.count("transport_drift") == len(found)
+
+
+def test_adopt_refuses_a_database_with_such_a_difference(project, pg_url, capsys):
+    """The transport's installer made the tables, then Seq lost its default: stamping it would declare
+    a queue every send fails on managed and in sync. adopt names the difference and writes nothing."""
+    from .support.commands import adopt_cli
+    from .support.installers import INSTALLER
+
+    catalog.execute(pg_url, *INSTALLER)
+    project.write_topology('transport_version: "9.1"\nendpoints:\n  - name: Sales\nqueues:\n  - name: error\n')
+    assert project.compile("initial") == 0
+    code, payload = adopt_cli(project, pg_url, capsys, "--dry-run")
+    assert (code, payload["status"]) == (0, "matches_head")  # the control: as the installer left it
+    catalog.execute(pg_url, 'ALTER TABLE public."Sales" ALTER COLUMN seq DROP DEFAULT')
+    code, payload = adopt_cli(project, pg_url, capsys)
+    assert (code, payload["status"], payload["action"]) == (2, "not_adoptable", "nothing")
+    sales = next(t for t in payload["tables"] if t["table"] == "public.Sales")
+    assert sales["status"] == "not_transport"
+    assert [(d["category"], d["detail"]) for d in sales["differences"]] == [
+        ("column_default", "seq: expected default nextval(owned sequence), found no default")
+    ]
+    assert catalog.execute(pg_url, "SELECT count(*) FROM pg_tables WHERE tablename = 'alembic_version'") == [(0,)]
