@@ -18,8 +18,12 @@ from .support.mssql_catalog import (
     SALES,
     SUBS,
     TABLES,
+    Column,
     Index,
     SqlServerCatalog,
+    column_rows,
+    index_column_rows,
+    index_rows,
     queue_columns,
     queue_index_columns,
     queue_indexes,
@@ -33,9 +37,9 @@ def check(version="9.1", specs=None, tables=TABLES, columns=None, indexes=None, 
     specs = specs or (TableSpec(Kind.QUEUE, TableName("Sales")),)
     live = ENGINE.catalog.shapes_from_rows(
         tables,
-        queue_columns() if columns is None else columns,
-        queue_indexes() if indexes is None else indexes,
-        queue_index_columns() if index_columns is None else index_columns,
+        queue_columns() if columns is None else column_rows(columns),
+        queue_indexes() if indexes is None else index_rows(indexes),
+        queue_index_columns() if index_columns is None else index_column_rows(index_columns),
     )
     return diff(Blueprint(version, ("mssql",), tuple(specs)), "a", "a", live, engine=ENGINE)
 
@@ -247,3 +251,150 @@ def test_tables_in_other_catalogs_are_read_through_their_sys_views():
         ("missing_table", "dbo.Sales"),
         ("unmanaged_table", "logi]stics.dbo.Sales"),
     ]
+
+
+# ------------------------------------------------------------------ issue 38: what else a DBA's schema compare shows
+CATALOG_QUERIES = ("SHAPE_TABLES", "SHAPE_COLUMNS", "SHAPE_INDEXES", "SHAPE_INDEX_COLUMNS", "SHAPE_TRIGGERS", "SHAPE_DATABASES")
+
+
+def test_catalog_queries_are_golden_and_parse_as_tsql():
+    """Every catalog query check runs on SQL Server, for the connection's database and another one,
+    held to a golden file and parsed by sqlfluff's tsql dialect."""
+    from .support.golden import assert_golden
+    from .support.tsql import assert_parses
+
+    texts = []
+    for query in CATALOG_QUERIES:
+        for catalog in (None, "logistics"):
+            sql = getattr(ENGINE.catalog, query).format(sys=ENGINE._sys(catalog))
+            texts.append(f"-- {query} ({catalog or 'own database'})\n{sql}\nGO\n")
+            assert_parses(sql, f"{query} {catalog}")
+    assert_golden("mssql_check_catalog.sql", "\n".join(texts))
+
+
+def drifted(columns=None, indexes=None, triggers=(), body_string=True, collation=None):
+    """dbo.Sales (with BodyString) as the 9.1 DDL leaves it in a catalog, changed as given, read and checked."""
+    server = SqlServerCatalog()
+    if collation is not None:  # a database created with another default collation than the instance's
+        server.db.execute('UPDATE "sys".databases SET collation_name = ? WHERE database_id = 5', (collation,))
+    table = queue_table(body_string=body_string)
+    for name, column in (columns or {}).items():
+        table = [column if c.name == name else c for c in table]
+    server.create_table("dbo", "Sales", table, indexes or QUEUE_INDEXES, triggers=triggers)
+    spec = TableSpec(Kind.QUEUE, TableName("Sales"), body_string=body_string)
+    report = diff(Blueprint("9.1", ("mssql",), (spec,)), "a", "a", ENGINE.catalog.read_shapes(server), engine=ENGINE)
+    return [(f.category, f.table, f.detail) for f in report.findings]
+
+
+def test_the_control_read_through_every_query_is_in_sync():
+    assert drifted() == []
+    assert drifted(collation="Latin1_General_100_CI_AS_SC_UTF8") == []  # columns take the database's default
+
+
+def test_default_added_to_a_column():
+    found = drifted(columns={"Recoverable": Column("Recoverable", "bit", default="((1))")})
+    assert found == [("column_default", "dbo.Sales", "recoverable: expected no default, found default 1")]
+
+
+def test_computed_body_string_that_stops_following_body():
+    bodystring = Column("BodyString", "nvarchar", -1, nullable=True, computed=True, definition="(CONVERT([nvarchar](max),[Headers],0))")
+    assert drifted(columns={"BodyString": bodystring}) == [
+        (
+            "generated_column",
+            "dbo.Sales",
+            "bodystring: expected generated as cast(body as nvarchar(max)), found generated as cast(headers as nvarchar(max))",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "definition", ["(CONVERT([nvarchar](max),[Body],0))", "(CONVERT([nvarchar](max),[Body]))", "(CAST([Body] AS nvarchar(max)))"]
+)
+def test_computed_definitions_as_sql_server_keeps_them_compare_equal(definition):
+    bodystring = Column("BodyString", "nvarchar", -1, nullable=True, computed=True, definition=definition)
+    assert drifted(columns={"BodyString": bodystring}) == []
+
+
+def test_column_collation_other_than_the_database_default():
+    headers = Column("Headers", "nvarchar", -1, collation="Latin1_General_BIN2")
+    assert drifted(columns={"Headers": headers}) == [
+        ("column_collation", "dbo.Sales", "headers: expected the default collation, found collation Latin1_General_BIN2")
+    ]
+
+
+def test_trigger_on_a_queue_is_named():
+    assert drifted(triggers=["trg_Sales_audit"]) == [
+        ("trigger", "dbo.Sales", "trigger trg_Sales_audit: our DDL creates no trigger on this table")
+    ]
+
+
+def test_descending_key_and_index_options():
+    rowversion = Index("NONCLUSTERED", "Index_RowVersion", ["RowVersion"], descending=["RowVersion"])
+    found = drifted(indexes=[rowversion, QUEUE_INDEXES[1]])
+    assert found == [
+        (
+            "index_columns",
+            "dbo.Sales",
+            "Index_RowVersion: expected nonclustered index Index_RowVersion on (rowversion), "
+            "found nonclustered index Index_RowVersion on (rowversion desc)",
+        )
+    ]
+    rowversion = Index("NONCLUSTERED", "Index_RowVersion", ["RowVersion"], fill_factor=70, ignore_dup_key=True)
+    [(category, _, detail)] = drifted(indexes=[rowversion, QUEUE_INDEXES[1]])
+    assert category == "index_columns" and detail.endswith("on (rowversion) with (ignore_dup_key, fillfactor 70)")
+
+
+def test_outbox_default_constraint():
+    from sqltransport_schema.schema import TableSpec as Spec
+
+    server = SqlServerCatalog()
+    outbox = [
+        Column("MessageId", "nvarchar", 400),
+        Column("Dispatched", "bit", default="((0))"),
+        Column("DispatchedAt", "datetime", nullable=True),
+        Column("PersistenceVersion", "varchar", 23),
+        Column("Operations", "nvarchar", -1),
+    ]
+    indexes = [
+        Index("NONCLUSTERED", "PK__Sales_Ou__C87C0C9C1A2B3C4D", ["MessageId"], unique=True),
+        Index("NONCLUSTERED", "Index_DispatchedAt", ["DispatchedAt"], filter_definition="([Dispatched]=(1))"),
+    ]
+    server.create_table("dbo", "Sales_OutboxData", outbox, indexes)
+    spec = Spec(Kind.OUTBOX, TableName("Sales_OutboxData"), saga_prefix="Sales_")
+    expected = Blueprint("9.1", ("mssql",), (spec,))
+    assert diff(expected, "a", "a", ENGINE.catalog.read_shapes(server), engine=ENGINE).findings == []
+    server = SqlServerCatalog()
+    server.create_table("dbo", "Sales_OutboxData", [c if c.name != "Dispatched" else Column("Dispatched", "bit") for c in outbox], indexes)
+    [finding] = diff(expected, "a", "a", ENGINE.catalog.read_shapes(server), engine=ENGINE).findings
+    assert (finding.category, finding.detail) == ("column_default", "dispatched: expected default 0, found no default")
+
+
+def test_other_catalogs_compare_collations_with_their_own_default():
+    server = SqlServerCatalog()
+    server.attach("logistics", collation="Latin1_General_100_CS_AS")
+    server.create_table("dbo", "Sales", queue_table(), QUEUE_INDEXES, catalog="logistics")
+    expected = Blueprint("9.1", ("mssql",), (TableSpec(Kind.QUEUE, TableName("Sales", None, "logistics")),))
+    assert diff(expected, "a", "a", ENGINE.catalog.read_shapes(server, catalogs=["logistics"]), engine=ENGINE).findings == []
+
+
+@pytest.mark.parametrize(
+    "query,wrong,right",
+    [
+        ("SHAPE_COLUMNS", "dc.parent_column_id = c.object_id", "dc.parent_column_id = c.column_id"),
+        ("SHAPE_COLUMNS", "cc.column_id = c.object_id", "cc.column_id = c.column_id"),
+        ("SHAPE_TRIGGERS", "tr.parent_class = 0", "tr.parent_class = 1"),
+        ("SHAPE_DATABASES", "d.database_id <> DB_ID()", "d.database_id = DB_ID()"),
+    ],
+)
+def test_the_fake_catalog_catches_a_wrong_new_query(monkeypatch, query, wrong, right):
+    """As above, for the reads of issue 38: a wrong join drops the default, the computed definition,
+    the trigger or the database's collation, and check sees it."""
+    text = getattr(ENGINE.catalog, query)
+    assert right in text, f"{query} no longer reads {right!r}: update this mutation"
+    columns = {
+        "Recoverable": Column("Recoverable", "bit", default="((1))"),
+        "Headers": Column("Headers", "nvarchar", -1, collation="Latin1_General_BIN2"),
+    }
+    before = drifted(columns=columns, triggers=["trg"])
+    monkeypatch.setattr(ENGINE.catalog, query, text.replace(right, wrong))
+    assert drifted(columns=columns, triggers=["trg"]) != before

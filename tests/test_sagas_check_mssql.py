@@ -6,6 +6,8 @@ from sqltransport_schema.check import diff
 from sqltransport_schema.engines.mssql import MSSQL
 from sqltransport_schema.schema import Blueprint, Correlation, Kind, TableName, TableSpec
 
+from .support.mssql_catalog import column_rows, index_column_rows, index_rows
+
 ENGINE = MSSQL()
 SAGA = 901578250
 SPEC = TableSpec(
@@ -52,7 +54,10 @@ def index_columns(placed_at=True):
 
 def check(cols=None, idx=None, idx_cols=None, tables=TABLES):
     live = ENGINE.catalog.shapes_from_rows(
-        tables, columns() if cols is None else cols, indexes() if idx is None else idx, index_columns() if idx_cols is None else idx_cols
+        tables,
+        column_rows(columns() if cols is None else cols),
+        index_rows(indexes() if idx is None else idx),
+        index_column_rows(index_columns() if idx_cols is None else idx_cols),
     )
     return diff(Blueprint("9.1", ("mssql",), (SPEC,)), "a", "a", live, engine=ENGINE)
 

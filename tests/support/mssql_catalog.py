@@ -7,7 +7,9 @@ for a table without a clustered index, MS-shipped tables beside the user's. It a
 query reads those views (`exec_driver_sql`), so the implementation's real joins and filters run:
 rewording a query changes nothing, a wrong join or a missing filter changes the result. The only
 rewrite is the name of another database's views ([catalog].sys.x), which SQLite spells as an
-attached schema.
+attached schema; DB_ID() is a function of the connection. sys.databases, server-wide, is the
+connection's own database's view. Defaults, computed columns, triggers and collations are kept as
+SQL Server keeps them (sys.default_constraints, sys.computed_columns, sys.triggers, collation_name).
 
 The row builders below (`TABLES`, `queue_columns`, ...) are the same table written as the four
 SHAPE_* queries return it, for tests of the pure `shapes_from_rows`.
@@ -47,12 +49,23 @@ CREATE TABLE {db}.tables (name TEXT, object_id INT, schema_id INT, type TEXT, ty
 CREATE TABLE {db}.types (name TEXT, system_type_id INT, user_type_id INT, schema_id INT, max_length INT,
                          precision INT, scale INT, is_nullable INT, is_user_defined INT);
 CREATE TABLE {db}.columns (object_id INT, name TEXT, column_id INT, system_type_id INT, user_type_id INT,
-                           max_length INT, precision INT, scale INT, is_nullable INT, is_identity INT, is_computed INT);
+                           max_length INT, precision INT, scale INT, collation_name TEXT, is_nullable INT, is_identity INT,
+                           is_computed INT);
 CREATE TABLE {db}.indexes (object_id INT, name TEXT, index_id INT, type INT, type_desc TEXT, is_unique INT,
-                           is_primary_key INT, is_disabled INT, is_hypothetical INT, has_filter INT, filter_definition TEXT);
+                           ignore_dup_key INT, is_primary_key INT, fill_factor INT, is_padded INT, is_disabled INT,
+                           is_hypothetical INT, allow_row_locks INT, allow_page_locks INT, has_filter INT, filter_definition TEXT);
 CREATE TABLE {db}.index_columns (object_id INT, index_id INT, index_column_id INT, column_id INT, key_ordinal INT,
                                  is_descending_key INT, is_included_column INT);
+CREATE TABLE {db}.default_constraints (name TEXT, object_id INT, parent_object_id INT, type TEXT, parent_column_id INT,
+                                       definition TEXT);
+CREATE TABLE {db}.computed_columns (object_id INT, name TEXT, column_id INT, definition TEXT, is_persisted INT);
+CREATE TABLE {db}.triggers (name TEXT, object_id INT, parent_class INT, parent_class_desc TEXT, parent_id INT, type TEXT,
+                            is_disabled INT);
+CREATE TABLE {db}.databases (name TEXT, database_id INT, collation_name TEXT);
 """
+# The instance's collation: each database's default unless created with another (SQL Server's setup default)
+DEFAULT_COLLATION = "SQL_Latin1_General_CP1_CI_AS"
+STRING_TYPES = frozenset({"varchar", "char", "nvarchar", "nchar", "sysname"})
 INDEX_TYPES = {"HEAP": 0, "CLUSTERED": 1, "NONCLUSTERED": 2}
 # [catalog].sys.view (another database's views) or sys.view; a catalog name doubles its ]
 SYS_VIEW = re.compile(r"(?:\[((?:[^\]]|\]\])*)\]\.)?\bsys\.(\w+)\b", re.I)
@@ -68,6 +81,9 @@ class Column:
     nullable: bool = False
     identity: bool = False
     computed: bool = False
+    definition: str | None = None  # a computed column's, as sys.computed_columns keeps it
+    default: str | None = None  # the DEFAULT constraint's definition, as SQL Server keeps it: ((0))
+    collation: str | None = None  # COLLATE (None: the database's default, for the string types)
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,9 @@ class Index:
     unique: bool = False
     filter_definition: str | None = None  # as SQL Server stores it: ([Expires] IS NOT NULL)
     hypothetical: bool = False  # a Database Engine Tuning Advisor leftover: in sys.indexes, not a real index
+    descending: Sequence[str] = ()  # key columns declared DESC
+    fill_factor: int = 0  # WITH (FILLFACTOR = n); 0: the server's default
+    ignore_dup_key: bool = False
 
 
 def queue_table(headers: tuple[str, int] = ("nvarchar", -1), body_string: bool = False) -> list[Column]:
@@ -94,7 +113,7 @@ def queue_table(headers: tuple[str, int] = ("nvarchar", -1), body_string: bool =
         Column("RowVersion", "bigint", identity=True),
     ]
     if body_string:
-        columns.append(Column("BodyString", "nvarchar", -1, nullable=True, computed=True))
+        columns.append(Column("BodyString", "nvarchar", -1, nullable=True, computed=True, definition="(CONVERT([nvarchar](max),[Body],0))"))
     return columns
 
 
@@ -109,6 +128,7 @@ class SqlServerCatalog:
 
     def __init__(self) -> None:
         self.db = sqlite3.connect(":memory:")
+        self.db.create_function("DB_ID", 0, lambda: 5)  # the connection's database
         self.next_object_id = SALES
         self.views_read: list[set[str]] = []  # per query: the sys views it read
         self.attach(None)
@@ -117,11 +137,14 @@ class SqlServerCatalog:
     def _schema(catalog: str | None) -> str:
         return '"sys"' if catalog is None else '"' + ("sys@" + catalog).replace('"', '""') + '"'
 
-    def attach(self, catalog: str | None) -> None:
-        """A database with its system types and schemas, and one MS-shipped table (as every database has)."""
+    def attach(self, catalog: str | None, collation: str = DEFAULT_COLLATION) -> None:
+        """A database with its system types and schemas, and one MS-shipped table (as every database has);
+        listed in sys.databases (server-wide: the connection's own database's view holds every database)."""
         db = self._schema(catalog)
         self.db.execute(f"ATTACH DATABASE ':memory:' AS {db}")
         self.db.executescript(VIEWS.format(db=db))
+        (count,) = self.db.execute('SELECT count(*) FROM "sys".databases').fetchone() if catalog is not None else (0,)
+        self.db.execute('INSERT INTO "sys".databases VALUES (?, ?, ?)', (catalog or "app", 5 if catalog is None else 6 + count, collation))
         self.db.executemany(
             f"INSERT INTO {db}.types VALUES (?, ?, ?, 4, ?, ?, ?, 1, 0)", [(name, *row) for name, row in SYSTEM_TYPES.items()]
         )
@@ -136,6 +159,7 @@ class SqlServerCatalog:
         indexes: Iterable[Index] = (),
         catalog: str | None = None,
         object_id: int | None = None,
+        triggers: Iterable[str] = (),
     ) -> int:
         """The rows SQL Server adds for CREATE TABLE and its CREATE INDEX statements; returns the object_id.
         An object_id given: a table shipped with SQL Server (is_ms_shipped), not the user's."""
@@ -149,18 +173,35 @@ class SqlServerCatalog:
             object_id, self.next_object_id = self.next_object_id, self.next_object_id + 32000114  # SALES, DELAYED, SUBS, ...
         self.db.execute(f"INSERT INTO {db}.tables VALUES (?, ?, ?, 'U ', 'USER_TABLE', ?)", (table, object_id, schema_id, ms_shipped))
         column_ids = {}
+        (database_collation,) = self.db.execute('SELECT collation_name FROM "sys".databases WHERE name = ?', (catalog or "app",)).fetchone()
         for column_id, column in enumerate(columns, start=1):
             system_type_id, user_type_id, max_length, precision, scale = SYSTEM_TYPES[column.type]
             column_ids[column.name] = column_id
+            collation = (column.collation or database_collation) if column.type in STRING_TYPES else None
             self.db.execute(
-                f"INSERT INTO {db}.columns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO {db}.columns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (object_id, column.name, column_id, system_type_id, user_type_id,
-                 max_length if column.max_length is None else column.max_length, precision, scale,
+                 max_length if column.max_length is None else column.max_length, precision, scale, collation,
                  column.nullable, column.identity, column.computed),
             )  # fmt: skip
+            if column.definition is not None:
+                self.db.execute(
+                    f"INSERT INTO {db}.computed_columns VALUES (?, ?, ?, ?, 0)", (object_id, column.name, column_id, column.definition)
+                )
+            if column.default is not None:
+                self.db.execute(
+                    f"INSERT INTO {db}.default_constraints VALUES (?, ?, ?, 'D ', ?, ?)",
+                    (f"DF__{table[:9]}__{column.name[:5]}__{object_id + column_id:X}", object_id + 1000 + column_id, object_id, column_id,
+                     column.default),
+                )  # fmt: skip
+        for number, trigger in enumerate(triggers, start=1):
+            self.db.execute(
+                f"INSERT INTO {db}.triggers VALUES (?, ?, 1, 'OBJECT_OR_COLUMN', ?, 'TR', 0)",
+                (trigger, object_id + 2000 + number, object_id),
+            )
         indexes = list(indexes)
         if not any(index.type_desc == "CLUSTERED" for index in indexes):
-            self.db.execute(f"INSERT INTO {db}.indexes VALUES (?, NULL, 0, 0, 'HEAP', 0, 0, 0, 0, 0, NULL)", (object_id,))
+            self.db.execute(f"INSERT INTO {db}.indexes VALUES (?, NULL, 0, 0, 'HEAP', 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, NULL)", (object_id,))
         next_id = 2
         for index in indexes:
             if index.type_desc == "CLUSTERED":
@@ -168,16 +209,16 @@ class SqlServerCatalog:
             else:
                 index_id, next_id = next_id, next_id + 1
             self.db.execute(
-                f"INSERT INTO {db}.indexes VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?)",
-                (object_id, index.name, index_id, INDEX_TYPES[index.type_desc], index.type_desc, index.unique,
-                 index.hypothetical, index.filter_definition is not None, index.filter_definition),
+                f"INSERT INTO {db}.indexes VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, 0, 0, ?, 1, 1, ?, ?)",
+                (object_id, index.name, index_id, INDEX_TYPES[index.type_desc], index.type_desc, index.unique, index.ignore_dup_key,
+                 index.fill_factor, index.hypothetical, index.filter_definition is not None, index.filter_definition),
             )  # fmt: skip
             members = [(name, ordinal, False) for ordinal, name in enumerate(index.keys, start=1)]
             members += [(name, 0, True) for name in index.include]
             for index_column_id, (name, key_ordinal, included) in enumerate(members, start=1):
                 self.db.execute(
-                    f"INSERT INTO {db}.index_columns VALUES (?, ?, ?, ?, ?, 0, ?)",
-                    (object_id, index_id, index_column_id, column_ids[name], key_ordinal, included),
+                    f"INSERT INTO {db}.index_columns VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (object_id, index_id, index_column_id, column_ids[name], key_ordinal, name in index.descending, included),
                 )
         return object_id
 
@@ -199,9 +240,40 @@ class SqlServerCatalog:
 TABLES = [(SALES, "dbo", "Sales")]
 
 
+# The values of the SHAPE_* columns after the ones the rows below spell out, as SQL Server fills them for
+# a column or index made without the clause: collation (the database's, for string types: see
+# column_rows), no default, not computed; enabled, no ignore_dup_key, default fill factor, not padded,
+# row and page locks allowed; ascending keys.
+COLUMN_REST = (None, None, None, None)  # collation_name, default definition, computed definition, is_persisted
+INDEX_REST = (False, False, 0, False, True, True)  # is_disabled, ignore_dup_key, fill_factor, is_padded, allow_row/page_locks
+INDEX_COLUMN_REST = (False,)  # is_descending_key
+
+
+def column_rows(rows):
+    """SHAPE_COLUMNS rows from their first nine values (the rest as a column without COLLATE, DEFAULT or AS has them)."""
+    out = []
+    for row in rows:
+        row = tuple(row) + COLUMN_REST[len(row) - 9 :]
+        if len(row) == 13 and row[9] is None and str(row[2]).lower() in STRING_TYPES:
+            row = row[:9] + (DEFAULT_COLLATION,) + row[10:]
+        out.append(row)
+    return out
+
+
+def index_rows(rows):
+    """SHAPE_INDEXES rows from their first seven values (the rest: CREATE INDEX's defaults)."""
+    return [tuple(row) + INDEX_REST[len(row) - 7 :] for row in rows]
+
+
+def index_column_rows(rows):
+    """SHAPE_INDEX_COLUMNS rows from their first five values (ascending keys)."""
+    return [tuple(row) + INDEX_COLUMN_REST[len(row) - 5 :] for row in rows]
+
+
 def queue_columns(headers=("nvarchar", -1), body_string=False):
     """SHAPE_COLUMNS rows of a queue: (object_id, name, type, max_length, precision, scale,
-    is_nullable, is_identity, is_computed), in column_id order."""
+    is_nullable, is_identity, is_computed, collation_name, default, computed definition, is_persisted),
+    in column_id order."""
     rows = [
         (SALES, "Id", "uniqueidentifier", 16, 0, 0, False, False, False),
         (SALES, "CorrelationId", "varchar", 255, 0, 0, True, False, False),
@@ -213,12 +285,15 @@ def queue_columns(headers=("nvarchar", -1), body_string=False):
         (SALES, "RowVersion", "bigint", 8, 19, 0, False, True, False),
     ]
     if body_string:
-        rows.append((SALES, "BodyString", "nvarchar", -1, 0, 0, True, False, True))
-    return rows
+        rows.append(
+            (SALES, "BodyString", "nvarchar", -1, 0, 0, True, False, True, None, None, "(CONVERT([nvarchar](max),[Body],0))", False)
+        )
+    return column_rows(rows)
 
 
 def queue_indexes(rowversion="NONCLUSTERED", expires_filter="([Expires] IS NOT NULL)", expires=True):
-    """SHAPE_INDEXES rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition)."""
+    """SHAPE_INDEXES rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition,
+    is_disabled, ignore_dup_key, fill_factor, is_padded, allow_row_locks, allow_page_locks)."""
     rows = []
     if rowversion == "NONCLUSTERED":  # no clustered index: the table is a heap (index_id 0, left out by the query)
         rows.append((SALES, 2, "Index_RowVersion", "NONCLUSTERED", False, False, None))
@@ -226,13 +301,13 @@ def queue_indexes(rowversion="NONCLUSTERED", expires_filter="([Expires] IS NOT N
         rows.append((SALES, 1, "Index_RowVersion", "CLUSTERED", False, False, None))
     if expires:
         rows.append((SALES, 3, "Index_Expires", "NONCLUSTERED", False, expires_filter is not None, expires_filter))
-    return rows
+    return index_rows(rows)
 
 
 def queue_index_columns(rowversion="NONCLUSTERED", include=("Id", "RowVersion"), expires=True):
-    """SHAPE_INDEX_COLUMNS rows: (object_id, index_id, column, key_ordinal, is_included_column)."""
+    """SHAPE_INDEX_COLUMNS rows: (object_id, index_id, column, key_ordinal, is_included_column, is_descending_key)."""
     rows = [(SALES, 2 if rowversion == "NONCLUSTERED" else 1, "RowVersion", 1, False)]
     if expires:
         rows.append((SALES, 3, "Expires", 1, False))
         rows += [(SALES, 3, column, 0, True) for column in include]
-    return rows
+    return index_column_rows(rows)

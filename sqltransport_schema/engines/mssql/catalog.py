@@ -3,7 +3,8 @@ transport's own start-up checks (the nested `MSSQL.Catalog`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
 from ...schema import TableName
 from ...shapes import IndexShape, TableShape, normalise_predicate
@@ -16,9 +17,19 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 
+def _balanced(text: str) -> bool:
+    """Whether every parenthesis in text closes within it ("(a) + (b)" is, "a) + (b" is not)."""
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 class Catalog(Dialect.Catalog):
-    """Live shapes from four bulk queries over the sys catalog views (per database), and the
-    transport's own start-up checks."""
+    """Live shapes from five bulk queries over the sys catalog views (per database) and one over
+    sys.databases, and the transport's own start-up checks."""
 
     # One query per catalog view, joined in Python; {sys} is sys, or [catalog].sys for another database.
     # Rows: (object_id, schema, table)
@@ -28,28 +39,77 @@ FROM {sys}.tables t
 INNER JOIN {sys}.schemas s ON s.schema_id = t.schema_id
 WHERE t.is_ms_shipped = 0"""
     # Rows: (object_id, column, type, max_length (bytes; -1 = max), precision, scale,
-    #        is_nullable, is_identity, is_computed), in column order
+    #        is_nullable, is_identity, is_computed, collation_name, default constraint's definition,
+    #        computed column's definition, is_persisted), in column order
     SHAPE_COLUMNS = """\
-SELECT c.object_id, c.name, ty.name, c.max_length, c.precision, c.scale, c.is_nullable, c.is_identity, c.is_computed
+SELECT c.object_id, c.name, ty.name, c.max_length, c.[precision], c.scale, c.is_nullable, c.is_identity, c.is_computed,
+       c.collation_name, dc.[definition], cc.[definition], cc.is_persisted
 FROM {sys}.columns c
 INNER JOIN {sys}.types ty ON ty.user_type_id = c.user_type_id
 INNER JOIN {sys}.tables t ON t.object_id = c.object_id
+LEFT JOIN {sys}.default_constraints dc ON dc.parent_object_id = c.object_id AND dc.parent_column_id = c.column_id
+LEFT JOIN {sys}.computed_columns cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id
 WHERE t.is_ms_shipped = 0
 ORDER BY c.object_id, c.column_id"""
-    # Rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition); heaps left out
+    # Rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition, is_disabled,
+    #        ignore_dup_key, fill_factor, is_padded, allow_row_locks, allow_page_locks); heaps left out
     SHAPE_INDEXES = """\
-SELECT i.object_id, i.index_id, i.name, i.type_desc, i.is_unique, i.has_filter, i.filter_definition
+SELECT i.object_id, i.index_id, i.name, i.type_desc, i.is_unique, i.has_filter, i.filter_definition, i.is_disabled,
+       i.ignore_dup_key, i.fill_factor, i.is_padded, i.allow_row_locks, i.allow_page_locks
 FROM {sys}.indexes i
 INNER JOIN {sys}.tables t ON t.object_id = i.object_id
 WHERE t.is_ms_shipped = 0 AND i.type <> 0 AND i.is_hypothetical = 0"""
-    # Rows: (object_id, index_id, column, key_ordinal (0 for included columns), is_included_column)
+    # Rows: (object_id, index_id, column, key_ordinal (0 for included columns), is_included_column, is_descending_key)
     SHAPE_INDEX_COLUMNS = """\
-SELECT ic.object_id, ic.index_id, c.name, ic.key_ordinal, ic.is_included_column
+SELECT ic.object_id, ic.index_id, c.name, ic.key_ordinal, ic.is_included_column, ic.is_descending_key
 FROM {sys}.index_columns ic
 INNER JOIN {sys}.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
 INNER JOIN {sys}.tables t ON t.object_id = ic.object_id
 WHERE t.is_ms_shipped = 0
 ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
+    # Rows: (object_id of the table, trigger): DML triggers on user tables
+    SHAPE_TRIGGERS = """\
+SELECT tr.parent_id, tr.name
+FROM {sys}.triggers tr
+INNER JOIN {sys}.tables t ON t.object_id = tr.parent_id
+WHERE t.is_ms_shipped = 0 AND tr.parent_class = 1"""
+    # Rows: (database, its default collation, 1 for the connection's own): once per check, server-wide.
+    # A column created without COLLATE takes its database's default.
+    SHAPE_DATABASES = """\
+SELECT d.name, d.collation_name, CASE WHEN d.database_id = DB_ID() THEN 1 ELSE 0 END
+FROM sys.databases d"""
+    # SQL Server keeps CAST(x AS t) as CONVERT([t],[x]) (with a style of 0 where it adds one): both read as the CAST.
+    _CONVERT = re.compile(r"^convert\((\w+(?:\((?:\w+|\d+(?:,\d+)?)\))?),(.+?)(?:,\(?0\)?)?\)$")
+
+    @classmethod
+    def expression(cls, text: str) -> str:
+        """A definition from sys.default_constraints or sys.computed_columns as DDL would write it:
+        lower case, no brackets, no enclosing parentheses, CONVERT as CAST."""
+        text = re.sub(r"\s+", " ", text.replace("[", "").replace("]", "")).strip().lower()
+        while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
+            text = text[1:-1].strip()
+        match = cls._CONVERT.match(text.replace(", ", ","))
+        return f"cast({match[2]} as {match[1]})" if match else text
+
+    @staticmethod
+    def index_options(
+        disabled: Any, ignore_dup_key: Any, fill_factor: Any, padded: Any, row_locks: Any, page_locks: Any
+    ) -> tuple[str, ...]:
+        """The options of a sys.indexes row that differ from CREATE INDEX's defaults (our DDL sets none)."""
+        options = []
+        if disabled:
+            options.append("disabled")
+        if ignore_dup_key:
+            options.append("ignore_dup_key")
+        if fill_factor not in (None, 0, 100):
+            options.append(f"fillfactor {fill_factor}")
+        if padded:
+            options.append("pad_index")
+        if row_locks is not None and not row_locks:
+            options.append("no row locks")
+        if page_locks is not None and not page_locks:
+            options.append("no page locks")
+        return tuple(options)
 
     @staticmethod
     def column_type(type_name: str, max_length: int, precision: int = 0, scale: int = 0) -> str:
@@ -73,10 +133,13 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
         indexes: Iterable[tuple],
         index_columns: Iterable[tuple],
         catalog: str | None = None,
+        triggers: Iterable[tuple] = (),
+        collation: str | None = None,
     ) -> dict[tuple, tuple[TableName, TableShape]]:
-        """The live shapes from the rows of SHAPE_TABLES, SHAPE_COLUMNS, SHAPE_INDEXES and
-        SHAPE_INDEX_COLUMNS (pure: no connection). catalog: the database the rows were read
-        from (None: the connection's own)."""
+        """The live shapes from the rows of SHAPE_TABLES, SHAPE_COLUMNS, SHAPE_INDEXES,
+        SHAPE_INDEX_COLUMNS and SHAPE_TRIGGERS (pure: no connection). catalog: the database the rows
+        were read from (None: the connection's own); collation: that database's default (None: unknown,
+        collations not compared)."""
         table_key = self.dialect.table_key
         by_object: dict[int, TableShape] = {}
         out: dict[tuple, tuple[TableName, TableShape]] = {}
@@ -84,7 +147,9 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
             name = TableName(table, schema, catalog)
             by_object[object_id] = shape = TableShape()
             out[table_key(name)] = (name, shape)
-        for object_id, column, type_name, max_length, precision, scale, nullable, identity, computed in columns:
+        for row in columns:
+            object_id, column, type_name, max_length, precision, scale, nullable, identity, computed = row[:9]
+            column_collation, default, definition, persisted = row[9:13]
             shape = by_object.get(object_id)
             if shape is None:
                 continue
@@ -94,14 +159,20 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                 shape.identity.add(key)
             if computed:
                 shape.computed.add(key)
+            if definition is not None:
+                shape.generated[key] = self.expression(definition) + (" persisted" if persisted else "")
+            if default is not None:
+                shape.defaults[key] = self.expression(default)
+            if collation is not None and column_collation is not None and column_collation != collation:
+                shape.collations[key] = column_collation
         keys: dict[tuple[int, int], list[tuple[int, str]]] = {}
         included: dict[tuple[int, int], list[str]] = {}
-        for object_id, index_id, column, key_ordinal, is_included in index_columns:
+        for object_id, index_id, column, key_ordinal, is_included, descending in index_columns:
             if is_included:
                 included.setdefault((object_id, index_id), []).append(column.lower())
             else:
-                keys.setdefault((object_id, index_id), []).append((key_ordinal, column.lower()))
-        for object_id, index_id, name, type_desc, unique, has_filter, filter_definition in indexes:
+                keys.setdefault((object_id, index_id), []).append((key_ordinal, column.lower() + (" desc" if descending else "")))
+        for object_id, index_id, name, type_desc, unique, has_filter, filter_definition, *options in indexes:
             shape = by_object.get(object_id)
             if shape is None or (type_desc or "").upper() == "HEAP":
                 continue
@@ -114,13 +185,21 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
                     name,
                     clustered=kind.startswith("CLUSTERED"),
                     include=tuple(sorted(included.get((object_id, index_id), []))),
+                    options=self.index_options(*options),
                 )
             )
+        for object_id, trigger in triggers:
+            shape = by_object.get(object_id)
+            if shape is not None:
+                shape.triggers = tuple(sorted((*shape.triggers, trigger)))
         return out
 
     def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
         """The connection's database, and each named catalog (three-part names) through [catalog].sys."""
         out: dict[tuple, tuple[TableName, TableShape]] = {}
+        databases = [tuple(row) for row in connection.exec_driver_sql(self.SHAPE_DATABASES)]
+        own = next((collation for _, collation, current in databases if current), None)
+        by_name = {name: collation for name, collation, _ in databases}
         for catalog in (None, *dict.fromkeys(catalogs)):
             sys_ = self.dialect._sys(catalog)
 
@@ -129,7 +208,13 @@ ORDER BY ic.object_id, ic.index_id, ic.key_ordinal, ic.index_column_id"""
 
             out.update(
                 self.shapes_from_rows(
-                    rows(self.SHAPE_TABLES), rows(self.SHAPE_COLUMNS), rows(self.SHAPE_INDEXES), rows(self.SHAPE_INDEX_COLUMNS), catalog
+                    rows(self.SHAPE_TABLES),
+                    rows(self.SHAPE_COLUMNS),
+                    rows(self.SHAPE_INDEXES),
+                    rows(self.SHAPE_INDEX_COLUMNS),
+                    catalog,
+                    rows(self.SHAPE_TRIGGERS),
+                    own if catalog is None else by_name.get(catalog),
                 )
             )
         return out

@@ -42,6 +42,9 @@ class DDL:
 
     # -- expected shapes (check; the live side is Catalog.read_shapes) -------------------
     BODY_STRING_COLUMN = ("nvarchar(max)", True)  # AS CAST(Body AS nvarchar(max)): computed, nullable
+    # sys.computed_columns' and sys.default_constraints' definitions as Catalog.expression reads them
+    BODY_STRING_EXPRESSION = "cast(body as nvarchar(max))"
+    OUTBOX_DEFAULTS = {"dispatched": "0"}  # CREATE_OUTBOX's DEFAULT 0, kept as ((0))
     EXPIRES_PREDICATE = normalise_predicate("Expires IS NOT NULL")
 
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
@@ -57,7 +60,8 @@ class DDL:
                 indexes.append(
                     IndexShape(("expires",), predicate=predicate, name="Index_Expires", clustered=False, include=("id", "rowversion"))
                 )
-            return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
+            generated = {"bodystring": self.BODY_STRING_EXPRESSION} if computed else {}
+            return TableShape(columns, indexes, identity={"rowversion"}, computed=computed, generated=generated)
         if spec.kind is Kind.DELAYED:
             columns = shape_columns(self.COLUMNS[Kind.DELAYED])
             computed = set()
@@ -65,7 +69,8 @@ class DDL:
                 columns["bodystring"] = self.BODY_STRING_COLUMN
                 computed.add("bodystring")
             indexes = [IndexShape(("due",), name="Index_Due", clustered=False)]
-            return TableShape(columns, indexes, identity={"rowversion"}, computed=computed)
+            generated = {"bodystring": self.BODY_STRING_EXPRESSION} if computed else {}
+            return TableShape(columns, indexes, identity={"rowversion"}, computed=computed, generated=generated)
         if spec.kind is Kind.OUTBOX:
             indexes = [
                 IndexShape(("messageid",), unique=True, clustered=False),  # PRIMARY KEY NONCLUSTERED
@@ -73,7 +78,7 @@ class DDL:
                     ("dispatchedat",), predicate=normalise_predicate(self.OUTBOX_INDEX_PREDICATE), name=self.OUTBOX_INDEX, clustered=False
                 ),
             ]
-            return TableShape(shape_columns(self.OUTBOX_COLUMNS), indexes)
+            return TableShape(shape_columns(self.OUTBOX_COLUMNS), indexes, defaults=dict(self.OUTBOX_DEFAULTS))
         if spec.kind is Kind.SAGA:
             columns = dict(self.SAGA_SHAPE_COLUMNS)
             indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
