@@ -292,3 +292,66 @@ def test_adopt_refuses_a_database_with_such_a_difference(project, pg_url, capsys
         ("column_default", "seq: expected default nextval(owned sequence), found no default")
     ]
     assert catalog.execute(pg_url, "SELECT count(*) FROM pg_tables WHERE tablename = 'alembic_version'") == [(0,)]
+
+
+SAGA_AND_OUTBOX = """\
+transport_version: "9.1"
+engines: [sqlite, postgresql, mysql]
+endpoints:
+  - name: Sales
+    outbox: true
+    sagas:
+      - name: OrderSaga
+        correlation: {name: OrderId, type: guid}
+"""
+
+
+def test_saga_and_outbox_tables_on_every_saga_engine(project, saga_db, capsys):
+    """The outbox's Dispatched default is expected (dropping it is drift); a trigger on a saga table and a
+    default added to its Data are drift too; on MariaDB as on the others."""
+    project.deploy(saga_db, SAGA_AND_OUTBOX)
+    capsys.readouterr()
+    assert drift(project, saga_db, capsys) == (0, [])  # the control
+    mysql, sqlite = saga_db.startswith("mysql"), is_sqlite(saga_db)
+    saga = '`Sales_OrderSaga`' if mysql else ('"Sales_OrderSaga"' if sqlite else 'public."Sales_OrderSaga"')
+    outbox = '`Sales_OutboxData`' if mysql else ('"Sales_OutboxData"' if sqlite else 'public."Sales_OutboxData"')
+    name = "Sales_OrderSaga" if mysql or sqlite else "public.Sales_OrderSaga"
+    outbox_name = "Sales_OutboxData" if mysql or sqlite else "public.Sales_OutboxData"
+    if sqlite:
+        catalog.execute(saga_db, f"CREATE TRIGGER saga_audit AFTER UPDATE ON {saga} BEGIN SELECT 1; END")
+        spec = TableSpec(Kind.OUTBOX, TableName("Sales_OutboxData"), saga_prefix="Sales_")
+        rebuild_sqlite(saga_db, spec, "Dispatched INTEGER NOT NULL DEFAULT 0", "Dispatched INTEGER NOT NULL")
+        dropped = "dispatched: expected default 0, found no default"
+    elif mysql:
+        catalog.execute(saga_db, f"CREATE TRIGGER saga_audit BEFORE UPDATE ON {saga} FOR EACH ROW SET NEW.Concurrency = NEW.Concurrency")
+        catalog.execute(saga_db, f"ALTER TABLE {outbox} ALTER COLUMN Dispatched DROP DEFAULT")
+        dropped = "dispatched: expected default b'0', found no default"
+    else:
+        catalog.execute(
+            saga_db,
+            "CREATE FUNCTION public.noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+            f"CREATE TRIGGER saga_audit BEFORE UPDATE ON {saga} FOR EACH ROW EXECUTE FUNCTION public.noop()",
+            f'ALTER TABLE {outbox} ALTER COLUMN "Dispatched" DROP DEFAULT',
+        )
+        dropped = "dispatched: expected default false, found no default"
+    assert drift(project, saga_db, capsys) == (
+        1,
+        [
+            ("column_default", outbox_name, dropped),
+            ("trigger", name, "trigger saga_audit: our DDL creates no trigger on this table"),
+        ],
+    )
+
+
+def test_mariadb_correlation_index_rebuilt_descending_or_as_hash(project, mysql_url, capsys):
+    project.deploy(mysql_url, SAGA_AND_OUTBOX)
+    index = get("mysql").correlation_index(TableSpec(Kind.SAGA, TableName("Sales_OrderSaga"), saga_prefix="Sales_"), "OrderId")
+    catalog.execute(
+        mysql_url,
+        f"DROP INDEX `{index}` ON `Sales_OrderSaga`",
+        f"CREATE UNIQUE INDEX `{index}` ON `Sales_OrderSaga` (Correlation_OrderId DESC)",
+    )
+    capsys.readouterr()
+    code, found = drift(project, mysql_url, capsys)
+    assert (code, [f[:2] for f in found]) == (1, [("index_columns", "Sales_OrderSaga")])
+    assert found[0][2].endswith(f"found unique index {index} on (correlation_orderid desc)")

@@ -74,7 +74,7 @@ class MySQL(Dialect):
         if spec.kind is Kind.OUTBOX:
             indexes = [IndexShape(("messageid",), unique=True)]
             indexes += [IndexShape((column.lower(),), name=index) for index, column in self.OUTBOX_INDEXES.items()]
-            return TableShape(shape_columns(self.OUTBOX_COLUMNS), indexes)
+            return TableShape(shape_columns(self.OUTBOX_COLUMNS), indexes, defaults=dict(self.OUTBOX_DEFAULTS))
         columns = dict(self.SAGA_SHAPE_COLUMNS)
         indexes = [IndexShape(("id",), unique=True)]
         for c in spec.correlations:
@@ -194,6 +194,7 @@ CREATE TABLE IF NOT EXISTS {table} (
 
     # -- outbox tables (upstream-conformance §8): the whole table ascii, MessageId national ------
     OUTBOX_COLUMNS = outbox_columns("varchar(200)", "bit(1)", "datetime", "varchar(23)", "json")
+    OUTBOX_DEFAULTS = {"dispatched": "b'0'"}  # CREATE_OUTBOX's DEFAULT 0 on a bit column, as column_default prints it
     CREATE_OUTBOX = """\
 CREATE TABLE IF NOT EXISTS {table} (
     MessageId nvarchar(200) NOT NULL,
@@ -307,14 +308,20 @@ LIMIT @BatchSize"""
         EXISTING_COLUMNS = "SELECT table_schema, table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE()"
 
         SHAPE_TABLES = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
+        # Rows: (table, column, type, nullable, default, extra (auto_increment, VIRTUAL/STORED GENERATED),
+        # generation expression). Collations are not compared here: MariaDB's json is longtext with
+        # utf8mb4_bin, MySQL's has none, and each server's utf8mb4 default differs.
         SHAPE_COLUMNS = (
-            "SELECT table_name, column_name, column_type, is_nullable FROM information_schema.columns "
-            "WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
+            "SELECT table_name, column_name, column_type, is_nullable, column_default, extra, generation_expression "
+            "FROM information_schema.columns WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position"
         )
+        # Rows: (table, index, non_unique, column, collation (A, D), index type (BTREE, HASH, ...))
         SHAPE_INDEXES = (
-            "SELECT table_name, index_name, non_unique, column_name FROM information_schema.statistics "
+            "SELECT table_name, index_name, non_unique, column_name, collation, index_type FROM information_schema.statistics "
             "WHERE table_schema = DATABASE() ORDER BY table_name, index_name, seq_in_index"
         )
+        SHAPE_TRIGGERS = "SELECT event_object_table, trigger_name FROM information_schema.triggers WHERE event_object_schema = DATABASE()"
+        AUTO_INCREMENT = "auto_increment"
 
         @staticmethod
         def shape_type(column_type: str) -> str:
@@ -326,17 +333,32 @@ LIMIT @BatchSize"""
             out: dict[tuple, tuple[TableName, TableShape]] = {}
             for (table,) in connection.exec_driver_sql(self.SHAPE_TABLES):
                 out[table_key(TableName(table))] = (TableName(table), TableShape())
-            for table, column, column_type, nullable in connection.exec_driver_sql(self.SHAPE_COLUMNS):
+            for table, column, column_type, nullable, default, extra, expression in connection.exec_driver_sql(self.SHAPE_COLUMNS):
                 entry = out.get(table_key(TableName(table)))
-                if entry is not None:
-                    entry[1].columns[column.lower()] = (shape_type(column_type), nullable == "YES")
+                if entry is None:
+                    continue
+                shape, key, extra = entry[1], column.lower(), (extra or "").lower()
+                shape.columns[key] = (shape_type(column_type), nullable == "YES")
+                if "generated" in extra and expression:
+                    shape.generated[key] = f"{expression} {'stored' if 'stored' in extra else 'virtual'}"
+                elif default is not None and default.upper() != "NULL":  # MariaDB prints no default as NULL
+                    shape.defaults[key] = default
+                if self.AUTO_INCREMENT in extra:
+                    shape.numbering[key] = self.AUTO_INCREMENT
             found: dict[tuple, dict] = {}
-            for table, index, non_unique, column in connection.exec_driver_sql(self.SHAPE_INDEXES):
-                parts = found.setdefault((table_key(TableName(table)), index), {"unique": not int(non_unique), "columns": []})
-                parts["columns"].append(column.lower())
+            for table, index, non_unique, column, collation, index_type in connection.exec_driver_sql(self.SHAPE_INDEXES):
+                method = None if (index_type or "BTREE").upper() == "BTREE" else index_type.lower()
+                parts = found.setdefault(
+                    (table_key(TableName(table)), index), {"unique": not int(non_unique), "columns": [], "method": method}
+                )
+                parts["columns"].append(column.lower() + (" desc" if collation == "D" else ""))
             for (key, index), parts in found.items():
                 if key in out:
-                    out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], None, index))
+                    out[key][1].indexes.append(IndexShape(tuple(parts["columns"]), parts["unique"], None, index, method=parts["method"]))
+            for table, trigger in connection.exec_driver_sql(self.SHAPE_TRIGGERS):
+                entry = out.get(table_key(TableName(table)))
+                if entry is not None:
+                    entry[1].triggers = tuple(sorted((*entry[1].triggers, trigger)))
             return out
 
         def existing_columns(self, connection: Connection) -> dict[tuple, set[str]]:
