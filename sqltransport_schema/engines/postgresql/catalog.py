@@ -28,14 +28,15 @@ class Catalog(Dialect.Catalog):
     SHAPE_COLUMNS = (
         "SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull, "
         "pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated, "
-        "CASE WHEN a.attcollation <> ty.typcollation THEN co.collname END, "
-        "(SELECT s.oid::regclass::text FROM pg_depend dep JOIN pg_class s ON s.oid = dep.objid AND s.relkind = 'S' "
-        "WHERE dep.refclassid = 'pg_class'::regclass AND dep.refobjid = a.attrelid AND dep.refobjsubid = a.attnum "
-        "AND dep.classid = 'pg_class'::regclass AND dep.deptype = 'a' LIMIT 1) "
+        "CASE WHEN a.attcollation <> ty.typcollation THEN co.collname END, owned.sequence "
         "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
         "JOIN pg_type ty ON ty.oid = a.atttypid "
         "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
         "LEFT JOIN pg_collation co ON co.oid = a.attcollation "
+        "LEFT JOIN (SELECT dep.refobjid, dep.refobjsubid, s.oid::regclass::text AS sequence FROM pg_depend dep "
+        "JOIN pg_class s ON s.oid = dep.objid AND s.relkind = 'S' WHERE dep.classid = 'pg_class'::regclass "
+        "AND dep.refclassid = 'pg_class'::regclass AND dep.deptype = 'a') AS owned "
+        "ON owned.refobjid = a.attrelid AND owned.refobjsubid = a.attnum "
         "WHERE c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped AND " + USER_SCHEMAS
     )
     # Rows: (schema, table, index, unique, predicate, key columns, access method, indoption of each key)
