@@ -17,7 +17,7 @@ from .shapes import IndexShape, TableShape, normalise_expression
 from .versions import profile
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from alembic.config import Config
     from alembic.script import ScriptDirectory
@@ -233,14 +233,18 @@ def _table_findings(table: str, want: TableShape, have: TableShape, case_insensi
             out.append(Finding("column_name", table, f"{column}: expected identifier {want.names[column]}, found {found}"))
     for category, attribute, spell, absent in _COLUMN_ATTRIBUTES:
         expected, live = getattr(want, attribute), getattr(have, attribute)
+        if not expected and not live:
+            continue
         for column in shared:
-            if normalise_expression(expected.get(column)) != normalise_expression(live.get(column)):
-                said = [absent if value is None else spell.format(value) for value in (expected.get(column), live.get(column))]
+            want_value, have_value = expected.get(column), live.get(column)
+            if want_value != have_value and normalise_expression(want_value) != normalise_expression(have_value):
+                said = [absent if value is None else spell.format(value) for value in (want_value, have_value)]
                 out.append(Finding(category, table, f"{column}: expected {said[0]}, found {said[1]}"))
     out += _index_findings(table, want.indexes, have.indexes, case_insensitive)
-    expected_triggers = {fold_name(t, case_insensitive) for t in want.triggers}
+    fold = _fold(case_insensitive)
+    expected_triggers = {fold(t) for t in want.triggers}
     for trigger in have.triggers:
-        if fold_name(trigger, case_insensitive) not in expected_triggers:
+        if fold(trigger) not in expected_triggers:
             out.append(Finding("trigger", table, f"trigger {trigger}: our DDL creates no trigger on this table"))
     return out
 
@@ -255,12 +259,13 @@ _COLUMN_ATTRIBUTES = (
 )
 
 
-def fold_name(name: str, case_insensitive: bool) -> str:
-    return name.casefold() if case_insensitive else name
+def _fold(case_insensitive: bool) -> Callable[[str], str]:
+    """How the engine compares object names."""
+    return str.casefold if case_insensitive else str
 
 
 def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], case_insensitive: bool) -> list[Finding]:
-    fold = (lambda s: s.casefold()) if case_insensitive else (lambda s: s)
+    fold = _fold(case_insensitive)
     remaining = list(have)
     out = []
     unmatched = []

@@ -355,3 +355,17 @@ def test_mariadb_correlation_index_rebuilt_descending_or_as_hash(project, mysql_
     code, found = drift(project, mysql_url, capsys)
     assert (code, [f[:2] for f in found]) == (1, [("index_columns", "Sales_OrderSaga")])
     assert found[0][2].endswith(f"found unique index {index} on (correlation_orderid desc)")
+
+
+def test_adopt_refuses_a_sqlite_queue_without_autoincrement(project, sqlite_url, capsys):
+    """Tables another tool made (no stamp), one of them rebuilt without AUTOINCREMENT: not stamped."""
+    from .support.commands import adopt_cli
+
+    project.deploy(sqlite_url, TOPOLOGY)
+    catalog.execute(sqlite_url, "DROP TABLE alembic_version")
+    rebuild_sqlite(sqlite_url, SALES, "RowVersion INTEGER PRIMARY KEY AUTOINCREMENT", "RowVersion INTEGER PRIMARY KEY")
+    code, payload = adopt_cli(project, sqlite_url, capsys)
+    assert (code, payload["status"], payload["action"]) == (2, "not_adoptable", "nothing")
+    [sales] = [t for t in payload["tables"] if t["table"] == "Sales"]
+    assert [d["category"] for d in sales["differences"]] == ["column_numbering"]
+    assert catalog.execute(sqlite_url, "SELECT count(*) FROM sqlite_master WHERE name = 'alembic_version'") == [(0,)]
