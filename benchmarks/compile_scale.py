@@ -68,20 +68,24 @@ def config(root: Path, url: str | None = None) -> Config:
     return cfg
 
 
-def timed_compile(root: Path) -> float:
-    started = time.perf_counter()
+def timed_compile(root: Path, cpu: list[float] | None = None) -> float:
+    """Wall seconds of one compile; its CPU seconds (this process's) appended to `cpu`, if given:
+    on a machine other work shares, the CPU time is what the compile itself costs."""
+    started, started_cpu = time.perf_counter(), time.process_time()
     topo = topology.load(root / "topology.yaml")
     _, written = compile_topology(config(root), topo, "bench")
     assert written is not None
+    if cpu is not None:
+        cpu.append(time.process_time() - started_cpu)
     return time.perf_counter() - started
 
 
 def compile_row(endpoints: int, runs: int) -> dict:
-    firsts, increments, colds, clis = [], [], [], []
+    firsts, increments, colds, clis, first_cpu, increment_cpu = [], [], [], [], [], []
     for _ in range(runs):
         root = new_project(f"compile_{endpoints}")
         (root / "topology.yaml").write_text(topology_text(endpoints))
-        firsts.append(timed_compile(root))
+        firsts.append(timed_compile(root, first_cpu))
         (root / "topology.yaml").write_text(topology_text(endpoints, extra=1))
         # Incremental compile reads the head revision back through Alembic, which imports it:
         # measured with Python's bytecode cache (the usual case) and without it.
@@ -90,7 +94,7 @@ def compile_row(endpoints: int, runs: int) -> dict:
         (root / "topology.yaml").write_text(topology_text(endpoints, extra=2))
         sys.dont_write_bytecode = False
         ScriptDirectory.from_config(config(root)).get_current_head()  # writes __pycache__
-        increments.append(timed_compile(root))
+        increments.append(timed_compile(root, increment_cpu))
         sys.dont_write_bytecode = DONT_WRITE_BYTECODE
         (root / "topology.yaml").write_text(topology_text(endpoints, extra=3))
         started = time.perf_counter()
@@ -105,6 +109,8 @@ def compile_row(endpoints: int, runs: int) -> dict:
         "endpoints": endpoints,
         "tables": endpoints * 4 + 2,
         "first": first,
+        "first_cpu": min(first_cpu),
+        "incremental_cpu": min(increment_cpu),
         "us_per_endpoint": first / endpoints * 1e6,
         "incremental": min(increments),
         "incremental_cold": min(colds),
@@ -209,19 +215,28 @@ def main() -> int:
 
     print("compile (in-process: load + validate + diff + render + write; best of runs)")
     print("first: from an empty history; +1 endpoint: a compile on top of it (head read back with / without bytecode cache)")
-    print(f"{'endpoints':>9} {'tables':>7} {'first s':>8} {'us/endpoint':>11} {'+1 cached s':>11} {'+1 uncached s':>13} {'CLI wall s':>10}")
+    print("CPU: this process's CPU time (min of runs), what the compile costs whatever else the machine runs")
+    print(
+        f"{'endpoints':>9} {'tables':>7} {'first s':>8} {'first CPU s':>11} {'us/endpoint':>11} {'+1 cached s':>11} "
+        f"{'+1 CPU s':>8} {'+1 uncached s':>13} {'CLI wall s':>10}"
+    )
     rows = []
     for size in sizes:
         row = compile_row(size, args.runs if size < 10000 else max(1, args.runs - 1))
         rows.append(row)
         print(
-            f"{row['endpoints']:>9} {row['tables']:>7} {row['first']:>8.3f} {row['us_per_endpoint']:>11.1f} "
-            f"{row['incremental']:>11.3f} {row['incremental_cold']:>13.3f} {row['cli']:>10.3f}",
+            f"{row['endpoints']:>9} {row['tables']:>7} {row['first']:>8.3f} {row['first_cpu']:>11.3f} {row['us_per_endpoint']:>11.1f} "
+            f"{row['incremental']:>11.3f} {row['incremental_cpu']:>8.3f} {row['incremental_cold']:>13.3f} {row['cli']:>10.3f}",
             flush=True,
         )
     largest = rows[-1]
-    verdict = "met" if largest["endpoints"] < 10000 or largest["first"] < 2 else "MISSED"
-    print(f"target: 10,000 endpoints under 2 s -> {verdict} ({largest['first']:.3f} s)")
+    if largest["endpoints"] >= 10000:
+        for what, key, limit in (("first compile", "first", 2.0), ("+1 endpoint (cached)", "incremental", 1.5)):
+            wall, cpu = largest[key], largest[key + "_cpu"]
+            print(
+                f"target: 10,000 endpoints, {what} under {limit:g} s -> wall {'met' if wall < limit else 'MISSED'} "
+                f"({wall:.3f} s), CPU {'met' if cpu < limit else 'MISSED'} ({cpu:.3f} s)"
+            )
     if len(rows) > 1:
         growth = rows[-1]["us_per_endpoint"] / rows[-2]["us_per_endpoint"]
         print(f"linearity: time per endpoint at {rows[-1]['endpoints']} / at {rows[-2]['endpoints']} = {growth:.2f}")

@@ -10,7 +10,9 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 from json.encoder import encode_basestring_ascii as _json_string
+from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import errors
@@ -184,7 +186,9 @@ class Blueprint:
         """The transport version whose DDL built the table `name` (what a drop or a change starts from)."""
         return self.built.get(name, self.transport_version)
 
-    @property
+    # What is derived from the tables is worked out once per blueprint (it never changes): a step
+    # of a plan, a replay or a check asks for it per table, and a scan each time is quadratic.
+    @cached_property
     def schemas(self) -> tuple[SchemaName, ...]:
         seen: dict[SchemaName, None] = {}
         for spec in self.tables:
@@ -202,14 +206,23 @@ class Blueprint:
             return self
         return replace(self, tables=tuple(spec for spec in self.tables if spec.tenant == tenant))
 
-    def by_name(self) -> dict[TableName, TableSpec]:
-        return {spec.name: spec for spec in self.tables}
+    def by_name(self) -> Mapping[TableName, TableSpec]:
+        """Each table's spec by its name (one mapping per blueprint, read-only)."""
+        return self._by_name
+
+    @cached_property
+    def _by_name(self) -> Mapping[TableName, TableSpec]:
+        return MappingProxyType({spec.name: spec for spec in self.tables})
 
     def queue_names(self) -> frozenset[TableName]:
         """The queue tables (an online rewrite's only candidates)."""
+        return self._queue_names
+
+    @cached_property
+    def _queue_names(self) -> frozenset[TableName]:
         return frozenset(spec.name for spec in self.tables if spec.kind is Kind.QUEUE)
 
-    @property
+    @cached_property
     def subscription_table(self) -> TableName | None:
         """The shared subscription table, if the blueprint has one."""
         return next((spec.name for spec in self.tables if spec.kind is Kind.SUBSCRIPTIONS), None)

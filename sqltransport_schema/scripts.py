@@ -30,12 +30,11 @@ from .migrate.locks import DEFAULT_TIMEOUT, TIMEOUT_OPTION, format_duration, loc
 from .schema import SHARED as SHARED_ROLE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from alembic.config import Config
 
     from .migrate.ops import TransportOp
-    from .topology import Endpoint
 
 
 ENGINES = {"mssql": "mssql://", "postgresql": "postgresql://"}
@@ -310,9 +309,11 @@ SHARED = ""  # owner of schemas and of tables no endpoint owns
 LAST = None  # owner of what must run after every endpoint (schema removal, version stamping)
 
 
-def _owner(operation: TransportOp, endpoints: Iterable[Endpoint], sagas: dict) -> str | None:
+def _owner(operation: TransportOp, endpoints: Mapping[tuple, str], sagas: dict) -> str | None:
     """The endpoint whose tables (queues, delayed table, saga and outbox tables: sagas maps their names to it) an
-    operation touches; SHARED or LAST for the rest."""
+    operation touches; SHARED or LAST for the rest. endpoints: (schema, catalog, name) -> name; a table
+    is its endpoint's when named as it or as it plus a dot and more, the longest such name first
+    ("Sales.Eu" before "Sales"), looked up by each prefix of the table's name, never by a scan."""
     from .migrate import ops
 
     if isinstance(operation, ops.DropSchemaIfEmptyOp):
@@ -322,12 +323,14 @@ def _owner(operation: TransportOp, endpoints: Iterable[Endpoint], sagas: dict) -
         return SHARED
     if name in sagas:
         return sagas[name]
-    for endpoint in endpoints:  # longest names first: "Sales.Eu" before "Sales"
-        if (name.schema, name.catalog) == (endpoint.schema, endpoint.catalog) and (
-            name.table == endpoint.name or name.table.startswith(endpoint.name + ".")
-        ):
-            return endpoint.name
-    return SHARED
+    table = name.table
+    while True:
+        owner = endpoints.get((name.schema, name.catalog, table))
+        if owner is not None:
+            return owner
+        table, dot, _ = table.rpartition(".")
+        if not dot:
+            return SHARED
 
 
 def _file_name(index: int, owner: str) -> str:
@@ -345,9 +348,10 @@ def render_split(config: Config, request: ScriptRequest) -> dict[str, str]:
     topology = request.topology
     if topology is None or not topology.is_file():
         raise ScriptError(f"splitting by endpoint needs the topology file ({topology} not found)")
-    endpoints = sorted(topology_module.load(topology).endpoints, key=lambda e: len(e.name), reverse=True)
+    endpoints = topology_module.load(topology).endpoints
     sagas = {ep.saga_spec(saga).name: ep.name for ep in endpoints for saga in ep.sagas}
     sagas.update((ep.outbox_spec().name, ep.name) for ep in endpoints if ep.outbox)
+    owners = {(ep.schema, ep.catalog, ep.name): ep.name for ep in endpoints}
     start, end, text, marks, notes = request.alembic_output(config)
     engine, lock_timeout = request.engine, request.lock_timeout
     dialect = engine_registry.get(engine)
@@ -361,7 +365,7 @@ def render_split(config: Config, request: ScriptRequest) -> dict[str, str]:
     for (begin, operation), (finish, closing) in zip(marks[::2], marks[1::2]):
         assert closing is None
         frame.append(text[position:begin])
-        parts.setdefault(_owner(operation, endpoints, sagas), []).append(text[begin:finish])
+        parts.setdefault(_owner(operation, owners, sagas), []).append(text[begin:finish])
         position = finish
     frame.append(text[position:])
     last = parts.pop(LAST, [])

@@ -43,9 +43,10 @@ class Plan:
     @property
     def downgrade(self) -> list[ops.TransportOp]:
         steps = [op.reverse() for op in reversed(self.upgrade)]
+        following = kept_subscription_table(self.old, self.new)
         for step in steps:  # a queue the downgrade drops takes its subscription rows along
             if isinstance(step, ops.DropQueueOp):
-                step.subscriptions = kept_subscription_table(self.old, self.new)
+                step.subscriptions = following
         return steps
 
     @property

@@ -81,6 +81,7 @@ class _Tables:
     def __init__(self, start: Blueprint | None, expected: Blueprint):
         self.expected = expected
         self.subscriptions = kept_subscription_table(start, expected)  # what a queue's drop names
+        self.schemas = frozenset(expected.schemas)  # those the SNAPSHOT places tables in
         self.specs = {spec.name: spec for spec in start.tables} if start else {}
         self.built = {name: start.built_with(name) for name in self.specs} if start else {}
         self.by: dict[TableName, ops.TransportOp] = {}  # the operation that last changed each table
@@ -167,8 +168,7 @@ def _apply(tables: _Tables, op: ops.TransportOp) -> None:
         else:
             tables.set(op, spec._replace(**{"correlation" if op.correlation == spec.correlation else "transitional": None}))
     elif isinstance(op, ops._SchemaOp):
-        schemas = set(tables.expected.schemas)
-        if isinstance(op, ops.EnsureSchemaOp) != (op.table in schemas):
+        if isinstance(op, ops.EnsureSchemaOp) != (op.table in tables.schemas):
             which = "records no table in" if isinstance(op, ops.EnsureSchemaOp) else "still records tables in"
             raise Mismatch(f"{op.python()}: the revision's SNAPSHOT {which} that schema")
 
