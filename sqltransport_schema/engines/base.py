@@ -710,6 +710,19 @@ WHERE MessageId IN (
         "cleanup_outbox": ("OUTBOX_CLEANUP", "delete up to @BatchSize rows dispatched before @DispatchedBefore"),
     }
     OUTBOX_RESULT = ("Dispatched", "Operations")
+    # The pump's batch forms of get and set as dispatched (not SQL persistence's: the runtime's own,
+    # one statement for a batch's rows, @MessageIds a list parameter as `list_parameter` binds it).
+    # None where an engine has none: the pump then runs get and set as dispatched once per message.
+    OUTBOX_GET_BATCH: str | None = None
+    OUTBOX_SET_AS_DISPATCHED_BATCH: str | None = None
+    OUTBOX_BATCH_STATEMENTS = {
+        "get_outbox_batch": ("OUTBOX_GET_BATCH", "read the outbox rows of the messages @MessageIds: their id, dispatched, operations"),
+        "set_outbox_batch_dispatched": (
+            "OUTBOX_SET_AS_DISPATCHED_BATCH",
+            "mark the operations of the messages @MessageIds dispatched at @DispatchedAt, emptying them to '[]'",
+        ),
+    }
+    OUTBOX_BATCH_RESULT = ("MessageId", "Dispatched", "Operations")
 
     def outbox_time(self, moment: datetime) -> Any:
         """A UTC time as the outbox's DispatchedAt column holds it (@DispatchedAt, @DispatchedBefore):
@@ -720,6 +733,12 @@ WHERE MessageId IN (
         """Every runtime statement of one outbox table: store, get, set as dispatched, cleanup."""
         identifiers = {"table": self.qualified(self.saga_table(spec), profile)}
         return self.persistence_statements(self.OUTBOX_STATEMENTS, identifiers, self.OUTBOX_RESULT)
+
+    def outbox_batch_statements(self, spec: TableSpec, profile: Profile | None = None) -> dict[str, Statement]:
+        """The pump's batch statements of one outbox table this engine has (OUTBOX_BATCH_STATEMENTS)."""
+        identifiers = {"table": self.qualified(self.saga_table(spec), profile)}
+        missing = {name for name, (attribute, _) in self.OUTBOX_BATCH_STATEMENTS.items() if getattr(self, attribute) is None}
+        return self.persistence_statements(self.OUTBOX_BATCH_STATEMENTS, identifiers, self.OUTBOX_BATCH_RESULT, skip=missing)
 
     def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         """The outbox table and its indexes, as SQL persistence's installer creates them."""

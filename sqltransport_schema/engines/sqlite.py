@@ -474,6 +474,15 @@ CREATE TABLE IF NOT EXISTS {table} (
     Operations TEXT NOT NULL
 )"""
     CREATE_OUTBOX_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} ({column})"
+    # The pump's batch forms: the batch's ids as one JSON array (list_parameter).
+    OUTBOX_GET_BATCH = """\
+SELECT MessageId, Dispatched, Operations
+FROM {table}
+WHERE MessageId IN (SELECT value FROM json_each(@MessageIds))"""
+    OUTBOX_SET_AS_DISPATCHED_BATCH = """\
+UPDATE {table}
+SET Dispatched = 1, DispatchedAt = @DispatchedAt, Operations = '[]'
+WHERE MessageId IN (SELECT value FROM json_each(@MessageIds))"""
 
     def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         table = self.qualified(spec.name)

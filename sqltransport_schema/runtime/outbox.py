@@ -4,11 +4,15 @@ pump's receive with the outbox (`MessagePump(..., outbox=True)`), and the cleanu
 
 A message handled with the outbox takes two transactions on the pump's connection:
 
-1. the handler's: the incoming message is locked (not taken); its outbox row is read; a message
-   without one is handled, its outgoing sends and publishes captured (not sent) and stored as the
-   row's Operations (SQL persistence's serialized form), then commit;
+1. the handler's: the incoming messages are locked (not taken); their outbox rows are read; a
+   message without one is handled, its outgoing sends and publishes captured (not sent) and stored
+   as the row's Operations (SQL persistence's serialized form), then commit;
 2. the dispatch: the incoming messages are taken (deleted), the stored operations are sent to their
    queues and the rows are set as dispatched, in one commit (per batch).
+
+A batch does each kind of work in one statement, not one per message: one read of the batch's rows,
+one store of the rows handled (an executemany), the sends of each queue in one statement, one
+statement setting the rows as dispatched (where the engine has the batch forms, OUTBOX_GET_BATCH).
 
 A crash before (1) commits handles the message again; after it, the message is still in its queue
 and comes back: its row says it was handled, so the handler does not run again and what (2) had not
@@ -32,7 +36,7 @@ from .. import engines, errors, wire
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec, default_table_prefix
 from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
-from .transport import Message, Transport, _with_standard_headers, execute
+from .transport import Message, Transport, _with_standard_headers, execute, execute_many
 
 if TYPE_CHECKING:
     from .receiving import Link, PumpSeam, TenantLink
@@ -139,12 +143,24 @@ class Outgoing:
 
 
 def dispatch(conn: Connection, transport: Transport, operations: Sequence[OutgoingOperation]) -> None:
-    """Send each operation to its queue (a publish to the topics' subscribers), in the caller's transaction."""
+    """Send each operation to its queue (a publish to the topics' subscribers), in the caller's
+    transaction: the sends to one queue in one statement, in their order; a publish after every
+    send before it (a queue gets its messages in the operations' order)."""
+    sends: dict[str, list[OutgoingOperation]] = {}
+
+    def flush() -> None:
+        for address, queued in sends.items():
+            queue = transport.address_queue(address)
+            queue.send_many(conn, [(op.body, op.headers) for op in queued], message_ids=[op.message_id for op in queued])
+        sends.clear()
+
     for op in operations:
         if DESTINATION_OPTION in op.options:
-            transport.address_queue(op.options[DESTINATION_OPTION]).send(conn, op.body, op.headers, message_id=op.message_id)
+            sends.setdefault(op.options[DESTINATION_OPTION], []).append(op)
         else:
+            flush()
             transport.publish(conn, op.topics, op.body, op.headers)
+    flush()
 
 
 # ============================================================================================ table
@@ -170,6 +186,7 @@ class OutboxTable:
         self.spec = spec
         self.persistence_version = persistence_version
         self.statements = dialect.outbox_statements(spec)
+        self.batch_statements = dialect.outbox_batch_statements(spec)  # the pump's (get_many, set_dispatched_many)
 
     def __repr__(self) -> str:
         return f"OutboxTable({self.display})"
@@ -204,6 +221,34 @@ class OutboxTable:
         """Dispatched at `at` (UTC; default now); the row keeps no operations ('[]')."""
         when = self.dialect.outbox_time(at or datetime.now(timezone.utc))
         execute(conn, self.statements["set_outbox_dispatched"], {"MessageId": message_id, "DispatchedAt": when})
+
+    # -- a batch's rows at once (the pump) -----------------------------------------------------
+    def get_many(self, conn: Connection, message_ids: Sequence[str]) -> dict[str, OutboxRecord]:
+        """The rows of those messages that have one, by message id: one statement (get_outbox_batch)."""
+        statement = self.batch_statements.get("get_outbox_batch")
+        if statement is None:  # an engine without the batch form: one get a message
+            return {message_id: record for message_id in message_ids if (record := self.get(conn, message_id)) is not None}
+        if not message_ids:
+            return {}
+        rows = execute(conn, statement, {"MessageIds": self.dialect.list_parameter(list(message_ids))}).fetchall()
+        return {row[0]: OutboxRecord(_flag(row[1]), deserialize(row[2])) for row in rows}
+
+    def store_many(self, conn: Connection, rows: Sequence[tuple[str, Sequence[OutgoingOperation]]]) -> None:
+        """The rows of several handled messages, (message id, operations) each, in one executemany."""
+        version = self.persistence_version
+        params = [{"MessageId": message_id, "Operations": serialize(ops), "PersistenceVersion": version} for message_id, ops in rows]
+        execute_many(conn, self.statements["store_outbox"], params)
+
+    def set_dispatched_many(self, conn: Connection, message_ids: Sequence[str], at: datetime | None = None) -> None:
+        """Those messages' rows dispatched at `at` (as set_dispatched): one statement (set_outbox_batch_dispatched)."""
+        if not message_ids:
+            return
+        when = self.dialect.outbox_time(at or datetime.now(timezone.utc))
+        statement = self.batch_statements.get("set_outbox_batch_dispatched")
+        if statement is None:
+            execute_many(conn, self.statements["set_outbox_dispatched"], [{"MessageId": m, "DispatchedAt": when} for m in message_ids])
+        else:
+            execute(conn, statement, {"MessageIds": self.dialect.list_parameter(list(message_ids)), "DispatchedAt": when})
 
     def cleanup_batch(self, conn: Connection, before: datetime, batch_size: int) -> int:
         """Delete up to batch_size rows dispatched before `before` (UTC); how many went."""
@@ -256,6 +301,9 @@ class _Taken:
     outcomes: list[str | None] = field(default_factory=list)
     settled: list[Any] = field(default_factory=list)  # positions deleted in the handler's transaction
     stored: list[tuple[Message, list[OutgoingOperation]]] = field(default_factory=list)  # to dispatch
+    stored_ids: set[str] = field(default_factory=set)
+    # rows handled before and not dispatched: dispatched in the handler's transaction, once
+    redispatch: dict[str, list[OutgoingOperation]] = field(default_factory=dict)
     failures: int = 0  # handlers that failed (an isolated batch: each back to its savepoint)
 
 
@@ -279,22 +327,26 @@ class PumpOutbox:
         with conn.begin():
             messages, expired = pump.queue.lock_batch(link.driver, size)
             taken = _Taken(settled=list(expired))
+            records = self.table.get_many(conn, [message.id for message in messages])
             for message in messages:
-                self._handle(pump, link, message, taken, isolated)
+                self._handle(pump, link, message, records.get(message.id), taken, isolated)
+            self.table.store_many(conn, [(message.id, operations) for message, operations in taken.stored])
+            if taken.redispatch:
+                self.dispatch(conn, [op for operations in taken.redispatch.values() for op in operations])
+                self.table.set_dispatched_many(conn, list(taken.redispatch))
             pump.queue.delete_locked(link.driver, taken.settled)
         if taken.stored:  # the handler's transaction committed
             self.dispatch_stored(pump, conn, taken.stored)
         pump.committed(taken.handled, taken.outcomes)
         return len(messages) + len(expired), taken.failures
 
-    def _handle(self, pump: PumpSeam, link: Link, message: Message, taken: _Taken, isolated: bool) -> None:
-        conn = link.connection
-        record = self.table.get(conn, message.id)
-        if record is not None:  # handled before: never again; what it sent leaves now if it has not
-            if not record.dispatched and message.id not in {m.id for m, _ in taken.stored}:  # (not earlier in this batch)
+    def _handle(self, pump: PumpSeam, link: Link, message: Message, record: OutboxRecord | None, taken: _Taken, isolated: bool) -> None:
+        """One message of the batch; record: its row as the batch read it. A second copy of a message
+        handled earlier in this batch is handled before as well (its row is stored with the batch)."""
+        if record is not None or message.id in taken.stored_ids:  # handled before: never again
+            if record is not None and not record.dispatched and message.id not in taken.redispatch:  # what it sent leaves now
                 log.info("message %s was handled before; dispatching its %d stored operation(s)", message.id, len(record.operations))
-                self.dispatch(conn, record.operations)
-                self.table.set_dispatched(conn, message.id)
+                taken.redispatch[message.id] = record.operations
             taken.settled.append(message.order)
             taken.handled.append(message)
             taken.outcomes.append(None)
@@ -310,9 +362,9 @@ class PumpOutbox:
             return
         taken.handled.append(message)
         taken.outcomes.append(outcome)
-        if outcome == "processed":
-            self.table.store(conn, message.id, outgoing.operations)
+        if outcome == "processed":  # its row is stored with the batch's, before the commit
             taken.stored.append((message, outgoing.operations))
+            taken.stored_ids.add(message.id)
         else:  # poison, forwarded or moved to the error queue: sent in this transaction, no row
             taken.settled.append(message.order)
 
@@ -322,9 +374,8 @@ class PumpOutbox:
         rows and dispatched them), that is undone and each message goes alone: those taken are left."""
         with conn.begin() as transaction:
             if pump.queue.delete_locked(conn, [message.order for message, _ in stored]) == len(stored):
-                for message, operations in stored:
-                    self.dispatch(conn, operations)
-                    self.table.set_dispatched(conn, message.id)
+                self.dispatch(conn, [op for _, operations in stored for op in operations])
+                self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
                 return
             transaction.rollback()
         if len(stored) > 1:

@@ -12,6 +12,7 @@ paramstyle: no SQL is parsed or compiled per message.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 import uuid
@@ -136,7 +137,11 @@ def execute(conn: Conn, statement: Statement, params: Mapping | None = None, *, 
 
 
 def execute_many(conn: Conn, statement: Statement, rows: Sequence[Mapping]) -> None:
-    if rows:
+    """The statement once per row, in one executemany; one row in a plain execute (psycopg's
+    executemany enters its pipeline mode, which costs a single row more round trips than it saves)."""
+    if len(rows) == 1:
+        execute(conn, statement, rows[0])
+    elif rows:
         cursor, paramstyle = _cursor(conn)
         run_many(cursor, statement, paramstyle, rows)
 
@@ -411,9 +416,12 @@ class Queue:
         conn: Conn,
         messages: Iterable[tuple[bytes | None, Mapping[str, str] | str]],
         time_to_be_received: timedelta | float | None = None,
+        message_ids: Sequence[str | None] | None = None,
     ) -> list[str]:
-        """Insert several messages with one statement; their ids, in order. Headers as in `send`."""
-        rows = [self._row(body, headers, time_to_be_received, None) for body, headers in messages]
+        """Insert several messages with one statement; their ids, in order. Headers as in `send`;
+        `message_ids`, where given, each message's id as `send`'s `message_id`."""
+        ids = message_ids if message_ids is not None else itertools.repeat(None)
+        rows = [self._row(body, headers, time_to_be_received, message_id) for (body, headers), message_id in zip(messages, ids)]
         execute_many(conn, self.statements["send"], rows)
         return [row["Id"] for row in rows]
 

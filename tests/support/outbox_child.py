@@ -10,9 +10,9 @@ reaches it, by wrapping the pump's own steps (nothing in the library knows of it
 
   after-commit    the handler's transaction (of a message, or a batch) has committed; nothing is
                   dispatched (CRASH_AT counts dispatches: one per message or batch)
-  after-dispatch  a message's operations were sent, in the dispatch's transaction; its row is not
-                  yet set as dispatched and nothing of that transaction is committed (CRASH_AT
-                  counts rows set as dispatched)
+  after-dispatch  a batch's (or a message's) operations were sent, in the dispatch's transaction;
+                  their rows are not yet set as dispatched and nothing of that transaction is
+                  committed (CRASH_AT counts rows set as dispatched: the batch's rows at once)
 """
 
 from __future__ import annotations
@@ -48,14 +48,15 @@ def event_id(message_id: str) -> str:
 
 
 def crash_at(point: str, nth: int) -> None:
-    """Wrap the pump's step named by `point` so that its nth run kills this process first."""
+    """Wrap the pump's step named by `point` so that the run that brings its count to nth kills this
+    process first (a step counts 1 a run, or the rows it is given: `rows(args)`)."""
     calls = [0]
 
-    def wrap(owner: type, name: str):
+    def wrap(owner: type, name: str, rows=lambda args: 1):
         original = getattr(owner, name)
 
         def wrapped(*args, **kwargs):
-            calls[0] += 1
+            calls[0] += rows(args)
             if calls[0] >= nth:
                 os.kill(os.getpid(), signal.SIGKILL)
             return original(*args, **kwargs)
@@ -65,7 +66,8 @@ def crash_at(point: str, nth: int) -> None:
     if point == "after-commit":
         wrap(PumpOutbox, "dispatch_stored")  # runs once the handler's transaction has committed
     elif point == "after-dispatch":
-        wrap(OutboxTable, "set_dispatched")  # runs after dispatch() inside the dispatch's transaction
+        # runs after dispatch() inside the dispatch's transaction, with the batch's message ids
+        wrap(OutboxTable, "set_dispatched_many", rows=lambda args: len(args[2]))
     else:
         raise SystemExit(f"unknown crash point {point}")
 

@@ -135,6 +135,15 @@ WHERE "MessageId" = @MessageId"""
 UPDATE {table}
 SET "Dispatched" = true, "DispatchedAt" = @DispatchedAt, "Operations" = '[]'
 WHERE "MessageId" = @MessageId"""
+    # The pump's batch forms: the batch's ids as one array (list_parameter).
+    OUTBOX_GET_BATCH = """\
+SELECT "MessageId", "Dispatched", "Operations"
+FROM {table}
+WHERE "MessageId" = ANY(@MessageIds)"""
+    OUTBOX_SET_AS_DISPATCHED_BATCH = """\
+UPDATE {table}
+SET "Dispatched" = true, "DispatchedAt" = @DispatchedAt, "Operations" = '[]'
+WHERE "MessageId" = ANY(@MessageIds)"""
     OUTBOX_CLEANUP = """\
 DELETE FROM {table}
 WHERE ctid IN (
