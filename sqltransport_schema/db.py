@@ -70,6 +70,15 @@ def missing_sqlite_file(url: str) -> str | None:
     return None if Path(parsed.database).exists() else parsed.database
 
 
+def refuse_missing_sqlite_file(url: str, named_by: str = "", fix: str = "") -> None:
+    """NotFound when a SQLite URL names a file that does not exist: connecting would create it empty,
+    and an empty file is no deployed database. `named_by` says where the URL came from, `fix` what to do."""
+    missing = missing_sqlite_file(url)
+    if missing is not None:
+        where = f" ({named_by})" if named_by else ""
+        raise errors.NotFound(f"no SQLite database at {missing}{where}; nothing was created" + (f": {fix}" if fix else ""))
+
+
 def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs: Any) -> Engine:
     """An engine whose transactions are real on every backend, SQLite included.
 

@@ -51,3 +51,16 @@ def test_the_stored_blueprint_follows_the_stamp_and_goes_at_base(project, db_url
     monkeypatch.chdir(tmp_path)
     with pytest.raises(LookupError, match="run `alembic upgrade head`"):
         Transport.from_database(db_url)
+
+
+@pytest.mark.parametrize("as_engine", [False, True], ids=["url", "engine"])
+def test_a_sqlite_file_that_is_not_there_is_not_created(tmp_path, monkeypatch, as_engine):
+    """From a folder without the file, from_database says there is no such database, as the
+    command line does, and leaves no empty file behind (connecting would have created one)."""
+    from sqltransport_schema.db import make_engine
+
+    monkeypatch.chdir(tmp_path)
+    url = "sqlite:///sqltransport.db"
+    with pytest.raises(LookupError, match=r"^no SQLite database at sqltransport.db; nothing was created: pass the URL"):
+        Transport.from_database(make_engine(url) if as_engine else url)
+    assert not (tmp_path / "sqltransport.db").exists()

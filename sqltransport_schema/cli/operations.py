@@ -41,14 +41,11 @@ def _transport(args: argparse.Namespace, readers: bool) -> Transport:
 def _engine(args: argparse.Namespace, readers: bool) -> Engine:
     """The database of --url (else SQLTRANSPORT_URL, else alembic.ini's sqlalchemy.url, else
     ./sqltransport.db); a SQLite file that does not exist is refused, never created empty."""
-    from ..db import make_engine, missing_sqlite_file
+    from ..db import make_engine, refuse_missing_sqlite_file
 
     config = load_config(args.config) if Path(args.config).is_file() else None
     url, origin = chosen_url(args.url, config)
-    missing = missing_sqlite_file(url)
-    if missing is not None:
-        named_by = _named_by(origin, args.config, config is not None)
-        raise errors.NotFound(f"no SQLite database at {missing} ({named_by}); nothing was created: {_give_url()}")
+    refuse_missing_sqlite_file(url, _named_by(origin, args.config, config is not None), _give_url())
     return make_engine(url, sqlite_writers=not readers)
 
 

@@ -227,9 +227,11 @@ class Transport:
         `purges_expired`: this process calls purge_expired, so the start-up checks look for the
         Expires index where the release does so only then (6.3.2+, as the transport's setting).
         `verify=False` skips the start-up checks (status and retry report missing tables themselves)."""
-        if isinstance(engine, str):
-            from ..db import make_engine
+        from ..db import make_engine, refuse_missing_sqlite_file
 
+        url = engine if isinstance(engine, str) else engine.url.render_as_string(hide_password=False)
+        refuse_missing_sqlite_file(url, fix="pass the URL of the database the migrations built (`alembic upgrade head` creates it)")
+        if isinstance(engine, str):
             engine = make_engine(engine)
         blueprint = deployed_blueprint(engine, config_file)
         transport = cls(engine, blueprint.transport_version, subscription_table=blueprint.subscription_table)
