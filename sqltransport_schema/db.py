@@ -125,6 +125,10 @@ def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
     return engine
 
 
+# What a lost connection leaves: every step is idempotent and what was not committed rolled back.
+CONNECTION_LOST = "what it had not committed rolled back. Once the server is back, run the same command again: it goes on from where it stopped"
+
+
 def failure(problem: exc.SQLAlchemyError) -> str:
     """A database error as one line that says where to look: the server and URL, or the statement
     (with the server's hint, if it gave one)."""
@@ -135,6 +139,8 @@ def failure(problem: exc.SQLAlchemyError) -> str:
             f"cannot reach the database: {first}; is the server up, and is the URL right "
             "(--url, -x url=, SQLTRANSPORT_URL or sqlalchemy.url in alembic.ini)?"
         )
+    if getattr(problem, "connection_invalidated", False):  # the server went away mid-statement: nothing refused anything
+        return f"the connection to the server was lost ({first}); {CONNECTION_LOST}"
     hint = next((line.split(":", 1)[1].strip() for line in lines[1:] if line.startswith("HINT:")), None)
     return f"the database refused: {first}" + (f" (hint: {hint})" if hint else "")
 
