@@ -126,7 +126,9 @@ def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
 
 
 # What a lost connection leaves: every step is idempotent and what was not committed rolled back.
-CONNECTION_LOST = "what it had not committed rolled back. Once the server is back, run the same command again: it goes on from where it stopped"
+CONNECTION_LOST = (
+    "what it had not committed rolled back. Once the server is back, run the same command again: it goes on from where it stopped"
+)
 
 
 def failure(problem: exc.SQLAlchemyError) -> str:

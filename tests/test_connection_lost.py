@@ -39,9 +39,8 @@ def test_a_connection_lost_mid_upgrade_says_so_and_the_rerun_goes_on(project, pg
     assert project.compile("initial") == 0
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SQLTRANSPORT_URL", None)
-    process = subprocess.Popen(
-        [str(ALEMBIC), "-x", f"url={pg_url}", "upgrade", "head"], cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    command = [str(ALEMBIC), "-x", f"url={pg_url}", "upgrade", "head"]
+    process = subprocess.Popen(command, cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, terminated = [], 0
     for line in process.stdout:  # the log, then Alembic's FAILED line
         lines.append(line.rstrip("\n"))

@@ -20,6 +20,7 @@ from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..schema import ROLES, SHARED
 from ..scripts import RepeatableStamps, ScriptError
 from ..urls import database_url, display_url
+from . import refusals
 from .autogen import TARGET_OPTION, model_tables_only
 from .execution import DISCARD_OPTION, LOCK_TIMEOUT_OPTION, OFFLINE_HOOK_OPTION, ROLE_OPTION
 from .locks import RETRY_OPTION, LockPolicy, LockWait, LockWaitsSpent, describe_holders, format_duration, retry_while_blocked
@@ -123,13 +124,17 @@ def _for_role(found: Blueprint | None, role: str) -> Blueprint | None:
     return found.for_role(role) if found is not None else None
 
 
-def _log_step(ctx: object, step: MigrationInfo, heads: object, run_args: object) -> None:
+def _log_step(ctx: MigrationContext, step: MigrationInfo, heads: object, run_args: object) -> None:
     """The revision a step ran, as one line of ours after its tables' lines: alembic.ini keeps
     Alembic's INFO lines (its "Running upgrade", "Context impl ...") quiet unless -x verbose=true."""
-    if logging.getLogger(MIGRATION_LOGGER).isEnabledFor(logging.INFO):
-        return  # Alembic said "Running ..." itself
+    if refusals.any_refused(ctx):
+        return  # after a refusal the run only looks for other refusals: this step did nothing
     verb = "stamp" if step.is_stamp else ("upgrade" if step.is_upgrade else "downgrade")
     source, destination = (",".join(ids) or "<base>" for ids in (step.source_revision_ids, step.destination_revision_ids))
+    if not ctx.as_sql:
+        refusals.step_logged(ctx, f"{verb} {source} -> {destination}")
+    if logging.getLogger(MIGRATION_LOGGER).isEnabledFor(logging.INFO):
+        return  # Alembic said "Running ..." itself
     log.info("%s %s -> %s, %s", verb, source, destination, (step.up_revision.doc if step.up_revision else None) or "")
 
 
@@ -202,9 +207,12 @@ def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy,
 
 
 def _refuse(migration: MigrationContext) -> None:
-    """End the run with every refusal it met (the transaction, if any, rolls back)."""
+    """End the run with every refusal it met (the transaction, if any, rolls back), after a line
+    naming the steps logged as run that the rollback undoes."""
     refused = refusal(migration)
     if refused is not None:
+        if not migration.as_sql:
+            log.warning("%s", refusals.rolled_back(migration))
         raise refused
 
 

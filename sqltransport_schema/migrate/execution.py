@@ -116,6 +116,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
         rewritten = online.rewrite(context, dialect, operation, description)
         if dialect.online.supported:
             state.locks = state.ops = 0  # the online steps committed the run's transaction first
+            refusals.committed(context)
         if rewritten:
             return
     if operation.adopts:
@@ -261,6 +262,7 @@ def _checkpoint(state: _RunState, operation: TransportOp) -> None:
         log.info("committing after %d operations holding about %d locks (server lock table limit)", state.ops, state.locks)
         with state.context.autocommit_block():
             pass
+        refusals.committed(state.context)
         state.locks = state.ops = 0
     state.locks += cost
     state.ops += 1

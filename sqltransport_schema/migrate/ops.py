@@ -20,6 +20,7 @@ from alembic.operations import MigrateOperation, Operations
 from .. import wire
 from ..schema import Kind, SchemaName, TableName, TableSpec, protected_by_default
 from ..versions import profile
+from .refusals import CONTENTS
 
 if TYPE_CHECKING:
     from alembic.autogenerate.api import AutogenContext
@@ -253,7 +254,8 @@ class _DropTable(_TableOp):
         self.allow_protected = allow_protected
 
     def describe(self, dialect: engines.Dialect | None = None) -> str:
-        how = "discarding its messages" if self.discard_messages else "refused while it holds messages"
+        contents = CONTENTS[self.kind]
+        how = f"discarding its {contents}" if self.discard_messages else f"if it holds no {contents}"
         if self.table.protected:
             how += ", protected queue dropped by its drop_protected entry" if self.allow_protected else ", protected"
         return f"drop {self.noun} {self.where(dialect)} ({how})"

@@ -71,6 +71,35 @@ class _Refusals:
 _refusals: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+@dataclass
+class _Uncommitted:
+    """The revision steps a run has logged since its transaction last committed: what a failure rolls back."""
+
+    steps: list[str] = field(default_factory=list)
+    after_commit: bool = False  # the run committed part-way before them
+
+
+_uncommitted: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def step_logged(context: MigrationContext, step: str) -> None:
+    """A step ran (its tables' lines are logged) in the run's open transaction."""
+    _uncommitted.setdefault(context, _Uncommitted()).steps.append(step)
+
+
+def committed(context: MigrationContext) -> None:
+    """The run committed part-way (a large revision's checkpoint, an online rewrite): its steps so far stay."""
+    _uncommitted[context] = _Uncommitted(after_commit=True)
+
+
+def rolled_back(context: MigrationContext) -> str:
+    """What the failed run's rollback undid, as its log line says it (the lines above read as done)."""
+    run = _uncommitted.pop(context, _Uncommitted())
+    since = "since its last commit" if run.after_commit else "above"
+    steps = f": {', '.join(run.steps)} and the tables' lines with them" if run.steps else ""
+    return f"rolled back, not applied: everything this run logged {since}{steps}"
+
+
 def any_refused(context: MigrationContext) -> bool:
     """Whether this run refused a drop already (the rest of it only looks for other refusals)."""
     return context in _refusals

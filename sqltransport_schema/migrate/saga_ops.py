@@ -119,7 +119,7 @@ class _DropPersistenceTable:
         return _call(self.op_name, self.table.name, self._tail() + (", discard_messages=True" if self.discard_messages else ""))
 
     def describe(self, dialect: Dialect | None = None) -> str:
-        how = f"discarding its {self.discarded}" if self.discard_messages else f"refused while it holds {self.guarded_rows}"
+        how = f"discarding its {self.discarded}" if self.discard_messages else f"if it holds no {self.guarded_rows}"
         return f"drop {self.noun} {_where(self.table, dialect)} ({how})"
 
     def reverse(self) -> TransportOp:
