@@ -181,7 +181,8 @@ class History:
         version = values[_VERSION]
         tables = [value[0] for key, value in values.items() if isinstance(key, TableName) and value is not None]
         built = {spec.name: values[spec.name][2] for spec in tables if values[spec.name][2] != version}
-        return Blueprint(version, values[_ENGINES], in_kind_order(tables), built=built)
+        owners = {name: owner for state in states for name, owner in state.owners.items() if name in values and values[name] is not None}
+        return Blueprint(version, values[_ENGINES], in_kind_order(tables), built=built, owners=owners)
 
     def _conflict(self, key: object, one: str, other: str) -> str:
         what = f"table {key}" if isinstance(key, TableName) else f"the {key.replace('_', ' ')}"

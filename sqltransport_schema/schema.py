@@ -126,8 +126,9 @@ class TableSpec(NamedTuple):
         """A saga table's correlation properties: the correlation one first, then the transitional one."""
         return tuple(c for c in (self.correlation, self.transitional) if c is not None)
 
-    def to_json_line(self) -> str:
-        """This spec as one line of JSON (hand-formatted: json.dumps per row is the slow part of compile)."""
+    def to_json_line(self, owner: str | None = None) -> str:
+        """This spec as one line of JSON (hand-formatted: json.dumps per row is the slow part of compile);
+        `owner`: the endpoint a SQL persistence table belongs to (Blueprint.owners)."""
         name = self.name
         parts = [f'{{"kind": "{self.kind.value}", "table": {_json_string(name.table)}']
         if name.schema is not None:
@@ -142,6 +143,8 @@ class TableSpec(NamedTuple):
             if self.body_string:  # written only when set: blueprints of earlier compiles read the same
                 parts.append(', "body_string": true')
         elif self.kind in PERSISTENCE_KINDS:
+            if owner is not None:
+                parts.append(f', "endpoint": {_json_string(owner)}')
             if self.saga_prefix is not None:
                 parts.append(f', "prefix": {_json_string(self.saga_prefix)}')
             if self.correlation is not None:
@@ -181,6 +184,9 @@ class Blueprint:
     # merge of branches compiled at different versions (revisions.History), a table one branch added
     # keeps the version that branch built it with until a revision changes it.
     built: Mapping[TableName, str] = field(default_factory=dict, compare=False)
+    # The endpoint each SQL persistence table (saga, outbox) belongs to, which its name alone does not
+    # say (an endpoint's table_prefix is its own). Revisions compiled before it was recorded have none.
+    owners: Mapping[TableName, str] = field(default_factory=dict, compare=False)
 
     def built_with(self, name: TableName) -> str:
         """The transport version whose DDL built the table `name` (what a drop or a change starts from)."""
@@ -238,7 +244,8 @@ class Blueprint:
             }
         )
         lines = [head[:-1] + ', "tables": [']
-        rows = [spec.to_json_line() for spec in self.tables]
+        owners = self.owners
+        rows = [spec.to_json_line(owners.get(spec.name)) if owners else spec.to_json_line() for spec in self.tables]
         lines.extend(row + "," for row in rows[:-1])
         if rows:
             lines.append(rows[-1])
@@ -250,11 +257,15 @@ class Blueprint:
         data = json.loads(text)
         if data.get("format") not in SNAPSHOT_FORMATS:
             raise errors.UsageError(f"unknown snapshot format {data.get('format')!r}")
-        return cls(
-            transport_version=data["transport_version"],
-            engines=tuple(data["engines"]),
-            tables=tuple(TableSpec.from_json(row) for row in data["tables"]),
-        )
+        tables = tuple(TableSpec.from_json(row) for row in data["tables"])
+        owners = {spec.name: row["endpoint"] for spec, row in zip(tables, data["tables"]) if "endpoint" in row}
+        return cls(transport_version=data["transport_version"], engines=tuple(data["engines"]), tables=tables, owners=owners)
+
+    def own_table(self, endpoint: str, kind: Kind) -> TableSpec | None:
+        """The table of this kind (saga: the first) the blueprint records as the endpoint's own, None
+        when it records none (or the blueprint predates owners: see runtime.outbox)."""
+        owners = self.owners
+        return next((spec for spec in self.tables if spec.kind is kind and owners.get(spec.name) == endpoint), None) if owners else None
 
 
 # The blueprint's table order: a snapshot lists every queue, then the delayed tables, and so on.
@@ -276,10 +287,13 @@ def kept_subscription_table(old: Blueprint | None, new: Blueprint) -> TableName 
 def blueprint(topology: Topology) -> Blueprint:
     """Every table the topology needs (Topology.tables without the marks), in a stable order:
     queues, then delayed, then subscriptions, then sagas, then outboxes."""
+    owners = {ep.saga_spec(saga).name: ep.name for ep in topology.endpoints for saga in ep.sagas}
+    owners.update((ep.outbox_spec().name, ep.name) for ep in topology.endpoints if ep.outbox)
     return Blueprint(
         transport_version=topology.transport_version,
         engines=topology.engines,
         tables=in_kind_order(owned.spec for owned in topology.tables()),
+        owners=owners,
         discarded=frozenset(d.table_name for d in topology.discard),
         drop_protected=frozenset(d.table_name for d in topology.drop_protected),
         online_rewrites=topology.postgresql_online_rewrites,

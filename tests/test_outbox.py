@@ -54,8 +54,10 @@ def test_the_snapshot_round_trips_an_outbox_table():
     from sqltransport_schema.schema import Blueprint
 
     print_ = blueprint(loads(WITH_OUTBOX))
-    assert '"kind": "outbox", "table": "Sales_Api_OutboxData", "prefix": "Sales_Api_"' in print_.to_snapshot()
-    assert Blueprint.from_snapshot(print_.to_snapshot()).tables == print_.tables
+    assert '"kind": "outbox", "table": "Sales_Api_OutboxData", "endpoint": "Sales.Api", "prefix": "Sales_Api_"' in print_.to_snapshot()
+    read = Blueprint.from_snapshot(print_.to_snapshot())
+    assert read.tables == print_.tables
+    assert read.owners == print_.owners == {print_.tables[-1].name: "Sales.Api"}  # the endpoint it belongs to
 
 
 def test_the_runtime_login_of_the_endpoint_may_use_its_outbox_only():

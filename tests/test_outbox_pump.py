@@ -294,3 +294,52 @@ def test_context_publish_without_the_outbox_publishes_in_the_receive(sales):
     _drain_with(pump)
     pump.close()
     assert sorted(_drain(sales, "Shipping")) == sorted(event_id(m) for m in INCOMING)
+
+
+OWN_PREFIXES = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+    instances: [host-a]
+    outbox: true
+  - name: Billing
+    table_prefix: Bill_
+    outbox: true
+queues:
+  - name: error
+"""
+
+
+def test_outbox_true_finds_the_endpoints_own_table_as_the_revision_records_it(project, db_url, monkeypatch):
+    """Two endpoints' outbox tables in one schema, one named by its own table_prefix: each pump (an
+    instance queue's too) takes its endpoint's table, as the deployed revision records its owner."""
+    project.deploy(db_url, OWN_PREFIXES)
+    assert '"kind": "outbox", "table": "Bill_OutboxData", "endpoint": "Billing", "prefix": "Bill_"' in project.revisions()[-1].read_text()
+    monkeypatch.chdir(project.root)
+    transport = Transport.from_database(make_engine(db_url), str(project.ini))
+    try:
+        tables = {
+            queue: MessagePump(transport, transport.queue(queue), lambda message, context: None, outbox=True).outbox.table.spec.name.table
+            for queue in ("Billing", "Sales", "Sales.host-a")
+        }
+        assert tables == {"Billing": "Bill_OutboxData", "Sales": "Sales_OutboxData", "Sales.host-a": "Sales_OutboxData"}
+    finally:
+        transport.engine.dispose()
+
+
+def test_outbox_true_on_a_revision_that_records_no_owner_takes_the_one_outbox_beside_the_queue(project, sqlite_url, monkeypatch):
+    """A blueprint compiled before owners were recorded (the example's own revisions): Billing's
+    `Bill_OutboxData`, the one outbox table in its schema, as README's example runs it."""
+    import re
+
+    project.write_topology(OWN_PREFIXES.replace("  - name: Sales\n    instances: [host-a]\n    outbox: true\n", "  - name: Sales\n"))
+    assert project.compile("initial") == 0
+    revision = project.revisions()[-1]
+    revision.write_text(re.sub(r'"endpoint": "[^"]*", ', "", revision.read_text()))  # as compiled before this release
+    project.upgrade(sqlite_url)
+    monkeypatch.chdir(project.root)
+    transport = Transport.from_database(make_engine(sqlite_url), str(project.ini))
+    assert not transport.blueprint.owners
+    pump = MessagePump(transport, transport.queue("Billing"), lambda message, context: None, outbox=True)
+    assert pump.outbox.table.spec.name.table == "Bill_OutboxData"
+    transport.engine.dispose()

@@ -269,8 +269,13 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
         spec = TableSpec(Kind.OUTBOX, TableName(name, input_name.schema, input_name.catalog), saga_prefix=name[: -len("OutboxData")])
         table = OutboxTable(transport.dialect, spec._replace(tenant=True))
     else:
-        name = outbox if isinstance(outbox, str) else default_table_prefix(input_name.table) + "OutboxData"
-        wanted = TableName(name, input_name.schema, input_name.catalog)
+        if isinstance(outbox, str):
+            wanted = TableName(outbox, input_name.schema, input_name.catalog)
+        elif transport.blueprint is not None:
+            wanted = own_outbox(transport.blueprint, input_name)
+        else:
+            wanted = TableName(default_table_prefix(input_name.table) + "OutboxData", input_name.schema, input_name.catalog)
+        name = wanted.table
         if transport.blueprint is not None:
             try:
                 table = OutboxTable.from_blueprint(transport.engine, transport.blueprint, wanted)
@@ -291,6 +296,27 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
 def _exists(engine: Engine, table: OutboxTable) -> bool:
     with engine.connect() as conn:
         return table.dialect.table_exists(conn, table.dialect.saga_table(table.spec))
+
+
+def own_outbox(blueprint: Blueprint, input_name: TableName) -> TableName:
+    """outbox=True: the outbox table the deployed blueprint records as the endpoint's own, the
+    endpoint of the input queue `input_name` (or of an instance queue `Endpoint.instance`). A
+    blueprint compiled before owners were recorded: <Endpoint_Name_>OutboxData
+    (schema.default_table_prefix), else the one outbox table in the queue's schema."""
+    place = (input_name.schema, input_name.catalog)
+    endpoint = input_name.table
+    while True:
+        spec = blueprint.own_table(endpoint, Kind.OUTBOX)
+        if spec is not None and (spec.name.schema, spec.name.catalog) == place:
+            return spec.name
+        if "." not in endpoint:
+            break
+        endpoint = endpoint.rpartition(".")[0]
+    default = TableName(default_table_prefix(input_name.table) + "OutboxData", *place)
+    if blueprint.owners:
+        return default
+    beside = [spec.name for spec in blueprint.tables if spec.kind is Kind.OUTBOX and (spec.name.schema, spec.name.catalog) == place]
+    return beside[0] if len(beside) == 1 and default not in beside else default
 
 
 @dataclass
