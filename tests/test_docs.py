@@ -5,7 +5,8 @@ are illustrative and skipped; ```text marks a synopsis; `deployed` (```python de
 after `alembic upgrade head` of the example topology, as the text before it says; `spark` blocks need
 the spark extra and skip without it, like the Spark tests; `prometheus` blocks need Debian's `prometheus`
 package (promtool) and skip without it, failing under CI, as tests/support/prometheus.py does. The one substitution: the documented
-PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test."""
+PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test, which
+a documented `createdb -h 127.0.0.1 -U postgres app` creates (the test drops it first)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from .support.databases import under_ci
+from .support.databases import PG_ADMIN_URL, admin, under_ci
 from .support.projects import REPO, copy_tracked
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUNNABLE = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.DOTALL | re.MULTILINE)
 DOCUMENTED_PG = "postgresql://postgres@127.0.0.1/app"
+# How the docs create that database: the test's throwaway database is dropped first and created by it.
+DOCUMENTED_CREATEDB = "createdb -h 127.0.0.1 -U postgres app"
 SKIP = "no-run"
 # The first README block makes the virtual environment the others use; the test has one already.
 FRESH_CLONE = "fresh-clone"
@@ -76,6 +79,11 @@ def sandbox(tmp_path: Path) -> Path:
 def test_documented_block_runs(kind, body, deployed, sandbox, pg_url):
     url = pg_url.replace("postgresql+psycopg://", "postgresql://")
     body = body.replace(DOCUMENTED_PG, url)
+    if DOCUMENTED_CREATEDB in body:
+        name = url.rsplit("/", 1)[1]
+        with admin(PG_ADMIN_URL, "PostgreSQL").connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE "{name}"')
+        body = body.replace(DOCUMENTED_CREATEDB, f"createdb -h 127.0.0.1 -U postgres {name}")
     env = {**os.environ, "PYTHONPATH": str(sandbox), "EDITOR": "true"}
     env.pop("SQLTRANSPORT_URL", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
@@ -88,3 +96,35 @@ def test_documented_block_runs(kind, body, deployed, sandbox, pg_url):
         command = ["bash", "-e", "-o", "pipefail", "-c", body]
     result = subprocess.run(command, cwd=sandbox, env=env, capture_output=True, text=True, check=False, timeout=180)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+
+
+def _readme_blocks() -> list[tuple[str, str]]:
+    """(kind, body) of README's runnable blocks, in order."""
+    text = DOCS[0].read_text(encoding="utf-8")
+    found = []
+    for match in FENCE.finditer(text):
+        words = match.group("info").split()
+        if words and RUNNABLE.get(words[0]) and SKIP not in words[1:]:
+            found.append((RUNNABLE[words[0]], match.group("body")))
+    return found
+
+
+def test_readme_creates_the_postgresql_database_before_it_uses_it():
+    """The first README block that names the database `app` creates it first, as a newcomer must."""
+    body = next(body for _, body in _readme_blocks() if DOCUMENTED_PG in body)
+    assert DOCUMENTED_CREATEDB in body and body.index(DOCUMENTED_CREATEDB) < body.index(DOCUMENTED_PG)
+
+
+def test_a_newcomer_sends_and_receives_on_sqlite_with_no_server(sandbox):
+    """README has a send and receive that needs no server: it runs as written, with no PostgreSQL
+    URL anywhere in it (so with no server up) and nothing but the clone's files."""
+    serverless = [(kind, body) for kind, body in _readme_blocks() if ".send(" in body and ".receive(" in body and "://" in body]
+    serverless = [(kind, body) for kind, body in serverless if all(s not in body for s in ("postgresql://", "mssql://", "mysql://"))]
+    assert serverless, "README shows no send and receive that runs without a server"
+    kind, body = serverless[0]
+    env = {**os.environ, "PYTHONPATH": str(sandbox), "PGHOST": "127.0.0.1", "PGPORT": "1"}  # no server to reach
+    env.pop("SQLTRANSPORT_URL", None)
+    command = [sys.executable, "-c", body] if kind == "python" else ["bash", "-e", "-o", "pipefail", "-c", body]
+    result = subprocess.run(command, cwd=sandbox, env=env, capture_output=True, text=True, check=False, timeout=180)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.stdout.strip().endswith("""b'{"OrderId": 42}'""") and (sandbox / "sqltransport.db").is_file()
