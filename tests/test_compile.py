@@ -52,7 +52,7 @@ def test_nothing_to_compile_and_check_exit_codes(project, capsys):
     assert project.compile("x") == 0
     capsys.readouterr()
     assert project.compile("again") == 0
-    assert "nothing to compile" in capsys.readouterr().out
+    assert "nothing to compile" in capsys.readouterr().err  # status, on stderr: compile writes no revision
     assert len(project.revisions()) == 1
     assert project.compile("x", "--check") == 0
     capsys.readouterr()

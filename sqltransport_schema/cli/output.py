@@ -3,7 +3,9 @@
 Results go to people as lines, or to machines as one indented JSON object under `--format json`;
 errors as `error: ...` on stderr, or as a JSON status. Under `--format github` (cli/github.py) the
 lines are printed as for people, each problem before them as a GitHub workflow command. The SQL a
-DBA reads (statements, grants, script) is written as it is.
+DBA reads (statements, grants, script) is written as it is. One rule for the streams: a command's product (the
+text it prints, or its JSON) on stdout, or in the file it writes; every status line (what was
+written, progress) on stderr.
 """
 
 from __future__ import annotations
@@ -35,6 +37,17 @@ def emit(args: argparse.Namespace, payload: dict, lines: list[str], stream: Text
         stream.write(json.dumps(payload, indent=2, default=str) + "\n")
     else:
         stream.write("".join(line + "\n" for line in lines))
+
+
+def emit_status(args: argparse.Namespace, payload: dict, lines: list[str]) -> None:
+    """What a command whose product is a file (or a database) says it did: the lines on stderr, so
+    that stdout holds products alone; the payload under --format json still on stdout, for CI."""
+    emit(args, payload, lines, stream=sys.stdout if getattr(args, "format", "text") == "json" else sys.stderr)
+
+
+def wrote(path: object) -> None:
+    """The status line of a product written to a file (-o): on stderr, as every status line."""
+    sys.stderr.write(f"wrote {path}\n")
 
 
 def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | None = None, details: list[str] | None = None) -> int:
@@ -112,5 +125,5 @@ def emit_invalid(args: argparse.Namespace, error: TopologyError) -> int:
         title = f"sqltransport-schema {getattr(args, 'command', None) or 'validate'}"
         summary = [f"### {title}: invalid", ""] + [f"- `{p.mark}`: {p.message}" for p in error.problems]
         github.report([github.Annotation.at(p.mark, p.message, title=title) for p in error.problems], [], "\n".join(summary))
-    emit(args, payload, lines, stream=sys.stdout if getattr(args, "format", "text") == "json" else sys.stderr)
+    emit_status(args, payload, lines)
     return EXIT_ERROR

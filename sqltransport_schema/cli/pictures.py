@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .. import topology as topology_module
 from .operations import _transport, status_notes
 from .options import add_command, add_options, load_config, topology_path
-from .output import EXIT_OK
+from .output import EXIT_OK, wrote
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -34,6 +34,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     data = pictures.render(diagram, args.format)
     if args.output:
         Path(args.output).write_bytes(data)
+        wrote(args.output)
     else:
         sys.stdout.write(data.decode("utf-8"))
     return EXIT_OK

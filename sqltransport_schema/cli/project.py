@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from .options import add_command, add_options
-from .output import EXIT_OK, emit
+from .output import EXIT_OK, emit_status
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -25,7 +25,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         '  sqltransport-schema compile -m "initial topology"',
         "  alembic upgrade head",
     ]
-    emit(args, {"status": "created", "folder": str(folder), "files": [str(p) for p in written]}, lines)
+    emit_status(args, {"status": "created", "folder": str(folder), "files": [str(p) for p in written]}, lines)
     return EXIT_OK
 
 

@@ -14,7 +14,7 @@ from .. import engines
 from .. import topology as topology_module
 from . import github
 from .options import GITHUB_FORMAT, MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
-from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid
+from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid, emit_status, wrote
 
 if TYPE_CHECKING:
     from ..migrate.compile import Plan
@@ -137,8 +137,8 @@ def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan,
     elif args.format == github.FORMAT:
         pending = payload["status"] == "pending"
         github.report(_uncompiled(plan, topo) if pending else [], lines, _markdown(payload, lines, plan, topo))
-    else:
-        emit(args, payload, lines)
+    else:  # --check's report is its product; compile's is the revision, its lines status
+        (emit if args.check else emit_status)(args, payload, lines)
 
 
 def _markdown(payload: dict, lines: list[str], plan: Plan, topo: topology_module.Topology) -> str:
@@ -178,6 +178,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
     text = json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
+        wrote(args.output)
     else:
         sys.stdout.write(text)
     return EXIT_OK
