@@ -10,17 +10,13 @@ from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
 from . import errors
-from .urls import display_url
+from .urls import DEFAULT_DRIVERS, SCHEME_ALIASES, display_url
 
 __all__ = ["make_engine", "sqlite_transactions", "DatabaseURLError"]
 
 SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN or mysql://USER@HOST/DB"
 # The extra of this package that installs each backend's driver.
 DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql", "mariadb": "mysql"}
-# Another spelling of a scheme: libpq and hosting providers write postgres://.
-SCHEME_ALIASES = {"postgres": "postgresql"}
-# The driver a URL without one means: the one this package installs (else SQLAlchemy's default).
-DEFAULT_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
 
 
 class DatabaseURLError(errors.UsageError):

@@ -62,7 +62,8 @@ class TableStatus:
     name: str
     schema: str | None
     catalog: str | None
-    address: str
+    address: str  # as the engine knows it (SQLite: the table alone)
+    canonical_address: str | None = None  # what headers and subscriptions hold (schema included), where it differs
     missing: bool = False
     readable: bool = True  # False: the table exists, but the login may not read it (no figures)
     depth: int | None = None
@@ -89,6 +90,7 @@ class TableStatus:
             "catalog": self.catalog,
             "name": self.name,
             "address": self.address,
+            "canonical_address": self.canonical_address or self.address,
             "depth": self.depth,
             "missing": self.missing,
             "readable": self.readable,
@@ -269,7 +271,7 @@ def _unreadable(transport: Transport, among: set[tuple] | None = None) -> set[tu
     probed in a transaction of its own (on some engines a refusal ends the transaction it happened in)."""
     found = set()
     with transport.engine.connect() as conn:
-        for _, where, key, _ in _layout(transport):
+        for _, where, key, *_ in _layout(transport):
             if among is not None and key not in among:
                 continue
             try:
@@ -309,11 +311,11 @@ def _status(
         present: list[tuple[TableSpec, TableName, TableStatus]] = []
         positions = []  # in the layout, of the tables present
         empty = set()  # of the tables present: queues estimated empty (and, counting, never seen holding messages)
-        for position, (spec, where, key, address) in enumerate(layout):
-            schema = where.schema if where.schema is not None else dialect.default_schema  # where it is, as its address says
-            entry = TableStatus(
-                spec.kind.value, where.table, schema, where.catalog, address, estimated=estimate and spec.kind is Kind.QUEUE
-            )
+        for position, (spec, where, key, address, canonical) in enumerate(layout):
+            # where it is, as its address says: on an engine without schemas (SQLite), nowhere but its name
+            schema, catalog = (where.schema or dialect.default_schema, where.catalog) if dialect.has_schemas else (None, None)
+            entry = TableStatus(spec.kind.value, where.table, schema, catalog, address, canonical)
+            entry.estimated = estimate and spec.kind is Kind.QUEUE
             entry.missing = key not in existing
             entry.readable = entry.missing or key not in unreadable
             report.tables.append(entry)
@@ -425,15 +427,17 @@ def _head(entry: TableStatus, head: str | None, taken_at: datetime, known: dict,
         entry.oldest_age_seconds = round((taken_at - sent).total_seconds(), 3)
 
 
-def _layout(transport: Transport) -> list[tuple[TableSpec, TableName, tuple, str]]:
-    """(spec, the table as the database holds it, its key, its address) of every table of the
+def _layout(transport: Transport) -> list[tuple[TableSpec, TableName, tuple, str, str | None]]:
+    """(spec, the table as the database holds it, its key, its address as the engine knows it, its
+    canonical address where that differs) of every table of the
     blueprint, made once per transport (a repeated status does not make them again)."""
     found = transport.__dict__.get("_status_layout")
     if found is None:
         found = []
         for spec in _blueprint_specs(transport):
             where = _where(transport, spec)
-            found.append((spec, where, transport.dialect.table_key(where), transport.address_of(where)))
+            address, canonical = transport.address_of(where, as_engine_knows=True), transport.address_of(where)
+            found.append((spec, where, transport.dialect.table_key(where), address, None if canonical == address else canonical))
         transport.__dict__["_status_layout"] = found
     return found
 
@@ -670,7 +674,7 @@ def retry(
     wanted_key = dialect.table_key(resolve(transport, failed_queue)) if failed_queue is not None else None
     wanted_ids = {i.lower(): i for i in message_ids}
     seen_ids: set[str] = set()
-    report = RetryReport(transport.address_of(error_name), dry_run)
+    report = RetryReport(transport.address_of(error_name, as_engine_knows=True), dry_run)
     read = dialect.operations.error_batch(error_name, profile, lock=not dry_run)
     delete = dialect.operations.delete_retried(error_name, profile)
     after: Any = _FIRST_KEY
@@ -702,7 +706,7 @@ def retry(
             report.batches += 1
             report.scanned += len(rows)
             for target, messages in sends.items():
-                address = transport.address_of(target)
+                address = transport.address_of(target, as_engine_knows=True)
                 report.by_queue[address] = report.by_queue.get(address, 0) + len(messages)
                 report.moved += len(messages)
             if progress is not None:

@@ -304,8 +304,13 @@ class Transport:
         parsed = wire.parse_address(address)
         return self.queue(parsed.table, parsed.schema, parsed.catalog)
 
-    def address_of(self, name: TableName) -> str:
-        """The transport address of a table, schema included (what ReplyTo and FailedQ headers hold)."""
+    def address_of(self, name: TableName, as_engine_knows: bool = False) -> str:
+        """The transport address of a table, schema included (what ReplyTo and FailedQ headers hold:
+        the canonical address, which names the same table on every engine). `as_engine_knows`: as
+        people read it on this engine, without the schema and catalog parts where the engine has
+        none (SQLite: the table alone)."""
+        if as_engine_knows and not self.dialect.has_schemas:
+            return wire.Address(name.table).format()
         schema = name.schema if name.schema is not None else self.dialect.default_schema
         return wire.Address(name.table, schema, name.catalog).format()
 
