@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
@@ -10,13 +11,19 @@ from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
 from . import errors
-from .urls import DEFAULT_DRIVERS, SCHEME_ALIASES, display_url
+from .urls import display_url
 
 __all__ = ["make_engine", "sqlite_transactions", "DatabaseURLError"]
 
 SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN or mysql://USER@HOST/DB"
 # The extra of this package that installs each backend's driver.
 DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql", "mariadb": "mysql"}
+# Another spelling of a scheme: libpq and hosting providers write postgres://.
+SCHEME_ALIASES = {"postgres": "postgresql"}
+# The driver a URL without one means: the one this package installs (else SQLAlchemy's default).
+DEFAULT_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
+# The URL each engine make_engine made was given, as the user wrote it (its scheme, no driver added).
+_GIVEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class DatabaseURLError(errors.UsageError):
@@ -80,7 +87,7 @@ def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs: Any) -> Engi
 
     On SQLite its transactions begin as writers and wait for the lock (sqlite_transactions);
     sqlite_writers=False for an engine that only reads (a catalog, a stamped revision)."""
-    url = normalise_url(url)
+    given, url = url, normalise_url(url)
     backend = make_url(url).get_backend_name()
     dialect = _dialect(backend)
     if dialect is not None and dialect.database_file:
@@ -95,7 +102,14 @@ def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs: Any) -> Engi
         raise DatabaseURLError(f"the {backend} driver cannot be imported ({missing}); {fix}") from None
     if dialect is not None and dialect.explicit_begin:
         sqlite_transactions(engine, writers=sqlite_writers)
+    _GIVEN[engine] = given
     return engine
+
+
+def given_url(engine: Engine) -> str:
+    """The URL of an engine as the user gave it to make_engine (`postgresql://`, `postgres://`), for
+    output (through urls.display_url, which masks the password); the engine's own for another engine."""
+    return _GIVEN.get(engine) or engine.url.render_as_string(hide_password=False)
 
 
 def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:

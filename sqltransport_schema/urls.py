@@ -17,11 +17,6 @@ DEFAULT_URL = "sqlite:///sqltransport.db"
 URL_VARIABLE = "SQLTRANSPORT_URL"
 CONFIG_OPTION = "sqlalchemy.url"
 
-# Another spelling of a scheme: libpq and hosting providers write postgres://.
-SCHEME_ALIASES = {"postgres": "postgresql"}
-# The driver a URL without one means: the one this package installs (else SQLAlchemy's default).
-DEFAULT_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
-
 # Where chosen_url found the URL.
 EXPLICIT, ENVIRONMENT, CONFIGURED, DEFAULT = "explicit", "environment", "configured", "default"
 
@@ -46,17 +41,13 @@ def database_url(explicit: str | None, config: Config | None) -> str:
 
 
 def display_url(url: str) -> str:
-    """A URL as people see it in output and in commands printed to paste: the password masked (***),
-    and the scheme as they write it: `postgresql://`, not the `postgresql+psycopg://` an engine made
-    from it holds (the driver a bare scheme means, db.normalise_url, is left out)."""
+    """A URL as people see it in output and in commands printed to paste: the password masked (***).
+    Give it the URL as the user gave it (db.given_url of an engine), not the engine's own, which
+    names the driver a bare scheme means (`postgresql+psycopg://` for `postgresql://`)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
     try:
-        parsed = make_url(url)
-        backend = parsed.get_backend_name()
-        if "+" in parsed.drivername and DEFAULT_DRIVERS.get(backend) == parsed.get_driver_name():
-            parsed = parsed.set(drivername=backend)
-        return parsed.render_as_string(hide_password=True)
+        return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:  # not a URL SQLAlchemy reads: still never show what looks like a password
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)

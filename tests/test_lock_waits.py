@@ -153,7 +153,7 @@ def test_compile_names_the_rewrites(project, capsys):
     capsys.readouterr()
     project.write_topology(TOPOLOGY + "postgresql:\n  seq_type: bigserial\n")
     assert project.compile("bigserial") == 0
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # what compile wrote: status lines, on stderr
     assert "Tables it changes in place (each statement waits at most -x lock_timeout, 2s by default, for its lock):" in out
     assert '  postgresql: rewrite "public"."Sales": change Seq of queue "public"."Sales" from serial to bigserial' in out
     project.write_topology(TOPOLOGY.replace("queues:", "    body_string: true\nqueues:") + "postgresql:\n  seq_type: bigserial\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from .. import errors
+from ..db import given_url
 from ..runtime.operations import DEFAULT_RETRY_BATCH
 from ..runtime.outbox import DEFAULT_CLEANUP_BATCH
 from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url, display_url
@@ -135,7 +136,7 @@ def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, 
     worker = threading.Thread(target=server.serve_forever, name="status-serve", daemon=True)
     worker.start()
     shown = f"[{host}]" if ":" in host else host
-    database = display_url(transport.engine.url.render_as_string(hide_password=False))
+    database = display_url(given_url(transport.engine))
     sys.stderr.write(
         f"status --serve: serving http://{shown}:{server.server_port}/metrics and /healthz for {database}, "
         f"reading the database at most every {min_interval:g}s; SIGTERM or Ctrl-C stops\n"

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from .. import errors, wire
+from ..db import given_url
 from ..schema import PERSISTENCE_KINDS, Blueprint, Kind, TableName, TableSpec
 from ..urls import display_url
 from .transport import execute, execute_many
@@ -297,7 +298,7 @@ def _status(
     operations = dialect.operations
     layout = _layout(transport)
     error_key = dialect.table_key(resolve(transport, error_queue))
-    database = display_url(transport.engine.url.render_as_string(hide_password=False))
+    database = display_url(given_url(transport.engine))
     report = StatusReport(
         dialect.name, transport.version, now or datetime.now(timezone.utc), estimate, database=database, blueprint=transport.blueprint
     )
