@@ -316,11 +316,12 @@ def _predicate(index: IndexShape) -> str:
 
 
 # --------------------------------------------------------------------------- the I/O edge
-def run(url: str, config: Config | None, role: str = SHARED) -> Report:
+def run(url: str, config: Config | None, role: str = SHARED, script: ScriptDirectory | None = None) -> Report:
     """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError.
 
     role: the database's under tenant placement (docs/tenants.md): the shared database's tables, or
     a tenant database's; each revision's blueprint is read for that role.
+    script: the configuration's migrations, loaded already (a fleet checks many databases against one).
 
     config None (no alembic.ini): the deployed blueprint is the one the migrations stored in the
     database (as `status` reads it); revisions not applied and tables of other revisions are then
@@ -339,10 +340,10 @@ def run(url: str, config: Config | None, role: str = SHARED) -> Report:
         raise CheckError(f"invalid database URL: {exc}") from None
     if missing_sqlite_file(url) is not None:
         raise CheckError(f"no SQLite database at {parsed.database}")
-    script = head = None
+    head = None
     try:
         if config is not None:
-            script = ScriptDirectory.from_config(config)
+            script = script or ScriptDirectory.from_config(config)
             head, _ = revisions.head_blueprint(script)
     except (CommandError, revisions.SnapshotError) as exc:
         raise CheckError(str(exc)) from None

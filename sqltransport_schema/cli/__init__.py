@@ -9,6 +9,7 @@ operations.py status, retry, outbox cleanup (operating a live bus)
 pictures.py  graph (the topology or a live database as a diagram)
 review.py    statements, grants, script (what a DBA reviews)
 pipeline.py  pipeline move, plan, run, archive, replay, backfill (Spark)
+fleet.py     fleet upgrade, status, script, json-schema (many databases)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import warnings
 from collections.abc import Iterator
 from typing import NoReturn
 
-from . import database, operations, pictures, pipeline, project, review, topology
+from . import database, fleet, operations, pictures, pipeline, project, review, topology
 from .options import add_options
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error, emit_invalid
 
@@ -39,6 +40,7 @@ COMMANDS = (
     "grants",
     "script",
     "pipeline",
+    "fleet",
     "json-schema",
 )
 PARSERS = {
@@ -49,6 +51,7 @@ PARSERS = {
     **pictures.PARSERS,
     **review.PARSERS,
     **pipeline.PARSERS,
+    **fleet.PARSERS,
 }
 
 

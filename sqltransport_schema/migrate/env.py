@@ -23,7 +23,17 @@ from ..urls import database_url, display_url
 from . import refusals
 from .autogen import TARGET_OPTION, model_tables_only
 from .execution import DISCARD_OPTION, LOCK_TIMEOUT_OPTION, OFFLINE_HOOK_OPTION, ROLE_OPTION
-from .locks import RETRY_OPTION, LockPolicy, LockWait, LockWaitsSpent, describe_holders, format_duration, retry_while_blocked
+from .locks import (
+    RETRY_OPTION,
+    LockPolicy,
+    LockWait,
+    LockWaitsSpent,
+    MigrationRunning,
+    SkippedBusy,
+    describe_holders,
+    format_duration,
+    retry_while_blocked,
+)
 from .online import BATCH_OPTION, ONLINE_OPTION, POLICY_OPTION, parse_batch, parse_online
 from .refusals import DISCARD_TABLES_OPTION, PROTECTED_OPTION, RERUN_OPTION, refusal
 from .write import REVISION_OPTION
@@ -70,7 +80,8 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         DISCARD_OPTION: x_args.get("discard_messages", "").lower() in TRUE,
         DISCARD_TABLES_OPTION: _names(x_args.get("discard", "")),
         PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
-        RERUN_OPTION: lambda added, opts: _rerun(config, opts, added),
+        # the command a refusal names: `alembic ... -x discard=...`, or the caller's own (a fleet's)
+        RERUN_OPTION: config.attributes.get(RERUN_OPTION) or (lambda added, opts: _rerun(config, opts, added)),
         "on_version_apply": [_log_step],
     }
     try:
@@ -184,7 +195,7 @@ def _run_online(context: EnvironmentContext, engine: Engine, policy: LockPolicy,
                 dialect.one_migration_at_a_time(connection)
             except exc.DBAPIError as error:
                 if dialect.lock_timed_out(error.orig):
-                    raise LockWait("waiting for another migration of this database to finish") from None
+                    raise MigrationRunning("waiting for another migration of this database to finish") from None
                 raise
             connection.commit()  # the setting (and the lock) stay for the session, whatever the migration's transaction does
             context.configure(connection=connection, transactional_ddl=True, **options)
@@ -229,10 +240,13 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
         found = _holders(engine, dialect, wait.table) if wait.table is not None else None
         holders = f": {describe_holders(found, policy.timeout_ms)}" if found is not None else ""
         each = format_duration(policy.timeout_ms)
+        if isinstance(wait, MigrationRunning) and policy.if_busy == "skip":
+            raise SkippedBusy("another migration of this database is running; skipped (-x if_busy=skip), nothing was changed") from None
         if left <= 0:
             spent = format_duration(policy.retry_for_ms)
             longer = format_duration(max(policy.retry_for_ms * 3, 600_000))
-            rerun = _rerun(context.config, context.get_context().opts, [f"{RETRY_OPTION}={longer}"])
+            opts = {**context.context_opts, **options}  # the run's own (fn, destination_rev), known before a first attempt configures it
+            rerun = options[RERUN_OPTION]([f"{RETRY_OPTION}={longer}"], opts)
             raise LockWaitsSpent(
                 f"gave up waiting for a lock{on} after {attempt} attempt(s) in {spent} "
                 f"(each waiting {each}; {wait}){holders}. Nothing was changed (the upgrade rolled back). "

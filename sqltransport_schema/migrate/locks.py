@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 TIMEOUT_OPTION = "lock_timeout"
 RETRY_OPTION = "lock_retry_for"
+IF_BUSY_OPTION = "if_busy"  # wait (default): for another migration of the database to finish; skip: give up at once
+IF_BUSY = ("wait", "skip")
 DEFAULT_TIMEOUT = "2s"
 DEFAULT_RETRY_FOR = "10m"
 FIRST_PAUSE = 1.0  # seconds before the second attempt; doubled after each attempt
@@ -79,13 +81,18 @@ class LockPolicy:
 
     timeout_ms: int = 2000
     retry_for_ms: int = 600_000
+    if_busy: str = "wait"
 
     @classmethod
     def from_x(cls, x_args: dict) -> LockPolicy:
         """The policy of `-x lock_timeout=... -x lock_retry_for=...` (UsageError on a bad value)."""
+        if_busy = x_args.get(IF_BUSY_OPTION, "wait")
+        if if_busy not in IF_BUSY:
+            raise errors.UsageError(f"-x {IF_BUSY_OPTION}={if_busy}: give wait or skip")
         return cls(
             parse_duration(x_args.get(TIMEOUT_OPTION, DEFAULT_TIMEOUT), TIMEOUT_OPTION),
             parse_duration(x_args.get(RETRY_OPTION, DEFAULT_RETRY_FOR), RETRY_OPTION),
+            if_busy,
         )
 
     def pauses(self) -> Iterator[float]:
@@ -97,8 +104,17 @@ class LockPolicy:
             pause = min(pause * 2, LONGEST_PAUSE)
 
 
+class MigrationRunning(LockWait):
+    """Another migration of the same database holds its migration lock (a second run at once)."""
+
+
 class LockWaitsSpent(errors.Failed, CommandError):
     """A migration gave up retrying after lock_retry_for; the message says what is kept and how to go on."""
+
+
+class SkippedBusy(LockWaitsSpent):
+    """Another migration of the database was running and the run was told not to wait (-x if_busy=skip):
+    nothing was changed; that migration brings the database on."""
 
 
 def retry_while_blocked(

@@ -18,7 +18,7 @@ DEFAULT_DELAYED_SUFFIX = "Delayed"
 
 @dataclass(frozen=True)
 class Field:
-    type: str  # string | name | boolean | version | enum | list | object
+    type: str  # string | name | boolean | version | enum | list | object | count (n >= 1) | limit (n >= 0 or n%)
     doc: str
     required: bool = False
     default: Any = None
@@ -245,8 +245,8 @@ INCLUDED = Field(
 ROOT_ONLY = tuple(key for key in FORMAT.fields if key not in INCLUDED.fields)
 
 
-def json_schema() -> dict:
-    """The JSON Schema of topology.yaml, generated from FORMAT."""
+def field_schema(f: Field) -> dict:
+    """The JSON Schema of one Field (of topology.yaml, or of another file read by the same Reader: fleet.yaml)."""
 
     def nullable(out: dict) -> dict:
         # an explicit null means "use the default", as the loader reads it
@@ -269,6 +269,10 @@ def json_schema() -> dict:
             out.update(type="string", pattern=r"^[1-9]\.\d+(\.\d+)?$", examples=[LATEST, "4.3.1", "1.2"])
         elif f.type == "boolean":
             out["type"] = "boolean"
+        elif f.type == "count":
+            out.update(type="integer", minimum=1)
+        elif f.type == "limit":
+            out["anyOf"] = [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^\d+(\.\d+)?%$"}]
         elif f.type == "enum":
             out.update(type="string", enum=list(f.values))
         elif f.type == "list":
@@ -289,7 +293,12 @@ def json_schema() -> dict:
             out["default"] = f.default
         return out
 
-    schema = convert(FORMAT)
+    return convert(f)
+
+
+def json_schema() -> dict:
+    """The JSON Schema of topology.yaml, generated from FORMAT."""
+    schema = field_schema(FORMAT)
     # A file without transport_version is an included file, which the same schema checks: the settings
     # of the whole topology belong to the root file.
     del schema["required"]

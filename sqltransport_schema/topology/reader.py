@@ -100,6 +100,26 @@ class Reader:
             return None
         return node.value.lower() in ("true", "yes", "on", "y")
 
+    def _read_count(self, node: yaml.Node, spec: Field, where: str) -> int | None:
+        """A whole number of at least 1 (fleet.yaml's parallel)."""
+        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:int" or int(node.value) < 1:
+            shown = node.value if isinstance(node, yaml.ScalarNode) else self.describe(node)
+            self.fail(node, f"{where} must be a whole number of at least 1, not {shown}")
+            return None
+        return int(node.value)
+
+    def _read_limit(self, node: yaml.Node, spec: Field, where: str) -> int | str | None:
+        """A count (0 or more) or a percentage written `10%` (fleet.yaml's max_failures)."""
+        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:int" and int(node.value) >= 0:
+            return int(node.value)
+        value = node.value.strip() if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str" else ""
+        number = value[:-1] if value.endswith("%") else ""
+        if number.replace(".", "", 1).isdigit() and float(number) <= 100:
+            return value
+        shown = node.value if isinstance(node, yaml.ScalarNode) else self.describe(node)
+        self.fail(node, f"{where} must be a count (0 or more) or a percentage such as 10%, not {shown}")
+        return None
+
     def _read_enum(self, node: yaml.Node, spec: Field, where: str) -> str | None:
         value = self._scalar(node, where, "one of " + ", ".join(spec.values))
         if value is not None and value not in spec.values:

@@ -1,0 +1,266 @@
+"""`sqltransport-schema fleet ...`: upgrade, status, script, json-schema over the databases a
+fleet file names (the work is in fleet/; this parses and prints). Progress goes to stderr, the
+report to stdout (`--format json` or `markdown` for CI)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from .. import errors
+from .options import DEFAULT_CONFIG, add_command, add_options, load_config
+from .output import EXIT_CHANGES, EXIT_OK, emit
+
+FLEET_FORMAT = {"choices": ("text", "json", "markdown"), "help": "for people, CI, or a CI job summary (default: %(default)s)"}
+
+
+def _fleet_path(args: argparse.Namespace) -> Path:
+    """--fleet, else fleet.yaml beside the Alembic configuration."""
+    from ..fleet.file import DEFAULT_FILE
+
+    return Path(args.fleet) if args.fleet else Path(args.config).parent / DEFAULT_FILE
+
+
+def _x(values: list[str]) -> tuple[str, ...]:
+    """-x KEY=VALUE options for every target; a URL is the fleet file's to give."""
+    for item in values:
+        key, sep, _ = item.partition("=")
+        if not sep:
+            raise errors.UsageError(f"-x {item}: expected KEY=VALUE, e.g. -x discard=Sales.host-b")
+        if key == "url":
+            raise errors.UsageError("-x url=...: a fleet's URLs are its targets' (fleet.yaml); use --only NAME for one target")
+    return tuple(values)
+
+
+def _words(args: argparse.Namespace, *extra: str) -> list[str]:
+    """The fleet command as typed again (the resume command, a refusal's rerun): its options, no URL."""
+    words = ["sqltransport-schema", "fleet", "upgrade"]
+    if args.config != DEFAULT_CONFIG:
+        words += ["-c", args.config]
+    if args.fleet:
+        words += ["--fleet", args.fleet]
+    if getattr(args, "journal", None):
+        words += ["--journal", args.journal]
+    if args.to_rev:
+        words += ["--to", args.to_rev]
+    if args.stage:
+        words += ["--stage", args.stage]
+    if args.parallel:
+        words += ["--parallel", str(args.parallel)]
+    if getattr(args, "master", None):
+        words += ["--master", args.master]
+    return [*words, *extra]
+
+
+def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (fleet, staged, migrations)
+    from ..fleet import file
+    from ..fleet.work import Migrations, Settings
+
+    load_config(args.config)  # a missing alembic.ini is named before anything else
+    fleet = file.load(_fleet_path(args))
+    if args.stage is not None and args.stage not in fleet.stage_names():
+        raise errors.UsageError(f"--stage {args.stage}: the fleet has no such stage; its stages: {', '.join(fleet.stage_names())}")
+    staged = fleet.staged(args.only, args.stage)
+    if args.only and not any(targets for _, targets in staged):
+        raise errors.UsageError(f"--only {' '.join(args.only)}: no target of the fleet matches")
+    settings = Settings(
+        config=args.config,
+        to_rev=getattr(args, "to_rev", None) or "head",
+        x=_x(getattr(args, "x", []) or []),
+        dry_run=getattr(args, "dry_run", False),
+        rerun=tuple(_words(args)) if settings_kind == "upgrade" else (),
+        check=getattr(args, "check", False),
+    )
+    return fleet, staged, Migrations(settings)
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    """bring every database of the fleet to a revision, stage by stage, in parallel, resumable
+
+    Upgrade each target of the fleet file to --to (the head by default) with the project's own
+    migrations, locks, refusals and -x consent options, as `alembic upgrade` on one database: stage
+    after stage (a stage starts once the one before it succeeded), each stage's targets in parallel
+    worker processes. A target already at the revision costs one read of its alembic_version. Every
+    attempt is journalled; a run that stopped, failed or was killed is finished by running it again.
+    Exit 0 every target reached the revision, 1 some failed or were not attempted (listed, with the
+    command that resumes), 2 a usage error.
+    """
+    from ..fleet import journal as journals
+    from ..fleet import report, runner
+
+    fleet, staged, migrations = _load(args, "upgrade")
+    revision = ",".join(migrations.destination) or None
+    journal = None
+    if not args.dry_run:
+        journal = journals.Journal(Path(args.journal) if args.journal else journals.default_path(fleet.path))
+    total = sum(len(targets) for _, targets in staged)
+    progress = report.Progress(total, quiet=args.format != "text" and not sys.stderr.isatty())
+    batch = None
+    if args.master:
+        from ..fleet.spark import batches
+
+        batch = batches(args, migrations, journal)
+    try:
+        reports = runner.upgrade(fleet, migrations, staged, journal, shlex.join(_words(args)), args.parallel, progress.update, batch=batch)
+    finally:
+        progress.close()
+        if journal is not None:
+            journal.close()
+    left = list(runner.incomplete(reports))
+    resume = shlex.join(_words(args)) if left and not args.dry_run else None
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report.upgrade_json(reports, revision, resume, args.dry_run), indent=2) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(report.upgrade_markdown(reports, revision, resume))
+    else:
+        lines = report.summary_lines(reports, resume)
+        verb = "would reach" if args.dry_run else "reached"
+        if not left:
+            lines.append(f"every target {verb} {revision or '<base>'} ({total} target(s))")
+        sys.stdout.write("".join(line + "\n" for line in lines))
+    return EXIT_CHANGES if left else EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """which database of the fleet is at which revision (and, with --check, which drifted)
+
+    Read each target's revision (one connection and one read of alembic_version) and say whether it
+    is at the head or how many revisions behind; --check adds check's drift summary (missing or
+    extra tables, columns, indexes). Exit 0 when every target is at the head (and in sync), 1 when
+    any is behind, drifted or unreachable (listed), 2 on a usage error.
+    """
+    from ..fleet import status
+    from ..fleet.pool import Pool
+
+    args.to_rev = None
+    fleet, staged, migrations = _load(args, "status")
+    targets = [t for _, ts in staged for t in ts]
+    parallel = args.parallel or max(s.parallel for s, _ in staged)
+    with Pool(migrations, "status") as pool:
+        results = {r.target: r for r in pool.run(targets, parallel, lambda: False)}
+    rows = [status.Row(t, results[t.name]) for t in targets]
+    head = ",".join(migrations.destination) or None
+    if args.format == "markdown":
+        sys.stdout.write(status.markdown(rows, head, args.check))
+    else:
+        emit(args, status.to_json(rows, head), status.text_lines(rows, head))
+    return EXIT_OK if all(row.ok for row in rows) else EXIT_CHANGES
+
+
+def cmd_script(args: argparse.Namespace) -> int:
+    """write the deployment script of each target, named for it, for a DBA to review
+
+    For each target of the fleet, read its revision and write the script that takes it to --to
+    (the head by default) into FOLDER/<target>.sql, its header naming the target (its URL with the
+    password masked); targets at the revision get none. The scripts are `script`'s: safe to run
+    again. The engine is each target's own.
+    """
+    from ..fleet.scripts import write_scripts
+
+    args.dry_run = True
+    fleet, staged, migrations = _load(args, "script")
+    targets = [t for _, ts in staged for t in ts]
+    written, skipped, failed = write_scripts(migrations, targets, Path(args.output), args.config)
+    lines = [f"wrote {path}" for path in written] + [f"at revision {name}: no script" for name in skipped]
+    lines += [f"failed {name}: {error}" for name, error in failed]
+    payload = {
+        "status": "failed" if failed else "written",
+        "files": [str(p) for p in written],
+        "at_revision": skipped,
+        "failed": [{"name": n, "error": e} for n, e in failed],
+    }
+    emit(args, payload, lines)
+    return EXIT_CHANGES if failed else EXIT_OK
+
+
+def cmd_json_schema(args: argparse.Namespace) -> int:
+    """print the JSON Schema of fleet.yaml (for editors)
+
+    Print the JSON Schema of the fleet file (fleet.schema.json), generated from the same declaration
+    that validates it, for editors' completion and checks.
+    """
+    from ..fleet.file import json_schema
+
+    text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        sys.stderr.write(f"wrote {args.output}\n")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fleet", help="the fleet file (default: fleet.yaml beside the Alembic configuration)")
+    add_options(p, "config")
+    p.add_argument("--only", action="append", metavar="GLOB", help="only the targets whose name matches (repeatable)")
+    p.add_argument("--stage", metavar="NAME", help="only this stage's targets")
+    p.add_argument("--parallel", type=_positive, metavar="N", help="targets at once, for every stage (default: each stage's parallel)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
+    return value
+
+
+def _add_upgrade(fsub: argparse._SubParsersAction) -> None:
+    p = add_command(fsub, "upgrade", cmd_upgrade, "sqltransport-schema fleet upgrade --stage canary --parallel 4")
+    _common(p)
+    add_options(p, "to_rev", "dry_run")
+    p.add_argument(
+        "-x",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an alembic -x option for every target (discard=..., drop_protected=..., lock_timeout=..., if_busy=skip); "
+        "one target's consent: --only NAME -x discard=...",
+    )
+    p.add_argument("--journal", help="the journal's SQLite file (default: <fleet file>.journal.sqlite beside it)")
+    add_options(p, "format", format=FLEET_FORMAT)
+    spark = p.add_argument_group("Spark")
+    add_options(spark, "master", "conf", master={"help": "run the targets as Spark tasks on this master: local[N] or spark://HOST:PORT"})
+
+
+def _add_status(fsub: argparse._SubParsersAction) -> None:
+    p = add_command(fsub, "status", cmd_status, "sqltransport-schema fleet status --check --format markdown")
+    _common(p)
+    p.add_argument("--check", action="store_true", help="add check's drift summary per target")
+    add_options(p, "format", format=FLEET_FORMAT)
+
+
+def _add_script(fsub: argparse._SubParsersAction) -> None:
+    p = add_command(fsub, "script", cmd_script, "sqltransport-schema fleet script -o scripts/")
+    _common(p)
+    add_options(p, "to_rev")
+    add_options(p, "output", output={"required": True, "help": "the folder the scripts are written to (one <target>.sql each)"})
+    add_options(p, "format")
+
+
+def _add_json_schema(fsub: argparse._SubParsersAction) -> None:
+    p = add_command(fsub, "json-schema", cmd_json_schema, "sqltransport-schema fleet json-schema -o fleet.schema.json")
+    add_options(p, "output")
+
+
+def add_fleet(sub: argparse._SubParsersAction) -> None:
+    """many databases from one history: upgrade, status, script (fleet.yaml)
+
+    Run the migrations over a fleet of databases (a database per tenant, environment or region)
+    named in fleet.yaml beside alembic.ini: upgrade them in stages and in parallel, resumably
+    (journalled), read which is at which revision and which drifted, write each one's script
+    (docs/fleets.md).
+    """
+    fleet = add_command(sub, "fleet", add_fleet, "sqltransport-schema fleet status", group=True)
+    fsub = fleet.add_subparsers(dest="fleet_command", required=True)
+    for add in (_add_upgrade, _add_status, _add_script, _add_json_schema):
+        add(fsub)
+
+
+PARSERS = {"fleet": add_fleet}

@@ -1,0 +1,307 @@
+"""fleet.yaml: the targets (a list, a URL template with names, or a query of a control database)
+and the stages that take them. Read with the topology's Reader, so every mistake is one located
+`file:line:col: error:` line; ${VAR} in a URL is read from the environment, so no secret lives in
+the file. FORMAT also generates fleet.schema.json.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..topology.format import Field, field_schema
+from ..topology.problems import Mark, Problem, TopologyError
+from ..topology.reader import Obj, Reader, compose, decode
+from ..urls import display_url
+
+DEFAULT_FILE = "fleet.yaml"
+ROLES = ("tenant", "shared")
+ON_ERROR = ("stop", "continue")
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+_ROLE = Field(
+    "enum",
+    "Reserved for tenant placement (what a target holds: a tenant's own tables, or the shared ones); carried, not used yet.",
+    values=ROLES,
+)
+TARGET = Field(
+    "object",
+    "One database of the fleet.",
+    title="target",
+    fields={
+        "name": Field("name", "The target's name: what reports, the journal, --only and stages call it.", required=True),
+        "url": Field("string", "Its database URL; ${VAR} is read from the environment (keep passwords out of the file).", required=True),
+        "role": _ROLE,
+    },
+)
+QUERY = Field(
+    "object",
+    "Targets read from a control database: each row is (name, url) or (name, url, role), or (name) alone with url_template.",
+    title="query",
+    fields={
+        "url": Field("string", "The control database's URL (${VAR} from the environment).", required=True),
+        "sql": Field("string", "The query, e.g. SELECT name, url FROM tenants WHERE active.", required=True),
+    },
+)
+STAGE = Field(
+    "object",
+    "A stage: its targets are upgraded only once every stage before it succeeded.",
+    title="stage",
+    fields={
+        "name": Field("name", "The stage's name (--stage NAME).", required=True),
+        "targets": Field(
+            "list",
+            "Target names or glob patterns (tenant_*). The last stage takes every target no stage before it took.",
+            items=Field("name", "A target name or a glob pattern."),
+        ),
+        "parallel": Field("count", "Targets upgraded at once (worker processes).", default=1),
+        "on_error": Field(
+            "enum",
+            "stop: a failed target stops the stage; continue: the stage goes on (up to max_failures).",
+            values=ON_ERROR,
+            default="stop",
+        ),
+        "max_failures": Field("limit", "Failed targets the stage tolerates before it stops: a count or a percentage (10%)."),
+    },
+)
+FORMAT = Field(
+    "object",
+    "sqltransport-schema fleet",
+    title="fleet",
+    fields={
+        "targets": Field("list", "Targets by name and URL.", items=TARGET, default=[]),
+        "url_template": Field("string", "A URL with {name} in it, filled from each of names."),
+        "names": Field("list", "The names url_template is filled with.", items=Field("name", "A target name."), default=[]),
+        "query": QUERY,
+        "stages": Field("list", "Stages in order (default: one stage of every target).", items=STAGE, default=[]),
+    },
+)
+
+
+class FleetFileError(TopologyError):
+    """Problems in a fleet file; each names file:line:column (printed as the topology's are)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    url: str = field(repr=False)  # ${VAR} filled in: may hold a password, never printed
+    role: str | None = None  # reserved for tenant placement
+
+    @property
+    def shown_url(self) -> str:
+        return display_url(self.url)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    patterns: tuple[str, ...] = ()
+    parallel: int = 1
+    on_error: str = "stop"
+    max_failures: int | str | None = None
+
+    def tolerated(self, size: int) -> int | None:
+        """Failures the stage goes on after (None: any number): max_failures as a count (a
+        percentage of the stage's size, rounded down), else 0 under on_error stop."""
+        if self.max_failures is None:
+            return 0 if self.on_error == "stop" else None
+        if isinstance(self.max_failures, str):
+            return int(size * float(self.max_failures.rstrip("%")) / 100)
+        return self.max_failures
+
+    def matches(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.patterns)
+
+
+@dataclass
+class Fleet:
+    path: Path
+    targets: list[Target]
+    stages: list[Stage]
+
+    def staged(self, only: list[str] | None = None, stage: str | None = None) -> list[tuple[Stage, list[Target]]]:
+        """Each stage with its targets in file order (only: glob patterns of the targets to take;
+        stage: that stage alone). A target belongs to the first stage that names it; the last takes the rest."""
+        taken: set[str] = set()
+        out = []
+        for index, each in enumerate(self.stages):
+            last = index == len(self.stages) - 1
+            mine = [t for t in self.targets if t.name not in taken and (last or each.matches(t.name))]
+            taken.update(t.name for t in mine)
+            out.append((each, mine))
+        if only:
+            out = [(s, [t for t in ts if any(fnmatch.fnmatchcase(t.name, p) for p in only)]) for s, ts in out]
+        if stage is not None:
+            out = [(s, ts) for s, ts in out if s.name == stage]
+        return out
+
+    def stage_names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+
+def expand(text: str, mark: Mark, problems: list[Problem], environ: Mapping[str, str]) -> str | None:
+    """text with each ${VAR} replaced by the environment's value (a problem at mark when one is not set)."""
+    missing = [name for name in VARIABLE.findall(text) if name not in environ]
+    if missing:
+        problems.append(
+            Problem(mark, f"the environment variable {missing[0]} is not set: export it, or write the value in place of ${{{missing[0]}}}")
+        )
+        return None
+    return VARIABLE.sub(lambda m: environ[m.group(1)], text)
+
+
+def load(path: str | Path, environ: Mapping[str, str] | None = None) -> Fleet:
+    """The fleet of the file at path (a query's targets read from its control database)."""
+    path = Path(path)
+    environ = os.environ if environ is None else environ
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FleetFileError(
+            [Problem(Mark(str(path), 1, 1), "fleet file not found; create it (docs/fleets.md) or pass --fleet FILE")]
+        ) from None
+    problems: list[Problem] = []
+    text = decode(data, str(path), problems)
+    node = compose(text, str(path), problems) if text is not None else None
+    if node is None and not problems:
+        problems.append(Problem(Mark(str(path), 1, 1), "the fleet file is empty; it needs targets, url_template with names, or query"))
+    root = Reader(str(path), problems).read(node, FORMAT, "fleet") if node is not None else None
+    if problems or not isinstance(root, Obj):
+        raise FleetFileError(problems or [Problem(Mark(str(path), 1, 1), "not a fleet file")])
+    targets = _targets(root, str(path), problems, environ)
+    stages = _stages(root, targets, problems)
+    if problems:
+        raise FleetFileError(problems)
+    return Fleet(path, targets, stages)
+
+
+def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str, str]) -> list[Target]:
+    found: list[tuple[Target, Mark]] = []
+    for entry, _ in root.get("targets", []):
+        url = expand(entry.get("url"), entry.marks["url"], problems, environ)
+        if url is not None:
+            found.append((Target(entry.get("name"), url, entry.get("role")), entry.marks["name"]))
+    template, names = root.get("url_template"), root.get("names", [])
+    if template is not None and "{name}" not in template:
+        problems.append(Problem(root.marks["url_template"], "url_template needs {name} in it, e.g. postgresql://app@db1/tenant_{name}"))
+        template = None
+    if names and "url_template" not in root.marks:
+        problems.append(
+            Problem(root.marks["names"], "names need a url_template to fill, e.g. url_template: postgresql://app@db1/tenant_{name}")
+        )
+    if template is not None and not names and "query" not in root.marks:
+        problems.append(Problem(root.marks["url_template"], "url_template needs names (or a query) to fill it"))
+    for name, mark in names if template is not None else ():
+        url = expand(template.replace("{name}", name), root.marks["url_template"], problems, environ)
+        if url is not None:
+            found.append((Target(name, url), mark))
+    query = root.get("query")
+    if query is not None:
+        found += _queried(query, template, problems, environ)
+    if not found and not problems:
+        problems.append(Problem(root.mark, "the fleet names no target: add targets, url_template with names, or query"))
+    seen: dict[str, Mark] = {}
+    out = []
+    for target, mark in found:
+        if target.name in seen:
+            problems.append(Problem(mark, f"target {target.name!r} is named twice (first at line {seen[target.name].line}); keep one"))
+            continue
+        seen[target.name] = mark
+        out.append(target)
+    return out
+
+
+def _queried(query: Obj, template: str | None, problems: list[Problem], environ: Mapping[str, str]) -> list[tuple[Target, Mark]]:
+    """The targets a control database's query returns (a problem at the query when it cannot be run)."""
+    from sqlalchemy import exc, pool, text
+
+    from ..db import DatabaseURLError, failure, make_engine
+
+    url = expand(query.get("url"), query.marks["url"], problems, environ)
+    if url is None:
+        return []
+    mark = query.marks["sql"]
+    try:
+        engine = make_engine(url, poolclass=pool.NullPool)
+        try:
+            with engine.connect() as connection:
+                rows = [tuple(row) for row in connection.execute(text(query.get("sql")))]
+        finally:
+            engine.dispose()
+    except DatabaseURLError as error:
+        problems.append(Problem(query.marks["url"], str(error)))
+        return []
+    except exc.SQLAlchemyError as error:
+        problems.append(Problem(mark, f"the query failed: {scrub(failure(error), url)}"))
+        return []
+    out = []
+    for row in rows:
+        if not row or not isinstance(row[0], str) or not row[0].strip():
+            problems.append(Problem(mark, f"the query returned a row whose first column is not a name: {row[:1]!r}; select name, url"))
+            return []
+        if len(row) >= 2 and row[1] is not None:
+            raw = str(row[1])
+        elif template is not None:
+            raw = template.replace("{name}", row[0])
+        else:
+            problems.append(Problem(mark, f"the query returned {row[0]!r} without a URL: select name, url (or add a url_template)"))
+            return []
+        role = row[2] if len(row) >= 3 else None
+        if role is not None and role not in ROLES:
+            problems.append(Problem(mark, f"the query returned role {role!r} for {row[0]!r}; expected one of {', '.join(ROLES)}"))
+            return []
+        expanded = expand(raw, mark, problems, environ)
+        if expanded is not None:
+            out.append((Target(row[0], expanded, role), mark))
+    return out
+
+
+def _stages(root: Obj, targets: list[Target], problems: list[Problem]) -> list[Stage]:
+    entries = root.get("stages", [])
+    if not entries:
+        return [Stage("all")]
+    stages, seen = [], {}
+    for index, (entry, mark) in enumerate(entries):
+        name = entry.get("name")
+        if name in seen:
+            problems.append(Problem(entry.marks["name"], f"stage {name!r} is named twice (first at line {seen[name]}); keep one"))
+            continue
+        seen[name] = mark.line
+        patterns = tuple(pattern for pattern, _ in entry.get("targets", []))
+        last = index == len(entries) - 1
+        if not patterns and not last:
+            problems.append(Problem(mark, f"stage {name!r} needs targets: only the last stage takes the rest"))
+        for pattern, where in entry.get("targets", []):
+            if not any(fnmatch.fnmatchcase(t.name, pattern) for t in targets) and targets:
+                problems.append(Problem(where, f"{pattern!r} matches no target of the fleet; correct it or remove it"))
+        stages.append(Stage(name, patterns, entry.get("parallel", 1), entry.get("on_error", "stop"), entry.get("max_failures")))
+    return stages
+
+
+def scrub(text: str, *urls: str) -> str:
+    """text with the password of each URL masked, wherever it appears (a driver's message may quote it)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    for url in urls:
+        try:
+            password = make_url(url).password
+        except ArgumentError:
+            password = None
+        text = text.replace(url, display_url(url))
+        if password:
+            text = text.replace(str(password), "***")
+    return text
+
+
+def json_schema() -> dict:
+    """The JSON Schema of fleet.yaml, generated from FORMAT."""
+    schema = field_schema(FORMAT)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://sqltransport-schema.dev/fleet.schema.json"
+    return schema

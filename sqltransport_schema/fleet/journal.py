@@ -1,0 +1,112 @@
+"""The journal: one row per target and attempt (start, end, from and to revision, outcome, error
+line) in a SQLite file beside the fleet file. The databases' own alembic_version is the truth of
+where each target is; the journal is the record of what each run did, and what a killed run left
+(its rows still `running` become `interrupted` when the next run starts). Written by the runner
+alone (the local one, or Spark's driver); never holds a URL or a password.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .work import Result
+
+RUNNING, INTERRUPTED = "running", "interrupted"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run INTEGER PRIMARY KEY, started TEXT NOT NULL, ended TEXT, host TEXT NOT NULL, pid INTEGER NOT NULL,
+    command TEXT NOT NULL, revision TEXT, outcome TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    run INTEGER NOT NULL, target TEXT NOT NULL, stage TEXT NOT NULL, attempt INTEGER NOT NULL,
+    started TEXT NOT NULL, ended TEXT, from_revision TEXT, to_revision TEXT, outcome TEXT NOT NULL,
+    error TEXT, seconds REAL, worker INTEGER,
+    PRIMARY KEY (target, attempt)
+);
+CREATE INDEX IF NOT EXISTS attempts_by_run ON attempts (run);
+"""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def default_path(fleet_file: Path) -> Path:
+    """fleet.yaml -> fleet.journal.sqlite beside it."""
+    return fleet_file.with_name(fleet_file.stem + ".journal.sqlite")
+
+
+class Journal:
+    def __init__(self, path: Path):
+        self.path = path
+        self.db = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        self.run: int | None = None
+        self.attempts: dict[str, int] = {}
+
+    def begin(self, command: str, revision: str | None) -> int:
+        """A new run; the rows of runs that died on this host (their process is gone) become interrupted."""
+        host = socket.gethostname()
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            for run, pid in self.db.execute("SELECT run, pid FROM runs WHERE outcome = ? AND host = ?", (RUNNING, host)).fetchall():
+                if not _alive(pid):
+                    self.db.execute("UPDATE runs SET outcome = ? WHERE run = ?", (INTERRUPTED, run))
+                    self.db.execute(
+                        "UPDATE attempts SET outcome = ?, ended = NULL WHERE run = ? AND outcome = ?", (INTERRUPTED, run, RUNNING)
+                    )
+            cursor = self.db.execute(
+                "INSERT INTO runs (started, host, pid, command, revision, outcome) VALUES (?, ?, ?, ?, ?, ?)",
+                (_now(), host, os.getpid(), command, revision, RUNNING),
+            )
+        self.run = cursor.lastrowid
+        return self.run
+
+    def started(self, target: str, stage: str, worker: int | None = None) -> None:
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            (last,) = self.db.execute("SELECT COALESCE(MAX(attempt), 0) FROM attempts WHERE target = ?", (target,)).fetchone()
+            self.attempts[target] = last + 1
+            self.db.execute(
+                "INSERT INTO attempts (run, target, stage, attempt, started, outcome, worker) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (self.run, target, stage, last + 1, _now(), RUNNING, worker),
+            )
+
+    def ended(self, result: Result) -> None:
+        self.db.execute(
+            "UPDATE attempts SET ended = ?, from_revision = ?, to_revision = ?, outcome = ?, error = ?, seconds = ?,"
+            " worker = COALESCE(worker, ?) WHERE target = ? AND attempt = ?",
+            (
+                _now(),
+                result.from_revision,
+                result.to_revision,
+                result.outcome,
+                result.error,
+                round(result.seconds, 4),
+                result.pid or None,
+                result.target,
+                self.attempts[result.target],
+            ),
+        )
+
+    def finish(self, outcome: str) -> None:
+        self.db.execute("UPDATE runs SET ended = ?, outcome = ? WHERE run = ?", (_now(), outcome, self.run))
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

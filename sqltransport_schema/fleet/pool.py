@@ -1,0 +1,145 @@
+"""Worker processes that load the migrations once and take target after target.
+
+Alembic's context is process-global, so each worker runs one target at a time; the runner hands
+out one target per idle worker and waits on the workers' pipes and process sentinels together, so
+a worker that dies (SIGKILL, out of memory) is noticed at once: its target is reported LOST and a
+new worker takes its place. A worker whose runner died exits after its current target (its pipe is
+closed), so a killed run never leaves workers taking new targets.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from .file import Target
+from .work import LOST, Migrations, Result, Settings  # noqa: F401 - Settings: a spawned worker's source
+
+
+def _context() -> Any:
+    # fork: a worker starts in milliseconds with the runner's imports; spawn where there is no fork
+    return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+
+
+def _serve(connection: Connection, source: Migrations | Settings, kind: str) -> None:
+    """A worker's life: the migrations (the runner's, inherited through fork; else loaded here once),
+    then each target sent until the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    problem = ""
+    try:
+        migrations: Migrations | None = source if isinstance(source, Migrations) else Migrations(source)
+    except Exception as error:  # noqa: BLE001 - reported as each target's failure
+        from ..cli.output import describe
+
+        problem, migrations = describe(error), None
+    while True:
+        try:
+            target = connection.recv()
+        except (EOFError, OSError):
+            return
+        if target is None:
+            return
+        if migrations is None:
+            result = Result(target.name, "failed", error=problem)
+        else:
+            result = migrations.upgrade(target) if kind == "upgrade" else migrations.status(target)
+        result.pid = os.getpid()
+        try:
+            connection.send(result)
+        except (BrokenPipeError, OSError):
+            return  # the runner is gone
+
+
+@dataclass
+class _Worker:
+    process: Any
+    connection: Connection
+    target: Target | None = None
+
+
+class Pool:
+    """Up to `size` worker processes, started as they are needed and kept across stages."""
+
+    def __init__(self, migrations: Migrations, kind: str = "upgrade"):
+        self.migrations, self.kind = migrations, kind
+        self.workers: list[_Worker] = []
+        self.on_start: Callable[[Target, int], None] = lambda target, pid: None
+
+    def _start(self) -> _Worker:
+        context = _context()
+        source = self.migrations if context.get_start_method() == "fork" else self.migrations.settings
+        parent, child = context.Pipe()
+        flush()
+        process = context.Process(target=_serve, args=(child, source, self.kind), daemon=True)
+        process.start()
+        child.close()
+        worker = _Worker(process, parent)
+        self.workers.append(worker)
+        return worker
+
+    def run(self, targets: list[Target], parallel: int, stop: Callable[[], bool]) -> Iterator[Result]:
+        """Each target's result as it comes; no new target starts once stop() is true (those running finish)."""
+        waiting = list(reversed(targets))
+        busy: list[_Worker] = []
+        while (waiting and not stop()) or busy:
+            while waiting and len(busy) < parallel and not stop():
+                idle = [w for w in self.workers if w.target is None and w.process.is_alive()]
+                worker = idle[0] if idle else self._start()
+                worker.target = waiting.pop()
+                worker.connection.send(worker.target)
+                self.on_start(worker.target, worker.process.pid)
+                busy.append(worker)
+            ready = wait([w.connection for w in busy] + [w.process.sentinel for w in busy])
+            for worker in list(busy):
+                if worker.connection not in ready and worker.process.sentinel not in ready:
+                    continue
+                target = worker.target
+                try:
+                    result = worker.connection.recv() if worker.connection.poll() else None
+                except (EOFError, OSError):
+                    result = None
+                if result is None:
+                    if worker.process.is_alive() and worker.process.sentinel not in ready:
+                        continue
+                    worker.process.join(1)
+                    code = worker.process.exitcode
+                    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+                    result = Result(
+                        target.name, LOST, error=f"the worker process died ({how}) while it ran this target", pid=worker.process.pid
+                    )
+                    self.workers.remove(worker)
+                    worker.connection.close()
+                worker.target = None
+                busy.remove(worker)
+                yield result
+
+    def close(self) -> None:
+        for worker in self.workers:
+            try:
+                worker.connection.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for worker in self.workers:
+            worker.process.join(5)
+            if worker.process.is_alive():
+                worker.process.kill()
+            worker.connection.close()
+        self.workers = []
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def flush() -> None:
+    """Before forking: what the runner printed is written once, not again by each worker."""
+    sys.stdout.flush()
+    sys.stderr.flush()

@@ -1,0 +1,223 @@
+"""What is done to one target, the same in a worker process (pool.py) and in a Spark task
+(spark.py): read its stamp (one connection, one read of alembic_version: a target already at the
+revision costs nothing more), upgrade it through the project's own migrations/env.py (the same
+locks, refusals and consent -x options as `alembic upgrade`), or read its status.
+
+Migrations are loaded once per process (Alembic's context is process-global, so one process runs
+one target at a time); a Result is plain data, sent back to the runner, which journals it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .file import Target, scrub
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+# Outcomes of an upgrade attempt
+UPGRADED, AT_REVISION, WOULD_UPGRADE, FAILED, BUSY, LOST = "upgraded", "at_revision", "would_upgrade", "failed", "busy", "lost"
+DONE = frozenset({UPGRADED, AT_REVISION, WOULD_UPGRADE})
+VERSION_TABLE = "alembic_version"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a worker needs to load the migrations and run a target's work (picklable)."""
+
+    config: str  # alembic.ini
+    to_rev: str = "head"
+    x: tuple[str, ...] = ()  # -x options for every target (consent, lock waits), url excepted
+    dry_run: bool = False
+    rerun: tuple[str, ...] = ("sqltransport-schema", "fleet", "upgrade")  # the command a refusal names, before --only
+    check: bool = False  # status: add check's drift summary
+
+
+@dataclass
+class Result:
+    target: str
+    outcome: str  # upgrade: UPGRADED, AT_REVISION, WOULD_UPGRADE, FAILED, BUSY; status: "read" / FAILED
+    from_revision: str | None = None
+    to_revision: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    reachable: bool = True
+    pending: int | None = None  # revisions the target is behind the destination
+    drift: dict | None = None  # status --check: {"in_sync": bool, "counts": {...}}
+    pid: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _revisions(ids: tuple[str, ...]) -> str | None:
+    return ",".join(ids) if ids else None
+
+
+class Migrations:
+    """The project's migrations, loaded once in this process."""
+
+    def __init__(self, settings: Settings):
+        from alembic.config import Config
+        from alembic.script import ScriptDirectory
+
+        from ..cli.options import load_config
+
+        self.settings = settings
+        self.config: Config = load_config(settings.config)
+        self.config.attributes["configure_logging"] = False  # a fleet's report is its output, not each target's log lines
+        logging.getLogger("sqltransport_schema.migrate").setLevel(logging.WARNING)
+        self.script: ScriptDirectory = ScriptDirectory.from_config(self.config)
+        self.destination = self._resolve(settings.to_rev)
+        self.behind = self._behind()
+        self.version_table = self.config.get_main_option("version_table") or VERSION_TABLE
+        assert isinstance(self.config, Config)
+
+    def _resolve(self, to_rev: str) -> tuple[str, ...]:
+        """The revision ids the database holds once upgraded to to_rev (head: every head)."""
+        revisions = self.script.get_revisions(to_rev if to_rev != "head" else "heads")
+        return tuple(sorted(r.revision for r in revisions if r is not None))
+
+    def _behind(self) -> dict[tuple[str, ...], int]:
+        """For each revision the history holds (and none): how many revisions upgrade runs to the
+        destination. Computed once, so a target's status is a dictionary lookup."""
+        from ..revisions import History
+
+        history = History(self.script)
+        wanted: set[str] = set()
+        for head in self.destination:
+            wanted |= history.ancestors(head)
+        out = {(): len(wanted)}
+        for revision in self.script.walk_revisions():
+            below = history.ancestors(revision.revision)
+            if below <= wanted:
+                out[(revision.revision,)] = len(wanted - below)
+        return out
+
+    def pending(self, stamps: tuple[str, ...]) -> int | None:
+        """Revisions from stamps to the destination (None: not on the way to it: ahead, or unknown)."""
+        if stamps == self.destination:
+            return 0
+        return self.behind.get(stamps)
+
+    # ----------------------------------------------------------------------------- one target
+    def stamps(self, url: str) -> tuple[str, ...]:
+        """The revisions the target's version table holds: one connection and one read (none when
+        the table is not there yet)."""
+        from sqlalchemy import column, exc, inspect, pool, select, table
+
+        from .. import engines
+        from ..db import make_engine
+
+        engine = make_engine(url, poolclass=pool.NullPool, sqlite_writers=False)
+        try:
+            with engine.connect() as connection:
+                try:
+                    rows = connection.execute(select(column("version_num")).select_from(table(self.version_table))).all()
+                except exc.DBAPIError as error:
+                    dialect = engines.for_sqlalchemy(engine.dialect.name)
+                    connection.rollback()
+                    if dialect.undefined_table(error.orig) or not inspect(connection).has_table(self.version_table):
+                        return ()
+                    raise
+            return tuple(sorted(row[0] for row in rows))
+        finally:
+            engine.dispose()
+
+    def upgrade(self, target: Target) -> Result:
+        """Bring the target to the destination: nothing past the read when it is there already."""
+        started = time.perf_counter()
+        result = Result(target.name, FAILED)
+        try:
+            before = self.stamps(target.url)
+            result.from_revision = _revisions(before)
+            result.pending = self.pending(before)
+            if before == self.destination:
+                result.outcome, result.to_revision = AT_REVISION, result.from_revision
+            elif self.settings.dry_run:
+                result.outcome, result.to_revision = WOULD_UPGRADE, _revisions(self.destination)
+            else:
+                self._run_upgrade(target)
+                result.outcome, result.to_revision = UPGRADED, _revisions(self.destination)
+        except Exception as error:  # noqa: BLE001 - one target's failure is its result, never another's
+            from ..migrate.locks import SkippedBusy
+
+            result.outcome = BUSY if isinstance(error, SkippedBusy) else FAILED
+            result.error = describe(error, target)
+            result.reachable = not _unreachable(error)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _run_upgrade(self, target: Target) -> None:
+        from alembic.runtime.environment import EnvironmentContext
+
+        from ..migrate.refusals import RERUN_OPTION
+
+        config, script = self.config, self.script
+        config.cmd_opts = argparse.Namespace(quiet=True, x=[f"url={target.url}", *self.settings.x])
+        config.attributes[RERUN_OPTION] = lambda added, opts: self.rerun(target, added)
+        destination = self.settings.to_rev
+
+        def upgrade(rev: Any, context: Any) -> Any:
+            return script._upgrade_revs(destination, rev)
+
+        with EnvironmentContext(config, script, fn=upgrade, as_sql=False, starting_rev=None, destination_rev=destination, tag=None):
+            script.run_env()
+
+    def rerun(self, target: Target, added: list[str]) -> str:
+        """The fleet command that runs this one target again with more -x options (a refusal's consent)."""
+        keys = {option.split("=")[0] for option in added}
+        x = [item for item in self.settings.x if item.split("=")[0] not in keys]
+        words = [*self.settings.rerun, "--only", target.name, *(f"-x {shlex.quote(item)}" for item in [*x, *added])]
+        return " ".join(shlex.quote(w) if not w.startswith("-x ") else w for w in words)
+
+    def status(self, target: Target) -> Result:
+        """The target's revision and how far behind it is; with check, its drift summary."""
+        started = time.perf_counter()
+        result = Result(target.name, "read")
+        try:
+            stamps = self.stamps(target.url)
+            result.from_revision = _revisions(stamps)
+            result.pending = self.pending(stamps)
+            if self.settings.check:
+                result.drift = self._drift(target)
+        except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
+            result.outcome, result.error, result.reachable = FAILED, describe(error, target), not _unreachable(error)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _drift(self, target: Target) -> dict:
+        from .. import check
+
+        try:
+            report = check.run(target.url, self.config, script=self.script)
+        except check.CheckError as error:
+            return {"in_sync": False, "error": scrub(str(error), target.url), "counts": {}}
+        counts = {category: n for category, n in report.counts().items() if category not in check.INFO_CATEGORIES}
+        return {"in_sync": report.in_sync, "counts": counts}
+
+
+def _unreachable(error: BaseException) -> bool:
+    from sqlalchemy import exc
+
+    cause = error
+    while cause is not None:
+        if isinstance(cause, (exc.OperationalError, exc.InterfaceError)) and getattr(cause, "statement", None) is None:
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def describe(error: BaseException, target: Target) -> str:
+    """The error as the report's one line, the target's password masked wherever a driver quoted it."""
+    from ..cli.output import describe as one_line
+
+    return scrub(one_line(error), target.url)
