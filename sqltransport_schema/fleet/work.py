@@ -152,7 +152,7 @@ class Migrations:
 
             result.outcome = BUSY if isinstance(error, SkippedBusy) else FAILED
             result.error = describe(error, target)
-            result.reachable = not _unreachable(error)
+            result.reachable = _unreachable(error) is None
         result.seconds = time.perf_counter() - started
         return result
 
@@ -190,7 +190,7 @@ class Migrations:
             if self.settings.check:
                 result.drift = self._drift(target)
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
-            result.outcome, result.error, result.reachable = FAILED, describe(error, target), not _unreachable(error)
+            result.outcome, result.error, result.reachable = FAILED, describe(error, target), _unreachable(error) is None
         result.seconds = time.perf_counter() - started
         return result
 
@@ -201,23 +201,29 @@ class Migrations:
             report = check.run(target.url, self.config, script=self.script)
         except check.CheckError as error:
             return {"in_sync": False, "error": scrub(str(error), target.url), "counts": {}}
-        counts = {category: n for category, n in report.counts().items() if category not in check.INFO_CATEGORIES}
-        return {"in_sync": report.in_sync, "counts": counts}
+        # revisions not applied yet are the row's "behind"; the drift is what differs from the stamped revision
+        counts = {c: n for c, n in report.counts().items() if c not in check.INFO_CATEGORIES and c != "unapplied_revisions"}
+        return {"in_sync": not counts, "counts": counts}
 
 
-def _unreachable(error: BaseException) -> bool:
+def _unreachable(error: BaseException) -> BaseException | None:
+    """The driver's error when the database could not be reached (no statement was run), else None."""
     from sqlalchemy import exc
 
-    cause = error
+    cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, (exc.OperationalError, exc.InterfaceError)) and getattr(cause, "statement", None) is None:
-            return True
+            return getattr(cause, "orig", None) or cause
         cause = cause.__cause__ or cause.__context__
-    return False
+    return None
 
 
 def describe(error: BaseException, target: Target) -> str:
     """The error as the report's one line, the target's password masked wherever a driver quoted it."""
     from ..cli.output import describe as one_line
 
+    unreachable = _unreachable(error)
+    if unreachable is not None:
+        said = (str(unreachable).strip().splitlines() or [type(unreachable).__name__])[0]
+        return scrub(f"cannot reach the database: {said}; is the server up, and is the target's URL right?", target.url)
     return scrub(one_line(error), target.url)

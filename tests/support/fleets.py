@@ -51,7 +51,7 @@ def pg_databases(count: int, record: bool = False):
 
     engine = admin(PG_ADMIN_URL, "PostgreSQL at 127.0.0.1:5432")
     prefix = f"sqlts_fleet_{uuid.uuid4().hex[:8]}"
-    names = [f"{prefix}_{i:03d}" for i in range(count)]
+    names = [f"{prefix}_t{i:03d}" for i in range(count)]
     try:
         with engine.connect() as connection:
             for name in names:
