@@ -86,7 +86,8 @@ def summary_lines(reports: list[StageReport], resume: str | None) -> list[str]:
             parts.append(f"{len(report.not_attempted)} not attempted")
         status = "not started" if report.status == NOT_STARTED else report.status
         what = ", ".join(parts) or "nothing to do"
-        lines.append(f"stage {report.stage.name}: {status}, {len(report.targets)} target(s): {what} ({report.seconds:.1f} s)")
+        took = "" if report.status == NOT_STARTED else f" ({report.seconds:.1f} s)"
+        lines.append(f"stage {report.stage.name}: {status}, {len(report.targets)} target(s): {what}{took}")
         if report.reason:
             lines.append(f"  stopped: {report.reason}")
         for result in report.failed:

@@ -1,0 +1,116 @@
+"""fleet upgrade on SQLite tenant files: on_error stop and continue around a refused drop (a queue
+that still holds messages), the refusal's own fleet command that lets it through for that one
+target, and targets read from a control database's query."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sqlite3
+
+import pytest
+
+from .support.fleets import journal_rows, run_fleet, stamps
+from .support.messages import insert_message
+from .support.topology import TWO_INSTANCES
+
+TENANTS = ["t01", "t02", "t03", "t04", "t05", "t06"]
+
+
+@pytest.fixture
+def retiring(project):
+    """Six tenants at the initial revision; t03's Sales.host-b holds a message; the next revision drops that queue."""
+    project.write_topology(TWO_INSTANCES)
+    assert project.compile("initial") == 0
+    (project.root / "tenants").mkdir()
+    (project.root / "fleet.yaml").write_text(f"url_template: sqlite:///tenants/{{name}}.db\nnames: [{', '.join(TENANTS)}]\n")
+    first = run_fleet(project.root, "upgrade")
+    assert first.returncode == 0, first.stdout + first.stderr
+    insert_message(url("t03", project), "Sales.host-b")
+    project.write_topology(TWO_INSTANCES.replace("[host-a, host-b]", "[host-a]"))
+    assert project.compile("retire host-b") == 0
+    return project
+
+
+def url(name, project) -> str:
+    return f"sqlite:///{project.root / 'tenants' / f'{name}.db'}"
+
+
+def stages(on_error: str) -> str:
+    return f"stages:\n  - name: first\n    targets: [t01, t02, t03, t04]\n    on_error: {on_error}\n  - name: second\n"
+
+
+def test_on_error_stop_stops_the_stage_at_a_refused_drop(retiring):
+    fleet = retiring.root / "fleet.yaml"
+    fleet.write_text(fleet.read_text() + stages("stop"))
+    initial, head = initial_of(retiring), retiring.head()
+    result = run_fleet(retiring.root, "upgrade")
+    assert result.returncode == 1, result.stdout + result.stderr
+    at = {name: stamps(url(name, retiring)) for name in TENANTS}
+    assert at == {"t01": [head], "t02": [head], **dict.fromkeys(["t03", "t04", "t05", "t06"], [initial])}
+    out = result.stdout.splitlines()
+    assert out[0] == f"stage first: stopped, 4 target(s): 2 upgraded, 1 failed, 1 not attempted ({out[0].rsplit('(', 1)[1]}"
+    assert out[1] == "  stopped: 1 target(s) failed (the stage tolerates 0); first: t03"
+    failed = out[2]
+    assert failed.startswith(f"  failed t03 (first, at {initial_of(retiring)}): refusing to drop queue")
+    assert "it still holds messages" in failed
+    assert failed.endswith(": sqltransport-schema fleet upgrade --only t03 -x discard=Sales.host-b")
+    assert out[3] == "  not attempted: t04"
+    assert out[4] == "stage second: not started, 2 target(s): 2 not attempted"
+    assert out[-1] == "resume: sqltransport-schema fleet upgrade"
+    rows = journal_rows(retiring.root / "fleet.journal.sqlite")
+    last = [r for r in rows if r["run"] == 2]
+    assert {r["target"]: r["outcome"] for r in last} == {"t01": "upgraded", "t02": "upgraded", "t03": "failed"}
+    assert "refusing to drop queue" in next(r["error"] for r in last if r["target"] == "t03")
+
+    as_json = json.loads(run_fleet(retiring.root, "upgrade", "--format", "json").stdout)
+    assert {t["name"]: t["outcome"] for t in as_json["targets"]}["t04"] == "not_attempted"
+    assert as_json["status"] == "incomplete" and as_json["resume"] == "sqltransport-schema fleet upgrade"
+
+
+def initial_of(project) -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    return [r.revision for r in ScriptDirectory.from_config(Config(str(project.ini))).walk_revisions()][-1]
+
+
+def test_on_error_continue_goes_on_and_the_refusal_names_the_one_target_consent(retiring):
+    fleet = retiring.root / "fleet.yaml"
+    fleet.write_text(fleet.read_text() + stages("continue"))
+    head = retiring.head()
+    result = run_fleet(retiring.root, "upgrade", "--parallel", "2")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert {name: stamps(url(name, retiring)) for name in TENANTS if name != "t03"} == dict.fromkeys(
+        ["t01", "t02", "t04", "t05", "t06"], [head]
+    )
+    assert stamps(url("t03", retiring)) == [initial_of(retiring)]
+    assert result.stdout.splitlines()[0].startswith("stage first: complete, 4 target(s): 3 upgraded, 1 failed")
+    assert result.stdout.splitlines()[2].startswith("stage second: complete, 2 target(s): 2 upgraded")
+    failed = next(line for line in result.stdout.splitlines() if "failed t03" in line)
+    rerun = shlex.split(failed.rsplit(": ", 1)[1])
+    assert rerun[:3] == ["sqltransport-schema", "fleet", "upgrade"]
+
+    consented = run_fleet(retiring.root, *rerun[2:])
+    assert consented.returncode == 0, consented.stdout + consented.stderr
+    assert stamps(url("t03", retiring)) == [head]
+    again = run_fleet(retiring.root, "upgrade")
+    assert again.returncode == 0 and f"every target reached {head} (6 target(s))" in again.stdout
+
+
+def test_targets_from_a_query_are_upgraded(project, tmp_path):
+    project.write_topology(TWO_INSTANCES)
+    assert project.compile("initial") == 0
+    control = tmp_path / "control.db"
+    with sqlite3.connect(control) as db:
+        db.execute("CREATE TABLE tenants (name TEXT, active INTEGER)")
+        db.executemany("INSERT INTO tenants VALUES (?, ?)", [("acme", 1), ("globex", 1), ("gone", 0)])
+    (project.root / "fleet.yaml").write_text(
+        f"url_template: sqlite:///{tmp_path}/{{name}}.db\n"
+        f"query:\n  url: sqlite:///{control}\n  sql: SELECT name FROM tenants WHERE active = 1\n"
+    )
+    result = run_fleet(project.root, "upgrade", "--format", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(t["name"] for t in json.loads(result.stdout)["targets"]) == ["acme", "globex"]
+    assert stamps(f"sqlite:///{tmp_path}/acme.db") == [project.head()]
+    assert not (tmp_path / "gone.db").exists()
