@@ -35,8 +35,9 @@ def _x(values: list[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
-def _words(args: argparse.Namespace, *extra: str) -> list[str]:
-    """The fleet command as typed again (the resume command, a refusal's rerun): its options, no URL."""
+def _words(args: argparse.Namespace, *extra: str, x: bool = True) -> list[str]:
+    """The fleet command as typed again (the resume command; a refusal's rerun, whose -x options
+    the refusal writes itself: x=False): its options, never a URL."""
     words = ["sqltransport-schema", "fleet", "upgrade"]
     if args.config != DEFAULT_CONFIG:
         words += ["-c", args.config]
@@ -52,6 +53,8 @@ def _words(args: argparse.Namespace, *extra: str) -> list[str]:
         words += ["--parallel", str(args.parallel)]
     if getattr(args, "master", None):
         words += ["--master", args.master]
+    for item in getattr(args, "x", None) or () if x else ():
+        words += ["-x", item]
     return [*words, *extra]
 
 
@@ -71,7 +74,7 @@ def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (flee
         to_rev=getattr(args, "to_rev", None) or "head",
         x=_x(getattr(args, "x", []) or []),
         dry_run=getattr(args, "dry_run", False),
-        rerun=tuple(_words(args)) if settings_kind == "upgrade" else (),
+        rerun=tuple(_words(args, x=False)) if settings_kind == "upgrade" else (),
         check=getattr(args, "check", False),
     )
     return fleet, staged, Migrations(settings)

@@ -27,10 +27,13 @@ def _context() -> Any:
     return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 
 
-def _serve(connection: Connection, source: Migrations | Settings, kind: str) -> None:
+def _serve(connection: Connection, source: Migrations | Settings, kind: str, runners: list[Connection]) -> None:
     """A worker's life: the migrations (the runner's, inherited through fork; else loaded here once),
-    then each target sent until the pipe closes."""
+    then each target sent until the pipe closes. runners: the runner's ends of every worker's pipe,
+    which a forked worker inherits and closes, so that each pipe closes when the runner dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    for inherited in runners:
+        inherited.close()
     problem = ""
     try:
         migrations: Migrations | None = source if isinstance(source, Migrations) else Migrations(source)
@@ -76,7 +79,9 @@ class Pool:
         source = self.migrations if context.get_start_method() == "fork" else self.migrations.settings
         parent, child = context.Pipe()
         flush()
-        process = context.Process(target=_serve, args=(child, source, self.kind), daemon=True)
+        forked = context.get_start_method() == "fork"
+        runners = [parent, *(w.connection for w in self.workers)] if forked else []
+        process = context.Process(target=_serve, args=(child, source, self.kind, runners), daemon=True)
         process.start()
         child.close()
         worker = _Worker(process, parent)

@@ -144,9 +144,11 @@ class Migrations:
                 result.outcome, result.to_revision = AT_REVISION, result.from_revision
             elif self.settings.dry_run:
                 result.outcome, result.to_revision = WOULD_UPGRADE, _revisions(self.destination)
-            else:
-                self._run_upgrade(target)
+            elif self._run_upgrade(target):
                 result.outcome, result.to_revision = UPGRADED, _revisions(self.destination)
+            else:  # another run took it there while this one waited for the database's migration lock
+                result.outcome = AT_REVISION
+                result.from_revision = result.to_revision = _revisions(self.destination)
         except Exception as error:  # noqa: BLE001 - one target's failure is its result, never another's
             from ..migrate.locks import SkippedBusy
 
@@ -156,14 +158,18 @@ class Migrations:
         result.seconds = time.perf_counter() - started
         return result
 
-    def _run_upgrade(self, target: Target) -> None:
+    def _run_upgrade(self, target: Target) -> int:
+        """Run `alembic upgrade` on the target, in this process; the number of steps it took."""
         from alembic.runtime.environment import EnvironmentContext
 
+        from ..migrate.env import STEP_HOOKS
         from ..migrate.refusals import RERUN_OPTION
 
         config, script = self.config, self.script
         config.cmd_opts = argparse.Namespace(quiet=True, x=[f"url={target.url}", *self.settings.x])
         config.attributes[RERUN_OPTION] = lambda added, opts: self.rerun(target, added)
+        steps: list[object] = []
+        config.attributes[STEP_HOOKS] = [lambda ctx, step, heads, run_args: steps.append(step)]
         destination = self.settings.to_rev
 
         def upgrade(rev: Any, context: Any) -> Any:
@@ -171,6 +177,7 @@ class Migrations:
 
         with EnvironmentContext(config, script, fn=upgrade, as_sql=False, starting_rev=None, destination_rev=destination, tag=None):
             script.run_env()
+        return len(steps)
 
     def rerun(self, target: Target, added: list[str]) -> str:
         """The fleet command that runs this one target again with more -x options (a refusal's consent)."""

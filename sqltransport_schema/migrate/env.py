@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from ..schema import Blueprint, TableName
 
 log = logging.getLogger("sqltransport_schema.migrate")
+# config.attributes[STEP_HOOKS]: more on_version_apply callables, e.g. a fleet's, which counts the steps a run took
+STEP_HOOKS = "sqltransport_on_version_apply"
 MIGRATION_LOGGER = "alembic.runtime.migration"  # where Alembic says which revision it runs
 TRUE = ("1", "true", "yes", "on")
 
@@ -82,7 +84,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
         # the command a refusal names: `alembic ... -x discard=...`, or the caller's own (a fleet's)
         RERUN_OPTION: config.attributes.get(RERUN_OPTION) or (lambda added, opts: _rerun(config, opts, added)),
-        "on_version_apply": [_log_step],
+        "on_version_apply": [_log_step, *config.attributes.get(STEP_HOOKS, ())],
     }
     try:
         policy = LockPolicy.from_x(x_args)
