@@ -197,11 +197,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fleet", help="the fleet file (default: fleet.yaml beside the Alembic configuration)")
-    add_options(p, "config")
-    p.add_argument("--only", action="append", metavar="GLOB", help="only the targets whose name matches (repeatable)")
-    p.add_argument("--stage", metavar="NAME", help="only this stage's targets")
-    p.add_argument("--parallel", type=_positive, metavar="N", help="targets at once, for every stage (default: each stage's parallel)")
+    add_options(p, "fleet", "config", "only", "stage", "parallel", parallel={"type": _positive})
 
 
 def _positive(text: str) -> int:
@@ -235,7 +231,7 @@ def _add_upgrade(fsub: argparse._SubParsersAction) -> None:
 def _add_status(fsub: argparse._SubParsersAction) -> None:
     p = add_command(fsub, "status", cmd_status, "sqltransport-schema fleet status --check --format markdown")
     _common(p)
-    p.add_argument("--check", action="store_true", help="add check's drift summary per target")
+    add_options(p, "check", check={"help": "add check's drift summary per target (exit 1 on drift)"})
     add_options(p, "format", format=FLEET_FORMAT)
 
 

@@ -77,6 +77,13 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "conf": (("--conf",), {"action": "append", "default": [], "metavar": "KEY=VALUE", "help": "Spark configuration (repeatable)"}),
     "jars": (("--jars",), {"default": "", "help": "extra JDBC driver jars, comma-separated (Debian's /usr/share/java ones are added)"}),
     "no_spark": (("--no-spark",), {"action": "store_true", "help": "run the partitions in this process, without Spark"}),
+    # a check that changes nothing and exits 1 on a finding; each command says what it checks
+    "check": (("--check",), {"action": "store_true"}),
+    # fleets (fleet upgrade, status, script)
+    "fleet": (("--fleet",), {"help": "the fleet file (default: fleet.yaml beside the Alembic configuration)"}),
+    "only": (("--only",), {"action": "append", "metavar": "GLOB", "help": "only the targets whose name matches (repeatable)"}),
+    "stage": (("--stage",), {"metavar": "NAME", "help": "only this stage's targets"}),
+    "parallel": (("--parallel",), {"metavar": "N", "help": "targets at once (default: each stage's parallel)"}),
 }
 SPARK = ("master", "conf", "jars", "no_spark")
 # --format of the commands whose report is also a pull-request comment (compile, check); github:

@@ -188,10 +188,8 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "compile", cmd_compile, 'sqltransport-schema compile -m "add the Billing endpoint"')
     add_options(p, "topology", "format", "config", format=MARKDOWN_FORMAT)
     p.add_argument("-m", "--message", help='revision message (default: one read from the change, e.g. "add Inventory")')
-    p.add_argument(
-        "--check",
-        action="store_true",
-        help="write nothing; exit 1 when topology.yaml holds uncompiled changes or the migrations have several heads",
+    add_options(
+        p, "check", check={"help": "write nothing; exit 1 when topology.yaml holds uncompiled changes or the migrations have several heads"}
     )
     p.add_argument(
         "--topology-switch",

@@ -50,16 +50,20 @@ class Progress:
             if result.outcome not in DONE:
                 self.stream.write("\r\033[K" + target_line(stage.stage.name, result) + "\n")
             return
-        if result.outcome not in (AT_REVISION, WOULD_UPGRADE):
+        if result.outcome not in DONE:  # what needs a person: the rest is counted in the progress lines
             self.stream.write(target_line(stage.stage.name, result) + "\n")
         if now - self.last >= PLAIN_EVERY:
             self.stream.write(self.line(running) + "\n")
             self.last = now
 
     def close(self) -> None:
-        if self.tty and not self.quiet:
+        if self.quiet:
+            return
+        if self.tty:
             self.stream.write("\r\033[K")
-            self.stream.flush()
+        elif self.done + self.failed:
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
 
 
 def target_line(stage: str, result: Result) -> str:

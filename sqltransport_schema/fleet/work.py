@@ -79,6 +79,7 @@ class Migrations:
         self.destination = self._resolve(settings.to_rev)
         self.behind = self._behind()
         self.version_table = self.config.get_main_option("version_table") or VERSION_TABLE
+        self._readers: dict[str, tuple[Any, str]] = {}
         assert isinstance(self.config, Config)
 
     def _resolve(self, to_rev: str) -> tuple[str, ...]:
@@ -111,26 +112,59 @@ class Migrations:
     # ----------------------------------------------------------------------------- one target
     def stamps(self, url: str) -> tuple[str, ...]:
         """The revisions the target's version table holds: one connection and one read (none when
-        the table is not there yet)."""
-        from sqlalchemy import column, exc, inspect, pool, select, table
+        the table is not there yet), through the driver itself: a target at the revision costs no
+        engine, no pool and no statement compilation (made once per driver, _reader)."""
+        from sqlalchemy import exc
+        from sqlalchemy.engine import make_url
 
         from .. import engines
+        from ..db import normalise_url
+
+        parsed = make_url(normalise_url(url))
+        dialect, sql = self._reader(parsed.drivername, url)
+        dbapi = dialect.loaded_dbapi
+        cargs, cparams = dialect.create_connect_args(parsed)
+        try:
+            connection = dbapi.connect(*cargs, **cparams)
+        except dbapi.Error as error:
+            raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None  # statement None: unreachable
+        try:
+            cursor = connection.cursor()
+            try:
+                cursor.execute(sql)
+            except dbapi.Error as error:
+                if engines.for_sqlalchemy(dialect.name).undefined_table(error) or not self._has_version_table(url):
+                    return ()
+                raise exc.DBAPIError.instance(sql, None, error, dbapi.Error, dialect=dialect) from None
+            return tuple(sorted(row[0] for row in cursor.fetchall()))
+        finally:
+            connection.close()
+
+    def _has_version_table(self, url: str) -> bool:
+        """Asked of the catalog, for engines that do not say which driver error is "no such table"."""
+        from sqlalchemy import inspect, pool
+
         from ..db import make_engine
 
         engine = make_engine(url, poolclass=pool.NullPool, sqlite_writers=False)
         try:
             with engine.connect() as connection:
-                try:
-                    rows = connection.execute(select(column("version_num")).select_from(table(self.version_table))).all()
-                except exc.DBAPIError as error:
-                    dialect = engines.for_sqlalchemy(engine.dialect.name)
-                    connection.rollback()
-                    if dialect.undefined_table(error.orig) or not inspect(connection).has_table(self.version_table):
-                        return ()
-                    raise
-            return tuple(sorted(row[0] for row in rows))
+                return inspect(connection).has_table(self.version_table)
         finally:
             engine.dispose()
+
+    def _reader(self, driver: str, url: str) -> tuple[Any, str]:
+        """(the driver's SQLAlchemy dialect, the version read compiled for it), made once per driver."""
+        if driver not in self._readers:
+            from sqlalchemy import column, pool, select, table
+
+            from ..db import make_engine
+
+            engine = make_engine(url, poolclass=pool.NullPool, sqlite_writers=False)  # imports the driver; connects nowhere
+            statement = select(column("version_num")).select_from(table(self.version_table))
+            self._readers[driver] = (engine.dialect, str(statement.compile(dialect=engine.dialect)))
+            engine.dispose()
+        return self._readers[driver]
 
     def upgrade(self, target: Target) -> Result:
         """Bring the target to the destination: nothing past the read when it is there already."""
