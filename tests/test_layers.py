@@ -6,7 +6,7 @@ Layers, lowest first:
   core      statements, shapes, schema, versions, util, urls, revisions, wire
             (and topology, whose validation asks the engines for their name limits)
   engines   one Dialect per database
-  services  db, migrate, runtime, check, adopt, grants, listings, scripts, pipeline, pictures
+  services  db, migrate, runtime, check, adopt, grants, listings, scripts, pipeline, pictures, fleet
   cli       the command line (and spark-submit's pipeline/job.py), on top; nothing imports it
 """
 
@@ -22,7 +22,21 @@ PACKAGE = "sqltransport_schema"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 CORE = ("errors", "statements", "shapes", "schema", "versions", "util", "urls", "revisions", "wire")
-ABOVE_ENGINES = ("db", "migrate", "runtime", "check", "adopt", "grants", "listings", "scripts", "project", "pipeline", "pictures", "cli")
+ABOVE_ENGINES = (
+    "db",
+    "migrate",
+    "runtime",
+    "check",
+    "adopt",
+    "grants",
+    "listings",
+    "scripts",
+    "project",
+    "pipeline",
+    "pictures",
+    "fleet",
+    "cli",
+)
 
 
 def _module_name(path: Path) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import errors
 from .options import DEFAULT_CONFIG, add_command, add_options, load_config
-from .output import EXIT_CHANGES, EXIT_OK, emit
+from .output import EXIT_CHANGES, EXIT_OK, describe, emit
 
 FLEET_FORMAT = {"choices": ("text", "json", "markdown"), "help": "for people, CI, or a CI job summary (default: %(default)s)"}
 
@@ -76,6 +76,7 @@ def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (flee
         dry_run=getattr(args, "dry_run", False),
         rerun=tuple(_words(args, x=False)) if settings_kind == "upgrade" else (),
         check=getattr(args, "check", False),
+        describe=describe,
     )
     return fleet, staged, Migrations(settings)
 

@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .file import Target
-from .work import LOST, Migrations, Result, Settings  # noqa: F401 - Settings: a spawned worker's source
+from .work import LOST, Migrations, Result, Settings, first_line  # noqa: F401 - Settings: a spawned worker's source
 
 
 def _context() -> Any:
@@ -38,9 +38,7 @@ def _serve(connection: Connection, source: Migrations | Settings, kind: str, run
     try:
         migrations: Migrations | None = source if isinstance(source, Migrations) else Migrations(source)
     except Exception as error:  # noqa: BLE001 - reported as each target's failure
-        from ..cli.output import describe
-
-        problem, migrations = describe(error), None
+        problem, migrations = (source.describe or first_line)(error), None  # type: ignore[union-attr]
     while True:
         try:
             target = connection.recv()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .file import Target, scrub
+from .file import Target
 from .work import Migrations, describe
 
 
@@ -18,11 +18,11 @@ def write_scripts(
     from sqlalchemy.engine import make_url
 
     from .. import scripts
-    from ..cli.options import topology_path
     from ..db import normalise_url
     from ..engines import for_sqlalchemy
 
-    topology = topology_path(_NoTopology(), migrations.config)
+    configured = migrations.config.get_main_option("sqltransport.topology")
+    topology = Path(migrations.config.config_file_name).parent / configured if configured else Path("topology.yaml")
     rendered: dict[tuple[str, tuple[str, ...]], str] = {}
     written, skipped, failed = [], [], []
     folder.mkdir(parents=True, exist_ok=True)
@@ -45,9 +45,5 @@ def write_scripts(
             path.write_text(head + rendered[key], encoding="utf-8")
             written.append(path)
         except Exception as error:  # noqa: BLE001 - one target's failure is its line
-            failed.append((target.name, scrub(describe(error, target), target.url)))
+            failed.append((target.name, describe(error, target, migrations.settings.describe)))
     return written, skipped, failed
-
-
-class _NoTopology:
-    topology = None

@@ -13,13 +13,13 @@ import argparse
 import logging
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .file import Target, scrub
 
 if TYPE_CHECKING:
-    from alembic.config import Config
     from alembic.script import ScriptDirectory
 
 # Outcomes of an upgrade attempt
@@ -38,6 +38,8 @@ class Settings:
     dry_run: bool = False
     rerun: tuple[str, ...] = ("sqltransport-schema", "fleet", "upgrade")  # the command a refusal names, before --only
     check: bool = False  # status: add check's drift summary
+    # a failure as one line (the command line's own, cli/output.describe); a module-level function, so it pickles
+    describe: Callable[[BaseException], str] | None = None
 
 
 @dataclass
@@ -69,10 +71,8 @@ class Migrations:
         from alembic.config import Config
         from alembic.script import ScriptDirectory
 
-        from ..cli.options import load_config
-
         self.settings = settings
-        self.config: Config = load_config(settings.config)
+        self.config = Config(settings.config, cmd_opts=argparse.Namespace(quiet=True, x=None))
         self.config.attributes["configure_logging"] = False  # a fleet's report is its output, not each target's log lines
         logging.getLogger("sqltransport_schema.migrate").setLevel(logging.WARNING)
         self.script: ScriptDirectory = ScriptDirectory.from_config(self.config)
@@ -80,7 +80,6 @@ class Migrations:
         self.behind = self._behind()
         self.version_table = self.config.get_main_option("version_table") or VERSION_TABLE
         self._readers: dict[str, tuple[Any, str]] = {}
-        assert isinstance(self.config, Config)
 
     def _resolve(self, to_rev: str) -> tuple[str, ...]:
         """The revision ids the database holds once upgraded to to_rev (head: every head)."""
@@ -187,7 +186,7 @@ class Migrations:
             from ..migrate.locks import SkippedBusy
 
             result.outcome = BUSY if isinstance(error, SkippedBusy) else FAILED
-            result.error = describe(error, target)
+            result.error = describe(error, target, self.settings.describe)
             result.reachable = _unreachable(error) is None
         result.seconds = time.perf_counter() - started
         return result
@@ -231,7 +230,11 @@ class Migrations:
             if self.settings.check:
                 result.drift = self._drift(target)
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
-            result.outcome, result.error, result.reachable = FAILED, describe(error, target), _unreachable(error) is None
+            result.outcome, result.error, result.reachable = (
+                FAILED,
+                describe(error, target, self.settings.describe),
+                _unreachable(error) is None,
+            )
         result.seconds = time.perf_counter() - started
         return result
 
@@ -259,12 +262,16 @@ def _unreachable(error: BaseException) -> BaseException | None:
     return None
 
 
-def describe(error: BaseException, target: Target) -> str:
+def describe(error: BaseException, target: Target, one_line: Callable[[BaseException], str] | None = None) -> str:
     """The error as the report's one line, the target's password masked wherever a driver quoted it."""
-    from ..cli.output import describe as one_line
-
+    one_line = one_line or first_line
     unreachable = _unreachable(error)
     if unreachable is not None:
         said = (str(unreachable).strip().splitlines() or [type(unreachable).__name__])[0]
         return scrub(f"cannot reach the database: {said}; is the server up, and is the target's URL right?", target.url)
     return scrub(one_line(error), target.url)
+
+
+def first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
