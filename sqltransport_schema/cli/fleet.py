@@ -113,6 +113,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         progress.close()
         if journal is not None:
             journal.close()
+        if batch is not None:
+            batch.cleanup()
     left = list(runner.incomplete(reports))
     resume = shlex.join(_words(args)) if left and not args.dry_run else None
     if args.format == "json":
