@@ -247,7 +247,10 @@ def _run_with_lock_retries(context: EnvironmentContext, engine: Engine, policy: 
         if left <= 0:
             spent = format_duration(policy.retry_for_ms)
             longer = format_duration(max(policy.retry_for_ms * 3, 600_000))
-            opts = {**context.context_opts, **options}  # the run's own (fn, destination_rev), known before a first attempt configures it
+            try:
+                opts = context.get_context().opts  # the run's own: fn, destination_rev
+            except Exception:  # noqa: BLE001 - Alembic's "no context configured yet": every attempt waited before it
+                opts = options
             rerun = options[RERUN_OPTION]([f"{RETRY_OPTION}={longer}"], opts)
             raise LockWaitsSpent(
                 f"gave up waiting for a lock{on} after {attempt} attempt(s) in {spent} "
