@@ -101,7 +101,14 @@ def main() -> None:
     parser.add_argument("--loop-sample", type=int, default=10)
     parser.add_argument("--sqlite-files", type=int, default=10000)
     parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument(
+        "--sqlite-noop-only",
+        action="store_true",
+        help="only the SQLite no-op and status: the files are copies of one deployed file (set-up, not measured); no PostgreSQL",
+    )
     args = parser.parse_args()
+    if args.sqlite_noop_only:
+        args.databases = 0
     load = os.getloadavg()
     shown = f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
     print(f"# fleet_scale: {args.databases} PostgreSQL databases, {args.sqlite_files} SQLite files; load {shown}")
@@ -112,6 +119,20 @@ def main() -> None:
     names = [f"t{i:05d}" for i in range(args.databases)]
     parallel = ["--parallel", str(args.parallel)]
     try:
+        if args.sqlite_noop_only:
+            print("| measured | seconds | reference (seconds) | ratio |\n|---|---:|---|---:|")
+            files = work / "tenants"
+            files.mkdir()
+            tenants = [f"s{i:05d}" for i in range(args.sqlite_files)]
+            fleet_file(root, f"sqlite:///{files}/{{name}}.db", tenants[:1], "one.yaml")
+            fleet("upgrade", "--fleet", "one.yaml", cwd=root)
+            for name in tenants[1:]:
+                shutil.copy(files / f"{tenants[0]}.db", files / f"{name}.db")
+            fleet_file(root, f"sqlite:///{files}/{{name}}.db", tenants, "sqlite.yaml")
+            sq = ("--fleet", "sqlite.yaml", *parallel)
+            row(f"SQLite no-op of {len(tenants)} files", fleet("upgrade", *sq, cwd=root))
+            row(f"SQLite fleet status of {len(tenants)} files", fleet("status", *sq, cwd=root))
+            return
         with admin() as connection:
             for name in names:
                 connection.execute(f'CREATE DATABASE "{prefix}_{name}"')

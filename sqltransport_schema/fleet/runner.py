@@ -29,6 +29,7 @@ class StageReport:
     status: str = NOT_STARTED
     seconds: float = 0.0
     reason: str | None = None  # why it stopped
+    failures: int = 0  # what max_failures counts (failed and lost targets), kept as results come: stop() costs nothing
 
     def count(self, *outcomes: str) -> int:
         return sum(1 for r in self.results.values() if r.outcome in outcomes)
@@ -72,24 +73,26 @@ def run_stages(
         tolerated = report.stage.tolerated(len(report.targets))
         started = time.perf_counter()
         retried: set[str] = set()
+        by_name = {t.name: t for t in report.targets}
         todo = list(report.targets)
         while todo:
             again = []
 
             def stop(report: StageReport = report, tolerated: int | None = tolerated) -> bool:
-                return tolerated is not None and len(_counted(report)) > tolerated
+                return tolerated is not None and report.failures > tolerated
 
             for result in batch(todo, parallel or report.stage.parallel, stop):
                 if journal is not None:
                     journal.ended(result)
                 if result.outcome == LOST and result.target not in retried:
                     retried.add(result.target)
-                    again.append(next(t for t in report.targets if t.name == result.target))
+                    again.append(by_name[result.target])
                     on_result(report, result)
                     continue
                 report.results[result.target] = result
+                report.failures += result.outcome in (FAILED, LOST)
                 on_result(report, result)
-            todo = again if not (tolerated is not None and len(_counted(report)) > tolerated) else []
+            todo = again if not stop() else []
         report.seconds = time.perf_counter() - started
         failures = _counted(report)
         if tolerated is not None and len(failures) > tolerated:
