@@ -114,3 +114,38 @@ def test_targets_from_a_query_are_upgraded(project, tmp_path):
     assert sorted(t["name"] for t in json.loads(result.stdout)["targets"]) == ["acme", "globex"]
     assert stamps(f"sqlite:///{tmp_path}/acme.db") == [project.head()]
     assert not (tmp_path / "gone.db").exists()
+
+
+def test_a_terminal_gets_a_live_progress_line_and_ci_plain_lines(project):
+    import os
+    import pty
+    import subprocess
+
+    from .support.fleets import fleet_command, fleet_env
+
+    project.write_topology(TWO_INSTANCES)
+    assert project.compile("initial") == 0
+    (project.root / "tenants").mkdir()
+    (project.root / "fleet.yaml").write_text("url_template: sqlite:///tenants/{name}.db\nnames: [a1, a2, a3]\n")
+    leader, follower = pty.openpty()
+    runner = subprocess.Popen(fleet_command("upgrade"), cwd=project.root, env=fleet_env(), stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    runner.wait(timeout=120)
+    os.close(leader)
+    assert runner.returncode == 0
+    assert b"\r\x1b[K[fleet] 3 done, 0 failed, 0 running, 0 left, " in seen  # redrawn in place
+    assert b"\n" not in seen.replace(b"\r\n", b"")  # no line of its own on a terminal
+
+    plain = run_fleet(project.root, "upgrade")  # stderr a pipe, as in CI
+    assert plain.returncode == 0
+    assert plain.stderr.splitlines()[-1].startswith("[fleet] 3 done, 0 failed, 0 running, 0 left, ")
+    assert "\r" not in plain.stderr

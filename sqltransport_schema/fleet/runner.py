@@ -126,7 +126,7 @@ def upgrade(
     journal: Journal | None,
     command: str,
     parallel: int | None = None,
-    on_result: Callable[[StageReport, Result], None] = lambda stage, result: None,
+    on_result: Callable[..., None] = lambda stage, result, running=0: None,
     batch: Callable[[str], Batch] | None = None,
 ) -> list[StageReport]:
     """The whole run: journalled, in worker processes (or batch(stage name): Spark's)."""
@@ -146,7 +146,10 @@ def upgrade(
                     current["stage"] = next(s.name for s, ts in staged if targets[0] in ts)
                     return pool.run(targets, size, stop)
 
-                reports = run_stages(staged, batch_of, journal, parallel, on_result)
+                def with_running(stage: StageReport, result: Result) -> None:
+                    on_result(stage, result, sum(w.target is not None for w in pool.workers))
+
+                reports = run_stages(staged, batch_of, journal, parallel, with_running)
         outcome = "complete" if not any(incomplete(reports)) else "incomplete"
         return reports
     finally:
