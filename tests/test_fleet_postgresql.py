@@ -155,3 +155,27 @@ def test_an_unreachable_target_fails_alone_and_the_rerun_command_is_printed(exam
         rows = [r for r in journal_rows(example / "fleet.journal.sqlite") if r["target"] == "gone"]
         assert rows[-1]["outcome"] == "failed" and "cannot reach the database" in rows[-1]["error"]
         no_secret(result.stdout, result.stderr, journal=example / "fleet.journal.sqlite")
+
+
+def test_fleet_script_writes_each_targets_script_naming_it(example, tmp_path):
+    revs = revisions(example)
+    with pg_databases(3) as names:
+        write_fleet(example, names)
+        short = [n.rsplit("_", 1)[1] for n in names]
+        assert run_fleet(example, "upgrade", "--only", short[2], **PASSWORD).returncode == 0
+        assert run_fleet(example, "upgrade", "--only", short[1], "--to", revs[1], **PASSWORD).returncode == 0
+        out = tmp_path / "scripts"
+        result = run_fleet(example, "script", "-o", str(out), **PASSWORD)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert sorted(p.name for p in out.iterdir()) == [f"{short[0]}.sql", f"{short[1]}.sql"]
+        assert f"at revision {short[2]}: no script" in result.stdout
+        first = (out / f"{short[0]}.sql").read_text()
+        assert first.splitlines()[0] == (
+            f"-- target: {short[0]} (postgresql://postgres:***@127.0.0.1:5432/{names[0]}), from <base> to {revs[-1]}"
+        )
+        assert f"-- Running upgrade  -> {revs[0]}" in first
+        second = (out / f"{short[1]}.sql").read_text()
+        assert second.splitlines()[0].endswith(f"from {revs[1]} to {revs[-1]}")
+        assert f"-- Running upgrade {revs[0]} -> {revs[1]}" not in second  # what it holds already
+        assert f"-- Running upgrade {revs[1]} -> {revs[2]}" in second
+        no_secret(result.stdout, result.stderr, first, second)
