@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import errors
 from .options import DEFAULT_CONFIG, add_command, add_options, load_config
-from .output import EXIT_CHANGES, EXIT_OK, describe, emit
+from .output import EXIT_CHANGES, EXIT_OK, describe, emit, wrote
 
 FLEET_FORMAT = {"choices": ("text", "json", "markdown"), "help": "for people, CI, or a CI job summary (default: %(default)s)"}
 
@@ -193,7 +193,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
     text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
-        sys.stderr.write(f"wrote {args.output}\n")
+        wrote(args.output)
     else:
         sys.stdout.write(text)
     return EXIT_OK
