@@ -149,3 +149,48 @@ def test_a_terminal_gets_a_live_progress_line_and_ci_plain_lines(project):
     assert plain.returncode == 0
     assert plain.stderr.splitlines()[-1].startswith("[fleet] 3 done, 0 failed, 0 running, 0 left, ")
     assert "\r" not in plain.stderr
+
+
+TENANT_PLACEMENT = """\
+transport_version: "9.1"
+tenants:
+  tables: [sagas, outbox]
+endpoints:
+  - name: Sales
+    outbox: true
+    sagas:
+      - name: OrderSaga
+        correlation: {name: OrderId, type: guid}
+queues:
+  - name: error
+"""
+
+
+def test_each_target_runs_its_role_under_tenant_placement(project):
+    import sqlite3 as sqlite
+
+    project.write_topology(TENANT_PLACEMENT)
+    assert project.compile("initial") == 0
+    (project.root / "fleet.yaml").write_text(
+        "targets:\n  - name: shared\n    url: sqlite:///shared.db\n"
+        + "".join(f"  - name: tenant-{t}\n    url: sqlite:///tenant-{t}.db\n    role: tenant\n" for t in "abc")
+        + "stages:\n  - name: shared\n    targets: [shared]\n  - name: tenants\n    parallel: 3\n"
+    )
+    result = run_fleet(project.root, "upgrade", "--format", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {t["name"]: t["role"] for t in json.loads(result.stdout)["targets"]}["tenant-a"] == "tenant"
+
+    def tables(name):
+        with sqlite.connect(project.root / f"{name}.db") as db:
+            return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    assert "Sales" in tables("shared") and "Sales_OrderSaga" not in tables("shared")
+    for tenant in "abc":
+        assert {"Sales_OrderSaga", "Sales_OutboxData"} <= tables(f"tenant-{tenant}") and "Sales" not in tables(f"tenant-{tenant}")
+    status = run_fleet(project.root, "status", "--check", "--format", "json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert {t["name"]: t["drift"]["in_sync"] for t in json.loads(status.stdout)["targets"]} == dict.fromkeys(
+        ["shared", "tenant-a", "tenant-b", "tenant-c"], True
+    )
+    refused = run_fleet(project.root, "upgrade", "-x", "role=tenant")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: -x role=...: a target's role is the fleet file's")

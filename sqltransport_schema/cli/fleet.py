@@ -32,6 +32,8 @@ def _x(values: list[str]) -> tuple[str, ...]:
             raise errors.UsageError(f"-x {item}: expected KEY=VALUE, e.g. -x discard=Sales.host-b")
         if key == "url":
             raise errors.UsageError("-x url=...: a fleet's URLs are its targets' (fleet.yaml); use --only NAME for one target")
+        if key == "role":
+            raise errors.UsageError("-x role=...: a target's role is the fleet file's (role: tenant); use --only NAME for one target")
     return tuple(values)
 
 

@@ -13,19 +13,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..schema import ROLES
 from ..topology.format import Field, field_schema
 from ..topology.problems import Mark, Problem, TopologyError
 from ..topology.reader import Obj, Reader, compose, decode
 from ..urls import display_url
 
 DEFAULT_FILE = "fleet.yaml"
-ROLES = ("tenant", "shared")
 ON_ERROR = ("stop", "continue")
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 _ROLE = Field(
     "enum",
-    "Reserved for tenant placement (what a target holds: a tenant's own tables, or the shared ones); carried, not used yet.",
+    "Its role under tenant placement (docs/tenants.md): shared (default) or tenant; its migrations run with -x role=<role>.",
     values=ROLES,
 )
 TARGET = Field(
@@ -90,7 +90,7 @@ class FleetFileError(TopologyError):
 class Target:
     name: str
     url: str = field(repr=False)  # ${VAR} filled in: may hold a password, never printed
-    role: str | None = None  # reserved for tenant placement
+    role: str | None = None  # tenant placement's role (schema.ROLES); unset: the shared database's
 
     @property
     def shown_url(self) -> str:

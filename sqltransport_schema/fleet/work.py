@@ -199,7 +199,8 @@ class Migrations:
         from ..migrate.refusals import RERUN_OPTION
 
         config, script = self.config, self.script
-        config.cmd_opts = argparse.Namespace(quiet=True, x=[f"url={target.url}", *self.settings.x])
+        role = [f"role={target.role}"] if target.role else []  # tenant placement: the fleet file's, per target
+        config.cmd_opts = argparse.Namespace(quiet=True, x=[f"url={target.url}", *role, *self.settings.x])
         config.attributes[RERUN_OPTION] = lambda added, opts: self.rerun(target, added)
         steps: list[object] = []
         config.attributes[STEP_HOOKS] = [lambda ctx, step, heads, run_args: steps.append(step)]
@@ -240,9 +241,10 @@ class Migrations:
 
     def _drift(self, target: Target) -> dict:
         from .. import check
+        from ..schema import SHARED
 
         try:
-            report = check.run(target.url, self.config, script=self.script)
+            report = check.run(target.url, self.config, target.role or SHARED, script=self.script)
         except check.CheckError as error:
             return {"in_sync": False, "error": scrub(str(error), target.url), "counts": {}}
         # revisions not applied yet are the row's "behind"; the drift is what differs from the stamped revision
