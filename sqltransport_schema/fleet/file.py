@@ -1,6 +1,6 @@
 """fleet.yaml: the targets (a list, a URL template with names, or a query of a control database)
 and the stages that take them. Read with the topology's Reader, so every mistake is one located
-`file:line:col: error:` line; ${VAR} in a URL is read from the environment, so no secret lives in
+`error: file:line:col:` line; ${VAR} in a URL is read from the environment, so no secret lives in
 the file. FORMAT also generates fleet.schema.json.
 """
 
