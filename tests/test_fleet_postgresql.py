@@ -168,7 +168,7 @@ def test_fleet_script_writes_each_targets_script_naming_it(example, tmp_path):
         result = run_fleet(example, "script", "-o", str(out), **PASSWORD)
         assert result.returncode == 0, result.stdout + result.stderr
         assert sorted(p.name for p in out.iterdir()) == [f"{short[0]}.sql", f"{short[1]}.sql"]
-        assert f"at revision {short[2]}: no script" in result.stdout
+        assert f"at revision {short[2]}: no script" in result.stderr  # status lines on stderr: stdout holds products alone
         first = (out / f"{short[0]}.sql").read_text()
         assert first.splitlines()[0] == (
             f"-- target: {short[0]} (postgresql://postgres:***@127.0.0.1:5432/{names[0]}), from <base> to {revs[-1]}"

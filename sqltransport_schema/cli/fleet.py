@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import errors
 from .options import DEFAULT_CONFIG, add_command, add_options, load_config
-from .output import EXIT_CHANGES, EXIT_OK, describe, emit, wrote
+from .output import EXIT_CHANGES, EXIT_OK, describe, emit, emit_status, wrote
 
 FLEET_FORMAT = {"choices": ("text", "json", "markdown"), "help": "for people, CI, or a CI job summary (default: %(default)s)"}
 
@@ -180,7 +180,7 @@ def cmd_script(args: argparse.Namespace) -> int:
         "at_revision": skipped,
         "failed": [{"name": n, "error": e} for n, e in failed],
     }
-    emit(args, payload, lines)
+    emit_status(args, payload, lines)
     return EXIT_CHANGES if failed else EXIT_OK
 
 
