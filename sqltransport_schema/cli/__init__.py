@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Iterator
 from typing import NoReturn
 
-from . import database, fleet, operations, pictures, pipeline, project, review, topology
+from . import console, database, fleet, operations, pictures, pipeline, project, review, topology
 from .options import add_options
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error, emit_invalid
 
@@ -35,6 +35,7 @@ COMMANDS = (
     "status",
     "retry",
     "outbox",
+    "console",
     "graph",
     "statements",
     "grants",
@@ -48,6 +49,7 @@ PARSERS = {
     **topology.PARSERS,
     **database.PARSERS,
     **operations.PARSERS,
+    **console.PARSERS,
     **pictures.PARSERS,
     **review.PARSERS,
     **pipeline.PARSERS,

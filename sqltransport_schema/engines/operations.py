@@ -189,3 +189,90 @@ class Operations:
         if value.tzinfo is None:
             return value.replace(tzinfo=timezone.utc)
         return value.astimezone(timezone.utc)
+
+    # -- the console's reads of the error queue (console/failed.py) ---------------------------
+    # Each message of the error queue as a row of the headers the console groups and filters by,
+    # each '' where a message names none (or its headers are not JSON), so that a group's key is
+    # never NULL and compares with =. The times are NServiceBus.TimeOfFailure's text (wire format:
+    # fixed width, so its text order is time order).
+    FAILED_HEADERS = {
+        "failed_queue": FAILED_Q,
+        "exception_type": "NServiceBus.ExceptionInfo.ExceptionType",
+        "exception_message": "NServiceBus.ExceptionInfo.Message",
+        "message_type": "NServiceBus.EnclosedMessageTypes",
+        "endpoint": "NServiceBus.ProcessingEndpoint",
+        "time_of_failure": "NServiceBus.TimeOfFailure",
+    }
+    # the filters a read may take: field -> its condition on the source row f (values bound)
+    FAILED_FILTERS = {
+        "since": "f.time_of_failure >= @Since",
+        "until": "f.time_of_failure < @Until",
+        "failed_queue": "f.failed_queue = @FailedQueue",
+        "text": "f.headers LIKE @Text ESCAPE '!'",
+        "exception_type": "f.exception_type = @ExceptionType",
+        "exception_message": "f.exception_message = @ExceptionMessage",
+        "message_type": "f.message_type = @MessageType",
+        "endpoint": "f.endpoint = @Endpoint",
+    }
+    FAILED_ROW = "SELECT k, id, failed_queue, exception_type, exception_message, message_type, endpoint, time_of_failure"
+    FAILED_MESSAGE = "SELECT {order}, Id, Headers, Body FROM {table} WHERE {order} = @Key"
+
+    def header_value(self, header: str) -> str:
+        """SQL of the header's value in a row's Headers (NULL where none, or not JSON); header is one
+        of FAILED_HEADERS' (a constant of ours, never a user's text)."""
+        raise self._unsupported()
+
+    def _failed_source(self) -> str:
+        fields = ", ".join(f"COALESCE({self.header_value(h)}, '') AS {name}" for name, h in self.FAILED_HEADERS.items())
+        return f"SELECT {{order}} AS k, Id AS id, Headers AS headers, {fields} FROM {{table}}"
+
+    def _failed_where(self, filters: tuple[str, ...], extra: tuple[str, ...] = ()) -> str:
+        conditions = list(extra) + [self.FAILED_FILTERS[name] for name in filters]
+        return (" WHERE " + " AND ".join(conditions)) if conditions else ""
+
+    def failed_groups(self, table: TableName, profile: Profile, by: tuple[str, ...], filters: tuple[str, ...]) -> Statement:
+        """(the group's fields in `by`..., messages, first and last TimeOfFailure) of the error queue's
+        messages that pass `filters`, the largest group first."""
+        if not self.supported:
+            raise self._unsupported()
+        keys = ", ".join(f"f.{name}" for name in by)
+        template = (
+            f"SELECT {keys}, count(*) AS messages, min(f.time_of_failure) AS first, max(f.time_of_failure) AS last "
+            f"FROM ({self._failed_source()}) AS f{self._failed_where(filters)} GROUP BY {keys} ORDER BY count(*) DESC, {keys}"
+        )
+        return self.statement("failed_groups", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
+
+    def failed_page(self, table: TableName, profile: Profile, filters: tuple[str, ...]) -> Statement:
+        """Up to @Limit messages after the key @After that pass `filters`, in FIFO order: a page by
+        keyset (the next page starts after the last key shown), never by OFFSET."""
+        if not self.supported:
+            raise self._unsupported()
+        template = (
+            f"{self.FAILED_ROW} FROM ({self._failed_source()}) AS f{self._failed_where(filters, ('f.k > @After',))} "
+            "ORDER BY f.k LIMIT @Limit"
+        )
+        return self.statement("failed_page", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
+
+    def failed_message(self, table: TableName, profile: Profile) -> Statement:
+        """One message of the error queue by its key (@Key): (key, Id, Headers, Body)."""
+        template = fill(self.FAILED_MESSAGE, {"order": self.order})
+        return self.statement("failed_message", template, table=self.dialect.qualified(table, profile))
+
+    # -- the console's action log ---------------------------------------------------------------
+    ACTION_LOG_CREATE = ""  # the table, created if missing
+    ACTION_LOG_INSERT = "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (@At, @Who, @Action, @Target, @Messages)"
+    ACTION_LOG_READ = "SELECT At, Who, Action, Target, Messages FROM {table} ORDER BY Id DESC LIMIT @Limit"
+
+    def action_log(self, table: TableName, profile: Profile, which: str) -> Statement:
+        """The action log's statement `which` (create, insert, read)."""
+        template = {"create": self.ACTION_LOG_CREATE, "insert": self.ACTION_LOG_INSERT, "read": self.ACTION_LOG_READ}[which]
+        if not template:
+            raise self._unsupported()
+        return self.statement(f"action_log_{which}", template, table=self.dialect.qualified(table, profile))
+
+    WRITE_PROBE = "DELETE FROM {table} WHERE 1 = 0"
+
+    def write_probe(self, table: TableName, profile: Profile) -> Statement:
+        """Deletes no row, and is refused where the login may not delete from the table (a `grants
+        --monitor` login): what tells the console to run read-only."""
+        return self.statement("write_probe", self.WRITE_PROBE, table=self.dialect.qualified(table, profile))

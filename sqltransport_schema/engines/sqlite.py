@@ -707,4 +707,12 @@ SELECT FailedQ, count(*) AS Messages FROM (
 ) AS failed
 GROUP BY FailedQ ORDER BY FailedQ"""
         ERROR_BATCH = "SELECT {order}, Id, Headers, Body FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"
+        ACTION_LOG_CREATE = (
+            "CREATE TABLE IF NOT EXISTS {table} (Id INTEGER PRIMARY KEY AUTOINCREMENT, At TEXT NOT NULL, Who TEXT NOT NULL, "
+            "Action TEXT NOT NULL, Target TEXT NOT NULL, Messages INTEGER NOT NULL)"
+        )
+
+        def header_value(self, header: str) -> str:
+            return f"CASE WHEN json_valid(Headers) THEN json_extract(Headers, '$.\"{header}\"') END"
+
         ERROR_SCAN = "SELECT {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"

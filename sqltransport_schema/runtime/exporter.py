@@ -142,12 +142,12 @@ def parse_min_interval(text: str) -> float:
     return milliseconds / 1000
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """--serve HOST:PORT (`127.0.0.1:9716`, `[::1]:9716`, `:9716` for every interface; port 0: any free one)."""
+def parse_listen(text: str, option: str = "--serve") -> tuple[str, int]:
+    """--serve (or the console's --bind) HOST:PORT (`127.0.0.1:9716`, `[::1]:9716`, `:9716` for every interface; port 0: any free one)."""
     host, colon, port = text.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not colon or not port.isdigit() or int(port) > 65535 or "[" in host or "]" in host:
-        raise errors.UsageError(f"--serve {text}: give HOST:PORT, e.g. 127.0.0.1:9716, [::1]:9716 or :9716 (every interface)")
+        raise errors.UsageError(f"{option} {text}: give HOST:PORT, e.g. 127.0.0.1:9716, [::1]:9716 or :9716 (every interface)")
     return host or "0.0.0.0", int(port)
 
 

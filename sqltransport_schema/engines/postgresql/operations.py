@@ -72,6 +72,18 @@ WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_s
 ) AS failed
 GROUP BY FailedQ ORDER BY FailedQ"""
     )
+    ACTION_LOG_CREATE = (
+        "CREATE TABLE IF NOT EXISTS {table} (Id bigserial PRIMARY KEY, At timestamptz NOT NULL, Who text NOT NULL, "
+        "Action text NOT NULL, Target text NOT NULL, Messages integer NOT NULL)"
+    )
+
+    def header_value(self, header: str) -> str:
+        """The header's JSON string cut out by pattern (as FAILED_Q_COUNTS does): no cast of the whole
+        text, which fails on headers that are not JSON."""
+        name = header.replace(".", "\\.")
+        pattern = '"' + name + '"' + r"\s*:\s*" + self.JSON_STRING
+        return "('\"' || substring(Headers FROM '" + pattern + "') || '\"')::json #>> '{{}}'"
+
     # FOR UPDATE, not SKIP LOCKED: a message another transaction holds is waited for, never passed over
     ERROR_BATCH = "SELECT {order}, Id, Headers, Body FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize FOR UPDATE"
     ERROR_SCAN = "SELECT {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"

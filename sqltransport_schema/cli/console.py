@@ -1,0 +1,81 @@
+"""console: the operator console in a browser (sqltransport_schema/console/), served by uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from .. import errors
+from .operations import _transport
+from .options import add_command, add_options, load_config
+from .output import EXIT_OK
+
+SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    """the operator console in a browser: status, failed messages grouped, retried, the action log
+    Serve the console on --bind (127.0.0.1:8765 by default) until SIGTERM or Ctrl-C: the overview
+    (status's figures, the migration state, the topology drawn), the error queue grouped by exception,
+    failed queue, message type or endpoint, each message's headers and body, retries back to each
+    message's NServiceBus.FailedQ (not with --read-only), an action log in the database, and the same
+    as JSON under /api. A bind other than loopback needs SQLTRANSPORT_CONSOLE_TOKEN (the console
+    extra; docs/console.md).
+    """
+    from ..console import require
+    from ..console.security import DEFAULT_BIND, Access
+    from ..runtime.exporter import parse_listen
+
+    host, port = parse_listen(args.bind or DEFAULT_BIND, "--bind")
+    access = Access.from_environment(host, args.read_only)
+    uvicorn = require()
+    from ..console.app import Console, make_app
+    from ..urls import display_url
+
+    config = load_config(args.config) if Path(args.config).is_file() else None
+    transport = _transport(args, readers=False)
+    try:
+        console = Console(transport, access, config, args.error_queue)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise errors.UsageError(f"--bind {host}:{port}: {exc.strerror}; choose another port") from None
+        sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+        server = uvicorn.Server(uvicorn.Config(make_app(console), log_level="warning", access_log=False, lifespan="off"))
+        stop = threading.Event()
+        sampler = threading.Thread(target=console.sampler, args=(SAMPLE_INTERVAL, stop), name="console-sampler", daemon=True)
+        sampler.start()
+        shown = f"[{host}]" if ":" in host else host
+        database = display_url(transport.engine.url.render_as_string(hide_password=False))
+        mode = "read-only" if console.read_only else "operator actions allowed"
+        sys.stderr.write(f"console: serving http://{shown}:{sock.getsockname()[1]}/ for {database} ({mode}); SIGTERM or Ctrl-C stops\n")
+        sys.stderr.flush()
+        previous = signal.getsignal(signal.SIGTERM)
+        try:
+            server.run(sockets=[sock])  # uvicorn handles SIGTERM and SIGINT itself: a clean stop
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            stop.set()
+            sock.close()
+    finally:
+        transport.engine.dispose()
+    sys.stderr.write("console: stopped\n")
+    return EXIT_OK
+
+
+def add_console(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "console", cmd_console, "sqltransport-schema console --url postgresql://postgres@127.0.0.1/app --read-only")
+    add_options(p, "url")
+    p.add_argument("--bind", metavar="HOST:PORT", help="where to listen (default: 127.0.0.1:8765; port 0: any free one)")
+    p.add_argument("--read-only", action="store_true", help="views only: no retry, whatever the token")
+    add_options(p, "error_queue", "config")
+
+
+PARSERS = {"console": add_console}

@@ -1,0 +1,143 @@
+"""The console's actions: retries of chosen messages (one, a selection, a group, everything a filter
+matches) back to each message's NServiceBus.FailedQ, through the runtime's `retry` (batches, each
+one transaction), run as a job that shows progress, may be slowed to a number of batches a second
+and cancelled between batches; and the action log, a table in the database (who, when, what, how many)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from .. import errors
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, RetryReport, resolve, retry
+from ..runtime.transport import execute
+from ..schema import TableName
+
+if TYPE_CHECKING:
+    from ..runtime.transport import Transport
+
+ACTION_LOG = "ConsoleActions"  # the action log's table, beside the error queue
+
+
+class Cancelled(Exception):
+    """Raised from retry's progress callback: the batch in hand is committed, no other is read."""
+
+
+@dataclass
+class Job:
+    """A retry under way or done: what it was asked, its progress, how it ended."""
+
+    id: int
+    who: str
+    what: str
+    chosen: int  # messages chosen when the job started
+    report: RetryReport | None = None
+    state: str = "running"  # running, done, cancelled, failed
+    error: str | None = None
+    cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    started: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "who": self.who,
+            "what": self.what,
+            "chosen": self.chosen,
+            "state": self.state,
+            "error": self.error,
+            "started": self.started.isoformat(),
+            "report": None if self.report is None else self.report.to_json(),
+        }
+
+
+class Actions:
+    """Runs retries and keeps the action log; one per console."""
+
+    def __init__(self, transport: Transport, error_queue: str = DEFAULT_ERROR_QUEUE, batch_size: int = DEFAULT_RETRY_BATCH) -> None:
+        self.transport, self.error_queue, self.batch_size = transport, error_queue, batch_size
+        self.jobs: dict[int, Job] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        error = resolve(transport, error_queue)
+        self.log_table = TableName(ACTION_LOG, error.schema, error.catalog)
+        self._log_ready = False
+
+    # -- the action log ------------------------------------------------------------------------
+    def _statement(self, which: str) -> Any:
+        return self.transport.dialect.operations.action_log(self.log_table, self.transport.profile, which)
+
+    def _ensure_log(self) -> None:
+        if not self._log_ready:
+            with self.transport.engine.begin() as conn:
+                execute(conn, self._statement("create"))
+            self._log_ready = True
+
+    def log(self, who: str, action: str, target: str, messages: int) -> None:
+        self._ensure_log()
+        row = {"At": datetime.now(timezone.utc), "Who": who, "Action": action, "Target": target, "Messages": messages}
+        if self.transport.dialect.name == "sqlite":
+            row["At"] = row["At"].isoformat()
+        with self.transport.engine.begin() as conn:
+            execute(conn, self._statement("insert"), row)
+
+    def history(self, limit: int = 100) -> list[dict]:
+        """The latest actions, newest first (none before the first action: the table is made then)."""
+        self._ensure_log()
+        with self.transport.engine.connect() as conn:
+            rows = execute(conn, self._statement("read"), {"Limit": limit}).fetchall()
+        return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
+
+    # -- retries -------------------------------------------------------------------------------
+    def retry(self, ids: Sequence[str], who: str, what: str, rate: float | None = None, wait: bool = False) -> Job:
+        """Retry the messages with these row Ids (or NServiceBus.MessageIds), as a job; `rate`: at most
+        that many batches a second; `wait`: return once it has ended."""
+        if not ids:
+            raise errors.UsageError("no message chosen: nothing to retry")
+        if rate is not None and rate <= 0:
+            raise errors.UsageError(f"rate must be above 0 batches a second, not {rate}")
+        with self._lock:
+            job = Job(next(self._ids), who, what, len(ids))
+            self.jobs[job.id] = job
+        thread = threading.Thread(target=self._run, args=(job, list(ids), rate), name=f"console-retry-{job.id}", daemon=True)
+        thread.start()
+        if wait:
+            thread.join()
+        return job
+
+    def _run(self, job: Job, ids: list[str], rate: float | None) -> None:
+        last = time.monotonic()
+
+        def progress(report: RetryReport) -> None:
+            nonlocal last
+            job.report = report
+            if job.cancel.is_set():
+                raise Cancelled
+            if rate is not None:
+                pause = 1.0 / rate - (time.monotonic() - last)
+                if pause > 0 and job.cancel.wait(pause):
+                    raise Cancelled
+                last = time.monotonic()
+
+        try:
+            job.report = retry(self.transport, error_queue=self.error_queue, message_ids=ids, batch_size=self.batch_size, progress=progress)
+            job.state = "done"
+        except Cancelled:
+            job.state = "cancelled"
+        except Exception as exc:  # shown on the job's page and in /api/jobs; the console keeps serving
+            job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
+        moved = job.report.moved if job.report is not None else 0
+        try:
+            self.log(job.who, f"retry ({job.state})", job.what, moved)
+        except Exception as exc:
+            job.error = (job.error or "") + f" (the action log could not be written: {exc})"
+
+    def job(self, job_id: int) -> Job:
+        try:
+            return self.jobs[job_id]
+        except KeyError:
+            raise errors.NotFound(f"no job {job_id}") from None

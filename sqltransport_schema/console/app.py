@@ -1,0 +1,443 @@
+"""The console's Starlette application: the pages (Jinja2, autoescaped; no inline script) and the
+JSON API under /api that the same views and actions answer. `make_app` builds it for a transport;
+cli/console.py serves it with uvicorn. Every response carries security.SECURITY_HEADERS."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .. import errors
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, resolve, status
+from ..runtime.transport import execute
+from ..urls import display_url
+from . import failed
+from .actions import Actions
+from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+    from ..runtime.transport import Transport
+
+HERE = Path(__file__).parent
+SAMPLES = 60  # depth samples kept: the last hour at one a minute
+OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read anew
+
+
+class Console:
+    """What the pages and the API share: the transport, the access rules, the actions, the samples."""
+
+    def __init__(self, transport: Transport, access: Access, config: Config | None = None, error_queue: str = DEFAULT_ERROR_QUEUE) -> None:
+        self.transport, self.access, self.config, self.error_queue = transport, access, config, error_queue
+        self.actions = Actions(transport, error_queue)
+        self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=SAMPLES)
+        self._report: tuple[float, Any] | None = None
+        self._lock = threading.Lock()
+        self.database = display_url(transport.engine.url.render_as_string(hide_password=False))
+        self.login_read_only = self._login_read_only()
+
+    @property
+    def read_only(self) -> bool:
+        return self.access.read_only or self.login_read_only
+
+    def _login_read_only(self) -> bool:
+        """Whether the database login may not delete from the error queue (a `grants --monitor` login):
+        a DELETE of no row, rolled back, refused by the engine's permission-denied code."""
+        statement = self.transport.dialect.operations.write_probe(resolve(self.transport, self.error_queue), self.transport.profile)
+        with self.transport.engine.connect() as conn:
+            try:
+                with conn.begin() as tx:
+                    execute(conn, statement)
+                    tx.rollback()
+            except Exception as exc:
+                if self.transport.dialect.permission_denied(exc):
+                    return True
+                raise
+        return False
+
+    def report(self) -> Any:
+        """status's report, read at most every OVERVIEW_CACHE seconds; each read is a depth sample."""
+        with self._lock:
+            now = time.monotonic()
+            if self._report is None or now - self._report[0] > OVERVIEW_CACHE:
+                report = status(self.transport, error_queue=self.error_queue)
+                self._report = (now, report)
+                self._sample(report)
+            return self._report[1]
+
+    def _sample(self, report: Any) -> None:
+        depths = {t.address: t.depth for t in report.tables if t.kind == "queue" and t.depth is not None}
+        taken = report.taken_at
+        if not self.samples or (taken - self.samples[-1][0]).total_seconds() >= 55:
+            self.samples.append((taken, depths))
+
+    def sampler(self, interval: float, stop: threading.Event) -> None:
+        """Read status every `interval` seconds while the console runs (the overview's last hour)."""
+        while not stop.wait(interval):
+            try:
+                with self._lock:
+                    self._report = None
+                self.report()
+            except Exception:  # the database away for a while: the next sample tries again
+                pass
+
+    def migrations(self) -> dict:
+        """The deployed revision, the head and the drift count (check's reading), or why not known."""
+        from .. import check
+
+        try:
+            found = check.run(self.transport.engine.url.render_as_string(hide_password=False), self.config)
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {
+            "deployed_revision": found.deployed_revision,
+            "head_revision": found.head_revision,
+            "unapplied_revisions": list(found.unapplied_revisions),
+            "drift": [{"category": f.category, "table": f.table, "detail": f.detail} for f in found.drift],
+        }
+
+    def graph_svg(self) -> bytes:
+        from .. import pictures
+        from ..cli.operations import status_notes
+        from ..pictures.sources import from_status
+
+        report = self.report()
+        return pictures.render(from_status(report, status_notes(report)), "svg")
+
+
+# ------------------------------------------------------------------------------------ access
+def _presented_token(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return request.cookies.get(COOKIE)
+
+
+class AccessMiddleware(BaseHTTPMiddleware):
+    """Every request: a token where tokens are set (else 401, the login page for a browser), the
+    CSRF value on every POST (else 403); the security headers on every response."""
+
+    async def dispatch(self, request: Request, call_next: Any) -> Response:
+        console: Console = request.app.state.console
+        path = request.url.path
+        open_path = path.startswith("/static/") or path == "/login"
+        role = console.access.role_of(_presented_token(request))
+        request.state.role = role
+        if role is None and not open_path:
+            if path.startswith("/api/"):
+                response: Response = JSONResponse({"error": "a token is needed (Authorization: Bearer TOKEN)"}, status_code=401)
+            else:
+                response = RedirectResponse("/login", status_code=303)
+        elif request.method == "POST" and not console.access.csrf_ok(await _csrf_of(request)):
+            response = _refusal(request, 403, f"the CSRF value is missing or wrong (the {CSRF_FIELD} form field or the X-CSRF-Token header)")
+        else:
+            response = await call_next(request)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+
+async def _csrf_of(request: Request) -> str | None:
+    if CSRF_HEADER in request.headers:
+        return request.headers[CSRF_HEADER]
+    if request.headers.get("content-type", "").startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+        form = await request.form()
+        value = form.get(CSRF_FIELD)
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _refusal(request: Request, code: int, text: str) -> Response:
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": text}, status_code=code)
+    return PlainTextResponse(text, status_code=code)
+
+
+def _operator(request: Request) -> Response | None:
+    """None if the caller may act; else the refusal."""
+    console: Console = request.app.state.console
+    if console.read_only:
+        why = "the console runs read-only" + (" (the database login may not delete from the error queue)" if console.login_read_only else "")
+        return _refusal(request, 403, why)
+    if request.state.role != OPERATOR:
+        return _refusal(request, 403, "actions need the operator token (SQLTRANSPORT_CONSOLE_TOKEN)")
+    return None
+
+
+# ------------------------------------------------------------------------------------ pages
+_templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True, default_for_string=True))
+
+
+def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    console: Console = request.app.state.console
+    html = _templates.get_template(name).render(
+        csrf=console.access.csrf,
+        csrf_field=CSRF_FIELD,
+        role=request.state.role,
+        read_only=console.read_only,
+        database=console.database,
+        tokens=console.access.tokens_required,
+        urlencode=urlencode,
+        **context,
+    )
+    return HTMLResponse(html, status_code=status_code)
+
+
+def _query(request: Request) -> dict[str, str]:
+    return {k: v for k, v in request.query_params.items() if v or k in _GROUP_FIELDS}
+
+
+async def overview(request: Request) -> Response:
+    console: Console = request.app.state.console
+    return _page(request, "overview.html", report=console.report(), migrations=console.migrations(), samples=list(console.samples))
+
+
+async def graph(request: Request) -> Response:
+    console: Console = request.app.state.console
+    try:
+        return Response(console.graph_svg(), media_type="image/svg+xml", headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})
+    except errors.Unavailable as exc:
+        return PlainTextResponse(str(exc), status_code=404)
+
+
+async def groups_page(request: Request) -> Response:
+    console: Console = request.app.state.console
+    query = _query(request)
+    by = query.pop("by", "exception")
+    filt = failed.Filter.of(query)
+    found = failed.groups(console.transport, by, filt, console.error_queue)
+    return _page(request, "groups.html", by=by, groupings=failed.GROUPINGS, groups=found, filt=filt, query=filt.query())
+
+
+async def messages_page(request: Request) -> Response:
+    console: Console = request.app.state.console
+    query = _query(request)
+    after = _int(query.pop("after", None), "after")
+    filt = failed.Filter.of(query)
+    found = failed.page(console.transport, filt, after, failed.PAGE_SIZE, console.error_queue)
+    return _page(request, "messages.html", page=found, filt=filt, query=filt.query())
+
+
+async def message_page(request: Request) -> Response:
+    console: Console = request.app.state.console
+    found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
+    return _page(request, "message.html", message=found)
+
+
+async def retry_form(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    form = await request.form()
+    ids = [str(v) for v in form.getlist("id")]
+    if form.get("scope") == "filter":
+        filt = failed.Filter.of({k: str(v) for k, v in form.items() if k in _FILTER_FIELDS and v})
+        ids = failed.keys_of(console.transport, filt, console.error_queue)
+        what = "messages matching " + (urlencode(filt.query()) or "no filter (all)")
+    else:
+        what = f"{len(ids)} chosen message(s)"
+    job = console.actions.retry(ids, _who(request), what, _rate(form.get("rate")))
+    return RedirectResponse(f"/jobs/{job.id}", status_code=303)
+
+
+async def job_page(request: Request) -> Response:
+    console: Console = request.app.state.console
+    return _page(request, "job.html", job=console.actions.job(_int(request.path_params["job"], "job")))
+
+
+async def cancel_form(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    job = console.actions.job(_int(request.path_params["job"], "job"))
+    job.cancel.set()
+    return RedirectResponse(f"/jobs/{job.id}", status_code=303)
+
+
+async def log_page(request: Request) -> Response:
+    console: Console = request.app.state.console
+    return _page(request, "log.html", entries=console.actions.history(), jobs=list(console.actions.jobs.values())[::-1])
+
+
+async def login(request: Request) -> Response:
+    console: Console = request.app.state.console
+    if request.method == "GET":
+        request.state.role = request.state.role or None
+        return _page(request, "login.html")
+    form = await request.form()
+    token = str(form.get("token", ""))
+    if console.access.role_of(token) is None:
+        return _page(request, "login.html", status_code=401, refused=True)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    return response
+
+
+_FILTER_FIELDS = {"since", "until", "failed_queue", "text", "exception_type", "exception_message", "message_type", "endpoint"}
+_GROUP_FIELDS = {"exception_type", "exception_message", "message_type", "endpoint"}
+
+
+def _who(request: Request) -> str:
+    client = request.client.host if request.client else "?"
+    return f"{request.state.role}@{client}"
+
+
+def _int(text: Any, name: str) -> Any:
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise errors.UsageError(f"{name}: {text!r} is not a whole number") from None
+
+
+def _rate(text: Any) -> float | None:
+    if text in (None, ""):
+        return None
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise errors.UsageError(f"rate: {text!r} is not a number of batches a second") from None
+
+
+# -------------------------------------------------------------------------------------- API
+async def api_overview(request: Request) -> Response:
+    console: Console = request.app.state.console
+    samples = [{"taken_at": at.isoformat(), "depths": depths} for at, depths in console.samples]
+    return JSONResponse(
+        {"status": console.report().to_json(), "migrations": console.migrations(), "samples": samples, "read_only": console.read_only}
+    )
+
+
+async def api_groups(request: Request) -> Response:
+    console: Console = request.app.state.console
+    query = _query(request)
+    by = query.pop("by", "exception")
+    found = failed.groups(console.transport, by, failed.Filter.of(query), console.error_queue)
+    return JSONResponse({"by": by, "groups": [g.to_json() for g in found]})
+
+
+async def api_messages(request: Request) -> Response:
+    console: Console = request.app.state.console
+    query = _query(request)
+    after = _int(query.pop("after", None), "after")
+    limit = _int(query.pop("limit", None), "limit")
+    limit = failed.PAGE_SIZE if limit is None else limit
+    return JSONResponse(failed.page(console.transport, failed.Filter.of(query), after, limit, console.error_queue).to_json())
+
+
+async def api_message(request: Request) -> Response:
+    console: Console = request.app.state.console
+    return JSONResponse(failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue).to_json())
+
+
+async def api_retry(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    try:
+        body = await request.json()
+    except ValueError:
+        raise errors.UsageError("give a JSON object: {\"ids\": [...]} or {\"filter\": {...}}") from None
+    if not isinstance(body, dict) or ("ids" in body) == ("filter" in body):
+        raise errors.UsageError("give exactly one of ids (a list of message ids) and filter (an object of filter fields)")
+    if "ids" in body:
+        if not isinstance(body["ids"], list) or not all(isinstance(i, str) for i in body["ids"]):
+            raise errors.UsageError("ids: give a list of message ids (strings)")
+        ids, what = body["ids"], f"{len(body['ids'])} chosen message(s)"
+    else:
+        given = body["filter"]
+        if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
+            raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
+        filt = failed.Filter.of({k: str(v) for k, v in given.items() if v})
+        ids = failed.keys_of(console.transport, filt, console.error_queue)
+        what = "messages matching " + (urlencode(filt.query()) or "no filter (all)")
+    job = console.actions.retry(ids, _who(request), what, _rate(body.get("rate")), wait=bool(body.get("wait")))
+    return JSONResponse(job.to_json(), status_code=202 if job.state == "running" else 200)
+
+
+async def api_job(request: Request) -> Response:
+    console: Console = request.app.state.console
+    return JSONResponse(console.actions.job(_int(request.path_params["job"], "job")).to_json())
+
+
+async def api_cancel(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    job = console.actions.job(_int(request.path_params["job"], "job"))
+    job.cancel.set()
+    return JSONResponse(job.to_json())
+
+
+async def api_log(request: Request) -> Response:
+    console: Console = request.app.state.console
+    return JSONResponse({"actions": console.actions.history()})
+
+
+async def api_csrf(request: Request) -> Response:
+    console: Console = request.app.state.console
+    return JSONResponse({"csrf": console.access.csrf, "role": request.state.role, "read_only": console.read_only})
+
+
+# ------------------------------------------------------------------------------------ errors
+async def _usage(request: Request, exc: Exception) -> Response:
+    response = _refusal(request, 400, str(exc))
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    response = _refusal(request, 404, str(exc))
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def make_app(console: Console) -> Starlette:
+    routes = [
+        Route("/", overview),
+        Route("/graph.svg", graph),
+        Route("/failed", groups_page),
+        Route("/failed/messages", messages_page),
+        Route("/failed/messages/{key}", message_page),
+        Route("/actions/retry", retry_form, methods=["POST"]),
+        Route("/jobs/{job}", job_page),
+        Route("/jobs/{job}/cancel", cancel_form, methods=["POST"]),
+        Route("/log", log_page),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/api/overview", api_overview),
+        Route("/api/failed/groups", api_groups),
+        Route("/api/failed/messages", api_messages),
+        Route("/api/failed/messages/{key}", api_message),
+        Route("/api/retry", api_retry, methods=["POST"]),
+        Route("/api/jobs/{job}", api_job),
+        Route("/api/jobs/{job}/cancel", api_cancel, methods=["POST"]),
+        Route("/api/log", api_log),
+        Route("/api/csrf", api_csrf),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(AccessMiddleware)],
+        exception_handlers={errors.UsageError: _usage, errors.NotFound: _not_found},
+    )
+    app.state.console = console
+    return app

@@ -1,0 +1,97 @@
+"""The console under test: a deployed bus whose error queue holds failures of three kinds (one with
+hostile headers and body), and `sqltransport-schema console` in a subprocess on a free port.
+Without the console extra the tests are skipped locally and fail under CI, as a missing database
+server's are (as support/prometheus.py does for Prometheus)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from sqltransport_schema import wire
+
+from .databases import under_ci
+from .messages import headers
+from .projects import REPO
+
+HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+BASE_TIME = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def needs_console() -> None:
+    try:
+        import python_multipart  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        if under_ci():
+            pytest.fail("the console extra is not installed: required under CI")
+        pytest.skip("the console extra is not installed (pip install -e '.[console]')")
+
+
+def fail(transport, queue: str, n: int, exc: Exception, start: int = 0, body: bytes = b'{"order": 1}', **extra) -> None:
+    """n messages that failed in `queue` with `exc`, the i-th at BASE_TIME + (start + i) minutes."""
+    address = transport.queue(queue).address
+    messages = []
+    for i in range(n):
+        h = wire.error_headers(headers(start + i, **extra), exc, address, now=BASE_TIME + timedelta(minutes=start + i))
+        messages.append((body, wire.encode_headers(h)))
+    with transport.engine.begin() as conn:
+        transport.queue("error").send_many(conn, messages)
+
+
+def seed(transport) -> dict[str, int]:
+    """The error queue of the tests: 7 Sales timeouts, 3 Billing key errors, 1 hostile message."""
+    fail(transport, "Sales", 7, TimeoutError("database timeout"))
+    fail(transport, "Billing", 3, KeyError("customer"), start=10, body=b"\x00\x01\xffbinary")
+    fail(transport, "Billing", 1, ValueError(HOSTILE), start=20, body=HOSTILE.encode(), hostile=HOSTILE, **{HOSTILE: "name"})
+    return {"TimeoutError": 7, "KeyError": 3, "ValueError": 1}
+
+
+class ConsoleProcess:
+    """`sqltransport-schema console --url URL --bind 127.0.0.1:0 ...` in a subprocess; the port it
+    chose is read from its first line."""
+
+    def __init__(self, url: str, *args: str, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        command = [sys.executable, "-m", "sqltransport_schema.cli", "console", "--url", url, "--bind", "127.0.0.1:0", *args]
+        environ = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ, cwd=cwd)
+        first = self.process.stderr.readline()
+        assert "serving http://127.0.0.1:" in first, first + self.process.stderr.read()
+        self.first_line = first
+        self.base = "http://127.0.0.1:" + first.split("http://127.0.0.1:", 1)[1].split("/", 1)[0]
+
+    def request(self, path: str, data: object = None, headers: dict[str, str] | None = None, method: str | None = None):
+        """(status, headers, body text) of one request; data is sent as JSON."""
+        body = None if data is None else json.dumps(data).encode()
+        h = {**({"Content-Type": "application/json"} if body is not None else {}), **(headers or {})}
+        req = urllib.request.Request(self.base + path, data=body, headers=h, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as response:
+                return response.status, dict(response.headers), response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read().decode()
+
+    def json(self, path: str, data: object = None, headers: dict[str, str] | None = None) -> dict:
+        code, _, text = self.request(path, data, headers)
+        assert code in (200, 202), (code, text)
+        return json.loads(text)
+
+    def close(self) -> str:
+        """Stop it (SIGTERM); what it wrote to stderr after its first line (printed: pytest shows it on a failure)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            _, err = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            _, err = self.process.communicate(timeout=30)
+        print(err)
+        return err

@@ -1,0 +1,169 @@
+"""The console's JSON API on a real server process, on SQLite and PostgreSQL: the error queue grouped
+(by exception, failed queue, message type, endpoint), filtered, paged by keyset, one message's
+headers and body as text; a retry moves exactly the messages chosen and is logged in the database;
+requests without the CSRF value or the operator token are refused; --read-only and a non-loopback
+bind without a token refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .support.console import HOSTILE, ConsoleProcess, needs_console, seed
+
+
+@pytest.fixture
+def bus(transport):
+    needs_console()
+    seed(transport)
+    return transport
+
+
+@pytest.fixture
+def console(bus, project):
+    started = ConsoleProcess(bus.engine.url.render_as_string(hide_password=False), cwd=str(project.root))
+    yield started
+    started.close()
+
+
+def csrf(console) -> dict[str, str]:
+    return {"X-CSRF-Token": console.json("/api/csrf")["csrf"]}
+
+
+def error_ids(transport) -> list[str]:
+    with transport.engine.connect() as conn:
+        return [row[0] for row in conn.exec_driver_sql(f"SELECT Id FROM {transport.dialect.qualified(transport.name('error'), transport.profile)}")]
+
+
+def test_groups_by_exception_failed_queue_message_type_and_endpoint(bus, console):
+    by_exception = console.json("/api/failed/groups?by=exception")["groups"]
+    counts = {g["key"]["exception_type"]: g["messages"] for g in by_exception}
+    assert counts == {"TimeoutError": 7, "KeyError": 3, "ValueError": 1}
+    timeout = next(g for g in by_exception if g["key"]["exception_type"] == "TimeoutError")
+    assert timeout["key"]["exception_message"] == "database timeout"
+    assert timeout["first_failure"] == "2026-11-01 12:00:00:000000 Z"
+    assert timeout["last_failure"] == "2026-11-01 12:06:00:000000 Z"
+    queues = {g["key"]["failed_queue"]: g["messages"] for g in console.json("/api/failed/groups?by=failed_queue")["groups"]}
+    assert queues == {bus.queue("Sales").address: 7, bus.queue("Billing").address: 4}
+    types = console.json("/api/failed/groups?by=message_type")["groups"]
+    assert [(g["key"]["message_type"], g["messages"]) for g in types] == [("Shop.OrderPlaced", 11)]
+    endpoints = console.json("/api/failed/groups?by=endpoint")["groups"]
+    assert sum(g["messages"] for g in endpoints) == 11
+
+
+def test_filters_time_range_failed_queue_and_header_text(bus, console):
+    since = console.json("/api/failed/groups?by=exception&since=2026-11-01T12:05:00&until=2026-11-01T12:11:00")["groups"]
+    assert {g["key"]["exception_type"]: g["messages"] for g in since} == {"TimeoutError": 2, "KeyError": 1}
+    billing = bus.queue("Billing").address
+    only = console.json("/api/failed/groups?by=exception&failed_queue=" + billing)["groups"]
+    assert {g["key"]["exception_type"] for g in only} == {"KeyError", "ValueError"}
+    text = console.json("/api/failed/messages?text=onerror")["messages"]
+    assert [m["exception_type"] for m in text] == ["ValueError"]
+    assert console.json("/api/failed/messages?text=100%25")["messages"] == []  # % is a character, not a wildcard
+
+
+def test_keyset_paging_visits_every_message_once_in_order(bus, console):
+    seen, after = [], None
+    while True:
+        page = console.json("/api/failed/messages?limit=4" + (f"&after={after}" if after is not None else ""))
+        seen.extend(m["key"] for m in page["messages"])
+        after = page["next_after"]
+        if after is None:
+            break
+    assert len(seen) == 11 and seen == sorted(seen) and len(set(seen)) == 11
+
+
+def test_a_message_shows_every_header_the_exception_and_the_body_as_text(bus, console):
+    [hostile] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+    message = console.json(f"/api/failed/messages/{hostile['key']}")
+    assert message["headers"]["hostile"] == HOSTILE
+    assert message["exception"]["type"] == "ValueError" and HOSTILE in message["exception"]["message"]
+    assert message["body_kind"] == "xml" or message["body_kind"] == "text"
+    [binary] = console.json("/api/failed/messages?exception_type=KeyError&limit=1")["messages"]
+    shown = console.json(f"/api/failed/messages/{binary['key']}")
+    assert shown["body_kind"] == "binary" and shown["body"].startswith("00000000  00 01 ff 62")
+    [timeout] = console.json("/api/failed/messages?exception_type=TimeoutError&limit=1")["messages"]
+    body = console.json(f"/api/failed/messages/{timeout['key']}")
+    assert body["body_kind"] == "json" and body["body"] == '{\n  "order": 1\n}'
+    code, _, text = console.request("/api/failed/messages/999999999")
+    assert code == 404 and "no message" in text
+
+
+def test_retry_moves_exactly_the_chosen_messages_and_logs_the_action(bus, console):
+    keyerrors = console.json("/api/failed/messages?exception_type=KeyError")["messages"]
+    chosen = [m["id"] for m in keyerrors[:2]]
+    job = console.json("/api/retry", {"ids": chosen, "wait": True}, csrf(console))
+    assert job["state"] == "done" and job["report"]["moved"] == 2
+    left = set(error_ids(bus))
+    assert not left & set(chosen) and len(left) == 9
+    with bus.engine.connect() as conn:
+        billing = bus.dialect.qualified(bus.name("Billing"), bus.profile)
+        assert conn.exec_driver_sql(f"SELECT count(*) FROM {billing}").scalar() == 2
+    log = console.json("/api/log")["actions"]
+    assert log[0]["messages"] == 2 and log[0]["who"].startswith("operator@127.0.0.1") and "2 chosen" in log[0]["target"]
+
+
+def test_retry_of_a_group_by_filter_takes_that_group_alone(bus, console):
+    job = console.json("/api/retry", {"filter": {"exception_type": "TimeoutError", "exception_message": "database timeout"}, "wait": True}, csrf(console))
+    assert job["report"]["moved"] == 7
+    assert {g["key"]["exception_type"] for g in console.json("/api/failed/groups")["groups"]} == {"KeyError", "ValueError"}
+
+
+def test_state_changes_without_the_csrf_value_are_refused(bus, console):
+    before = error_ids(bus)
+    code, _, text = console.request("/api/retry", {"ids": before, "wait": True})
+    assert code == 403 and "CSRF" in text
+    code, _, _ = console.request("/api/retry", {"ids": before, "wait": True}, {"X-CSRF-Token": "forged"})
+    assert code == 403
+    assert error_ids(bus) == before
+
+
+def test_read_only_console_refuses_actions(bus, project):
+    started = ConsoleProcess(bus.engine.url.render_as_string(hide_password=False), "--read-only", cwd=str(project.root))
+    try:
+        before = error_ids(bus)
+        code, _, text = started.request("/api/retry", {"ids": before, "wait": True}, csrf(started))
+        assert code == 403 and "read-only" in text
+        assert error_ids(bus) == before
+        assert started.json("/api/overview")["read_only"] is True
+    finally:
+        started.close()
+
+
+def test_tokens_views_with_either_actions_with_the_operator_token_alone(bus, project):
+    env = {"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789", "SQLTRANSPORT_CONSOLE_READ_TOKEN": "reader-token-0123456789"}
+    started = ConsoleProcess(bus.engine.url.render_as_string(hide_password=False), env=env, cwd=str(project.root))
+    try:
+        assert started.request("/api/failed/groups")[0] == 401
+        assert started.request("/api/failed/groups", headers={"Authorization": "Bearer wrong-token-0123456789"})[0] == 401
+        reader = {"Authorization": "Bearer reader-token-0123456789"}
+        operator = {"Authorization": "Bearer operator-token-0123456789"}
+        assert started.json("/api/failed/groups", headers=reader)["groups"]
+        token = started.json("/api/csrf", headers=reader)["csrf"]
+        before = error_ids(bus)
+        code, _, text = started.request("/api/retry", {"ids": before[:1], "wait": True}, {**reader, "X-CSRF-Token": token})
+        assert code == 403 and "operator token" in text
+        assert error_ids(bus) == before
+        job = started.json("/api/retry", {"ids": before[:1], "wait": True}, {**operator, "X-CSRF-Token": token})
+        assert job["report"]["moved"] == 1
+    finally:
+        started.close()
+
+
+def test_overview_reuses_status_and_shows_no_password(bus, console):
+    overview = console.json("/api/overview")
+    tables = {t["name"]: t for t in overview["status"]["tables"]}
+    assert tables["error"]["depth"] == 11
+    assert overview["migrations"].get("head_revision") and overview["migrations"]["deployed_revision"] == overview["migrations"]["head_revision"]
+    code, headers, html = console.request("/")
+    assert code == 200 and "default-src 'self'" in headers["content-security-policy"]
+    assert "<script>" not in html.replace('<script src="/static/console.js" defer></script>', "")
+
+
+def test_bad_values_are_a_400_naming_the_field(bus, console):
+    code, _, text = console.request("/api/failed/groups?by=colour")
+    assert code == 400 and "group by" in text
+    code, _, text = console.request("/api/failed/messages?since=yesterday")
+    assert code == 400 and "since" in text
+    assert json.loads(console.request("/api/failed/messages?limit=0")[2])["error"].startswith("limit")
