@@ -33,7 +33,7 @@ def csrf(console) -> dict[str, str]:
 
 def error_ids(transport) -> list[str]:
     with transport.engine.connect() as conn:
-        return [row[0] for row in conn.exec_driver_sql(f"SELECT Id FROM {transport.dialect.qualified(transport.name('error'), transport.profile)}")]
+        return [str(row[0]) for row in conn.exec_driver_sql(f"SELECT Id FROM {transport.dialect.qualified(transport.name('error'), transport.profile)}")]
 
 
 def test_groups_by_exception_failed_queue_message_type_and_endpoint(bus, console):

@@ -10,7 +10,7 @@ from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -152,12 +152,13 @@ class AccessMiddleware(BaseHTTPMiddleware):
 
 
 async def _csrf_of(request: Request) -> str | None:
+    """The CSRF value of a POST: its header, else its urlencoded form's field (the body read whole
+    here, which Starlette replays to the endpoint)."""
     if CSRF_HEADER in request.headers:
         return request.headers[CSRF_HEADER]
-    if request.headers.get("content-type", "").startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-        form = await request.form()
-        value = form.get(CSRF_FIELD)
-        return value if isinstance(value, str) else None
+    if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        values = parse_qs((await request.body()).decode("utf-8", "replace")).get(CSRF_FIELD)
+        return values[0] if values else None
     return None
 
 
