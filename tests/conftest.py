@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from .support.console import browser_missing, console_missing
 from .support.databases import mysql_database, pg_database, under_ci
 from .support.locks import widening_project
 from .support.projects import Project, new_project
@@ -98,7 +99,12 @@ def _needs_spark(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     spark_problem = spark_missing()
+    console_problem, browser_problem = console_missing(), browser_missing()
     for item in items:
+        if item.get_closest_marker("console") and not demanded("console"):
+            problem = console_problem or (browser_problem if "browser" in getattr(item, "fixturenames", ()) else None)
+            if problem is not None:
+                item.add_marker(pytest.mark.skip(reason=problem))
         if _needs_spark(item):
             item.add_marker(pytest.mark.spark)
             if spark_problem is not None and not (demanded("spark") or (under_ci() and "Java" in spark_problem)):

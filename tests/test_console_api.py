@@ -10,12 +10,14 @@ import json
 
 import pytest
 
-from .support.console import HOSTILE, ConsoleProcess, needs_console, seed
+from .support.console import HOSTILE, ConsoleProcess, console_missing, needs, seed
+
+pytestmark = pytest.mark.console
 
 
 @pytest.fixture
 def bus(transport):
-    needs_console()
+    needs(console_missing())
     seed(transport)
     return transport
 

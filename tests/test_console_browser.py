@@ -6,30 +6,19 @@ Skipped locally without Playwright or chromium; failed under CI (CI=true)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from .support.console import HOSTILE, ConsoleProcess, needs_console, seed
-from .support.databases import under_ci
+from .support.console import CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_missing, needs, seed
 
-CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.console
 
 
 @pytest.fixture(scope="module")
 def browser():
-    needs_console()
-    problem = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        problem = "playwright is not installed (pip install playwright; .ci/run installs it)"
-    if problem is None and not os.path.exists(CHROMIUM):
-        problem = f"{CHROMIUM} is missing (apt-get install chromium)"
-    if problem is not None:
-        if under_ci():
-            pytest.fail(f"{problem}: required under CI")
-        pytest.skip(problem)
+    needs(console_missing())
+    needs(browser_missing())
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield launched
@@ -65,7 +54,7 @@ class Watched:
 
 @pytest.fixture
 def console(transport, project):
-    needs_console()
+    needs(console_missing())
     seed(transport)
     started = ConsoleProcess(transport.engine.url.render_as_string(hide_password=False), cwd=str(project.root))
     yield started
@@ -151,7 +140,7 @@ def test_retry_group_through_the_button_asks_first_and_moves_the_group(browser, 
 
 
 def test_with_a_token_the_browser_signs_in_and_a_forged_post_is_refused(browser, transport, project):
-    needs_console()
+    needs(console_missing())
     seed(transport)
     env = {"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789"}
     started = ConsoleProcess(transport.engine.url.render_as_string(hide_password=False), env=env, cwd=str(project.root))
