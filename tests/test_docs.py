@@ -3,7 +3,7 @@ repository (a fresh clone's files, `.venv` the test's own virtual environment) a
 databases, so the docs cannot go stale. Blocks whose info string says `no-run` (```python no-run)
 are illustrative and skipped; ```text marks a synopsis; `deployed` (```python deployed) runs the block
 after `alembic upgrade head` of the example topology, as the text before it says; `spark` blocks need
-the spark extra and skip without it, like the Spark tests; `prometheus` blocks need Debian's `prometheus`
+the spark extra and skip without it, like the Spark tests (`console` blocks the console extra, likewise); `prometheus` blocks need Debian's `prometheus`
 package (promtool) and skip without it, failing under CI, as tests/support/prometheus.py does. The one substitution: the documented
 PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test, which
 a documented `createdb -h 127.0.0.1 -U postgres app` creates (the test drops it first)."""
@@ -35,6 +35,8 @@ FRESH_CLONE = "fresh-clone"
 DEPLOYED = "deployed"
 # Needs the spark extra (```sh spark): skipped without it, as the Spark tests are.
 SPARK = "spark"
+# Needs the console extra (```sh console): skipped without it, as the console's tests are (marked console).
+CONSOLE = "console"
 # Needs promtool (```sh prometheus): skipped without it locally, failed under CI (.ci/run installs it).
 PROMETHEUS = "prometheus"
 
@@ -53,6 +55,8 @@ def blocks() -> list:
             marks = [pytest.mark.skip(reason="illustrative (no-run)")] if SKIP in words[1:] else []
             if SPARK in words[1:]:
                 marks.append(pytest.mark.spark)
+            if CONSOLE in words[1:]:
+                marks.append(pytest.mark.console)
             if PROMETHEUS in words[1:]:
                 marks.append(pytest.mark.skipif(shutil.which("promtool") is None and not under_ci(), reason="needs promtool"))
             if FRESH_CLONE in words[1:]:
