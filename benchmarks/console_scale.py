@@ -49,7 +49,10 @@ from sqltransport_schema.console import failed  # noqa: E402
 from sqltransport_schema.db import make_engine  # noqa: E402
 from sqltransport_schema.runtime.transport import Transport  # noqa: E402
 
-TOPOLOGY = 'transport_version: "9.1"\nengines: [postgresql]\nendpoints:\n  - name: Sales\n  - name: Billing\nqueues:\n  - name: error\n  - name: audit\n'
+TOPOLOGY = (
+    'transport_version: "9.1"\nengines: [postgresql]\n'
+    "endpoints:\n  - name: Sales\n  - name: Billing\nqueues:\n  - name: error\n  - name: audit\n"
+)
 EXCEPTIONS = [
     (TimeoutError, "database timeout"),
     (KeyError, "customer"),
@@ -82,7 +85,9 @@ def templates(transport: Transport) -> list[str]:
                 raise kind(text)
             except Exception as exc:
                 h = wire.error_headers(
-                    wire.standard_headers(message_id="m", enclosed_types=["Shop.OrderPlaced"], reply_to="Sales"), exc, transport.queue(q).address
+                    wire.standard_headers(message_id="m", enclosed_types=["Shop.OrderPlaced"], reply_to="Sales"),
+                    exc,
+                    transport.queue(q).address,
                 )
             h[wire.EXCEPTION_STACKTRACE] = STACK
             h[wire.TIME_OF_FAILURE] = "@TOF@"

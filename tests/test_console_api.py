@@ -35,7 +35,10 @@ def csrf(console) -> dict[str, str]:
 
 def error_ids(transport) -> list[str]:
     with transport.engine.connect() as conn:
-        return [str(row[0]) for row in conn.exec_driver_sql(f"SELECT Id FROM {transport.dialect.qualified(transport.name('error'), transport.profile)}")]
+        return [
+            str(row[0])
+            for row in conn.exec_driver_sql(f"SELECT Id FROM {transport.dialect.qualified(transport.name('error'), transport.profile)}")
+        ]
 
 
 def test_groups_by_exception_failed_queue_message_type_and_endpoint(bus, console):
@@ -107,7 +110,9 @@ def test_retry_moves_exactly_the_chosen_messages_and_logs_the_action(bus, consol
 
 
 def test_retry_of_a_group_by_filter_takes_that_group_alone(bus, console):
-    job = console.json("/api/retry", {"filter": {"exception_type": "TimeoutError", "exception_message": "database timeout"}, "wait": True}, csrf(console))
+    job = console.json(
+        "/api/retry", {"filter": {"exception_type": "TimeoutError", "exception_message": "database timeout"}, "wait": True}, csrf(console)
+    )
     assert job["report"]["moved"] == 7
     assert {g["key"]["exception_type"] for g in console.json("/api/failed/groups")["groups"]} == {"KeyError", "ValueError"}
 
@@ -157,7 +162,10 @@ def test_overview_reuses_status_and_shows_no_password(bus, console):
     overview = console.json("/api/overview")
     tables = {t["name"]: t for t in overview["status"]["tables"]}
     assert tables["error"]["depth"] == 11
-    assert overview["migrations"].get("head_revision") and overview["migrations"]["deployed_revision"] == overview["migrations"]["head_revision"]
+    assert (
+        overview["migrations"].get("head_revision")
+        and overview["migrations"]["deployed_revision"] == overview["migrations"]["head_revision"]
+    )
     code, headers, html = console.request("/")
     assert code == 200 and "default-src 'self'" in headers["content-security-policy"]
     assert "<script>" not in html.replace('<script src="/static/console.js" defer></script>', "")

@@ -3,7 +3,8 @@ repository (a fresh clone's files, `.venv` the test's own virtual environment) a
 databases, so the docs cannot go stale. Blocks whose info string says `no-run` (```python no-run)
 are illustrative and skipped; ```text marks a synopsis; `deployed` (```python deployed) runs the block
 after `alembic upgrade head` of the example topology, as the text before it says; `spark` blocks need
-the spark extra and skip without it, like the Spark tests (`console` blocks the console extra, likewise); `prometheus` blocks need Debian's `prometheus`
+the spark extra and skip without it, like the Spark tests (`console`
+blocks the console extra, likewise); `prometheus` blocks need Debian's `prometheus`
 package (promtool) and skip without it, failing under CI, as tests/support/prometheus.py does. The one substitution: the documented
 PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test, which
 a documented `createdb -h 127.0.0.1 -U postgres app` creates (the test drops it first)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
@@ -144,7 +144,9 @@ class AccessMiddleware(BaseHTTPMiddleware):
             else:
                 response = RedirectResponse("/login", status_code=303)
         elif request.method == "POST" and not console.access.csrf_ok(await _csrf_of(request)):
-            response = _refusal(request, 403, f"the CSRF value is missing or wrong (the {CSRF_FIELD} form field or the X-CSRF-Token header)")
+            response = _refusal(
+                request, 403, f"the CSRF value is missing or wrong (the {CSRF_FIELD} form field or the X-CSRF-Token header)"
+            )
         else:
             response = await call_next(request)
         response.headers.update(SECURITY_HEADERS)
@@ -172,7 +174,9 @@ def _operator(request: Request) -> Response | None:
     """None if the caller may act; else the refusal."""
     console: Console = request.app.state.console
     if console.read_only:
-        why = "the console runs read-only" + (" (the database login may not delete from the error queue)" if console.login_read_only else "")
+        why = "the console runs read-only" + (
+            " (the database login may not delete from the error queue)" if console.login_read_only else ""
+        )
         return _refusal(request, 403, why)
     if request.state.role != OPERATOR:
         return _refusal(request, 403, "actions need the operator token (SQLTRANSPORT_CONSOLE_TOKEN)")
@@ -210,7 +214,11 @@ async def overview(request: Request) -> Response:
 async def graph(request: Request) -> Response:
     console: Console = request.app.state.console
     try:
-        return Response(console.graph_svg(), media_type="image/svg+xml", headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"})
+        return Response(
+            console.graph_svg(),
+            media_type="image/svg+xml",
+            headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"},
+        )
     except errors.Unavailable as exc:
         return PlainTextResponse(str(exc), status_code=404)
 

@@ -19,6 +19,7 @@ from ..runtime.transport import execute
 
 if TYPE_CHECKING:
     from ..runtime.transport import Transport
+    from ..schema import TableName
 
 # group by -> the fields of a group's key
 GROUPINGS = {
@@ -112,7 +113,7 @@ def _run(transport: Transport, statement: Any, filt: Filter, extra: dict[str, An
         return list(execute(conn, statement, params).fetchall())
 
 
-def _table(transport: Transport, error_queue: str):
+def _table(transport: Transport, error_queue: str) -> TableName:
     return resolve(transport, error_queue)
 
 

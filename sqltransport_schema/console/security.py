@@ -60,7 +60,9 @@ class Access:
             )
         for name, value in ((TOKEN_ENV, operator), (READ_TOKEN_ENV, reader)):
             if value is not None and len(value) < 16:
-                raise errors.UsageError(f"{name}: give a token of at least 16 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
+                raise errors.UsageError(
+                    f"{name}: give a token of at least 16 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
+                )
         return cls(operator, reader, read_only, secrets.token_urlsafe(32))
 
     @property

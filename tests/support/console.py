@@ -17,9 +17,9 @@ import pytest
 
 from sqltransport_schema import wire
 
-from .spark import demanded
 from .messages import headers
 from .projects import REPO
+from .spark import demanded
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 CHROMIUM = "/usr/bin/chromium"
