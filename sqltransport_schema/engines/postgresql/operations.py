@@ -77,25 +77,21 @@ GROUP BY FailedQ ORDER BY FailedQ"""
         "Action text NOT NULL, Target text NOT NULL, Messages integer NOT NULL)"
     )
 
-    HEADER_WINDOW = 512  # characters after a header's name read by string search (a longer value: the pattern)
-
     def header_value(self, header: str) -> str:
         """The header's value without reading the whole text as JSON (a cast fails on headers that are
-        not JSON): where the name is followed by :" and the value, holding no backslash, ends within
-        HEADER_WINDOW characters, the text up to the next quote (strpos and split_part: plain string
-        search); else, as FAILED_Q_COUNTS reads FailedQ, the JSON string a pattern cuts out after the
-        name, read by the server as JSON (escapes undone). The pattern alone costs several times more:
-        the server's regex converts the whole text before matching."""
+        not JSON). Compact JSON, as NServiceBus writes it, holds "Name":" only where the header's value
+        begins (a quote inside a value is escaped): the text from there to the next quote is the value
+        when it holds no backslash (split_part: a plain byte search, fifteen times cheaper than the
+        pattern). Otherwise (escapes, or spaces around the colon) the JSON string a pattern cuts out
+        after the name, read by the server as JSON, as FAILED_Q_COUNTS reads FailedQ."""
         name = '"' + header + '"'
-        rest = f"substr(Headers, strpos(Headers, '{name}') + {len(name)}, {self.HEADER_WINDOW})"
-        value = f"split_part({rest}, '\"', 2)"
+        key = name + ':"'
+        value = f"split_part(split_part(Headers, '{key}', 2), '\"', 1)"
         pattern = name.replace(".", "\\.") + r"\s*:\s*" + self.JSON_STRING
         exact = f"('\"' || substring(Headers FROM '{pattern}') || '\"')::json #>> '{{{{}}}}'"
         return (
-            f"CASE WHEN strpos(Headers, '{name}') = 0 THEN NULL "
-            f"WHEN split_part({rest}, '\"', 1) = ':' AND strpos(substr({rest}, 3), '\"') > 0 AND strpos({value}, '\\') = 0 "
-            f"THEN {value} "
-            f"ELSE {exact} END"
+            f"CASE WHEN strpos(Headers, '{key}') > 0 AND strpos({value}, '\\') = 0 THEN {value} "
+            f"WHEN strpos(Headers, '{name}') = 0 THEN NULL ELSE {exact} END"
         )
 
     # FOR UPDATE, not SKIP LOCKED: a message another transaction holds is waited for, never passed over

@@ -1,0 +1,57 @@
+"""The console's reads of the error queue (console/failed.py, the engines' header reads) on SQLite and
+PostgreSQL, without the web stack: a header's value read the same whether the headers are compact
+JSON, hold escapes or spaces, lack the header, or are no JSON at all."""
+
+from __future__ import annotations
+
+import json
+
+from sqltransport_schema import wire
+from sqltransport_schema.console import failed
+
+TRICKY = [
+    # (headers text, the exception message the groups show)
+    ('{"NServiceBus.ExceptionInfo.Message":"plain","NServiceBus.FailedQ":"Sales"}', "plain"),
+    ('{"NServiceBus.ExceptionInfo.Message":"say \\"hi\\" \\/ \\u00e9","NServiceBus.FailedQ":"Sales"}', 'say "hi" / \u00e9'),
+    ('{"NServiceBus.ExceptionInfo.Message" : "spaced", "NServiceBus.FailedQ": "Sales"}', "spaced"),
+    ('{"x":"a \\"NServiceBus.ExceptionInfo.Message\\":\\"fake\\"","NServiceBus.ExceptionInfo.Message":"real"}', "real"),
+    ('{"NServiceBus.FailedQ":"Sales"}', ""),
+    ("not json at all", ""),
+]
+
+
+def test_header_values_as_json_reads_them(transport):
+    queue = transport.queue("error")
+    with transport.engine.begin() as conn:
+        queue.send_many(conn, [(b"x", text) for text, _ in TRICKY])
+    for text, _ in TRICKY[:4]:  # the texts that are JSON say the same as a JSON reader
+        assert json.loads(text)["NServiceBus.ExceptionInfo.Message"] in {m for _, m in TRICKY}
+    rows = failed.page(transport).rows
+    assert [r["exception_message"] for r in rows] == [m for _, m in TRICKY]
+    counts = {g.key["exception_message"]: g.messages for g in failed.groups(transport, "exception")}
+    assert counts == {"plain": 1, 'say "hi" / \u00e9': 1, "spaced": 1, "real": 1, "": 2}
+    assert failed.page(transport, failed.Filter(group=(("exception_message", "spaced"),))).rows[0]["failed_queue"] == "Sales"
+
+
+def test_keyset_pages_and_the_time_filter(transport):
+    queue = transport.queue("error")
+    times = ["2026-11-01 12:00:00:000000 Z", "2026-11-01 13:00:00:000000 Z", "2026-11-01 14:00:00:000000 Z"]
+    with transport.engine.begin() as conn:
+        queue.send_many(conn, [(b"x", wire.encode_headers({wire.TIME_OF_FAILURE: t, wire.FAILED_Q: "Sales"})) for t in times])
+    first = failed.page(transport, limit=2)
+    assert len(first.rows) == 2 and first.next_after == first.rows[-1]["key"]
+    second = failed.page(transport, after=first.next_after, limit=2)
+    assert [r["time_of_failure"] for r in second.rows] == times[2:] and second.next_after is None
+    window = failed.Filter.of({"since": "2026-11-01T12:30:00", "until": "2026-11-01T14:00:00"})
+    assert [r["time_of_failure"] for r in failed.page(transport, window).rows] == [times[1]]
+    [group] = failed.groups(transport, "failed_queue")
+    assert (group.messages, group.first, group.last) == (3, times[0], times[2])
+
+
+def test_body_text_kinds():
+    assert failed.body_text(b'{"a":[1,2]}') == ("json", '{\n  "a": [\n    1,\n    2\n  ]\n}')
+    kind, text = failed.body_text(b"<a><b>1</b></a>")
+    assert kind == "xml" and "<b>1</b>" in text and text.count("\n") >= 3
+    assert failed.body_text(b"plain words") == ("text", "plain words")
+    assert failed.body_text(b"\xff\x00")[0] == "binary"
+    assert failed.body_text(b"") == ("empty", "")
