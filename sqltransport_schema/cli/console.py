@@ -39,7 +39,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     config = load_config(args.config) if Path(args.config).is_file() else None
     transport = _transport(args, readers=False)
     try:
-        console = Console(transport, access, config, args.error_queue)
+        console = Console(transport, access, config, args.error_queue, draw=_draw)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -68,6 +68,15 @@ def cmd_console(args: argparse.Namespace) -> int:
         transport.engine.dispose()
     sys.stderr.write("console: stopped\n")
     return EXIT_OK
+
+
+def _draw(report: object) -> bytes:
+    """graph's drawing of a live database: status's report with its notes, as SVG."""
+    from .. import pictures
+    from ..pictures.sources import from_status
+    from .operations import status_notes
+
+    return pictures.render(from_status(report, status_notes(report)), "svg")  # type: ignore[arg-type]
 
 
 def add_console(sub: argparse._SubParsersAction) -> None:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 ACTION_LOG = "ConsoleActions"  # the action log's table, beside the error queue
 
 
-class Cancelled(Exception):
+class Cancelled(errors.SqltransportError):
     """Raised from retry's progress callback: the batch in hand is committed, no other is read."""
 
 
@@ -79,9 +79,7 @@ class Actions:
 
     def log(self, who: str, action: str, target: str, messages: int) -> None:
         self._ensure_log()
-        row = {"At": datetime.now(timezone.utc), "Who": who, "Action": action, "Target": target, "Messages": messages}
-        if self.transport.dialect.name == "sqlite":
-            row["At"] = row["At"].isoformat()
+        row = {"Who": who, "Action": action, "Target": target, "Messages": messages}  # At: the server's clock
         with self.transport.engine.begin() as conn:
             execute(conn, self._statement("insert"), row)
 

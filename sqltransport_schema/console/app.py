@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,8 +43,16 @@ OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read
 class Console:
     """What the pages and the API share: the transport, the access rules, the actions, the samples."""
 
-    def __init__(self, transport: Transport, access: Access, config: Config | None = None, error_queue: str = DEFAULT_ERROR_QUEUE) -> None:
-        self.transport, self.access, self.config, self.error_queue = transport, access, config, error_queue
+    def __init__(
+        self,
+        transport: Transport,
+        access: Access,
+        config: Config | None = None,
+        error_queue: str = DEFAULT_ERROR_QUEUE,
+        draw: Callable[[Any], bytes] | None = None,
+    ) -> None:
+        """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes)."""
+        self.transport, self.access, self.config, self.error_queue, self.draw = transport, access, config, error_queue, draw
         self.actions = Actions(transport, error_queue)
         self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=SAMPLES)
         self._report: tuple[float, Any] | None = None
@@ -112,12 +121,10 @@ class Console:
         }
 
     def graph_svg(self) -> bytes:
-        from .. import pictures
-        from ..cli.operations import status_notes
-        from ..pictures.sources import from_status
-
-        report = self.report()
-        return pictures.render(from_status(report, status_notes(report)), "svg")
+        """The topology drawn from the live database; errors.Unavailable without Graphviz or a drawer."""
+        if self.draw is None:
+            raise errors.Unavailable("no drawing of the topology here")
+        return self.draw(self.report())
 
 
 # ------------------------------------------------------------------------------------ access

@@ -260,7 +260,7 @@ class Operations:
 
     # -- the console's action log ---------------------------------------------------------------
     ACTION_LOG_CREATE = ""  # the table, created if missing
-    ACTION_LOG_INSERT = "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (@At, @Who, @Action, @Target, @Messages)"
+    ACTION_LOG_INSERT = ""  # At is the server's clock (UTC)
     ACTION_LOG_READ = "SELECT At, Who, Action, Target, Messages FROM {table} ORDER BY Id DESC LIMIT @Limit"
 
     def action_log(self, table: TableName, profile: Profile, which: str) -> Statement:

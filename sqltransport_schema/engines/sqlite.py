@@ -712,6 +712,10 @@ GROUP BY FailedQ ORDER BY FailedQ"""
             "Action TEXT NOT NULL, Target TEXT NOT NULL, Messages INTEGER NOT NULL)"
         )
 
+        ACTION_LOG_INSERT = (
+            "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (" + NOW + ", @Who, @Action, @Target, @Messages)"
+        )
+
         def header_value(self, header: str) -> str:
             return f"CASE WHEN json_valid(Headers) THEN json_extract(Headers, '$.\"{header}\"') END"
 

@@ -77,6 +77,8 @@ GROUP BY FailedQ ORDER BY FailedQ"""
         "Action text NOT NULL, Target text NOT NULL, Messages integer NOT NULL)"
     )
 
+    ACTION_LOG_INSERT = "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (now(), @Who, @Action, @Target, @Messages)"
+
     def header_value(self, header: str) -> str:
         """The header's value without reading the whole text as JSON (a cast fails on headers that are
         not JSON). Compact JSON, as NServiceBus writes it, holds "Name":" only where the header's value
