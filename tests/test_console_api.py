@@ -7,8 +7,10 @@ bind without a token refused."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from .support.console import HOSTILE, ConsoleProcess, console_missing, needs, seed
 
@@ -177,3 +179,31 @@ def test_bad_values_are_a_400_naming_the_field(bus, console):
     code, _, text = console.request("/api/failed/messages?since=yesterday")
     assert code == 400 and "since" in text
     assert json.loads(console.request("/api/failed/messages?limit=0")[2])["error"].startswith("limit")
+
+
+def test_a_grants_monitor_login_gets_the_read_only_console(project, pg_url):
+    """grants --monitor's login may read every table and delete from none: the console finds that at
+    start (a DELETE of no row, refused) and serves views only, whatever the token."""
+    needs(console_missing())
+    from .support.grants import TOPOLOGY, apply, run_grants
+
+    deployed = project.deploy(pg_url, TOPOLOGY)
+    name = f"sqlts_console_{uuid.uuid4().hex[:10]}"
+    apply(deployed, f'CREATE ROLE "{name}" LOGIN')
+    try:
+        code, sql = run_grants(project, "--engine", "postgresql", "--role", name, "--monitor")
+        assert code == 0
+        apply(deployed, sql)
+        url = make_url(deployed).set(drivername="postgresql+psycopg", username=name).render_as_string(hide_password=False)
+        started = ConsoleProcess(url, cwd=str(project.root))
+        try:
+            assert "read-only" in started.first_line
+            state = started.json("/api/csrf")
+            assert state["read_only"] is True
+            code, _, text = started.request("/api/retry", {"ids": ["x"], "wait": True}, {"X-CSRF-Token": state["csrf"]})
+            assert code == 403 and "may not delete" in text
+            assert started.json("/api/failed/groups")["groups"] == []
+        finally:
+            started.close()
+    finally:
+        apply(deployed, f'REASSIGN OWNED BY "{name}" TO postgres; DROP OWNED BY "{name}"; DROP ROLE "{name}"')
