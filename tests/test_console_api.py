@@ -7,6 +7,7 @@ bind without a token refused."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -207,3 +208,23 @@ def test_a_grants_monitor_login_gets_the_read_only_console(project, pg_url):
             started.close()
     finally:
         apply(deployed, f'REASSIGN OWNED BY "{name}" TO postgres; DROP OWNED BY "{name}"; DROP ROLE "{name}"')
+
+
+def test_a_slowed_retry_is_cancelled_after_the_batch_in_hand(bus, project):
+    """--batch-size 2 and a rate of one batch every 2 s: cancelled at once, the job stops after its
+    first batch (committed: those 2 moved), the others stay; the log says it was cancelled."""
+    started = ConsoleProcess(bus.engine.url.render_as_string(hide_password=False), "--batch-size", "2", cwd=str(project.root))
+    try:
+        token = csrf(started)
+        job = started.json("/api/retry", {"filter": {}, "rate": 0.5}, token)
+        assert job["state"] == "running" and job["chosen"] == 11
+        started.json(f"/api/jobs/{job['id']}/cancel", {}, token)
+        deadline = time.monotonic() + 60
+        while (state := started.json(f"/api/jobs/{job['id']}"))["state"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert state["state"] == "cancelled" and state["report"]["moved"] == 2
+        assert len(error_ids(bus)) == 9
+        assert started.json("/api/log")["actions"][0]["action"] == "retry (cancelled)"
+    finally:
+        started.close()

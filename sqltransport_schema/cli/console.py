@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from .. import errors
+from ..runtime.operations import DEFAULT_RETRY_BATCH
 from .operations import _transport
 from .options import add_command, add_options, load_config
 from .output import EXIT_OK
@@ -39,7 +40,9 @@ def cmd_console(args: argparse.Namespace) -> int:
     config = load_config(args.config) if Path(args.config).is_file() else None
     transport = _transport(args, readers=False)
     try:
-        console = Console(transport, access, config, args.error_queue, draw=_draw)
+        if args.batch_size < 1:
+            raise errors.UsageError(f"--batch-size {args.batch_size}: give 1 or more")
+        console = Console(transport, access, config, args.error_queue, draw=_draw, batch_size=args.batch_size)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -84,6 +87,9 @@ def add_console(sub: argparse._SubParsersAction) -> None:
     add_options(p, "url")
     p.add_argument("--bind", metavar="HOST:PORT", help="where to listen (default: 127.0.0.1:8765; port 0: any free one)")
     p.add_argument("--read-only", action="store_true", help="views only: no retry, whatever the token")
+    add_options(
+        p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per retry transaction (default: %(default)s)"}
+    )
     add_options(p, "error_queue", "config")
 
 

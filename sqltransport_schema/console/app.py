@@ -23,7 +23,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import errors
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, resolve, status
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, status
 from ..runtime.transport import execute
 from ..urls import display_url
 from . import failed
@@ -50,10 +50,11 @@ class Console:
         config: Config | None = None,
         error_queue: str = DEFAULT_ERROR_QUEUE,
         draw: Callable[[Any], bytes] | None = None,
+        batch_size: int = DEFAULT_RETRY_BATCH,
     ) -> None:
         """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes)."""
         self.transport, self.access, self.config, self.error_queue, self.draw = transport, access, config, error_queue, draw
-        self.actions = Actions(transport, error_queue)
+        self.actions = Actions(transport, error_queue, batch_size)
         self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=SAMPLES)
         self._report: tuple[float, Any] | None = None
         self._lock = threading.Lock()
@@ -262,9 +263,7 @@ async def retry_form(request: Request) -> Response:
     form = await request.form()
     ids = [str(v) for v in form.getlist("id")]
     if form.get("scope") == "filter":
-        filt = failed.Filter.of({k: str(v) for k, v in form.items() if k in _FILTER_FIELDS and v})
-        ids = failed.keys_of(console.transport, filt, console.error_queue)
-        what = "messages matching " + (urlencode(filt.query()) or "no filter (all)")
+        ids, what = _matching(console, {k: str(v) for k, v in form.items() if k in _FILTER_FIELDS and v})
     else:
         what = f"{len(ids)} chosen message(s)"
     job = console.actions.retry(ids, _who(request), what, _rate(form.get("rate")))
@@ -276,14 +275,20 @@ async def job_page(request: Request) -> Response:
     return _page(request, "job.html", job=console.actions.job(_int(request.path_params["job"], "job")))
 
 
-async def cancel_form(request: Request) -> Response:
+def _cancel(request: Request) -> Any:
+    """The job of the path, asked to stop after its batch in hand; or the refusal."""
     refused = _operator(request)
     if refused is not None:
         return refused
     console: Console = request.app.state.console
     job = console.actions.job(_int(request.path_params["job"], "job"))
     job.cancel.set()
-    return RedirectResponse(f"/jobs/{job.id}", status_code=303)
+    return job
+
+
+async def cancel_form(request: Request) -> Response:
+    job = _cancel(request)
+    return job if isinstance(job, Response) else RedirectResponse(f"/jobs/{job.id}", status_code=303)
 
 
 async def log_page(request: Request) -> Response:
@@ -307,6 +312,14 @@ async def login(request: Request) -> Response:
 
 _FILTER_FIELDS = {"since", "until", "failed_queue", "text", "exception_type", "exception_message", "message_type", "endpoint"}
 _GROUP_FIELDS = {"exception_type", "exception_message", "message_type", "endpoint"}
+
+
+def _matching(console: Console, fields: dict[str, str]) -> tuple[list[str], str]:
+    """The ids of every message the filter fields match now, and the action log's words for them."""
+    filt = failed.Filter.of(fields)
+    return failed.keys_of(console.transport, filt, console.error_queue), "messages matching " + (
+        urlencode(filt.query()) or "no filter (all)"
+    )
 
 
 def _who(request: Request) -> str:
@@ -382,9 +395,7 @@ async def api_retry(request: Request) -> Response:
         given = body["filter"]
         if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
             raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
-        filt = failed.Filter.of({k: str(v) for k, v in given.items() if v})
-        ids = failed.keys_of(console.transport, filt, console.error_queue)
-        what = "messages matching " + (urlencode(filt.query()) or "no filter (all)")
+        ids, what = _matching(console, {k: str(v) for k, v in given.items() if v})
     job = console.actions.retry(ids, _who(request), what, _rate(body.get("rate")), wait=bool(body.get("wait")))
     return JSONResponse(job.to_json(), status_code=202 if job.state == "running" else 200)
 
@@ -395,13 +406,8 @@ async def api_job(request: Request) -> Response:
 
 
 async def api_cancel(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
-    job = console.actions.job(_int(request.path_params["job"], "job"))
-    job.cancel.set()
-    return JSONResponse(job.to_json())
+    job = _cancel(request)
+    return job if isinstance(job, Response) else JSONResponse(job.to_json())
 
 
 async def api_log(request: Request) -> Response:
