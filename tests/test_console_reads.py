@@ -55,3 +55,22 @@ def test_body_text_kinds():
     assert failed.body_text(b"plain words") == ("text", "plain words")
     assert failed.body_text(b"\xff\x00")[0] == "binary"
     assert failed.body_text(b"") == ("empty", "")
+
+
+def test_a_bind_beyond_loopback_needs_the_token_and_bad_binds_are_one_error_line(transport, monkeypatch, capsys):
+    """Refused before the database is opened or the web stack imported: exit 2, one `error:` line."""
+    from sqltransport_schema import cli
+
+    url = transport.engine.url.render_as_string(hide_password=False)
+    monkeypatch.delenv("SQLTRANSPORT_CONSOLE_TOKEN", raising=False)
+    for bind, words in (
+        ("0.0.0.0:0", "needs a token: set SQLTRANSPORT_CONSOLE_TOKEN"),
+        ("[::]:0", "needs a token"),
+        ("localhost", "--bind localhost: give HOST:PORT"),
+    ):
+        assert cli.main(["console", "--url", url, "--bind", bind]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and words in err and err.count("\n") == 1 and "Traceback" not in err
+    monkeypatch.setenv("SQLTRANSPORT_CONSOLE_TOKEN", "short")
+    assert cli.main(["console", "--url", url, "--bind", "0.0.0.0:0"]) == 2
+    assert "at least 16 characters" in capsys.readouterr().err
