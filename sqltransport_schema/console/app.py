@@ -1,5 +1,6 @@
 """The console's Starlette application: the pages (Jinja2, autoescaped; no inline script) and the
-JSON API under /api that the same views and actions answer. `make_app` builds it for a transport;
+JSON API under /api that the same views and actions answer. Endpoints that read the database are
+plain functions, which Starlette runs in its thread pool (a slow read never holds up other requests). `make_app` builds it for a transport;
 cli/console.py serves it with uvicorn. Every response carries security.SECURITY_HEADERS."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -214,12 +216,12 @@ def _query(request: Request) -> dict[str, str]:
     return {k: v for k, v in request.query_params.items() if v or k in _GROUP_FIELDS}
 
 
-async def overview(request: Request) -> Response:
+def overview(request: Request) -> Response:
     console: Console = request.app.state.console
     return _page(request, "overview.html", report=console.report(), migrations=console.migrations(), samples=list(console.samples))
 
 
-async def graph(request: Request) -> Response:
+def graph(request: Request) -> Response:
     console: Console = request.app.state.console
     try:
         return Response(
@@ -231,7 +233,7 @@ async def graph(request: Request) -> Response:
         return PlainTextResponse(str(exc), status_code=404)
 
 
-async def groups_page(request: Request) -> Response:
+def groups_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     by = query.pop("by", "exception")
@@ -240,7 +242,7 @@ async def groups_page(request: Request) -> Response:
     return _page(request, "groups.html", by=by, groupings=failed.GROUPINGS, groups=found, filt=filt, query=filt.query())
 
 
-async def messages_page(request: Request) -> Response:
+def messages_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     after = _int(query.pop("after", None), "after")
@@ -249,7 +251,7 @@ async def messages_page(request: Request) -> Response:
     return _page(request, "messages.html", page=found, filt=filt, query=filt.query())
 
 
-async def message_page(request: Request) -> Response:
+def message_page(request: Request) -> Response:
     console: Console = request.app.state.console
     found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
     return _page(request, "message.html", message=found)
@@ -263,14 +265,14 @@ async def retry_form(request: Request) -> Response:
     form = await request.form()
     ids = [str(v) for v in form.getlist("id")]
     if form.get("scope") == "filter":
-        ids, what = _matching(console, {k: str(v) for k, v in form.items() if k in _FILTER_FIELDS and v})
+        ids, what = await run_in_threadpool(_matching, console, {k: str(v) for k, v in form.items() if k in _FILTER_FIELDS and v})
     else:
         what = f"{len(ids)} chosen message(s)"
     job = console.actions.retry(ids, _who(request), what, _rate(form.get("rate")))
     return RedirectResponse(f"/jobs/{job.id}", status_code=303)
 
 
-async def job_page(request: Request) -> Response:
+def job_page(request: Request) -> Response:
     console: Console = request.app.state.console
     return _page(request, "job.html", job=console.actions.job(_int(request.path_params["job"], "job")))
 
@@ -286,12 +288,12 @@ def _cancel(request: Request) -> Any:
     return job
 
 
-async def cancel_form(request: Request) -> Response:
+def cancel_form(request: Request) -> Response:
     job = _cancel(request)
     return job if isinstance(job, Response) else RedirectResponse(f"/jobs/{job.id}", status_code=303)
 
 
-async def log_page(request: Request) -> Response:
+def log_page(request: Request) -> Response:
     console: Console = request.app.state.console
     return _page(request, "log.html", entries=console.actions.history(), jobs=list(console.actions.jobs.values())[::-1])
 
@@ -346,7 +348,7 @@ def _rate(text: Any) -> float | None:
 
 
 # -------------------------------------------------------------------------------------- API
-async def api_overview(request: Request) -> Response:
+def api_overview(request: Request) -> Response:
     console: Console = request.app.state.console
     samples = [{"taken_at": at.isoformat(), "depths": depths} for at, depths in console.samples]
     return JSONResponse(
@@ -354,7 +356,7 @@ async def api_overview(request: Request) -> Response:
     )
 
 
-async def api_groups(request: Request) -> Response:
+def api_groups(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     by = query.pop("by", "exception")
@@ -362,7 +364,7 @@ async def api_groups(request: Request) -> Response:
     return JSONResponse({"by": by, "groups": [g.to_json() for g in found]})
 
 
-async def api_messages(request: Request) -> Response:
+def api_messages(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     after = _int(query.pop("after", None), "after")
@@ -371,7 +373,7 @@ async def api_messages(request: Request) -> Response:
     return JSONResponse(failed.page(console.transport, failed.Filter.of(query), after, limit, console.error_queue).to_json())
 
 
-async def api_message(request: Request) -> Response:
+def api_message(request: Request) -> Response:
     console: Console = request.app.state.console
     return JSONResponse(failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue).to_json())
 
@@ -395,27 +397,27 @@ async def api_retry(request: Request) -> Response:
         given = body["filter"]
         if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
             raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
-        ids, what = _matching(console, {k: str(v) for k, v in given.items() if v})
-    job = console.actions.retry(ids, _who(request), what, _rate(body.get("rate")), wait=bool(body.get("wait")))
+        ids, what = await run_in_threadpool(_matching, console, {k: str(v) for k, v in given.items() if v})
+    job = await run_in_threadpool(console.actions.retry, ids, _who(request), what, _rate(body.get("rate")), bool(body.get("wait")))
     return JSONResponse(job.to_json(), status_code=202 if job.state == "running" else 200)
 
 
-async def api_job(request: Request) -> Response:
+def api_job(request: Request) -> Response:
     console: Console = request.app.state.console
     return JSONResponse(console.actions.job(_int(request.path_params["job"], "job")).to_json())
 
 
-async def api_cancel(request: Request) -> Response:
+def api_cancel(request: Request) -> Response:
     job = _cancel(request)
     return job if isinstance(job, Response) else JSONResponse(job.to_json())
 
 
-async def api_log(request: Request) -> Response:
+def api_log(request: Request) -> Response:
     console: Console = request.app.state.console
     return JSONResponse({"actions": console.actions.history()})
 
 
-async def api_csrf(request: Request) -> Response:
+def api_csrf(request: Request) -> Response:
     console: Console = request.app.state.console
     return JSONResponse({"csrf": console.access.csrf, "role": request.state.role, "read_only": console.read_only})
 
