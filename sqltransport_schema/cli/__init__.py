@@ -10,6 +10,7 @@ pictures.py  graph (the topology or a live database as a diagram)
 review.py    statements, grants, script (what a DBA reviews)
 pipeline.py  pipeline move, plan, run, archive, replay, backfill (Spark)
 fleet.py     fleet upgrade, status, script, json-schema (many databases)
+console.py   console (the operator console in the browser; the console extra)
 """
 
 from __future__ import annotations
