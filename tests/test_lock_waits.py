@@ -190,7 +190,7 @@ def test_sql_server_scripts_bound_the_batches_that_lock_existing_tables_and_pars
     capsys.readouterr()
     assert cli.main(["script", "--engine", "mssql", "-c", str(project.ini), "--from", first, "--lock-timeout", "3s"]) == 0
     text = capsys.readouterr().out
-    assert "-- Each statement that locks a table waits at most 3s for its lock. Run it with sqlcmd -b -i FILE" in text
+    assert "-- Each statement that locks a table waits at most 3s for its lock. Run it with sqlcmd -b -x -f 65001 -i FILE" in text
     assert "rewrite [dbo].[Sales]: change queue [dbo].[Sales] from transport 4.0 to 9.1" in text
     assert "Index_RowVersion clustered -> nonclustered rebuilds the table" in text
     batches = [b.strip() for b in text.split("\nGO\n") if b.strip()]

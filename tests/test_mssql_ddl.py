@@ -442,7 +442,8 @@ def test_offline_script_stamps_alembic_version(offline):
     stamp = f"IF NOT EXISTS (SELECT 1 FROM alembic_version)\n    INSERT INTO alembic_version (version_num) VALUES ('{head}');"
     assert script.count(stamp) == 1
     assert script.index(stamp) > script.rindex("-- Create ")
-    assert script.lstrip().startswith("SET XACT_ABORT ON;\n\nBEGIN TRANSACTION;")  # an error stops it under any client
+    assert script.lstrip().startswith("SET ANSI_NULLS, ANSI_PADDING")  # the session options its DDL needs, first
+    assert "SET XACT_ABORT ON;\n\nGO\n\nBEGIN TRANSACTION;" in script  # an error stops it under any client
     assert re.search(r"^COMMIT;\s*^GO\s*^SET NOEXEC OFF;\s*^GO\s*\Z", script, re.M)
 
 

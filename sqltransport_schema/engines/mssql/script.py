@@ -6,6 +6,14 @@ from __future__ import annotations
 from ..base import Dialect
 
 
+# How a DBA runs a script: -b ends sqlcmd at the first error with a failing exit code, -x leaves
+# `$(...)` in the text alone (sqlcmd would substitute its variables even inside names and literals),
+# -f 65001 reads the file as UTF-8 whatever the machine's code page (the files `script` writes also
+# open with a UTF-8 byte-order mark; `alembic --sql` output has none). -I is not needed: the script
+# sets QUOTED_IDENTIFIER itself.
+RUN = "sqlcmd -b -x -f 65001 -i FILE"
+
+
 class Script(Dialect.Script):
     """Alembic's version stamping made repeatable: IF-guarded stamps and version table; GO-separated files."""
 
@@ -20,12 +28,21 @@ class Script(Dialect.Script):
     # transaction back at the first error; the batch after each batch then finds no transaction (or
     # the error) and turns execution off, so no later batch runs outside it; the script's last batch
     # turns it on again (SET NOEXEC OFF runs even while it is off) for the session's next queries.
-    OPENING = "SET XACT_ABORT ON;"
+    # The session options SQL Server's DDL needs, whatever the client connected with (SSDT's scripts
+    # open the same way): classic sqlcmd connects with QUOTED_IDENTIFIER OFF unless given -I, and a
+    # filtered index (Index_Expires, the saga and outbox indexes) cannot be created then (error 1934).
+    # QUOTED_IDENTIFIER is set when a batch is parsed: the options are a batch of their own.
+    SESSION_OPTIONS = (
+        "SET ANSI_NULLS, ANSI_PADDING, ANSI_WARNINGS, ARITHABORT, CONCAT_NULL_YIELDS_NULL, QUOTED_IDENTIFIER ON;\n"
+        "SET NUMERIC_ROUNDABORT OFF;\n"
+    )
+    OPENING = SESSION_OPTIONS + "SET XACT_ABORT ON;\n\nGO"
     BATCH_GUARD = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0 SET NOEXEC ON;\n\nGO\n\n"
     CLOSING = "SET NOEXEC OFF;\n\nGO\n\n"
     STOPPING_NOTE = (
-        "It stops at its first error under any client (SET XACT_ABORT ON rolls its transaction back; "
-        "SET NOEXEC ON after each batch skips the rest)."
+        "It sets the session options its DDL needs (QUOTED_IDENTIFIER ON and the rest, as SSDT's scripts do) and stops at "
+        "its first error under any client (SET XACT_ABORT ON rolls its transaction back; SET NOEXEC ON after each batch "
+        f"skips the rest). Run it with {RUN}."
     )
     # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
     SCRIPT_BEGIN = OPENING + "\n\nBEGIN TRANSACTION;\n\nGO\n\n" + BATCH_GUARD
@@ -34,7 +51,7 @@ class Script(Dialect.Script):
     # A batch that locks an existing table waits at most this long for it (error 1222); sqlcmd -b
     # stops there and the open transaction rolls back with the session: run the script again.
     LOCK_TIMEOUT = "SET LOCK_TIMEOUT {milliseconds};\n{batch}"
-    RUN_STOPPING = "sqlcmd -b -i FILE"
+    RUN_STOPPING = RUN
 
     def guard_version_table(self, ddl: str) -> str:
         return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
