@@ -341,7 +341,9 @@ def _file_name(index: int, owner: str) -> str:
 def render_split(config: Config, request: ScriptRequest) -> dict[str, str]:
     """The same script as render(), as one file per endpoint (its queues, delayed, saga and outbox tables), in
     run order: 00-shared.sql (schemas, shared queues, the subscription table), one file per endpoint, then 99-alembic-version.sql
-    (schema removals and version stamping, which must come last). Each file is its own transaction."""
+    (schema removals and version stamping, which must come last). Each file is its own transaction, and
+    records as its last statement that it completed; the last file stamps only when every other file did
+    (Script.part_done, Script.parts_check), so a part that failed or was skipped leaves the version as it was."""
     from . import engines as engine_registry
     from . import topology as topology_module
 
@@ -375,15 +377,21 @@ def render_split(config: Config, request: ScriptRequest) -> dict[str, str]:
     files: dict[str, str] = {}
     names = [_file_name(0, "shared")] + [_file_name(i + 1, owner) for i, owner in enumerate(order[1:])]
     final = "99-alembic-version.sql"
+    deployment = f"{start}:{end}"  # what each part's completion marker is recorded under
     for name, owner in zip(names, order):
         what = "schemas, shared queues and tables" if owner == SHARED else f"endpoint {owner}"
         note = f"-- part: {what}. Run the files in name order: {names[0]} first, {final} last.\n\n"
-        files[name] = head + note + dialect.script.SCRIPT_BEGIN + prologue + "".join(parts[owner]) + dialect.script.SCRIPT_COMMIT
+        done = dialect.script.part_done(deployment, name)
+        files[name] = head + note + dialect.script.SCRIPT_BEGIN + prologue + "".join(parts[owner]) + done + dialect.script.SCRIPT_COMMIT
     # The frame keeps Alembic's transaction: schema removals go inside it, before the stamps.
     body = "".join(frame)
     if last:
         marker = body.find("-- Running upgrade")
         cut = body.find("\n\n", marker) + 2 if marker >= 0 else 0
         body = body[:cut] + "".join(last) + body[cut:]
-    files[final] = head + "-- part: version stamping (and schema removal). Run it after every other file.\n\n" + body
+    # the stamps commit only if every part recorded that it completed: checked last, before the commit
+    commit = body.rindex(dialect.script.SCRIPT_COMMIT.split("\n")[0] + "\n")
+    body = body[:commit] + dialect.script.parts_check(deployment, names) + body[commit:]
+    note = "-- part: version stamping (and schema removal), only once every other part completed. Run it after every other file.\n\n"
+    files[final] = head + note + body
     return files

@@ -265,3 +265,59 @@ def test_script_header_names_the_transport_versions_across_a_change(project, tmp
     project.write_topology(mssql_only)
     assert project.compile("upgrade the transport") == 0
     assert "-- transport version: 4.0 -> 9.1\n" in script(project, tmp_path, "mssql", "--from", first)
+
+
+def psql_without_stop(url: str, path) -> tuple[int, str]:
+    """psql as a DBA may run a file: without ON_ERROR_STOP, so that it goes on past an error."""
+    import subprocess
+
+    database = url.replace("postgresql+psycopg", "postgresql")
+    result = subprocess.run(["psql", "-X", "-q", "-f", str(path), database], capture_output=True, text=True, timeout=120)
+    return result.returncode, result.stderr
+
+
+def stamped(url: str) -> list[str]:
+    """alembic_version's rows, none when the table is missing."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as connection:
+        if connection.execute("SELECT to_regclass('alembic_version')").fetchone()[0] is None:
+            return []
+        return [r[0] for r in connection.execute("SELECT version_num FROM alembic_version")]
+
+
+
+
+@pytest.mark.parametrize("how", ["failing", "skipped"])
+def test_split_postgresql_files_under_psql_without_on_error_stop_stamp_only_once_every_part_completed(project, pg_url, tmp_path, how):
+    project.write_topology(TOPOLOGY.replace("queues:", "  - name: Billing\n    instances: [host-b]\nqueues:"))
+    assert project.compile("initial") == 0
+    split(project, tmp_path, "postgresql")
+    folder = tmp_path / "split-postgresql"
+    names = sorted(path.name for path in folder.iterdir())
+    assert names == ["00-shared.sql", "01-Sales.sql", "02-Billing.sql", "99-alembic-version.sql"]
+    if how == "failing":  # a table of that name, not the transport's: its CREATE INDEX on Due fails, the rest goes on
+        run_pg(pg_url, 'CREATE TABLE "public"."Billing.Delayed" (x int)')
+    for name in names:
+        if how == "skipped" and name == "02-Billing.sql":
+            continue
+        code, errors = psql_without_stop(pg_url, folder / name)
+        assert code == 0  # psql went on past every error, as it does without ON_ERROR_STOP
+        if name == "02-Billing.sql" and how == "failing":
+            assert "ERROR:" in errors
+    assert ("public", "Sales.host-a") in catalog.read(pg_url)  # the other parts completed
+    assert ("public", "Billing.host-b") not in catalog.read(pg_url)  # the failing part rolled back whole
+    assert stamped(pg_url) == []  # 99 stamped nothing ...
+    _, errors = psql_without_stop(pg_url, folder / "99-alembic-version.sql")
+    lines = [line for line in errors.splitlines() if "ERROR:" in line]
+    assert len(lines) == 1, errors  # ... and said which part, in one error
+    assert "not stamped: 02-Billing.sql of this deployment did not complete; run it, then this file again" in lines[0]
+    assert stamped(pg_url) == []
+    # the part run (again) once the cause is gone, then the last file: stamped, and the markers gone with it
+    run_pg(pg_url, 'DROP TABLE IF EXISTS "public"."Billing.Delayed"')
+    for name in ["02-Billing.sql", "99-alembic-version.sql"]:
+        code, errors = psql_without_stop(pg_url, folder / name)
+        assert "ERROR" not in errors, errors
+    assert stamped(pg_url) == [project.head()]
+    assert not any(table == "sqltransport_script_parts" for _, table in catalog.read(pg_url))
+    assert cli.main(["check", "--url", pg_url, "-c", str(project.ini)]) == 0

@@ -67,3 +67,43 @@ def test_every_script_kind_sets_the_session_options_before_its_first_filtered_in
             assert_parses(batch, f"{version} {kind} batch {i}")
     # the queues' Index_Expires (3.1+), the saga's correlation index and the outbox's Index_DispatchedAt, in each kind
     assert filtered >= 3 * 3
+
+
+def test_split_stamp_guard_is_golden_and_parses():
+    from sqltransport_schema import engines
+
+    from .support.golden import assert_golden
+
+    script_section = engines.get("mssql").script
+    text = script_section.part_done("base:0123456789ab", "01-Sales.sql") + script_section.parts_check(
+        "base:0123456789ab", ["00-shared.sql", "01-Sales.sql", "02-Billing's.sql"]
+    )
+    assert "N'02-Billing''s.sql'" in text  # a literal, escaped
+    assert_golden("mssql_split_stamp_guard.sql", text)
+    for i, batch in enumerate(c for c in GO_LINE.split(text) if c.strip()):
+        assert_parses(batch, f"stamp guard batch {i}")
+
+
+def test_split_files_record_their_completion_and_the_last_stamps_only_after_checking_every_part(project, tmp_path):
+    from sqltransport_schema import engines
+
+    project.write_topology(topology("9.1").replace("queues:", "  - name: Billing\nqueues:"))
+    assert project.compile("initial") == 0
+    files = split(project, tmp_path, "mssql")
+    parts = [name for name in files if name != "99-alembic-version.sql"]
+    assert parts == ["00-shared.sql", "01-Billing.sql", "02-Sales.sql"] or parts == ["00-shared.sql", "01-Sales.sql", "02-Billing.sql"]
+    script_section = engines.get("mssql").script
+    deployment = f"base:{project.head()}"
+    for name in parts:
+        found = batches(files[name])
+        marker = script_section.part_done(deployment, name).split("\n\nGO\n\n")[0].strip()
+        # the marker is the part's last batch in its transaction: COMMIT follows (after the guard)
+        guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0 SET NOEXEC ON;"
+        assert found[-4:] == [marker, guard, "COMMIT;", "SET NOEXEC OFF;"], found[-4:]
+    last = files["99-alembic-version.sql"]
+    check = script_section.parts_check(deployment, parts)
+    assert check in last
+    stamp = last.index(f"INSERT INTO alembic_version (version_num) VALUES ('{project.head()}')")
+    assert stamp < last.index(check) < last.rindex("COMMIT;")  # stamps roll back with the check's ROLLBACK
+    for i, batch in enumerate(batches(last)):
+        assert_parses(batch, f"99 batch {i}")

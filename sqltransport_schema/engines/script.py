@@ -67,3 +67,18 @@ class Script:
     def guard_version_table(self, ddl: str) -> str:
         """alembic_version's CREATE TABLE, made to do nothing when the table exists."""
         raise errors.Unsupported(f"repeatable scripts are not supported on {self.dialect.name}")
+
+    # A split deployment's parts each record, as the last statement of their transaction, that they
+    # completed (a row of PARTS_TABLE, committed with the part or not at all); its last file stamps
+    # only when every part's row is there (docs/live-migrations.md, "Split scripts").
+    PARTS_TABLE = "sqltransport_script_parts"
+
+    def part_done(self, deployment: str, part: str) -> str:
+        """The statements a split file ends its transaction with: its completion marker."""
+        raise errors.Unsupported(f"split scripts are not supported on {self.dialect.name}")
+
+    def parts_check(self, deployment: str, parts: list[str]) -> str:
+        """The statements the last split file ends its transaction with: one error naming the parts
+        whose marker is missing (the transaction, and so the stamp, rolls back), else the markers
+        removed (and their table, once empty)."""
+        raise errors.Unsupported(f"split scripts are not supported on {self.dialect.name}")

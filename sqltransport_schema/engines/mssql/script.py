@@ -53,6 +53,50 @@ class Script(Dialect.Script):
     LOCK_TIMEOUT = "SET LOCK_TIMEOUT {milliseconds};\n{batch}"
     RUN_STOPPING = RUN
 
+    PARTS_DDL = (
+        "IF OBJECT_ID(N'{table}', N'U') IS NULL\n"
+        "    CREATE TABLE {table} (\n"
+        "        deployment nvarchar(100) NOT NULL,\n"
+        "        part nvarchar(200) NOT NULL,\n"
+        "        CONSTRAINT {table}_pk PRIMARY KEY (deployment, part)\n"
+        "    );\n"
+    )
+    PART_DONE = (
+        "-- This part completed: the last file of the deployment stamps only when every part did.\n"
+        + PARTS_DDL
+        + "IF NOT EXISTS (SELECT 1 FROM {table} WHERE deployment = {deployment} AND part = {part})\n"
+        "    INSERT INTO {table} (deployment, part) VALUES ({deployment}, {part});\n\nGO\n\n"
+    )
+    # RAISERROR after ROLLBACK (not THROW, which needs SQL Server 2012): the transaction and its
+    # stamps are gone; the guard batch after it then skips the rest (COMMIT included).
+    PART_MISSING = (
+        "IF NOT EXISTS (SELECT 1 FROM {table} WHERE deployment = {deployment} AND part = {part})\n"
+        "BEGIN\n"
+        "    ROLLBACK;\n"
+        "    RAISERROR(N'not stamped: %s of this deployment did not complete; run it, then this file again', 16, 1, {part});\n"
+        "END\n"
+    )
+    PARTS_DONE = (
+        "BEGIN\n"
+        "    DELETE FROM {table} WHERE deployment = {deployment};\n"
+        "    IF NOT EXISTS (SELECT 1 FROM {table})\n"
+        "        DROP TABLE {table};\n"
+        "END;\n\nGO\n\n"
+    )
+    PARTS_CHECK = "-- Stamp only if every part of this deployment completed (each recorded it as its last batch).\n" + PARTS_DDL
+
+    def _literal(self, text: str) -> str:
+        return "N'" + text.replace("'", "''") + "'"
+
+    def part_done(self, deployment: str, part: str) -> str:
+        fields = {"table": self.PARTS_TABLE, "deployment": self._literal(deployment), "part": self._literal(part)}
+        return self.PART_DONE.format(**fields) + self.BATCH_GUARD
+
+    def parts_check(self, deployment: str, parts: list[str]) -> str:
+        fields = {"table": self.PARTS_TABLE, "deployment": self._literal(deployment)}
+        missing = "ELSE ".join(self.PART_MISSING.format(part=self._literal(part), **fields) for part in parts)
+        return self.PARTS_CHECK.format(**fields) + missing + "ELSE " + self.PARTS_DONE.format(**fields) + self.BATCH_GUARD
+
     def guard_version_table(self, ddl: str) -> str:
         return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
 

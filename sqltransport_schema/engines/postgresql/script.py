@@ -22,5 +22,51 @@ class Script(Dialect.Script):
     def lock_timeout(self, milliseconds: int) -> str | None:
         return self.LOCK_TIMEOUT.format(setting=self.dialect.lock_timeout_setting(milliseconds)) if milliseconds else None
 
+    PARTS_DDL = (
+        "CREATE TABLE IF NOT EXISTS {table} (\n"
+        "    deployment VARCHAR(100) NOT NULL,\n"
+        "    part VARCHAR(200) NOT NULL,\n"
+        "    PRIMARY KEY (deployment, part)\n"
+        ");\n"
+    )
+    PART_DONE = (
+        "-- This part completed: the last file of the deployment stamps only when every part did.\n"
+        + PARTS_DDL
+        + "INSERT INTO {table} (deployment, part) VALUES ({deployment}, {part}) ON CONFLICT DO NOTHING;\n\n"
+    )
+    PARTS_CHECK = (
+        "-- Stamp only if every part of this deployment completed (each recorded it as its last statement).\n"
+        + PARTS_DDL
+        + """DO $sqltransport$
+DECLARE
+    missing text;
+BEGIN
+    SELECT string_agg(expected.part, ', ' ORDER BY expected.part) INTO missing
+    FROM unnest(ARRAY[{parts}]::text[]) AS expected(part)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {table} done WHERE done.deployment = {deployment} AND done.part = expected.part);
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION 'not stamped: % of this deployment did not complete; run it, then this file again', missing;
+    END IF;
+    DELETE FROM {table} WHERE deployment = {deployment};
+    IF NOT EXISTS (SELECT 1 FROM {table}) THEN
+        DROP TABLE {table};
+    END IF;
+END
+$sqltransport$;
+
+"""
+    )
+
+    def _literal(self, text: str) -> str:
+        return "'" + text.replace("'", "''") + "'"
+
+    def part_done(self, deployment: str, part: str) -> str:
+        return self.PART_DONE.format(table=self.PARTS_TABLE, deployment=self._literal(deployment), part=self._literal(part))
+
+    def parts_check(self, deployment: str, parts: list[str]) -> str:
+        listed = ", ".join(self._literal(part) for part in parts)
+        return self.PARTS_CHECK.format(table=self.PARTS_TABLE, deployment=self._literal(deployment), parts=listed)
+
     def guard_version_table(self, ddl: str) -> str:
         return ddl.replace("CREATE TABLE alembic_version", "CREATE TABLE IF NOT EXISTS alembic_version", 1)
