@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from . import errors
+from .migrate.execution import CHECKPOINT_NOTE
 from .migrate.locks import DEFAULT_TIMEOUT, TIMEOUT_OPTION, format_duration, lock_lines, lock_report, parse_duration
 from .schema import SHARED as SHARED_ROLE
 
@@ -333,9 +334,12 @@ def _owner(operation: TransportOp, endpoints: Mapping[tuple, str], sagas: dict) 
             return SHARED
 
 
-def _file_name(index: int, owner: str) -> str:
+_CHECKPOINT = re.compile(re.escape(CHECKPOINT_NOTE.split(":")[0]) + r":[^\n]*\n+COMMIT;\n+BEGIN;\n+")
+
+
+def _file_name(index: int, owner: str, width: int = 2) -> str:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", owner).strip("._") or "endpoint"
-    return f"{index:02d}-{safe}.sql"
+    return f"{index:0{width}d}-{safe}.sql"
 
 
 def render_split(config: Config, request: ScriptRequest) -> dict[str, str]:
@@ -364,10 +368,22 @@ def render_split(config: Config, request: ScriptRequest) -> dict[str, str]:
     parts: dict[str | None, list[str]] = {SHARED: []}
     frame: list[str] = []  # Alembic's own text: transaction, version table, stamps
     position = 0
+    # The whole script's part-way commits (migrate.execution._checkpoint) go into the parts: a part
+    # commits before an operation when the whole script committed since the part's previous one, so
+    # no part's transaction holds more operations than one of the whole script's.
+    commits: list[str] = []
+    committed: dict[str | None, int] = {}  # owner -> how many of the whole's commits its transaction follows
     for (begin, operation), (finish, closing) in zip(marks[::2], marks[1::2]):
         assert closing is None
-        frame.append(text[position:begin])
-        parts.setdefault(_owner(operation, owners, sagas), []).append(text[begin:finish])
+        between = text[position:begin]
+        commits += _CHECKPOINT.findall(between)
+        frame.append(_CHECKPOINT.sub("", between))
+        owner = _owner(operation, owners, sagas)
+        part = parts.setdefault(owner, [])
+        if part and owner is not LAST and committed.get(owner, 0) < len(commits):
+            part.append(commits[-1])
+        committed[owner] = len(commits)
+        part.append(text[begin:finish])
         position = finish
     frame.append(text[position:])
     last = parts.pop(LAST, [])
@@ -375,8 +391,9 @@ def render_split(config: Config, request: ScriptRequest) -> dict[str, str]:
     head = header(engine, topology, start, end, notes=notes, transport=_transport_versions(config, start, end))
     order = [SHARED] + [e for e in dict.fromkeys(o for o in parts if o != SHARED)]
     files: dict[str, str] = {}
-    names = [_file_name(0, "shared")] + [_file_name(i + 1, owner) for i, owner in enumerate(order[1:])]
-    final = "99-alembic-version.sql"
+    width = max(2, len(str(len(order))))  # 00-shared.sql ... 99-alembic-version.sql; 000- ... 999- past 98 endpoints
+    names = [_file_name(0, "shared", width)] + [_file_name(i + 1, owner, width) for i, owner in enumerate(order[1:])]
+    final = "9" * width + "-alembic-version.sql"
     deployment = f"{start}:{end}"  # what each part's completion marker is recorded under
     for name, owner in zip(names, order):
         what = "schemas, shared queues and tables" if owner == SHARED else f"endpoint {owner}"

@@ -139,6 +139,10 @@ class Dialect:
         """How many locks all the transactions of this server can hold at once (None: no such limit)."""
         return None
 
+    # The lock table of a server with the engine's default settings: what an offline script, which
+    # reads no server, commits part way for (None: no such limit).
+    DEFAULT_LOCK_TABLE_CAPACITY: int | None = None
+
     def lock_table_full(self, error: BaseException) -> str | None:
         """The server setting to raise when a driver error says its lock table is full, else None."""
         return None

@@ -61,7 +61,9 @@ class _RunState:
         self.dialect = dialect
         self.locks = 0  # held by the operations since the last commit (lock_cost)
         self.ops = 0
-        self.limit = lock_budget(dialect.lock_table_capacity(context.connection))
+        # an offline script (--sql) reads no server: it commits part way as on one with the defaults
+        capacity = dialect.DEFAULT_LOCK_TABLE_CAPACITY if context.as_sql else dialect.lock_table_capacity(context.connection)
+        self.limit = lock_budget(capacity)
         self._existing: dict | None = None
 
     def existing_columns(self) -> dict:
@@ -108,6 +110,7 @@ def run(operations: Operations, operation: TransportOp) -> None:
             _probe(context, dialect, operation, batches, description)
         return
     if context.as_sql:
+        _checkpoint(_state(context, dialect), operation)
         _print(context, dialect, operation, batches, description)
         return
     log.info("%s", description)
@@ -249,8 +252,17 @@ def _adopt_or_refuse(state: _RunState, operation: TransportOp) -> None:
     log.info("adopting existing %s %s", operation.noun, where)
 
 
+# The comment an offline script writes before it commits part way (then COMMIT, then BEGIN).
+CHECKPOINT_NOTE = (
+    "-- Commit part way: the {ops} operations above hold about {locks} locks, the share of a default server's lock "
+    "table (max_locks_per_transaction) one transaction takes. If the script stops after this point, run it again: "
+    "it goes on from here."
+)
+
+
 def _checkpoint(state: _RunState, operation: TransportOp) -> None:
-    """Commit between operations when the next one would overflow the server's lock table.
+    """Commit between operations when the next one would overflow the server's lock table (offline:
+    the default server's, and the script commits there).
 
     Each operation counts by the locks it holds until commit (lock_cost). Only very large
     revisions reach this (on PostgreSQL's defaults, some 300 table creations or 180 Seq
@@ -259,8 +271,12 @@ def _checkpoint(state: _RunState, operation: TransportOp) -> None:
     """
     cost = operation.locks()
     if state.limit is not None and state.locks and state.locks + cost > state.limit:
-        log.info("committing after %d operations holding about %d locks (server lock table limit)", state.ops, state.locks)
-        with state.context.autocommit_block():
+        context = state.context
+        if context.as_sql:  # the script commits here, as the online run would (render_split moves it into the parts)
+            context.impl.static_output(CHECKPOINT_NOTE.format(ops=state.ops, locks=state.locks))
+        else:
+            log.info("committing after %d operations holding about %d locks (server lock table limit)", state.ops, state.locks)
+        with context.autocommit_block():
             pass
         refusals.committed(state.context)
         state.locks = state.ops = 0

@@ -74,6 +74,8 @@ class PostgreSQL(DDL, Runtime, Sagas, Dialect):
         "SELECT current_setting('max_locks_per_transaction')::int"
         " * (current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int)"
     )
+    # max_locks_per_transaction 64 * (max_connections 100 + max_prepared_transactions 0), the defaults
+    DEFAULT_LOCK_TABLE_CAPACITY = 64 * (100 + 0)
     LOCK_TABLE_FULL = "53200"  # out_of_memory: "out of shared memory", hint max_locks_per_transaction
     LOCK_TABLE_SETTING = "max_locks_per_transaction"
 
