@@ -286,8 +286,6 @@ def stamped(url: str) -> list[str]:
         return [r[0] for r in connection.execute("SELECT version_num FROM alembic_version")]
 
 
-
-
 @pytest.mark.parametrize("how", ["failing", "skipped"])
 def test_split_postgresql_files_under_psql_without_on_error_stop_stamp_only_once_every_part_completed(project, pg_url, tmp_path, how):
     project.write_topology(TOPOLOGY.replace("queues:", "  - name: Billing\n    instances: [host-b]\nqueues:"))

@@ -23,7 +23,8 @@ MESSAGES = ["E000", "E000.a", "E001.b", "E150", "E298.a", "E299", "E299.b", "err
 
 def topology(seq_type: str) -> str:
     endpoints = "".join(f"  - name: E{i:03d}\n    instances: [a, b]\n" for i in range(ENDPOINTS))
-    return f'transport_version: "9.1"\nengines: [postgresql]\npostgresql:\n  seq_type: {seq_type}\nendpoints:\n{endpoints}queues:\n  - name: error\n'
+    head = f'transport_version: "9.1"\nengines: [postgresql]\npostgresql:\n  seq_type: {seq_type}\n'
+    return f"{head}endpoints:\n{endpoints}queues:\n  - name: error\n"
 
 
 def plain(url: str) -> str:

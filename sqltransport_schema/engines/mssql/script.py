@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from ..base import Dialect
 
-
 # How a DBA runs a script: -b ends sqlcmd at the first error with a failing exit code, -x leaves
 # `$(...)` in the text alone (sqlcmd would substitute its variables even inside names and literals),
 # -f 65001 reads the file as UTF-8 whatever the machine's code page (the files `script` writes also
