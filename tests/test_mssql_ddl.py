@@ -428,9 +428,11 @@ def test_offline_script_names_every_queue(offline, qualified):
     script, _ = offline
     chunks = GO_LINE.split(script)
     comment = f"-- Create queue {qualified} (transport 9.1)"
-    owning = [c for c in chunks if comment in c.splitlines()]
+    owning = [i for i, c in enumerate(chunks) if comment in c.splitlines()]
     assert len(owning) == 1, comment
-    chunk = owning[0]
+    # the script's own hold of the installer lock, its guard, then the transport's batch
+    assert f"EXEC @lock = sp_getapplock @Resource = '{qualified}_lock'" in chunks[owning[0]]
+    chunk = chunks[owning[0] + 2]
     assert f"CREATE TABLE {qualified} (" in chunk
     assert f"EXEC sp_getapplock @Resource = '{qualified}_lock', @LockMode = 'Exclusive'" in chunk
     assert "BEGIN TRY" in chunk and "BEGIN CATCH" in chunk and "THROW;" in chunk

@@ -107,3 +107,54 @@ def test_split_files_record_their_completion_and_the_last_stamps_only_after_chec
     assert stamp < last.index(check) < last.rindex("COMMIT;")  # stamps roll back with the check's ROLLBACK
     for i, batch in enumerate(batches(last)):
         assert_parses(batch, f"99 batch {i}")
+
+
+@pytest.mark.parametrize(("timeout", "milliseconds"), [("3s", 3000), ("0", -1)])
+def test_the_installer_lock_is_taken_with_its_own_timeout_its_result_checked_and_lock_timeout_reset(
+    project, tmp_path, timeout, milliseconds
+):
+    project.write_topology(
+        topology("4.0")
+        .replace("    outbox: true\n", "")
+        .replace("    sagas:\n", "")
+        .replace("      - name: OrderSaga\n        correlation: {name: OrderId, type: guid}\n", "")
+    )
+    assert project.compile("initial") == 0
+    first = project.head()
+    project.write_topology(topology("9.1").replace("queues:", "  - name: Billing\n    body_string: true\nqueues:"))
+    assert project.compile("upgrade") == 0
+    guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0 SET NOEXEC ON;"
+    take = re.compile(
+        r"EXEC @lock = sp_getapplock @Resource = ('(?:[^']|'')*'), @LockMode = 'Exclusive', "
+        rf"@LockOwner = 'Transaction', @LockTimeout = {milliseconds};"
+    )
+    transport = re.compile(r"^\s*EXEC sp_getapplock @Resource = ('(?:[^']|'')*'), @LockMode = 'Exclusive'$", re.M)
+    for text in (
+        script(project, tmp_path, "mssql", "--lock-timeout", timeout),
+        script(project, tmp_path, "mssql", "--from", first, "--lock-timeout", timeout),
+    ):
+        found = batches(text)
+        taken = 0
+        for i, batch in enumerate(found):
+            if not transport.search(batch) or "@lock" in batch:
+                continue
+            resource = transport.search(batch).group(1)
+            taken += 1
+            # before it: the script's own hold, waiting at most the timeout, a negative result checked
+            held = take.search(found[i - 2])
+            assert held and held.group(1) == resource and found[i - 1] == guard, found[i - 2]
+            assert (
+                f"IF @lock < 0\nBEGIN\n    ROLLBACK;\n    RAISERROR(N'sqltransport-schema: gave up waiting for the installer lock %s"
+                in found[i - 2]
+            )
+            assert found[i - 2].count("RAISERROR") == 1 and "THROW" not in found[i - 2]
+            # after it: the hold released (the transport's batch released its own)
+            assert found[i + 2] == f"EXEC sp_releaseapplock @Resource = {resource}, @LockOwner = 'Transaction';"
+        assert taken >= 4  # every queue's, delayed table's creation; BodyString's in the change
+        bounded = [i for i, batch in enumerate(found) if re.match(r"(-- [^\n]*\n+)*SET LOCK_TIMEOUT \d+;", batch)]
+        if milliseconds > 0 and "-- revisions: base" not in text:
+            assert len(bounded) >= 2  # the change of each queue, BodyString
+        for i in bounded:  # the session's LOCK_TIMEOUT goes back to the default after each bounded batch
+            assert found[i + 1] == guard and "SET LOCK_TIMEOUT -1;" in found[i + 2 : i + 5], found[i : i + 5]
+        for i, batch in enumerate(found):
+            assert_parses(batch, f"batch {i}")

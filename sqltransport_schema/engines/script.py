@@ -64,6 +64,11 @@ class Script:
         """A batch that locks an existing table, as a script writes it with the lock timeout."""
         return batch
 
+    def around(self, batch: str, bounded_ms: int, wait_ms: int) -> list[str]:
+        """A batch as a script writes it, with the batches it needs around it: bounded to
+        `bounded_ms` when it locks an existing table; `wait_ms` is the script's lock timeout."""
+        return [self.bounded(batch, bounded_ms)]
+
     def guard_version_table(self, ddl: str) -> str:
         """alembic_version's CREATE TABLE, made to do nothing when the table exists."""
         raise errors.Unsupported(f"repeatable scripts are not supported on {self.dialect.name}")

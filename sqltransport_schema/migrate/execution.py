@@ -151,13 +151,14 @@ def _print(context: MigrationContext, dialect: engines.Dialect, operation: Trans
     if online.wanted(operation, context) and dialect.online.supported:
         impl.static_output(f"-- {online.OFFLINE_NOTE}")
     separator = getattr(impl, "batch_separator", None)  # SQL Server's GO (an attribute of its impl only)
-    timeout = context.opts.get(LOCK_TIMEOUT_OPTION, 0) if operation.locked_table() is not None else 0
+    wait = context.opts.get(LOCK_TIMEOUT_OPTION, 0)
+    timeout = wait if operation.locked_table() is not None else 0
 
     def write(batch: str) -> None:
-        batch = dialect.script.bounded(batch, timeout)
-        impl.static_output(batch if separator else dialect.script.statement(batch, impl.command_terminator))
-        if separator:
-            impl.static_output(separator)
+        for piece in dialect.script.around(batch, timeout, wait):
+            impl.static_output(piece if separator else dialect.script.statement(piece, impl.command_terminator))
+            if separator:
+                impl.static_output(separator)
 
     for batch in batches:
         write(batch)

@@ -3,6 +3,8 @@ the first error (the nested `MSSQL.Script`)."""
 
 from __future__ import annotations
 
+import re
+
 from ..base import Dialect
 
 # How a DBA runs a script: -b ends sqlcmd at the first error with a failing exit code, -x leaves
@@ -98,6 +100,36 @@ class Script(Dialect.Script):
 
     def guard_version_table(self, ddl: str) -> str:
         return self.GUARDED_VERSION_TABLE.format(ddl=ddl)
+
+    # The installer's applock (the transport's own batches take it with sp_getapplock and no
+    # @LockTimeout: they would inherit the session's LOCK_TIMEOUT, and when the wait gives up
+    # sp_getapplock returns a negative result without raising, so the batch went on without the lock).
+    # A script takes it first, in a batch of its own, with its own timeout and its result checked;
+    # the transport's batch then gets it at once (same owner, the transaction), unchanged; the
+    # script releases its hold after it. The resource is the transport's literal, as it writes it.
+    APPLOCK = re.compile(r"^\s*EXEC sp_getapplock @Resource = ('(?:[^']|'')*'), @LockMode = 'Exclusive'$", re.M)
+    TAKE_APPLOCK = """\
+DECLARE @lock int;
+EXEC @lock = sp_getapplock @Resource = {resource}, @LockMode = 'Exclusive', @LockOwner = 'Transaction', @LockTimeout = {timeout};
+IF @lock < 0
+BEGIN
+    ROLLBACK;
+    RAISERROR(N'sqltransport-schema: gave up waiting for the installer lock %s (result %d after waiting at most %d ms: another installer holds it); this script rolled back, run it again', 16, 1, {resource}, @lock, {timeout});
+END"""
+    RELEASE_APPLOCK = "EXEC sp_releaseapplock @Resource = {resource}, @LockOwner = 'Transaction';"
+    # SET LOCK_TIMEOUT lasts for the session: after a bounded batch, back to the server's default (no limit).
+    RESET_LOCK_TIMEOUT = "SET LOCK_TIMEOUT -1;"
+
+    def around(self, batch: str, bounded_ms: int, wait_ms: int) -> list[str]:
+        found = self.APPLOCK.search(batch)
+        before, after = [], []
+        if found is not None:
+            resource, timeout = found.group(1), int(wait_ms) if wait_ms else -1
+            before.append(self.TAKE_APPLOCK.format(resource=resource, timeout=timeout))
+            after.append(self.RELEASE_APPLOCK.format(resource=resource))
+        if bounded_ms:
+            after.append(self.RESET_LOCK_TIMEOUT)
+        return [*before, self.bounded(batch, bounded_ms), *after]
 
     def bounded(self, batch: str, milliseconds: int) -> str:
         return self.LOCK_TIMEOUT.format(milliseconds=int(milliseconds), batch=batch) if milliseconds else batch
