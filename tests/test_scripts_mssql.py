@@ -144,7 +144,7 @@ def test_the_installer_lock_is_taken_with_its_own_timeout_its_result_checked_and
             held = take.search(found[i - 2])
             assert held and held.group(1) == resource and found[i - 1] == guard, found[i - 2]
             assert (
-                f"IF @lock < 0\nBEGIN\n    ROLLBACK;\n    RAISERROR(N'sqltransport-schema: gave up waiting for the installer lock %s"
+                "IF @lock < 0\nBEGIN\n    ROLLBACK;\n    RAISERROR(N'sqltransport-schema: gave up waiting for the installer lock %s"
                 in found[i - 2]
             )
             assert found[i - 2].count("RAISERROR") == 1 and "THROW" not in found[i - 2]
