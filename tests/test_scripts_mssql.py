@@ -158,3 +158,21 @@ def test_the_installer_lock_is_taken_with_its_own_timeout_its_result_checked_and
             assert found[i + 1] == guard and "SET LOCK_TIMEOUT -1;" in found[i + 2 : i + 5], found[i : i + 5]
         for i, batch in enumerate(found):
             assert_parses(batch, f"batch {i}")
+
+
+def test_names_holding_a_sqlcmd_variable_are_refused_for_sql_server_where_they_are_written(project, capsys):
+    from sqltransport_schema import cli
+
+    text = topology("9.1").replace("queues:\n  - name: error\n", "queues:\n  - name: error\n  - name: Pay$(EUR)\n")
+    project.write_topology(text.replace("    instances: [host-a]\n", "    instances: [host-a]\n    schema: s$(x)\n"))
+    capsys.readouterr()
+    assert project.compile("refused") == 2
+    err = capsys.readouterr().err
+    path = project.topology
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert f"{path}:13:11: error: table name of queue 'Pay$(EUR)' holds '$(', which sqlcmd reads" in err, err
+    assert any(line.startswith(f"{path}:4:11: error: schema name of endpoint 'Sales' holds '$('") for line in lines), err
+    assert all(line.endswith("rename it") for line in lines) and not project.revisions()  # nothing written
+    # the same names on PostgreSQL alone: no sqlcmd there
+    project.write_topology(text.replace("engines: [mssql]", "engines: [postgresql]"))
+    assert project.compile("fine on postgresql") == 0

@@ -135,6 +135,10 @@ class Dialect:
         """(part, problem) for each part of the name this engine cannot hold."""
         return []
 
+    def script_name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        """(part, problem) for each part of the name this engine's deployment scripts cannot carry as written."""
+        return []
+
     def lock_table_capacity(self, connection: Connection) -> int | None:
         """How many locks all the transactions of this server can hold at once (None: no such limit)."""
         return None

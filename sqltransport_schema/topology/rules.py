@@ -239,6 +239,21 @@ def _name_limit_problems(f: Facts) -> Iterator[Problem]:
                     yield Problem(item.mark, f"{part} name of {item.what} {problem}: shorten it")
 
 
+def _script_name_problems(f: Facts) -> Iterator[Problem]:
+    """Names an engine's deployment scripts cannot carry as written (SQL Server: `$(`, a sqlcmd variable)."""
+    reported: set[tuple] = set()
+    for engine_name in f.engine_names:
+        engine = engine_registry.get(engine_name)
+        for item in f.tables:
+            if not engine.holds(item.kind):
+                continue
+            for part, problem in engine.script_name_problems(item.name):
+                value = getattr(item.name, part)  # a schema is named once, where it first appears
+                if (part, value) not in reported:
+                    reported.add((part, value))
+                    yield Problem(item.mark, f"{part} name of {item.what} {problem}: rename it")
+
+
 def _collision_problems(f: Facts) -> Iterator[Problem]:
     """Two things that are one table on an engine. One problem per pair of places in the file: what
     derives from them (delayed tables, indexes) collides too but says nothing new. Reported at the later place."""
@@ -365,6 +380,7 @@ RULES: tuple[Callable[[Facts], Iterator[Problem]], ...] = (
     _version_feature_problems,
     _at_sign_problems,
     _name_limit_problems,
+    _script_name_problems,
     _collision_problems,
     _saga_problems,
     _outbox_problems,

@@ -68,6 +68,18 @@ class MSSQL(DDL, Runtime, Sagas, Dialect):
                 problems.append((part, f"is {len(value)} characters long; SQL Server names hold at most {self.MAX_IDENTIFIER}"))
         return problems
 
+    # sqlcmd (classic and go-sqlcmd) and SSMS in SQLCMD mode replace `$(name)` with a variable
+    # everywhere in a script, inside bracketed names and literals too, unless run with -x: an error,
+    # or a table silently renamed where such a variable exists. Such names are refused.
+    SQLCMD_VARIABLE = "$("
+
+    def script_name_problems(self, name: TableName) -> list[tuple[str, str]]:
+        return [
+            (part, f"holds {self.SQLCMD_VARIABLE!r}, which sqlcmd reads as one of its variables in a SQL Server script")
+            for part, value in (("table", name.table), ("schema", name.schema), ("catalog", name.catalog))
+            if value is not None and self.SQLCMD_VARIABLE in value
+        ]
+
     # =====================================================================================
     # -- nested sections, one module each: they only need the dialect's quoting ------------
     # =====================================================================================
