@@ -161,7 +161,6 @@ def test_the_installer_lock_is_taken_with_its_own_timeout_its_result_checked_and
 
 
 def test_names_holding_a_sqlcmd_variable_are_refused_for_sql_server_where_they_are_written(project, capsys):
-    from sqltransport_schema import cli
 
     text = topology("9.1").replace("queues:\n  - name: error\n", "queues:\n  - name: error\n  - name: Pay$(EUR)\n")
     project.write_topology(text.replace("    instances: [host-a]\n", "    instances: [host-a]\n    schema: s$(x)\n"))
@@ -176,3 +175,30 @@ def test_names_holding_a_sqlcmd_variable_are_refused_for_sql_server_where_they_a
     # the same names on PostgreSQL alone: no sqlcmd there
     project.write_topology(text.replace("engines: [mssql]", "engines: [postgresql]"))
     assert project.compile("fine on postgresql") == 0
+
+
+def test_non_ascii_scripts_are_written_with_a_byte_order_mark_sqlcmd_reads_as_utf8(project, tmp_path, capsys):
+    from sqltransport_schema import cli
+
+    text = topology("9.1").replace("engines: [mssql]", "engines: [mssql, postgresql]")
+    project.write_topology(text.replace("queues:\n  - name: error\n", "queues:\n  - name: error\n  - name: Fäktura\n  - name: Счёт\n"))
+    assert project.compile("initial") == 0
+    out = tmp_path / "deploy.sql"
+    argv = ["script", "--engine", "mssql", "-c", str(project.ini), "--topology", str(project.topology)]
+    assert cli.main([*argv, "-o", str(out)]) == 0
+    assert cli.main([*argv, "--split", str(tmp_path / "parts")]) == 0
+    for path in [out, *sorted((tmp_path / "parts").iterdir())]:
+        data = path.read_bytes()
+        assert data.startswith(b"\xef\xbb\xbf") and not data[3:].startswith(b"\xef\xbb\xbf"), path.name  # one mark, then UTF-8
+        data[3:].decode("utf-8")  # the rest is UTF-8 throughout
+    text = out.read_bytes()[3:].decode("utf-8")
+    assert "CREATE TABLE [dbo].[Fäktura] (" in text and "OBJECT_ID(N'[dbo].[Счёт]')" in text
+    assert "[dbo].[Счёт]".encode() in out.read_bytes()  # as UTF-8 bytes, not a code page's
+    # to stdout (piped by the user) there is no mark: the header's command reads it as UTF-8 (-f 65001)
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert not printed.startswith("\ufeff") and "sqlcmd -b -x -f 65001 -i FILE" in printed.split("\n\n", 1)[0]
+    # PostgreSQL's files stay plain UTF-8 (psql does not skip a mark)
+    assert cli.main(["script", "--engine", "postgresql", "-c", str(project.ini), "-o", str(out)]) == 0
+    assert not out.read_bytes().startswith(b"\xef\xbb\xbf") and '"Fäktura"'.encode() in out.read_bytes()

@@ -120,17 +120,18 @@ def cmd_script(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     path = topology_path(args, config)
     request = scripts.ScriptRequest(args.engine, args.from_rev, args.to_rev, path, args.lock_timeout, args.url, args.db_role)
+    encoding = engines.get(args.engine).script.FILE_ENCODING
     if args.split:
         folder = Path(args.split)
         files = scripts.render_split(config, request)
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            (folder / name).write_text(text, encoding="utf-8")
+            (folder / name).write_text(text, encoding=encoding)
         emit_status(args, {"status": "written", "files": [str(folder / n) for n in files]}, [f"wrote {folder / n}" for n in files])
         return EXIT_OK
     text = scripts.render(config, request)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        Path(args.output).write_text(text, encoding=encoding)
         wrote(args.output)
     else:
         sys.stdout.write(text)

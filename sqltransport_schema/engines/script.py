@@ -40,6 +40,8 @@ class Script:
     SCRIPT_COMMIT: str | None = None
     # How a DBA runs a script so that it stops at the first error (a lock wait given up, say).
     RUN_STOPPING: str | None = None
+    # The encoding of the script files `script` writes (-o, --split).
+    FILE_ENCODING = "utf-8"
     # How an upgrade script stops at its first error under any client, where the engine needs telling
     # (SQL Server): the statement it opens with, the batch written after each batch of its
     # transaction, the statement it closes with, and the header line that says so.

@@ -53,6 +53,10 @@ class Script(Dialect.Script):
     # stops there and the open transaction rolls back with the session: run the script again.
     LOCK_TIMEOUT = "SET LOCK_TIMEOUT {milliseconds};\n{batch}"
     RUN_STOPPING = RUN
+    # UTF-8 with a byte-order mark: ODBC sqlcmd reads a file without one in the machine's code page
+    # (unless given -f 65001), and a non-ASCII name would create a garbled table; with the mark,
+    # sqlcmd, go-sqlcmd and SSMS all read it as UTF-8.
+    FILE_ENCODING = "utf-8-sig"
 
     PARTS_DDL = (
         "IF OBJECT_ID(N'{table}', N'U') IS NULL\n"
