@@ -19,6 +19,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CHECKER = REPO / "tests" / "conformance"
 ENGINES = ("mssql",)
+# The start-up checks name the queue as N'...' where upstream writes '...' (docs/fidelity.md): 14
+# releases' Expires index checks, 14 Headers type checks and 11 RowVersion index checks.
+DEVIATIONS = {"check_expires_index", "check_headers_type", "check_rowversion_index"}
+DEVIATED = 39
 
 
 def tool(name: str) -> str:
@@ -39,6 +43,8 @@ def test_every_covered_statement_is_token_equal_to_upstream():
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode in (0, 1), f"the checker could not run (exit {done.returncode}):\n{done.stderr}\n{done.stdout[-2000:]}"
     report = json.loads(done.stdout)
-    drifted = [f"{m['release']} {m['upstream']} -> {m['project']} ({m['status']})" for m in report["mismatches"]]
+    deviated = [m for m in report["mismatches"] if m["project"] in DEVIATIONS and m["status"] == "diff"]
+    drifted = [f"{m['release']} {m['upstream']} -> {m['project']} ({m['status']})" for m in report["mismatches"] if m not in deviated]
     assert not report["errors"] and not drifted, "\n".join(report["errors"] + drifted)
-    assert done.returncode == 0 and report["matched"] == report["total"] > 0
+    # the documented deviation, each differing by its N alone (test_mssql_fidelity), and nothing else
+    assert len(deviated) == DEVIATED == report["total"] - report["matched"] and report["total"] > 0

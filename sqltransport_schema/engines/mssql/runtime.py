@@ -289,21 +289,23 @@ WHERE RowVersion
 
     PURGE_ALL = "DELETE FROM {table}"
 
-    # Start-up checks. They read the connection's own database's sys views and name the
-    # queue as a plain '...' literal, as the transport does (so they see a queue of another
-    # catalog only when the connection is in it).
+    # Start-up checks. They read the connection's own database's sys views (so they see a queue
+    # of another catalog only when the connection is in it), as the transport does, but name the
+    # queue as an N'...' literal where the transport writes a plain '...' one: a varchar literal
+    # turns a name outside the database's code page into '?', OBJECT_ID finds nothing and the check
+    # warns falsely (docs/fidelity.md, "Where the project differs from upstream").
     CHECK_EXPIRES_INDEX = """\
 SELECT COUNT(*)
 FROM sys.indexes
 WHERE name = 'Index_Expires'
-    AND object_id = OBJECT_ID('{table_literal}')"""
+    AND object_id = OBJECT_ID(N'{table_literal}')"""
 
     # 4.3.2, 5.0.3, 6.0.1-6.3.8: a nonclustered (type 2) Index_RowVersion.
     CHECK_ROWVERSION_INDEX = """\
 SELECT COUNT(*)
 FROM sys.indexes
 WHERE name = 'Index_RowVersion'
-    AND object_id = OBJECT_ID('{table_literal}')
+    AND object_id = OBJECT_ID(N'{table_literal}')
     AND type = 2"""
 
     # 7.0+: indexes of any name whose first key column is {column} (Expires; RowVersion with
@@ -313,7 +315,7 @@ SELECT COUNT(*)
 FROM sys.indexes i
 INNER JOIN sys.index_columns AS ic ON ic.index_id = i.index_id AND ic.object_id = i.object_id AND ic.key_ordinal = 1
 INNER JOIN sys.columns AS c ON c.column_id = ic.column_id AND c.object_id = ic.object_id
-WHERE i.object_id = OBJECT_ID('{table_literal}')
+WHERE i.object_id = OBJECT_ID(N'{table_literal}')
 AND c.name = '{column}'{nonclustered}"""
     NONCLUSTERED_ONLY = "\nAND i.type = 2"
 
@@ -322,7 +324,7 @@ AND c.name = '{column}'{nonclustered}"""
 SELECT t.name
 FROM sys.columns c
 INNER JOIN sys.types t ON c.system_type_id = t.system_type_id
-WHERE c.object_id = OBJECT_ID('{table_literal}')
+WHERE c.object_id = OBJECT_ID(N'{table_literal}')
     AND c.name = 'Headers'"""
 
     # 3.0.x (Sql.cs): every column in brackets, and a send that ends in an empty statement
@@ -349,7 +351,7 @@ WHERE [Id] IN (SELECT TOP (@BatchSize) [Id]
     WHERE [Expires] < GETUTCDATE()
     ORDER BY [RowVersion])"""
     CHECK_EXPIRES_INDEX_3_0 = """\
-SELECT COUNT(*) FROM [sys].[indexes] WHERE [name] = 'Index_Expires' AND [object_id] = OBJECT_ID('{table_literal}')"""
+SELECT COUNT(*) FROM [sys].[indexes] WHERE [name] = 'Index_Expires' AND [object_id] = OBJECT_ID(N'{table_literal}')"""
 
     # 7.0.0-7.0.6, 8.0.0-8.1.4: an empty result whose column names tell.
     CHECK_RECOVERABLE_COLUMNS = "SELECT TOP (0) * FROM {table} WITH (NOLOCK);"
