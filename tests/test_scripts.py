@@ -241,7 +241,7 @@ def test_mssql_scripts_name_their_writer_and_stop_at_an_error_under_any_client(p
     whole = script(project, tmp_path, "mssql")
     header = whole.split("\n\n", 1)[0].splitlines()
     assert f"-- written by: sqltransport-schema {__version__}" in header and "-- transport version: 9.1" in header
-    guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0 SET NOEXEC ON;"
+    guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0\nBEGIN\n    IF @@TRANCOUNT > 0 ROLLBACK;\n    SET NOEXEC ON;\nEND;"
     for text in [whole, alembic_sql(project, "mssql://"), *split(project, tmp_path, "mssql").values()]:
         lines = text.splitlines()
         start = next(i for i, line in enumerate(lines) if line.strip() and not line.startswith("--"))  # after the header

@@ -36,7 +36,9 @@ queues:
 """
 
 
-FILTERED_INDEX = re.compile(r"CREATE (UNIQUE )?NONCLUSTERED INDEX [^\n]*\n(?:(?!\nGO\n).)*?\bWHERE\s+\S+ IS NOT NULL", re.S)
+FILTERED_INDEX = re.compile(
+    r"CREATE (UNIQUE )?(NONCLUSTERED )?INDEX [^\n]*\n(?:(?!\nGO\n).)*?\bWHERE\s+(\S+ IS NOT NULL|Dispatched = 1)", re.S
+)
 
 
 def batches(text: str) -> list[str]:
@@ -60,6 +62,9 @@ def test_every_script_kind_sets_the_session_options_before_its_first_filtered_in
         found = batches(text)
         assert found[0] == SESSION_OPTIONS, f"{kind}: {found[0][:200]}"  # a batch of its own, before any DDL
         assert all("QUOTED_IDENTIFIER" not in b for b in found[1:]), kind  # never turned off again
+        if kind in ("whole", "--sql"):  # Index_Expires (3.1+), the saga's correlation index, the outbox's Index_DispatchedAt
+            found_names = " ".join(m.group(0) for m in FILTERED_INDEX.finditer(text))
+            assert "Index_Expires" in found_names and "Index_DispatchedAt" in found_names and "Correlation_OrderId" in found_names, kind
         for match in FILTERED_INDEX.finditer(text):
             filtered += 1
             assert text.index(SESSION_OPTIONS) < match.start(), kind
@@ -98,7 +103,7 @@ def test_split_files_record_their_completion_and_the_last_stamps_only_after_chec
         found = batches(files[name])
         marker = script_section.part_done(deployment, name).split("\n\nGO\n\n")[0].strip()
         # the marker is the part's last batch in its transaction: COMMIT follows (after the guard)
-        guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0 SET NOEXEC ON;"
+        guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0\nBEGIN\n    IF @@TRANCOUNT > 0 ROLLBACK;\n    SET NOEXEC ON;\nEND;"
         assert found[-4:] == [marker, guard, "COMMIT;", "SET NOEXEC OFF;"], found[-4:]
     last = files["99-alembic-version.sql"]
     check = script_section.parts_check(deployment, parts)
@@ -123,7 +128,7 @@ def test_the_installer_lock_is_taken_with_its_own_timeout_its_result_checked_and
     first = project.head()
     project.write_topology(topology("9.1").replace("queues:", "  - name: Billing\n    body_string: true\nqueues:"))
     assert project.compile("upgrade") == 0
-    guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0 SET NOEXEC ON;"
+    guard = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0\nBEGIN\n    IF @@TRANCOUNT > 0 ROLLBACK;\n    SET NOEXEC ON;\nEND;"
     take = re.compile(
         r"EXEC @lock = sp_getapplock @Resource = ('(?:[^']|'')*'), @LockMode = 'Exclusive', "
         rf"@LockOwner = 'Transaction', @LockTimeout = {milliseconds};"

@@ -74,7 +74,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     table, the error queue's messages by the queue they failed in, the subscribers of each topic.
     Exit 1 when a table of the blueprint is missing from the database, or when the login may not
     read one (a partial report: the others are reported in full). --watch repeats it
-    (docs/operations.md).
+    (docs/operations.md). On SQL Server it needs 2016 or later (JSON_VALUE and ISJSON read the
+    failed messages' headers; docs/sql-server-versions.md).
     """
     from ..runtime.operations import status
 

@@ -292,6 +292,18 @@ BEGIN
         THROW 50000, N'{message}', 1;
     DROP TABLE {table};
 END"""
+    # Releases before 6.3.1 deploy on SQL Server 2008 (docs/sql-server-versions.md), which has no
+    # THROW: RAISERROR (error 50000 too), with the drop in its ELSE. RAISERROR neither ends the
+    # batch nor dooms the transaction; it is the batch's last statement, so a script's batch guard
+    # finds it in @@ERROR, rolls back and runs nothing more.
+    DROP_GUARDED_RAISERROR = """\
+IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
+BEGIN
+    IF EXISTS (SELECT * FROM {table}{where})
+        RAISERROR(N'{message}', 16, 1);
+    ELSE
+        DROP TABLE {table};
+END"""
     DROP_DISCARDING = """\
 IF OBJECT_ID(N'{name}', N'U') IS NOT NULL
     DROP TABLE {table};"""
@@ -447,7 +459,10 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         if discard_messages:
             return [self.DROP_DISCARDING.format(**fields)]
         message = self.literal_text(self.refusal(spec, profile))
-        return [self.DROP_GUARDED.format(message=message, where=self.drop_guard_where(spec), **fields)]
+        if profile.script_style is ScriptStyle.APPLOCK_TRY_CATCH:  # the release's own DDL has THROW (2012)
+            return [self.DROP_GUARDED.format(message=message, where=self.drop_guard_where(spec), **fields)]
+        message = message.replace("%", "%%")  # RAISERROR's format string
+        return [self.DROP_GUARDED_RAISERROR.format(message=message, where=self.drop_guard_where(spec), **fields)]
 
     INVALID_OBJECT_NAME = "42S02"  # the SQLSTATE pyodbc reports for error 208 (a table that does not exist)
 
@@ -455,6 +470,19 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         return bool(error.args) and error.args[0] == self.INVALID_OBJECT_NAME
 
     def subscriber_parameters(self, queue: TableName) -> dict[str, Any]:
+        addresses, in_current = self._subscriber_addresses(queue)
+        return {"Addresses": self.list_parameter(addresses), "InCurrentCatalog": self.list_parameter(in_current)}
+
+    # The same deletion in a script, where the addresses are known: N'...' literal lists, which
+    # every SQL Server runs (OPENJSON needs 2016 and compatibility level 130).
+    SCRIPT_DELETE_SUBSCRIBERS_OF = """\
+DELETE FROM {subscriptions}
+WHERE QueueAddress IN ({addresses}){in_current}"""
+    SCRIPT_IN_CURRENT_CATALOG = "\n    OR QueueAddress IN ({addresses})"
+    IN_CURRENT_CATALOG = "{address} + N'@' + QUOTENAME(DB_NAME())"
+
+    def _subscriber_addresses(self, queue: TableName) -> tuple[list[str], list[str]]:
+        """(the queue's addresses as subscribers write them, those followed by the current database's name)."""
         spellings = self.schema_spellings(queue)
         qualified = [f"{queue.table}@{part}" for part in dict.fromkeys(part or "[]" for part in spellings)]
         if queue.catalog is None:
@@ -462,17 +490,22 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         else:
             catalogs = [self.address_part(queue.catalog)] + ([queue.catalog] if not any(ch in queue.catalog for ch in "@[]") else [])
             addresses, in_current = [f"{address}@{catalog}" for address in qualified for catalog in catalogs], []
-        return {"Addresses": self.list_parameter(addresses), "InCurrentCatalog": self.list_parameter(in_current)}
+        return addresses, in_current
 
     def script_value(self, value: Any) -> str:
         text = super().script_value(value)
         return text if value is None else "N" + text
 
     def script_delete_subscribers_of(self, subscriptions: TableName, queue: TableName) -> list[str]:
+        addresses, in_current = self._subscriber_addresses(queue)
+        current = [self.IN_CURRENT_CATALOG.format(address=self.script_value(address)) for address in in_current]
+        statement = self.SCRIPT_DELETE_SUBSCRIBERS_OF.format(
+            subscriptions=self.qualified(subscriptions),
+            addresses=", ".join(self.script_value(address) for address in addresses),
+            in_current=self.SCRIPT_IN_CURRENT_CATALOG.format(addresses=", ".join(current)) if current else "",
+        )
         name = self.literal_text(self.qualified(subscriptions))
-        return [
-            self.SCRIPT_IF_TABLE_EXISTS.format(name=name, statement=s) for s in super().script_delete_subscribers_of(subscriptions, queue)
-        ]
+        return [self.SCRIPT_IF_TABLE_EXISTS.format(name=name, statement=statement)]
 
     # -- version changes -------------------------------------------------------------------
     def correlation_index_build(self) -> str | None:

@@ -38,7 +38,7 @@ class Script(Dialect.Script):
         "SET NUMERIC_ROUNDABORT OFF;\n"
     )
     OPENING = SESSION_OPTIONS + "SET XACT_ABORT ON;\n\nGO"
-    BATCH_GUARD = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0 SET NOEXEC ON;\n\nGO\n\n"
+    BATCH_GUARD = "IF @@ERROR <> 0 OR @@TRANCOUNT = 0\nBEGIN\n    IF @@TRANCOUNT > 0 ROLLBACK;\n    SET NOEXEC ON;\nEND;\n\nGO\n\n"
     CLOSING = "SET NOEXEC OFF;\n\nGO\n\n"
     STOPPING_NOTE = (
         "It sets the session options its DDL needs (QUOTED_IDENTIFIER ON and the rest, as SSDT's scripts do) and stops at "
