@@ -454,12 +454,13 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         return [self.RENAME_INDEX.format(sys=sys_, index=index, new=self.literal_text(new))]
 
     # -- removal -----------------------------------------------------------------------------
-    def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
+    def drop_table(self, spec: TableSpec, profile: Profile | None, discard_messages: bool) -> list[str]:
         fields = self._fields(spec, profile)
         if discard_messages:
             return [self.DROP_DISCARDING.format(**fields)]
         message = self.literal_text(self.refusal(spec, profile))
-        if profile.script_style is ScriptStyle.APPLOCK_TRY_CATCH:  # the release's own DDL has THROW (2012)
+        # THROW where the release's own DDL has it (2012), and for SQL persistence's tables (profile None), whose checks do
+        if profile is None or profile.script_style is ScriptStyle.APPLOCK_TRY_CATCH:
             return [self.DROP_GUARDED.format(message=message, where=self.drop_guard_where(spec), **fields)]
         message = message.replace("%", "%%")  # RAISERROR's format string
         return [self.DROP_GUARDED_RAISERROR.format(message=message, where=self.drop_guard_where(spec), **fields)]
