@@ -174,8 +174,8 @@ def test_names_holding_a_sqlcmd_variable_are_refused_for_sql_server_where_they_a
     err = capsys.readouterr().err
     path = project.topology
     lines = [line for line in err.splitlines() if "error:" in line]
-    assert f"{path}:13:11: error: table name of queue 'Pay$(EUR)' holds '$(', which sqlcmd reads" in err, err
-    assert any(line.startswith(f"{path}:4:11: error: schema name of endpoint 'Sales' holds '$('") for line in lines), err
+    assert f"error: {path}:13:11: table name of queue 'Pay$(EUR)' holds '$(', which sqlcmd reads" in err, err
+    assert any(line.startswith(f"error: {path}:4:11: schema name of endpoint 'Sales' holds '$('") for line in lines), err
     assert all(line.endswith("rename it") for line in lines) and not project.revisions()  # nothing written
     # the same names on PostgreSQL alone: no sqlcmd there
     project.write_topology(text.replace("engines: [mssql]", "engines: [postgresql]"))
