@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import errors
 from .options import DEFAULT_CONFIG, add_command, add_options, load_config
-from .output import EXIT_CHANGES, EXIT_OK, describe, emit, emit_status, wrote
+from .output import EXIT_CHANGES, EXIT_OK, describe, emit, emit_product, emit_status
 
 FLEET_FORMAT = {"choices": ("text", "json", "markdown"), "help": "for people, CI, or a CI job summary (default: %(default)s)"}
 
@@ -192,13 +192,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
     """
     from ..fleet.file import json_schema
 
-    text = json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        wrote(args.output)
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
+    return emit_product(args.output, json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from . import github
@@ -48,6 +49,17 @@ def emit_status(args: argparse.Namespace, payload: dict, lines: list[str]) -> No
 def wrote(path: object) -> None:
     """The status line of a product written to a file (-o): on stderr, as every status line."""
     sys.stderr.write(f"wrote {path}\n")
+
+
+def emit_product(output: str | None, product: str | bytes, encoding: str = "utf-8") -> int:
+    """A command's product: into the file -o names (and its status line on stderr), else on stdout."""
+    data = product.encode(encoding) if isinstance(product, str) else product
+    if output:
+        Path(output).write_bytes(data)
+        wrote(output)
+    else:
+        sys.stdout.write(data.decode(encoding))
+    return EXIT_OK
 
 
 def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | None = None, details: list[str] | None = None) -> int:

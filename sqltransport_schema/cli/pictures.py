@@ -4,14 +4,13 @@ drawing is pictures/; what a live database holds is status's and check's own rea
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import topology as topology_module
 from .operations import _transport, status_notes
 from .options import add_command, add_options, load_config, topology_path
-from .output import EXIT_OK, wrote
+from .output import emit_product
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -32,12 +31,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
     diagram = _live(args) if args.url else _planned(args)
     data = pictures.render(diagram, args.format)
-    if args.output:
-        Path(args.output).write_bytes(data)
-        wrote(args.output)
-    else:
-        sys.stdout.write(data.decode("utf-8"))
-    return EXIT_OK
+    return emit_product(args.output, data)
 
 
 def _config(args: argparse.Namespace) -> Config | None:

@@ -15,7 +15,7 @@ from ..migrate.locks import DEFAULT_TIMEOUT
 from ..topology import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE
 from ..versions import LATEST
 from .options import TOPOLOGY_DEFAULT, add_command, add_options, load_config, topology_path
-from .output import EXIT_OK, emit_invalid, emit_status, wrote
+from .output import EXIT_OK, emit_invalid, emit_product, emit_status
 
 
 def cmd_statements(args: argparse.Namespace) -> int:
@@ -129,13 +129,7 @@ def cmd_script(args: argparse.Namespace) -> int:
             (folder / name).write_text(text, encoding=encoding)
         emit_status(args, {"status": "written", "files": [str(folder / n) for n in files]}, [f"wrote {folder / n}" for n in files])
         return EXIT_OK
-    text = scripts.render(config, request)
-    if args.output:
-        Path(args.output).write_text(text, encoding=encoding)
-        wrote(args.output)
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
+    return emit_product(args.output, scripts.render(config, request), encoding)
 
 
 def _duration(text: str) -> str:

@@ -14,7 +14,7 @@ from .. import engines
 from .. import topology as topology_module
 from . import github
 from .options import GITHUB_FORMAT, MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
-from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid, emit_status, wrote
+from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid, emit_product, emit_status
 
 if TYPE_CHECKING:
     from ..migrate.compile import Plan
@@ -175,13 +175,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
     Print the JSON Schema topology.yaml follows (every key, its type, default and description), for
     an editor's completion and checks: point the YAML language server at the file it writes.
     """
-    text = json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n"
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        wrote(args.output)
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
+    return emit_product(args.output, json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n")
 
 
 def add_compile(sub: argparse._SubParsersAction) -> None:
