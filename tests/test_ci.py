@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from sqltransport_schema import cli
 from sqltransport_schema.cli import github
 
+from .support.fleets import run_fleet
 from .support.locks import libpq
 from .support.projects import REPO, copy_tracked
 
@@ -180,6 +182,58 @@ def test_an_error_is_one_annotation_and_the_same_exit(initialised, capsys):
     (found,) = annotations(out)
     assert found["level"] == "error" and "file" not in found
     assert err.startswith("error: ")
+
+
+FLEET = """targets:
+  - name: current
+    url: sqlite:///tenants/current.db
+  - name: drifted
+    url: sqlite:///tenants/drifted.db
+  - name: fresh
+    url: sqlite:///tenants/fresh.db
+  - name: gone
+    url: sqlite:///nowhere/gone.db
+query:
+  url: sqlite:///control.db
+  sql: SELECT name, url FROM tenants
+"""
+
+
+def test_fleet_status_annotates_each_target_needing_attention_on_its_fleet_file_line(initialised, tmp_path):
+    """SQLite tenant files: one at the head, one drifted, one never upgraded, one unreachable from
+    the file's list, one unreachable from the control database's query (no line names it)."""
+    (initialised / "tenants").mkdir()
+    with sqlite3.connect(initialised / "control.db") as control:
+        control.execute("CREATE TABLE tenants (name TEXT, url TEXT)")
+        control.execute("INSERT INTO tenants VALUES ('queried', 'sqlite:///nowhere/queried.db')")
+    (initialised / "fleet.yaml").write_text(FLEET, encoding="utf-8")
+    upgrade = run_fleet(initialised, "upgrade", "--only", "current", "--only", "drifted")
+    assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+    with sqlite3.connect(initialised / "tenants" / "drifted.db") as drifted:
+        drifted.execute('ALTER TABLE "error" ADD COLUMN note TEXT')
+    summary = tmp_path / "summary.md"
+    result = run_fleet(initialised, "status", "--check", "--format", "github", GITHUB_STEP_SUMMARY=str(summary))
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = {a["title"].rsplit(": ", 1)[1]: a for a in annotations(result.stdout)}
+    fleet = initialised / "fleet.yaml"
+    assert sorted(found) == ["behind", "drifted", "unreachable"]  # one per state seen; the names below
+    by_name = {a["message"].split(":", 1)[0]: a for a in annotations(result.stdout)}
+    assert sorted(by_name) == ["drifted", "fresh", "gone", "queried"]
+    for name in ("drifted", "fresh", "gone"):
+        line, col = line_of(fleet, f"name: {name}")
+        a = by_name[name]
+        assert (a["level"], a["file"], a["line"], a["col"]) == ("error", "fleet.yaml", str(line), str(col + len("name: ")))
+    assert "file" not in by_name["queried"] and "unreachable" in by_name["queried"]["title"]
+    assert "extra column" in by_name["drifted"]["message"] and "1 behind" in by_name["fresh"]["message"]
+    assert "current" not in by_name and "current: at " in result.stdout  # at the head: a log line, no annotation
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("### sqltransport-schema fleet status: attention") and "| gone | unreachable |" in text
+    assert "```mermaid" in text
+
+    healthy = run_fleet(initialised, "status", "--check", "--format", "github", "--only", "current", GITHUB_STEP_SUMMARY=str(summary))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert annotations(healthy.stdout) == []
+    assert summary.read_text(encoding="utf-8").count("### sqltransport-schema fleet status: ok") == 1
 
 
 # -- the pre-commit hooks ------------------------------------------------------------------

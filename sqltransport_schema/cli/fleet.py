@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from .. import errors
-from .options import DEFAULT_CONFIG, add_command, add_options, load_config
+from . import github
+from .options import DEFAULT_CONFIG, MARKDOWN_FORMAT, add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_OK, describe, emit, emit_product, emit_status
 
 FLEET_FORMAT = {"choices": ("text", "json", "markdown"), "help": "for people, CI, or a CI job summary (default: %(default)s)"}
@@ -153,9 +154,23 @@ def cmd_status(args: argparse.Namespace) -> int:
     head = ",".join(migrations.destination) or None
     if args.format == "markdown":
         sys.stdout.write(status.markdown(rows, head, args.check))
+    elif args.format == github.FORMAT:
+        github.report(_attention(rows, head, fleet.marks), status.text_lines(rows, head), status.markdown(rows, head, args.check))
     else:
         emit(args, status.to_json(rows, head), status.text_lines(rows, head))
     return EXIT_OK if all(row.ok for row in rows) else EXIT_CHANGES
+
+
+def _attention(rows: list, head: str | None, marks: dict) -> list[github.Annotation]:
+    """Each target behind, drifted or unreachable as an annotation on the fleet file's line that
+    names it (a target from a query: at no file)."""
+    from ..fleet import status
+
+    return [
+        github.Annotation.at(marks.get(row.target.name), status.describe(row, head), title=f"sqltransport-schema fleet status: {row.state}")
+        for row in rows
+        if not row.ok
+    ]
 
 
 def cmd_script(args: argparse.Namespace) -> int:
@@ -231,7 +246,7 @@ def _add_status(fsub: argparse._SubParsersAction) -> None:
     p = add_command(fsub, "status", cmd_status, "sqltransport-schema fleet status --check --format markdown")
     _common(p)
     add_options(p, "check", check={"help": "add check's drift summary per target (exit 1 on drift)"})
-    add_options(p, "format", format=FLEET_FORMAT)
+    add_options(p, "format", format=MARKDOWN_FORMAT)
 
 
 def _add_script(fsub: argparse._SubParsersAction) -> None:

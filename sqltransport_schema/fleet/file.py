@@ -123,6 +123,7 @@ class Fleet:
     path: Path
     targets: list[Target]
     stages: list[Stage]
+    marks: dict[str, Mark] = field(default_factory=dict)  # where the file names each listed target (a query's: none)
 
     def staged(self, only: list[str] | None = None, stage: str | None = None) -> list[tuple[Stage, list[Target]]]:
         """Each stage with its targets in file order (only: glob patterns of the targets to take;
@@ -173,14 +174,17 @@ def load(path: str | Path, environ: Mapping[str, str] | None = None) -> Fleet:
     root = Reader(str(path), problems).read(node, FORMAT, "fleet") if node is not None else None
     if problems or not isinstance(root, Obj):
         raise FleetFileError(problems or [Problem(Mark(str(path), 1, 1), "not a fleet file")])
-    targets = _targets(root, str(path), problems, environ)
+    marks: dict[str, Mark] = {}
+    targets = _targets(root, str(path), problems, environ, marks)
     stages = _stages(root, targets, problems)
     if problems:
         raise FleetFileError(problems)
-    return Fleet(path, targets, stages)
+    return Fleet(path, targets, stages, marks)
 
 
-def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str, str]) -> list[Target]:
+def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str, str], marks: dict[str, Mark]) -> list[Target]:
+    """The targets, in file order; marks gets the line naming each listed one (a query's row is in
+    its control database, not the file)."""
     found: list[tuple[Target, Mark]] = []
     for entry, _ in root.get("targets", []):
         url = expand(entry.get("url"), entry.marks["url"], problems, environ)
@@ -201,13 +205,16 @@ def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str
         if url is not None:
             found.append((Target(name, url), mark))
     query = root.get("query")
+    listed = len(found)
     if query is not None:
         found += _queried(query, template, problems, environ)
     if not found and not problems:
         problems.append(Problem(root.mark, "the fleet names no target: add targets, url_template with names, or query"))
     seen: dict[str, Mark] = {}
     out = []
-    for target, mark in found:
+    for index, (target, mark) in enumerate(found):
+        if index < listed and target.name not in seen:
+            marks[target.name] = mark
         if target.name in seen:
             problems.append(Problem(mark, f"target {target.name!r} is named twice (first at line {seen[target.name].line}); keep one"))
             continue
