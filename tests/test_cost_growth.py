@@ -1,7 +1,9 @@
 """The guard against superlinear cost: each scale-sensitive command (tests/support/growth.py's
-registry: compile, compile --check, check, status, script, adopt's plan, graph) is run at n and at
-10n endpoints, and its cost per endpoint at 10n must stay within 2.5x of that at n: blueprint specs
-read, statements sent and CPU time, never wall time (tests/support/growth.py says why each)."""
+registry: compile, compile --check, check, status, script, adopt's plan, graph, and a fleet's
+per-target planning and status) is run at n and at 10n items (endpoints; a fleet's targets), and
+its cost per item at 10n must stay within 2.5x of that at n: blueprint specs and fleet targets
+read, statements sent, SQLite connections and statements, and CPU time, never wall time
+(tests/support/growth.py says why each)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ def test_cost_per_endpoint_does_not_grow_with_the_topology(name, tmp_path_factor
     found = growth(PATHS[name], tmp_path_factory.mktemp("growth"))
     print(found.describe())
     assert found.small.visits > 0 or name == "script", "the counter saw no blueprint: it counts nothing"
-    assert not found.too_steep(), f"cost per endpoint grows more than {LIMIT}x from n to 10n:\n{found.describe()}"
+    assert not found.too_steep(), f"cost per item grows more than {LIMIT}x from n to 10n:\n{found.describe()}"
 
 
 def _blueprint(queues: int) -> Blueprint:

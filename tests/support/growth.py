@@ -7,6 +7,9 @@ each per item (an endpoint of the topology):
   `BlueprintVisits` watches. Exact. A per-table step that scans the whole blueprint makes it grow
   with n, which no linear path does: the rule "a per-table step never scans the blueprint".
 - `statements`: statements sent to a database through SQLAlchemy (an engine event). Exact.
+- `reads`: connections opened to SQLite files and the statements SQLite ran on them, counted at
+  the driver (sqlite3), so a read that skips SQLAlchemy (a fleet target's one read of its
+  alembic_version) is counted too. Exact. A per-target step that reads every target makes it grow.
 - `cpu`: this process's CPU time (time.process_time, which another process's load does not add to),
   the least of a few runs; SQLite runs in this process, so its work is counted too. It catches what
   the two counts cannot see (a quadratic loop over anything else).
@@ -31,13 +34,14 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from sqltransport_schema import cli
+from sqltransport_schema.fleet.file import Fleet
 from sqltransport_schema.schema import Blueprint
 
 from .projects import Project, new_project
 
 GROWTH = 10  # the larger size is this many times the smaller
 LIMIT = 2.5  # per-item cost at the larger size over that at the smaller one, at most
-MEASURES = ("visits", "statements", "cpu")
+MEASURES = ("visits", "statements", "reads", "cpu")
 
 
 # --------------------------------------------------------------------------- what is counted
@@ -63,34 +67,67 @@ class _CountedTables(tuple):
         return tuple.__contains__(self, item)
 
 
-class BlueprintVisits:
-    """Counts the specs read out of every Blueprint made while it watches: a data descriptor on the
-    class stands in front of the instances' `tables`, wrapping each blueprint's tuple as it is set."""
+class _CountedTargets(list):
+    """A fleet's targets that count the targets read out of them (scans, `in`, `reversed`)."""
 
-    def __init__(self) -> None:
-        self.counter = [0]
+    counter: list[int]
 
-    def __set_name__(self, owner, name):  # pragma: no cover - installed by hand
-        pass
+    def __iter__(self):
+        counter = self.counter
+        for target in list.__iter__(self):
+            counter[0] += 1
+            yield target
+
+    def __reversed__(self):
+        counter = self.counter
+        for i in range(len(self) - 1, -1, -1):
+            counter[0] += 1
+            yield list.__getitem__(self, i)
+
+    def __contains__(self, item) -> bool:
+        self.counter[0] += len(self)
+        return list.__contains__(self, item)
+
+
+class _Watched:
+    """A data descriptor on a class standing in front of its instances' `attribute`, wrapping each
+    value as it is set in a counted collection that adds to counter."""
+
+    def __init__(self, attribute: str, counted: type, counter: list[int]) -> None:
+        self.attribute, self.counted, self.counter = attribute, counted, counter
 
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        return instance.__dict__["tables"]
+        return instance.__dict__[self.attribute]
 
     def __set__(self, instance, value) -> None:
-        counted = _CountedTables(value)
+        counted = self.counted(value)
         counted.counter = self.counter
-        instance.__dict__["tables"] = counted
+        instance.__dict__[self.attribute] = counted
+
+
+class BlueprintVisits:
+    """Counts the specs read out of every Blueprint made while it watches, and the targets read out
+    of every Fleet (fleet/file.py) loaded meanwhile: a per-table step that scans the blueprint, or a
+    per-target step that scans the fleet, makes the count per item grow with n."""
+
+    WATCHED = ((Blueprint, "tables", _CountedTables), (Fleet, "targets", _CountedTargets))
+
+    def __init__(self) -> None:
+        self.counter = [0]
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[BlueprintVisits]:
-        assert "tables" not in Blueprint.__dict__, "blueprint visits are counted already"
-        Blueprint.tables = self  # type: ignore[attr-defined]
+        for owner, attribute, _ in self.WATCHED:
+            assert attribute not in owner.__dict__, f"{owner.__name__}.{attribute} visits are counted already"
+        for owner, attribute, counted in self.WATCHED:
+            setattr(owner, attribute, _Watched(attribute, counted, self.counter))
         try:
             yield self
         finally:
-            del Blueprint.tables
+            for owner, attribute, _ in self.WATCHED:
+                delattr(owner, attribute)
 
     @property
     def count(self) -> int:
@@ -110,6 +147,29 @@ def counted_statements() -> Iterator[list[int]]:
         yield counter
     finally:
         event.remove(Engine, "before_cursor_execute", count)
+
+
+@contextlib.contextmanager
+def counted_reads() -> Iterator[list[int]]:
+    """Every SQLite connection opened while it is open, and every statement SQLite runs on one, counted."""
+    counter = [0]
+    connect = sqlite3.connect
+
+    def counting(*args, **kwargs):
+        connection = connect(*args, **kwargs)
+        counter[0] += 1
+
+        def trace(_statement: str) -> None:
+            counter[0] += 1
+
+        connection.set_trace_callback(trace)
+        return connection
+
+    sqlite3.connect = sqlite3.dbapi2.connect = counting
+    try:
+        yield counter
+    finally:
+        sqlite3.connect = sqlite3.dbapi2.connect = connect
 
 
 # --------------------------------------------------------------------------- the registry
@@ -148,6 +208,7 @@ class Cost:
     items: int
     visits: int = 0
     statements: int = 0
+    reads: int = 0
     cpu: float = float("inf")
 
     def per_item(self, measure: str) -> float:
@@ -158,11 +219,11 @@ def measure_once(operation: Operation, cost: Cost) -> None:
     """One run: the counts are exact (kept as they come), the CPU time the least seen."""
     operation.reset()
     visits = BlueprintVisits()
-    with visits.watching(), counted_statements() as statements:
+    with visits.watching(), counted_statements() as statements, counted_reads() as reads:
         started = time.process_time()
         operation.run()
         cpu = time.process_time() - started
-    cost.visits, cost.statements, cost.cpu = visits.count, statements[0], min(cost.cpu, cpu)
+    cost.visits, cost.statements, cost.reads, cost.cpu = visits.count, statements[0], reads[0], min(cost.cpu, cpu)
 
 
 @dataclass
@@ -204,7 +265,7 @@ def growth(path: GuardedPath, folder: Path, repeats: int = 2, rounds: int = 3) -
         for _ in range(repeats):
             measure_once(small_op, result.small)
             measure_once(large_op, result.large)
-        if result.too_steep(("visits", "statements")) or not result.too_steep(("cpu",)):
+        if result.too_steep(("visits", "statements", "reads")) or not result.too_steep(("cpu",)):
             break
     return result
 
@@ -355,3 +416,39 @@ def _graph(endpoints: int, folder: Path) -> Operation:
 
     folder.mkdir(parents=True, exist_ok=True)
     return Operation(run)
+
+
+@guarded("fleet plan and status", 10)
+def _fleet(targets: int, folder: Path) -> Operation:
+    """A fleet of SQLite tenant files (half at the head, half never upgraded): the file loaded and
+    staged, each target's upgrade planned (--dry-run: its one read of alembic_version) and its status
+    read with check's drift summary, in this process, as a fleet worker does them (the commands run
+    them in worker processes, whose cost no counter here would see). The item is a target."""
+    from sqltransport_schema.fleet import file
+    from sqltransport_schema.fleet.work import WOULD_UPGRADE, Migrations, Settings
+
+    project, database = deployed(2, folder.parent)
+    tenants = folder / "tenants"
+    tenants.mkdir(parents=True, exist_ok=True)
+    names = [f"t{i:05d}" for i in range(targets)]
+    for name in names[::2]:
+        shutil.copy(database, tenants / f"{name}.db")
+    fleet_file = folder / "fleet.yaml"
+    stages = "stages:\n  - name: canary\n    targets: [t00000]\n  - name: rest\n"
+    fleet_file.write_text(f"url_template: sqlite:///{tenants}/{{name}}.db\nnames: [{', '.join(names)}]\n{stages}", encoding="utf-8")
+
+    def reset() -> None:
+        for name in names[1::2]:  # a status read of a missing file makes it: each run starts with none
+            (tenants / f"{name}.db").unlink(missing_ok=True)
+
+    def run() -> None:
+        fleet = file.load(fleet_file)
+        staged = [t for _, ts in fleet.staged() for t in ts]
+        plan = Migrations(Settings(config=ini(project), dry_run=True))
+        planned = [plan.upgrade(t).outcome for t in staged]
+        assert planned.count(WOULD_UPGRADE) == targets // 2, planned
+        status = Migrations(Settings(config=ini(project), check=True))
+        drifted = [status.status(t).drift for t in staged]
+        assert sum(1 for d in drifted if d and d["in_sync"]) == targets - targets // 2, drifted
+
+    return Operation(run, reset)
