@@ -11,7 +11,7 @@ import pytest
 
 from sqltransport_schema.schema import Blueprint, Kind, TableName, TableSpec
 
-from .support.growth import LIMIT, PATHS, BlueprintVisits, Cost, Growth, growth
+from .support.growth import LIMIT, PATHS, BlueprintVisits, Cost, Growth, counted_reads, growth
 
 
 @pytest.mark.parametrize("name", list(PATHS))
@@ -51,3 +51,29 @@ def test_a_cost_that_grows_with_n_fails_the_guard():
     assert linear.too_steep() == []
     quadratic = Growth("quadratic", Cost(10, visits=30 + 100, cpu=0.01), Cost(100, visits=300 + 10_000, cpu=0.5))
     assert quadratic.too_steep() == ["visits", "cpu"]
+
+
+def test_the_counter_counts_a_fleet_scanned_per_target_and_sqlite_reads(tmp_path):
+    """The fleet path's measures: a per-target scan of the fleet's targets counts n x n where a
+    lookup counts n; each SQLite connection and each statement SQLite runs is a read."""
+    import sqlite3
+
+    from sqltransport_schema.fleet import file
+
+    fleet_file = tmp_path / "fleet.yaml"
+    fleet_file.write_text(f"url_template: sqlite:///{tmp_path}/{{name}}.db\nnames: [{', '.join(f't{i}' for i in range(30))}]\n")
+    visits = BlueprintVisits()
+    with visits.watching():
+        fleet = file.load(fleet_file)
+        loaded = visits.count
+        for target in fleet.targets:
+            assert next(t for t in fleet.targets if t.name == target.name) is target
+        scanned = visits.count - loaded
+    assert scanned == 30 + sum(range(1, 31))  # the loop, and each scan up to its target
+    assert type(file.load(fleet_file).targets) is list
+    with counted_reads() as reads:
+        connection = sqlite3.connect(tmp_path / "t0.db")
+        connection.execute("CREATE TABLE t (a int)")
+        connection.execute("SELECT a FROM t").fetchall()
+        connection.close()
+    assert reads[0] == 1 + 2
