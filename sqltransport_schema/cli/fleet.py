@@ -63,16 +63,31 @@ def _words(args: argparse.Namespace, *extra: str, x: bool = True) -> list[str]:
 
 def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (fleet, staged, migrations)
     from ..fleet import file
-    from ..fleet.work import Migrations, Settings
+    from ..fleet.work import Migrations
 
     load_config(args.config)  # a missing alembic.ini is named before anything else
     fleet = file.load(_fleet_path(args))
-    if args.stage is not None and args.stage not in fleet.stage_names():
-        raise errors.UsageError(f"--stage {args.stage}: the fleet has no such stage; its stages: {', '.join(fleet.stage_names())}")
-    staged = fleet.staged(args.only, args.stage)
-    if args.only and not any(targets for _, targets in staged):
-        raise errors.UsageError(f"--only {' '.join(args.only)}: no target of the fleet matches")
-    settings = Settings(
+    settings = _settings(args, settings_kind)
+    migrations = Migrations(settings)
+    fleet = fleet.placed(tenant_tables(migrations.script))
+    stage, only = getattr(args, "stage", None), getattr(args, "only", None)
+    if stage is not None and stage not in fleet.stage_names():
+        raise errors.UsageError(f"--stage {stage}: the fleet has no such stage; its stages: {', '.join(fleet.stage_names())}")
+    staged = fleet.staged(only, stage)
+    if only and not any(targets for _, targets in staged):
+        raise errors.UsageError(f"--only {' '.join(only)}: no target of the fleet matches")
+    return fleet, staged, migrations
+
+
+def targets(args: argparse.Namespace) -> list:
+    """The fleet file's targets in file order, each with its role settled (outbox cleanup --fleet, status --fleet)."""
+    return _load(args, "status")[0].targets
+
+
+def _settings(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - fleet.work.Settings
+    from ..fleet.work import Settings
+
+    return Settings(
         config=args.config,
         to_rev=getattr(args, "to_rev", None) or "head",
         x=_x(getattr(args, "x", []) or []),
@@ -81,7 +96,14 @@ def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (flee
         check=getattr(args, "check", False),
         describe=describe,
     )
-    return fleet, staged, Migrations(settings)
+
+
+def tenant_tables(script) -> bool:  # noqa: ANN001 - an Alembic ScriptDirectory
+    """Whether the history's head places tables in tenant databases (a fleet's templated targets are then tenants)."""
+    from ..revisions import head_blueprint
+
+    blueprint = head_blueprint(script)[1]
+    return blueprint is not None and any(spec.tenant for spec in blueprint.tables)
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:

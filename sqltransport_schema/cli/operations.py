@@ -11,7 +11,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors
 from ..db import given_url
@@ -79,6 +79,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     """
     from ..runtime.operations import status
 
+    if args.fleet is not None:
+        return _status_fleet(args)
     if args.watch is not None and args.watch <= 0:
         raise errors.UsageError(f"--watch takes a positive number of seconds, not {args.watch}")
     if args.watch_count is not None and (args.watch is None or args.watch_count <= 0):
@@ -98,6 +100,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         transport.engine.dispose()
+
+
+def _status_fleet(args: argparse.Namespace) -> int:
+    """status --fleet: each target's saga and outbox tables, target after target (docs/tenants.md)."""
+    from ..fleet import tenants
+    from .fleet import targets
+
+    if args.format not in ("text", "json") or args.watch is not None or args.serve is not None:
+        raise errors.UsageError("status --fleet prints text or --format json, once: drop --watch, --serve, --format markdown|prometheus")
+
+    def done(row: tenants.TargetRow) -> None:
+        sys.stderr.write(f"status: {row.target.name}: {'failed' if row.error else 'read'}\n")
+        sys.stderr.flush()
+
+    rows = tenants.status(targets(args), config_file=args.config, done=done)
+    emit(args, tenants.to_json(rows, "status"), tenants.status_lines(rows))
+    return EXIT_CHANGES if any(row.error for row in rows) else EXIT_OK
 
 
 def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
@@ -377,6 +396,8 @@ def cmd_outbox_cleanup(args: argparse.Namespace) -> int:
     """
     from ..runtime.outbox import cleanup
 
+    if args.fleet is not None:
+        return _cleanup_fleet(args)
     engine = _engine(args, readers=False)
 
     def progress(table: str, deleted: int, batches: int) -> None:
@@ -392,6 +413,21 @@ def cmd_outbox_cleanup(args: argparse.Namespace) -> int:
     lines += [f"  {n} from {table}" for table, n in report.deleted.items()]
     emit(args, report.to_json(), lines)
     return EXIT_OK
+
+
+def _cleanup_fleet(args: argparse.Namespace) -> int:
+    """outbox cleanup --fleet: each target's outbox tables in turn, a progress line per batch naming the target."""
+    from ..fleet import tenants
+    from .fleet import targets
+
+    def progress(target: Any, table: str, deleted: int, batches: int) -> None:
+        sys.stderr.write(f"outbox cleanup: {target.name}: {table}: {deleted} deleted in {batches} batch(es)\n")
+        sys.stderr.flush()
+
+    chosen = targets(args)
+    rows = tenants.cleanup(chosen, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress)
+    emit(args, tenants.to_json(rows, "outbox cleanup"), tenants.cleanup_lines(rows))
+    return EXIT_CHANGES if any(row.error for row in rows) else EXIT_OK
 
 
 def _older_than(text: str) -> timedelta:
@@ -437,6 +473,13 @@ def add_status(sub: argparse._SubParsersAction) -> None:
         "--estimate", action="store_true", help="queue depths from the engine's statistics instead of counting (very large tables)"
     )
     add_options(p, "error_queue", "config")
+    p.add_argument(
+        "--fleet",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="every target of the fleet file in turn (default file: fleet.yaml beside the Alembic configuration; docs/tenants.md)",
+    )
 
 
 def add_retry(sub: argparse._SubParsersAction) -> None:
@@ -466,6 +509,13 @@ def add_outbox(sub: argparse._SubParsersAction) -> None:
     add_options(p, "url")
     add_options(p, "batch_size", batch_size={"default": DEFAULT_CLEANUP_BATCH, "help": "rows per transaction (default: %(default)s)"})
     add_options(p, "format", "config")
+    p.add_argument(
+        "--fleet",
+        nargs="?",
+        const="",
+        metavar="FILE",
+        help="every target of the fleet file in turn (default file: fleet.yaml beside the Alembic configuration; docs/tenants.md)",
+    )
 
 
 PARSERS = {"status": add_status, "retry": add_retry, "outbox": add_outbox}

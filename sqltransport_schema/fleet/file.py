@@ -10,10 +10,10 @@ import fnmatch
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..schema import ROLES
+from ..schema import ROLES, SHARED, TENANT
 from ..topology.format import Field, field_schema
 from ..topology.problems import Mark, Problem, TopologyError
 from ..topology.reader import Obj, Reader, compose, decode
@@ -25,7 +25,8 @@ VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 _ROLE = Field(
     "enum",
-    "Its role under tenant placement (docs/tenants.md): shared (default) or tenant; its migrations run with -x role=<role>.",
+    "Its role under tenant placement (docs/tenants.md): shared (the default for a listed target) or tenant "
+    "(the default for url_template's and a query's targets); its migrations run with -x role=<role>.",
     values=ROLES,
 )
 TARGET = Field(
@@ -90,7 +91,8 @@ class FleetFileError(TopologyError):
 class Target:
     name: str
     url: str = field(repr=False)  # ${VAR} filled in: may hold a password, never printed
-    role: str | None = None  # tenant placement's role (schema.ROLES); unset: the shared database's
+    role: str | None = None  # tenant placement's role (schema.ROLES); unset: see Fleet.placed
+    templated: bool = field(default=False, compare=False)  # from url_template or a query: a tenant by default
 
     @property
     def shown_url(self) -> str:
@@ -143,6 +145,17 @@ class Fleet:
 
     def stage_names(self) -> list[str]:
         return [s.name for s in self.stages]
+
+    def placed(self, tenant_tables: bool) -> Fleet:
+        """The fleet with every target's role settled: its own, else under tenant placement (the
+        topology places tables in tenant databases) `tenant` for a url_template's or a query's target
+        and `shared` for a listed one; without placement every database is the shared one."""
+        def settled(target: Target) -> Target:
+            if target.role is not None:
+                return target
+            return replace(target, role=TENANT if tenant_tables and target.templated else SHARED)
+
+        return Fleet(self.path, [settled(t) for t in self.targets], self.stages)
 
 
 def expand(text: str, mark: Mark, problems: list[Problem], environ: Mapping[str, str]) -> str | None:
@@ -203,7 +216,7 @@ def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str
     for name, mark in names if template is not None else ():
         url = expand(template.replace("{name}", name), root.marks["url_template"], problems, environ)
         if url is not None:
-            found.append((Target(name, url), mark))
+            found.append((Target(name, url, templated=True), mark))
     query = root.get("query")
     listed = len(found)
     if query is not None:
@@ -264,7 +277,7 @@ def _queried(query: Obj, template: str | None, problems: list[Problem], environ:
             return []
         expanded = expand(raw, mark, problems, environ)
         if expanded is not None:
-            out.append((Target(row[0], expanded, role), mark))
+            out.append((Target(row[0], expanded, role, templated=True), mark))
     return out
 
 
