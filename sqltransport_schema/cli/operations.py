@@ -441,6 +441,15 @@ def _older_than(text: str) -> timedelta:
 
 
 # ------------------------------------------------------------------------------------------ parsers
+# --fleet [FILE] on a one-database command: each target of the fleet file in turn (the file optional)
+EACH_TARGET = {
+    "nargs": "?",
+    "const": "",
+    "metavar": "FILE",
+    "help": "every target of the fleet file in turn (default file: fleet.yaml beside the Alembic configuration; docs/tenants.md)",
+}
+
+
 def add_status(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "status", cmd_status, "sqltransport-schema status --url postgresql://postgres@127.0.0.1/app --format prometheus")
     add_options(p, "url")
@@ -473,13 +482,7 @@ def add_status(sub: argparse._SubParsersAction) -> None:
         "--estimate", action="store_true", help="queue depths from the engine's statistics instead of counting (very large tables)"
     )
     add_options(p, "error_queue", "config")
-    p.add_argument(
-        "--fleet",
-        nargs="?",
-        const="",
-        metavar="FILE",
-        help="every target of the fleet file in turn (default file: fleet.yaml beside the Alembic configuration; docs/tenants.md)",
-    )
+    add_options(p, "fleet", fleet=EACH_TARGET)
 
 
 def add_retry(sub: argparse._SubParsersAction) -> None:
@@ -509,13 +512,7 @@ def add_outbox(sub: argparse._SubParsersAction) -> None:
     add_options(p, "url")
     add_options(p, "batch_size", batch_size={"default": DEFAULT_CLEANUP_BATCH, "help": "rows per transaction (default: %(default)s)"})
     add_options(p, "format", "config")
-    p.add_argument(
-        "--fleet",
-        nargs="?",
-        const="",
-        metavar="FILE",
-        help="every target of the fleet file in turn (default file: fleet.yaml beside the Alembic configuration; docs/tenants.md)",
-    )
+    add_options(p, "fleet", fleet=EACH_TARGET)
 
 
 PARSERS = {"status": add_status, "retry": add_retry, "outbox": add_outbox}

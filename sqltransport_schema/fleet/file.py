@@ -150,6 +150,7 @@ class Fleet:
         """The fleet with every target's role settled: its own, else under tenant placement (the
         topology places tables in tenant databases) `tenant` for a url_template's or a query's target
         and `shared` for a listed one; without placement every database is the shared one."""
+
         def settled(target: Target) -> Target:
             if target.role is not None:
                 return target
