@@ -177,3 +177,14 @@ def test_a_fleet_file_mistake_is_one_error_line(project):
         assert result.returncode == 2 and result.stdout == ""
         assert result.stderr.startswith("error: fleet.yaml:1:") and "url_template needs names" in result.stderr
         assert len(result.stderr.splitlines()) == 1
+
+
+def test_fleet_with_url_or_a_repeating_format_is_refused(project):
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    (project.root / "fleet.yaml").write_text("url_template: sqlite:///{name}.db\nnames: [a]\n")
+    both = run(project.root, "outbox", "cleanup", "--fleet", "--url", "sqlite:///a.db", "--older-than", "1d")
+    assert both.returncode == 2 and both.stderr.startswith("error: --url and --fleet: ")
+    watch = run(project.root, "status", "--fleet", "--format", "prometheus")
+    assert watch.returncode == 2 and watch.stderr.startswith("error: status --fleet prints text or --format json")
+    assert not (project.root / "a.db").exists()  # nothing opened, nothing created

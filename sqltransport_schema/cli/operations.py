@@ -75,7 +75,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     Exit 1 when a table of the blueprint is missing from the database, or when the login may not
     read one (a partial report: the others are reported in full). --watch repeats it
     (docs/operations.md). On SQL Server it needs 2016 or later (JSON_VALUE and ISJSON read the
-    failed messages' headers; docs/sql-server-versions.md).
+    failed messages' headers; docs/sql-server-versions.md). --fleet [FILE]: each target's saga and
+    outbox tables instead, target after target (docs/tenants.md); exit 1 when a target could not be read.
     """
     from ..runtime.operations import status
 
@@ -107,6 +108,7 @@ def _status_fleet(args: argparse.Namespace) -> int:
     from ..fleet import tenants
     from .fleet import targets
 
+    _fleet_not_url(args)
     if args.format not in ("text", "json") or args.watch is not None or args.serve is not None:
         raise errors.UsageError("status --fleet prints text or --format json, once: drop --watch, --serve, --format markdown|prometheus")
 
@@ -392,7 +394,8 @@ def cmd_outbox_cleanup(args: argparse.Namespace) -> int:
     --older-than ago (e.g. 90m, 12h, 7d), --batch-size rows per transaction until a batch comes back
     short, as SQL persistence's outbox cleanup does; rows not dispatched yet are never deleted. A
     progress line per batch on stderr, the summary on stdout (docs/outbox.md). Works on every engine
-    that holds outbox tables (MySQL/MariaDB too).
+    that holds outbox tables (MySQL/MariaDB too). --fleet [FILE]: each target of the fleet file in
+    turn (docs/tenants.md); exit 1 when a target failed.
     """
     from ..runtime.outbox import cleanup
 
@@ -420,6 +423,8 @@ def _cleanup_fleet(args: argparse.Namespace) -> int:
     from ..fleet import tenants
     from .fleet import targets
 
+    _fleet_not_url(args)
+
     def progress(target: Any, table: str, deleted: int, batches: int) -> None:
         sys.stderr.write(f"outbox cleanup: {target.name}: {table}: {deleted} deleted in {batches} batch(es)\n")
         sys.stderr.flush()
@@ -428,6 +433,11 @@ def _cleanup_fleet(args: argparse.Namespace) -> int:
     rows = tenants.cleanup(chosen, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress)
     emit(args, tenants.to_json(rows, "outbox cleanup"), tenants.cleanup_lines(rows))
     return EXIT_CHANGES if any(row.error for row in rows) else EXIT_OK
+
+
+def _fleet_not_url(args: argparse.Namespace) -> None:
+    if args.url is not None:
+        raise errors.UsageError("--url and --fleet: the fleet file names the databases; give one or the other")
 
 
 def _older_than(text: str) -> timedelta:
