@@ -453,9 +453,6 @@ def _older_than(text: str) -> timedelta:
 # ------------------------------------------------------------------------------------------ parsers
 # --fleet [FILE] on a one-database command: each target of the fleet file in turn (the file optional)
 EACH_TARGET = {
-    "nargs": "?",
-    "const": "",
-    "metavar": "FILE",
     "help": "every target of the fleet file in turn (default file: fleet.yaml beside the Alembic configuration; docs/tenants.md)",
 }
 

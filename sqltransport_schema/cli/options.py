@@ -80,7 +80,11 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     # a check that changes nothing and exits 1 on a finding; each command says what it checks
     "check": (("--check",), {"action": "store_true"}),
     # fleets (fleet upgrade, status, script)
-    "fleet": (("--fleet",), {"help": "the fleet file (default: fleet.yaml beside the Alembic configuration)"}),
+    # --fleet alone: the default file (a one-database command given --fleet works on every target)
+    "fleet": (
+        ("--fleet",),
+        {"nargs": "?", "const": "", "metavar": "FILE", "help": "the fleet file (default: fleet.yaml beside the Alembic configuration)"},
+    ),
     "only": (("--only",), {"action": "append", "metavar": "GLOB", "help": "only the targets whose name matches (repeatable)"}),
     "stage": (("--stage",), {"metavar": "NAME", "help": "only this stage's targets"}),
     "parallel": (("--parallel",), {"metavar": "N", "help": "targets at once (default: each stage's parallel)"}),
