@@ -156,7 +156,7 @@ class Fleet:
                 return target
             return replace(target, role=TENANT if tenant_tables and target.templated else SHARED)
 
-        return Fleet(self.path, [settled(t) for t in self.targets], self.stages)
+        return replace(self, targets=[settled(t) for t in self.targets])
 
 
 def expand(text: str, mark: Mark, problems: list[Problem], environ: Mapping[str, str]) -> str | None:
