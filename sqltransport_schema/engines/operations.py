@@ -209,6 +209,7 @@ class Operations:
         "until": "f.time_of_failure < @Until",
         "failed_queue": "f.failed_queue = @FailedQueue",
         "text": "f.headers LIKE @Text ESCAPE '!'",
+        "body": "f.body LIKE @Body ESCAPE '!'",  # only where the error queue has BodyString
         "exception_type": "f.exception_type = @ExceptionType",
         "exception_message": "f.exception_message = @ExceptionMessage",
         "message_type": "f.message_type = @MessageType",
@@ -222,9 +223,16 @@ class Operations:
         of FAILED_HEADERS' (a constant of ours, never a user's text)."""
         raise self._unsupported()
 
-    def _failed_source(self) -> str:
-        fields = ", ".join(f"COALESCE({self.header_value(h)}, '') AS {name}" for name, h in self.FAILED_HEADERS.items())
-        return f"SELECT {{order}} AS k, Id AS id, Headers AS headers, {fields} FROM {{table}}"
+    def _failed_source(self, fields: tuple[str, ...] = tuple(FAILED_HEADERS), body: bool = False) -> str:
+        """Each message as a row of k, id, headers, the `fields` of FAILED_HEADERS (and body, its
+        BodyString, when asked)."""
+        values = ", ".join(f"COALESCE({self.header_value(self.FAILED_HEADERS[name])}, '') AS {name}" for name in fields)
+        return f"SELECT {{order}} AS k, Id AS id, Headers AS headers{', BodyString AS body' if body else ''}, {values} FROM {{table}}"
+
+    def _group_source(self, fields: tuple[str, ...], body: bool) -> str:
+        """The rows a grouping reads: only the headers it groups, filters and dates by (an engine may
+        read them in fewer passes)."""
+        return self._failed_source(fields, body)
 
     def _failed_where(self, filters: tuple[str, ...], extra: tuple[str, ...] = ()) -> str:
         conditions = list(extra) + [self.FAILED_FILTERS[name] for name in filters]
@@ -236,9 +244,11 @@ class Operations:
         if not self.supported:
             raise self._unsupported()
         keys = ", ".join(f"f.{name}" for name in by)
+        fields = tuple(name for name in self.FAILED_HEADERS if name in by or name in filters or name == "time_of_failure")
         template = (
             f"SELECT {keys}, count(*) AS messages, min(f.time_of_failure) AS first, max(f.time_of_failure) AS last "
-            f"FROM ({self._failed_source()}) AS f{self._failed_where(filters)} GROUP BY {keys} ORDER BY count(*) DESC, {keys}"
+            f"FROM ({self._group_source(fields, 'body' in filters)}) AS f{self._failed_where(filters)} "
+            f"GROUP BY {keys} ORDER BY count(*) DESC, {keys}"
         )
         return self.statement("failed_groups", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
 
@@ -247,10 +257,8 @@ class Operations:
         keyset (the next page starts after the last key shown), never by OFFSET."""
         if not self.supported:
             raise self._unsupported()
-        template = (
-            f"{self.FAILED_ROW} FROM ({self._failed_source()}) AS f{self._failed_where(filters, ('f.k > @After',))} "
-            "ORDER BY f.k LIMIT @Limit"
-        )
+        source = self._failed_source(body="body" in filters)
+        template = f"{self.FAILED_ROW} FROM ({source}) AS f{self._failed_where(filters, ('f.k > @After',))} ORDER BY f.k LIMIT @Limit"
         return self.statement("failed_page", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
 
     def failed_message(self, table: TableName, profile: Profile) -> Statement:
