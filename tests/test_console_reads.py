@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
-from sqltransport_schema import wire
+import pytest
+
+from sqltransport_schema import errors, wire
 from sqltransport_schema.console import failed
 
 TRICKY = [
@@ -75,3 +77,49 @@ def test_a_bind_beyond_loopback_needs_the_token_and_bad_binds_are_one_error_line
     monkeypatch.setenv("SQLTRANSPORT_CONSOLE_TOKEN", "short")
     assert cli.main(["console", "--url", url, "--bind", "0.0.0.0:0"]) == 2
     assert "at least 16 characters" in capsys.readouterr().err
+
+
+BODY_TOPOLOGY = """\
+transport_version: "9.1"
+endpoints:
+  - name: Sales
+  - name: Billing
+  - name: error
+    body_string: true
+queues:
+  - name: audit
+"""
+
+
+def test_text_in_the_body_where_the_error_queue_has_body_string(project, db_url, monkeypatch):
+    """The body filter reads BodyString (PostgreSQL's encode(Body, 'escape'), SQLite's CAST(Body AS
+    TEXT)) with LIKE, its %, _ and ! characters, not wildcards; beside the headers' text filter."""
+    from .support.console import HOSTILE, seed
+
+    project.deploy(db_url, BODY_TOPOLOGY)
+    monkeypatch.chdir(project.root)
+    from sqltransport_schema.db import make_engine
+    from sqltransport_schema.runtime.transport import Transport
+
+    transport = Transport.from_database(make_engine(db_url), str(project.ini))
+    try:
+        seed(transport)
+        assert failed.has_body_string(transport)
+        by_body = {g.key["exception_type"]: g.messages for g in failed.groups(transport, "exception", failed.Filter(body='"order"'))}
+        assert by_body == {"TimeoutError": 7}
+        [hostile] = failed.page(transport, failed.Filter(body="onerror=")).rows
+        assert hostile["exception_type"] == "ValueError"
+        assert failed.page(transport, failed.Filter(body="order_")).rows == []  # _ is a character
+        assert failed.page(transport, failed.Filter(body="%")).rows == []  # and so is %
+        both = failed.Filter(body="order", text="Sales")
+        assert len(failed.page(transport, both).rows) == 7
+        assert failed.groups(transport, "failed_queue", failed.Filter(body="order", text=HOSTILE)) == []
+        assert failed.Filter.of({"body": "x y"}).query() == {"body": "x y"}
+    finally:
+        transport.engine.dispose()
+
+
+def test_the_body_filter_is_refused_without_body_string(transport):
+    assert not failed.has_body_string(transport)
+    with pytest.raises(errors.UsageError, match="no BodyString column"):
+        failed.groups(transport, "exception", failed.Filter(body="order"))

@@ -15,8 +15,6 @@ from .operations import _transport
 from .options import add_command, add_options, load_config
 from .output import EXIT_OK
 
-SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples
-
 
 def cmd_console(args: argparse.Namespace) -> int:
     """the operator console in a browser: status, failed messages grouped, retried, the action log
@@ -42,7 +40,11 @@ def cmd_console(args: argparse.Namespace) -> int:
     try:
         if args.batch_size < 1:
             raise errors.UsageError(f"--batch-size {args.batch_size}: give 1 or more")
-        console = Console(transport, access, config, args.error_queue, draw=_draw, batch_size=args.batch_size)
+        if args.sample_interval < 1:
+            raise errors.UsageError(f"--sample-interval {args.sample_interval:g}: give 1 second or more")
+        console = Console(
+            transport, access, config, args.error_queue, draw=_draw, batch_size=args.batch_size, sample_interval=args.sample_interval
+        )
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -53,7 +55,7 @@ def cmd_console(args: argparse.Namespace) -> int:
         sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
         server = uvicorn.Server(uvicorn.Config(make_app(console), log_level="warning", access_log=False, lifespan="off"))
         stop = threading.Event()
-        sampler = threading.Thread(target=console.sampler, args=(SAMPLE_INTERVAL, stop), name="console-sampler", daemon=True)
+        sampler = threading.Thread(target=console.sampler, args=(args.sample_interval, stop), name="console-sampler", daemon=True)
         sampler.start()
         shown = f"[{host}]" if ":" in host else host
         database = display_url(transport.engine.url.render_as_string(hide_password=False))
@@ -87,6 +89,13 @@ def add_console(sub: argparse._SubParsersAction) -> None:
     add_options(p, "url")
     p.add_argument("--bind", metavar="HOST:PORT", help="where to listen (default: 127.0.0.1:8765; port 0: any free one)")
     p.add_argument("--read-only", action="store_true", help="views only: no retry, whatever the token")
+    p.add_argument(
+        "--sample-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds between the overview's depth samples, kept for the last hour (default: %(default)g)",
+    )
     add_options(
         p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per retry transaction (default: %(default)s)"}
     )

@@ -1,5 +1,5 @@
 """The console's actions: retries of chosen messages (one, a selection, a group, everything a filter
-matches) back to each message's NServiceBus.FailedQ, through the runtime's `retry` (batches, each
+matches) back to each message's NServiceBus.FailedQ or to a chosen queue, through the runtime's `retry` (batches, each
 one transaction), run as a job that shows progress, may be slowed to a number of batches a second
 and cancelled between batches; and the action log, a table in the database (who, when, what, how many)."""
 
@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, RetryReport, resolve, retry
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, RetryReport, resolve, retry, retry_destination
 from ..runtime.transport import execute
 from ..schema import TableName
 
@@ -91,23 +91,30 @@ class Actions:
         return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
 
     # -- retries -------------------------------------------------------------------------------
-    def retry(self, ids: Sequence[str], who: str, what: str, rate: float | None = None, wait: bool = False) -> Job:
+    def retry(
+        self, ids: Sequence[str], who: str, what: str, rate: float | None = None, wait: bool = False, to_queue: str | None = None
+    ) -> Job:
         """Retry the messages with these row Ids (or NServiceBus.MessageIds), as a job; `rate`: at most
-        that many batches a second; `wait`: return once it has ended."""
+        that many batches a second; `wait`: return once it has ended; `to_queue`: send them all there
+        instead of each one's FailedQ (checked before the job starts: UsageError for no queue of the
+        deployed topology)."""
         if not ids:
             raise errors.UsageError("no message chosen: nothing to retry")
         if rate is not None and rate <= 0:
             raise errors.UsageError(f"rate must be above 0 batches a second, not {rate}")
+        if to_queue is not None:
+            retry_destination(self.transport, to_queue, error_queue=self.error_queue)
+            what += f" to {to_queue}"
         with self._lock:
             job = Job(next(self._ids), who, what, len(ids))
             self.jobs[job.id] = job
-        thread = threading.Thread(target=self._run, args=(job, list(ids), rate), name=f"console-retry-{job.id}", daemon=True)
+        thread = threading.Thread(target=self._run, args=(job, list(ids), rate, to_queue), name=f"console-retry-{job.id}", daemon=True)
         thread.start()
         if wait:
             thread.join()
         return job
 
-    def _run(self, job: Job, ids: list[str], rate: float | None) -> None:
+    def _run(self, job: Job, ids: list[str], rate: float | None, to_queue: str | None = None) -> None:
         last = time.monotonic()
 
         def progress(report: RetryReport) -> None:
@@ -122,7 +129,14 @@ class Actions:
                 last = time.monotonic()
 
         try:
-            job.report = retry(self.transport, error_queue=self.error_queue, message_ids=ids, batch_size=self.batch_size, progress=progress)
+            job.report = retry(
+                self.transport,
+                error_queue=self.error_queue,
+                message_ids=ids,
+                batch_size=self.batch_size,
+                progress=progress,
+                to_queue=to_queue,
+            )
             job.state = "done"
         except Cancelled:
             job.state = "cancelled"

@@ -5,11 +5,13 @@ cli/console.py serves it with uvicorn. Every response carries security.SECURITY_
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
@@ -27,9 +29,11 @@ from starlette.staticfiles import StaticFiles
 from .. import errors
 from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, status
 from ..runtime.transport import execute
+from ..schema import Kind
 from ..urls import display_url
 from . import failed
 from .actions import Actions
+from .chart import depth_chart
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access
 
 if TYPE_CHECKING:
@@ -38,7 +42,7 @@ if TYPE_CHECKING:
     from ..runtime.transport import Transport
 
 HERE = Path(__file__).parent
-SAMPLES = 60  # depth samples kept: the last hour at one a minute
+SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples (one a minute: 60 in the hour)
 OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read anew
 
 
@@ -53,15 +57,35 @@ class Console:
         error_queue: str = DEFAULT_ERROR_QUEUE,
         draw: Callable[[Any], bytes] | None = None,
         batch_size: int = DEFAULT_RETRY_BATCH,
+        sample_interval: float = SAMPLE_INTERVAL,
     ) -> None:
-        """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes)."""
+        """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes);
+        `sample_interval`: seconds between depth samples (the ring buffer holds an hour of them)."""
         self.transport, self.access, self.config, self.error_queue, self.draw = transport, access, config, error_queue, draw
         self.actions = Actions(transport, error_queue, batch_size)
-        self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=SAMPLES)
+        self.sample_interval = sample_interval
+        self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=max(2, math.ceil(3600 / sample_interval)) + 1)
         self._report: tuple[float, Any] | None = None
         self._lock = threading.Lock()
         self.database = display_url(transport.engine.url.render_as_string(hide_password=False))
         self.login_read_only = self._login_read_only()
+
+    @cached_property
+    def queues(self) -> list[str]:
+        """The addresses a retry may be sent to instead of the FailedQ (the deployed topology's queues
+        but the error queue): the pages' choices (a retry checks its choice itself)."""
+        error = self.transport.dialect.table_key(resolve(self.transport, self.error_queue))
+        specs = self.transport.blueprint.tables if self.transport.blueprint is not None else ()
+        return sorted(
+            self.transport.address_of(s.name, as_engine_knows=True)
+            for s in specs
+            if s.kind is Kind.QUEUE and self.transport.dialect.table_key(s.name) != error
+        )
+
+    @cached_property
+    def body_string(self) -> bool:
+        """Whether the error queue has BodyString (the pages then offer the body filter)."""
+        return failed.has_body_string(self.transport, self.error_queue)
 
     @property
     def read_only(self) -> bool:
@@ -95,7 +119,7 @@ class Console:
     def _sample(self, report: Any) -> None:
         depths = {t.address: t.depth for t in report.tables if t.kind == "queue" and t.depth is not None}
         taken = report.taken_at
-        if not self.samples or (taken - self.samples[-1][0]).total_seconds() >= 55:
+        if not self.samples or (taken - self.samples[-1][0]).total_seconds() >= 0.9 * self.sample_interval:
             self.samples.append((taken, depths))
 
     def sampler(self, interval: float, stop: threading.Event) -> None:
@@ -206,6 +230,8 @@ def _page(request: Request, name: str, status_code: int = 200, **context: Any) -
         read_only=console.read_only,
         database=console.database,
         tokens=console.access.tokens_required,
+        queues=console.queues,
+        body_string=console.body_string,
         urlencode=urlencode,
         **context,
     )
@@ -218,7 +244,17 @@ def _query(request: Request) -> dict[str, str]:
 
 def overview(request: Request) -> Response:
     console: Console = request.app.state.console
-    return _page(request, "overview.html", report=console.report(), migrations=console.migrations(), samples=list(console.samples))
+    samples = list(console.samples)
+    every = f"{console.sample_interval:g} s" if console.sample_interval != 60 else "minute"
+    return _page(
+        request,
+        "overview.html",
+        report=console.report(),
+        migrations=console.migrations(),
+        samples=samples,
+        chart=depth_chart(samples),
+        sample_every=every,
+    )
 
 
 def graph(request: Request) -> Response:
@@ -268,7 +304,8 @@ async def retry_form(request: Request) -> Response:
         ids, what = await run_in_threadpool(_matching, console, {k: str(v) for k, v in form.items() if k in _FILTER_FIELDS and v})
     else:
         what = f"{len(ids)} chosen message(s)"
-    job = console.actions.retry(ids, _who(request), what, _rate(form.get("rate")))
+    to_queue = str(form.get("to_queue") or "").strip() or None
+    job = await run_in_threadpool(console.actions.retry, ids, _who(request), what, _rate(form.get("rate")), False, to_queue)
     return RedirectResponse(f"/jobs/{job.id}", status_code=303)
 
 
@@ -312,7 +349,7 @@ async def login(request: Request) -> Response:
     return response
 
 
-_FILTER_FIELDS = {"since", "until", "failed_queue", "text", "exception_type", "exception_message", "message_type", "endpoint"}
+_FILTER_FIELDS = {"since", "until", "failed_queue", "text", "body", "exception_type", "exception_message", "message_type", "endpoint"}
 _GROUP_FIELDS = {"exception_type", "exception_message", "message_type", "endpoint"}
 
 
@@ -398,7 +435,12 @@ async def api_retry(request: Request) -> Response:
         if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
             raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
         ids, what = await run_in_threadpool(_matching, console, {k: str(v) for k, v in given.items() if v})
-    job = await run_in_threadpool(console.actions.retry, ids, _who(request), what, _rate(body.get("rate")), bool(body.get("wait")))
+    to_queue = body.get("to_queue")
+    if to_queue is not None and (not isinstance(to_queue, str) or not to_queue.strip()):
+        raise errors.UsageError("to_queue: give a queue address (a string), or leave it out to retry to each message's FailedQ")
+    job = await run_in_threadpool(
+        console.actions.retry, ids, _who(request), what, _rate(body.get("rate")), bool(body.get("wait")), to_queue and to_queue.strip()
+    )
     return JSONResponse(job.to_json(), status_code=202 if job.state == "running" else 200)
 
 

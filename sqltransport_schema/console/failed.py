@@ -37,6 +37,7 @@ _PARAMETERS = {
     "until": "Until",
     "failed_queue": "FailedQueue",
     "text": "Text",
+    "body": "Body",
     "exception_type": "ExceptionType",
     "exception_message": "ExceptionMessage",
     "message_type": "MessageType",
@@ -48,12 +49,14 @@ BODY_LIMIT = 1 << 20  # bodies above this are shown cut (pretty-printing a bigge
 @dataclass(frozen=True)
 class Filter:
     """Which messages of the error queue: time of failure in [since, until), the failed queue,
-    text the headers hold, and a group's own fields (exception_type, ... as in GROUPINGS)."""
+    text the headers hold, text the body holds (its BodyString column, where the error queue has
+    one), and a group's own fields (exception_type, ... as in GROUPINGS)."""
 
     since: datetime | None = None
     until: datetime | None = None
     failed_queue: str | None = None
     text: str | None = None
+    body: str | None = None
     group: tuple[tuple[str, str], ...] = ()
 
     @classmethod
@@ -65,6 +68,7 @@ class Filter:
             until=_time(values.get("until"), "until"),
             failed_queue=values.get("failed_queue") or None,
             text=values.get("text") or None,
+            body=values.get("body") or None,
             group=group,
         )
 
@@ -78,7 +82,9 @@ class Filter:
         if self.failed_queue is not None:
             out["failed_queue"] = self.failed_queue
         if self.text is not None:
-            out["text"] = "%" + self.text.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
+            out["text"] = _contains(self.text)
+        if self.body is not None:
+            out["body"] = _contains(self.body)
         out.update(self.group)
         return out
 
@@ -93,7 +99,14 @@ class Filter:
             out["failed_queue"] = self.failed_queue
         if self.text:
             out["text"] = self.text
+        if self.body:
+            out["body"] = self.body
         return out
+
+
+def _contains(text: str) -> str:
+    """A LIKE pattern (ESCAPE '!') matching any text that holds `text`: its %, _ and ! are characters."""
+    return "%" + text.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
 
 
 def _time(text: str | None, name: str) -> datetime | None:
@@ -106,7 +119,21 @@ def _time(text: str | None, name: str) -> datetime | None:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
-def _run(transport: Transport, statement: Any, filt: Filter, extra: dict[str, Any]) -> list[Any]:
+def has_body_string(transport: Transport, error_queue: str = DEFAULT_ERROR_QUEUE) -> bool:
+    """Whether the error queue's table has BodyString (the deployed topology asks for it and the
+    transport version's installer adds it): what the body filter reads."""
+    dialect = transport.dialect
+    key = dialect.table_key(_table(transport, error_queue))
+    specs = transport.blueprint.tables if transport.blueprint is not None else ()
+    return any(dialect.table_key(s.name) == key and dialect.has_body_string(s, transport.profile) for s in specs)
+
+
+def _run(transport: Transport, statement: Any, filt: Filter, extra: dict[str, Any], error_queue: str) -> list[Any]:
+    if filt.body is not None and not has_body_string(transport, error_queue):
+        raise errors.UsageError(
+            f"body: the error queue {error_queue} has no BodyString column (body_string: true on its endpoint in the topology, "
+            "transport 4.1+, on PostgreSQL 8.1.13 or 9.0.2+); filter by text in the headers instead"
+        )
     bound = filt.bindings()
     params = {_PARAMETERS[name]: value for name, value in bound.items()} | extra
     with transport.engine.connect() as conn:
@@ -135,7 +162,7 @@ def groups(transport: Transport, by: str = "exception", filt: Filter = Filter(),
     keys = GROUPINGS[by]
     statement = transport.dialect.operations.failed_groups(_table(transport, error_queue), transport.profile, keys, tuple(filt.bindings()))
     out = []
-    for row in _run(transport, statement, filt, {}):
+    for row in _run(transport, statement, filt, {}, error_queue):
         n = len(keys)
         out.append(Group(dict(zip(keys, row[:n])), int(row[n]), row[n + 1] or None, row[n + 2] or None))
     return out
@@ -158,7 +185,7 @@ def page(
     if not 1 <= limit <= MAX_PAGE:
         raise errors.UsageError(f"limit must be from 1 to {MAX_PAGE}, not {limit}")
     statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, tuple(filt.bindings()))
-    rows = _run(transport, statement, filt, {"After": after if after is not None else -(2**63), "Limit": limit + 1})
+    rows = _run(transport, statement, filt, {"After": after if after is not None else -(2**63), "Limit": limit + 1}, error_queue)
     out = Page(after=after)
     for row in rows[:limit]:
         out.rows.append({"key": int(row[0]), "id": str(row[1]), **dict(zip(FIELDS, row[2:]))})

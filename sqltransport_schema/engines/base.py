@@ -289,6 +289,11 @@ class Dialect:
         """Why this engine's tables of the given transport version cannot have BodyString, or None."""
         return None
 
+    @staticmethod
+    def has_body_string(spec: TableSpec, profile: Profile) -> bool:
+        """Whether this engine's queue or delayed table of `spec` has a BodyString column."""
+        return spec.body_string
+
     # -- DDL -------------------------------------------------------------------------
     def create_table(self, spec: TableSpec, profile: Profile) -> list[str]:
         builder = {

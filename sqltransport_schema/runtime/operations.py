@@ -641,6 +641,34 @@ class _Destinations:
         return name
 
 
+# why a queue chosen as a retry's destination cannot be one (the LEFT_ reason -> the refusal's words)
+_NOT_A_DESTINATION = {
+    LEFT_NOT_AN_ADDRESS: "is not a queue address",
+    LEFT_UNKNOWN: "is no queue of the deployed topology",
+    LEFT_ERROR_QUEUE: "is the error queue itself",
+    LEFT_MISSING: "is a queue of the topology whose table is missing from the database",
+}
+
+
+def _chosen(destination: _Destinations, address: str) -> TableName:
+    found = destination(address)
+    if isinstance(found, TableName):
+        return found
+    raise errors.UsageError(f"retry to {address!r}: that {_NOT_A_DESTINATION[found]}; choose a queue of the deployed topology")
+
+
+def retry_destination(transport: Transport, address: str, *, error_queue: str = DEFAULT_ERROR_QUEUE) -> TableName:
+    """The queue table a retry `to_queue=address` would send to; UsageError saying why not (no queue
+    of the deployed topology, the error queue itself, its table missing): what a caller checks before
+    starting a retry in the background."""
+    dialect = transport.dialect
+    specs = _blueprint_specs(transport)
+    queues = {dialect.table_key(s.name): s.name for s in specs if s.kind is Kind.QUEUE}
+    with transport.engine.connect() as conn, conn.begin():
+        existing = _existing(transport, conn, specs)
+    return _chosen(_Destinations(transport, queues, existing, dialect.table_key(resolve(transport, error_queue))), address)
+
+
 def retry(
     transport: Transport,
     *,
@@ -651,6 +679,7 @@ def retry(
     dry_run: bool = False,
     batch_size: int = DEFAULT_RETRY_BATCH,
     progress: Callable[[RetryReport], None] | None = None,
+    to_queue: str | None = None,
 ) -> RetryReport:
     """Move failed messages from the error queue back to the queue their NServiceBus.FailedQ names:
     all of them, those of one failed queue, or those with the given message ids (the
@@ -659,7 +688,8 @@ def retry(
     queue commit together: a run cut at any point and run again loses and doubles nothing). Headers
     as ServiceControl's retry leaves them (wire.retry_headers). A message whose FailedQ names no
     deployed queue (or none at all) is left in place and counted in `left`. `progress` is called
-    after every batch."""
+    after every batch. `to_queue`: send every chosen message to that queue instead of its FailedQ
+    (a queue of the deployed topology, else UsageError before any message moves)."""
     if sum((bool(all_messages), failed_queue is not None, bool(message_ids))) != 1:
         raise errors.UsageError("choose the messages to retry: all of them, one failed queue, or message ids (exactly one)")
     if batch_size < 1:
@@ -685,6 +715,7 @@ def retry(
         if error_key not in existing:
             raise errors.UsageError(f"error queue {report.error_queue} is missing from the database")
         destination = _Destinations(transport, queues, existing, error_key)
+        chosen = _chosen(destination, to_queue) if to_queue is not None else None
         while True:
             with conn.begin():
                 rows = execute(conn, read, {"After": after, "BatchSize": batch_size}).fetchall()
@@ -694,7 +725,7 @@ def retry(
                 sends: dict[TableName, list[tuple[bytes | None, str]]] = {}
                 keys = []
                 for key, row_id, raw, body in rows:
-                    picked = _pick(raw, str(row_id), wanted_key, wanted_ids, seen_ids, destination, dialect, report)
+                    picked = _pick(raw, str(row_id), wanted_key, wanted_ids, seen_ids, destination, dialect, report, chosen)
                     if picked is None:
                         continue
                     target, headers = picked
@@ -725,9 +756,11 @@ def _pick(
     destination: _Destinations,
     dialect: Any,
     report: RetryReport,
+    chosen: TableName | None = None,
 ) -> tuple[TableName, str] | None:
     """(destination, headers to send) for a message of the error queue the selection takes and that
-    can go back; None for one it does not take, or that stays (counted in report.left)."""
+    can go back (to `chosen`, where given, else to its FailedQ); None for one it does not take, or
+    that stays (counted in report.left)."""
     try:
         headers = wire.decode_headers(raw)
     except wire.PoisonHeaders:
@@ -751,6 +784,8 @@ def _pick(
             return None
     if headers is None:  # never sent back: its failure headers cannot be taken off (status counts it, retry says why it stays)
         why = LEFT_UNREADABLE
+    elif chosen is not None:
+        return chosen, wire.encode_headers(wire.retry_headers(headers))
     elif failed_q is None:
         why = LEFT_NO_FAILED_Q
     else:
