@@ -228,3 +228,56 @@ def test_a_slowed_retry_is_cancelled_after_the_batch_in_hand(bus, project):
         assert started.json("/api/log")["actions"][0]["action"] == "retry (cancelled)"
     finally:
         started.close()
+
+
+def test_retry_to_a_chosen_queue_moves_them_there_and_an_unknown_queue_is_refused(bus, console):
+    token = csrf(console)
+    before = error_ids(bus)
+    for queue, words in (("Nowhere", "is no queue of the deployed topology"), ("error", "is the error queue itself")):
+        code, _, text = console.request("/api/retry", {"filter": {"exception_type": "KeyError"}, "to_queue": queue, "wait": True}, token)
+        assert code == 400 and words in json.loads(text)["error"], text
+    code, _, text = console.request("/api/retry", {"ids": before[:1], "to_queue": 7}, token)
+    assert code == 400 and "to_queue" in text
+    assert error_ids(bus) == before  # nothing moved, no job started
+    job = console.json("/api/retry", {"filter": {"exception_type": "KeyError"}, "to_queue": "Sales", "wait": True}, token)
+    assert job["state"] == "done" and job["report"]["moved"] == 3 and "to Sales" in job["what"]
+    assert [q["messages"] for q in job["report"]["by_queue"]] == [3]
+    with bus.engine.connect() as conn:
+        count = {
+            q: conn.exec_driver_sql(f"SELECT count(*) FROM {bus.dialect.qualified(bus.name(q), bus.profile)}").scalar()
+            for q in ("Sales", "Billing")
+        }
+    assert count == {"Sales": 3, "Billing": 0}  # the KeyErrors failed in Billing; they went where they were sent
+    assert len(error_ids(bus)) == 8
+    assert "to Sales" in console.json("/api/log")["actions"][0]["target"]
+
+
+def test_the_body_filter_without_body_string_is_a_400(bus, console):
+    code, _, text = console.request("/api/failed/groups?body=order")
+    assert code == 400 and "no BodyString column" in text
+
+
+def test_depth_samples_accumulate_and_the_overview_draws_them(bus, project):
+    """--sample-interval 1: the sampler reads status every second; messages sent to Sales between
+    samples show as a rising line, each sample a point of the SVG drawn in the page (no script)."""
+    started = ConsoleProcess(bus.engine.url.render_as_string(hide_password=False), "--sample-interval", "1", cwd=str(project.root))
+    try:
+        depths: set[int] = set()
+        deadline = time.monotonic() + 90
+        while len(depths) < 3:
+            assert time.monotonic() < deadline, depths
+            with bus.engine.begin() as conn:
+                bus.queue("Sales").send(conn, b"{}", {"NServiceBus.MessageId": str(uuid.uuid4())})
+            time.sleep(1.2)
+            samples = started.json("/api/overview")["samples"]
+            sales = next(a for a in samples[-1]["depths"] if a.split("@")[0] == "Sales")  # PostgreSQL's names its schema
+            depths = {s["depths"][sales] for s in samples}
+        code, headers, html = started.request("/")
+        assert code == 200 and '<svg id="depth"' in html and "<script>" not in html.split("<main>")[1]
+        svg = html.split('<svg id="depth"', 1)[1].split("</svg>", 1)[0]
+        line = svg.split(f'data-queue="{sales}"', 1)[1].split("</g>", 1)[0]
+        drawn = [int(t.rsplit(": ", 1)[1]) for t in line.split("<title>")[1:] for t in [t.split("</title>")[0]]]
+        assert len(drawn) >= 3 and depths <= set(drawn) and drawn == sorted(drawn)  # every depth sampled, in time order
+        assert line.count("<circle") == len(drawn) and len(line.split('points="')[1].split('"')[0].split()) == len(drawn)
+    finally:
+        started.close()

@@ -163,3 +163,44 @@ def test_with_a_token_the_browser_signs_in_and_a_forged_post_is_refused(browser,
     finally:
         watched.close()
         started.close()
+
+
+def test_retry_to_a_chosen_queue_through_the_page_and_the_depth_chart(browser, transport, project):
+    """A KeyError (failed in Billing) retried from its page to Sales, typed in the "to queue" box:
+    it lands in Sales, Billing stays empty; the overview draws the sampled depths as an inline SVG
+    with no console error (--sample-interval 1)."""
+    needs(console_missing())
+    seed(transport)
+    started = ConsoleProcess(transport.engine.url.render_as_string(hide_password=False), "--sample-interval", "1", cwd=str(project.root))
+    watched = Watched(browser, started.base)
+    try:
+        page = watched.visit("/failed/messages?exception_type=KeyError")
+        page.locator("#messages tbody a").first.click()
+        page.wait_for_load_state("load")
+        chosen = page.locator("main code").first.inner_text()
+        page.locator("input.to-queue").fill("Sales")
+        page.locator("#retry-one").click()
+        page.wait_for_url("**/jobs/*")
+        page.locator("#job-state.done").wait_for(timeout=30000)
+        assert "to Sales" in page.locator("#job-state").inner_text() and "1 moved" in page.locator("#job-progress").inner_text()
+        assert chosen not in ids_in_error_queue(transport)
+        with transport.engine.connect() as conn:
+            count = {
+                q: conn.exec_driver_sql(
+                    f"SELECT count(*) FROM {transport.dialect.qualified(transport.name(q), transport.profile)}"
+                ).scalar()
+                for q in ("Sales", "Billing")
+            }
+        assert count == {"Sales": 1, "Billing": 0}
+        for _ in range(60):
+            page = watched.visit("/")
+            if page.locator("#depth").count():
+                break
+            page.wait_for_timeout(1000)
+        chart = page.locator("#depth")
+        assert chart.count() == 1 and chart.locator("polyline").count() >= 4  # a line for each queue
+        assert chart.bounding_box()["width"] > 300
+        assert watched.errors == []
+    finally:
+        watched.close()
+        started.close()
