@@ -19,6 +19,10 @@ trace included, ~1.4 kB). Then, best and median of --runs, alternating with the 
             the console (Actions.retry, the runtime's retry), its longest batch (the longest time the
             error queue's rows of one batch are held locked) and its total.
 
+The groups query is also read on the server: EXPLAIN ANALYZE's execution time (best of --runs),
+and the CPU its backend spent (from /proc: PostgreSQL on this machine), which a loaded machine
+stretches less than the wall clock.
+
 Targets (issue 43): groups page under 2 s, a page under 0.2 s, a message under 0.2 s; a retry never
 holds the error queue for more than one batch.
 
@@ -128,6 +132,33 @@ def row(name: str, ours: list[float], theirs: list[float], target: float | None)
     return f"{name:<22} {best:9.4f} {statistics.median(ours):9.4f} {ref:9.4f} {best / ref:7.2f}  {verdict}"
 
 
+def server(conn, transport: Transport, table: str, runs: int) -> None:
+    """The groups query and the reference on the server: EXPLAIN ANALYZE's time, the backend's CPU."""
+    ours = transport.dialect.operations.failed_groups(transport.name("error"), transport.profile, failed.GROUPINGS["exception"], ()).sql
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+    def cpu() -> float | None:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the server is elsewhere
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    for name, sql in (("groups (server)", ours), ("by hand (server)", HAND_GROUPS.format(table=table))):
+        times, spent = [], []
+        for _ in range(runs):
+            before = cpu()
+            plan = [line for (line,) in conn.execute("EXPLAIN (ANALYZE, TIMING OFF) " + sql).fetchall()]
+            after = cpu()
+            times.append(float(next(line for line in plan if line.startswith("Execution Time")).split()[2]) / 1000)
+            if before is not None and after is not None:
+                spent.append(after - before)
+        workers = next((line.strip() for line in plan if "Workers Launched" in line), "no parallel workers")
+        backend = f"{min(spent):.2f} s CPU in the backend" if spent else "backend CPU not readable here"
+        print(f"{name:<22} EXPLAIN ANALYZE best {min(times):.3f} s; {backend} ({workers})")
+    print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=200_000)
@@ -176,6 +207,7 @@ def main() -> int:
                     mine.append(timed(ours))
                     theirs.append(timed(lambda hand=hand, params=params: conn.execute(hand.format(table=table), params).fetchall()))
                 print(row(name, mine, theirs, target))
+            server(conn, transport, table, args.runs)
         if not args.no_retry:
             from sqltransport_schema.console.actions import Actions
 
