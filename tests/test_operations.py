@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sqltransport_schema import cli, engines, wire
+from sqltransport_schema import cli, engines, errors, wire
 from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.operations import LEFT_NO_FAILED_Q, LEFT_UNKNOWN, retry, status
 from sqltransport_schema.runtime.transport import Transport
@@ -518,6 +518,27 @@ def test_retry_of_one_failed_queue_and_of_some_ids(bus, capsys):
     assert code == 1 and report["moved"] == 2 and report["not_found"] == ["no-such-id"] and report["left"] == []
     assert [m.headers["n"] for m in received(transport, "Sales")] == ["1", "3"]
     assert depth(transport, "error") == 3 + 2 + 1
+
+
+def test_retry_to_a_chosen_queue_sends_every_message_there_and_refuses_what_is_no_queue(bus):
+    """to_queue: the messages of an unknown FailedQ and of none go too (the destination is known);
+    an address that is no queue of the deployed topology, or the error queue, moves nothing."""
+    transport, _ = bus
+    fill_error_queue(transport)
+    for address, words in (("Gone", "is no queue of the deployed topology"), ("error", "is the error queue itself")):
+        with pytest.raises(errors.UsageError, match=words):
+            retry(transport, all_messages=True, to_queue=address)
+    assert depth(transport, "error") == 11
+    report = retry(transport, all_messages=True, to_queue="audit")
+    assert (
+        report.moved == 11
+        and report.left == {}
+        and report.by_queue == {transport.address_of(transport.name("audit"), as_engine_knows=True): 11}
+    )
+    moved = received(transport, "audit")
+    assert sorted(m.headers["n"] for m in moved) == sorted(["0", "1", "2", "3", "4", "0", "1", "2", "0", "1", "99"])
+    assert not any(k.startswith("NServiceBus.ExceptionInfo") or k == wire.FAILED_Q for m in moved for k in m.headers)
+    assert (depth(transport, "Sales"), depth(transport, "Billing"), depth(transport, "error")) == (0, 0, 0)
 
 
 def test_dry_run_moves_nothing(bus, capsys):
