@@ -541,6 +541,17 @@ def test_retry_to_a_chosen_queue_sends_every_message_there_and_refuses_what_is_n
     assert (depth(transport, "Sales"), depth(transport, "Billing"), depth(transport, "error")) == (0, 0, 0)
 
 
+def test_the_command_retries_to_a_chosen_queue_and_refuses_an_unknown_one_in_one_line(bus, capsys):
+    transport, url = bus
+    fill_error_queue(transport)
+    code, _, err = run_cli("retry", "--url", url, "--all", "--to", "Gone", capsys=capsys)
+    assert code == 2 and err.startswith("error: ") and "Gone" in err and len(err.splitlines()) == 1
+    assert depth(transport, "error") == 11
+    code, out, _ = run_cli("retry", "--url", url, "--failed-queue", "Sales", "--to", "audit", "--format", "json", capsys=capsys)
+    assert code == 0 and json.loads(out)["moved"] == 5
+    assert (depth(transport, "audit"), depth(transport, "Sales"), depth(transport, "error")) == (5, 0, 6)
+
+
 def test_dry_run_moves_nothing(bus, capsys):
     transport, url = bus
     fill_error_queue(transport)
