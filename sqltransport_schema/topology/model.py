@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..schema import Correlation, Kind, TableName, TableSpec, default_table_prefix, protected_by_default
@@ -159,7 +160,15 @@ class Topology:
         The one walk over the topology's tables: schema.blueprint keeps the specs, the name
         checks of validation also read the roles and marks. Order: each endpoint's queues and delayed table,
         then the queues, the subscription table, the saga tables and the outbox tables.
+        Walked once per topology (it is frozen): validation and the blueprint read the same list.
         """
+        return iter(self._owned)
+
+    @cached_property
+    def _owned(self) -> tuple[Owned, ...]:
+        return tuple(self._walk())
+
+    def _walk(self) -> Iterator[Owned]:
         prof = profile(self.transport_version)
         seq_type = self.postgresql_seq_type
         suffix = self.delayed_table_suffix
