@@ -84,11 +84,16 @@ class _Index(NamedTuple):
     """An index in a table's namespace on one engine, named and placed as its table is."""
 
     name: TableName
-    what: str
+    of: Owned  # the indexed table
     mark: Mark
     kind: Kind  # of the indexed table
     engine: str  # an index exists only on the engine that creates it
     is_index = True
+
+    @property
+    def what(self) -> str:
+        """How problems name it (made only for a problem: a topology has tens of thousands)."""
+        return f"index {self.name.table!r} of {self.of.what}"
 
 
 def _owned_tables(t: Topology) -> list[Owned | _Index]:
@@ -100,16 +105,16 @@ def _owned_tables(t: Topology) -> list[Owned | _Index]:
         if not suffixes:
             continue
         for item in tables:
-            for suffix in suffixes.get(item.kind, ()):
-                index = TableName(item.name.table + suffix, item.name.schema, item.name.catalog)
-                indexes.append(_Index(index, f"index {index.table!r} of {item.what}", item.mark, item.kind, engine_name))
+            spec = item.spec
+            for suffix in suffixes.get(spec.kind, ()):
+                name = spec.name
+                indexes.append(_Index(TableName(name.table + suffix, name.schema, name.catalog), item, item.mark, spec.kind, engine_name))
     sagas = [item for item in tables if item.kind is Kind.SAGA]
     for engine_name in dict.fromkeys(t.engines):
         engine = engine_registry.get(engine_name)
         for item in sagas:
             for index in engine.saga_index_names(item.spec):
-                what = f"index {index.table!r} of saga table {item.name.table!r}"
-                indexes.append(_Index(index, what, item.mark, Kind.SAGA, engine_name))
+                indexes.append(_Index(index, item, item.mark, Kind.SAGA, engine_name))
     return tables + indexes
 
 
