@@ -127,15 +127,14 @@ def _lines(operations: Sequence[MigrateOperation]) -> list[str] | None:
 
 
 def _fill_placeholders(path: Path, encoding: str, places: dict[str, list[str]]) -> None:
-    """Each placeholder's line becomes the lines it stands for, at its indentation; the bytecode
-    Python cached for the small file goes with it."""
+    """Each placeholder becomes the lines it stands for, indented as Alembic indents a function's
+    lines after the first (four spaces, wherever the template puts them); the bytecode Python
+    cached for the small file goes with it."""
     text = path.read_bytes().decode(encoding)
     for placeholder, lines in places.items():
         at = text.find(placeholder)
-        if at < 0:  # a template that writes no operations
-            continue
-        indent = text[text.rfind("\n", 0, at) + 1 : at]
-        text = text[:at] + ("\n" + indent).join(lines) + text[at + len(placeholder) :]
+        if at >= 0:  # else a template that writes no operations
+            text = text[:at] + "\n    ".join(lines) + text[at + len(placeholder) :]
     path.write_bytes(text.encode(encoding))
     cached = Path(importlib.util.cache_from_source(str(path)))
     cached.unlink(missing_ok=True)
