@@ -544,10 +544,10 @@ def test_retry_to_a_chosen_queue_sends_every_message_there_and_refuses_what_is_n
 def test_the_command_retries_to_a_chosen_queue_and_refuses_an_unknown_one_in_one_line(bus, capsys):
     transport, url = bus
     fill_error_queue(transport)
-    code, _, err = run_cli("retry", "--url", url, "--all", "--to", "Gone", capsys=capsys)
+    code, _, err = run_cli("retry", "--url", url, "--all", "--to-queue", "Gone", capsys=capsys)
     assert code == 2 and err.startswith("error: ") and "Gone" in err and len(err.splitlines()) == 1
     assert depth(transport, "error") == 11
-    code, out, _ = run_cli("retry", "--url", url, "--failed-queue", "Sales", "--to", "audit", "--format", "json", capsys=capsys)
+    code, out, _ = run_cli("retry", "--url", url, "--failed-queue", "Sales", "--to-queue", "audit", "--format", "json", capsys=capsys)
     assert code == 0 and json.loads(out)["moved"] == 5
     assert (depth(transport, "audit"), depth(transport, "Sales"), depth(transport, "error")) == (5, 0, 6)
 

@@ -343,7 +343,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     Move failed messages from the error queue back to the queue each failed in (its
     NServiceBus.FailedQ header), in batches of one transaction each, so a message is never lost nor
     sent twice. Messages whose queue cannot be told or no longer exists stay in place and are
-    listed; exit 1 when some stay. --to ADDRESS sends every chosen message to that queue instead
+    listed; exit 1 when some stay. --to-queue ADDRESS sends every chosen message to that queue instead
     (a queue of the deployed topology, not the error queue; refused before anything moves).
     """
     from ..runtime.operations import retry
@@ -369,7 +369,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             batch_size=args.batch_size,
             progress=progress,
-            to_queue=args.to,
+            to_queue=args.to_queue,
         )
     finally:
         transport.engine.dispose()
@@ -501,7 +501,7 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--all", action="store_true", help="every message of the error queue")
     which.add_argument("--failed-queue", metavar="ADDRESS", help="the messages that failed in this queue")
     add_options(which, "message_id", message_id={"help": "these messages (NServiceBus.MessageId, or the row's Id; repeatable)"})
-    p.add_argument("--to", metavar="ADDRESS", help="send every chosen message to this queue instead of its NServiceBus.FailedQ")
+    p.add_argument("--to-queue", metavar="ADDRESS", help="send every chosen message to this queue instead of its NServiceBus.FailedQ")
     add_options(p, "dry_run", dry_run={"help": "report what would move; move nothing"})
     add_options(p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per transaction (default: %(default)s)"})
     add_options(p, "format", "config")
