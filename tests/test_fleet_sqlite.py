@@ -12,7 +12,7 @@ import pytest
 
 from .support.fleets import journal_rows, run_fleet, stamps
 from .support.messages import insert_message
-from .support.topology import TWO_INSTANCES
+from .support.topology import TENANT_PLACEMENT, TWO_INSTANCES
 
 TENANTS = ["t01", "t02", "t03", "t04", "t05", "t06"]
 
@@ -149,21 +149,6 @@ def test_a_terminal_gets_a_live_progress_line_and_ci_plain_lines(project):
     assert plain.returncode == 0
     assert plain.stderr.splitlines()[-1].startswith("[fleet] 3 done, 0 failed, 0 running, 0 left, ")
     assert "\r" not in plain.stderr
-
-
-TENANT_PLACEMENT = """\
-transport_version: "9.1"
-tenants:
-  tables: [sagas, outbox]
-endpoints:
-  - name: Sales
-    outbox: true
-    sagas:
-      - name: OrderSaga
-        correlation: {name: OrderId, type: guid}
-queues:
-  - name: error
-"""
 
 
 def test_each_target_runs_its_role_under_tenant_placement(project):

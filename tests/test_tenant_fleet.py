@@ -19,21 +19,9 @@ from sqltransport_schema.runtime.outbox import OutboxTable
 
 from .support.commands import run
 from .support.fleets import pg_databases, pg_url, run_fleet
+from .support.topology import PLACEMENT, TENANT_PLACEMENT
 
-TOPOLOGY = """\
-transport_version: "9.1"
-engines: [postgresql, sqlite]
-tenants:
-  tables: [sagas, outbox]
-endpoints:
-  - name: Sales
-    outbox: true
-    sagas:
-      - name: OrderSaga
-        correlation: {name: OrderId, type: string}
-queues:
-  - name: error
-"""
+TOPOLOGY = TENANT_PLACEMENT
 RETURN_SAGA = """\
       - name: ReturnSaga
         correlation: {name: ReturnId, type: string}
@@ -159,7 +147,7 @@ def test_a_fleet_of_tenants_from_a_control_table(project, kind):
 
 
 def test_a_listed_target_stays_shared_and_without_placement_every_target_is(project):
-    project.write_topology(TOPOLOGY.replace("tenants:\n  tables: [sagas, outbox]\n", ""))
+    project.write_topology(TOPOLOGY.replace(PLACEMENT, ""))
     assert project.compile("initial") == 0
     (project.root / "fleet.yaml").write_text("url_template: sqlite:///{name}.db\nnames: [a]\n")
     result = run_fleet(project.root, "upgrade", "--format", "json")

@@ -26,21 +26,10 @@ from .support.databases import pg_databases
 from .support.outbox_child import TOPIC, billing_ids, event_id
 from .support.projects import REPO
 from .support.tenant_child import TENANT_HEADER
+from .support.topology import TENANT_PLACEMENT
 from .test_outbox_pump import _drain
 
-TOPOLOGY = """\
-transport_version: "9.1"
-engines: [postgresql, sqlite]
-tenants:
-  tables: [sagas, outbox]
-endpoints:
-  - name: Sales
-    outbox: true
-  - name: Billing
-  - name: Shipping
-queues:
-  - name: error
-"""
+TOPOLOGY = TENANT_PLACEMENT.replace("queues:", "  - name: Billing\n  - name: Shipping\nqueues:")  # and the endpoints Sales sends to
 TENANTS = 3
 INCOMING = [f"00000000-0000-0000-0000-{i:012d}" for i in range(1, 10)]
 OUTBOX = TableSpec(Kind.OUTBOX, TableName("Sales_OutboxData"), saga_prefix="Sales_", tenant=True)

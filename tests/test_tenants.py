@@ -19,11 +19,11 @@ from .support.catalog import execute
 from .support.databases import pg_databases
 from .support.projects import REPO
 from .support.scripts import run_pg, script
+from .support.topology import PLACEMENT, TENANT_PLACEMENT
 from .test_outbox import INSTALLER as OUTBOX_INSTALLER
 from .test_outbox import TABLE as INSTALLER_OUTBOX
 from .test_sagas_upstream import installer_ddl
 
-PLACEMENT = "tenants:\n  tables: [sagas, outbox]\n"
 EXAMPLE = (REPO / "topology.yaml").read_text(encoding="utf-8")
 NEW_SAGA = "      - name: ReturnSaga\n        correlation: {name: ReturnId, type: string}\n"
 TENANTS = 3
@@ -175,26 +175,10 @@ def test_grants_of_a_tenant_database_name_its_tables_only(project, capsys):
     assert '"Sales_OrderSaga"' not in shared and '"Bill_OutboxData"' not in shared and '"Sales.Delayed"' in shared
 
 
-ADOPTED = """\
-transport_version: "9.1"
-engines: [postgresql]
-tenants:
-  tables: [sagas, outbox]
-endpoints:
-  - name: Sales
-    outbox: true
-    sagas:
-      - name: OrderSaga
-        correlation: {name: OrderId, type: string}
-queues:
-  - name: error
-"""
-
-
 def test_a_tenant_database_made_by_sql_persistences_installer_is_adopted(project, pg_url, capsys):
     outbox = [statement.replace(INSTALLER_OUTBOX, "Sales_OutboxData") for statement in OUTBOX_INSTALLER["postgresql"]]
     execute(pg_url, *installer_ddl(pg_url, {"OrderId": "character varying(200)"}), *outbox)
-    project.write_topology(ADOPTED)
+    project.write_topology(TENANT_PLACEMENT)
     assert project.compile("initial") == 0
     capsys.readouterr()
     code = cli.main(["adopt", "--url", pg_url, "-c", str(project.ini), "--tenant", "--format", "json"])

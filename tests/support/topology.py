@@ -54,3 +54,24 @@ endpoints:
 queues:
   - name: error
 """
+
+
+# tenant placement (docs/tenants.md): every saga and outbox table in each tenant database
+PLACEMENT = "tenants:\n  tables: [sagas, outbox]\n"
+
+# Sales with its outbox and a saga, placed in tenant databases: what the tenant tests build
+TENANT_PLACEMENT = f"""\
+transport_version: "9.1"
+engines: [postgresql, sqlite]
+{PLACEMENT}endpoints:
+  - name: Sales
+    outbox: true
+    sagas:
+      - name: OrderSaga
+        correlation: {{name: OrderId, type: string}}
+queues:
+  - name: error
+"""
+
+# the same deployed in one database: the start of the move to tenant placement
+SINGLE_DATABASE = TENANT_PLACEMENT.replace(PLACEMENT, "")
