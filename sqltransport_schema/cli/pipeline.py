@@ -1,4 +1,4 @@
-"""`sqltransport-schema pipeline ...`: move, plan, run, archive, replay, backfill.
+"""`sqltransport-schema pipeline ...`: move, plan, run, archive, replay, backfill, tenants.
 
 Progress goes to stderr, the summary to stdout (`--format json` for machines). Exit 1 means work
 is left (plan: moves pending; move: messages remain in the source). Nothing here imports pyspark:
@@ -129,7 +129,7 @@ def _upgrade_command(args: argparse.Namespace) -> str:
         words += ["-c", shlex.quote(args.config)]
     if args.url:
         words += [f"-x {shlex.quote('url=' + display_url(args.url))}"]
-    return " ".join(words + ["upgrade", shlex.quote(args.to_rev or "head")])
+    return " ".join(words + ["upgrade", shlex.quote(getattr(args, "to_rev", None) or "head")])
 
 
 def _run_command(args: argparse.Namespace) -> str:
@@ -287,6 +287,74 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     return EXIT_CHANGES if result.unreadable else EXIT_OK
 
 
+def _tenant_urls(args: argparse.Namespace):  # noqa: ANN202 - pipeline.tenants.TenantUrls
+    """The tenants' databases: --tenant-url's template, else the fleet file's tenant targets."""
+    from ..pipeline.tenants import TenantUrls
+    from ..schema import TENANT
+
+    if args.tenant_url is not None:
+        if args.fleet is not None:
+            raise errors.UsageError("--tenant-url and --fleet both name the tenants' databases: give one")
+        if "{name}" not in args.tenant_url:
+            raise errors.UsageError(f"--tenant-url {display_url(args.tenant_url)}: put {{name}} where the tenant goes")
+        return TenantUrls(template=args.tenant_url)
+    from .fleet import targets
+
+    named = {target.name: target.url for target in targets(args) if target.role == TENANT}
+    if not named:
+        raise errors.UsageError("the fleet file names no tenant database (a url_template's or a query's target, or role: tenant)")
+    return TenantUrls(named=named)
+
+
+def cmd_tenants(args: argparse.Namespace) -> int:
+    """carry the shared database's saga and outbox rows to their tenants' databases
+
+    After compiling tenant placement and upgrading the tenant databases: write each row of the
+    shared database's placed saga (and outbox) tables to the same table in its tenant's database,
+    the tenant read from a column, a property of the saga's Data or a header of an outbox row's
+    first message, its database from the fleet file or --tenant-url. Reruns write nothing twice;
+    --delete-source deletes each row from the shared table once its copy is read back equal, so the
+    shared database's upgrade then drops the emptied tables. Exit 1 when rows are left whose tenant
+    is unknown, whose tenant database failed or holds them with other values.
+    """
+    from ..pipeline import tenants
+
+    tenant_of = tenants.TenantOf(args.tenant_column, args.tenant_property, args.tenant_header)
+    if args.tenant_column is not None and args.tenant_property is not None:
+        raise errors.UsageError("--tenant-column and --tenant-property both name a saga's tenant: give one")
+    if tenant_of == tenants.TenantOf():
+        raise errors.UsageError(
+            "name where a row's tenant is: --tenant-column NAME or --tenant-property PATH (sagas), --tenant-header NAME (outbox)"
+        )
+    if args.fleet is None and args.tenant_url is None:
+        raise errors.UsageError("name the tenants' databases: --fleet [FILE] (its tenant targets) or --tenant-url TEMPLATE with {name}")
+    config = load_config(args.config)
+    url = database_url(args.url, config)
+    tables, left_out = tenants.placed_tables(config, args.table, tenant_of)
+    urls = _tenant_urls(args)
+    spark = _session(args)
+
+    def progress(table: str, outcome: tenants.TenantOutcome) -> None:
+        if args.format == "text":
+            state = "failed" if outcome.error else f"{outcome.carried} carried, {outcome.present} there already, {outcome.deleted} deleted"
+            sys.stderr.write(f"tenants: {table}: {outcome.tenant}: {outcome.rows} row(s): {state}\n")
+            sys.stderr.flush()
+
+    result = tenants.move(
+        url, tables, tenant_of, urls, spark=spark, delete_source=args.delete_source, batch_size=args.batch_size, progress=progress
+    )
+    lines = tenants.summary(result) + [f"not carried (no option names its tenant): {name}" for name in left_out]
+    if result.unsettled:
+        lines.append(f"{result.unsettled} row(s) not in their tenant's database: they stay in the shared one")
+    elif not args.delete_source and any(table.rows for table in result.tables):
+        lines.append("every row is in its tenant's database; rerun with --delete-source to empty the shared tables")
+    else:
+        lines.append(f"Now: {_upgrade_command(args)}{_environment_note(args)}")
+    payload = {"status": "left" if result.unsettled else "done", **result.to_json(), "unsettled": result.unsettled, "not_carried": left_out}
+    emit(args, payload, lines)
+    return EXIT_CHANGES if result.unsettled else EXIT_OK
+
+
 # --------------------------------------------------------------------------- parsers
 # Options several subcommands share: a revision range's (plan, run), a queue's (archive, replay).
 _DATABASE_OPTIONS = ("url", "config", "to_rev", "map", "format")
@@ -404,19 +472,42 @@ def _add_backfill(psub: argparse._SubParsersAction) -> None:
     add_spark_options(p)
 
 
+def _add_tenants(psub: argparse._SubParsersAction) -> None:
+    """`pipeline tenants`."""
+    from ..pipeline.tenants import TENANT_BATCH
+
+    p = add_command(
+        psub,
+        "tenants",
+        cmd_tenants,
+        "sqltransport-schema pipeline tenants --url postgresql://postgres@127.0.0.1/app --tenant-property TenantId --fleet",
+    )
+    add_options(p, "url", "config", "fleet", url={"help": "the shared database (default: as alembic upgrade finds it)"})
+    p.add_argument("--table", action="append", default=[], help="only this placed table (repeatable; default: every one an option names)")
+    p.add_argument("--tenant-column", metavar="NAME", help="saga tables: the column holding the tenant, e.g. Correlation_TenantId")
+    p.add_argument("--tenant-property", metavar="PATH", help="saga tables: the property of Data holding the tenant (dots for nested)")
+    p.add_argument("--tenant-header", metavar="NAME", help="outbox tables: the header of the row's first message holding the tenant")
+    p.add_argument("--tenant-url", metavar="TEMPLATE", help="a tenant's database URL, {name} the tenant (instead of --fleet)")
+    p.add_argument("--delete-source", action="store_true", help="delete each row from the shared table once its copy is read back equal")
+    add_options(p, "batch_size", batch_size={"default": TENANT_BATCH, "help": "rows per tenant transaction (default: %(default)s)"})
+    add_options(p, "format")
+    add_spark_options(p)
+
+
 def add_pipeline(sub: argparse._SubParsersAction) -> None:
-    """Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill
+    """Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill, tenants
 
     Data jobs over queue tables, run in Spark partitions (pyspark is the `spark` extra; --no-spark
     runs them in this process): move messages between tables exactly once, the moves a revision
     needs before its drops (plan, run), archive a queue to Parquet and replay it, fill a saga's
-    correlation column. Progress goes to stderr, the summary to stdout (docs/pipeline.md).
+    correlation column, carry saga and outbox rows to their tenants' databases (tenants). Progress
+    goes to stderr, the summary to stdout (docs/pipeline.md).
     """
     pipeline = add_command(
         sub, "pipeline", add_pipeline, "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app", group=True
     )
     psub = pipeline.add_subparsers(dest="pipeline_command", required=True)
-    for add in (_add_move, _add_plan, _add_run, _add_archive, _add_replay, _add_backfill):
+    for add in (_add_move, _add_plan, _add_run, _add_archive, _add_replay, _add_backfill, _add_tenants):
         add(psub)
 
 

@@ -321,6 +321,52 @@ class Pipeline:
         """(Endpoint, Topic) rows, through the runtime's unsubscribe."""
         self.executemany(conn.cursor(), self._subscription("unsubscribe", table), rows, ("Endpoint", "Topic"))
 
+    # -- tenant placement: a shared saga/outbox table's rows carried to tenant databases (pipeline/tenants.py)
+    # Persistence tables keep their quoted, case-kept column names and are keyed by one column (Id,
+    # MessageId); rows are read and written by key, as they are (json columns read as their text).
+    COLUMN_NAMES = "SELECT * FROM {table} WHERE 1 = 0"
+    KEYED_SOURCE = "SELECT {key}, {source} FROM {table}"
+    READ_KEY = "SELECT {columns} FROM {table} WHERE {key} = @Key{lock}"
+
+    def column_names(self, conn: Any, table: TableName) -> tuple[str, ...]:
+        """The table's columns as the catalog keeps them."""
+        cur = self.execute(conn.cursor(), self.statement("COLUMN_NAMES", table=self.dialect.qualified(table)))
+        return tuple(column[0] for column in cur.description)
+
+    def keyed_sources(self, conn: Any, table: TableName, key: str, source: str) -> Any:
+        """A cursor over (key, source column) of every row: what a row's tenant is read from."""
+        q = self.dialect.quote
+        statement = self.statement("KEYED_SOURCE", table=self.dialect.qualified(table), key=q(key), source=q(source))
+        return self.execute(conn.cursor(), statement)
+
+    def read_keyed(self, conn: Any, table: TableName, columns: tuple[str, ...], key: str, keys: list[str], lock: bool) -> dict[str, tuple]:
+        """str(key) -> the row (`columns` order) for each key the table holds; lock: hold them until the
+        transaction ends (SQLite: the write lock the caller's BEGIN IMMEDIATE took)."""
+        q = self.dialect.quote
+        names = {"table": self.dialect.qualified(table), "columns": ", ".join(map(q, columns)), "key": q(key)}
+        statement = self.statement("READ_KEY", fragments=None if lock else {"lock": ""}, **names)
+        cur = conn.cursor()
+        found = {}
+        for value in keys:
+            row = self.execute(cur, statement, Key=value).fetchone()
+            if row is not None:
+                found[str(row[columns.index(key)])] = tuple(row)
+        return found
+
+    def insert_keyed(self, conn: Any, table: TableName, columns: tuple[str, ...], rows: list[tuple]) -> None:
+        if rows:
+            names = {"table": self.dialect.qualified(table), "columns": ", ".join(map(self.dialect.quote, columns))}
+            fields = tuple(f"C{i}" for i in range(len(columns)))  # parameter names: a column name may not be one
+            self.executemany(conn.cursor(), self.statement("INSERT", lists={"values": fields}, **names), rows, fields)
+
+    def delete_keyed(self, conn: Any, table: TableName, key: str, keys: list[str]) -> None:
+        if keys:
+            statement = self.statement("DELETE_KEY", table=self.dialect.qualified(table), key=self.dialect.quote(key))
+            self.executemany(conn.cursor(), statement, [(k,) for k in keys], ("Key",))
+
+    def json_as_text(self, conn: Any) -> None:
+        """Have the connection read json columns as their text, so a row is written back as it was read."""
+
     # -- backfill of a saga's correlation column (engines with backfills_sagas) --------------------
     # The read of the rows to fill, (id, data, concurrency), {where} its filter; the guarded update of
     # one row, @Value, @Id, @Concurrency, {guard} its guard: filled by `backfill_statements`.

@@ -101,6 +101,13 @@ class Pipeline(Dialect.Pipeline):
             f"{k}={urlquote(str(v))}" for k, v in query.items()
         )
 
+    def json_as_text(self, conn: Any) -> None:
+        """psycopg parses json/jsonb; the text is what a copied row is written back with (a str is sent untyped)."""
+        from psycopg.types.string import TextLoader
+
+        for name in ("json", "jsonb"):
+            conn.adapters.register_loader(name, TextLoader)
+
     # -- source -----------------------------------------------------------------------------
     def delete_keys(self, conn: Any, table: Table, keys: list) -> int:
         if not keys:
