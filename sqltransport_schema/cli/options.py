@@ -58,6 +58,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "to_rev": (("--to",), {"dest": "to_rev", "help": "target revision (default: head)"}),
     "map": (("--map",), {"action": "append", "default": [], "metavar": "OLD=NEW", "help": "destination of a removed queue (addresses)"}),
     "table": (("--table",), {"required": True, "help": "queue table as an address: audit, error@[dbo]"}),
+    # consent to delete what a job copied from where it was (each command says what it deletes)
+    "delete_source": (("--delete-source",), {"action": "store_true", "help": "delete the source rows once copied"}),
     "layout": (("--layout",), {"choices": LAYOUTS, "help": "table layout (default: its engine's)"}),
     "error_queue": (
         ("--error-queue",),

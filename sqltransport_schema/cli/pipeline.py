@@ -330,7 +330,7 @@ def cmd_tenants(args: argparse.Namespace) -> int:
         raise errors.UsageError("name the tenants' databases: --fleet [FILE] (its tenant targets) or --tenant-url TEMPLATE with {name}")
     config = load_config(args.config)
     url = database_url(args.url, config)
-    tables, left_out = tenants.placed_tables(config, args.table, tenant_of)
+    tables, left_out = tenants.placed_tables(config, [args.table] if args.table else [], tenant_of)
     urls = _tenant_urls(args)
     spark = _session(args)
 
@@ -392,7 +392,7 @@ def _add_move(psub: argparse._SubParsersAction) -> None:
     )
     add_options(p, "partitions", partitions={"help": "number of partitions (default: rows / --rows-per-partition)"})
     p.add_argument("--move-id", help="resume this move (default: the unfinished move between these tables, else a new one)")
-    p.add_argument("--delete-source", action="store_true", help="subscriptions: delete the source rows once copied")
+    add_options(p, "delete_source", delete_source={"help": "subscriptions: delete the source rows once copied"})
     add_options(p, "format")
     add_spark_options(p)
 
@@ -483,12 +483,12 @@ def _add_tenants(psub: argparse._SubParsersAction) -> None:
         "sqltransport-schema pipeline tenants --url postgresql://postgres@127.0.0.1/app --tenant-property TenantId --fleet",
     )
     add_options(p, "url", "config", "fleet", url={"help": "the shared database (default: as alembic upgrade finds it)"})
-    p.add_argument("--table", action="append", default=[], help="only this placed table (repeatable; default: every one an option names)")
+    add_options(p, "table", table={"required": False, "help": "only this placed table (default: every placed table an option names)"})
     p.add_argument("--tenant-column", metavar="NAME", help="saga tables: the column holding the tenant, e.g. Correlation_TenantId")
     p.add_argument("--tenant-property", metavar="PATH", help="saga tables: the property of Data holding the tenant (dots for nested)")
     p.add_argument("--tenant-header", metavar="NAME", help="outbox tables: the header of the row's first message holding the tenant")
     p.add_argument("--tenant-url", metavar="TEMPLATE", help="a tenant's database URL, {name} the tenant (instead of --fleet)")
-    p.add_argument("--delete-source", action="store_true", help="delete each row from the shared table once its copy is read back equal")
+    add_options(p, "delete_source", delete_source={"help": "delete each row from the shared table once its copy is read back equal"})
     add_options(p, "batch_size", batch_size={"default": TENANT_BATCH, "help": "rows per tenant transaction (default: %(default)s)"})
     add_options(p, "format")
     add_spark_options(p)
