@@ -9,6 +9,11 @@ are empty it drops them without consent."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections import Counter
 
@@ -18,6 +23,7 @@ from alembic.util import CommandError
 
 from sqltransport_schema import cli
 from sqltransport_schema.db import make_engine
+from sqltransport_schema.pipeline.move import FAILPOINT_ENV, FAILPOINT_FILE_ENV
 from sqltransport_schema.runtime.outbox import OutboxTable, OutgoingOperation
 
 from .support import catalog
@@ -76,20 +82,19 @@ def _tenants(project, shared: str, *extra: str) -> tuple[int, dict]:
     return code, json.loads(project.capsys.readouterr().out)
 
 
-def test_the_pipeline_carries_each_row_to_its_tenant_once(project, databases, spark, capsys):
-    project.capsys = capsys
-    shared, *tenant_urls = databases
+def _single_then_placed(project, shared: str, tenant_urls: list[str], *strays: tuple[str, dict]) -> tuple[dict, dict]:
+    """SINGLE_DATABASE deployed in `shared` with SAGAS sagas (and the strays) and 6 outbox rows, then
+    TENANT_PLACEMENT compiled, the tenant databases upgraded and named in fleet.yaml; returns
+    ({saga id: tenant}, {message id: tenant})."""
     project.deploy(shared, SINGLE_DATABASE)
     sagas = {str(uuid.UUID(int=i + 1)): TENANTS[i % 3] for i in range(SAGAS)}
     for i, (saga_id, tenant) in enumerate(sagas.items()):
         _saga(shared, saga_id, {"OrderId": f"o-{i}", "TenantId": tenant, "Lines": [i]})
-    lost, stranger = str(uuid.UUID(int=100)), str(uuid.UUID(int=101))
-    _saga(shared, lost, {"OrderId": "o-lost"})  # no tenant in its Data
-    _saga(shared, stranger, {"OrderId": "o-stranger", "TenantId": "t9"})  # a tenant the fleet does not name
+    for saga_id, data in strays:
+        _saga(shared, saga_id, data)
     messages = {f"m-{i}": TENANTS[i % 3] for i in range(6)}
     for message_id, tenant in messages.items():
         _outbox(project, shared, message_id, tenant)
-
     project.write_topology(TENANT_PLACEMENT)
     assert project.compile("tenant placement") == 0
     for url in tenant_urls:
@@ -97,6 +102,15 @@ def test_the_pipeline_carries_each_row_to_its_tenant_once(project, databases, sp
     fleet = "targets:\n  - name: shared\n    url: " + shared + "\n"
     fleet += "".join(f"  - name: {t}\n    url: {u}\n    role: tenant\n" for t, u in zip(TENANTS, tenant_urls))
     (project.root / "fleet.yaml").write_text(fleet, encoding="utf-8")
+    return sagas, messages
+
+
+def test_the_pipeline_carries_each_row_to_its_tenant_once(project, databases, spark, capsys):
+    project.capsys = capsys
+    shared, *tenant_urls = databases
+    lost, stranger = str(uuid.UUID(int=100)), str(uuid.UUID(int=101))
+    strays = ((lost, {"OrderId": "o-lost"}), (stranger, {"OrderId": "o-stranger", "TenantId": "t9"}))  # no tenant; one not named
+    sagas, messages = _single_then_placed(project, shared, tenant_urls, *strays)
     with pytest.raises(
         CommandError, match=r"refusing to drop saga table .*Sales_OrderSaga.* \(saga instances\), outbox table .*: they still hold rows"
     ):
@@ -145,6 +159,43 @@ def test_the_pipeline_carries_each_row_to_its_tenant_once(project, databases, sp
     assert not {"Sales_OrderSaga", "Sales_OutboxData"} & {name for _, name in catalog.read(shared)}
     data = catalog.execute(tenant_urls[0], f"SELECT \"Data\" FROM \"Sales_OrderSaga\" WHERE \"Id\" = '{next(iter(sagas))}'")
     assert json.loads(data[0][0] if isinstance(data[0][0], str) else json.dumps(data[0][0]))["Lines"] == [0]  # the row as it was
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["tenant-before-dest-commit:1", "tenant-after-dest-commit:0", "tenant-after-source-delete:1"])
+@pytest.mark.parametrize("databases", ["postgresql"], indirect=True)
+def test_a_killed_tenant_move_reruns_to_each_row_once(project, databases, spark, capsys, tmp_path, point):
+    """The job's process group (driver, JVM, workers) SIGKILLed at a point of a batch, then run again."""
+    project.capsys = capsys
+    shared, *tenant_urls = databases
+    sagas, messages = _single_then_placed(project, shared, tenant_urls)
+    marker = tmp_path / "reached"
+    env = {**os.environ, FAILPOINT_ENV: point, FAILPOINT_FILE_ENV: str(marker)}
+    argv = [sys.executable, "-m", "sqltransport_schema.cli", "pipeline", "tenants", "-c", str(project.ini), "--url", shared]
+    argv += ["--fleet", str(project.root / "fleet.yaml"), "--tenant-property", "TenantId", "--tenant-header", HEADER]
+    argv += ["--delete-source", "--batch-size", "2", "--master", "local[2]"]
+    job = subprocess.Popen(argv, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not marker.exists():
+            assert job.poll() is None, job.communicate()
+            assert time.monotonic() < deadline, f"the job never reached {point}"
+            time.sleep(0.1)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    left = len(_rows(shared, "Sales_OrderSaga", "Id")) + len(_rows(shared, "Sales_OutboxData", "MessageId"))
+    carried = sum(_everywhere(tenant_urls, "Sales_OrderSaga", "Id").values()) + sum(
+        _everywhere(tenant_urls, "Sales_OutboxData", "MessageId").values()
+    )
+    assert left > 0 and carried > 0  # killed midway: rows in the tenants, rows still in the shared tables
+
+    code, report = _tenants(project, shared, "--delete-source")
+    assert code == 0 and report["unsettled"] == 0, report
+    assert _everywhere(tenant_urls, "Sales_OrderSaga", "Id") == Counter(sagas.items())
+    assert _everywhere(tenant_urls, "Sales_OutboxData", "MessageId") == Counter(messages.items())
+    assert _rows(shared, "Sales_OrderSaga", "Id") == [] and _rows(shared, "Sales_OutboxData", "MessageId") == []
+    project.upgrade(shared)  # the emptied tables dropped, no consent asked
 
 
 def test_a_tenant_move_without_a_tenant_option_is_one_error_line(project, sqlite_url, capsys):

@@ -30,6 +30,7 @@ from .. import errors
 from ..schema import Kind, TableName
 from .backfill import property_value
 from .connect import dbapi_connect, engine_of
+from .move import failpoint
 from .results import JobResult
 
 if TYPE_CHECKING:
@@ -168,13 +169,15 @@ def carry(job: _Job, tenant: str, keys: list[str]) -> TenantOutcome:
         src, dst = dbapi_connect(job.shared), dbapi_connect(url)
         pipeline.json_as_text(src)
         pipeline.json_as_text(dst)
-        for batch in _chunks(keys, job.batch_size):
+        for number, batch in enumerate(_chunks(keys, job.batch_size)):
             pipeline.begin(src, write=job.delete_source)
             rows = pipeline.read_keyed(src, job.table, job.columns, job.key, batch, lock=job.delete_source)
             pipeline.begin(dst, write=True)
             held = pipeline.read_keyed(dst, job.table, job.columns, job.key, list(rows), lock=False)
             pipeline.insert_keyed(dst, job.table, job.columns, [row for key, row in rows.items() if key not in held])
+            failpoint("tenant-before-dest-commit", number)
             pipeline.commit(dst)
+            failpoint("tenant-after-dest-commit", number)
             pipeline.begin(dst)
             copied = pipeline.read_keyed(dst, job.table, job.columns, job.key, list(rows), lock=False)
             pipeline.rollback(dst)
@@ -186,6 +189,7 @@ def carry(job: _Job, tenant: str, keys: list[str]) -> TenantOutcome:
                 pipeline.delete_keyed(src, job.table, job.key, verified)
                 pipeline.commit(src)
                 outcome.deleted += len(verified)
+                failpoint("tenant-after-source-delete", number)
             else:
                 pipeline.rollback(src)
     except Exception as exc:  # the tenant's database failed: its rows stay in the shared table, reported
