@@ -92,9 +92,9 @@ def add_console(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sample-interval",
         type=float,
-        default=60.0,
+        default=60,
         metavar="SECONDS",
-        help="seconds between the overview's depth samples, kept for the last hour (default: %(default)g)",
+        help="seconds between the overview's depth samples, kept for the last hour (default: %(default)s)",
     )
     add_options(
         p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per retry transaction (default: %(default)s)"}
