@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
@@ -451,6 +453,13 @@ class Dialect:
         """The one cursor the runtime keeps per DBAPI connection for its statements."""
         return dbapi_connection.cursor()
 
+    @contextlib.contextmanager
+    def committing_together(self, dbapi_connection: Any, cursor: Any) -> Iterator[None]:
+        """The statements of the block and the commit of the caller's transaction sent at once, where
+        the driver can (a transaction's last writes, whose answers nobody reads: the outbox's store,
+        its dispatch); here the block runs as it stands and the caller's own commit follows."""
+        yield
+
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
 
@@ -736,6 +745,11 @@ WHERE MessageId IN (
         ),
     }
     OUTBOX_BATCH_RESULT = ("MessageId", "Dispatched", "Operations")
+    # The pump's lock of a batch with the outbox rows of the messages it locks, in one statement:
+    # {lock} is the queue's lock_batch ({queue} its table), each row its columns then the row's
+    # Dispatched and Operations (NULL: never handled). None: the lock and get_outbox_batch apart.
+    OUTBOX_LOCK_BATCH: str | None = None
+    OUTBOX_LOCK_RESULT = ("Dispatched", "Operations")
 
     def outbox_time(self, moment: datetime) -> Any:
         """A UTC time as the outbox's DispatchedAt column holds it (@DispatchedAt, @DispatchedBefore):
@@ -752,6 +766,16 @@ WHERE MessageId IN (
         identifiers = {"table": self.qualified(self.saga_table(spec), profile)}
         missing = {name for name, (attribute, _) in self.OUTBOX_BATCH_STATEMENTS.items() if getattr(self, attribute) is None}
         return self.persistence_statements(self.OUTBOX_BATCH_STATEMENTS, identifiers, self.OUTBOX_BATCH_RESULT, skip=missing)
+
+    def outbox_lock_batch(self, spec: TableSpec, lock: Statement) -> Statement | None:
+        """The queue's `lock` statement joined with the outbox table's rows of the messages it locks
+        (OUTBOX_LOCK_BATCH), None where this engine has no such form."""
+        if self.OUTBOX_LOCK_BATCH is None:
+            return None
+        template = self.OUTBOX_LOCK_BATCH.replace("{lock}", lock.template.replace("{table}", "{queue}"))
+        identifiers = {"table": self.qualified(self.saga_table(spec)), "queue": lock.identifiers["table"]}
+        doc = "lock up to @BatchSize oldest unlocked messages with their outbox rows (Dispatched, Operations; NULL: none)"
+        return Statement("lock_outbox_batch", template, identifiers, parameters_of(template), doc, lock.columns + self.OUTBOX_LOCK_RESULT)
 
     def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         """The outbox table and its indexes, as SQL persistence's installer creates them."""

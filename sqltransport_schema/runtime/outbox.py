@@ -26,6 +26,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -35,8 +36,9 @@ from sqlalchemy.engine import Connection, Engine
 from .. import engines, errors, wire
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec, default_table_prefix
+from ..statements import Statement
 from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
-from .transport import Message, Transport, _with_standard_headers, execute, execute_many
+from .transport import Message, Queue, Transport, _with_standard_headers, driver_of, execute, execute_many
 
 if TYPE_CHECKING:
     from .receiving import Link, PumpSeam, TenantLink
@@ -341,6 +343,7 @@ class PumpOutbox:
         self.transport = transport
         self.table = table
         self._tenant_tables: dict[int, OutboxTable] = {}  # id(engine) -> the table in that tenant database, once found there
+        self._locks: dict[str, Statement | None] = {}  # queue address -> its lock joined with this table (None: apart)
 
     def receive(self, pump: PumpSeam, link: Link, size: int, isolated: bool) -> tuple[int, int]:
         """Up to `size` messages handled: (how many were taken off the queue or tried (0: empty), how
@@ -351,20 +354,35 @@ class PumpOutbox:
             return self._receive_tenants(pump, pump.tenant, link, size)
         conn = link.connection
         with conn.begin():
-            messages, expired = pump.queue.lock_batch(link.driver, size)
+            messages, expired, records = self._lock(pump.queue, link, size)
             taken = _Taken(settled=list(expired))
-            records = self.table.get_many(conn, [message.id for message in messages])
             for message in messages:
                 self._handle(pump, link, message, records.get(message.id), taken, isolated)
-            self.table.store_many(conn, [(message.id, operations) for message, operations in taken.stored])
-            if taken.redispatch:
-                self.dispatch(conn, [op for operations in taken.redispatch.values() for op in operations])
-                self.table.set_dispatched_many(conn, list(taken.redispatch))
-            pump.queue.delete_locked(link.driver, taken.settled)
+            with self._committing(conn):  # what is left needs no answer: sent with the commit
+                self.table.store_many(conn, [(message.id, operations) for message, operations in taken.stored])
+                if taken.redispatch:
+                    self.dispatch(conn, [op for operations in taken.redispatch.values() for op in operations])
+                    self.table.set_dispatched_many(conn, list(taken.redispatch))
+                pump.queue.delete_locked(link.driver, taken.settled)
         if taken.stored:  # the handler's transaction committed
             self.dispatch_stored(pump, conn, taken.stored)
         pump.committed(taken.handled, taken.outcomes)
         return len(messages) + len(expired), taken.failures
+
+    def _lock(self, queue: Queue, link: Link, size: int) -> tuple[list[Message], list[Any], dict[str, OutboxRecord]]:
+        """Up to `size` messages locked with their rows (by message id; none: never handled) and the
+        positions of the expired ones: one statement where the engine joins the two
+        (Dialect.outbox_lock_batch), else the lock, then get_many."""
+        if queue.address not in self._locks:
+            self._locks[queue.address] = self.table.dialect.outbox_lock_batch(self.table.spec, queue.statements["lock_batch"])
+        statement = self._locks[queue.address]
+        if statement is None:
+            messages, expired = queue.lock_batch(link.driver, size)
+            return messages, expired, self.table.get_many(link.connection, [message.id for message in messages])
+        found, expired = queue.lock_batch_joined(link.driver, statement, size)
+        dispatched, operations = statement.positions["Dispatched"], statement.positions["Operations"]
+        records = {m.id: OutboxRecord(_flag(row[dispatched]), deserialize(row[operations])) for m, row in found if row[dispatched] is not None}
+        return [message for message, _ in found], expired, records
 
     def _handle(self, pump: PumpSeam, link: Link, message: Message, record: OutboxRecord | None, taken: _Taken, isolated: bool) -> None:
         """One message of the batch; record: its row as the batch read it. A second copy of a message
@@ -400,13 +418,20 @@ class PumpOutbox:
         rows and dispatched them), that is undone and each message goes alone: those taken are left."""
         with conn.begin() as transaction:
             if pump.queue.delete_locked(conn, [message.order for message, _ in stored]) == len(stored):
-                self.dispatch(conn, [op for _, operations in stored for op in operations])
-                self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
+                with self._committing(conn):
+                    self.dispatch(conn, [op for _, operations in stored for op in operations])
+                    self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
                 return
             transaction.rollback()
         if len(stored) > 1:
             for item in stored:
                 self.dispatch_stored(pump, conn, [item])
+
+    def _committing(self, conn: Connection) -> AbstractContextManager[None]:
+        """The block's writes and the commit of `conn`'s transaction in one round trip where the
+        engine's driver can (Dialect.committing_together); the transaction's own commit follows."""
+        driver = driver_of(conn)
+        return self.transport.dialect.committing_together(driver.connection, driver.cursor)
 
     def dispatch(self, conn: Connection, operations: Sequence[OutgoingOperation]) -> None:
         """Send stored operations to their queues, in the caller's transaction."""

@@ -472,20 +472,28 @@ class Queue:
         those left undeleted are back at the head of the queue then (the pump's batches)."""
         return self._batch("lock_batch", conn, size)
 
+    def lock_batch_joined(self, conn: Conn, statement: Statement, size: int) -> tuple[list[tuple[Message, Sequence[Any]]], list[Any]]:
+        """lock_batch by a form of it that returns more columns after the queue's (the outbox's
+        lock, Dialect.outbox_lock_batch): each message with its row, the expired ones' positions."""
+        return self._rows(statement, conn, size)
+
     def _batch(self, name: str, conn: Conn, size: int) -> tuple[list[Message], list[Any]]:
-        statement = self.statements[name]
+        found, expired = self._rows(self.statements[name], conn, size)
+        return [message for message, _ in found], expired
+
+    def _rows(self, statement: Statement, conn: Conn, size: int) -> tuple[list[tuple[Message, Sequence[Any]]], list[Any]]:
         at = statement.positions
         rows = execute(conn, statement, {"BatchSize": size}).fetchall()
         rows.sort(key=lambda r: r[at["Order"]])
-        messages, expired = [], []
+        found, expired = [], []
         for row in rows:
             if row[at["Expired"]]:
                 expired.append(row[at["Order"]])
                 continue
             message = self._message(row, at)
             message.order = row[at["Order"]]
-            messages.append(message)
-        return messages, expired
+            found.append((message, row))
+        return found, expired
 
     def delete_locked(self, conn: Conn, positions: Sequence[Any]) -> int:
         """Take (delete) the locked messages at these positions, in one statement; how many were deleted."""

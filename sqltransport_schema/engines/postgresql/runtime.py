@@ -7,7 +7,9 @@ templates are the base's (engines/base.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 from ...versions import Profile
@@ -54,6 +56,7 @@ class Runtime:
     # the newest, and all are released by the commit.
     SAVEPOINT = "SAVEPOINT sqltransport_message"
     ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT sqltransport_message"
+    COMMIT = "COMMIT"  # sent with a transaction's last writes (committing_together)
     PEEK = (
         "SELECT COALESCE(cast((SELECT seq FROM {table} ORDER BY seq DESC LIMIT 1 FOR UPDATE SKIP LOCKED) - "
         "(SELECT seq FROM {table} ORDER BY seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED) + 1 AS int), 0)"
@@ -104,6 +107,19 @@ FROM params"""
     def list_parameter(self, values: list) -> Any:
         """An array: the driver binds a list as one (@Orders of delete_locked)."""
         return list(values)
+
+    @contextlib.contextmanager
+    def committing_together(self, dbapi_connection: Any, cursor: Any) -> Iterator[None]:
+        """On psycopg 3, the block's statements and COMMIT go in its pipeline, in one round trip to
+        the server instead of one each (psycopg's pipeline mode: nothing waits for an answer until
+        its end, where every statement's error is raised). The caller's commit then finds the
+        transaction ended and sends nothing. psycopg2: as it stands."""
+        if type(dbapi_connection).__module__.partition(".")[0] != "psycopg":
+            yield
+            return
+        with dbapi_connection.pipeline():
+            yield
+            cursor.execute(self.COMMIT)
 
     def runtime_cursor(self, dbapi_connection: Any) -> Any:
         """On psycopg 3, results come in binary (a body leaves the server as its bytes, not as hex

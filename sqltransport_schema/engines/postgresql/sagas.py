@@ -144,6 +144,12 @@ WHERE "MessageId" = ANY(@MessageIds)"""
 UPDATE {table}
 SET "Dispatched" = true, "DispatchedAt" = @DispatchedAt, "Operations" = '[]'
 WHERE "MessageId" = ANY(@MessageIds)"""
+    # The lock's rows as they come (the pump orders them by Seq), each outer-joined with its row by
+    # the primary key: the queue's uuid Id as text is the MessageId the pump stores.
+    OUTBOX_LOCK_BATCH = """\
+SELECT q.*, o."Dispatched", o."Operations"
+FROM ({lock}) q
+LEFT JOIN {table} o ON o."MessageId" = q.id::text"""
     OUTBOX_CLEANUP = """\
 DELETE FROM {table}
 WHERE ctid IN (
