@@ -381,7 +381,11 @@ class PumpOutbox:
             return messages, expired, self.table.get_many(link.connection, [message.id for message in messages])
         found, expired = queue.lock_batch_joined(link.driver, statement, size)
         dispatched, operations = statement.positions["Dispatched"], statement.positions["Operations"]
-        records = {m.id: OutboxRecord(_flag(row[dispatched]), deserialize(row[operations])) for m, row in found if row[dispatched] is not None}
+        records = {
+            message.id: OutboxRecord(_flag(row[dispatched]), deserialize(row[operations]))
+            for message, row in found
+            if row[dispatched] is not None
+        }
         return [message for message, _ in found], expired, records
 
     def _handle(self, pump: PumpSeam, link: Link, message: Message, record: OutboxRecord | None, taken: _Taken, isolated: bool) -> None:
