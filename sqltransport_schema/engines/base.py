@@ -454,10 +454,12 @@ class Dialect:
         return dbapi_connection.cursor()
 
     @contextlib.contextmanager
-    def committing_together(self, dbapi_connection: Any, cursor: Any) -> Iterator[None]:
+    def committing_together(self, dbapi_connection: Any, cursor: Any, durable: bool = True) -> Iterator[None]:
         """The statements of the block and the commit of the caller's transaction sent at once, where
         the driver can (a transaction's last writes, whose answers nobody reads: the outbox's store,
-        its dispatch); here the block runs as it stands and the caller's own commit follows."""
+        its dispatch); here the block runs as it stands and the caller's own commit follows.
+        durable=False: the commit need not wait for its flush to disk, where the engine can say so (a
+        transaction whose loss in a crash of the server a durable one already redoes: the outbox's dispatch)."""
         yield
 
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:

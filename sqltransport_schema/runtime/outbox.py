@@ -422,7 +422,9 @@ class PumpOutbox:
         rows and dispatched them), that is undone and each message goes alone: those taken are left."""
         with conn.begin() as transaction:
             if pump.queue.delete_locked(conn, [message.order for message, _ in stored]) == len(stored):
-                with self._committing(conn):
+                # not durable: lost in a crash of the server, it is redone from the rows the handler's
+                # transaction made durable (its messages back in their queue, their rows not dispatched)
+                with self._committing(conn, durable=False):
                     self.dispatch(conn, [op for _, operations in stored for op in operations])
                     self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
                 return
@@ -431,11 +433,12 @@ class PumpOutbox:
             for item in stored:
                 self.dispatch_stored(pump, conn, [item])
 
-    def _committing(self, conn: Connection) -> AbstractContextManager[None]:
+    def _committing(self, conn: Connection, table: OutboxTable | None = None, durable: bool = True) -> AbstractContextManager[None]:
         """The block's writes and the commit of `conn`'s transaction in one round trip where the
-        engine's driver can (Dialect.committing_together); the transaction's own commit follows."""
+        engine's driver can (Dialect.committing_together); the transaction's own commit follows.
+        `table`: the outbox table of the database `conn` is on (a tenant's), if not this one."""
         driver = driver_of(conn)
-        return self.transport.dialect.committing_together(driver.connection, driver.cursor)
+        return (table or self.table).dialect.committing_together(driver.connection, driver.cursor, durable)
 
     def dispatch(self, conn: Connection, operations: Sequence[OutgoingOperation]) -> None:
         """Send stored operations to their queues, in the caller's transaction."""
@@ -449,17 +452,23 @@ class PumpOutbox:
         commits; (3) each row is set as dispatched in its tenant database. A crash before (1)
         commits handles the message again; between (1) and (2) the message comes back and its row
         sends what it stored (the handler does not run again); between (2) and (3) the message and its
-        operations are gone, sent once, and its row stays not dispatched (docs/tenants.md)."""
+        operations are gone, sent once, and its row stays not dispatched (docs/tenants.md). Step (3)
+        sets a tenant's rows of the batch in one statement."""
         stored: list[tuple[Message, list[OutgoingOperation], Engine]] = []
         with link.connection.begin():
             messages, expired = pump.queue.lock_batch(link.driver, size)
             taken = _Taken(settled=list(expired))
             for message in messages:
                 self._handle_in_tenant(pump, tenant_of, link, message, taken, stored)
-            self.dispatch_tenants(pump, link, taken.settled, stored)
+            with self._committing(link.connection):
+                self.dispatch_tenants(pump, link, taken.settled, stored)
+        by_tenant: dict[int, tuple[Engine, list[str]]] = {}
         for message, _, engine in stored:
-            with engine.begin() as conn:
-                self._table_in(engine).set_dispatched(conn, message.id)
+            by_tenant.setdefault(id(engine), (engine, []))[1].append(message.id)
+        for engine, message_ids in by_tenant.values():  # one transaction, one statement for a tenant's rows
+            table = self._table_in(engine)
+            with engine.begin() as conn, self._committing(conn, table):
+                table.set_dispatched_many(conn, message_ids)
         pump.committed(taken.handled, taken.outcomes)
         return len(messages) + len(expired), taken.failures
 
@@ -487,7 +496,8 @@ class PumpOutbox:
                     context = pump.context(tenant, pump.queue.savepoint, outgoing, link)
                     outcome = pump.handle(message, context)
                     if outcome == "processed":
-                        table.store(tenant.connection, message.id, outgoing.operations)
+                        with self._committing(tenant.connection, table):
+                            table.store(tenant.connection, message.id, outgoing.operations)
                         tenant.commit()
                         stored.append((message, outgoing.operations, tenant.engine))
             else:

@@ -14,7 +14,8 @@ time the pump reaches it, by wrapping the pump's own steps (nothing in the libra
   after-commit    every tenant transaction of a message (or batch) has committed; the shared one
                   has taken nothing and sent nothing (CRASH_AT counts batches)
   after-dispatch  the shared transaction has committed (messages taken, operations sent); the row
-                  is not yet set as dispatched in its tenant database (CRASH_AT counts rows set)
+                  is not yet set as dispatched in its tenant database (CRASH_AT counts tenants' sets: the
+                  batch's rows of one tenant at once)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ TENANT_HEADER = "tenant"
 STEPS = {
     "in-handler": (OutboxTable, "store"),
     "after-commit": (PumpOutbox, "dispatch_tenants"),
-    "after-dispatch": (OutboxTable, "set_dispatched"),
+    "after-dispatch": (OutboxTable, "set_dispatched_many"),
 }
 
 

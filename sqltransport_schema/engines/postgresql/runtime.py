@@ -57,6 +57,7 @@ class Runtime:
     SAVEPOINT = "SAVEPOINT sqltransport_message"
     ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT sqltransport_message"
     COMMIT = "COMMIT"  # sent with a transaction's last writes (committing_together)
+    COMMIT_NOT_WAITING = "SET LOCAL synchronous_commit TO OFF"  # this transaction's commit only
     PEEK = (
         "SELECT COALESCE(cast((SELECT seq FROM {table} ORDER BY seq DESC LIMIT 1 FOR UPDATE SKIP LOCKED) - "
         "(SELECT seq FROM {table} ORDER BY seq ASC LIMIT 1 FOR UPDATE SKIP LOCKED) + 1 AS int), 0)"
@@ -109,16 +110,20 @@ FROM params"""
         return list(values)
 
     @contextlib.contextmanager
-    def committing_together(self, dbapi_connection: Any, cursor: Any) -> Iterator[None]:
+    def committing_together(self, dbapi_connection: Any, cursor: Any, durable: bool = True) -> Iterator[None]:
         """On psycopg 3, the block's statements and COMMIT go in its pipeline, in one round trip to
         the server instead of one each (psycopg's pipeline mode: nothing waits for an answer until
         its end, where every statement's error is raised). The caller's commit then finds the
-        transaction ended and sends nothing. psycopg2: as it stands."""
+        transaction ended and sends nothing. durable=False: an asynchronous commit (the WAL flushed
+        by the next durable commit, or within wal_writer_delay), lost only in a crash of the server,
+        never half applied. psycopg2: as it stands."""
         if type(dbapi_connection).__module__.partition(".")[0] != "psycopg":
             yield
             return
         with dbapi_connection.pipeline():
             yield
+            if not durable:
+                cursor.execute(self.COMMIT_NOT_WAITING)
             cursor.execute(self.COMMIT)
 
     def runtime_cursor(self, dbapi_connection: Any) -> Any:
