@@ -10,9 +10,12 @@ A message handled with the outbox takes two transactions on the pump's connectio
 2. the dispatch: the incoming messages are taken (deleted), the stored operations are sent to their
    queues and the rows are set as dispatched, in one commit (per batch).
 
-A batch does each kind of work in one statement, not one per message: one read of the batch's rows,
-one store of the rows handled (an executemany), the sends of each queue in one statement, one
-statement setting the rows as dispatched (where the engine has the batch forms, OUTBOX_GET_BATCH).
+A batch does each kind of work in one statement, not one per message: one read of the batch's rows
+(on PostgreSQL joined to the lock, OUTBOX_LOCK_BATCH), one store of the rows handled (an
+executemany), the sends of each queue in one statement, one statement setting the rows as
+dispatched (where the engine has the batch forms, OUTBOX_GET_BATCH). Each transaction's last
+writes go with its commit where the driver can (Dialect.committing_together), and the dispatch's
+commit need not be durable: lost with the server, it is redone from the rows (1) made durable.
 
 A crash before (1) commits handles the message again; after it, the message is still in its queue
 and comes back: its row says it was handled, so the handler does not run again and what (2) had not
