@@ -38,6 +38,8 @@ class Kind(str, Enum):
     SUBSCRIPTIONS = "subscriptions"
     SAGA = "saga"
     OUTBOX = "outbox"  # SQL persistence's outbox table of an endpoint (docs/outbox.md)
+    ARCHIVE = "archive"  # a plain queue's archive: the console moves failed messages there (docs/console.md)
+    ACTION_LOG = "action_log"  # the console's action log: who did what, when, to how many messages
 
 
 # The kinds SQL persistence owns: named by the endpoint's prefix, not versioned by the transport.
@@ -115,6 +117,7 @@ class TableSpec(NamedTuple):
     transitional: Correlation | None = None  # saga tables: the transitional correlation property
     saga_prefix: str | None = None  # saga and outbox tables: the endpoint's table prefix (index names, Oracle's names)
     tenant: bool = False  # saga and outbox tables: in every tenant database, not in the shared one (role TENANT)
+    queue: str | None = None  # archive tables: the queue (beside it, same schema) whose messages it keeps
 
     @property
     def role(self) -> str:
@@ -153,6 +156,8 @@ class TableSpec(NamedTuple):
                 parts.append(f', "transitional": {self.transitional.to_json()}')
             if self.tenant:  # written only when set: blueprints of earlier compiles read the same
                 parts.append(', "tenant": true')
+        elif self.kind is Kind.ARCHIVE:
+            parts.append(f', "queue": {_json_string(self.queue or "")}')
         parts.append("}")
         return "".join(parts)
 
@@ -169,6 +174,7 @@ class TableSpec(NamedTuple):
             transitional=Correlation.from_json(data.get("transitional")),
             saga_prefix=data.get("prefix"),
             tenant=data.get("tenant", False),
+            queue=data.get("queue"),
         )
 
 
@@ -269,7 +275,7 @@ class Blueprint:
 
 
 # The blueprint's table order: a snapshot lists every queue, then the delayed tables, and so on.
-_KIND_ORDER = {Kind.QUEUE: 0, Kind.DELAYED: 1, Kind.SUBSCRIPTIONS: 2, Kind.SAGA: 3, Kind.OUTBOX: 4}
+_KIND_ORDER = {Kind.QUEUE: 0, Kind.DELAYED: 1, Kind.SUBSCRIPTIONS: 2, Kind.SAGA: 3, Kind.OUTBOX: 4, Kind.ARCHIVE: 5, Kind.ACTION_LOG: 6}
 
 
 def in_kind_order(specs: Iterable[TableSpec]) -> tuple[TableSpec, ...]:

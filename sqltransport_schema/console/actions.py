@@ -1,7 +1,8 @@
 """The console's actions: retries of chosen messages (one, a selection, a group, everything a filter
 matches) back to each message's NServiceBus.FailedQ or to a chosen queue, through the runtime's `retry` (batches, each
 one transaction), run as a job that shows progress, may be slowed to a number of batches a second
-and cancelled between batches; and the action log, a table in the database (who, when, what, how many)."""
+and cancelled between batches; and the action log, the table the topology's `action_log:` declares and
+the migrations create (who, when, what, how many)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,21 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, RetryReport, resolve, retry, retry_destination
 from ..runtime.transport import execute
-from ..schema import TableName
+from ..schema import Kind, TableName
 
 if TYPE_CHECKING:
     from ..runtime.transport import Transport
 
-ACTION_LOG = "ConsoleActions"  # the action log's table, beside the error queue
+
+
+def deployed_table(transport: Transport, kind: Kind) -> TableName | None:
+    """The first table of this kind the deployed blueprint records, None where it has none."""
+    specs = transport.blueprint.tables if transport.blueprint is not None else ()
+    return next((spec.name for spec in specs if spec.kind is kind), None)
+
+
+class NoActionLog(errors.Refused):
+    """An action asked of a console whose deployed topology declares no action log."""
 
 
 class Cancelled(errors.SqltransportError):
@@ -63,29 +73,31 @@ class Actions:
         self.jobs: dict[int, Job] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        error = resolve(transport, error_queue)
-        self.log_table = TableName(ACTION_LOG, error.schema, error.catalog)
-        self._log_ready = False
+        self.error = resolve(transport, error_queue)
+        self.log_table = deployed_table(transport, Kind.ACTION_LOG)
 
     # -- the action log ------------------------------------------------------------------------
     def _statement(self, which: str) -> Any:
         return self.transport.dialect.operations.action_log(self.log_table, self.transport.profile, which)
 
-    def _ensure_log(self) -> None:
-        if not self._log_ready:
-            with self.transport.engine.begin() as conn:
-                execute(conn, self._statement("create"))
-            self._log_ready = True
+    def require_log(self) -> None:
+        """Actions are logged: without the table the topology declares, none is taken."""
+        if self.log_table is None:
+            raise NoActionLog(
+                "the deployed topology has no action log: add `action_log: {table: ConsoleActions}` to topology.yaml, "
+                "compile and upgrade (docs/console.md), then restart the console"
+            )
 
     def log(self, who: str, action: str, target: str, messages: int) -> None:
-        self._ensure_log()
+        self.require_log()
         row = {"Who": who, "Action": action, "Target": target, "Messages": messages}  # At: the server's clock
         with self.transport.engine.begin() as conn:
             execute(conn, self._statement("insert"), row)
 
     def history(self, limit: int = 100) -> list[dict]:
-        """The latest actions, newest first (none before the first action: the table is made then)."""
-        self._ensure_log()
+        """The latest actions, newest first (none where the topology declares no action log)."""
+        if self.log_table is None:
+            return []
         with self.transport.engine.connect() as conn:
             rows = execute(conn, self._statement("read"), {"Limit": limit}).fetchall()
         return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
@@ -100,6 +112,7 @@ class Actions:
         deployed topology)."""
         if not ids:
             raise errors.UsageError("no message chosen: nothing to retry")
+        self.require_log()
         if rate is not None and rate <= 0:
             raise errors.UsageError(f"rate must be above 0 batches a second, not {rate}")
         if to_queue is not None:

@@ -34,6 +34,7 @@ from ..urls import display_url
 from . import failed
 from .actions import Actions
 from .chart import depth_chart
+from .archive import Archive
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class Console:
         `sample_interval`: seconds between depth samples (the ring buffer holds an hour of them)."""
         self.transport, self.access, self.config, self.error_queue, self.draw = transport, access, config, error_queue, draw
         self.actions = Actions(transport, error_queue, batch_size)
+        self.archive = Archive(transport, error_queue, batch_size)
         self.sample_interval = sample_interval
         self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=max(2, math.ceil(3600 / sample_interval)) + 1)
         self._report: tuple[float, Any] | None = None
@@ -471,10 +473,174 @@ async def _usage(request: Request, exc: Exception) -> Response:
     return response
 
 
+async def _refused(request: Request, exc: Exception) -> Response:
+    response = _refusal(request, 409, str(exc))
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
 async def _not_found(request: Request, exc: Exception) -> Response:
     response = _refusal(request, 404, str(exc))
     response.headers.update(SECURITY_HEADERS)
     return response
+
+
+# ------------------------------------------------------------------------- the archive
+DEFAULT_WHY = "archived from the console"
+
+
+def _archive(console: Console, ids: list[str], why: str, who: str, what: str) -> dict:
+    """Archive these messages of the error queue, and log it (the log checked first: no unlogged action)."""
+    console.actions.require_log()
+    if not ids:
+        raise errors.UsageError("no message chosen: nothing to archive")
+    moved = console.archive.archive(ids, why or DEFAULT_WHY, who)
+    console.actions.log(who, "archive", what, moved.messages)
+    return moved.to_json()
+
+
+def _restore(console: Console, keys: list[int], who: str) -> dict:
+    console.actions.require_log()
+    if not keys:
+        raise errors.UsageError("no archived message chosen: nothing to restore")
+    moved = console.archive.restore(keys)
+    console.actions.log(who, "restore", f"{len(keys)} archived message(s)", moved.messages)
+    return moved.to_json()
+
+
+def _purge(console: Console, older_than: Any, who: str) -> dict:
+    from ..util import duration_ms
+
+    milliseconds = duration_ms(str(older_than or ""))
+    if milliseconds is None:
+        raise errors.UsageError(f"older_than: {older_than!r} is not an age: give a number and its unit, e.g. 90m, 12h or 30d")
+    console.actions.require_log()
+    purged = console.archive.purge(milliseconds / 1000)
+    console.actions.log(who, "purge", f"archived more than {older_than} ago", purged.messages)
+    return purged.to_json()
+
+
+def _chosen(console: Console, fields: dict[str, str], ids: list[str]) -> tuple[list[str], str]:
+    """The messages a form or a request chose: the filter's matches (scope=filter) or the ids given."""
+    if fields.pop("scope", None) == "filter":
+        return _matching(console, {k: v for k, v in fields.items() if k in _FILTER_FIELDS and v})
+    return ids, f"{len(ids)} chosen message(s)"
+
+
+async def archive_form(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    form = await request.form()
+    fields = {k: str(v) for k, v in form.items()}
+    ids, what = await run_in_threadpool(_chosen, console, fields, [str(v) for v in form.getlist("id")])
+    await run_in_threadpool(_archive, console, ids, fields.get("why", ""), _who(request), what)
+    return RedirectResponse("/archive", status_code=303)
+
+
+async def restore_form(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    form = await request.form()
+    keys = [_int(v, "key") for v in form.getlist("key")]
+    await run_in_threadpool(_restore, console, keys, _who(request))
+    return RedirectResponse("/archive", status_code=303)
+
+
+async def purge_form(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    form = await request.form()
+    await run_in_threadpool(_purge, console, form.get("older_than"), _who(request))
+    return RedirectResponse("/archive", status_code=303)
+
+
+def archive_page(request: Request) -> Response:
+    console: Console = request.app.state.console
+    after = _int(request.query_params.get("after"), "after")
+    declared = console.archive.table is not None
+    rows, next_after = console.archive.page(after) if declared else ([], None)
+    total = console.archive.count() if declared else 0
+    return _page(request, "archive.html", declared=declared, rows=rows, after=after, next_after=next_after, total=total)
+
+
+def api_archived(request: Request) -> Response:
+    console: Console = request.app.state.console
+    after = _int(request.query_params.get("after"), "after")
+    limit = _int(request.query_params.get("limit"), "limit")
+    rows, next_after = console.archive.page(after, 50 if limit is None else limit)
+    return JSONResponse({"messages": [r.to_json() for r in rows], "after": after, "next_after": next_after})
+
+
+async def _json_object(request: Request, shape: str) -> dict:
+    try:
+        body = await request.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise errors.UsageError(f"give a JSON object: {shape}")
+    return body
+
+
+async def api_archive(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    body = await _json_object(request, '{"ids": [...]} or {"filter": {...}}, optional "why"')
+    if ("ids" in body) == ("filter" in body):
+        raise errors.UsageError("give exactly one of ids (a list of message ids) and filter (an object of filter fields)")
+    if "ids" in body:
+        if not isinstance(body["ids"], list) or not all(isinstance(i, str) for i in body["ids"]):
+            raise errors.UsageError("ids: give a list of message ids (strings)")
+        ids, what = body["ids"], f"{len(body['ids'])} chosen message(s)"
+    else:
+        given = body["filter"]
+        if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
+            raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
+        ids, what = await run_in_threadpool(_matching, console, {k: str(v) for k, v in given.items() if v})
+    why = body.get("why") or ""
+    if not isinstance(why, str):
+        raise errors.UsageError("why: give a text")
+    return JSONResponse(await run_in_threadpool(_archive, console, ids, why, _who(request), what))
+
+
+async def api_restore(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    body = await _json_object(request, '{"keys": [...]}')
+    keys = body.get("keys")
+    if not isinstance(keys, list) or not all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
+        raise errors.UsageError("keys: give a list of archive keys (whole numbers, GET /api/archive lists them)")
+    return JSONResponse(await run_in_threadpool(_restore, console, keys, _who(request)))
+
+
+async def api_purge(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    body = await _json_object(request, '{"older_than": "30d"}')
+    return JSONResponse(await run_in_threadpool(_purge, console, body.get("older_than"), _who(request)))
+
+
+ARCHIVE_ROUTES = [
+    Route("/archive", archive_page),
+    Route("/actions/archive", archive_form, methods=["POST"]),
+    Route("/actions/restore", restore_form, methods=["POST"]),
+    Route("/actions/purge", purge_form, methods=["POST"]),
+    Route("/api/archive", api_archived),
+    Route("/api/archive", api_archive, methods=["POST"]),
+    Route("/api/restore", api_restore, methods=["POST"]),
+    Route("/api/purge", api_purge, methods=["POST"]),
+]
 
 
 def make_app(console: Console) -> Starlette:
@@ -498,12 +664,13 @@ def make_app(console: Console) -> Starlette:
         Route("/api/jobs/{job}/cancel", api_cancel, methods=["POST"]),
         Route("/api/log", api_log),
         Route("/api/csrf", api_csrf),
+        *ARCHIVE_ROUTES,
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(
         routes=routes,
         middleware=[Middleware(AccessMiddleware)],
-        exception_handlers={errors.UsageError: _usage, errors.NotFound: _not_found},
+        exception_handlers={errors.UsageError: _usage, errors.NotFound: _not_found, errors.Refused: _refused},
     )
     app.state.console = console
     return app

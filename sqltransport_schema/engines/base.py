@@ -304,6 +304,8 @@ class Dialect:
             Kind.SUBSCRIPTIONS: self.create_subscriptions,
             Kind.SAGA: self.create_saga,
             Kind.OUTBOX: self.create_outbox,
+            Kind.ARCHIVE: self.create_archive,
+            Kind.ACTION_LOG: self.create_action_log,
         }[spec.kind]
         return builder(spec, profile)
 
@@ -315,6 +317,15 @@ class Dialect:
 
     def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:
         raise NotImplementedError
+
+    def create_archive(self, spec: TableSpec, profile: Profile) -> list[str]:
+        """A queue's archive: the queue's message columns, the engine's own ordering column as its key,
+        and ArchivedAt (indexed: purges go by age), ArchivedWhy and ArchivedBy."""
+        raise errors.Unsupported(f"{self.name} has no archive tables yet")
+
+    def create_action_log(self, spec: TableSpec, profile: Profile) -> list[str]:
+        """The console's action log: Id (ascending), At, Who, Action, Target, Messages."""
+        raise errors.Unsupported(f"{self.name} has no console action log yet")
 
     def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
         raise NotImplementedError

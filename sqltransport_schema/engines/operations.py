@@ -266,17 +266,43 @@ class Operations:
         template = fill(self.FAILED_MESSAGE, {"order": self.order})
         return self.statement("failed_message", template, table=self.dialect.qualified(table, profile))
 
-    # -- the console's action log ---------------------------------------------------------------
-    ACTION_LOG_CREATE = ""  # the table, created if missing
+    # -- the console's action log (a table the migrations create: `action_log:` in the topology) ---
     ACTION_LOG_INSERT = ""  # At is the server's clock (UTC)
     ACTION_LOG_READ = "SELECT At, Who, Action, Target, Messages FROM {table} ORDER BY Id DESC LIMIT @Limit"
 
     def action_log(self, table: TableName, profile: Profile, which: str) -> Statement:
-        """The action log's statement `which` (create, insert, read)."""
-        template = {"create": self.ACTION_LOG_CREATE, "insert": self.ACTION_LOG_INSERT, "read": self.ACTION_LOG_READ}[which]
+        """The action log's statement `which` (insert, read)."""
+        template = {"insert": self.ACTION_LOG_INSERT, "read": self.ACTION_LOG_READ}[which]
         if not template:
             raise self._unsupported()
         return self.statement(f"action_log_{which}", template, table=self.dialect.qualified(table, profile))
+
+    # -- a queue's archive (`archive:` on a plain queue): moves between it and the queue, each
+    # statement run once per message (execute_many), a batch of them one transaction ------------
+    ARCHIVE_MOVES: tuple[str, ...] = ()  # @Id of {queue} -> {archive}, with @Why and @By
+    RESTORE_MOVES: tuple[str, ...] = ()  # @Key of {archive} -> {queue}
+    ARCHIVE_PURGE = ""  # up to @BatchSize rows archived more than @Seconds ago
+    ARCHIVE_PAGE = (
+        "SELECT {order}, Id, ArchivedAt, ArchivedWhy, ArchivedBy FROM {archive} WHERE {order} > @After ORDER BY {order} LIMIT @Limit"
+    )
+    ARCHIVE_COUNT = "SELECT count(*) FROM {archive}"
+
+    def archive(self, which: str, queue: TableName, archive: TableName, profile: Profile) -> list[Statement]:
+        """The statements of `which` (archive, restore: run in order for each message; purge, page,
+        count: one) between the queue and its archive table."""
+        templates = {
+            "archive": self.ARCHIVE_MOVES,
+            "restore": self.RESTORE_MOVES,
+            "purge": (self.ARCHIVE_PURGE,) if self.ARCHIVE_PURGE else (),
+            "page": (self.ARCHIVE_PAGE,),
+            "count": (self.ARCHIVE_COUNT,),
+        }[which]
+        if not templates or not self.supported:
+            raise self._unsupported()
+        names = {"queue": self.dialect.qualified(queue, profile), "archive": self.dialect.qualified(archive, profile)}
+        return [
+            self.statement(f"archive_{which}_{i}", fill(template, {"order": self.order}), **names) for i, template in enumerate(templates)
+        ]
 
     WRITE_PROBE = "DELETE FROM {table} WHERE 1 = 0"
 

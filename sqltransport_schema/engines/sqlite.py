@@ -148,7 +148,7 @@ class SQLite(Dialect):
     def table_key(self, name: TableName) -> tuple:
         return (name.table.casefold(),)
 
-    index_suffixes = {"queue": ("_Expires",), "delayed": ("_Due",)}
+    index_suffixes = {"queue": ("_Expires",), "delayed": ("_Due",), "archive": ("_ArchivedAt",)}
 
     def _index(self, spec: TableSpec) -> str:
         return self.index_names(spec)[0].table
@@ -179,6 +179,27 @@ class SQLite(Dialect):
             Column("QueueAddress", "text", False),
             Column("Endpoint", "text", False),
             Column("Topic", "text", False),
+        ),
+        Kind.ARCHIVE: (
+            Column("Id", "text", False),
+            Column("CorrelationId", "text", True),
+            Column("ReplyToAddress", "text", True),
+            Column("Recoverable", "integer", False),
+            Column("Expires", "datetime", True),
+            Column("Headers", "text", False),
+            Column("Body", "blob", True),
+            Column("RowVersion", "integer", False),
+            Column("ArchivedAt", "datetime", False),
+            Column("ArchivedWhy", "text", False),
+            Column("ArchivedBy", "text", False),
+        ),
+        Kind.ACTION_LOG: (
+            Column("Id", "integer", False),
+            Column("At", "datetime", False),
+            Column("Who", "text", False),
+            Column("Action", "text", False),
+            Column("Target", "text", False),
+            Column("Messages", "integer", False),
         ),
     }
 
@@ -217,6 +238,13 @@ class SQLite(Dialect):
             indexes.append(IndexShape(("messageid",), unique=True))  # the primary key's automatic index
             indexes += [IndexShape((column.lower(),), name=f"{spec.name.table}_{index}") for index, column in self.OUTBOX_INDEXES.items()]
             defaults = dict(self.OUTBOX_DEFAULTS)
+        elif spec.kind is Kind.ARCHIVE:
+            columns = shape_columns(self.COLUMNS[Kind.ARCHIVE])
+            indexes.append(IndexShape(("archivedat",), name=self._index(spec)))
+            numbering = {"rowversion": self.Catalog.AUTOINCREMENT}
+        elif spec.kind is Kind.ACTION_LOG:
+            columns = shape_columns(self.COLUMNS[Kind.ACTION_LOG])
+            numbering = {"id": self.Catalog.AUTOINCREMENT}
         else:
             columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes.append(IndexShape(("endpoint", "topic"), unique=True))
@@ -255,6 +283,30 @@ CREATE TABLE IF NOT EXISTS {table} (
     Topic TEXT NOT NULL,
     PRIMARY KEY (Endpoint, Topic)
 )"""
+    CREATE_ARCHIVE = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    Id TEXT NOT NULL,
+    CorrelationId TEXT,
+    ReplyToAddress TEXT,
+    Recoverable INTEGER NOT NULL,
+    Expires DATETIME,
+    Headers TEXT NOT NULL,
+    Body BLOB,
+    RowVersion INTEGER PRIMARY KEY AUTOINCREMENT,
+    ArchivedAt DATETIME NOT NULL,
+    ArchivedWhy TEXT NOT NULL,
+    ArchivedBy TEXT NOT NULL
+)"""
+    CREATE_ARCHIVED_AT_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} (ArchivedAt)"
+    CREATE_ACTION_LOG = """\
+CREATE TABLE IF NOT EXISTS {table} (
+    Id INTEGER PRIMARY KEY AUTOINCREMENT,
+    At DATETIME NOT NULL,
+    Who TEXT NOT NULL,
+    Action TEXT NOT NULL,
+    Target TEXT NOT NULL,
+    Messages INTEGER NOT NULL
+)"""
     ADD_BODY_STRING = "ALTER TABLE {table} ADD COLUMN " + BODY_STRING_COLUMN
     DROP_BODY_STRING = "ALTER TABLE {table} DROP COLUMN BodyString"
     # SQLite has no procedural code: a named CHECK constraint makes the database
@@ -288,6 +340,13 @@ CREATE TABLE IF NOT EXISTS {table} (
 
     def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.CREATE_SUBSCRIPTIONS.format(table=self.qualified(spec.name))]
+
+    def create_archive(self, spec: TableSpec, profile: Profile) -> list[str]:
+        table = self.qualified(spec.name)
+        return [self.CREATE_ARCHIVE.format(table=table), self.CREATE_ARCHIVED_AT_INDEX.format(index=self.quote(self._index(spec)), table=table)]
+
+    def create_action_log(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return [self.CREATE_ACTION_LOG.format(table=self.qualified(spec.name))]
 
     def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
         table = self.qualified(spec.name)
@@ -707,13 +766,24 @@ SELECT FailedQ, count(*) AS Messages FROM (
 ) AS failed
 GROUP BY FailedQ ORDER BY FailedQ"""
         ERROR_BATCH = "SELECT {order}, Id, Headers, Body FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"
-        ACTION_LOG_CREATE = (
-            "CREATE TABLE IF NOT EXISTS {table} (Id INTEGER PRIMARY KEY AUTOINCREMENT, At TEXT NOT NULL, Who TEXT NOT NULL, "
-            "Action TEXT NOT NULL, Target TEXT NOT NULL, Messages INTEGER NOT NULL)"
-        )
-
         ACTION_LOG_INSERT = (
             "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (" + NOW + ", @Who, @Action, @Target, @Messages)"
+        )
+        # A transaction holds SQLite's one writer lock from its first write: the copy and the delete
+        # of a message run with no other writer between them.
+        _COPIED = "Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body"
+        ARCHIVE_MOVES = (
+            "INSERT INTO {archive} (" + _COPIED + ", ArchivedAt, ArchivedWhy, ArchivedBy) SELECT " + _COPIED + ", " + NOW
+            + ", @Why, @By FROM {queue} WHERE Id = @Id",
+            "DELETE FROM {queue} WHERE Id = @Id",
+        )
+        RESTORE_MOVES = (
+            "INSERT INTO {queue} (" + _COPIED + ") SELECT " + _COPIED + " FROM {archive} WHERE RowVersion = @Key",
+            "DELETE FROM {archive} WHERE RowVersion = @Key",
+        )
+        ARCHIVE_PURGE = (
+            "DELETE FROM {archive} WHERE RowVersion IN (SELECT RowVersion FROM {archive} "
+            "WHERE ArchivedAt < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || @Seconds || ' seconds') ORDER BY RowVersion LIMIT @BatchSize)"
         )
 
         def header_value(self, header: str) -> str:

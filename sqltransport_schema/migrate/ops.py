@@ -213,6 +213,8 @@ class _TableOp(_OnSpec, TransportOp):
                 tail += f", protected={self.table.protected!r}"
         elif self.kind is Kind.DELAYED and self.table.body_string:
             tail += ", body_string=True"
+        elif self.kind is Kind.ARCHIVE:
+            tail += f", queue={_literal(self.table.queue or '')}"
         return tail
 
     @classmethod
@@ -224,11 +226,13 @@ class _TableOp(_OnSpec, TransportOp):
         body_string: bool = False,
         seq_type: str = "serial",
         protected: bool | None = None,
+        queue: str | None = None,
         **rest: Any,
     ) -> TransportOp:
         if protected is None:
             protected = protected_by_default(cls.kind, name.table)
-        return cls(TableSpec(cls.kind, name, body_string=body_string, seq_type=seq_type, protected=protected), version, **rest)
+        spec = TableSpec(cls.kind, name, body_string=body_string, seq_type=seq_type, protected=protected, queue=queue)
+        return cls(spec, version, **rest)
 
 
 class _CreateTable(_TableOp):
@@ -368,6 +372,55 @@ class DropSubscriptionTableOp(_DropTable):
 
     def reverse(self) -> CreateSubscriptionTableOp:
         return CreateSubscriptionTableOp(self.table, self.version)
+
+
+@register("create_archive_table")
+class CreateArchiveTableOp(_CreateTable):
+    """Create a queue's archive table (queue=: the queue it keeps messages of), where the console
+    moves failed messages instead of deleting them."""
+
+    kind = Kind.ARCHIVE
+    noun = "archive table"
+    lock_cost = 11
+
+    def reverse(self) -> DropArchiveTableOp:
+        return DropArchiveTableOp(self.table, self.version)
+
+
+@register("drop_archive_table")
+class DropArchiveTableOp(_DropTable):
+    """Drop an archive table; refused while it holds archived messages unless discard_messages."""
+
+    kind = Kind.ARCHIVE
+    noun = "archive table"
+    lock_cost = 15
+
+    def reverse(self) -> CreateArchiveTableOp:
+        return CreateArchiveTableOp(self.table, self.version)
+
+
+@register("create_action_log")
+class CreateActionLogOp(_CreateTable):
+    """Create the console's action log table (who did what, when, to how many messages)."""
+
+    kind = Kind.ACTION_LOG
+    noun = "action log"
+    lock_cost = 10
+
+    def reverse(self) -> DropActionLogOp:
+        return DropActionLogOp(self.table, self.version)
+
+
+@register("drop_action_log")
+class DropActionLogOp(_DropTable):
+    """Drop the console's action log; refused while it holds logged actions unless discard_messages."""
+
+    kind = Kind.ACTION_LOG
+    noun = "action log"
+    lock_cost = 12
+
+    def reverse(self) -> CreateActionLogOp:
+        return CreateActionLogOp(self.table, self.version)
 
 
 # --------------------------------------------------------------------------- queue changes
@@ -542,8 +595,20 @@ class DropSchemaIfEmptyOp(_SchemaOp):
         return EnsureSchemaOp(self.table)
 
 
-CREATE_OPS = {Kind.QUEUE: CreateQueueOp, Kind.DELAYED: CreateDelayedTableOp, Kind.SUBSCRIPTIONS: CreateSubscriptionTableOp}
-DROP_OPS = {Kind.QUEUE: DropQueueOp, Kind.DELAYED: DropDelayedTableOp, Kind.SUBSCRIPTIONS: DropSubscriptionTableOp}
+CREATE_OPS = {
+    Kind.QUEUE: CreateQueueOp,
+    Kind.DELAYED: CreateDelayedTableOp,
+    Kind.SUBSCRIPTIONS: CreateSubscriptionTableOp,
+    Kind.ARCHIVE: CreateArchiveTableOp,
+    Kind.ACTION_LOG: CreateActionLogOp,
+}
+DROP_OPS = {
+    Kind.QUEUE: DropQueueOp,
+    Kind.DELAYED: DropDelayedTableOp,
+    Kind.SUBSCRIPTIONS: DropSubscriptionTableOp,
+    Kind.ARCHIVE: DropArchiveTableOp,
+    Kind.ACTION_LOG: DropActionLogOp,
+}
 
 
 @renderers.dispatch_for(TransportOp)

@@ -51,6 +51,8 @@ CONTENTS = {
     Kind.SUBSCRIPTIONS: "subscription rows",
     Kind.SAGA: "saga instances",
     Kind.OUTBOX: "undispatched outbox messages",
+    Kind.ARCHIVE: "archived messages",
+    Kind.ACTION_LOG: "logged actions",
 }
 
 

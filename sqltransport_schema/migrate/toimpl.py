@@ -53,7 +53,7 @@ def kinds() -> list[type]:
 
 
 # --------------------------------------------------------------------------- tables
-@implementation_for(ops.CreateQueueOp, ops.CreateDelayedTableOp, ops.CreateSubscriptionTableOp)
+@implementation_for(ops.CreateQueueOp, ops.CreateDelayedTableOp, ops.CreateSubscriptionTableOp, ops.CreateArchiveTableOp, ops.CreateActionLogOp)
 def create_table(operation: ops._CreateTable, dialect: engines.Dialect) -> list[str]:
     prof = profile(operation.version)
     reason = dialect.unsupported(prof)
@@ -62,7 +62,7 @@ def create_table(operation: ops._CreateTable, dialect: engines.Dialect) -> list[
     return dialect.create_table(operation.table, prof)
 
 
-@implementation_for(ops.DropQueueOp, ops.DropDelayedTableOp, ops.DropSubscriptionTableOp)
+@implementation_for(ops.DropQueueOp, ops.DropDelayedTableOp, ops.DropSubscriptionTableOp, ops.DropArchiveTableOp, ops.DropActionLogOp)
 def drop_table(operation: ops._DropTable, dialect: engines.Dialect) -> list[str]:
     return dialect.drop_table(operation.table, profile(operation.version), operation.discard_messages)
 

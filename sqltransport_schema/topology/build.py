@@ -73,6 +73,7 @@ def build(root: Obj, path: str, files: tuple[Source, ...] = ()) -> Topology:
     pg = root.get("postgresql")
     tenants = root.get("tenants")
     tenant_tables = tenants.get("tables", []) if tenants is not None else []
+    action_log = root.get("action_log")
     return Topology(
         path=path,
         transport_version=root.get("transport_version"),
@@ -85,12 +86,13 @@ def build(root: Obj, path: str, files: tuple[Source, ...] = ()) -> Topology:
         postgresql_seq_type=pg.get("seq_type", "serial") if pg is not None else "serial",
         endpoints=endpoints,
         queues=tuple(
-            _placed(Queue, obj, "name", defaults, protected=obj.get("protected")) for obj, _ in _complete(root.get("queues", []), "name")
+            _placed(Queue, obj, "name", defaults, protected=obj.get("protected"), archive=obj.get("archive")) for obj, _ in _complete(root.get("queues", []), "name")
         ),
         discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("discard", []), "name")),
         drop_protected=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("drop_protected", []), "name")),
         postgresql_online_rewrites=bool(pg.get("online_rewrites", False)) if pg is not None else False,
         tenant_tables=tuple(value for value, _ in tenant_tables),
+        action_log=_placed(Placed, action_log, "table", defaults) if isinstance(action_log, Obj) and action_log.get("table") else None,
         marks={
             **root.marks,
             "engines_items": [m for _, m in engines] if engines else [],

@@ -124,7 +124,18 @@ QUEUE = Field(
             "boolean",
             "Never dropped by a migration without a drop_protected entry. Default: true for error and audit, else false.",
         ),
+        "archive": _name(
+            "An archive table beside the queue (same schema and catalog): the console moves failed messages there "
+            "instead of deleting them, restores them and purges them by age (docs/console.md)."
+        ),
     },
+)
+
+ACTION_LOG = Field(
+    "object",
+    "The console's action log: a table of who did what, when, to how many messages (docs/console.md).",
+    title="action log",
+    fields={"table": _name("Table name, e.g. ConsoleActions.", required=True), **PLACEMENT},
 )
 
 SUBSCRIPTIONS = Field(
@@ -230,6 +241,7 @@ FORMAT = Field(
             default=[],
         ),
         "tenants": TENANTS,
+        "action_log": ACTION_LOG,
         "include": INCLUDE,
     },
 )

@@ -97,13 +97,21 @@ class Endpoint(Placed):
 @dataclass(frozen=True)
 class Queue(Placed):
     protected: bool | None = None  # None: error/audit by name
+    archive: str | None = None  # the archive table beside it (docs/console.md)
+
+    def archive_spec(self) -> TableSpec | None:
+        """The queue's archive table, in its schema and catalog; None without `archive:`."""
+        if self.archive is None:
+            return None
+        return TableSpec(Kind.ARCHIVE, TableName(self.archive, self.schema, self.catalog), queue=self.name)
 
 
 class Owned(NamedTuple):
     """A table the topology owns: its spec, what the file calls it, and where the file makes it."""
 
     spec: TableSpec
-    role: str  # "endpoint", "instance queue", "delayed table", "queue", "subscription table", "saga table" or "outbox table"
+    role: str  # "endpoint", "instance queue", "delayed table", "queue", "subscription table", "saga table", "outbox table",
+    # "archive table" or "action log"
     mark: Mark
 
     is_index = False  # beside validation's indexes, which share the table namespace
@@ -140,6 +148,7 @@ class Topology:
     drop_protected: tuple[Placed, ...] = ()
     postgresql_online_rewrites: bool = False
     tenant_tables: tuple[str, ...] = ()  # `tenants: {tables: [...]}`: sagas, outbox (docs/tenants.md)
+    action_log: Placed | None = None  # the console's action log table (docs/console.md)
     marks: dict = field(default_factory=dict, compare=False, repr=False)
     files: tuple[Source, ...] = field(default=(), compare=False, repr=False)  # the root file first, then what it includes
 
@@ -159,7 +168,8 @@ class Topology:
 
         The one walk over the topology's tables: schema.blueprint keeps the specs, the name
         checks of validation also read the roles and marks. Order: each endpoint's queues and delayed table,
-        then the queues, the subscription table, the saga tables and the outbox tables.
+        then the queues, the subscription table, the saga tables, the outbox tables, the queues'
+        archive tables and the action log.
         Walked once per topology (it is frozen): validation and the blueprint read the same list.
         """
         return iter(self._owned)
@@ -200,6 +210,13 @@ class Topology:
             if ep.outbox:
                 spec = ep.outbox_spec()
                 yield Owned(spec._replace(tenant=True) if outbox_placed else spec, "outbox table", ep.mark_of("outbox"))
+        for q in self.queues:
+            archive = q.archive_spec()
+            if archive is not None:
+                yield Owned(archive, "archive table", q.mark_of("archive"))
+        if self.action_log is not None:
+            log = TableSpec(Kind.ACTION_LOG, self.action_log.table_name)
+            yield Owned(log, "action log", self.action_log.mark_of("table"))
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,27 @@ class DDL:
             Column("Endpoint", "nvarchar(200)", False),
             Column("Topic", "nvarchar(200)", False),
         ),
+        Kind.ARCHIVE: (
+            Column("Id", "uniqueidentifier", False),
+            Column("CorrelationId", "varchar(255)", True),
+            Column("ReplyToAddress", "varchar(255)", True),
+            Column("Recoverable", "bit", False),
+            Column("Expires", "datetime", True),
+            Column("Headers", "nvarchar(max)", False),
+            Column("Body", "varbinary(max)", True),
+            Column("RowVersion", "bigint", False),
+            Column("ArchivedAt", "datetime2", False),
+            Column("ArchivedWhy", "nvarchar(max)", False),
+            Column("ArchivedBy", "nvarchar(400)", False),
+        ),
+        Kind.ACTION_LOG: (
+            Column("Id", "bigint", False),
+            Column("At", "datetime2", False),
+            Column("Who", "nvarchar(400)", False),
+            Column("Action", "nvarchar(400)", False),
+            Column("Target", "nvarchar(max)", False),
+            Column("Messages", "int", False),
+        ),
     }
 
     # -- expected shapes (check; the live side is Catalog.read_shapes) -------------------
@@ -91,6 +112,15 @@ class DDL:
                     IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False)
                 )
             return TableShape(columns, indexes)
+        if spec.kind is Kind.ARCHIVE:
+            indexes = [
+                IndexShape(("rowversion",), unique=True, clustered=True),  # PRIMARY KEY CLUSTERED
+                IndexShape(("archivedat",), name="Index_ArchivedAt", clustered=False),
+            ]
+            return TableShape(shape_columns(self.COLUMNS[Kind.ARCHIVE]), indexes, identity={"rowversion"})
+        if spec.kind is Kind.ACTION_LOG:
+            indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
+            return TableShape(shape_columns(self.COLUMNS[Kind.ACTION_LOG]), indexes, identity={"id"})
         indexes = [IndexShape(("endpoint", "topic"), unique=True, clustered=True)]  # PRIMARY KEY CLUSTERED
         return TableShape(shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS]), indexes)
 
@@ -247,6 +277,31 @@ END"""
             Endpoint,
             Topic
         )
+    )"""
+
+    CREATE_ARCHIVE = """\
+    CREATE TABLE {table} (
+        Id uniqueidentifier NOT NULL,
+        CorrelationId varchar(255),
+        ReplyToAddress varchar(255),
+        Recoverable bit NOT NULL,
+        Expires datetime,
+        Headers nvarchar(max) NOT NULL,
+        Body varbinary(max),
+        RowVersion bigint IDENTITY(1,1) NOT NULL PRIMARY KEY CLUSTERED,
+        ArchivedAt datetime2 NOT NULL,
+        ArchivedWhy nvarchar(max) NOT NULL,
+        ArchivedBy nvarchar(400) NOT NULL
+    );
+    CREATE NONCLUSTERED INDEX Index_ArchivedAt ON {table} (ArchivedAt)"""
+    CREATE_ACTION_LOG = """\
+    CREATE TABLE {table} (
+        Id bigint IDENTITY(1,1) NOT NULL PRIMARY KEY CLUSTERED,
+        At datetime2 NOT NULL,
+        Who nvarchar(400) NOT NULL,
+        Action nvarchar(400) NOT NULL,
+        Target nvarchar(max) NOT NULL,
+        Messages int NOT NULL
     )"""
 
     # -- optional column (4.1+) ------------------------------------------------------------
@@ -429,6 +484,14 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
         fields = self._fields(spec, profile)
         not_null = " NOT NULL" if profile.subscriptions_endpoint_not_null else ""
         return [self._guarded_table(self.CREATE_SUBSCRIPTIONS.format(endpoint_not_null=not_null, **fields), fields, profile)]
+
+    def create_archive(self, spec: TableSpec, profile: Profile) -> list[str]:
+        fields = self._fields(spec, profile)
+        return [self._guarded_table(self.CREATE_ARCHIVE.format(**fields), fields, profile)]
+
+    def create_action_log(self, spec: TableSpec, profile: Profile) -> list[str]:
+        fields = self._fields(spec, profile)
+        return [self._guarded_table(self.CREATE_ACTION_LOG.format(**fields), fields, profile)]
 
     def add_body_string(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec, profile)

@@ -56,7 +56,7 @@ class PostgreSQL(DDL, Runtime, Sagas, Dialect):
         # The catalog is the database a connection opens; it does not qualify names.
         return (name.schema if name.schema is not None else self.default_schema, name.table)
 
-    index_suffixes = {"delayed": ("_Due",)}
+    index_suffixes = {"delayed": ("_Due",), "archive": ("_ArchivedAt",)}
 
     def name_problems(self, name: TableName) -> list[tuple[str, str]]:
         problems = []

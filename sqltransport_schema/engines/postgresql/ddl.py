@@ -37,6 +37,24 @@ class DDL:
             Column("Endpoint", "character varying(200)", False),
             Column("Topic", "character varying(200)", False),
         ),
+        Kind.ARCHIVE: (
+            Column("Id", "uuid", False),
+            Column("Expires", "timestamp without time zone", True),
+            Column("Headers", "text", False),
+            Column("Body", "bytea", True),
+            Column("Seq", "bigint", False),
+            Column("ArchivedAt", "timestamp with time zone", False),
+            Column("ArchivedWhy", "text", False),
+            Column("ArchivedBy", "text", False),
+        ),
+        Kind.ACTION_LOG: (
+            Column("Id", "bigint", False),
+            Column("At", "timestamp with time zone", False),
+            Column("Who", "text", False),
+            Column("Action", "text", False),
+            Column("Target", "text", False),
+            Column("Messages", "integer", False),
+        ),
     }
     SEQ_TYPES = {"serial": "integer", "bigserial": "bigint"}
     BODY_STRING_COLUMN = ("text", True)  # GENERATED ALWAYS AS (encode(Body, 'escape')) STORED
@@ -48,11 +66,12 @@ class DDL:
 
     def expected_shape(self, spec: TableSpec, profile: Profile) -> TableShape:
         shape = self._expected_structure(spec, profile)
-        if spec.kind in (Kind.QUEUE, Kind.DELAYED, Kind.SUBSCRIPTIONS):
+        if spec.kind in (Kind.QUEUE, Kind.DELAYED, Kind.SUBSCRIPTIONS, Kind.ARCHIVE, Kind.ACTION_LOG):
             shape.names = {column: column for column in shape.columns}  # created unquoted: folded to lower case
-        if spec.kind is Kind.QUEUE:
-            shape.defaults["seq"] = self.Catalog.NEXTVAL_OWNED
-            shape.numbering["seq"] = self.Catalog.OWNED_SEQUENCE
+        if spec.kind in (Kind.QUEUE, Kind.ARCHIVE, Kind.ACTION_LOG):
+            key = "id" if spec.kind is Kind.ACTION_LOG else "seq"
+            shape.defaults[key] = self.Catalog.NEXTVAL_OWNED
+            shape.numbering[key] = self.Catalog.OWNED_SEQUENCE
         elif spec.kind is Kind.DELAYED:
             shape.defaults["id"] = self.DELAYED_ID_DEFAULT
         if "bodystring" in shape.columns:
@@ -87,6 +106,12 @@ class DDL:
             indexes += [IndexShape((column.lower(),), name=index) for index, column in self.OUTBOX_INDEXES.items()]
             names = {c.name.lower(): c.name for c in self.OUTBOX_COLUMNS}  # quoted
             return TableShape(columns, indexes, defaults=dict(self.OUTBOX_DEFAULTS), names=names)
+        elif spec.kind is Kind.ARCHIVE:
+            columns = shape_columns(self.COLUMNS[Kind.ARCHIVE])
+            indexes = [IndexShape(("seq",), unique=True), IndexShape(("archivedat",), name=self.index_names(spec)[0].table)]
+        elif spec.kind is Kind.ACTION_LOG:
+            columns = shape_columns(self.COLUMNS[Kind.ACTION_LOG])
+            indexes = [IndexShape(("id",), unique=True)]
         else:
             columns = shape_columns(self.COLUMNS[Kind.SUBSCRIPTIONS])
             indexes = [IndexShape(("endpoint", "topic"), unique=True)]
@@ -107,6 +132,15 @@ class DDL:
     CREATE_SUBSCRIPTIONS = (
         "CREATE TABLE IF NOT EXISTS {table} (QueueAddress VARCHAR(200) NOT NULL, Endpoint VARCHAR(200) NOT NULL, "
         "Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)"
+    )
+    CREATE_ARCHIVE = (
+        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL, Expires TIMESTAMP, Headers TEXT NOT NULL, Body BYTEA, "
+        "Seq bigserial NOT NULL PRIMARY KEY, ArchivedAt timestamptz NOT NULL, ArchivedWhy text NOT NULL, ArchivedBy text NOT NULL)"
+    )
+    CREATE_ARCHIVED_AT_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} (ArchivedAt)"
+    CREATE_ACTION_LOG = (
+        "CREATE TABLE IF NOT EXISTS {table} (Id bigserial PRIMARY KEY, At timestamptz NOT NULL, Who text NOT NULL, "
+        "Action text NOT NULL, Target text NOT NULL, Messages integer NOT NULL)"
     )
     DROP_GUARDED = """\
 DO {tag}
@@ -233,6 +267,14 @@ END
 
     def create_subscriptions(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.CREATE_SUBSCRIPTIONS.format(**self._fields(spec))]
+
+    def create_archive(self, spec: TableSpec, profile: Profile) -> list[str]:
+        fields = self._fields(spec)
+        index = self.quote(self.index_names(spec)[0].table)
+        return [self.CREATE_ARCHIVE.format(**fields), self.CREATE_ARCHIVED_AT_INDEX.format(index=index, **fields)]
+
+    def create_action_log(self, spec: TableSpec, profile: Profile) -> list[str]:
+        return [self.CREATE_ACTION_LOG.format(**self._fields(spec))]
 
     def drop_table(self, spec: TableSpec, profile: Profile, discard_messages: bool) -> list[str]:
         fields = self._fields(spec)

@@ -72,12 +72,22 @@ WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_s
 ) AS failed
 GROUP BY FailedQ ORDER BY FailedQ"""
     )
-    ACTION_LOG_CREATE = (
-        "CREATE TABLE IF NOT EXISTS {table} (Id bigserial PRIMARY KEY, At timestamptz NOT NULL, Who text NOT NULL, "
-        "Action text NOT NULL, Target text NOT NULL, Messages integer NOT NULL)"
-    )
-
     ACTION_LOG_INSERT = "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (now(), @Who, @Action, @Target, @Messages)"
+    # One statement each way: the row deleted and inserted at once, so a retry running beside never
+    # sends a message this archives (the DELETE takes the row or finds it gone).
+    ARCHIVE_MOVES = (
+        """WITH moved AS (DELETE FROM {queue} WHERE Id = CAST(@Id AS uuid) RETURNING Id, Expires, Headers, Body)
+INSERT INTO {archive} (Id, Expires, Headers, Body, ArchivedAt, ArchivedWhy, ArchivedBy)
+SELECT Id, Expires, Headers, Body, now(), @Why, @By FROM moved""",
+    )
+    RESTORE_MOVES = (
+        """WITH moved AS (DELETE FROM {archive} WHERE Seq = @Key RETURNING Id, Expires, Headers, Body)
+INSERT INTO {queue} (Id, Expires, Headers, Body) SELECT Id, Expires, Headers, Body FROM moved""",
+    )
+    ARCHIVE_PURGE = (
+        "DELETE FROM {archive} WHERE Seq IN (SELECT Seq FROM {archive} "
+        "WHERE ArchivedAt < now() - make_interval(secs => @Seconds) ORDER BY Seq LIMIT @BatchSize)"
+    )
 
     @staticmethod
     def _cut(header: str) -> str:
