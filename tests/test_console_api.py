@@ -13,9 +13,15 @@ import uuid
 import pytest
 from sqlalchemy.engine import make_url
 
-from .support.console import HOSTILE, ConsoleProcess, console_missing, needs, seed
+from .support.console import console_bus, HOSTILE, ConsoleProcess, console_missing, needs, seed
 
 pytestmark = pytest.mark.console
+
+
+@pytest.fixture
+def transport(project, db_url, monkeypatch):
+    """The bus of the console's tests: the error queue with its archive, and the action log."""
+    yield from console_bus(project, db_url, monkeypatch)
 
 
 @pytest.fixture
@@ -281,3 +287,94 @@ def test_depth_samples_accumulate_and_the_overview_draws_them(bus, project):
         assert line.count("<circle") == len(drawn) and len(line.split('points="')[1].split('"')[0].split()) == len(drawn)
     finally:
         started.close()
+
+
+def archived_ids(transport) -> list[str]:
+    with transport.engine.connect() as conn:
+        table = transport.dialect.qualified(transport.name("error_archive"), transport.profile)
+        return sorted(str(row[0]) for row in conn.exec_driver_sql(f"SELECT Id FROM {table}"))
+
+
+def test_archive_restore_and_purge_move_exactly_the_chosen_messages_and_log_each(bus, console):
+    """Archive two chosen messages (out of the error queue, into its archive with why and who),
+    restore one of them (back into the error queue), purge by age: each logged."""
+    keyerrors = console.json("/api/failed/messages?exception_type=KeyError")["messages"]
+    chosen = sorted(m["id"] for m in keyerrors[:2])
+    moved = console.json("/api/archive", {"ids": chosen, "why": "poison"}, csrf(console))
+    assert moved["messages"] == 2 and moved["not_found"] == 0
+    assert archived_ids(bus) == chosen
+    left = set(error_ids(bus))
+    assert not left & set(chosen) and len(left) == 9
+    listed = console.json("/api/archive")["messages"]
+    assert sorted(m["id"] for m in listed) == chosen
+    assert {m["why"] for m in listed} == {"poison"} and all(m["by"].startswith("operator@127.0.0.1") for m in listed)
+    restored = console.json("/api/restore", {"keys": [listed[0]["key"]]}, csrf(console))
+    assert restored["messages"] == 1
+    assert listed[0]["id"] in error_ids(bus) and archived_ids(bus) == [listed[1]["id"]]
+    assert len(error_ids(bus)) == 10
+    kept = console.json("/api/purge", {"older_than": "1h"}, csrf(console))
+    assert kept["messages"] == 0 and archived_ids(bus) == [listed[1]["id"]]
+    time.sleep(0.05)
+    purged = console.json("/api/purge", {"older_than": "1ms"}, csrf(console))
+    assert purged["messages"] == 1 and archived_ids(bus) == []
+    assert len(error_ids(bus)) == 10
+    log = [(a["action"], a["messages"]) for a in console.json("/api/log")["actions"]]
+    assert log[:3] == [("purge", 1), ("purge", 0), ("restore", 1)] and log[3] == ("archive", 2)
+
+
+def test_archive_of_a_group_takes_that_group_alone(bus, console):
+    moved = console.json("/api/archive", {"filter": {"exception_type": "TimeoutError"}}, csrf(console))
+    assert moved["messages"] == 7
+    assert len(archived_ids(bus)) == 7 and len(error_ids(bus)) == 4
+    assert {g["key"]["exception_type"] for g in console.json("/api/failed/groups")["groups"]} == {"KeyError", "ValueError"}
+
+
+def test_archive_restore_and_purge_need_the_csrf_value_the_operator_and_a_writable_console(bus, project):
+    env = {"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789", "SQLTRANSPORT_CONSOLE_READ_TOKEN": "reader-token-0123456789"}
+    url = bus.engine.url.render_as_string(hide_password=False)
+    started = ConsoleProcess(url, env=env, cwd=str(project.root))
+    try:
+        operator = {"Authorization": "Bearer operator-token-0123456789"}
+        reader = {"Authorization": "Bearer reader-token-0123456789"}
+        before = error_ids(bus)
+        token = started.json("/api/csrf", headers=operator)["csrf"]
+        for path, body in (("/api/archive", {"ids": before}), ("/api/restore", {"keys": [1]}), ("/api/purge", {"older_than": "1ms"})):
+            assert started.request(path, body)[0] == 401  # no token
+            assert started.request(path, body, operator)[0] == 403  # no CSRF value
+            assert started.request(path, body, {**reader, "X-CSRF-Token": token})[0] == 403  # the read-only token
+        assert error_ids(bus) == before and archived_ids(bus) == []
+    finally:
+        started.close()
+    read_only = ConsoleProcess(url, "--read-only", cwd=str(project.root))
+    try:
+        for path, body in (("/api/archive", {"ids": before}), ("/api/restore", {"keys": [1]}), ("/api/purge", {"older_than": "1ms"})):
+            code, _, text = read_only.request(path, body, csrf(read_only))
+            assert code == 403 and "read-only" in text
+        assert error_ids(bus) == before and archived_ids(bus) == []
+    finally:
+        read_only.close()
+
+
+def test_without_an_action_log_or_an_archive_in_the_topology_actions_are_refused(project, sqlite_url, monkeypatch):
+    """The console creates no table: where the deployed topology declares no action log (nor an
+    archive), an action is a 409 saying what to declare, and nothing moves."""
+    needs(console_missing())
+    from .support.runtime import deployed
+
+    transport = deployed(project, sqlite_url, monkeypatch)
+    seed(transport)
+    started = ConsoleProcess(sqlite_url, cwd=str(project.root))
+    try:
+        before = error_ids(transport)
+        code, _, text = started.request("/api/archive", {"ids": before}, csrf(started))
+        assert code == 409 and "action_log" in text
+        code, _, text = started.request("/api/retry", {"ids": before, "wait": True}, csrf(started))
+        assert code == 409 and "action_log" in text
+        assert error_ids(transport) == before
+        assert started.json("/api/log")["actions"] == []
+        with transport.engine.connect() as conn:
+            tables = {row[0].lower() for row in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "consoleactions" not in tables
+    finally:
+        started.close()
+        transport.engine.dispose()

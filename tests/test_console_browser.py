@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from .support.console import CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_missing, needs, seed
+from .support.console import console_bus, CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_missing, needs, seed
 
 pytestmark = pytest.mark.console
+
+
+@pytest.fixture
+def transport(project, db_url, monkeypatch):
+    """The bus of the console's tests: the error queue with its archive, and the action log."""
+    yield from console_bus(project, db_url, monkeypatch)
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,21 @@ from sqltransport_schema import wire
 
 from .messages import headers
 from .projects import REPO
+from .runtime import TOPOLOGY, deployed
 from .spark import demanded
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 CHROMIUM = "/usr/bin/chromium"
 BASE_TIME = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+# The runtime's topology with the error queue's archive and the console's action log, as docs/console.md declares them.
+CONSOLE_TOPOLOGY = TOPOLOGY.replace("  - name: error\n", "  - name: error\n    archive: error_archive\n") + "action_log:\n  table: ConsoleActions\n"
+
+
+def console_bus(project, url: str, monkeypatch):
+    """CONSOLE_TOPOLOGY deployed on `url`: the transport, disposed of afterwards (a fixture's body)."""
+    transport = deployed(project, url, monkeypatch, CONSOLE_TOPOLOGY)
+    yield transport
+    transport.engine.dispose()
 
 
 def console_missing() -> str | None:

@@ -18,9 +18,9 @@ queues:
 """
 
 
-def deployed(project, url, monkeypatch) -> Transport:
-    """TOPOLOGY deployed on `url`, read back as a user's process would (from the project folder)."""
-    project.deploy(url, TOPOLOGY)
+def deployed(project, url, monkeypatch, topology: str = TOPOLOGY) -> Transport:
+    """TOPOLOGY (or `topology`) deployed on `url`, read back as a user's process would (from the project folder)."""
+    project.deploy(url, topology)
     monkeypatch.chdir(project.root)
     return Transport.from_database(make_engine(url), str(project.ini))
 
