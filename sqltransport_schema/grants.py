@@ -73,6 +73,8 @@ def runtime_plan(topology: Topology, endpoint: str | None = None, role: str = SH
         own_sagas = {ep.saga_spec(saga).name for saga in ep.sagas} | ({ep.outbox_spec().name} if ep.outbox else set())
     grants: list[TableGrant] = []
     for spec in print_.tables:
+        if spec.kind in (Kind.ARCHIVE, Kind.ACTION_LOG):
+            continue  # the console's tables: no endpoint reads or writes them
         serial = spec.kind is Kind.QUEUE
         if spec.kind is Kind.QUEUE:
             need = RECEIVE if endpoint is None or spec.name in owned else SEND

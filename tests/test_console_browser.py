@@ -98,6 +98,7 @@ def test_every_page_loads_without_a_console_error_and_hostile_values_run_nothing
         assert page.locator("#body").inner_text() == HOSTILE
         assert page.locator("img[src=x]").count() == 0 and page.locator("main script").count() == 0
         assert pwned(page) is None
+        watched.visit("/archive")
         watched.visit("/log")
         assert watched.errors == []
     finally:
@@ -210,3 +211,51 @@ def test_retry_to_a_chosen_queue_through_the_page_and_the_depth_chart(browser, t
     finally:
         watched.close()
         started.close()
+
+
+def archived_in(transport) -> set[str]:
+    with transport.engine.connect() as conn:
+        table = transport.dialect.qualified(transport.name("error_archive"), transport.profile)
+        return {str(row[0]) for row in conn.exec_driver_sql(f"SELECT Id FROM {table}")}
+
+
+def test_archive_and_restore_through_the_buttons_move_exactly_those(browser, console, transport):
+    watched = Watched(browser, console.base)
+    try:
+        page = watched.visit("/failed/messages?exception_type=KeyError")
+        boxes = page.locator("input.pick")
+        chosen = {boxes.nth(i).get_attribute("value") for i in (0, 1)}
+        boxes.nth(0).check()
+        boxes.nth(1).check()
+        page.locator("#archive-selected").click()
+        page.wait_for_url("**/archive")
+        assert archived_in(transport) == chosen
+        left = ids_in_error_queue(transport)
+        assert not chosen & left and len(left) == 9
+        assert "2 archived" in page.locator("#archived-count").inner_text()
+        rows = page.locator("#archived tbody tr")
+        assert rows.count() == 2
+        restored = rows.nth(0).locator("td").nth(2).inner_text()
+        rows.nth(0).locator("input.pick").check()
+        page.locator("#restore-selected").click()
+        page.wait_for_url("**/archive")
+        assert archived_in(transport) == chosen - {restored}
+        assert restored in ids_in_error_queue(transport) and len(ids_in_error_queue(transport)) == 10
+        log = watched.visit("/log").locator("#log").inner_text()
+        assert "archive" in log and "restore" in log
+        assert watched.errors == []
+    finally:
+        watched.close()
+
+
+def test_archive_group_through_the_button_asks_first_and_moves_the_group(browser, console, transport):
+    watched = Watched(browser, console.base)
+    try:
+        page = watched.visit("/failed")
+        page.locator("#groups tbody tr", has_text="TimeoutError").locator("button.archive-matching").click()
+        page.wait_for_url("**/archive")
+        assert watched.dialogs == ["Archive every message these filters match?"]
+        assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
+        assert watched.errors == []
+    finally:
+        watched.close()

@@ -135,4 +135,4 @@ class Archive:
     def count(self) -> int:
         [statement] = self._statements("count")
         with self.transport.engine.connect() as conn:
-            return int(execute(conn, statement).scalar())
+            return int(execute(conn, statement).fetchone()[0])

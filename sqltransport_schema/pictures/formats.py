@@ -59,6 +59,8 @@ MERMAID_SHAPES = {  # kind -> (open, close) around the quoted label
     "subscriptions": ('[("', '")]'),
     "saga": ('("', '")'),
     "outbox": ('("', '")'),
+    "archive": ('[/"', '"/]'),
+    "action_log": ('>"', '"]'),
     TOPIC: ('{{"', '"}}'),
     EXTRA: ('["', '"]'),
 }
@@ -124,6 +126,8 @@ DOT_SHAPES = {
     "subscriptions": "cylinder",
     "saga": "note",
     "outbox": "note",
+    "archive": "folder",
+    "action_log": "tab",
     TOPIC: "hexagon",
     EXTRA: "box",
 }

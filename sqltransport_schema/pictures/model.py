@@ -28,6 +28,8 @@ KIND_WORDS = {
     Kind.SUBSCRIPTIONS.value: "subscriptions",
     Kind.SAGA.value: "saga",
     Kind.OUTBOX.value: "outbox",
+    Kind.ARCHIVE.value: "archive",
+    Kind.ACTION_LOG.value: "action log",
 }
 
 
