@@ -39,6 +39,14 @@ def subscriptions(name: str) -> TableSpec:
     return TableSpec(Kind.SUBSCRIPTIONS, TableName(name))
 
 
+def archive(name: str) -> TableSpec:
+    return TableSpec(Kind.ARCHIVE, TableName(name), queue="error")
+
+
+def action_log(name: str) -> TableSpec:
+    return TableSpec(Kind.ACTION_LOG, TableName(name))
+
+
 # case: (what exists before, committed; the operation measured), each a function of a table name
 CASES = {
     "create_queue": (lambda n: [], lambda n: ops.CreateQueueOp(queue(n), V)),
@@ -114,6 +122,10 @@ CASES = {
     ),
     "create_outbox_table": (lambda n: [], lambda n: sagas.CreateOutboxTableOp(outbox(n))),
     "drop_outbox_table": (lambda n: [sagas.CreateOutboxTableOp(outbox(n))], lambda n: sagas.DropOutboxTableOp(outbox(n))),
+    "create_archive_table": (lambda n: [], lambda n: ops.CreateArchiveTableOp(archive(n), V)),
+    "drop_archive_table": (lambda n: [ops.CreateArchiveTableOp(archive(n), V)], lambda n: ops.DropArchiveTableOp(archive(n), V)),
+    "create_action_log": (lambda n: [], lambda n: ops.CreateActionLogOp(action_log(n), V)),
+    "drop_action_log": (lambda n: [ops.CreateActionLogOp(action_log(n), V)], lambda n: ops.DropActionLogOp(action_log(n), V)),
 }
 
 

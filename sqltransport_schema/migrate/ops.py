@@ -381,7 +381,7 @@ class CreateArchiveTableOp(_CreateTable):
 
     kind = Kind.ARCHIVE
     noun = "archive table"
-    lock_cost = 11
+    lock_cost = 13
 
     def reverse(self) -> DropArchiveTableOp:
         return DropArchiveTableOp(self.table, self.version)
@@ -405,7 +405,7 @@ class CreateActionLogOp(_CreateTable):
 
     kind = Kind.ACTION_LOG
     noun = "action log"
-    lock_cost = 10
+    lock_cost = 12
 
     def reverse(self) -> DropActionLogOp:
         return DropActionLogOp(self.table, self.version)
