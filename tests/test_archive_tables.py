@@ -1,0 +1,130 @@
+"""The console's tables declared in the topology (`archive:` on a plain queue, `action_log:`) and
+created by the migrations like every other table: validated with located errors, compiled into
+operations per engine, created on real SQLite and PostgreSQL with the shapes `check` expects (no
+drift afterwards), dropped by a downgrade, and in SQL Server's deployment script."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+from sqlalchemy import inspect
+
+from sqltransport_schema import cli, engines
+from sqltransport_schema.db import make_engine
+from sqltransport_schema.schema import Kind, TableName, TableSpec, blueprint
+from sqltransport_schema.topology import TopologyError, loads
+from sqltransport_schema.versions import profile
+
+from .support.console import CONSOLE_TOPOLOGY
+from .support.runtime import TOPOLOGY
+
+FILE = "t.yaml"
+
+
+def test_the_topology_declares_an_archive_beside_its_queue_and_the_action_log():
+    t = loads(
+        dedent("""\
+        transport_version: "9.1"
+        queues:
+          - name: error
+            schema: ops
+            archive: error_archive
+        action_log:
+          table: ConsoleActions
+          schema: ops
+        """),
+        FILE,
+    )
+    specs = {spec.name: spec for spec in blueprint(t).tables}
+    archive = specs[TableName("error_archive", "ops")]
+    assert archive.kind is Kind.ARCHIVE and archive.queue == "error"
+    assert specs[TableName("ConsoleActions", "ops")].kind is Kind.ACTION_LOG
+    assert TableSpec.from_json(__import__("json").loads(archive.to_json_line())) == archive  # the snapshot keeps the queue
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ('transport_version: "9.1"\nqueues:\n  - name: error\n    archive: [a]\n', 4, "archive"),
+        ('transport_version: "9.1"\nqueues:\n  - name: error\n    archive: audit\n  - name: audit\n', 5, "same table as archive table 'audit'"),
+        ('transport_version: "9.1"\naction_log:\n  schema: ops\n', 3, "table"),
+        ('transport_version: "9.1"\nqueues:\n  - name: error\naction_log:\n  table: error\n', 5, "same table as queue 'error'"),
+    ],
+)
+def test_a_mistake_in_the_console_tables_is_one_located_problem(text, line, fragment):
+    with pytest.raises(TopologyError) as info:
+        loads(text, FILE)
+    [problem] = info.value.problems
+    assert problem.mark.path == FILE and problem.mark.line == line, str(problem)
+    assert fragment in problem.message, problem.message
+
+
+def test_the_cli_reports_a_bad_archive_key_as_one_error_line(tmp_path, capsys):
+    path = tmp_path / "topology.yaml"
+    path.write_text('transport_version: "9.1"\nqueues:\n  - name: error\n    archive: {name: x}\n', encoding="utf-8")
+    assert cli.main(["validate", "--topology", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:4:" in err and "Traceback" not in err
+
+
+def test_the_migrations_create_the_archive_and_the_action_log_and_check_finds_no_drift(project, db_url, capsys):
+    project.deploy(db_url, TOPOLOGY)
+    project.write_topology(CONSOLE_TOPOLOGY)
+    assert project.compile("the console's tables") == 0
+    text = project.revisions()[-1].read_text(encoding="utf-8")
+    assert 'op.create_archive_table("error_archive", version="9.1", queue="error")' in text
+    assert 'op.create_action_log("ConsoleActions", version="9.1")' in text
+    project.upgrade(db_url)
+    engine = make_engine(db_url)
+    try:
+        columns = {c["name"].lower() for c in inspect(engine).get_columns("error_archive")}
+        assert {"id", "headers", "body", "archivedat", "archivedwhy", "archivedby"} <= columns
+        assert {c["name"].lower() for c in inspect(engine).get_columns("ConsoleActions")} == {
+            "id", "at", "who", "action", "target", "messages"
+        }
+    finally:
+        engine.dispose()
+    capsys.readouterr()
+    assert cli.main(["check", "--url", db_url, "-c", str(project.ini)]) == 0, capsys.readouterr()
+    project.downgrade(db_url, "-1")
+    engine = make_engine(db_url)
+    try:
+        assert not {"error_archive", "consoleactions"} & {t.lower() for t in inspect(engine).get_table_names()}
+    finally:
+        engine.dispose()
+
+
+def test_a_compile_that_drops_an_archive_holding_messages_is_refused_by_the_database(project, db_url):
+    project.deploy(db_url, CONSOLE_TOPOLOGY)
+    engine = make_engine(db_url)
+    sqlite = db_url.startswith("sqlite")
+    try:
+        with engine.begin() as conn:
+            archive = engines.get("sqlite" if sqlite else "postgresql").qualified(TableName("error_archive"))
+            conn.exec_driver_sql(
+                f"INSERT INTO {archive} (Id, Headers, ArchivedAt, ArchivedWhy, ArchivedBy"
+                + (", Recoverable" if sqlite else "")
+                + ") VALUES ("
+                + ("'6c9b3c36-2a0e-4a49-9e43-8d1f0c1a2b3c', '{}', CURRENT_TIMESTAMP, 'test', 'test'")
+                + (", 1" if sqlite else "")
+                + ")"
+            )
+    finally:
+        engine.dispose()
+    project.write_topology(CONSOLE_TOPOLOGY.replace("    archive: error_archive\n", ""))
+    assert project.compile("drop the archive") == 0
+    with pytest.raises(Exception, match="error_archive"):
+        project.upgrade(db_url)
+
+
+def test_sql_server_creates_them_in_its_deployment_text():
+    mssql = engines.get("mssql")
+    prof = profile("9.1")
+    [archive] = mssql.create_table(TableSpec(Kind.ARCHIVE, TableName("error_archive", "dbo"), queue="error"), prof)
+    assert "CREATE TABLE [dbo].[error_archive]" in archive and "ArchivedAt datetime2 NOT NULL" in archive
+    assert "CREATE NONCLUSTERED INDEX Index_ArchivedAt ON [dbo].[error_archive] (ArchivedAt)" in archive
+    [log] = mssql.create_table(TableSpec(Kind.ACTION_LOG, TableName("ConsoleActions", "dbo")), prof)
+    assert "CREATE TABLE [dbo].[ConsoleActions]" in log and "Id bigint IDENTITY(1,1) NOT NULL PRIMARY KEY CLUSTERED" in log
+    for name in ("mysql", "oracle"):  # saga-only engines hold no transport tables, nor the console's
+        assert engines.get(name).create_table(TableSpec(Kind.ARCHIVE, TableName("error_archive"), queue="error"), prof) == []
