@@ -492,8 +492,6 @@ DEFAULT_WHY = "archived from the console"
 def _archive(console: Console, ids: list[str], why: str, who: str, what: str) -> dict:
     """Archive these messages of the error queue, and log it (the log checked first: no unlogged action)."""
     console.actions.require_log()
-    if not ids:
-        raise errors.UsageError("no message chosen: nothing to archive")
     moved = console.archive.archive(ids, why or DEFAULT_WHY, who)
     console.actions.log(who, "archive", what, moved.messages)
     return moved.to_json()
@@ -524,6 +522,8 @@ def _chosen(console: Console, fields: dict[str, str], ids: list[str]) -> tuple[l
     """The messages a form or a request chose: the filter's matches (scope=filter) or the ids given."""
     if fields.pop("scope", None) == "filter":
         return _matching(console, {k: v for k, v in fields.items() if k in _FILTER_FIELDS and v})
+    if not ids:
+        raise errors.UsageError("no message chosen: nothing to archive")
     return ids, f"{len(ids)} chosen message(s)"
 
 
@@ -596,8 +596,8 @@ async def api_archive(request: Request) -> Response:
     if ("ids" in body) == ("filter" in body):
         raise errors.UsageError("give exactly one of ids (a list of message ids) and filter (an object of filter fields)")
     if "ids" in body:
-        if not isinstance(body["ids"], list) or not all(isinstance(i, str) for i in body["ids"]):
-            raise errors.UsageError("ids: give a list of message ids (strings)")
+        if not isinstance(body["ids"], list) or not body["ids"] or not all(isinstance(i, str) for i in body["ids"]):
+            raise errors.UsageError("ids: give a list of one or more message ids (strings)")
         ids, what = body["ids"], f"{len(body['ids'])} chosen message(s)"
     else:
         given = body["filter"]
