@@ -47,7 +47,11 @@ def test_the_topology_declares_an_archive_beside_its_queue_and_the_action_log():
     ("text", "line", "fragment"),
     [
         ('transport_version: "9.1"\nqueues:\n  - name: error\n    archive: [a]\n', 4, "archive"),
-        ('transport_version: "9.1"\nqueues:\n  - name: error\n    archive: audit\n  - name: audit\n', 5, "same table as archive table 'audit'"),
+        (
+            'transport_version: "9.1"\nqueues:\n  - name: error\n    archive: audit\n  - name: audit\n',
+            5,
+            "same table as archive table 'audit'",
+        ),
         ('transport_version: "9.1"\naction_log:\n  schema: ops\n', 3, "table"),
         ('transport_version: "9.1"\nqueues:\n  - name: error\naction_log:\n  table: error\n', 5, "same table as queue 'error'"),
     ],
@@ -81,7 +85,12 @@ def test_the_migrations_create_the_archive_and_the_action_log_and_check_finds_no
         columns = {c["name"].lower() for c in inspect(engine).get_columns("error_archive")}
         assert {"id", "headers", "body", "archivedat", "archivedwhy", "archivedby"} <= columns
         assert {c["name"].lower() for c in inspect(engine).get_columns("ConsoleActions")} == {
-            "id", "at", "who", "action", "target", "messages"
+            "id",
+            "at",
+            "who",
+            "action",
+            "target",
+            "messages",
         }
     finally:
         engine.dispose()

@@ -13,7 +13,7 @@ import uuid
 import pytest
 from sqlalchemy.engine import make_url
 
-from .support.console import console_bus, HOSTILE, ConsoleProcess, console_missing, needs, seed
+from .support.console import HOSTILE, ConsoleProcess, console_bus, console_missing, needs, seed
 
 pytestmark = pytest.mark.console
 

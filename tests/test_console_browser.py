@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .support.console import console_bus, CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_missing, needs, seed
+from .support.console import CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_bus, console_missing, needs, seed
 
 pytestmark = pytest.mark.console
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from ..runtime.transport import Transport
 
 
-
 def deployed_table(transport: Transport, kind: Kind) -> TableName | None:
     """The first table of this kind the deployed blueprint records, None where it has none."""
     specs = transport.blueprint.tables if transport.blueprint is not None else ()

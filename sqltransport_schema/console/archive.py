@@ -70,7 +70,11 @@ class Archive:
         specs = transport.blueprint.tables if transport.blueprint is not None else ()
         key = transport.dialect.table_key
         return next(
-            (s.name for s in specs if s.kind is Kind.ARCHIVE and key(TableName(s.queue or "", s.name.schema, s.name.catalog)) == key(queue)),
+            (
+                s.name
+                for s in specs
+                if s.kind is Kind.ARCHIVE and key(TableName(s.queue or "", s.name.schema, s.name.catalog)) == key(queue)
+            ),
             None,
         )
 

@@ -343,7 +343,10 @@ CREATE TABLE IF NOT EXISTS {table} (
 
     def create_archive(self, spec: TableSpec, profile: Profile) -> list[str]:
         table = self.qualified(spec.name)
-        return [self.CREATE_ARCHIVE.format(table=table), self.CREATE_ARCHIVED_AT_INDEX.format(index=self.quote(self._index(spec)), table=table)]
+        return [
+            self.CREATE_ARCHIVE.format(table=table),
+            self.CREATE_ARCHIVED_AT_INDEX.format(index=self.quote(self._index(spec)), table=table),
+        ]
 
     def create_action_log(self, spec: TableSpec, profile: Profile) -> list[str]:
         return [self.CREATE_ACTION_LOG.format(table=self.qualified(spec.name))]
@@ -773,7 +776,12 @@ GROUP BY FailedQ ORDER BY FailedQ"""
         # of a message run with no other writer between them.
         _COPIED = "Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body"
         ARCHIVE_MOVES = (
-            "INSERT INTO {archive} (" + _COPIED + ", ArchivedAt, ArchivedWhy, ArchivedBy) SELECT " + _COPIED + ", " + NOW
+            "INSERT INTO {archive} ("
+            + _COPIED
+            + ", ArchivedAt, ArchivedWhy, ArchivedBy) SELECT "
+            + _COPIED
+            + ", "
+            + NOW
             + ", @Why, @By FROM {queue} WHERE Id = @Id",
             "DELETE FROM {queue} WHERE Id = @Id",
         )

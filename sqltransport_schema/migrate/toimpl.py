@@ -53,7 +53,9 @@ def kinds() -> list[type]:
 
 
 # --------------------------------------------------------------------------- tables
-@implementation_for(ops.CreateQueueOp, ops.CreateDelayedTableOp, ops.CreateSubscriptionTableOp, ops.CreateArchiveTableOp, ops.CreateActionLogOp)
+@implementation_for(
+    ops.CreateQueueOp, ops.CreateDelayedTableOp, ops.CreateSubscriptionTableOp, ops.CreateArchiveTableOp, ops.CreateActionLogOp
+)
 def create_table(operation: ops._CreateTable, dialect: engines.Dialect) -> list[str]:
     prof = profile(operation.version)
     reason = dialect.unsupported(prof)

@@ -86,7 +86,8 @@ def build(root: Obj, path: str, files: tuple[Source, ...] = ()) -> Topology:
         postgresql_seq_type=pg.get("seq_type", "serial") if pg is not None else "serial",
         endpoints=endpoints,
         queues=tuple(
-            _placed(Queue, obj, "name", defaults, protected=obj.get("protected"), archive=obj.get("archive")) for obj, _ in _complete(root.get("queues", []), "name")
+            _placed(Queue, obj, "name", defaults, protected=obj.get("protected"), archive=obj.get("archive"))
+            for obj, _ in _complete(root.get("queues", []), "name")
         ),
         discard=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("discard", []), "name")),
         drop_protected=tuple(_placed(Placed, obj, "name", defaults) for obj, _ in _complete(root.get("drop_protected", []), "name")),

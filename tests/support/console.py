@@ -26,7 +26,9 @@ HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned
 CHROMIUM = "/usr/bin/chromium"
 BASE_TIME = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
 # The runtime's topology with the error queue's archive and the console's action log, as docs/console.md declares them.
-CONSOLE_TOPOLOGY = TOPOLOGY.replace("  - name: error\n", "  - name: error\n    archive: error_archive\n") + "action_log:\n  table: ConsoleActions\n"
+CONSOLE_TOPOLOGY = (
+    TOPOLOGY.replace("  - name: error\n", "  - name: error\n    archive: error_archive\n") + "action_log:\n  table: ConsoleActions\n"
+)
 
 
 def console_bus(project, url: str, monkeypatch):
