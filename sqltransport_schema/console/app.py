@@ -527,37 +527,38 @@ def _chosen(console: Console, fields: dict[str, str], ids: list[str]) -> tuple[l
     return ids, f"{len(ids)} chosen message(s)"
 
 
-async def archive_form(request: Request) -> Response:
+async def _archive_action(request: Request, work: Callable[[Console, Any, str], Any], json: bool) -> Response:
+    """An archive action of a form (then the archive page) or of the API (then its answer as JSON):
+    the operator's only; `work` (the console, the form or JSON body, who) runs in the thread pool."""
     refused = _operator(request)
     if refused is not None:
         return refused
     console: Console = request.app.state.console
-    form = await request.form()
+    given = await _json_object(request) if json else await request.form()
+    done = await run_in_threadpool(work, console, given, _who(request))
+    return JSONResponse(done) if json else RedirectResponse("/archive", status_code=303)
+
+
+def _archive_of_form(console: Console, form: Any, who: str) -> dict:
     fields = {k: str(v) for k, v in form.items()}
-    ids, what = await run_in_threadpool(_chosen, console, fields, [str(v) for v in form.getlist("id")])
-    await run_in_threadpool(_archive, console, ids, fields.get("why", ""), _who(request), what)
-    return RedirectResponse("/archive", status_code=303)
+    ids, what = _chosen(console, fields, [str(v) for v in form.getlist("id")])
+    return _archive(console, ids, fields.get("why", ""), who, what)
+
+
+async def archive_form(request: Request) -> Response:
+    return await _archive_action(request, _archive_of_form, json=False)
+
+
+def _restore_of_form(console: Console, form: Any, who: str) -> dict:
+    return _restore(console, [_int(v, "key") for v in form.getlist("key")], who)
 
 
 async def restore_form(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
-    form = await request.form()
-    keys = [_int(v, "key") for v in form.getlist("key")]
-    await run_in_threadpool(_restore, console, keys, _who(request))
-    return RedirectResponse("/archive", status_code=303)
+    return await _archive_action(request, _restore_of_form, json=False)
 
 
 async def purge_form(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
-    form = await request.form()
-    await run_in_threadpool(_purge, console, form.get("older_than"), _who(request))
-    return RedirectResponse("/archive", status_code=303)
+    return await _archive_action(request, lambda console, form, who: _purge(console, form.get("older_than"), who), json=False)
 
 
 def archive_page(request: Request) -> Response:
@@ -577,22 +578,17 @@ def api_archived(request: Request) -> Response:
     return JSONResponse({"messages": [r.to_json() for r in rows], "after": after, "next_after": next_after})
 
 
-async def _json_object(request: Request, shape: str) -> dict:
+async def _json_object(request: Request) -> dict:
     try:
         body = await request.json()
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        raise errors.UsageError(f"give a JSON object: {shape}")
+        raise errors.UsageError("give a JSON object (docs/console.md, the JSON API)")
     return body
 
 
-async def api_archive(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
-    body = await _json_object(request, '{"ids": [...]} or {"filter": {...}}, optional "why"')
+def _archive_of_json(console: Console, body: dict, who: str) -> dict:
     if ("ids" in body) == ("filter" in body):
         raise errors.UsageError("give exactly one of ids (a list of message ids) and filter (an object of filter fields)")
     if "ids" in body:
@@ -603,32 +599,30 @@ async def api_archive(request: Request) -> Response:
         given = body["filter"]
         if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
             raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
-        ids, what = await run_in_threadpool(_matching, console, {k: str(v) for k, v in given.items() if v})
+        ids, what = _matching(console, {k: str(v) for k, v in given.items() if v})
     why = body.get("why") or ""
     if not isinstance(why, str):
         raise errors.UsageError("why: give a text")
-    return JSONResponse(await run_in_threadpool(_archive, console, ids, why, _who(request), what))
+    return _archive(console, ids, why, who, what)
 
 
-async def api_restore(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
-    body = await _json_object(request, '{"keys": [...]}')
+def _restore_of_json(console: Console, body: dict, who: str) -> dict:
     keys = body.get("keys")
     if not isinstance(keys, list) or not all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
         raise errors.UsageError("keys: give a list of archive keys (whole numbers, GET /api/archive lists them)")
-    return JSONResponse(await run_in_threadpool(_restore, console, keys, _who(request)))
+    return _restore(console, keys, who)
+
+
+async def api_archive(request: Request) -> Response:
+    return await _archive_action(request, _archive_of_json, json=True)
+
+
+async def api_restore(request: Request) -> Response:
+    return await _archive_action(request, _restore_of_json, json=True)
 
 
 async def api_purge(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
-    body = await _json_object(request, '{"older_than": "30d"}')
-    return JSONResponse(await run_in_threadpool(_purge, console, body.get("older_than"), _who(request)))
+    return await _archive_action(request, lambda console, body, who: _purge(console, body.get("older_than"), who), json=True)
 
 
 ARCHIVE_ROUTES = [

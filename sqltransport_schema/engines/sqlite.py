@@ -158,17 +158,18 @@ class SQLite(Dialect):
     # =====================================================================================
     # The SQL Server transport's columns (the pipeline's "mssql" layout) in SQLite's declared types,
     # lower case. INTEGER PRIMARY KEY (the rowid) is never null.
+    QUEUE_COLUMNS = (
+        Column("Id", "text", False),
+        Column("CorrelationId", "text", True),
+        Column("ReplyToAddress", "text", True),
+        Column("Recoverable", "integer", False),
+        Column("Expires", "datetime", True),
+        Column("Headers", "text", False),
+        Column("Body", "blob", True),
+        Column("RowVersion", "integer", False),
+    )
     COLUMNS = {
-        Kind.QUEUE: (
-            Column("Id", "text", False),
-            Column("CorrelationId", "text", True),
-            Column("ReplyToAddress", "text", True),
-            Column("Recoverable", "integer", False),
-            Column("Expires", "datetime", True),
-            Column("Headers", "text", False),
-            Column("Body", "blob", True),
-            Column("RowVersion", "integer", False),
-        ),
+        Kind.QUEUE: QUEUE_COLUMNS,
         Kind.DELAYED: (
             Column("Headers", "text", False),
             Column("Body", "blob", True),
@@ -180,19 +181,9 @@ class SQLite(Dialect):
             Column("Endpoint", "text", False),
             Column("Topic", "text", False),
         ),
-        Kind.ARCHIVE: (
-            Column("Id", "text", False),
-            Column("CorrelationId", "text", True),
-            Column("ReplyToAddress", "text", True),
-            Column("Recoverable", "integer", False),
-            Column("Expires", "datetime", True),
-            Column("Headers", "text", False),
-            Column("Body", "blob", True),
-            Column("RowVersion", "integer", False),
-            Column("ArchivedAt", "datetime", False),
-            Column("ArchivedWhy", "text", False),
-            Column("ArchivedBy", "text", False),
-        ),
+        # the queue's columns, RowVersion the archive's own key, then when, why and who archived
+        Kind.ARCHIVE: QUEUE_COLUMNS
+        + (Column("ArchivedAt", "datetime", False), Column("ArchivedWhy", "text", False), Column("ArchivedBy", "text", False)),
         Kind.ACTION_LOG: (
             Column("Id", "integer", False),
             Column("At", "datetime", False),

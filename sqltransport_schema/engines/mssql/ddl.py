@@ -16,17 +16,18 @@ class DDL:
     # -- columns of each table kind, and the shapes our DDL gives them (check) ------------
     # Types as shapes_from_rows prints them from sys.types and max_length. Headers is nvarchar(max)
     # or varchar(max), by version; Endpoint is declared without NOT NULL, the primary key makes it so.
+    QUEUE_COLUMNS = (
+        Column("Id", "uniqueidentifier", False),
+        Column("CorrelationId", "varchar(255)", True),
+        Column("ReplyToAddress", "varchar(255)", True),
+        Column("Recoverable", "bit", False),
+        Column("Expires", "datetime", True),
+        Column("Headers", None, False),
+        Column("Body", "varbinary(max)", True),
+        Column("RowVersion", "bigint", False),
+    )
     COLUMNS = {
-        Kind.QUEUE: (
-            Column("Id", "uniqueidentifier", False),
-            Column("CorrelationId", "varchar(255)", True),
-            Column("ReplyToAddress", "varchar(255)", True),
-            Column("Recoverable", "bit", False),
-            Column("Expires", "datetime", True),
-            Column("Headers", None, False),
-            Column("Body", "varbinary(max)", True),
-            Column("RowVersion", "bigint", False),
-        ),
+        Kind.QUEUE: QUEUE_COLUMNS,
         Kind.DELAYED: (
             Column("Headers", "nvarchar(max)", False),
             Column("Body", "varbinary(max)", True),
@@ -38,15 +39,9 @@ class DDL:
             Column("Endpoint", "nvarchar(200)", False),
             Column("Topic", "nvarchar(200)", False),
         ),
-        Kind.ARCHIVE: (
-            Column("Id", "uniqueidentifier", False),
-            Column("CorrelationId", "varchar(255)", True),
-            Column("ReplyToAddress", "varchar(255)", True),
-            Column("Recoverable", "bit", False),
-            Column("Expires", "datetime", True),
-            Column("Headers", "nvarchar(max)", False),
-            Column("Body", "varbinary(max)", True),
-            Column("RowVersion", "bigint", False),
+        # the queue's columns (Headers as nvarchar(max)), RowVersion the archive's own key, then when, why and who archived
+        Kind.ARCHIVE: tuple(c._replace(type="nvarchar(max)") if c.name == "Headers" else c for c in QUEUE_COLUMNS)
+        + (
             Column("ArchivedAt", "datetime2", False),
             Column("ArchivedWhy", "nvarchar(max)", False),
             Column("ArchivedBy", "nvarchar(400)", False),

@@ -18,14 +18,14 @@ class DDL:
     """Columns, expected shapes, and every statement that creates, drops or changes a transport table."""
 
     # Types as format_type() prints them. Seq's type follows the topology's seq_type (SEQ_TYPES).
+    MESSAGE_COLUMNS = (
+        Column("Id", "uuid", False),
+        Column("Expires", "timestamp without time zone", True),
+        Column("Headers", "text", False),
+        Column("Body", "bytea", True),
+    )
     COLUMNS = {
-        Kind.QUEUE: (
-            Column("Id", "uuid", False),
-            Column("Expires", "timestamp without time zone", True),
-            Column("Headers", "text", False),
-            Column("Body", "bytea", True),
-            Column("Seq", None, False),
-        ),
+        Kind.QUEUE: MESSAGE_COLUMNS + (Column("Seq", None, False),),
         Kind.DELAYED: (
             Column("Id", "uuid", False),
             Column("Headers", "text", False),
@@ -37,11 +37,9 @@ class DDL:
             Column("Endpoint", "character varying(200)", False),
             Column("Topic", "character varying(200)", False),
         ),
-        Kind.ARCHIVE: (
-            Column("Id", "uuid", False),
-            Column("Expires", "timestamp without time zone", True),
-            Column("Headers", "text", False),
-            Column("Body", "bytea", True),
+        # the queue's message columns, Seq the archive's own key, then when, why and who archived
+        Kind.ARCHIVE: MESSAGE_COLUMNS
+        + (
             Column("Seq", "bigint", False),
             Column("ArchivedAt", "timestamp with time zone", False),
             Column("ArchivedWhy", "text", False),
