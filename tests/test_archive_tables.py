@@ -137,3 +137,15 @@ def test_sql_server_creates_them_in_its_deployment_text():
     assert "CREATE TABLE [dbo].[ConsoleActions]" in log and "Id bigint IDENTITY(1,1) NOT NULL PRIMARY KEY CLUSTERED" in log
     for name in ("mysql", "oracle"):  # saga-only engines hold no transport tables, nor the console's
         assert engines.get(name).create_table(TableSpec(Kind.ARCHIVE, TableName("error_archive"), queue="error"), prof) == []
+
+
+@pytest.mark.parametrize("engine", ["mssql", "postgresql"])
+def test_the_deployment_script_carries_them(project, engine, capsys):
+    project.write_topology(CONSOLE_TOPOLOGY)
+    assert project.compile("initial") == 0
+    capsys.readouterr()
+    assert cli.main(["script", "--engine", engine, "-c", str(project.ini)]) == 0
+    script = capsys.readouterr().out
+    dialect = engines.get(engine)
+    for name in ("error_archive", "ConsoleActions"):
+        assert f"CREATE TABLE {dialect.qualified(TableName(name, dialect.default_schema))}" in script.replace(" IF NOT EXISTS", "")
