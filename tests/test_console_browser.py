@@ -248,6 +248,21 @@ def test_archive_and_restore_through_the_buttons_move_exactly_those(browser, con
         watched.close()
 
 
+def test_archive_one_from_its_page(browser, console, transport):
+    watched = Watched(browser, console.base)
+    try:
+        page = watched.visit("/failed/messages?exception_type=ValueError")
+        page.locator("#messages tbody a").first.click()
+        page.wait_for_load_state("load")
+        shown = page.locator("p code").first.inner_text()
+        page.locator("#archive-one").click()
+        page.wait_for_url("**/archive")
+        assert archived_in(transport) == {shown} and shown not in ids_in_error_queue(transport)
+        assert pwned(page) is None and watched.errors == []
+    finally:
+        watched.close()
+
+
 def test_archive_group_through_the_button_asks_first_and_moves_the_group(browser, console, transport):
     watched = Watched(browser, console.base)
     try:
