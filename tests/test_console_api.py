@@ -323,6 +323,8 @@ def test_archive_restore_and_purge_move_exactly_the_chosen_messages_and_log_each
 
 
 def test_archive_of_a_group_takes_that_group_alone(bus, console):
+    code, _, text = console.request("/api/archive", {"ids": ["1; DROP TABLE error"]}, csrf(console))
+    assert code == 400 and "GUID" in text
     moved = console.json("/api/archive", {"filter": {"exception_type": "TimeoutError"}}, csrf(console))
     assert moved["messages"] == 7
     assert len(archived_ids(bus)) == 7 and len(error_ids(bus)) == 4

@@ -1,8 +1,9 @@
 """The operator console (`sqltransport-schema console`): the live bus in a browser, read straight
 from the transport's tables: status's figures, the error queue grouped, a message's headers and
-body, retries back to each message's failed queue, and an action log.
+body, retries back to each message's failed queue, the error queue's archive, and an action log.
 
 failed.py reads the error queue (groups, keyset pages, one message), actions.py retries and logs,
+archive.py moves messages into the archive table and back and purges it,
 security.py holds the tokens, CSRF and the bind rule, app.py is the Starlette application (pages
 and /api). Starlette, uvicorn and Jinja2 are the `console` extra. See docs/console.md.
 """

@@ -6,6 +6,7 @@ the engine's (`dialect.operations.archive`)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -102,7 +103,12 @@ class Archive:
         return done
 
     def archive(self, ids: Sequence[str], why: str, by: str) -> Moved:
-        """Move the error queue's messages with these row Ids into the archive."""
+        """Move the error queue's messages with these row Ids (GUIDs, as every transport writes them) into the archive."""
+        for i in ids:
+            try:
+                uuid.UUID(i)
+            except (TypeError, ValueError):
+                raise errors.UsageError(f"ids: {i!r} is not a message's row Id (a GUID)") from None
         statements = self._statements("archive")
         return self._move("archive", statements, [{"Id": i, "Why": why, "By": by} for i in dict.fromkeys(ids)])
 

@@ -81,7 +81,11 @@ INSERT INTO {archive} (Id, Expires, Headers, Body, ArchivedAt, ArchivedWhy, Arch
 SELECT Id, Expires, Headers, Body, now(), @Why, @By FROM moved""",
     )
     RESTORE_MOVES = (
-        """WITH moved AS (DELETE FROM {archive} WHERE Seq = @Key RETURNING Id, Expires, Headers, Body)
+        # a message whose Id is in the error queue again stays archived (the queue's key is its Id)
+        """WITH moved AS (
+    DELETE FROM {archive} AS a WHERE Seq = @Key AND NOT EXISTS (SELECT 1 FROM {queue} AS q WHERE q.Id = a.Id)
+    RETURNING Id, Expires, Headers, Body
+)
 INSERT INTO {queue} (Id, Expires, Headers, Body) SELECT Id, Expires, Headers, Body FROM moved""",
     )
     ARCHIVE_PURGE = (
