@@ -33,8 +33,8 @@ from ..schema import Kind
 from ..urls import display_url
 from . import failed
 from .actions import Actions
-from .chart import depth_chart
 from .archive import Archive
+from .chart import depth_chart
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access
 
 if TYPE_CHECKING:
