@@ -31,6 +31,7 @@ from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resol
 from ..runtime.transport import execute
 from ..schema import Kind
 from ..urls import display_url
+from ..util import duration_ms
 from . import failed
 from .actions import Actions
 from .archive import Archive
@@ -507,8 +508,6 @@ def _restore(console: Console, keys: list[int], who: str) -> dict:
 
 
 def _purge(console: Console, older_than: Any, who: str) -> dict:
-    from ..util import duration_ms
-
     milliseconds = duration_ms(str(older_than or ""))
     if milliseconds is None:
         raise errors.UsageError(f"older_than: {older_than!r} is not an age: give a number and its unit, e.g. 90m, 12h or 30d")
