@@ -316,12 +316,66 @@ def _predicate(index: IndexShape) -> str:
 
 
 # --------------------------------------------------------------------------- the I/O edge
+class Reference:
+    """What a database of one history and role is compared with, whichever database it is: the
+    head, every revision's recorded tables (their catalogs, each table's newest revision) and, per
+    revision a database is stamped with, its expected blueprint and the revisions after it. Made
+    once: a fleet worker checks many databases against one (fleet/work.py)."""
+
+    def __init__(self, script: ScriptDirectory, role: str = SHARED, version_table: str = "alembic_version"):
+        from alembic.util import CommandError
+
+        from . import revisions
+
+        self.script, self.role = script, role
+        try:
+            self.head, _ = revisions.head_blueprint(script)
+            self.recorded = [(revision, spec) for revision, bp in revisions.snapshots(script) for spec in bp.for_role(role).tables]
+        except (CommandError, revisions.SnapshotError) as exc:
+            raise CheckError(str(exc)) from None
+        # the catalogs every revision places tables in (SQL Server three-part names)
+        self.catalogs = sorted({spec.name.catalog for _, spec in self.recorded if spec.name.catalog is not None})
+        self.own = frozenset({version_table.casefold(), revisions.BLUEPRINT_TABLE})  # the migrations' bookkeeping
+        self._deployed: dict[str, tuple[Blueprint, list[str]]] = {}
+        self._history: dict[str, dict[tuple, str]] = {}
+
+    def at(self, deployed: str) -> tuple[Blueprint, list[str]]:
+        """(the blueprint the revision records for the role, the revisions after it up to the head)."""
+        if deployed not in self._deployed:
+            from alembic.util import CommandError
+
+            from . import revisions
+
+            try:
+                expected = revisions.recorded_blueprint(self.script, deployed).for_role(self.role)
+                self._deployed[deployed] = (expected, _unapplied(self.script, deployed, self.head))
+            except (CommandError, revisions.SnapshotError) as exc:
+                raise CheckError(str(exc)) from None
+        return self._deployed[deployed]
+
+    def history(self, engine: Dialect) -> dict[tuple, str]:
+        if engine.name not in self._history:
+            self._history[engine.name] = _history(self.recorded, engine)
+        return self._history[engine.name]
+
+
+def compare(connection: Connection, engine: Dialect, deployed: str, reference: Reference) -> Report:
+    """The check of the database on connection, stamped with deployed, against reference: its
+    catalog read (the engine's bulk queries) and its subscriptions; the rest is the reference's."""
+    expected, unapplied = reference.at(deployed)
+    live = engine.catalog.read_shapes(connection, reference.catalogs)
+    subscriptions = _subscriptions(connection, engine, expected, live)
+    live = {key: value for key, value in live.items() if value[0].table.casefold() not in reference.own}
+    history = reference.history(engine)
+    return diff(expected, deployed, reference.head, live, engine=engine, unapplied=unapplied, history=history, subscriptions=subscriptions)
+
+
 def run(url: str, config: Config | None, role: str = SHARED, script: ScriptDirectory | None = None) -> Report:
     """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError.
 
     role: the database's under tenant placement (docs/tenants.md): the shared database's tables, or
     a tenant database's; each revision's blueprint is read for that role.
-    script: the configuration's migrations, loaded already (a fleet checks many databases against one).
+    script: the configuration's migrations, loaded already.
 
     config None (no alembic.ini): the deployed blueprint is the one the migrations stored in the
     database (as `status` reads it); revisions not applied and tables of other revisions are then
@@ -340,46 +394,38 @@ def run(url: str, config: Config | None, role: str = SHARED, script: ScriptDirec
         raise CheckError(f"invalid database URL: {exc}") from None
     if missing_sqlite_file(url) is not None:
         raise CheckError(f"no SQLite database at {parsed.database}")
-    head = None
-    try:
-        if config is not None:
+    reference = None
+    if config is not None:
+        try:
             script = script or ScriptDirectory.from_config(config)
-            head, _ = revisions.head_blueprint(script)
-    except (CommandError, revisions.SnapshotError) as exc:
-        raise CheckError(str(exc)) from None
+        except CommandError as exc:
+            raise CheckError(str(exc)) from None
+        version_table = config.get_main_option("version_table") or "alembic_version"
+        reference = Reference(script, role, version_table)
+    elif script is not None:
+        reference = Reference(script, role)
     with catalog_connection(url, CheckError) as (engine, connection):
         try:
             deployed = revisions.deployed_revision(connection)
-            stored = revisions.stored_blueprint(connection) if script is None else None
+            stored = revisions.stored_blueprint(connection) if reference is None else None
         except revisions.SnapshotError as exc:
             raise CheckError(str(exc)) from None
-        if script is None and stored is None:
+        if reference is not None:
+            return compare(connection, engine, deployed, reference)
+        if stored is None:
             raise CheckError(
                 f"the database holds no {revisions.BLUEPRINT_TABLE} (stamped by an offline script, or by a release before it) "
                 "and there is no alembic.ini here: run from the project folder or pass -c alembic.ini"
             )
-        # the catalogs every revision places tables in (SQL Server three-part names)
-        recorded = [(revision, spec) for revision, bp in revisions.snapshots(script) for spec in bp.for_role(role).tables] if script else []
-        recorded += [(deployed, spec) for spec in stored.tables] if stored is not None else []
+        # the stored blueprint is already the database's role's (migrate/env.py records it so)
+        recorded = [(deployed, spec) for spec in stored.tables]
         catalogs = sorted({spec.name.catalog for _, spec in recorded if spec.name.catalog is not None})
         live = engine.catalog.read_shapes(connection, catalogs)
-        try:
-            # the stored blueprint is already the database's role's (migrate/env.py records it so)
-            expected = stored if stored is not None else revisions.recorded_blueprint(script, deployed).for_role(role)
-        except (CommandError, revisions.SnapshotError) as exc:
-            raise CheckError(str(exc)) from None
-        subscriptions = _subscriptions(connection, engine, expected, live)
-    try:
-        unapplied = _unapplied(script, deployed, head) if script is not None else []
-        history = _history(recorded, engine)
-    except (CommandError, revisions.SnapshotError) as exc:
-        raise CheckError(str(exc)) from None
-    version_table = (config.get_main_option("version_table") if config is not None else None) or "alembic_version"
-    own = {version_table.casefold(), revisions.BLUEPRINT_TABLE}  # the migrations' bookkeeping, not the topology's
+        subscriptions = _subscriptions(connection, engine, stored, live)
+    own = {"alembic_version", revisions.BLUEPRINT_TABLE}
     live = {key: value for key, value in live.items() if value[0].table.casefold() not in own}
-    report = diff(expected, deployed, head, live, engine=engine, unapplied=unapplied, history=history, subscriptions=subscriptions)
-    if script is None:
-        report.notes.append(NO_MIGRATIONS)
+    report = diff(stored, deployed, None, live, engine=engine, history=_history(recorded, engine), subscriptions=subscriptions)
+    report.notes.append(NO_MIGRATIONS)
     return report
 
 

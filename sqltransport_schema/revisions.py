@@ -308,7 +308,11 @@ def stamps(connection: Connection, version_table: str | None = None) -> tuple[st
 
 def deployed_revision(connection: Connection) -> str:
     """The one revision the database is stamped with."""
-    heads = stamps(connection)
+    return only_revision(stamps(connection))
+
+
+def only_revision(heads: tuple[str, ...]) -> str:
+    """The one revision of a database's stamps (SnapshotError when it holds none or several)."""
     if len(heads) != 1:
         raise SnapshotError(
             f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `alembic upgrade head`"

@@ -13,7 +13,8 @@ import argparse
 import logging
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,9 @@ class Migrations:
         self.behind = self._behind()
         self.version_table = self.config.get_main_option("version_table") or VERSION_TABLE
         self._readers: dict[str, tuple[Any, str]] = {}
+        self._references: dict[str, Any] = {}  # status --check: check.Reference per role
+        self._adopters: dict[tuple, Any] = {}  # status --check: an engine per server (_adopt)
+        self._handed: list[Any] = []
 
     def _resolve(self, to_rev: str) -> tuple[str, ...]:
         """The revision ids the database holds once upgraded to to_rev (head: every head)."""
@@ -113,10 +117,17 @@ class Migrations:
         """The revisions the target's version table holds: one connection and one read (none when
         the table is not there yet), through the driver itself: a target at the revision costs no
         engine, no pool and no statement compilation (made once per driver, _reader)."""
+        dialect, sql, connection = self._connect(url)
+        try:
+            return self._read_stamps(url, dialect, sql, connection)
+        finally:
+            connection.close()
+
+    def _connect(self, url: str) -> tuple[Any, str, Any]:
+        """(the driver's SQLAlchemy dialect, the version read, a DBAPI connection to the target)."""
         from sqlalchemy import exc
         from sqlalchemy.engine import make_url
 
-        from .. import engines
         from ..db import normalise_url
 
         parsed = make_url(normalise_url(url))
@@ -124,20 +135,26 @@ class Migrations:
         dbapi = dialect.loaded_dbapi
         cargs, cparams = dialect.create_connect_args(parsed)
         try:
-            connection = dbapi.connect(*cargs, **cparams)
+            return dialect, sql, dbapi.connect(*cargs, **cparams)
         except dbapi.Error as error:
             raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None  # statement None: unreachable
+
+    def _read_stamps(self, url: str, dialect: Any, sql: str, connection: Any) -> tuple[str, ...]:
+        from sqlalchemy import exc
+
+        from .. import engines
+
+        dbapi = dialect.loaded_dbapi
+        cursor = connection.cursor()
         try:
-            cursor = connection.cursor()
-            try:
-                cursor.execute(sql)
-            except dbapi.Error as error:
-                if engines.for_sqlalchemy(dialect.name).undefined_table(error) or not self._has_version_table(url):
-                    return ()
-                raise exc.DBAPIError.instance(sql, None, error, dbapi.Error, dialect=dialect) from None
-            return tuple(sorted(row[0] for row in cursor.fetchall()))
-        finally:
-            connection.close()
+            cursor.execute(sql)
+        except dbapi.Error as error:
+            if engines.for_sqlalchemy(dialect.name).undefined_table(error) or not self._has_version_table(url):
+                return ()
+            raise exc.DBAPIError.instance(sql, None, error, dbapi.Error, dialect=dialect) from None
+        stamps = tuple(sorted(row[0] for row in cursor.fetchall()))
+        cursor.close()
+        return stamps
 
     def _has_version_table(self, url: str) -> bool:
         """Asked of the catalog, for engines that do not say which driver error is "no such table"."""
@@ -225,11 +242,15 @@ class Migrations:
         started = time.perf_counter()
         result = Result(target.name, "read")
         try:
-            stamps = self.stamps(target.url)
-            result.from_revision = _revisions(stamps)
-            result.pending = self.pending(stamps)
-            if self.settings.check:
-                result.drift = self._drift(target)
+            dialect, sql, connection = self._connect(target.url)
+            try:
+                stamps = self._read_stamps(target.url, dialect, sql, connection)
+                result.from_revision = _revisions(stamps)
+                result.pending = self.pending(stamps)
+                if self.settings.check:
+                    result.drift = self._drift(target, dialect, connection, stamps)
+            finally:
+                connection.close()
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
             result.outcome, result.error, result.reachable = (
                 FAILED,
@@ -239,17 +260,58 @@ class Migrations:
         result.seconds = time.perf_counter() - started
         return result
 
-    def _drift(self, target: Target) -> dict:
-        from .. import check
+    def _drift(self, target: Target, dialect: Any, connection: Any, stamps: tuple[str, ...]) -> dict:
+        """check's drift summary, on the connection the stamps were read on: what does not depend on
+        the target (the expected blueprint per revision and role, the revisions after it) is the
+        worker's Reference, computed once; the target costs its catalog and subscriptions reads."""
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from .. import check, engines, revisions
+        from ..db import failure
         from ..schema import SHARED
 
         try:
-            report = check.run(target.url, self.config, target.role or SHARED, script=self.script)
+            try:
+                deployed = revisions.only_revision(stamps)
+                engine = engines.for_sqlalchemy(dialect.name)
+                reference = self._reference(target.role or SHARED)
+                with self._adopt(target.url, connection) as adopted:
+                    report = check.compare(adopted, engine, deployed, reference)
+            except (revisions.SnapshotError, engines.UnsupportedEngine, NotImplementedError) as problem:
+                raise check.CheckError(str(problem)) from None
+            except SQLAlchemyError as problem:
+                raise check.CheckError(failure(problem)) from None
         except check.CheckError as error:
             return {"in_sync": False, "error": scrub(str(error), target.url), "counts": {}}
         # revisions not applied yet are the row's "behind"; the drift is what differs from the stamped revision
         counts = {c: n for c, n in report.counts().items() if c not in check.INFO_CATEGORIES and c != "unapplied_revisions"}
         return {"in_sync": not counts, "counts": counts}
+
+    def _reference(self, role: str) -> Any:
+        """check's Reference for the role, made once per worker."""
+        from .. import check
+
+        if role not in self._references:
+            self._references[role] = check.Reference(self.script, role, self.version_table)
+        return self._references[role]
+
+    @contextmanager
+    def _adopt(self, url: str, dbapi_connection: Any) -> Iterator[Any]:
+        """A SQLAlchemy connection over the DBAPI connection already open to the target: one engine
+        per server for the worker's life (its dialect initialised on its first connection, not per
+        target), which takes the connection given instead of opening one."""
+        from sqlalchemy import pool
+        from sqlalchemy.engine import make_url
+
+        from ..db import make_engine, normalise_url
+
+        parsed = make_url(normalise_url(url))
+        key = (parsed.drivername, parsed.host, parsed.port)
+        if key not in self._adopters:
+            self._adopters[key] = make_engine(url, poolclass=pool.NullPool, sqlite_writers=False, creator=lambda: self._handed.pop())
+        self._handed = [dbapi_connection]
+        with self._adopters[key].connect() as connection:
+            yield connection
 
 
 def _unreachable(error: BaseException) -> BaseException | None:
