@@ -88,6 +88,8 @@ class Pool:
 
     def run(self, targets: list[Target], parallel: int, stop: Callable[[], bool]) -> Iterator[Result]:
         """Each target's result as it comes; no new target starts once stop() is true (those running finish)."""
+        if _context().get_start_method() == "fork":
+            self.migrations.prepare(targets)  # a worker forked after it inherits the drivers it needs
         waiting = list(reversed(targets))
         busy: list[_Worker] = []
         while (waiting and not stop()) or busy:

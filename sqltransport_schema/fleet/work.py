@@ -13,7 +13,7 @@ import argparse
 import logging
 import shlex
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -111,6 +111,31 @@ class Migrations:
         if stamps == self.destination:
             return 0
         return self.behind.get(stamps)
+
+    def prepare(self, targets: Iterable[Target]) -> None:
+        """Before the workers fork: each driver the targets use imported and its version read
+        compiled (and for status --check, check's Reference of each role made) once, in the runner,
+        not once in each worker. A failure here is left to the target's own read to report."""
+        from sqlalchemy.engine import make_url
+
+        from ..db import normalise_url
+        from ..schema import SHARED
+
+        schemes, roles = set(), set()
+        for target in targets:
+            scheme = target.url.partition(":")[0]
+            if scheme not in schemes:
+                schemes.add(scheme)
+                try:
+                    self._reader(make_url(normalise_url(target.url)).drivername, target.url)
+                except Exception:  # noqa: BLE001, S112 - reported by the target's read
+                    continue
+            roles.add(target.role or SHARED)
+        for role in roles if self.settings.check else ():
+            try:
+                self._reference(role)
+            except Exception:  # noqa: BLE001, S112 - reported by the target's check
+                continue
 
     # ----------------------------------------------------------------------------- one target
     def stamps(self, url: str) -> tuple[str, ...]:
