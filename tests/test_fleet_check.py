@@ -1,0 +1,91 @@
+"""fleet status --check's per-target path on real PostgreSQL: a worker checks each target on the
+connection it read the stamps on, against what it computed once (check.Reference), and says what
+`check` says of the same database: in sync, drifted, behind, never upgraded. What a target costs
+is counted: its statements through SQLAlchemy are its catalog and subscription reads only (no
+dialect set-up, no Alembic stamp read, no second connection's), the same for every target."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from sqltransport_schema import check
+from sqltransport_schema.fleet.file import Target
+from sqltransport_schema.fleet.work import Migrations, Settings
+
+from .support.fleets import SECRET, pg_databases, pg_url, run_fleet
+from .support.projects import REPO
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
+
+
+@pytest.fixture
+def example(tmp_path):
+    root = tmp_path / "example"
+    root.mkdir()
+    shutil.copy(REPO / "alembic.ini", root / "alembic.ini")
+    shutil.copy(REPO / "topology.yaml", root / "topology.yaml")
+    shutil.copytree(REPO / "migrations", root / "migrations", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def test_a_workers_check_says_what_check_says_at_a_cost_per_target_that_does_not_vary(example):
+    ini = str(example / "alembic.ini")
+    revs = [r.revision for r in reversed(list(ScriptDirectory.from_config(Config(ini)).walk_revisions()))]
+    with pg_databases(5) as names:
+        short = [n.rsplit("_", 1)[1] for n in names]
+        prefix = names[0].rsplit("_", 1)[0]
+        (example / "fleet.yaml").write_text(f"url_template: {pg_url(f'{prefix}_{{name}}')}\nnames: [{', '.join(short[:4])}]\n")
+        assert run_fleet(example, "upgrade", "--only", short[0], "--only", short[1], "--only", short[3]).returncode == 0
+        assert run_fleet(example, "upgrade", "--only", short[2], "--to", revs[1]).returncode == 0
+        import psycopg
+
+        with psycopg.connect(pg_url(names[1]), autocommit=True) as connection:
+            connection.execute('DROP TABLE "public"."error"')
+        # names[4] never upgraded
+
+        statements: list[str] = []
+
+        def count(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001 - SQLAlchemy's event
+            statements.append(statement)
+
+        worker = Migrations(Settings(config=ini, check=True))
+        targets = [Target(n.rsplit("_", 1)[1], pg_url(n, SECRET)) for n in names]
+        event.listen(Engine, "before_cursor_execute", count)
+        try:
+            per_target = []
+            drift = {}
+            for target in targets:
+                before = len(statements)
+                result = worker.status(target)
+                assert result.error is None, result.error
+                drift[target.name] = result.drift
+                per_target.append(len(statements) - before)
+        finally:
+            event.remove(Engine, "before_cursor_execute", count)
+
+        # what check says of each database, its drift (unapplied revisions are the row's "behind")
+        for name, target in zip(names, targets):
+            try:
+                report = check.run(pg_url(name), Config(ini))
+            except check.CheckError as error:
+                assert drift[target.name] == {"in_sync": False, "error": str(error), "counts": {}}
+                continue
+            counts = {c: n for c, n in report.counts().items() if c not in check.INFO_CATEGORIES and c != "unapplied_revisions"}
+            assert drift[target.name] == {"in_sync": not counts, "counts": counts}, target.name
+        assert drift[short[0]] == {"in_sync": True, "counts": {}}
+        assert drift[short[1]] == {"in_sync": False, "counts": {"missing_table": 1}}
+        assert drift[short[2]]["in_sync"] and worker.status(targets[2]).pending == len(revs) - 2
+        assert drift[short[4]]["error"].startswith("the database is stamped with 0 revisions")
+        assert SECRET not in repr(drift)
+
+        # each target costs its catalog and subscription reads (the PostgreSQL catalog: four bulk
+        # queries), nothing per target besides (Alembic's stamp read was two more, a new engine's set-up more)
+        checked = per_target[:4]
+        assert len(set(checked)) == 1 and checked[0] <= 5, per_target
+        assert per_target[4] == 0, per_target  # never upgraded: its stamp read says so, no catalog read
