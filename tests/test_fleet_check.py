@@ -89,3 +89,44 @@ def test_a_workers_check_says_what_check_says_at_a_cost_per_target_that_does_not
         checked = per_target[:4]
         assert len(set(checked)) == 1 and checked[0] <= 5, per_target
         assert per_target[4] == 0, per_target  # never upgraded: its stamp read says so, no catalog read
+
+
+SAGA_AND_OUTBOX = """\
+transport_version: "9.1"
+engines: [sqlite, postgresql, mysql]
+endpoints:
+  - name: Sales
+    outbox: true
+    sagas:
+      - name: OrderSaga
+        correlation: {name: OrderId, type: guid}
+"""
+
+
+@pytest.mark.mysql
+def test_a_worker_checks_mariadb_targets_one_after_the_other_on_their_own_connections(project, mysql_url):
+    """The driver's connection, adopted by the check and closed with it, is closed once (pymysql
+    refuses a second close): each target's row is its check's, the second drifted, the first not."""
+    from .support.databases import mysql_database
+
+    second = mysql_database()
+    other = next(second)
+    try:
+        project.deploy(mysql_url, SAGA_AND_OUTBOX)
+        project.upgrade(other)
+        from sqltransport_schema.db import make_engine
+
+        engine = make_engine(other)
+        with engine.begin() as connection:
+            connection.exec_driver_sql("DROP TABLE `Sales_OutboxData`")
+        engine.dispose()
+        worker = Migrations(Settings(config=str(project.ini), check=True))
+        rows = [worker.status(Target(name, url)) for name, url in (("a", mysql_url), ("b", other), ("a2", mysql_url))]
+        assert [r.error for r in rows] == [None, None, None]
+        assert [r.drift for r in rows] == [
+            {"in_sync": True, "counts": {}},
+            {"in_sync": False, "counts": {"missing_table": 1}},
+            {"in_sync": True, "counts": {}},
+        ]
+    finally:
+        next(second, None)

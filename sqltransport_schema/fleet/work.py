@@ -14,7 +14,7 @@ import logging
 import shlex
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +82,7 @@ class Migrations:
         self.version_table = self.config.get_main_option("version_table") or VERSION_TABLE
         self._readers: dict[str, tuple[Any, str]] = {}
         self._references: dict[str, Any] = {}  # status --check: check.Reference per role
-        self._adopters: dict[tuple, Any] = {}  # status --check: an engine per server (_adopt)
+        self._adopters: dict[str, Any] = {}  # status --check: an engine per server (_adopt)
         self._handed: list[Any] = []
 
     def _resolve(self, to_rev: str) -> tuple[str, ...]:
@@ -275,7 +275,8 @@ class Migrations:
                 if self.settings.check:
                     result.drift = self._drift(target, dialect, connection, stamps)
             finally:
-                connection.close()
+                with suppress(Exception):  # closed already when the check adopted it (some drivers refuse a second close)
+                    connection.close()
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
             result.outcome, result.error, result.reachable = (
                 FAILED,
@@ -330,8 +331,8 @@ class Migrations:
 
         from ..db import make_engine, normalise_url
 
-        parsed = make_url(normalise_url(url))
-        key = (parsed.drivername, parsed.host, parsed.port)
+        # the URL but its database: one server and login share what the dialect learns on first connect
+        key = make_url(normalise_url(url)).set(database=None).render_as_string(hide_password=False)
         if key not in self._adopters:
             self._adopters[key] = make_engine(url, poolclass=pool.NullPool, sqlite_writers=False, creator=lambda: self._handed.pop())
         self._handed = [dbapi_connection]
