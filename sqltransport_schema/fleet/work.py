@@ -121,7 +121,8 @@ class Migrations:
         from ..db import normalise_url
         from ..schema import SHARED
 
-        schemes, roles = set(), set()
+        schemes: set[str] = set()
+        roles: set[str] = set()
         for target in targets:
             scheme = target.url.partition(":")[0]
             if scheme not in schemes:
