@@ -198,27 +198,33 @@ def _attention(rows: list, head: str | None, marks: dict) -> list[github.Annotat
 def cmd_script(args: argparse.Namespace) -> int:
     """write the deployment script of each target, named for it, for a DBA to review
 
-    For each target of the fleet, read its revision and write the script that takes it to --to
-    (the head by default) into FOLDER/<target>.sql, its header naming the target (its URL with the
-    password masked); targets at the revision get none. The scripts are `script`'s: safe to run
-    again. The engine is each target's own.
+    For each target of the fleet, read its revision (or take --from's) and write the script that
+    takes it to --to (the head by default) into FOLDER/<target>.sql, its header naming the target
+    (its URL with the password masked); targets at the revision get none. The scripts are
+    `script`'s, in each target's engine and role (a tenant database's: the tenant tables): safe to
+    run again. --per-stage writes FOLDER/<stage>.sql instead, for SQL Server targets that are
+    catalogs of one server: each target's section after a USE of its catalog.
     """
-    from ..fleet.scripts import write_scripts
+    from ..fleet import scripts
 
     args.dry_run = True
     fleet, staged, migrations = _load(args, "script")
+    if args.per_stage:
+        scripts.check_per_stage([(s, ts) for s, ts in staged if ts])
     targets = [t for _, ts in staged for t in ts]
-    written, skipped, failed = write_scripts(migrations, targets, Path(args.output), args.config)
-    lines = [f"wrote {path}" for path in written] + [f"at revision {name}: no script" for name in skipped]
-    lines += [f"failed {name}: {error}" for name, error in failed]
+    planned = scripts.plan(migrations, targets, args.from_rev)
+    folder = Path(args.output)
+    written = scripts.write_per_stage(planned, staged, folder) if args.per_stage else scripts.write_per_target(planned, folder)
+    lines = [f"wrote {path}" for path in written] + [f"at revision {name}: no script" for name in planned.at_revision]
+    lines += [f"failed {name}: {error}" for name, error in planned.failed]
     payload = {
-        "status": "failed" if failed else "written",
+        "status": "failed" if planned.failed else "written",
         "files": [str(p) for p in written],
-        "at_revision": skipped,
-        "failed": [{"name": n, "error": e} for n, e in failed],
+        "at_revision": planned.at_revision,
+        "failed": [{"name": n, "error": e} for n, e in planned.failed],
     }
     emit_status(args, payload, lines)
-    return EXIT_CHANGES if failed else EXIT_OK
+    return EXIT_CHANGES if planned.failed else EXIT_OK
 
 
 def cmd_json_schema(args: argparse.Namespace) -> int:
@@ -272,10 +278,21 @@ def _add_status(fsub: argparse._SubParsersAction) -> None:
 
 
 def _add_script(fsub: argparse._SubParsersAction) -> None:
-    p = add_command(fsub, "script", cmd_script, "sqltransport-schema fleet script -o scripts/")
+    p = add_command(fsub, "script", cmd_script, "sqltransport-schema fleet script -o scripts/ --per-stage --from base")
     _common(p)
+    p.add_argument(
+        "--from",
+        dest="from_rev",
+        metavar="REV",
+        help="the revision every target is at, none of them read (base: empty databases); default: each target's own",
+    )
     add_options(p, "to_rev")
     add_options(p, "output", output={"required": True, "help": "the folder the scripts are written to (one <target>.sql each)"})
+    p.add_argument(
+        "--per-stage",
+        action="store_true",
+        help="one <stage>.sql per stage instead, for SQL Server targets that are catalogs of one server (a USE of each)",
+    )
     add_options(p, "format")
 
 

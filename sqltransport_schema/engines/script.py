@@ -49,6 +49,9 @@ class Script:
     BATCH_GUARD: str | None = None
     CLOSING: str | None = None
     STOPPING_NOTE: str | None = None
+    # The batch that moves a script into another catalog of the server and says so in its output
+    # ({catalog} quoted, {message} a string literal): a script per stage of catalogs (fleet script).
+    USE_CATALOG: str | None = None
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
@@ -70,6 +73,12 @@ class Script:
         """A batch as a script writes it, with the batches it needs around it: bounded to
         `bounded_ms` when it locks an existing table; `wait_ms` is the script's lock timeout."""
         return [self.bounded(batch, bounded_ms)]
+
+    def use_catalog(self, catalog: str, message: str) -> str:
+        """The batch that runs what follows in `catalog`, printing `message` as it does."""
+        if self.USE_CATALOG is None:
+            raise errors.Unsupported(f"a script that moves between catalogs is SQL Server's, not {self.dialect.name}'s")
+        return self.USE_CATALOG.format(catalog=self.dialect.quote(catalog), message=self.dialect.literal(message))
 
     def guard_version_table(self, ddl: str) -> str:
         """alembic_version's CREATE TABLE, made to do nothing when the table exists."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from ..base import Dialect
+from .grants import Grants
 
 # How a DBA runs a script: -b ends sqlcmd at the first error with a failing exit code, -x leaves
 # `$(...)` in the text alone (sqlcmd would substitute its variables even inside names and literals),
@@ -48,6 +49,9 @@ class Script(Dialect.Script):
     # How each file of a split script opens and closes its transaction (as Alembic's offline output does).
     SCRIPT_BEGIN = OPENING + "\n\nBEGIN TRANSACTION;\n\nGO\n\n" + BATCH_GUARD
     SCRIPT_COMMIT = "COMMIT;\n\nGO\n\n" + CLOSING
+    # A stage's script of catalogs on one server (fleet script --per-stage): each target's section
+    # opens with its catalog's USE, and its PRINT names the target in sqlcmd's output.
+    USE_CATALOG = Grants.USE_CATALOG + "\nPRINT N{message};\n\nGO\n\n"
 
     # A batch that locks an existing table waits at most this long for it (error 1222); sqlcmd -b
     # stops there and the open transaction rolls back with the session: run the script again.
