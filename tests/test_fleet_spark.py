@@ -20,6 +20,7 @@ import pytest
 from .support.fleets import journal_rows, pg_databases, pg_url, run_fleet, stamps
 from .test_fleet_crash import each_revision_once, migration_lock, start, wait_for
 from .test_fleet_postgresql import PASSWORD, example, revisions, write_fleet  # noqa: F401 - example: the fixture
+from .test_fleet_sqlite import TENANTS, initial_of, retiring, stages, url  # noqa: F401 - retiring: the fixture
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -53,6 +54,43 @@ def test_local_spark_brings_tenant_files_to_the_head_with_the_local_runners_repo
         f"stage canary: complete, 1 target(s): 1 at revision ({again.stdout.splitlines()[0].rsplit('(', 1)[1]}",
         f"stage rest: complete, 3 target(s): 3 at revision ({again.stdout.splitlines()[1].rsplit('(', 1)[1]}",
     ]
+
+
+def test_a_failure_stops_the_stage_between_waves_as_the_local_runner_stops_it(retiring):
+    """A stage runs in waves of its parallel: after the wave with t03's refused drop, no target of the
+    stage starts and no later stage; the report is the local runner's (test_fleet_sqlite), word for word."""
+    fleet = retiring.root / "fleet.yaml"
+    fleet.write_text(fleet.read_text() + stages("stop"))
+    initial, head = initial_of(retiring), retiring.head()
+    result = run_fleet(retiring.root, "upgrade", "--master", "local[2]")
+    assert result.returncode == 1, result.stdout + result.stderr[-3000:]
+    at = {name: stamps(url(name, retiring)) for name in TENANTS}
+    assert at == {"t01": [head], "t02": [head], **dict.fromkeys(["t03", "t04", "t05", "t06"], [initial])}
+    out = result.stdout.splitlines()
+    assert out[0] == f"stage first: stopped, 4 target(s): 2 upgraded, 1 failed, 1 not attempted ({out[0].rsplit('(', 1)[1]}"
+    assert out[1] == "  stopped: 1 target(s) failed (the stage tolerates 0); first: t03"
+    assert out[2].startswith(f"  failed t03 (first, at {initial}): refusing to drop queue")
+    assert out[2].endswith(": sqltransport-schema fleet upgrade --master 'local[2]' --only t03 -x discard=Sales.host-b")
+    assert out[3:] == [
+        "  not attempted: t04",
+        "stage second: not started, 2 target(s): 2 not attempted",
+        "resume: sqltransport-schema fleet upgrade --master 'local[2]'",
+    ]
+    rows = [r for r in journal_rows(retiring.root / "fleet.journal.sqlite") if r["run"] == 2]
+    assert {r["target"]: r["outcome"] for r in rows} == {"t01": "upgraded", "t02": "upgraded", "t03": "failed"}
+
+    # two at a time: the wave of t03 holds t04 too, which runs; the stage stops after it
+    wider = run_fleet(retiring.root, "upgrade", "--master", "local[2]", "--parallel", "2", "--format", "json")
+    assert wider.returncode == 1, wider.stdout + wider.stderr[-3000:]
+    report = json.loads(wider.stdout)
+    assert {t["name"]: t["outcome"] for t in report["targets"]} == {
+        "t01": "at_revision", "t02": "at_revision", "t03": "failed", "t04": "upgraded",
+        "t05": "not_attempted", "t06": "not_attempted",
+    }  # fmt: skip
+    assert report["resume"] == "sqltransport-schema fleet upgrade --parallel 2 --master 'local[2]'"
+    rows = [r for r in journal_rows(retiring.root / "fleet.journal.sqlite") if r["run"] == 3]
+    workers = {r["target"]: r["worker"] for r in rows}
+    assert workers["t03"] != workers["t04"]  # one wave, its partitions at once: two Python workers (one job each would reuse one)
 
 
 def _free_port() -> int:

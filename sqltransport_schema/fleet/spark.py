@@ -4,11 +4,13 @@ The project's migrations travel with the job: the folder of alembic.ini (alembic
 migrations, topology.yaml) is zipped and added to the job's files, so an executor on another
 machine needs only the package installed; each executor's Python worker unpacks it and loads the
 migrations once (MIGRATIONS, kept while Spark reuses the worker). A stage's targets run in waves
-(WAVE times its parallel), one Spark job each, `parallel` partitions wide; a wave's failures are
-judged before the next starts (on_error, max_failures). The driver alone writes the journal: a
-wave's rows when it is submitted, each result as it comes back. A task Spark runs again (a lost
-executor) finds its database where the first attempt left it: at the revision (one read), or
-rolled back to be run again under the database's migration lock; never migrated twice.
+of its parallel, one Spark job each, a target per partition (all of them at once); a wave's
+failures are judged before the next starts (on_error, max_failures), so, as with the local runner,
+no target starts once a stage's failures pass what it tolerates and the targets left are reported
+not attempted. The driver alone writes the journal: a wave's rows when it is submitted, its
+results when it ends. A task Spark runs again (a lost executor) finds its database where the
+first attempt left it: at the revision (one read), or rolled back to be run again under the
+database's migration lock; never migrated twice.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ if TYPE_CHECKING:
     from .journal import Journal
     from .runner import Batch
 
-WAVE = 4  # a wave of a stage: this many times its parallel targets, one Spark job
 ARCHIVE = "sqltransport-fleet-migrations"
 MIGRATIONS: dict[str, Migrations] = {}  # per Python worker of an executor: the archive's migrations, loaded once
 
@@ -87,16 +88,15 @@ def batches(args: argparse.Namespace, migrations: Migrations, journal: Journal |
 
     def for_stage(stage: str) -> Batch:
         def batch(targets: list[Target], size: int, stop: Callable[[], bool]) -> Iterable[Result]:
-            wave = size * WAVE
-            for start in range(0, len(targets), wave):
+            for start in range(0, len(targets), size):
                 if stop():
                     return
-                part = targets[start : start + wave]
+                part = targets[start : start + size]
                 if journal is not None:
                     for target in part:
                         journal.started(target.name, stage)
-                rdd = context.parallelize(part, min(size, len(part)))
-                yield from rdd.mapPartitions(_partition(settings, name)).toLocalIterator()
+                # collect, not toLocalIterator: that runs one job per partition, one after another
+                yield from context.parallelize(part, len(part)).mapPartitions(_partition(settings, name)).collect()
 
         return batch
 
