@@ -280,13 +280,12 @@ def _add_status(fsub: argparse._SubParsersAction) -> None:
 def _add_script(fsub: argparse._SubParsersAction) -> None:
     p = add_command(fsub, "script", cmd_script, "sqltransport-schema fleet script -o scripts/ --per-stage --from base")
     _common(p)
-    p.add_argument(
-        "--from",
-        dest="from_rev",
-        metavar="REV",
-        help="the revision every target is at, none of them read (base: empty databases); default: each target's own",
+    add_options(
+        p,
+        "from_rev",
+        "to_rev",
+        from_rev={"metavar": "REV", "help": "the revision every target is at, none read (base: empty databases; default: its own)"},
     )
-    add_options(p, "to_rev")
     add_options(p, "output", output={"required": True, "help": "the folder the scripts are written to (one <target>.sql each)"})
     p.add_argument(
         "--per-stage",

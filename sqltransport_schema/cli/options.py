@@ -56,6 +56,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "dry_run": (("--dry-run",), {"action": "store_true", "help": "report what would change; change nothing"}),
     "output": (("-o", "--output"), {"help": "write to this file instead of stdout"}),
     "to_rev": (("--to",), {"dest": "to_rev", "help": "target revision (default: head)"}),
+    "from_rev": (("--from",), {"dest": "from_rev", "help": "revision the database is at (default: an empty database)"}),
     "map": (("--map",), {"action": "append", "default": [], "metavar": "OLD=NEW", "help": "destination of a removed queue (addresses)"}),
     "table": (("--table",), {"required": True, "help": "queue table as an address: audit, error@[dbo]"}),
     # consent to delete what a job copied from where it was (each command says what it deletes)

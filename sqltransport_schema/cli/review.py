@@ -182,8 +182,7 @@ def add_grants(sub: argparse._SubParsersAction) -> None:
 def add_script(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "script", cmd_script, "sqltransport-schema script --engine postgresql -o deploy.sql")
     add_options(p, "engine", engine={"choices": ("mssql", "postgresql"), "help": "the engine the script is for (required)"})
-    p.add_argument("--from", dest="from_rev", help="revision the database is at (default: an empty database)")
-    add_options(p, "to_rev", "output", to_rev={"help": "revision to upgrade to (default: head)"})
+    add_options(p, "from_rev", "to_rev", "output", to_rev={"help": "revision to upgrade to (default: head)"})
     p.add_argument("--split", metavar="DIR", help="write one file per endpoint into DIR (00-shared.sql first, 99-alembic-version.sql last)")
     p.add_argument(
         "--lock-timeout",
