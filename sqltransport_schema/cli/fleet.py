@@ -167,10 +167,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     from ..fleet.pool import Pool
 
     args.to_rev = None
+    listen = _serve_options(args)
     fleet, staged, migrations = _load(args, "status")
     targets = [t for _, ts in staged for t in ts]
     parallel = args.parallel or max(s.parallel for s, _ in staged)
     with Pool(migrations, "status") as pool:
+        if listen is not None:
+            return _serve(pool, staged, parallel, fleet.path, *listen)
         results = {r.target: r for r in pool.run(targets, parallel, lambda: False)}
     rows = [status.Row(t, results[t.name]) for t in targets]
     head = ",".join(migrations.destination) or None
@@ -181,6 +184,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         emit(args, status.to_json(rows, head), status.text_lines(rows, head))
     return EXIT_OK if all(row.ok for row in rows) else EXIT_CHANGES
+
+
+def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
+    """--serve's (host, port, --min-interval in seconds), None without --serve; checked before anything is read."""
+    from ..runtime.exporter import DEFAULT_MIN_INTERVAL, client, parse_listen, parse_min_interval
+
+    if args.serve is None:
+        if args.min_interval is not None:
+            raise errors.UsageError("--min-interval goes with --serve HOST:PORT")
+        return None
+    if args.format != "text":
+        raise errors.UsageError(f"--serve answers in the Prometheus format itself; leave out --format {args.format}")
+    client()
+    return (*parse_listen(args.serve), parse_min_interval(args.min_interval or DEFAULT_MIN_INTERVAL))
+
+
+def _serve(pool, staged: list, parallel: int, path: Path, host: str, port: int, min_interval: float) -> int:  # noqa: ANN001 - a fleet Pool
+    """fleet status --serve: each target's reachability and revision as Prometheus families, until SIGTERM or Ctrl-C."""
+    from ..fleet.exporter import FleetCollector
+    from .operations import serve_collector
+
+    collector = FleetCollector(pool, staged, parallel, min_interval, log=sys.stderr.write)
+    return serve_collector(collector, host, port, f"{sum(len(ts) for _, ts in staged)} target(s) of {path}")
 
 
 def _attention(rows: list, head: str | None, marks: dict) -> list[github.Annotation]:
@@ -275,6 +301,7 @@ def _add_status(fsub: argparse._SubParsersAction) -> None:
     _common(p)
     add_options(p, "check", check={"help": "add check's drift summary per target (exit 1 on drift)"})
     add_options(p, "format", format=MARKDOWN_FORMAT)
+    add_options(p, "serve", "min_interval")
 
 
 def _add_script(fsub: argparse._SubParsersAction) -> None:

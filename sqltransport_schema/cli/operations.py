@@ -24,6 +24,7 @@ from .output import EXIT_CHANGES, EXIT_OK, emit
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from ..runtime.exporter import SnapshotCollector
     from ..runtime.operations import Flow, RetryReport, StatusReport, TableStatus
     from ..runtime.transport import Transport
 
@@ -145,9 +146,17 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what stops `status --serve` (C
 
 def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, min_interval: float) -> int:
     """status --serve: /metrics and /healthz until SIGTERM or Ctrl-C (exit 0 either way)."""
-    from ..runtime.exporter import StatusCollector, listen
+    from ..runtime.exporter import StatusCollector
 
     collector = StatusCollector(transport, min_interval, estimate=args.estimate, error_queue=args.error_queue)
+    return serve_collector(collector, host, port, display_url(given_url(transport.engine)))
+
+
+def serve_collector(collector: SnapshotCollector, host: str, port: int, what: str) -> int:
+    """An exporter's /metrics and /healthz (status --serve, fleet status --serve) until SIGTERM or
+    Ctrl-C (exit 0 either way); `what` names what it reads."""
+    from ..runtime.exporter import listen
+
     server = listen(host, port, collector)
     # SIGINT is handled here too, not left to KeyboardInterrupt: started as a shell's background job the
     # process inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler (Ctrl-C or
@@ -158,10 +167,9 @@ def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, 
     worker = threading.Thread(target=server.serve_forever, name="status-serve", daemon=True)
     worker.start()
     shown = f"[{host}]" if ":" in host else host
-    database = display_url(given_url(transport.engine))
     sys.stderr.write(
-        f"status --serve: serving http://{shown}:{server.server_port}/metrics and /healthz for {database}, "
-        f"reading the database at most every {min_interval:g}s; SIGTERM or Ctrl-C stops\n"
+        f"{collector.COMMAND}: serving http://{shown}:{server.server_port}/metrics and /healthz for {what}, "
+        f"reading {collector.READS_WHAT} at most every {collector.min_interval:g}s; SIGTERM or Ctrl-C stops\n"
     )
     sys.stderr.flush()
     try:
@@ -174,7 +182,7 @@ def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, 
         server.server_close()
         worker.join(5)
         collector.close()
-    sys.stderr.write("status --serve: stopped\n")
+    sys.stderr.write(f"{collector.COMMAND}: stopped\n")
     return EXIT_OK
 
 
@@ -476,16 +484,7 @@ def add_status(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="print again every SECONDS until interrupted, with each queue's messages/s in and out (a terminal redraws in place)",
     )
-    p.add_argument(
-        "--serve",
-        metavar="HOST:PORT",
-        help="serve /metrics (Prometheus) and /healthz there until SIGTERM or Ctrl-C, instead of printing (the exporter extra)",
-    )
-    p.add_argument(
-        "--min-interval",
-        metavar="DURATION",
-        help="with --serve: read the database at most once per DURATION however often it is scraped (default: 5s)",
-    )
+    add_options(p, "serve", "min_interval")
     p.add_argument("--watch-count", type=int, metavar="N", help="with --watch: stop after N reports (default: until interrupted)")
     p.add_argument(
         "--estimate", action="store_true", help="queue depths from the engine's statistics instead of counting (very large tables)"

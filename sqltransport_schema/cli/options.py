@@ -56,6 +56,14 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "dry_run": (("--dry-run",), {"action": "store_true", "help": "report what would change; change nothing"}),
     "output": (("-o", "--output"), {"help": "write to this file instead of stdout"}),
     "to_rev": (("--to",), {"dest": "to_rev", "help": "target revision (default: head)"}),
+    "serve": (
+        ("--serve",),
+        {"metavar": "HOST:PORT", "help": "serve /metrics (Prometheus) and /healthz there until SIGTERM or Ctrl-C, instead of printing"},
+    ),
+    "min_interval": (
+        ("--min-interval",),
+        {"metavar": "DURATION", "help": "with --serve: read at most once per DURATION however often it is scraped (default: 5s)"},
+    ),
     "from_rev": (("--from",), {"dest": "from_rev", "help": "revision the database is at (default: an empty database)"}),
     "map": (("--map",), {"action": "append", "default": [], "metavar": "OLD=NEW", "help": "destination of a removed queue (addresses)"}),
     "table": (("--table",), {"required": True, "help": "queue table as an address: audit, error@[dbo]"}),

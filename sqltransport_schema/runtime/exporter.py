@@ -151,25 +151,21 @@ def parse_listen(text: str, option: str = "--serve") -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-class StatusCollector:
-    """The exporter's collector: the last report's families, read again through one kept connection
-    once `min_interval` seconds have passed since the last read began; its own families (UP, READS,
-    ...) at every scrape. `log` gets a line when reads start failing and when they work again."""
+class SnapshotCollector:
+    """An exporter's collector: the families of its last read, read again only once `min_interval`
+    seconds have passed since the last read began, however often it is scraped; its own families
+    (UP, READS, ...) at every scrape. A subclass says what a read is (`read`): status's report of one
+    database (StatusCollector), a fleet's revisions (fleet status --serve). `log` gets a line when
+    reads start failing and when they work again."""
+
+    COMMAND = "status --serve"  # what its log lines and /healthz call it
+    READS_WHAT = "the database"
 
     def __init__(
-        self,
-        transport: Transport,
-        min_interval: float,
-        *,
-        estimate: bool = False,
-        error_queue: str = DEFAULT_ERROR_QUEUE,
-        log: Callable[[str], object] = sys.stderr.write,
-        clock: Callable[[], float] = time.monotonic,
+        self, min_interval: float, *, log: Callable[[str], object] = sys.stderr.write, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.transport, self.min_interval, self.estimate, self.error_queue = transport, min_interval, estimate, error_queue
-        self.log, self.clock = log, clock
+        self.min_interval, self.log, self.clock = min_interval, log, clock
         self.lock = threading.Lock()
-        self.connection: Connection | None = None
         self.read_at: float | None = None  # clock() when the last read began
         self.families: list = []  # of the last read that worked; [] after a failed one
         self.up = False
@@ -180,6 +176,13 @@ class StatusCollector:
         self.generation = 0  # reads so far: what the rendered bytes were made from
         self.rendering = threading.Lock()
         self.rendered: dict[tuple, bytes] = {}  # (generation, content type, gzip) -> the /metrics body
+
+    def read(self) -> tuple[list, float]:
+        """One read: (its metric families, when its figures were taken as Unix time)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Let go of what reads keep open."""
 
     def collect(self) -> Iterator:
         """The prometheus-client collector interface: read if due, then every family."""
@@ -212,13 +215,12 @@ class StatusCollector:
             self.read_at, self.reads = now, self.reads + 1
             started = time.perf_counter()
             try:
-                report = self._read()
-                self.families, self.taken_at = report_families(report), report.taken_at.timestamp()
+                self.families, self.taken_at = self.read()
             except Exception as exc:  # noqa: BLE001 - any failure is a scrape's `up 0`, never the exporter's end
                 self._failed(exc)
             else:
                 if not self.up and self.problem is not None:
-                    self.log("status --serve: reading the database again\n")
+                    self.log(f"{self.COMMAND}: reading {self.READS_WHAT} again\n")
                 self.up, self.problem = True, None
             finally:
                 self.duration = time.perf_counter() - started
@@ -240,6 +242,48 @@ class StatusCollector:
                 self.rendered = {k: v for k, v in self.rendered.items() if k[0] == key[0]}
                 self.rendered[key] = gzip.compress(body) if compress else body
             return content_type, compress, self.rendered[key]
+
+    def _failed(self, exc: Exception) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
+        from ..db import failure
+
+        problem = failure(exc) if isinstance(exc, SQLAlchemyError) else f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if problem != self.problem:
+            self.log(f"{self.COMMAND}: reading {self.READS_WHAT} failed: {problem}\n")
+        self.up, self.problem, self.families, self.taken_at = False, problem, [], None
+        self.failures += 1
+
+    def health(self) -> str:
+        """/healthz's text: the exporter serves; whether its last read worked."""
+        with self.lock:
+            if self.read_at is None:
+                return f"ok: serving; {self.READS_WHAT} is read at the first scrape\n"
+            return (
+                f"ok: serving; last read of {self.READS_WHAT} worked\n" if self.up else f"ok: serving; last read failed: {self.problem}\n"
+            )
+
+
+class StatusCollector(SnapshotCollector):
+    """status --serve's collector: the last report's families, read through one kept connection."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        min_interval: float,
+        *,
+        estimate: bool = False,
+        error_queue: str = DEFAULT_ERROR_QUEUE,
+        log: Callable[[str], object] = sys.stderr.write,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(min_interval, log=log, clock=clock)
+        self.transport, self.estimate, self.error_queue = transport, estimate, error_queue
+        self.connection: Connection | None = None
+
+    def read(self) -> tuple[list, float]:
+        report = self._read()
+        return report_families(report), report.taken_at.timestamp()
 
     def _read(self) -> StatusReport:
         """One status report on the kept connection (opened if there is none). A kept one that fails
@@ -271,24 +315,6 @@ class StatusCollector:
         finally:
             self.transport.engine.dispose()
 
-    def _failed(self, exc: Exception) -> None:
-        from sqlalchemy.exc import SQLAlchemyError
-
-        from ..db import failure
-
-        problem = failure(exc) if isinstance(exc, SQLAlchemyError) else f"{type(exc).__name__}: {exc}".splitlines()[0]
-        if problem != self.problem:
-            self.log(f"status --serve: reading the database failed: {problem}\n")
-        self.up, self.problem, self.families, self.taken_at = False, problem, [], None
-        self.failures += 1
-
-    def health(self) -> str:
-        """/healthz's text: the exporter serves; whether its last read of the database worked."""
-        with self.lock:
-            if self.read_at is None:
-                return "ok: serving; the database is read at the first scrape\n"
-            return "ok: serving; last read of the database worked\n" if self.up else f"ok: serving; last read failed: {self.problem}\n"
-
     def close(self) -> None:
         """Let go of the kept connection (a dead one is discarded, not returned to the pool)."""
         connection, self.connection = self.connection, None
@@ -302,7 +328,7 @@ class StatusCollector:
 class _Snapshot:
     """A collector's families as they are, for rendering them (no read)."""
 
-    def __init__(self, collector: StatusCollector) -> None:
+    def __init__(self, collector: SnapshotCollector) -> None:
         self.collector = collector
 
     def collect(self) -> Iterator:
@@ -322,7 +348,7 @@ class _Quiet(WSGIRequestHandler):
         """Scrapes are not logged (one every few seconds, forever)."""
 
 
-def application(collector: StatusCollector) -> Callable:
+def application(collector: SnapshotCollector) -> Callable:
     """The WSGI application: GET /metrics (the content negotiation and gzip of prometheus-client),
     /healthz, and a 404 for anything else."""
 
@@ -345,7 +371,7 @@ def application(collector: StatusCollector) -> Callable:
     return serve
 
 
-def listen(host: str, port: int, collector: StatusCollector) -> WSGIServer:
+def listen(host: str, port: int, collector: SnapshotCollector) -> WSGIServer:
     """A server bound to host:port (not serving yet: `serve_forever` in a thread); Unavailable when
     the address cannot be bound (in use, not this machine's)."""
     client()

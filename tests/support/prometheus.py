@@ -58,13 +58,17 @@ class Exporter:
     """`sqltransport-schema status --url URL --serve 127.0.0.1:0 ...` in a subprocess; the port it chose
     is read from its first line."""
 
-    def __init__(self, url: str, *args: str, background: bool = False) -> None:
-        """background: started as a non-interactive shell starts `command &`, with SIGINT ignored (POSIX)."""
-        command = [sys.executable, "-m", "sqltransport_schema.cli", "status", "--url", url, "--serve", "127.0.0.1:0", *args]
+    def __init__(self, url: str, *args: str, background: bool = False, command: tuple[str, ...] = (), cwd: Path | None = None) -> None:
+        """background: started as a non-interactive shell starts `command &`, with SIGINT ignored (POSIX);
+        command: another exporter's words (`fleet`, `status`) in place of `status --url URL`, run in cwd."""
+        words = list(command) or ["status", "--url", url]
+        command_line = [sys.executable, "-m", "sqltransport_schema.cli", *words, "--serve", "127.0.0.1:0", *args]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
+        if command:
+            env.pop("SQLTRANSPORT_URL", None)  # a fleet's URLs are its file's
         ignore_sigint = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None  # kept across exec
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=ignore_sigint
+            command_line, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=ignore_sigint, cwd=cwd
         )
         first = self.process.stderr.readline()
         assert "serving http://127.0.0.1:" in first, first + self.process.stderr.read()
