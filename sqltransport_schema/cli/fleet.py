@@ -203,7 +203,7 @@ def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
 def _serve(pool, staged: list, parallel: int, path: Path, host: str, port: int, min_interval: float) -> int:  # noqa: ANN001 - a fleet Pool
     """fleet status --serve: each target's reachability and revision as Prometheus families, until SIGTERM or Ctrl-C."""
     from ..fleet.exporter import FleetCollector
-    from .operations import serve_collector
+    from .serving import serve_collector
 
     collector = FleetCollector(pool, staged, parallel, min_interval, log=sys.stderr.write)
     return serve_collector(collector, host, port, f"{sum(len(ts) for _, ts in staged)} target(s) of {path}")

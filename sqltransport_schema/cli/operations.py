@@ -5,9 +5,7 @@ and runtime/outbox.py; this parses, prints and repeats (--watch)."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -24,7 +22,6 @@ from .output import EXIT_CHANGES, EXIT_OK, emit
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from ..runtime.exporter import SnapshotCollector
     from ..runtime.operations import Flow, RetryReport, StatusReport, TableStatus
     from ..runtime.transport import Transport
 
@@ -141,49 +138,13 @@ def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
     return host, port, interval
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what stops `status --serve` (Ctrl-C sends SIGINT)
-
-
 def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, min_interval: float) -> int:
     """status --serve: /metrics and /healthz until SIGTERM or Ctrl-C (exit 0 either way)."""
     from ..runtime.exporter import StatusCollector
+    from .serving import serve_collector
 
     collector = StatusCollector(transport, min_interval, estimate=args.estimate, error_queue=args.error_queue)
     return serve_collector(collector, host, port, display_url(given_url(transport.engine)))
-
-
-def serve_collector(collector: SnapshotCollector, host: str, port: int, what: str) -> int:
-    """An exporter's /metrics and /healthz (status --serve, fleet status --serve) until SIGTERM or
-    Ctrl-C (exit 0 either way); `what` names what it reads."""
-    from ..runtime.exporter import listen
-
-    server = listen(host, port, collector)
-    # SIGINT is handled here too, not left to KeyboardInterrupt: started as a shell's background job the
-    # process inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler (Ctrl-C or
-    # `kill -INT` did nothing). The handler only records the signal: it takes no lock (an Event's set()
-    # could wait on the lock its own thread holds) and raises nothing in the middle of other code.
-    stopping: list[int] = []
-    previous = {number: signal.signal(number, lambda number, _frame: stopping.append(number)) for number in STOP_SIGNALS}
-    worker = threading.Thread(target=server.serve_forever, name="status-serve", daemon=True)
-    worker.start()
-    shown = f"[{host}]" if ":" in host else host
-    sys.stderr.write(
-        f"{collector.COMMAND}: serving http://{shown}:{server.server_port}/metrics and /healthz for {what}, "
-        f"reading {collector.READS_WHAT} at most every {collector.min_interval:g}s; SIGTERM or Ctrl-C stops\n"
-    )
-    sys.stderr.flush()
-    try:
-        while not stopping:
-            time.sleep(0.2)  # a signal's handler runs during the sleep; the loop sees it within 0.2 s
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        server.shutdown()
-        server.server_close()
-        worker.join(5)
-        collector.close()
-    sys.stderr.write(f"{collector.COMMAND}: stopped\n")
-    return EXIT_OK
 
 
 def watch(args: argparse.Namespace, transport: Transport, stream: TextIO) -> None:
