@@ -165,9 +165,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     """
     from ..fleet import status
     from ..fleet.pool import Pool
+    from .serving import serve_options
 
     args.to_rev = None
-    listen = _serve_options(args)
+    listen = serve_options(args)
     fleet, staged, migrations = _load(args, "status")
     targets = [t for _, ts in staged for t in ts]
     parallel = args.parallel or max(s.parallel for s, _ in staged)
@@ -184,20 +185,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         emit(args, status.to_json(rows, head), status.text_lines(rows, head))
     return EXIT_OK if all(row.ok for row in rows) else EXIT_CHANGES
-
-
-def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
-    """--serve's (host, port, --min-interval in seconds), None without --serve; checked before anything is read."""
-    from ..runtime.exporter import DEFAULT_MIN_INTERVAL, client, parse_listen, parse_min_interval
-
-    if args.serve is None:
-        if args.min_interval is not None:
-            raise errors.UsageError("--min-interval goes with --serve HOST:PORT")
-        return None
-    if args.format != "text":
-        raise errors.UsageError(f"--serve answers in the Prometheus format itself; leave out --format {args.format}")
-    client()
-    return (*parse_listen(args.serve), parse_min_interval(args.min_interval or DEFAULT_MIN_INTERVAL))
 
 
 def _serve(pool, staged: list, parallel: int, path: Path, host: str, port: int, min_interval: float) -> int:  # noqa: ANN001 - a fleet Pool

@@ -120,22 +120,13 @@ def _status_fleet(args: argparse.Namespace) -> int:
 
 
 def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
-    """--serve's (host, port, --min-interval in seconds), None without --serve; checked before the
-    database is opened (and prometheus-client is there)."""
-    from ..runtime.exporter import DEFAULT_MIN_INTERVAL, client, parse_listen, parse_min_interval
+    """--serve's (host, port, --min-interval in seconds), None without --serve (serving.serve_options),
+    --watch refused beside it."""
+    from .serving import serve_options
 
-    if args.serve is None:
-        if args.min_interval is not None:
-            raise errors.UsageError("--min-interval goes with --serve HOST:PORT")
-        return None
-    if args.watch is not None:
+    if args.serve is not None and args.watch is not None:
         raise errors.UsageError("--serve and --watch do not go together: Prometheus scrapes --serve as often as it likes")
-    if args.format != "text":
-        raise errors.UsageError(f"--serve answers in the Prometheus format itself; leave out --format {args.format}")
-    host, port = parse_listen(args.serve)
-    interval = parse_min_interval(args.min_interval or DEFAULT_MIN_INTERVAL)
-    client()
-    return host, port, interval
+    return serve_options(args)
 
 
 def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, min_interval: float) -> int:

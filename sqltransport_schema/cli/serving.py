@@ -1,5 +1,5 @@
-"""An exporter's serving loop (status --serve, fleet status --serve): the collector's /metrics and
-/healthz on HOST:PORT until SIGTERM or Ctrl-C."""
+"""An exporter's options and serving loop (status --serve, fleet status --serve): the collector's
+/metrics and /healthz on HOST:PORT until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
@@ -9,12 +9,32 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from .. import errors
 from .output import EXIT_OK
 
 if TYPE_CHECKING:
+    import argparse
+
     from ..runtime.exporter import SnapshotCollector
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what stops an exporter (Ctrl-C sends SIGINT)
+
+
+def serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
+    """--serve's (host, port, --min-interval in seconds), None without --serve; checked before
+    anything is read (and prometheus-client is there)."""
+    from ..runtime.exporter import DEFAULT_MIN_INTERVAL, client, parse_listen, parse_min_interval
+
+    if args.serve is None:
+        if args.min_interval is not None:
+            raise errors.UsageError("--min-interval goes with --serve HOST:PORT")
+        return None
+    if args.format != "text":
+        raise errors.UsageError(f"--serve answers in the Prometheus format itself; leave out --format {args.format}")
+    host, port = parse_listen(args.serve)
+    interval = parse_min_interval(args.min_interval or DEFAULT_MIN_INTERVAL)
+    client()
+    return host, port, interval
 
 
 def serve_collector(collector: SnapshotCollector, host: str, port: int, what: str) -> int:
