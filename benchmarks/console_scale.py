@@ -15,7 +15,8 @@ trace included, ~1.4 kB). Then, best and median of --runs, alternating with the 
             Seq LIMIT 50`.
 - message:  one message (console.failed.message, `GET /failed/messages/{key}`); the reference
             `WHERE Seq = @k`.
-- retry:    (unless --no-retry) a group of G messages (one exception of one failed queue) retried by
+- retry:    (unless --no-retry) a group of a quarter of the messages (one exception of one failed
+            queue: 50,000 of 200,000, spread through the queue) retried by
             the console (Actions.retry, the runtime's retry), its longest batch (the longest time the
             error queue's rows of one batch are held locked) and its total.
 
@@ -65,10 +66,13 @@ EXCEPTIONS = [
     (ConnectionError, "payment gateway unreachable"),
 ]
 STACK = "".join(f'  at Shop.Handlers.Step{i}.Handle(Message m) in /src/Shop/Handlers/Step{i}.cs:line {i * 7}\n' for i in range(12))
-# N rows in one statement: the i-th row's headers one of the 10 templates, its TimeOfFailure i seconds after the base
+# N rows in one statement: the i-th row's headers one of the 10 templates, its TimeOfFailure i seconds after the base;
+# every fourth row is template 5 (Billing's TimeoutError, the group retried: a quarter of the queue, 50,000 of
+# 200,000, spread through it), the other rows cycle through the rest (template 5's turn going to template 0)
 FILL = (
     "INSERT INTO {table} (Id, Expires, Headers, Body) "
-    "SELECT gen_random_uuid(), NULL, replace((%s::text[])[1 + i %% 10], '@TOF@', "
+    "SELECT gen_random_uuid(), NULL, "
+    "replace((%s::text[])[1 + CASE WHEN i %% 4 = 0 THEN 5 WHEN i %% 10 = 5 THEN 0 ELSE i %% 10 END], '@TOF@', "
     "to_char(timestamp '2026-11-01' + i * interval '1 second', 'YYYY-MM-DD HH24:MI:SS:US \"Z\"')), %s "
     "FROM generate_series(0, %s - 1) AS i"
 )
