@@ -152,8 +152,9 @@ def test_the_deployment_script_carries_them(project, engine, capsys):
 
 
 def test_moves_between_the_error_queue_and_its_archive_lose_and_double_nothing(project, db_url, monkeypatch):
-    """Archive and restore in batches (each one transaction) of the runtime's transport, without the
-    web stack: ids asked twice move once, an id not in the queue is counted as not found, and on
+    """Archive, restore and purge in batches (each one transaction, the progress callback called
+    after each commit) of the runtime's transport, without the web stack: checked before they run,
+    ids asked twice move once, an id not in the queue is counted as not found, and on
     PostgreSQL (where the error queue's key is its Id) a message whose Id is back in the error queue
     stays archived instead of failing the batch."""
     from sqltransport_schema.console.archive import Archive
@@ -167,20 +168,27 @@ def test_moves_between_the_error_queue_and_its_archive_lose_and_double_nothing(p
         with transport.engine.connect() as conn:
             error = transport.dialect.qualified(transport.name("error"), transport.profile)
             ids = sorted(str(r[0]) for r in conn.exec_driver_sql(f"SELECT Id FROM {error}"))
-        moved = archive.archive([*ids[:3], ids[0], "6c9b3c36-2a0e-4a49-9e43-8d1f0c1a2b3c"], "why", "who")
-        assert (moved.messages, moved.not_found, moved.batches) == (3, 1, 2)
+        chosen, move = archive.archive([*ids[:3], ids[0], "6c9b3c36-2a0e-4a49-9e43-8d1f0c1a2b3c"], "why", "who")
+        assert chosen == 4 and archive.count() == 0  # checked, nothing moved until the move runs
+        seen: list[tuple[int, int]] = []
+        moved = move(lambda done: seen.append((done.moved, archive.count())))  # after each batch's commit
+        assert (moved.moved, moved.not_found, moved.batches) == (3, 1, 2)
+        assert seen == [(2, 2), (3, 3)]
         assert archive.count() == 3
         rows, next_after = archive.page(limit=2)
         assert len(rows) == 2 and next_after == rows[-1].key
         rest, last = archive.page(after=next_after, limit=2)
         assert len(rest) == 1 and last is None
         assert sorted(r.id for r in rows + rest) == ids[:3]
-        restored = archive.restore([rows[0].key])
-        assert restored.messages == 1 and archive.count() == 2
+        restored = archive.restore([rows[0].key])[1](None)
+        assert restored.moved == 1 and archive.count() == 2
         if not db_url.startswith("sqlite"):
             with transport.engine.begin() as conn:  # the same Id failed again meanwhile
                 conn.exec_driver_sql(f"INSERT INTO {error} (Id, Headers) VALUES ('{rows[1].id}', '{{}}')")
-            again = archive.restore([rows[1].key])
-            assert (again.messages, again.not_found) == (0, 1) and archive.count() == 2
+            again = archive.restore([rows[1].key])[1](None)
+            assert (again.moved, again.not_found) == (0, 1) and archive.count() == 2
+        purged: list[int] = []
+        assert archive.purge(0)(lambda done: purged.append(done.moved)).moved == 2
+        assert purged == [2, 2] and archive.count() == 0  # a full batch, then the empty one that ends it
     finally:
         next(bus, None)

@@ -225,10 +225,7 @@ def test_a_slowed_retry_is_cancelled_after_the_batch_in_hand(bus, project):
         job = started.json("/api/retry", {"filter": {}, "rate": 0.5}, token)
         assert job["state"] == "running" and job["chosen"] == 11
         started.json(f"/api/jobs/{job['id']}/cancel", {}, token)
-        deadline = time.monotonic() + 60
-        while (state := started.json(f"/api/jobs/{job['id']}"))["state"] == "running":
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        state = finished(started, job)
         assert state["state"] == "cancelled" and state["report"]["moved"] == 2
         assert len(error_ids(bus)) == 9
         assert started.json("/api/log")["actions"][0]["action"] == "retry (cancelled)"
@@ -297,38 +294,103 @@ def archived_ids(transport) -> list[str]:
 
 def test_archive_restore_and_purge_move_exactly_the_chosen_messages_and_log_each(bus, console):
     """Archive two chosen messages (out of the error queue, into its archive with why and who),
-    restore one of them (back into the error queue), purge by age: each logged."""
+    restore one of them (back into the error queue), purge by age: each a job, each logged."""
     keyerrors = console.json("/api/failed/messages?exception_type=KeyError")["messages"]
     chosen = sorted(m["id"] for m in keyerrors[:2])
-    moved = console.json("/api/archive", {"ids": chosen, "why": "poison"}, csrf(console))
-    assert moved["messages"] == 2 and moved["not_found"] == 0
+    job = console.json("/api/archive", {"ids": chosen, "why": "poison", "wait": True}, csrf(console))
+    assert (job["kind"], job["state"], job["chosen"], job["moved"]) == ("archive", "done", 2, 2)
+    assert job["report"]["not_found"] == 0
     assert archived_ids(bus) == chosen
     left = set(error_ids(bus))
     assert not left & set(chosen) and len(left) == 9
     listed = console.json("/api/archive")["messages"]
     assert sorted(m["id"] for m in listed) == chosen
     assert {m["why"] for m in listed} == {"poison"} and all(m["by"].startswith("operator@127.0.0.1") for m in listed)
-    restored = console.json("/api/restore", {"keys": [listed[0]["key"]]}, csrf(console))
-    assert restored["messages"] == 1
+    restored = console.json("/api/restore", {"keys": [listed[0]["key"]], "wait": True}, csrf(console))
+    assert restored["kind"] == "restore" and restored["report"]["moved"] == 1
     assert listed[0]["id"] in error_ids(bus) and archived_ids(bus) == [listed[1]["id"]]
     assert len(error_ids(bus)) == 10
-    kept = console.json("/api/purge", {"older_than": "1h"}, csrf(console))
-    assert kept["messages"] == 0 and archived_ids(bus) == [listed[1]["id"]]
+    kept = console.json("/api/purge", {"older_than": "1h", "wait": True}, csrf(console))
+    assert kept["moved"] == 0 and kept["chosen"] is None and archived_ids(bus) == [listed[1]["id"]]
     time.sleep(0.05)
-    purged = console.json("/api/purge", {"older_than": "1ms"}, csrf(console))
-    assert purged["messages"] == 1 and archived_ids(bus) == []
+    purged = console.json("/api/purge", {"older_than": "1ms", "wait": True}, csrf(console))
+    assert purged["moved"] == 1 and archived_ids(bus) == []
     assert len(error_ids(bus)) == 10
     log = [(a["action"], a["messages"]) for a in console.json("/api/log")["actions"]]
-    assert log[:3] == [("purge", 1), ("purge", 0), ("restore", 1)] and log[3] == ("archive", 2)
+    assert log[:4] == [("purge (done)", 1), ("purge (done)", 0), ("restore (done)", 1), ("archive (done)", 2)]
 
 
 def test_archive_of_a_group_takes_that_group_alone(bus, console):
     code, _, text = console.request("/api/archive", {"ids": ["1; DROP TABLE error"]}, csrf(console))
     assert code == 400 and "GUID" in text
-    moved = console.json("/api/archive", {"filter": {"exception_type": "TimeoutError"}}, csrf(console))
-    assert moved["messages"] == 7
+    code, _, text = console.request("/api/archive", {"filter": {}, "rate": 0}, csrf(console))
+    assert code == 400 and "rate" in text
+    assert console.json("/api/log")["actions"] == []  # refused before any job started
+    job = console.json("/api/archive", {"filter": {"exception_type": "TimeoutError"}, "wait": True}, csrf(console))
+    assert job["moved"] == 7
     assert len(archived_ids(bus)) == 7 and len(error_ids(bus)) == 4
     assert {g["key"]["exception_type"] for g in console.json("/api/failed/groups")["groups"]} == {"KeyError", "ValueError"}
+
+
+def finished(console, job: dict) -> dict:
+    """The job once it has ended (polled)."""
+    deadline = time.monotonic() + 60
+    while (job := console.json(f"/api/jobs/{job['id']}"))["state"] == "running":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+    return job
+
+
+def test_archive_restore_and_purge_jobs_show_progress_and_a_cancel_leaves_each_message_in_one_table(bus, project):
+    """--batch-size 2 and a rate of one batch every 5 s: the API shows a job's progress after its
+    first batch, a cancel stops it there; every message is then in the error queue or in its archive,
+    never both nor neither, the archive holding what the job says it moved. The same for a restore,
+    and a purge cancelled after its first batch; each logged as cancelled with its count."""
+    started = ConsoleProcess(bus.engine.url.render_as_string(hide_password=False), "--batch-size", "2", cwd=str(project.root))
+    try:
+        token = csrf(started)
+        every = set(error_ids(bus))
+
+        def cancel_after_a_batch(path: str, body: dict) -> dict:
+            job = started.json(path, {**body, "rate": 0.2}, token)
+            assert job["state"] == "running"
+            deadline = time.monotonic() + 60
+            while (shown := started.json(f"/api/jobs/{job['id']}"))["moved"] == 0:  # in its pause after a batch
+                assert time.monotonic() < deadline and shown["state"] == "running", shown
+                time.sleep(0.05)
+            assert shown["state"] == "running" and shown["report"]["batches"] >= 1
+            started.json(f"/api/jobs/{job['id']}/cancel", {}, token)
+            done = finished(started, job)
+            assert done["state"] == "cancelled" and 0 < done["moved"] < (done["chosen"] or 11), done
+            return done
+
+        def in_exactly_one_table() -> tuple[set[str], set[str]]:
+            error, archived = set(error_ids(bus)), set(archived_ids(bus))
+            assert not error & archived and error | archived == every
+            return error, archived
+
+        archive = cancel_after_a_batch("/api/archive", {"filter": {}})
+        assert archive["kind"] == "archive" and archive["chosen"] == 11
+        error, archived = in_exactly_one_table()
+        assert len(archived) == archive["moved"] and len(error) == 11 - archive["moved"]
+        assert started.json("/api/archive", {"ids": sorted(error), "wait": True}, token)["moved"] == len(error)
+        assert in_exactly_one_table()[0] == set()
+        keys = [m["key"] for m in started.json("/api/archive?limit=20")["messages"]]
+        restore = cancel_after_a_batch("/api/restore", {"keys": keys})
+        error, archived = in_exactly_one_table()
+        assert len(error) == restore["moved"] and len(archived) == 11 - restore["moved"]
+        time.sleep(0.05)
+        purge = cancel_after_a_batch("/api/purge", {"older_than": "1ms"})
+        assert len(archived_ids(bus)) == len(archived) - purge["moved"] and set(error_ids(bus)) == error
+        log = [(a["action"], a["messages"]) for a in started.json("/api/log")["actions"]]
+        assert log[:4] == [
+            ("purge (cancelled)", purge["moved"]),
+            ("restore (cancelled)", restore["moved"]),
+            ("archive (done)", 11 - archive["moved"]),
+            ("archive (cancelled)", archive["moved"]),
+        ]
+    finally:
+        started.close()
 
 
 def test_archive_restore_and_purge_need_the_csrf_value_the_operator_and_a_writable_console(bus, project):

@@ -1,21 +1,24 @@
-"""The console's actions: retries of chosen messages (one, a selection, a group, everything a filter
-matches) back to each message's NServiceBus.FailedQ or to a chosen queue, through the runtime's `retry` (batches, each
-one transaction), run as a job that shows progress, may be slowed to a number of batches a second
-and cancelled between batches; and the action log, the table the topology's `action_log:` declares and
-the migrations create (who, when, what, how many)."""
+"""The console's jobs and its action log. A job is an action over many messages run in a thread of
+its own, a batch a transaction, so no request waits for it: retries of chosen messages (one, a
+selection, a group, everything a filter matches) back to each message's NServiceBus.FailedQ or to a
+chosen queue, through the runtime's `retry`; and the archive's moves (console/archive.py: archive,
+restore, purge). Every job shows its progress, may be slowed to a number of batches a second and
+cancelled between batches, and is written to the action log when it ends (done, cancelled or
+failed, with the count it moved): the table the topology's `action_log:` declares and the
+migrations create (who, when, what, how many)."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import errors
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, RetryReport, resolve, retry, retry_destination
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, retry, retry_destination
 from ..runtime.transport import execute
 from ..schema import Kind, TableName
 
@@ -34,29 +37,51 @@ class NoActionLog(errors.Refused):
 
 
 class Cancelled(errors.SqltransportError):
-    """Raised from retry's progress callback: the batch in hand is committed, no other is read."""
+    """Raised from a job's progress callback: the batch in hand is committed, no other is read."""
+
+
+class Report(Protocol):
+    """A job's progress: what the work moved so far, in how many batches (the runtime's RetryReport,
+    the archive's Moved)."""
+
+    moved: int
+    batches: int
+
+    def to_json(self) -> dict: ...
+
+
+# the work of a job: called with the callback it must call after each batch's commit; returns its report
+Work = Callable[[Callable[[Any], None]], Any]
 
 
 @dataclass
 class Job:
-    """A retry under way or done: what it was asked, its progress, how it ended."""
+    """An action under way or done: which (retry, archive, restore, purge), what it was asked, its
+    progress, how it ended."""
 
     id: int
+    kind: str
     who: str
     what: str
-    chosen: int  # messages chosen when the job started
-    report: RetryReport | None = None
+    chosen: int | None  # messages chosen when the job started (None: purge's, known as it goes)
+    report: Report | None = None
     state: str = "running"  # running, done, cancelled, failed
     error: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     started: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
+    @property
+    def moved(self) -> int:
+        return self.report.moved if self.report is not None else 0
+
     def to_json(self) -> dict:
         return {
             "id": self.id,
+            "kind": self.kind,
             "who": self.who,
             "what": self.what,
             "chosen": self.chosen,
+            "moved": self.moved,
             "state": self.state,
             "error": self.error,
             "started": self.started.isoformat(),
@@ -65,7 +90,7 @@ class Job:
 
 
 class Actions:
-    """Runs retries and keeps the action log; one per console."""
+    """Runs the jobs and keeps the action log; one per console."""
 
     def __init__(self, transport: Transport, error_queue: str = DEFAULT_ERROR_QUEUE, batch_size: int = DEFAULT_RETRY_BATCH) -> None:
         self.transport, self.error_queue, self.batch_size = transport, error_queue, batch_size
@@ -101,35 +126,27 @@ class Actions:
             rows = execute(conn, self._statement("read"), {"Limit": limit}).fetchall()
         return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
 
-    # -- retries -------------------------------------------------------------------------------
-    def retry(
-        self, ids: Sequence[str], who: str, what: str, rate: float | None = None, wait: bool = False, to_queue: str | None = None
-    ) -> Job:
-        """Retry the messages with these row Ids (or NServiceBus.MessageIds), as a job; `rate`: at most
-        that many batches a second; `wait`: return once it has ended; `to_queue`: send them all there
-        instead of each one's FailedQ (checked before the job starts: UsageError for no queue of the
-        deployed topology)."""
-        if not ids:
-            raise errors.UsageError("no message chosen: nothing to retry")
+    # -- jobs --------------------------------------------------------------------------------
+    def start(self, kind: str, who: str, what: str, chosen: int | None, work: Work, rate: float | None = None, wait: bool = False) -> Job:
+        """Run `work` as a job of this kind in a thread of its own (the action log checked first: no
+        unlogged action); `rate`: at most that many batches a second; `wait`: return once it has ended."""
         self.require_log()
-        if rate is not None and rate <= 0:
+        if rate is not None and not rate > 0:
             raise errors.UsageError(f"rate must be above 0 batches a second, not {rate}")
-        if to_queue is not None:
-            retry_destination(self.transport, to_queue, error_queue=self.error_queue)
-            what += f" to {to_queue}"
         with self._lock:
-            job = Job(next(self._ids), who, what, len(ids))
+            job = Job(next(self._ids), kind, who, what, chosen)
             self.jobs[job.id] = job
-        thread = threading.Thread(target=self._run, args=(job, list(ids), rate, to_queue), name=f"console-retry-{job.id}", daemon=True)
+        thread = threading.Thread(target=self._run, args=(job, work, rate), name=f"console-{kind}-{job.id}", daemon=True)
         thread.start()
         if wait:
             thread.join()
         return job
 
-    def _run(self, job: Job, ids: list[str], rate: float | None, to_queue: str | None = None) -> None:
+    def _run(self, job: Job, work: Work, rate: float | None) -> None:
         last = time.monotonic()
 
-        def progress(report: RetryReport) -> None:
+        def progress(report: Report) -> None:
+            """After each batch's commit: the job's report, then its cancellation or its pause."""
             nonlocal last
             job.report = report
             if job.cancel.is_set():
@@ -141,24 +158,42 @@ class Actions:
                 last = time.monotonic()
 
         try:
-            job.report = retry(
-                self.transport,
-                error_queue=self.error_queue,
-                message_ids=ids,
-                batch_size=self.batch_size,
-                progress=progress,
-                to_queue=to_queue,
-            )
+            job.report = work(progress)
             job.state = "done"
         except Cancelled:
             job.state = "cancelled"
         except Exception as exc:  # shown on the job's page and in /api/jobs; the console keeps serving
             job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
-        moved = job.report.moved if job.report is not None else 0
         try:
-            self.log(job.who, f"retry ({job.state})", job.what, moved)
+            self.log(job.who, f"{job.kind} ({job.state})", job.what, job.moved)
         except Exception as exc:
             job.error = (job.error or "") + f" (the action log could not be written: {exc})"
+
+    def retry(
+        self, ids: Sequence[str], who: str, what: str, rate: float | None = None, wait: bool = False, to_queue: str | None = None
+    ) -> Job:
+        """Retry the messages with these row Ids (or NServiceBus.MessageIds), as a job; `to_queue`: send
+        them all there instead of each one's FailedQ (checked before the job starts: UsageError for no
+        queue of the deployed topology)."""
+        if not ids:
+            raise errors.UsageError("no message chosen: nothing to retry")
+        self.require_log()
+        if to_queue is not None:
+            retry_destination(self.transport, to_queue, error_queue=self.error_queue)
+            what += f" to {to_queue}"
+        chosen = list(ids)
+
+        def work(progress: Callable[[Any], None]) -> Report:
+            return retry(
+                self.transport,
+                error_queue=self.error_queue,
+                message_ids=chosen,
+                batch_size=self.batch_size,
+                progress=progress,
+                to_queue=to_queue,
+            )
+
+        return self.start("retry", who, what, len(chosen), work, rate, wait)
 
     def job(self, job_id: int) -> Job:
         try:

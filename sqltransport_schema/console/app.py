@@ -33,7 +33,7 @@ from ..schema import Kind
 from ..urls import display_url
 from ..util import duration_ms
 from . import failed
-from .actions import Actions
+from .actions import Actions, Job
 from .archive import Archive
 from .chart import depth_chart
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access
@@ -302,12 +302,9 @@ async def retry_form(request: Request) -> Response:
         return refused
     console: Console = request.app.state.console
     form = await request.form()
-    ids = [str(v) for v in form.getlist("id")]
-    if form.get("scope") == "filter":
-        ids, what = await run_in_threadpool(_matching, console, {k: str(v) for k, v in form.items() if k in _FILTER_FIELDS and v})
-    else:
-        what = f"{len(ids)} chosen message(s)"
-    to_queue = str(form.get("to_queue") or "").strip() or None
+    fields = {k: str(v) for k, v in form.items()}
+    ids, what = await run_in_threadpool(_chosen, console, fields, [str(v) for v in form.getlist("id")])
+    to_queue = fields.get("to_queue", "").strip() or None
     job = await run_in_threadpool(console.actions.retry, ids, _who(request), what, _rate(form.get("rate")), False, to_queue)
     return RedirectResponse(f"/jobs/{job.id}", status_code=303)
 
@@ -423,21 +420,8 @@ async def api_retry(request: Request) -> Response:
     if refused is not None:
         return refused
     console: Console = request.app.state.console
-    try:
-        body = await request.json()
-    except ValueError:
-        raise errors.UsageError("give a JSON object: {\"ids\": [...]} or {\"filter\": {...}}") from None
-    if not isinstance(body, dict) or ("ids" in body) == ("filter" in body):
-        raise errors.UsageError("give exactly one of ids (a list of message ids) and filter (an object of filter fields)")
-    if "ids" in body:
-        if not isinstance(body["ids"], list) or not all(isinstance(i, str) for i in body["ids"]):
-            raise errors.UsageError("ids: give a list of message ids (strings)")
-        ids, what = body["ids"], f"{len(body['ids'])} chosen message(s)"
-    else:
-        given = body["filter"]
-        if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
-            raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
-        ids, what = await run_in_threadpool(_matching, console, {k: str(v) for k, v in given.items() if v})
+    body = await _json_object(request)
+    ids, what = await run_in_threadpool(_chosen_of_json, console, body)
     to_queue = body.get("to_queue")
     if to_queue is not None and (not isinstance(to_queue, str) or not to_queue.strip()):
         raise errors.UsageError("to_queue: give a queue address (a string), or leave it out to retry to each message's FailedQ")
@@ -490,66 +474,79 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 DEFAULT_WHY = "archived from the console"
 
 
-def _archive(console: Console, ids: list[str], why: str, who: str, what: str) -> dict:
-    """Archive these messages of the error queue, and log it (the log checked first: no unlogged action)."""
+def _archive(console: Console, ids: list[str], why: str, who: str, what: str, rate: float | None, wait: bool) -> Job:
+    """Archive these messages of the error queue, as a job (checked before it starts)."""
     console.actions.require_log()
-    moved = console.archive.archive(ids, why or DEFAULT_WHY, who)
-    console.actions.log(who, "archive", what, moved.messages)
-    return moved.to_json()
+    chosen, move = console.archive.archive(ids, why or DEFAULT_WHY, who)
+    return console.actions.start("archive", who, what, chosen, move, rate, wait)
 
 
-def _restore(console: Console, keys: list[int], who: str) -> dict:
+def _restore(console: Console, keys: list[int], who: str, rate: float | None, wait: bool) -> Job:
     console.actions.require_log()
     if not keys:
         raise errors.UsageError("no archived message chosen: nothing to restore")
-    moved = console.archive.restore(keys)
-    console.actions.log(who, "restore", f"{len(keys)} archived message(s)", moved.messages)
-    return moved.to_json()
+    chosen, move = console.archive.restore(keys)
+    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, rate, wait)
 
 
-def _purge(console: Console, older_than: Any, who: str) -> dict:
+def _purge(console: Console, older_than: Any, who: str, rate: float | None, wait: bool) -> Job:
     milliseconds = duration_ms(str(older_than or ""))
     if milliseconds is None:
         raise errors.UsageError(f"older_than: {older_than!r} is not an age: give a number and its unit, e.g. 90m, 12h or 30d")
     console.actions.require_log()
-    purged = console.archive.purge(milliseconds / 1000)
-    console.actions.log(who, "purge", f"archived more than {older_than} ago", purged.messages)
-    return purged.to_json()
+    move = console.archive.purge(milliseconds / 1000)
+    return console.actions.start("purge", who, f"archived more than {older_than} ago", None, move, rate, wait)
 
 
 def _chosen(console: Console, fields: dict[str, str], ids: list[str]) -> tuple[list[str], str]:
-    """The messages a form or a request chose: the filter's matches (scope=filter) or the ids given."""
+    """The messages a form chose: the filter's matches (scope=filter) or the ids given."""
     if fields.pop("scope", None) == "filter":
         return _matching(console, {k: v for k, v in fields.items() if k in _FILTER_FIELDS and v})
     if not ids:
-        raise errors.UsageError("no message chosen: nothing to archive")
+        raise errors.UsageError("no message chosen: pick one or more")
     return ids, f"{len(ids)} chosen message(s)"
 
 
-async def _archive_action(request: Request, work: Callable[[Console, Any, str], Any], json: bool) -> Response:
-    """An archive action of a form (then the archive page) or of the API (then its answer as JSON):
-    the operator's only; `work` (the console, the form or JSON body, who) runs in the thread pool."""
+def _chosen_of_json(console: Console, body: dict) -> tuple[list[str], str]:
+    """The messages a request chose: its ids, or its filter's matches."""
+    if ("ids" in body) == ("filter" in body):
+        raise errors.UsageError("give exactly one of ids (a list of message ids) and filter (an object of filter fields)")
+    if "ids" in body:
+        if not isinstance(body["ids"], list) or not body["ids"] or not all(isinstance(i, str) for i in body["ids"]):
+            raise errors.UsageError("ids: give a list of one or more message ids (strings)")
+        return body["ids"], f"{len(body['ids'])} chosen message(s)"
+    given = body["filter"]
+    if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
+        raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
+    return _matching(console, {k: str(v) for k, v in given.items() if v})
+
+
+async def _archive_action(request: Request, work: Callable[[Console, Any, str], Job], json: bool) -> Response:
+    """An archive action of a form (then the job's page) or of the API (then the job as JSON): the
+    operator's only; `work` (the console, the form or JSON body, who) starts the job, in the thread pool."""
     refused = _operator(request)
     if refused is not None:
         return refused
     console: Console = request.app.state.console
     given = await _json_object(request) if json else await request.form()
-    done = await run_in_threadpool(work, console, given, _who(request))
-    return JSONResponse(done) if json else RedirectResponse("/archive", status_code=303)
+    job = await run_in_threadpool(work, console, given, _who(request))
+    if json:
+        return JSONResponse(job.to_json(), status_code=202 if job.state == "running" else 200)
+    return RedirectResponse(f"/jobs/{job.id}", status_code=303)
 
 
-def _archive_of_form(console: Console, form: Any, who: str) -> dict:
+def _archive_of_form(console: Console, form: Any, who: str) -> Job:
     fields = {k: str(v) for k, v in form.items()}
     ids, what = _chosen(console, fields, [str(v) for v in form.getlist("id")])
-    return _archive(console, ids, fields.get("why", ""), who, what)
+    return _archive(console, ids, fields.get("why", ""), who, what, _rate(form.get("rate")), False)
 
 
 async def archive_form(request: Request) -> Response:
     return await _archive_action(request, _archive_of_form, json=False)
 
 
-def _restore_of_form(console: Console, form: Any, who: str) -> dict:
-    return _restore(console, [_int(v, "key") for v in form.getlist("key")], who)
+def _restore_of_form(console: Console, form: Any, who: str) -> Job:
+    return _restore(console, [_int(v, "key") for v in form.getlist("key")], who, _rate(form.get("rate")), False)
 
 
 async def restore_form(request: Request) -> Response:
@@ -557,7 +554,9 @@ async def restore_form(request: Request) -> Response:
 
 
 async def purge_form(request: Request) -> Response:
-    return await _archive_action(request, lambda console, form, who: _purge(console, form.get("older_than"), who), json=False)
+    return await _archive_action(
+        request, lambda console, form, who: _purge(console, form.get("older_than"), who, _rate(form.get("rate")), False), json=False
+    )
 
 
 def archive_page(request: Request) -> Response:
@@ -587,29 +586,23 @@ async def _json_object(request: Request) -> dict:
     return body
 
 
-def _archive_of_json(console: Console, body: dict, who: str) -> dict:
-    if ("ids" in body) == ("filter" in body):
-        raise errors.UsageError("give exactly one of ids (a list of message ids) and filter (an object of filter fields)")
-    if "ids" in body:
-        if not isinstance(body["ids"], list) or not body["ids"] or not all(isinstance(i, str) for i in body["ids"]):
-            raise errors.UsageError("ids: give a list of one or more message ids (strings)")
-        ids, what = body["ids"], f"{len(body['ids'])} chosen message(s)"
-    else:
-        given = body["filter"]
-        if not isinstance(given, dict) or not set(given) <= _FILTER_FIELDS:
-            raise errors.UsageError(f"filter: give an object of {', '.join(sorted(_FILTER_FIELDS))}")
-        ids, what = _matching(console, {k: str(v) for k, v in given.items() if v})
+def _archive_of_json(console: Console, body: dict, who: str) -> Job:
+    ids, what = _chosen_of_json(console, body)
     why = body.get("why") or ""
     if not isinstance(why, str):
         raise errors.UsageError("why: give a text")
-    return _archive(console, ids, why, who, what)
+    return _archive(console, ids, why, who, what, _rate(body.get("rate")), bool(body.get("wait")))
 
 
-def _restore_of_json(console: Console, body: dict, who: str) -> dict:
+def _restore_of_json(console: Console, body: dict, who: str) -> Job:
     keys = body.get("keys")
     if not isinstance(keys, list) or not all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
         raise errors.UsageError("keys: give a list of archive keys (whole numbers, GET /api/archive lists them)")
-    return _restore(console, keys, who)
+    return _restore(console, keys, who, _rate(body.get("rate")), bool(body.get("wait")))
+
+
+def _purge_of_json(console: Console, body: dict, who: str) -> Job:
+    return _purge(console, body.get("older_than"), who, _rate(body.get("rate")), bool(body.get("wait")))
 
 
 async def api_archive(request: Request) -> Response:
@@ -621,7 +614,7 @@ async def api_restore(request: Request) -> Response:
 
 
 async def api_purge(request: Request) -> Response:
-    return await _archive_action(request, lambda console, body, who: _purge(console, body.get("older_than"), who), json=True)
+    return await _archive_action(request, _purge_of_json, json=True)
 
 
 ARCHIVE_ROUTES = [

@@ -1,13 +1,15 @@
 """The error queue's archive: failed messages moved into the archive table the topology declares
 (`archive:` on the queue, created by the migrations) instead of being deleted, restored from it back
-into the error queue, and purged from it by age. Every move is a batch of messages in one
-transaction (the delete from one table and the insert into the other commit together); the SQL is
-the engine's (`dialect.operations.archive`)."""
+into the error queue, and purged from it by age. Each of the three checks what it was asked at
+once and returns the work, which the console runs as a job (console/actions.py): a batch of
+messages a transaction (the delete from one table and the insert into the other commit together),
+the job's progress callback called after each commit. The SQL is the engine's
+(`dialect.operations.archive`)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,15 +30,20 @@ class NoArchive(errors.Refused):
 
 @dataclass
 class Moved:
-    """What an archive, restore or purge did: messages moved (or purged), batches, asked but not found."""
+    """What an archive, restore or purge did so far: messages moved (or purged), batches, asked but not found."""
 
     action: str
-    messages: int = 0
+    moved: int = 0
     batches: int = 0
     not_found: int = 0
 
     def to_json(self) -> dict:
-        return {"action": self.action, "messages": self.messages, "batches": self.batches, "not_found": self.not_found}
+        return {"action": self.action, "moved": self.moved, "batches": self.batches, "not_found": self.not_found}
+
+
+Progress = Callable[[Moved], None]
+# a move checked and ready: run it with the callback to call after each batch's commit (None: none)
+Move = Callable[[Progress | None], Moved]
 
 
 @dataclass
@@ -87,49 +94,64 @@ class Archive:
             )
         return self.transport.dialect.operations.archive(which, self.queue, self.table, self.transport.profile)
 
-    def _move(self, action: str, statements: list[Any], rows: list[dict]) -> Moved:
+    def _move(self, action: str, statements: list[Any], rows: list[dict]) -> Move:
         """Each batch of rows in one transaction: every statement for each row; the first one's row
         count is what moved."""
-        done = Moved(action)
-        for batch in _batches(rows, self.batch_size):
-            with self.transport.engine.begin() as conn:
-                for row in batch:
-                    moved = execute(conn, statements[0], row).rowcount
-                    for statement in statements[1:]:
-                        execute(conn, statement, row)
-                    done.messages += max(moved, 0)
-                    done.not_found += moved == 0
-            done.batches += 1
-        return done
 
-    def archive(self, ids: Sequence[str], why: str, by: str) -> Moved:
-        """Move the error queue's messages with these row Ids (GUIDs, as every transport writes them) into the archive."""
+        def run(progress: Progress | None = None) -> Moved:
+            done = Moved(action)
+            for batch in _batches(rows, self.batch_size):
+                with self.transport.engine.begin() as conn:
+                    for row in batch:
+                        moved = execute(conn, statements[0], row).rowcount
+                        for statement in statements[1:]:
+                            execute(conn, statement, row)
+                        done.moved += max(moved, 0)
+                        done.not_found += moved == 0
+                done.batches += 1
+                if progress is not None:
+                    progress(done)
+            return done
+
+        return run
+
+    def archive(self, ids: Sequence[str], why: str, by: str) -> tuple[int, Move]:
+        """The messages of the error queue with these row Ids (GUIDs, as every transport writes them),
+        to move into the archive: how many (each once), and the move."""
         for i in ids:
             try:
                 uuid.UUID(i)
             except (TypeError, ValueError):
                 raise errors.UsageError(f"ids: {i!r} is not a message's row Id (a GUID)") from None
         statements = self._statements("archive")
-        return self._move("archive", statements, [{"Id": i, "Why": why, "By": by} for i in dict.fromkeys(ids)])
+        rows = [{"Id": i, "Why": why, "By": by} for i in dict.fromkeys(ids)]
+        return len(rows), self._move("archive", statements, rows)
 
-    def restore(self, keys: Sequence[int]) -> Moved:
-        """Move the archived messages with these archive keys back into the error queue."""
+    def restore(self, keys: Sequence[int]) -> tuple[int, Move]:
+        """The archived messages with these archive keys, to move back into the error queue: how many, and the move."""
         statements = self._statements("restore")
-        return self._move("restore", statements, [{"Key": k} for k in dict.fromkeys(keys)])
+        rows = [{"Key": k} for k in dict.fromkeys(keys)]
+        return len(rows), self._move("restore", statements, rows)
 
-    def purge(self, older_than_seconds: float) -> Moved:
-        """Delete archived messages archived more than `older_than_seconds` ago, a batch a transaction."""
+    def purge(self, older_than_seconds: float) -> Move:
+        """The deletion of the messages archived more than `older_than_seconds` ago, a batch a transaction."""
         if older_than_seconds < 0:
             raise errors.UsageError(f"older_than: give an age of 0 seconds or more, not {older_than_seconds}")
         [statement] = self._statements("purge")
-        done = Moved("purge")
-        while True:
-            with self.transport.engine.begin() as conn:
-                gone = execute(conn, statement, {"Seconds": older_than_seconds, "BatchSize": self.batch_size}).rowcount
-            done.batches += 1
-            done.messages += gone
-            if gone < self.batch_size:
-                return done
+
+        def run(progress: Progress | None = None) -> Moved:
+            done = Moved("purge")
+            while True:
+                with self.transport.engine.begin() as conn:
+                    gone = execute(conn, statement, {"Seconds": older_than_seconds, "BatchSize": self.batch_size}).rowcount
+                done.batches += 1
+                done.moved += gone
+                if progress is not None:
+                    progress(done)
+                if gone < self.batch_size:
+                    return done
+
+        return run
 
     def page(self, after: int | None = None, limit: int = PAGE_SIZE) -> tuple[list[Archived], int | None]:
         """Up to `limit` archived messages after the key `after`, oldest archived first (keyset paging);
