@@ -6,6 +6,8 @@ Skipped locally without Playwright or chromium; failed under CI (CI=true)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from .support.console import CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_bus, console_missing, needs, seed
@@ -58,11 +60,16 @@ class Watched:
         self.context.close()
 
 
-@pytest.fixture
-def console(transport, project):
+def seeded_console(transport, project, *args: str, env: dict[str, str] | None = None) -> ConsoleProcess:
+    """The error queue seeded, and a console started on it with these options."""
     needs(console_missing())
     seed(transport)
-    started = ConsoleProcess(transport.engine.url.render_as_string(hide_password=False), cwd=str(project.root))
+    return ConsoleProcess(transport.engine.url.render_as_string(hide_password=False), *args, env=env, cwd=str(project.root))
+
+
+@pytest.fixture
+def console(transport, project):
+    started = seeded_console(transport, project)
     yield started
     started.close()
 
@@ -147,10 +154,7 @@ def test_retry_group_through_the_button_asks_first_and_moves_the_group(browser, 
 
 
 def test_with_a_token_the_browser_signs_in_and_a_forged_post_is_refused(browser, transport, project):
-    needs(console_missing())
-    seed(transport)
-    env = {"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789"}
-    started = ConsoleProcess(transport.engine.url.render_as_string(hide_password=False), env=env, cwd=str(project.root))
+    started = seeded_console(transport, project, env={"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789"})
     watched = Watched(browser, started.base)
     try:
         page = watched.page
@@ -176,9 +180,7 @@ def test_retry_to_a_chosen_queue_through_the_page_and_the_depth_chart(browser, t
     """A KeyError (failed in Billing) retried from its page to Sales, typed in the "to queue" box:
     it lands in Sales, Billing stays empty; the overview draws the sampled depths as an inline SVG
     with no console error (--sample-interval 1)."""
-    needs(console_missing())
-    seed(transport)
-    started = ConsoleProcess(transport.engine.url.render_as_string(hide_password=False), "--sample-interval", "1", cwd=str(project.root))
+    started = seeded_console(transport, project, "--sample-interval", "1")
     watched = Watched(browser, started.base)
     try:
         page = watched.visit("/failed/messages?exception_type=KeyError")
@@ -219,6 +221,15 @@ def archived_in(transport) -> set[str]:
         return {str(row[0]) for row in conn.exec_driver_sql(f"SELECT Id FROM {table}")}
 
 
+def job_done_then_archive(page):
+    """An archive action's job page, waited on until its job is done; then the archive page, by its link."""
+    page.wait_for_url("**/jobs/*")
+    page.locator("#job-state.done").wait_for(timeout=30000)
+    page.locator("#to-archive").click()
+    page.wait_for_url("**/archive")
+    return page
+
+
 def test_archive_and_restore_through_the_buttons_move_exactly_those(browser, console, transport):
     watched = Watched(browser, console.base)
     try:
@@ -228,7 +239,7 @@ def test_archive_and_restore_through_the_buttons_move_exactly_those(browser, con
         boxes.nth(0).check()
         boxes.nth(1).check()
         page.locator("#archive-selected").click()
-        page.wait_for_url("**/archive")
+        job_done_then_archive(page)
         assert archived_in(transport) == chosen
         left = ids_in_error_queue(transport)
         assert not chosen & left and len(left) == 9
@@ -238,11 +249,11 @@ def test_archive_and_restore_through_the_buttons_move_exactly_those(browser, con
         restored = rows.nth(0).locator("td").nth(2).inner_text()
         rows.nth(0).locator("input.pick").check()
         page.locator("#restore-selected").click()
-        page.wait_for_url("**/archive")
+        job_done_then_archive(page)
         assert archived_in(transport) == chosen - {restored}
         assert restored in ids_in_error_queue(transport) and len(ids_in_error_queue(transport)) == 10
         log = watched.visit("/log").locator("#log").inner_text()
-        assert "archive" in log and "restore" in log
+        assert "archive (done)" in log and "restore (done)" in log
         assert watched.errors == []
     finally:
         watched.close()
@@ -256,7 +267,7 @@ def test_archive_one_from_its_page(browser, console, transport):
         page.wait_for_load_state("load")
         shown = page.locator("p code").first.inner_text()
         page.locator("#archive-one").click()
-        page.wait_for_url("**/archive")
+        job_done_then_archive(page)
         assert archived_in(transport) == {shown} and shown not in ids_in_error_queue(transport)
         assert pwned(page) is None and watched.errors == []
     finally:
@@ -268,9 +279,60 @@ def test_archive_group_through_the_button_asks_first_and_moves_the_group(browser
     try:
         page = watched.visit("/failed")
         page.locator("#groups tbody tr", has_text="TimeoutError").locator("button.archive-matching").click()
-        page.wait_for_url("**/archive")
+        job_done_then_archive(page)
         assert watched.dialogs == ["Archive every message these filters match?"]
         assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
         assert watched.errors == []
     finally:
         watched.close()
+
+
+# the job page's state, bar value and progress text, read at once (null while it loads)
+READ_JOB = """() => {
+  const [state, bar, text] = ["job-state", "job-bar", "job-progress"].map((id) => document.getElementById(id));
+  return state && bar && text ? [state.className, bar.getAttribute("value"), text.innerText] : null;
+}"""
+
+
+def test_an_archive_job_shows_its_progress_until_done(browser, transport, project):
+    """A group of 7 archived from its button at one batch a second in batches of 2 (--batch-size 2):
+    the job's page, refreshing itself each second, shows the count and the bar rising, batch by batch,
+    to 7 of 7 done; the archive then holds the group."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    started = seeded_console(transport, project, "--batch-size", "2")
+    watched = Watched(browser, started.base)
+    try:
+        page = watched.visit("/failed")
+        row = page.locator("#groups tbody tr", has_text="TimeoutError")
+        row.locator("form.archive-all input[name=rate]").fill("1")
+        row.locator("button.archive-matching").click()
+        page.wait_for_url("**/jobs/*")
+        seen: set[tuple[str, str]] = set()
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, seen
+            page.wait_for_timeout(200)
+            try:  # one read of one document, between the page's own reloads
+                shown = page.evaluate(READ_JOB)
+            except PlaywrightError:
+                continue
+            if shown is None:  # the page still loading
+                continue
+            state, value, text = shown
+            seen.add((value, text))
+            if state != "running":
+                break
+        assert state == "done" and page.locator("#job-bar").get_attribute("max") == "7"
+        assert page.locator("#job-progress").inner_text().startswith("7 of 7 archived in 4 batch(es)")
+        values = sorted({int(value) for value, _ in seen})
+        assert values[-1] == 7 and [v for v in values if 0 < v < 7], seen  # seen part-way, not only at the end
+        assert all(text.startswith(f"{value} of 7 archived") for value, text in seen)
+        page.locator("#to-archive").click()
+        page.wait_for_url("**/archive")
+        assert "7 archived" in page.locator("#archived-count").inner_text()
+        assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
+        assert watched.errors == []
+    finally:
+        watched.close()
+        started.close()
