@@ -1,7 +1,8 @@
 """The console's tables declared in the topology (`archive:` on a plain queue, `action_log:`) and
 created by the migrations like every other table: validated with located errors, compiled into
 operations per engine, created on real SQLite and PostgreSQL with the shapes `check` expects (no
-drift afterwards), dropped by a downgrade, and in SQL Server's deployment script."""
+drift afterwards), dropped by a downgrade, and in SQL Server's deployment script; SQL Server's
+statements of the console's moves parsed as T-SQL."""
 
 from __future__ import annotations
 
@@ -137,6 +138,35 @@ def test_sql_server_creates_them_in_its_deployment_text():
     assert "CREATE TABLE [dbo].[ConsoleActions]" in log and "Id bigint IDENTITY(1,1) NOT NULL PRIMARY KEY CLUSTERED" in log
     for name in ("mysql", "oracle"):  # saga-only engines hold no transport tables, nor the console's
         assert engines.get(name).create_table(TableSpec(Kind.ARCHIVE, TableName("error_archive"), queue="error"), prof) == []
+
+
+def test_sql_server_moves_each_message_in_one_statement_and_every_console_statement_parses_as_tsql():
+    """SQL Server's archive and restore are a DELETE whose OUTPUT DELETED... goes INTO the other table
+    (one statement: the row moves whole or not at all); the purge, the archive's page and count, the
+    action log's insert and read are T-SQL (TOP, not LIMIT): each parsed by sqlfluff's tsql dialect
+    (no SQL Server here)."""
+    from .support.tsql import parse_problems
+
+    operations = engines.get("mssql").operations
+    prof = profile("9.1")
+    queue, archive = TableName("error", "dbo"), TableName("error_archive", "dbo")
+    statements = {which: operations.archive(which, queue, archive, prof) for which in ("archive", "restore", "purge", "page", "count")}
+    statements |= {f"log {which}": [operations.action_log(TableName("ConsoleActions", "dbo"), prof, which)] for which in ("insert", "read")}
+    for which, found in statements.items():
+        for statement in found:
+            assert parse_problems(statement.sql) == [], (which, statement.sql)
+            assert " LIMIT " not in statement.sql, (which, statement.sql)
+    [archived], [restored] = statements["archive"], statements["restore"]
+    assert archived.sql.startswith("DELETE FROM [dbo].[error] WITH (ROWLOCK) OUTPUT DELETED.Id, DELETED.CorrelationId")
+    assert "DELETED.Body, SYSUTCDATETIME(), @Why, @By INTO [dbo].[error_archive] (Id, " in archived.sql
+    assert archived.sql.endswith("ArchivedAt, ArchivedWhy, ArchivedBy) WHERE Id = @Id") and set(archived.params) == {"Id", "Why", "By"}
+    assert "INTO [dbo].[error] (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body) WHERE RowVersion = @Key" in (
+        restored.sql
+    )
+    assert "RowVersion" not in restored.sql.split(" INTO ")[0]  # the queue numbers a restored message anew
+    [purge] = statements["purge"]
+    assert "SELECT TOP (@BatchSize) RowVersion FROM [dbo].[error_archive] WHERE ArchivedAt < " in purge.sql
+    assert set(purge.params) == {"BatchSize", "Seconds"} and purge.native("qmark")[1] == ("BatchSize", "Seconds", "Seconds", "Seconds")
 
 
 @pytest.mark.parametrize("engine", ["mssql", "postgresql"])

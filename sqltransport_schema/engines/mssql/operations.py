@@ -1,4 +1,5 @@
-"""SQL Server's statements of `status` and `retry` (engines/operations.py; the nested `MSSQL.Operations`)."""
+"""SQL Server's statements of `status`, `retry` and the console's archive and action log (engines/operations.py;
+the nested `MSSQL.Operations`)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,32 @@ GROUP BY FailedQ ORDER BY FailedQ"""
         "SELECT TOP (@BatchSize) {order}, Id, Headers, Body FROM {table} WITH (UPDLOCK, ROWLOCK) WHERE {order} > @After ORDER BY {order}"
     )
     ERROR_SCAN = "SELECT TOP (@BatchSize) {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order}"
+    # The console's action log and the error queue's archive. Each move is one statement, the DELETE's
+    # OUTPUT DELETED... INTO the other table (so a retry running beside never sends a message this
+    # archives: the DELETE takes the row or finds it gone); the archive's RowVersion is its own
+    # IDENTITY, the queue's is given anew on a restore. The queue has no index on Id (the
+    # transport's): archiving by Id reads the queue's rows for each message.
+    ACTION_LOG_INSERT = (
+        "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (SYSUTCDATETIME(), @Who, @Action, @Target, @Messages)"
+    )
+    ACTION_LOG_READ = "SELECT TOP (@Limit) At, Who, Action, Target, Messages FROM {table} ORDER BY Id DESC"
+    _MOVED = "Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body"
+    _DELETED = ", ".join(f"DELETED.{column}" for column in _MOVED.split(", "))
+    ARCHIVE_MOVES = (
+        f"DELETE FROM {{queue}} WITH (ROWLOCK) OUTPUT {_DELETED}, SYSUTCDATETIME(), @Why, @By "
+        f"INTO {{archive}} ({_MOVED}, ArchivedAt, ArchivedWhy, ArchivedBy) WHERE Id = @Id",
+    )
+    RESTORE_MOVES = (f"DELETE FROM {{archive}} WITH (ROWLOCK) OUTPUT {_DELETED} INTO {{queue}} ({_MOVED}) WHERE {{order}} = @Key",)
+    # @Seconds may hold a fraction and 30 days of milliseconds pass an int (DATEADD's): whole seconds, then the rest
+    ARCHIVE_PURGE = (
+        "DELETE FROM {archive} WHERE {order} IN (SELECT TOP (@BatchSize) {order} FROM {archive} WHERE ArchivedAt < "
+        "DATEADD(millisecond, -CAST((@Seconds - FLOOR(@Seconds)) * 1000 AS int), "
+        "DATEADD(second, -CAST(FLOOR(@Seconds) AS int), SYSUTCDATETIME())) ORDER BY {order})"
+    )
+    ARCHIVE_PAGE = (
+        "SELECT TOP (@Limit) {order}, Id, ArchivedAt, ArchivedWhy, ArchivedBy FROM {archive} WHERE {order} > @After ORDER BY {order}"
+    )
+    ARCHIVE_COUNT = "SELECT COUNT_BIG(*) FROM {archive}"
 
     def tables(self, catalogs: set[str | None], estimate: bool = False) -> list[Statement]:
         """One statement per catalog (None: the connection's database), its name returned as given."""
