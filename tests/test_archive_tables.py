@@ -222,3 +222,33 @@ def test_moves_between_the_error_queue_and_its_archive_lose_and_double_nothing(p
         assert purged == [2, 2] and archive.count() == 0  # a full batch, then the empty one that ends it
     finally:
         next(bus, None)
+
+
+def test_a_batch_rolled_back_is_not_counted(project, sqlite_url, monkeypatch):
+    """A move's report counts a batch once it has committed: the second batch of an archive fails at
+    its second message (a trigger refuses that delete), after its first was moved in the same
+    transaction; both stay in the error queue and the report says what the first batch moved."""
+    from sqltransport_schema.console.archive import Archive
+
+    from .support.console import console_bus, fail
+
+    transport = next(bus := console_bus(project, sqlite_url, monkeypatch))
+    try:
+        fail(transport, "Sales", 4, TimeoutError("database timeout"))
+        error = transport.dialect.qualified(transport.name("error"), transport.profile)
+        with transport.engine.begin() as conn:
+            ids = [str(r[0]) for r in conn.exec_driver_sql(f"SELECT Id FROM {error} ORDER BY RowVersion")]
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER refuse BEFORE DELETE ON {error} WHEN old.Id = '{ids[3]}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+            )
+        archive = Archive(transport, batch_size=2)
+        seen = []
+        with pytest.raises(Exception, match="refused"):
+            archive.archive(ids, "why", "who")[1](seen.append)
+        [report] = {id(r): r for r in seen}.values()  # one report, shown after each committed batch
+        assert (report.moved, report.batches, report.not_found) == (2, 1, 0)
+        assert archive.count() == 2
+        with transport.engine.connect() as conn:
+            assert sorted(str(r[0]) for r in conn.exec_driver_sql(f"SELECT Id FROM {error}")) == sorted(ids[2:])
+    finally:
+        next(bus, None)

@@ -96,18 +96,21 @@ class Archive:
 
     def _move(self, action: str, statements: list[Any], rows: list[dict]) -> Move:
         """Each batch of rows in one transaction: every statement for each row; the first one's row
-        count is what moved."""
+        count is what moved. The report counts a batch once it has committed (a job shows it meanwhile)."""
 
         def run(progress: Progress | None = None) -> Moved:
             done = Moved(action)
             for batch in _batches(rows, self.batch_size):
+                moved_here = not_found_here = 0
                 with self.transport.engine.begin() as conn:
                     for row in batch:
                         moved = execute(conn, statements[0], row).rowcount
                         for statement in statements[1:]:
                             execute(conn, statement, row)
-                        done.moved += max(moved, 0)
-                        done.not_found += moved == 0
+                        moved_here += max(moved, 0)
+                        not_found_here += moved == 0
+                done.moved += moved_here
+                done.not_found += not_found_here
                 done.batches += 1
                 if progress is not None:
                     progress(done)
