@@ -97,7 +97,12 @@ def add_console(sub: argparse._SubParsersAction) -> None:
         help="seconds between the overview's depth samples, kept for the last hour (default: %(default)s)",
     )
     add_options(
-        p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per retry transaction (default: %(default)s)"}
+        p,
+        "batch_size",
+        batch_size={
+            "default": DEFAULT_RETRY_BATCH,
+            "help": "messages per transaction of a retry, archive, restore or purge (default: %(default)s)",
+        },
     )
     add_options(p, "error_queue", "config")
 
