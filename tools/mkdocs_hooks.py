@@ -6,6 +6,9 @@
   benchmark results, each at a page of its own. docs/*.md link them by their place in the repository
   (`../CHANGELOG.md`, which works where the Markdown is read as it is); in the site such a link
   goes to the page. A link out of docs/ to any other file stays as written and fails the strict build.
+- Fenced blocks marked for the docs tests (```sh deployed, ```sh spark, ```python no-run): Python-Markdown's
+  fenced_code takes only a language after the fence, so the site gets the language alone. Left as written,
+  a marked block is no block, and its closing fence opens one that swallows the headings after it.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ DOCS = "docs"
 PUBLISHED = {"CHANGELOG.md": "changelog.md", "benchmarks/RESULTS.md": "benchmarks.md"}
 CLI_PAGE = "reference/cli.md"
 HELP_COLUMNS = "100"  # argparse wraps --help to the terminal's width: the page's is fixed
+MARKED_FENCE = re.compile(r"^(?P<fence>[ \t]*(?:`{3,}|~{3,})[\w#.+-]+)[ \t]+[\w -]+?[ \t]*$", re.MULTILINE)
 LINK = re.compile(r"\]\((?P<target>[^)#\s]+)(?P<anchor>#[^)\s]*)?\)")
 
 CLI_INTRO = """# Command line
@@ -64,7 +68,8 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown, page, config, files):
-    """Links that leave docs/ for a published file go to its page."""
+    """Links that leave docs/ for a published file go to its page; marked fences keep their language."""
+    markdown = MARKED_FENCE.sub(r"\g<fence>", markdown)
     here = posixpath.dirname(posixpath.join(DOCS, page.file.src_uri))
 
     def published(match: re.Match) -> str:
