@@ -61,14 +61,15 @@ def test_fifty_databases_at_mixed_revisions_in_two_stages(example):
         write_fleet(example, names, stages)
         short = [n.rsplit("_", 1)[1] for n in names]
         # mixed revisions: 10 at base, 10 at each of the first three revisions, 10 at the head already
-        for index, revision in enumerate(revs):
+        starts = revs[:3] + revs[-1:]
+        for index, revision in enumerate(starts):
             group = short[10 * (index + 1) : 10 * (index + 2)]
             if group:
                 only = [word for n in group for word in ("--only", n)]
                 setup = run_fleet(example, "upgrade", "--to", revision, *only, "--parallel", "4", **PASSWORD)
                 assert setup.returncode == 0, setup.stdout + setup.stderr
         before = Counter(tuple(stamps(pg_url(n))) for n in names)
-        assert before == {(): 10, **{(r,): 10 for r in revs}}
+        assert before == {(): 10, **{(r,): 10 for r in starts}}
 
         dry = run_fleet(example, "upgrade", "--dry-run", "--format", "json", **PASSWORD)
         assert dry.returncode == 0, dry.stderr

@@ -29,7 +29,7 @@ EXAMPLE_GROUPS = {
     "endpoint Billing": {"Billing", "Billing.Delayed", "Bill_Invoices", "Bill_OutboxData"},
     "endpoint Shipping": {"Shipping"},
 }
-UNGROUPED = {"error", "audit", "SubscriptionRouting"}
+UNGROUPED = {"error", "audit", "SubscriptionRouting", "error_archive", "ConsoleActions"}
 # Deployed by the live tests: two endpoints, one with instances and a saga, the plain queues.
 LIVE = """\
 transport_version: "9.1"
