@@ -20,7 +20,7 @@ from sqltransport_schema import errors, wire
 from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.outbox import OutboxTable, PumpOutbox, deserialize
 from sqltransport_schema.runtime.pump import MessagePump
-from sqltransport_schema.runtime.transport import Transport
+from sqltransport_schema.runtime.transport import Queue, Transport
 
 from .support.outbox_child import TOPIC, billing_ids, derived_id, event_id
 
@@ -205,8 +205,11 @@ def test_a_row_stored_but_not_dispatched_is_dispatched_when_its_message_comes_ba
 
 
 def test_a_message_another_receive_takes_before_the_dispatch_is_sent_once(sales, monkeypatch):
-    """Between a batch's commit and its dispatch its messages are unlocked: a second pump that takes
-    one finds its row and dispatches it; the first pump's dispatch leaves it and sends the others."""
+    """Between a batch's commit and its take its messages are unlocked: a second pump that takes one
+    finds its row and dispatches it; the first pump's take counts one short, is rolled back, and each
+    message is then taken and dispatched alone: the others sent once, the taken one not again. On
+    PostgreSQL the take goes in the commit's round trip; the test sends that commit ahead of it (a
+    pipeline entered syncs what is queued) to hold the window open."""
     runs = Counter()
 
     def handler(message, context):
@@ -214,20 +217,36 @@ def test_a_message_another_receive_takes_before_the_dispatch_is_sent_once(sales,
         context.send("Billing", b"{}", {wire.MESSAGE_ID: derived_id(message.id, "billing")})
 
     first, second = _pump(sales, handler, batch_size=50), _pump(sales, handler)
-    original = PumpOutbox.dispatch_stored
+    raced = []
+    original_dispatch, original_take = PumpOutbox.dispatch_stored, Queue.deleting_locked
 
-    def racing(self, pump, conn, stored):
-        if pump is first and len(stored) > 1:
-            assert second.receive_one()  # the head message: handled before, so dispatched by the second pump
-        return original(self, pump, conn, stored)
+    def race() -> None:
+        raced.append(True)
+        assert second.receive_one()  # the head message: handled before, so dispatched by the second pump
 
-    monkeypatch.setattr(PumpOutbox, "dispatch_stored", racing)
+    def racing_dispatch(self, pump, conn, stored):  # where the dispatch's transaction begins on its own
+        if pump is first._seam and len(stored) > 1 and not raced:
+            race()
+        return original_dispatch(self, pump, conn, stored)
+
+    def racing_take(self, conn, positions):  # where the take goes with the handler's commit
+        if len(positions) > 1 and not raced:
+            with conn.connection.pipeline():  # the commit reaches the server before the take
+                pass
+            race()
+        return original_take(self, conn, positions)
+
+    monkeypatch.setattr(PumpOutbox, "dispatch_stored", racing_dispatch)
+    monkeypatch.setattr(Queue, "deleting_locked", racing_take)
     first.receive_batch()
     first.close()
     second.close()
+    assert raced
     assert runs == Counter(INCOMING)
     assert sorted(_drain(sales, "Billing")) == sorted(derived_id(m, "billing") for m in INCOMING)
     assert _drain(sales, "Sales") == []
+    with sales.engine.begin() as conn:
+        assert all(_outbox(sales).get(conn, m).dispatched for m in INCOMING)
 
 
 def test_a_failing_handler_stores_nothing_and_its_retry_sends_once(sales):

@@ -22,10 +22,11 @@ from sqltransport_schema.runtime.transport import Transport
 from .test_outbox_pump import TOPOLOGY  # Sales with its outbox, Billing, Shipping, error
 
 # round trips per message at most, at each batch size: the outbox's beyond the plain pump's (batch 1:
-# the lookup, joined with the lock; the second BEGIN; the take, the dispatch's answer), and its own
-# per batch (two transactions of three round trips; a few more where psycopg prepares a statement)
-EXTRA_AT_BATCH_1 = 2.1
-OUTBOX_PER_BATCH_50 = 6.5
+# none; the lookup is joined with the lock, the dispatch's BEGIN and take go with the handler's
+# commit), and its own per batch (BEGIN, the lock, the store with the commit and the take, the
+# dispatch with its commit; a few more where psycopg prepares a statement)
+EXTRA_AT_BATCH_1 = 0.1
+OUTBOX_PER_BATCH_50 = 4.5
 
 
 def _trace_counts(path: Path) -> tuple[int, int]:

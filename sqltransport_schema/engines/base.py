@@ -6,7 +6,7 @@ import contextlib
 import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
@@ -465,13 +465,18 @@ class Dialect:
         return dbapi_connection.cursor()
 
     @contextlib.contextmanager
-    def committing_together(self, dbapi_connection: Any, cursor: Any, durable: bool = True) -> Iterator[None]:
+    def committing_together(self, dbapi_connection: Any, cursor: Any, durable: bool = True) -> Iterator[Callable[[], None] | None]:
         """The statements of the block and the commit of the caller's transaction sent at once, where
         the driver can (a transaction's last writes, whose answers nobody reads: the outbox's store,
         its dispatch); here the block runs as it stands and the caller's own commit follows.
         durable=False: the commit need not wait for its flush to disk, where the engine can say so (a
-        transaction whose loss in a crash of the server a durable one already redoes: the outbox's dispatch)."""
-        yield
+        transaction whose loss in a crash of the server a durable one already redoes: the outbox's dispatch).
+
+        Yields `begin_next` where the driver can also begin the next transaction in that round trip
+        (None here): called in the block, it commits there and begins a new transaction, which the
+        block's later statements run in and whose answers are read once the block has ended; the
+        caller then ends that transaction itself (the outbox's take, begun with the store's commit)."""
+        yield None
 
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""

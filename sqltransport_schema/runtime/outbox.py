@@ -356,19 +356,33 @@ class PumpOutbox:
         if pump.tenant is not None:
             return self._receive_tenants(pump, pump.tenant, link, size)
         conn = link.connection
+        took = None  # how many of the stored messages the dispatch's transaction took, where it began with the commit
         with conn.begin():
             messages, expired, records = self._lock(pump.queue, link, size)
             taken = _Taken(settled=list(expired))
             for message in messages:
                 self._handle(pump, link, message, records.get(message.id), taken, isolated)
-            with self._committing(conn):  # what is left needs no answer: sent with the commit
+            with self._committing(conn) as begin_next:  # what is left needs no answer: sent with the commit
                 self.table.store_many(conn, [(message.id, operations) for message, operations in taken.stored])
                 if taken.redispatch:
                     self.dispatch(conn, [op for operations in taken.redispatch.values() for op in operations])
                     self.table.set_dispatched_many(conn, list(taken.redispatch))
                 pump.queue.delete_locked(link.driver, taken.settled)
-        if taken.stored:  # the handler's transaction committed
+                take = None
+                if taken.stored and begin_next is not None:  # the dispatch's transaction and its take go with the commit
+                    begin_next()
+                    take = pump.queue.deleting_locked(link.driver, [message.order for message, _ in taken.stored])
+            if take is not None:
+                # The dispatch's transaction, begun above, ends here: on leaving this block the
+                # Connection's own commit would commit whatever it holds.
+                took = take.rowcount
+                if not self._dispatch_taken(conn, taken.stored, took):
+                    link.driver.connection.rollback()
+        if taken.stored and took is None:  # the handler's transaction committed alone
             self.dispatch_stored(pump, conn, taken.stored)
+        elif took is not None and took != len(taken.stored) and len(taken.stored) > 1:  # another receive took some
+            for item in taken.stored:
+                self.dispatch_stored(pump, conn, [item])
         pump.committed(taken.handled, taken.outcomes)
         return len(messages) + len(expired), taken.failures
 
@@ -424,19 +438,29 @@ class PumpOutbox:
         dispatched, in one transaction. When another receive took some meanwhile (it found their
         rows and dispatched them), that is undone and each message goes alone: those taken are left."""
         with conn.begin() as transaction:
-            if pump.queue.delete_locked(conn, [message.order for message, _ in stored]) == len(stored):
-                # not durable: lost in a crash of the server, it is redone from the rows the handler's
-                # transaction made durable (its messages back in their queue, their rows not dispatched)
-                with self._committing(conn, durable=False):
-                    self.dispatch(conn, [op for _, operations in stored for op in operations])
-                    self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
+            if self._dispatch_taken(conn, stored, pump.queue.delete_locked(conn, [message.order for message, _ in stored])):
                 return
             transaction.rollback()
         if len(stored) > 1:
             for item in stored:
                 self.dispatch_stored(pump, conn, [item])
 
-    def _committing(self, conn: Connection, table: OutboxTable | None = None, durable: bool = True) -> AbstractContextManager[None]:
+    def _dispatch_taken(self, conn: Connection, stored: list[tuple[Message, list[OutgoingOperation]]], took: int) -> bool:
+        """The dispatch's transaction once its take has deleted `took` messages: all of them taken,
+        their operations sent, their rows set as dispatched and the commit; False, having written
+        nothing more, when another receive took some (the caller rolls the take back)."""
+        if took != len(stored):
+            return False
+        # not durable: lost in a crash of the server, it is redone from the rows the handler's
+        # transaction made durable (its messages back in their queue, their rows not dispatched)
+        with self._committing(conn, durable=False):
+            self.dispatch(conn, [op for _, operations in stored for op in operations])
+            self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
+        return True
+
+    def _committing(
+        self, conn: Connection, table: OutboxTable | None = None, durable: bool = True
+    ) -> AbstractContextManager[Callable[[], None] | None]:
         """The block's writes and the commit of `conn`'s transaction in one round trip where the
         engine's driver can (Dialect.committing_together); the transaction's own commit follows.
         `table`: the outbox table of the database `conn` is on (a tenant's), if not this one."""

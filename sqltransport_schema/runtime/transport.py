@@ -499,8 +499,13 @@ class Queue:
         """Take (delete) the locked messages at these positions, in one statement; how many were deleted."""
         if not positions:
             return 0
+        return self.deleting_locked(conn, positions).rowcount
+
+    def deleting_locked(self, conn: Conn, positions: Sequence[Any]) -> Any:
+        """delete_locked, its count read later: the cursor, whose rowcount is the count once the
+        answer has come (in a pipeline, after its block: Dialect.committing_together)."""
         orders = self.transport.dialect.list_parameter(list(positions))
-        return execute(conn, self.statements["delete_locked"], {"Orders": orders}).rowcount
+        return execute(conn, self.statements["delete_locked"], {"Orders": orders})
 
     def savepoint(self, conn: Conn) -> None:
         """A savepoint in the caller's transaction; `rollback_to_savepoint` undoes what follows it."""

@@ -64,7 +64,9 @@ def crash_at(point: str, nth: int) -> None:
         setattr(owner, name, wrapped)
 
     if point == "after-commit":
-        wrap(PumpOutbox, "dispatch_stored")  # runs once the handler's transaction has committed
+        # runs once the handler's transaction has committed, in the dispatch's transaction before it
+        # sends anything (its take done: on PostgreSQL sent with that commit, elsewhere just before)
+        wrap(PumpOutbox, "_dispatch_taken")
     elif point == "after-dispatch":
         # runs after dispatch() inside the dispatch's transaction, with the batch's message ids
         wrap(OutboxTable, "set_dispatched_many", rows=lambda args: len(args[2]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...versions import Profile
@@ -57,6 +57,7 @@ class Runtime:
     SAVEPOINT = "SAVEPOINT sqltransport_message"
     ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT sqltransport_message"
     COMMIT = "COMMIT"  # sent with a transaction's last writes (committing_together)
+    BEGIN = "BEGIN"  # the next transaction's, sent with that commit (committing_together's begin_next)
     COMMIT_NOT_WAITING = "SET LOCAL synchronous_commit TO OFF"  # this transaction's commit only
     PEEK = (
         "SELECT COALESCE(cast((SELECT seq FROM {table} ORDER BY seq DESC LIMIT 1 FOR UPDATE SKIP LOCKED) - "
@@ -110,21 +111,35 @@ FROM params"""
         return list(values)
 
     @contextlib.contextmanager
-    def committing_together(self, dbapi_connection: Any, cursor: Any, durable: bool = True) -> Iterator[None]:
+    def committing_together(self, dbapi_connection: Any, cursor: Any, durable: bool = True) -> Iterator[Callable[[], None] | None]:
         """On psycopg 3, the block's statements and COMMIT go in its pipeline, in one round trip to
         the server instead of one each (psycopg's pipeline mode: nothing waits for an answer until
         its end, where every statement's error is raised). The caller's commit then finds the
         transaction ended and sends nothing. durable=False: an asynchronous commit (the WAL flushed
         by the next durable commit, or within wal_writer_delay), lost only in a crash of the server,
-        never half applied. psycopg2: as it stands."""
+        never half applied. `begin_next` queues the COMMIT and an explicit BEGIN (in a pipeline the
+        driver cannot tell it must begin one); a statement that fails before it skips both.
+        psycopg2: as it stands."""
         if type(dbapi_connection).__module__.partition(".")[0] != "psycopg":
-            yield
+            yield None
             return
-        with dbapi_connection.pipeline():
-            yield
+        begun = False
+
+        def commit() -> None:
             if not durable:
                 cursor.execute(self.COMMIT_NOT_WAITING)
             cursor.execute(self.COMMIT)
+
+        def begin_next() -> None:
+            nonlocal begun
+            commit()
+            cursor.execute(self.BEGIN)
+            begun = True
+
+        with dbapi_connection.pipeline():
+            yield begin_next
+            if not begun:
+                commit()
 
     def runtime_cursor(self, dbapi_connection: Any) -> Any:
         """On psycopg 3, results come in binary (a body leaves the server as its bytes, not as hex
