@@ -442,3 +442,49 @@ def test_without_an_action_log_or_an_archive_in_the_topology_actions_are_refused
     finally:
         started.close()
         transport.engine.dispose()
+
+
+def job_links(console) -> list[int]:
+    """The ids of the jobs /log lists under "Jobs of this console", as shown (newest first)."""
+    code, _, html = console.request("/log")
+    assert code == 200, html
+    listed = html.split('<ul id="jobs">', 1)[1].split("</ul>", 1)[0] if '<ul id="jobs">' in html else ""
+    return [int(part.split('"', 1)[0]) for part in listed.split('<a href="/jobs/')[1:]]
+
+
+def test_finished_jobs_beyond_keep_jobs_are_dropped_oldest_ended_first_and_running_ones_kept(bus, project):
+    """--keep-jobs 2: an archive slowed to one batch of 2 every 5 s stays running while three purges
+    end; the first purge is dropped (its page and its API answer a 404 pointing at the action log),
+    the running archive is kept although it is the oldest. Cancelled, the archive is the last to have
+    ended: the second purge goes. The action log still has all four."""
+    started = ConsoleProcess(
+        bus.engine.url.render_as_string(hide_password=False), "--keep-jobs", "2", "--batch-size", "2", cwd=str(project.root)
+    )
+    try:
+        token = csrf(started)
+        slow = started.json("/api/archive", {"filter": {}, "rate": 0.2}, token)
+        assert slow["state"] == "running"
+        purges = [started.json("/api/purge", {"older_than": "1h", "wait": True}, token) for _ in range(3)]
+        assert [p["state"] for p in purges] == ["done"] * 3
+        assert started.json(f"/api/jobs/{slow['id']}")["state"] == "running"
+        assert job_links(started) == [purges[2]["id"], purges[1]["id"], slow["id"]]
+        code, _, text = started.request(f"/api/jobs/{purges[0]['id']}")
+        assert code == 404, text
+        said = json.loads(text)["error"]
+        assert f"job {purges[0]['id']} has ended and is no longer kept" in said and "--keep-jobs" in said and "/api/log" in said
+        code, _, text = started.request(f"/jobs/{purges[0]['id']}")
+        assert code == 404 and "no longer kept" in text and "/log" in text
+        assert started.request(f"/api/jobs/{purges[0]['id']}/cancel", {}, token)[0] == 404
+        code, _, text = started.request(f"/api/jobs/{purges[2]['id'] + 1}")  # never started: not the dropped message
+        assert code == 404 and json.loads(text)["error"] == f"no job {purges[2]['id'] + 1}"
+        started.json(f"/api/jobs/{slow['id']}/cancel", {}, token)
+        assert finished(started, slow)["state"] == "cancelled"
+        deadline = time.monotonic() + 30
+        while started.request(f"/api/jobs/{purges[1]['id']}")[0] != 404:  # dropped once the archive's thread has logged it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert job_links(started) == [purges[2]["id"], slow["id"]]
+        log = [a["action"] for a in started.json("/api/log")["actions"]]
+        assert log[:4] == ["archive (cancelled)", "purge (done)", "purge (done)", "purge (done)"]
+    finally:
+        started.close()

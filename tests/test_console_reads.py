@@ -77,6 +77,10 @@ def test_a_bind_beyond_loopback_needs_the_token_and_bad_binds_are_one_error_line
     monkeypatch.setenv("SQLTRANSPORT_CONSOLE_TOKEN", "short")
     assert cli.main(["console", "--url", url, "--bind", "0.0.0.0:0"]) == 2
     assert "at least 16 characters" in capsys.readouterr().err
+    for keep in ("0", "-1"):
+        assert cli.main(["console", "--url", url, "--keep-jobs", keep]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --keep-jobs {keep}: give 1 or more") and err.count("\n") == 1
 
 
 BODY_TOPOLOGY = """\

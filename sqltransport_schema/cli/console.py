@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from .. import errors
+from ..console.actions import DEFAULT_KEEP_JOBS
 from ..runtime.operations import DEFAULT_RETRY_BATCH
 from .operations import _transport
 from .options import add_command, add_options, load_config
@@ -30,6 +31,8 @@ def cmd_console(args: argparse.Namespace) -> int:
     from ..runtime.exporter import parse_listen
 
     host, port = parse_listen(args.bind or DEFAULT_BIND, "--bind")
+    if args.keep_jobs < 1:
+        raise errors.UsageError(f"--keep-jobs {args.keep_jobs}: give 1 or more (the action log keeps every action)")
     access = Access.from_environment(host, args.read_only)
     uvicorn = require()
     from ..console.app import Console, make_app
@@ -43,7 +46,14 @@ def cmd_console(args: argparse.Namespace) -> int:
         if args.sample_interval < 1:
             raise errors.UsageError(f"--sample-interval {args.sample_interval:g}: give 1 second or more")
         console = Console(
-            transport, access, config, args.error_queue, draw=_draw, batch_size=args.batch_size, sample_interval=args.sample_interval
+            transport,
+            access,
+            config,
+            args.error_queue,
+            draw=_draw,
+            batch_size=args.batch_size,
+            sample_interval=args.sample_interval,
+            keep_jobs=args.keep_jobs,
         )
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -95,6 +105,14 @@ def add_console(sub: argparse._SubParsersAction) -> None:
         default=60,
         metavar="SECONDS",
         help="seconds between the overview's depth samples, kept for the last hour (default: %(default)s)",
+    )
+    p.add_argument(
+        "--keep-jobs",
+        type=int,
+        default=DEFAULT_KEEP_JOBS,
+        metavar="N",
+        help="finished jobs (retry, archive, restore, purge) kept in memory for their pages, the oldest ended dropped first;"
+        " running ones are always kept, the action log keeps every action (default: %(default)s)",
     )
     add_options(
         p,

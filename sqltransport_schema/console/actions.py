@@ -5,13 +5,16 @@ chosen queue, through the runtime's `retry`; and the archive's moves (console/ar
 restore, purge). Every job shows its progress, may be slowed to a number of batches a second and
 cancelled between batches, and is written to the action log when it ends (done, cancelled or
 failed, with the count it moved): the table the topology's `action_log:` declares and the
-migrations create (who, when, what, how many)."""
+migrations create (who, when, what, how many). Running jobs stay in memory; of the finished ones
+the last `keep_jobs` do (`console --keep-jobs`), so a console running for months holds a bounded
+number: the action log is where every action stays."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -49,6 +52,8 @@ class Report(Protocol):
 
     def to_json(self) -> dict: ...
 
+
+DEFAULT_KEEP_JOBS = 200  # finished jobs a console keeps in memory (their pages); the oldest ended is dropped first
 
 # the work of a job: called with the callback it must call after each batch's commit; returns its report
 Work = Callable[[Callable[[Any], None]], Any]
@@ -92,9 +97,18 @@ class Job:
 class Actions:
     """Runs the jobs and keeps the action log; one per console."""
 
-    def __init__(self, transport: Transport, error_queue: str = DEFAULT_ERROR_QUEUE, batch_size: int = DEFAULT_RETRY_BATCH) -> None:
-        self.transport, self.error_queue, self.batch_size = transport, error_queue, batch_size
+    def __init__(
+        self,
+        transport: Transport,
+        error_queue: str = DEFAULT_ERROR_QUEUE,
+        batch_size: int = DEFAULT_RETRY_BATCH,
+        keep_jobs: int = DEFAULT_KEEP_JOBS,
+    ) -> None:
+        """`keep_jobs`: how many finished jobs stay in memory (running ones always do)."""
+        self.transport, self.error_queue, self.batch_size, self.keep_jobs = transport, error_queue, batch_size, keep_jobs
         self.jobs: dict[int, Job] = {}
+        self._ended: deque[int] = deque()  # the ids of the finished jobs kept, in the order they ended
+        self._last_id = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self.error = resolve(transport, error_queue)
@@ -136,6 +150,7 @@ class Actions:
         with self._lock:
             job = Job(next(self._ids), kind, who, what, chosen)
             self.jobs[job.id] = job
+            self._last_id = job.id
         thread = threading.Thread(target=self._run, args=(job, work, rate), name=f"console-{kind}-{job.id}", daemon=True)
         thread.start()
         if wait:
@@ -168,6 +183,19 @@ class Actions:
             self.log(job.who, f"{job.kind} ({job.state})", job.what, job.moved)
         except Exception as exc:
             job.error = (job.error or "") + f" (the action log could not be written: {exc})"
+        self._ended_now(job)
+
+    def _ended_now(self, job: Job) -> None:
+        """Count the job among the finished ones kept; drop those that ended first beyond keep_jobs."""
+        with self._lock:
+            self._ended.append(job.id)
+            while len(self._ended) > self.keep_jobs:
+                del self.jobs[self._ended.popleft()]
+
+    def listed(self) -> list[Job]:
+        """The jobs in memory, newest first (a copy: jobs end and are dropped in their own threads)."""
+        with self._lock:
+            return sorted(self.jobs.values(), key=lambda job: job.id, reverse=True)
 
     def retry(
         self, ids: Sequence[str], who: str, what: str, rate: float | None = None, wait: bool = False, to_queue: str | None = None
@@ -196,7 +224,15 @@ class Actions:
         return self.start("retry", who, what, len(chosen), work, rate, wait)
 
     def job(self, job_id: int) -> Job:
-        try:
-            return self.jobs[job_id]
-        except KeyError:
-            raise errors.NotFound(f"no job {job_id}") from None
+        """The job of this id, else NotFound: for one this console ran and has dropped, saying where its
+        action is (the action log)."""
+        with self._lock:
+            found = self.jobs.get(job_id)
+            if found is not None:
+                return found
+            if 0 < job_id <= self._last_id:
+                raise errors.NotFound(
+                    f"job {job_id} has ended and is no longer kept: this console keeps its last {self.keep_jobs} finished "
+                    "jobs (--keep-jobs); the action log has every action (/log, GET /api/log)"
+                )
+        raise errors.NotFound(f"no job {job_id}")

@@ -33,7 +33,7 @@ from ..schema import Kind
 from ..urls import display_url
 from ..util import duration_ms
 from . import failed
-from .actions import Actions, Job
+from .actions import DEFAULT_KEEP_JOBS, Actions, Job
 from .archive import Archive
 from .chart import depth_chart
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access
@@ -60,11 +60,13 @@ class Console:
         draw: Callable[[Any], bytes] | None = None,
         batch_size: int = DEFAULT_RETRY_BATCH,
         sample_interval: float = SAMPLE_INTERVAL,
+        keep_jobs: int = DEFAULT_KEEP_JOBS,
     ) -> None:
         """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes);
-        `sample_interval`: seconds between depth samples (the ring buffer holds an hour of them)."""
+        `sample_interval`: seconds between depth samples (the ring buffer holds an hour of them);
+        `keep_jobs`: finished jobs kept in memory (actions.Actions)."""
         self.transport, self.access, self.config, self.error_queue, self.draw = transport, access, config, error_queue, draw
-        self.actions = Actions(transport, error_queue, batch_size)
+        self.actions = Actions(transport, error_queue, batch_size, keep_jobs)
         self.archive = Archive(transport, error_queue, batch_size)
         self.sample_interval = sample_interval
         self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=max(2, math.ceil(3600 / sample_interval)) + 1)
@@ -332,7 +334,7 @@ def cancel_form(request: Request) -> Response:
 
 def log_page(request: Request) -> Response:
     console: Console = request.app.state.console
-    return _page(request, "log.html", entries=console.actions.history(), jobs=list(console.actions.jobs.values())[::-1])
+    return _page(request, "log.html", entries=console.actions.history(), jobs=console.actions.listed(), keep_jobs=console.actions.keep_jobs)
 
 
 async def login(request: Request) -> Response:
