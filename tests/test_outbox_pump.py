@@ -20,7 +20,7 @@ from sqltransport_schema import errors, wire
 from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.outbox import OutboxTable, PumpOutbox, deserialize
 from sqltransport_schema.runtime.pump import MessagePump
-from sqltransport_schema.runtime.transport import Queue, Transport
+from sqltransport_schema.runtime.transport import Transport
 
 from .support.outbox_child import TOPIC, billing_ids, derived_id, event_id
 
@@ -96,7 +96,7 @@ CRASHES = [
     ("after-commit", 1, 3, 3, 2),  # messages 1-2 done, 3 handled
     ("after-commit", 5, 2, 8, 5),  # the first batch (1-5) done, the second (6-8) handled
     ("after-dispatch", 1, 3, 3, 2),
-    ("after-dispatch", 5, 3, 5, 0),  # the first batch handled; its dispatch (1-2 sent and set) undone
+    ("after-dispatch", 5, 1, 5, 0),  # the first batch handled; its dispatch (sent, rows set) undone
 ]
 
 
@@ -218,7 +218,7 @@ def test_a_message_another_receive_takes_before_the_dispatch_is_sent_once(sales,
 
     first, second = _pump(sales, handler, batch_size=50), _pump(sales, handler)
     raced = []
-    original_dispatch, original_take = PumpOutbox.dispatch_stored, Queue.deleting_locked
+    original_dispatch, original_take = PumpOutbox.dispatch_stored, PumpOutbox._taking
 
     def race() -> None:
         raced.append(True)
@@ -229,15 +229,15 @@ def test_a_message_another_receive_takes_before_the_dispatch_is_sent_once(sales,
             race()
         return original_dispatch(self, pump, conn, stored)
 
-    def racing_take(self, conn, positions):  # where the take goes with the handler's commit
-        if len(positions) > 1 and not raced:
+    def racing_take(self, queue, conn, stored):  # where the take goes with the handler's commit
+        if len(stored) > 1 and not raced:
             with conn.connection.pipeline():  # the commit reaches the server before the take
                 pass
             race()
-        return original_take(self, conn, positions)
+        return original_take(self, queue, conn, stored)
 
     monkeypatch.setattr(PumpOutbox, "dispatch_stored", racing_dispatch)
-    monkeypatch.setattr(Queue, "deleting_locked", racing_take)
+    monkeypatch.setattr(PumpOutbox, "_taking", racing_take)
     first.receive_batch()
     first.close()
     second.close()

@@ -768,6 +768,10 @@ WHERE MessageId IN (
     # Dispatched and Operations (NULL: never handled). None: the lock and get_outbox_batch apart.
     OUTBOX_LOCK_BATCH: str | None = None
     OUTBOX_LOCK_RESULT = ("Dispatched", "Operations")
+    # The dispatch's take of a batch with its outbox rows set as dispatched, in one statement:
+    # {take} is the queue's delete_locked ({queue} its table), whose row count stays the statement's.
+    # None: the take, then set_outbox_batch_dispatched.
+    OUTBOX_TAKE_BATCH: str | None = None
 
     def outbox_time(self, moment: datetime) -> Any:
         """A UTC time as the outbox's DispatchedAt column holds it (@DispatchedAt, @DispatchedBefore):
@@ -794,6 +798,16 @@ WHERE MessageId IN (
         identifiers = {"table": self.qualified(self.saga_table(spec)), "queue": lock.identifiers["table"]}
         doc = "lock up to @BatchSize oldest unlocked messages with their outbox rows (Dispatched, Operations; NULL: none)"
         return Statement("lock_outbox_batch", template, identifiers, parameters_of(template), doc, lock.columns + self.OUTBOX_LOCK_RESULT)
+
+    def outbox_take_batch(self, spec: TableSpec, take: Statement) -> Statement | None:
+        """The queue's `take` (delete_locked) with the outbox table's rows of the messages it takes set
+        as dispatched (OUTBOX_TAKE_BATCH), None where this engine has no such form."""
+        if self.OUTBOX_TAKE_BATCH is None:
+            return None
+        template = self.OUTBOX_TAKE_BATCH.replace("{take}", take.template.replace("{table}", "{queue}"))
+        identifiers = {"table": self.qualified(self.saga_table(spec)), "queue": take.identifiers["table"]}
+        doc = "take the locked messages at @Orders and set their outbox rows @MessageIds dispatched at @DispatchedAt"
+        return Statement("take_outbox_batch", template, identifiers, parameters_of(template), doc, ())
 
     def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         """The outbox table and its indexes, as SQL persistence's installer creates them."""

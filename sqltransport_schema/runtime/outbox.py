@@ -13,9 +13,10 @@ A message handled with the outbox takes two transactions on the pump's connectio
 A batch does each kind of work in one statement, not one per message: one read of the batch's rows
 (on PostgreSQL joined to the lock, OUTBOX_LOCK_BATCH), one store of the rows handled (an
 executemany), the sends of each queue in one statement, one statement setting the rows as
-dispatched (where the engine has the batch forms, OUTBOX_GET_BATCH). Each transaction's last
-writes go with its commit where the driver can (Dialect.committing_together), and the dispatch's
-commit need not be durable: lost with the server, it is redone from the rows (1) made durable.
+dispatched (where the engine has the batch forms, OUTBOX_GET_BATCH; on PostgreSQL the take's,
+OUTBOX_TAKE_BATCH). Each transaction's last writes go with its commit where the driver can
+(Dialect.committing_together), (2)'s BEGIN and take with (1)'s commit, and the dispatch's commit
+need not be durable: lost with the server, it is redone from the rows (1) made durable.
 
 A crash before (1) commits handles the message again; after it, the message is still in its queue
 and comes back: its row says it was handled, so the handler does not run again and what (2) had not
@@ -41,7 +42,7 @@ from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec, default_table_prefix
 from ..statements import Statement
 from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
-from .transport import Message, Queue, Transport, _with_standard_headers, driver_of, execute, execute_many
+from .transport import Conn, Message, Queue, Transport, _with_standard_headers, driver_of, execute, execute_many
 
 if TYPE_CHECKING:
     from .receiving import Link, PumpSeam, TenantLink
@@ -347,6 +348,7 @@ class PumpOutbox:
         self.table = table
         self._tenant_tables: dict[int, OutboxTable] = {}  # id(engine) -> the table in that tenant database, once found there
         self._locks: dict[str, Statement | None] = {}  # queue address -> its lock joined with this table (None: apart)
+        self._takes: dict[str, Statement | None] = {}  # queue address -> its take setting this table's rows (None: apart)
 
     def receive(self, pump: PumpSeam, link: Link, size: int, isolated: bool) -> tuple[int, int]:
         """Up to `size` messages handled: (how many were taken off the queue or tried (0: empty), how
@@ -371,12 +373,12 @@ class PumpOutbox:
                 take = None
                 if taken.stored and begin_next is not None:  # the dispatch's transaction and its take go with the commit
                     begin_next()
-                    take = pump.queue.deleting_locked(link.driver, [message.order for message, _ in taken.stored])
+                    take, rows_set = self._taking(pump.queue, link.driver, taken.stored)
             if take is not None:
                 # The dispatch's transaction, begun above, ends here: on leaving this block the
                 # Connection's own commit would commit whatever it holds.
                 took = take.rowcount
-                if not self._dispatch_taken(conn, taken.stored, took):
+                if not self._dispatch_taken(conn, taken.stored, took, rows_set):
                     link.driver.connection.rollback()
         if taken.stored and took is None:  # the handler's transaction committed alone
             self.dispatch_stored(pump, conn, taken.stored)
@@ -438,24 +440,45 @@ class PumpOutbox:
         dispatched, in one transaction. When another receive took some meanwhile (it found their
         rows and dispatched them), that is undone and each message goes alone: those taken are left."""
         with conn.begin() as transaction:
-            if self._dispatch_taken(conn, stored, pump.queue.delete_locked(conn, [message.order for message, _ in stored])):
+            take, rows_set = self._taking(pump.queue, conn, stored)
+            if self._dispatch_taken(conn, stored, take.rowcount, rows_set):
                 return
             transaction.rollback()
         if len(stored) > 1:
             for item in stored:
                 self.dispatch_stored(pump, conn, [item])
 
-    def _dispatch_taken(self, conn: Connection, stored: list[tuple[Message, list[OutgoingOperation]]], took: int) -> bool:
+    def _taking(self, queue: Queue, conn: Conn, stored: list[tuple[Message, list[OutgoingOperation]]]) -> tuple[Any, bool]:
+        """The dispatch's take of the stored messages: the cursor whose rowcount is how many it took
+        once the answer has come, and whether it set their rows as dispatched as well (one statement
+        where the engine has one, Dialect.outbox_take_batch)."""
+        if queue.address not in self._takes:
+            self._takes[queue.address] = self.table.dialect.outbox_take_batch(self.table.spec, queue.statements["delete_locked"])
+        statement = self._takes[queue.address]
+        orders = [message.order for message, _ in stored]
+        if statement is None:
+            return queue.deleting_locked(conn, orders), False
+        dialect = self.table.dialect
+        params = {
+            "Orders": dialect.list_parameter(orders),
+            "MessageIds": dialect.list_parameter([message.id for message, _ in stored]),
+            "DispatchedAt": dialect.outbox_time(datetime.now(timezone.utc)),
+        }
+        return execute(conn, statement, params), True
+
+    def _dispatch_taken(self, conn: Connection, stored: list[tuple[Message, list[OutgoingOperation]]], took: int, rows_set: bool) -> bool:
         """The dispatch's transaction once its take has deleted `took` messages: all of them taken,
-        their operations sent, their rows set as dispatched and the commit; False, having written
-        nothing more, when another receive took some (the caller rolls the take back)."""
+        their operations sent, their rows set as dispatched (unless the take did) and the commit;
+        False, having written nothing more, when another receive took some (the caller rolls the
+        take back)."""
         if took != len(stored):
             return False
         # not durable: lost in a crash of the server, it is redone from the rows the handler's
         # transaction made durable (its messages back in their queue, their rows not dispatched)
         with self._committing(conn, durable=False):
             self.dispatch(conn, [op for _, operations in stored for op in operations])
-            self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
+            if not rows_set:
+                self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
         return True
 
     def _committing(

@@ -10,9 +10,9 @@ reaches it, by wrapping the pump's own steps (nothing in the library knows of it
 
   after-commit    the handler's transaction (of a message, or a batch) has committed; nothing is
                   dispatched (CRASH_AT counts dispatches: one per message or batch)
-  after-dispatch  a batch's (or a message's) operations were sent, in the dispatch's transaction;
-                  their rows are not yet set as dispatched and nothing of that transaction is
-                  committed (CRASH_AT counts rows set as dispatched: the batch's rows at once)
+  after-dispatch  a batch's (or a message's) operations were sent, in the dispatch's transaction
+                  (with the take, which on PostgreSQL also set the rows as dispatched); nothing of
+                  that transaction is committed (CRASH_AT counts dispatches)
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sqlalchemy as sa
 
 from sqltransport_schema import wire
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime.outbox import OutboxTable, PumpOutbox
+from sqltransport_schema.runtime.outbox import PumpOutbox
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
@@ -52,14 +52,17 @@ def crash_at(point: str, nth: int) -> None:
     process first (a step counts 1 a run, or the rows it is given: `rows(args)`)."""
     calls = [0]
 
-    def wrap(owner: type, name: str, rows=lambda args: 1):
+    def wrap(owner: type, name: str, after: bool = False):
         original = getattr(owner, name)
 
         def wrapped(*args, **kwargs):
-            calls[0] += rows(args)
+            calls[0] += 1
+            if calls[0] >= nth and not after:
+                os.kill(os.getpid(), signal.SIGKILL)
+            result = original(*args, **kwargs)
             if calls[0] >= nth:
                 os.kill(os.getpid(), signal.SIGKILL)
-            return original(*args, **kwargs)
+            return result
 
         setattr(owner, name, wrapped)
 
@@ -68,8 +71,8 @@ def crash_at(point: str, nth: int) -> None:
         # sends anything (its take done: on PostgreSQL sent with that commit, elsewhere just before)
         wrap(PumpOutbox, "_dispatch_taken")
     elif point == "after-dispatch":
-        # runs after dispatch() inside the dispatch's transaction, with the batch's message ids
-        wrap(OutboxTable, "set_dispatched_many", rows=lambda args: len(args[2]))
+        # the batch's (or message's) operations sent in the dispatch's transaction, not committed
+        wrap(PumpOutbox, "dispatch", after=True)
     else:
         raise SystemExit(f"unknown crash point {point}")
 

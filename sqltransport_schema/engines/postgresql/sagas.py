@@ -7,6 +7,7 @@ A mixin of `PostgreSQL` (engines/postgresql/__init__.py).
 from __future__ import annotations
 
 import hashlib
+import textwrap
 
 from ...schema import Correlation, TableName, TableSpec
 from ...shapes import outbox_columns, saga_shape_columns
@@ -150,6 +151,9 @@ WHERE "MessageId" = ANY(@MessageIds)"""
 SELECT q.*, o."Dispatched", o."Operations"
 FROM ({lock}) q
 LEFT JOIN {table} o ON o."MessageId" = q.id::text"""
+    # The take's own DELETE after the rows' UPDATE, which a WITH runs once, whole, in the same
+    # snapshot (the two touch different tables); the statement's row count is the take's.
+    OUTBOX_TAKE_BATCH = "WITH dispatched AS (\n" + textwrap.indent(OUTBOX_SET_AS_DISPATCHED_BATCH, "    ") + "\n)\n{take}"
     OUTBOX_CLEANUP = """\
 DELETE FROM {table}
 WHERE ctid IN (
