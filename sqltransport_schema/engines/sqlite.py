@@ -245,8 +245,8 @@ class SQLite(Dialect):
     # =====================================================================================
     # -- DDL ------------------------------------------------------------------------------
     # =====================================================================================
-    CREATE_QUEUE = """\
-CREATE TABLE IF NOT EXISTS {table} (
+    # QUEUE_COLUMNS as declared: CREATE_QUEUE's column list, and CREATE_ARCHIVE's before its own three
+    QUEUE_COLUMN_LIST = """\
     Id TEXT NOT NULL,
     CorrelationId TEXT,
     ReplyToAddress TEXT,
@@ -254,8 +254,8 @@ CREATE TABLE IF NOT EXISTS {table} (
     Expires DATETIME,
     Headers TEXT NOT NULL,
     Body BLOB,
-    RowVersion INTEGER PRIMARY KEY AUTOINCREMENT{body_string}
-)"""
+    RowVersion INTEGER PRIMARY KEY AUTOINCREMENT"""
+    CREATE_QUEUE = "CREATE TABLE IF NOT EXISTS {table} (\n" + QUEUE_COLUMN_LIST + "{body_string}\n)"
     BODY_STRING_COLUMN = "BodyString TEXT GENERATED ALWAYS AS (CAST(Body AS TEXT)) VIRTUAL"
     CREATE_EXPIRES_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} (Expires){filter}"
     DROP_INDEX = "DROP INDEX IF EXISTS {index}"
@@ -274,20 +274,15 @@ CREATE TABLE IF NOT EXISTS {table} (
     Topic TEXT NOT NULL,
     PRIMARY KEY (Endpoint, Topic)
 )"""
-    CREATE_ARCHIVE = """\
-CREATE TABLE IF NOT EXISTS {table} (
-    Id TEXT NOT NULL,
-    CorrelationId TEXT,
-    ReplyToAddress TEXT,
-    Recoverable INTEGER NOT NULL,
-    Expires DATETIME,
-    Headers TEXT NOT NULL,
-    Body BLOB,
-    RowVersion INTEGER PRIMARY KEY AUTOINCREMENT,
+    CREATE_ARCHIVE = (
+        "CREATE TABLE IF NOT EXISTS {table} (\n"
+        + QUEUE_COLUMN_LIST
+        + """,
     ArchivedAt DATETIME NOT NULL,
     ArchivedWhy TEXT NOT NULL,
     ArchivedBy TEXT NOT NULL
 )"""
+    )
     CREATE_ARCHIVED_AT_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} (ArchivedAt)"
     CREATE_ACTION_LOG = """\
 CREATE TABLE IF NOT EXISTS {table} (

@@ -156,8 +156,8 @@ EXEC sp_releaseapplock @Resource = '{name}_lock'"""
     COLUMN_EXISTS = "object_id = OBJECT_ID(N'{name}')\n    AND name = '{column}'"
 
     # -- queue table ---------------------------------------------------------------------
-    CREATE_QUEUE = """\
-    CREATE TABLE {table} (
+    # QUEUE_COLUMNS as declared (3.1+): CREATE_QUEUE's column list, and CREATE_ARCHIVE's before its own three
+    QUEUE_COLUMN_LIST = """\
         Id uniqueidentifier NOT NULL,
         CorrelationId varchar(255),
         ReplyToAddress varchar(255),
@@ -165,9 +165,14 @@ EXEC sp_releaseapplock @Resource = '{name}_lock'"""
         Expires datetime,
         Headers {headers} NOT NULL,
         Body varbinary(max),
-        RowVersion bigint IDENTITY(1,1) NOT NULL
+        RowVersion bigint IDENTITY(1,1) NOT NULL"""
+    CREATE_QUEUE = (
+        "    CREATE TABLE {table} (\n"
+        + QUEUE_COLUMN_LIST
+        + """
     );
     {rowversion_index}"""
+    )
     # Index_RowVersion: clustered over the bare column (3.1.0-4.3.1, 5.0.1-5.0.2, 6.0.0), then
     # nonclustered over [RowVersion] ASC (4.3.2, 5.0.3, 6.0.1+), each as the transport wrote it.
     CLUSTERED_ROWVERSION = """CREATE CLUSTERED INDEX Index_RowVersion ON {table}
@@ -274,21 +279,17 @@ END"""
         )
     )"""
 
-    CREATE_ARCHIVE = """\
-    CREATE TABLE {table} (
-        Id uniqueidentifier NOT NULL,
-        CorrelationId varchar(255),
-        ReplyToAddress varchar(255),
-        Recoverable bit NOT NULL,
-        Expires datetime,
-        Headers nvarchar(max) NOT NULL,
-        Body varbinary(max),
-        RowVersion bigint IDENTITY(1,1) NOT NULL PRIMARY KEY CLUSTERED,
+    # the queue's columns ({headers} always nvarchar(max)), RowVersion its clustered key, then its own three
+    CREATE_ARCHIVE = (
+        "    CREATE TABLE {table} (\n"
+        + QUEUE_COLUMN_LIST
+        + """ PRIMARY KEY CLUSTERED,
         ArchivedAt datetime2 NOT NULL,
         ArchivedWhy nvarchar(max) NOT NULL,
         ArchivedBy nvarchar(400) NOT NULL
     );
     CREATE NONCLUSTERED INDEX Index_ArchivedAt ON {table} (ArchivedAt)"""
+    )
     CREATE_ACTION_LOG = """\
     CREATE TABLE {table} (
         Id bigint IDENTITY(1,1) NOT NULL PRIMARY KEY CLUSTERED,
@@ -482,7 +483,7 @@ IF EXISTS (SELECT * FROM {sys}.schemas WHERE name = N'{schema_name}')
 
     def create_archive(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec, profile)
-        return [self._guarded_table(self.CREATE_ARCHIVE.format(**fields), fields, profile)]
+        return [self._guarded_table(self.CREATE_ARCHIVE.format(headers="nvarchar(max)", **fields), fields, profile)]
 
     def create_action_log(self, spec: TableSpec, profile: Profile) -> list[str]:
         fields = self._fields(spec, profile)

@@ -118,9 +118,10 @@ class DDL:
     # =====================================================================================
     # -- DDL ------------------------------------------------------------------------------
     # =====================================================================================
+    # MESSAGE_COLUMNS as declared, in CREATE_QUEUE (Id its key) and CREATE_ARCHIVE (its Seq the key)
+    MESSAGE_COLUMN_LIST = "Id uuid NOT NULL{id_key}, Expires TIMESTAMP, Headers TEXT NOT NULL, Body BYTEA"
     CREATE_QUEUE = (
-        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL PRIMARY KEY, Expires TIMESTAMP, "
-        "Headers TEXT NOT NULL, Body BYTEA, Seq {seq_type} NOT NULL UNIQUE)"
+        "CREATE TABLE IF NOT EXISTS {table} (" + MESSAGE_COLUMN_LIST.format(id_key=" PRIMARY KEY") + ", Seq {seq_type} NOT NULL UNIQUE)"
     )
     CREATE_DELAYED = (
         "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL DEFAULT gen_random_uuid() PRIMARY KEY, "
@@ -132,8 +133,9 @@ class DDL:
         "Topic VARCHAR(200) NOT NULL, PRIMARY KEY (Endpoint, Topic)) WITH (fillfactor=100)"
     )
     CREATE_ARCHIVE = (
-        "CREATE TABLE IF NOT EXISTS {table} (Id uuid NOT NULL, Expires TIMESTAMP, Headers TEXT NOT NULL, Body BYTEA, "
-        "Seq bigserial NOT NULL PRIMARY KEY, ArchivedAt timestamptz NOT NULL, ArchivedWhy text NOT NULL, ArchivedBy text NOT NULL)"
+        "CREATE TABLE IF NOT EXISTS {table} ("
+        + MESSAGE_COLUMN_LIST.format(id_key="")
+        + ", Seq bigserial NOT NULL PRIMARY KEY, ArchivedAt timestamptz NOT NULL, ArchivedWhy text NOT NULL, ArchivedBy text NOT NULL)"
     )
     CREATE_ARCHIVED_AT_INDEX = "CREATE INDEX IF NOT EXISTS {index} ON {table} (ArchivedAt)"
     CREATE_ACTION_LOG = (
