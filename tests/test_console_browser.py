@@ -37,6 +37,7 @@ class Watched:
     """A page whose console errors, uncaught exceptions and dialogs are recorded."""
 
     def __init__(self, browser, base: str) -> None:
+        self.base = base
         self.context = browser.new_context(base_url=base)
         self.page = self.context.new_page()
         self.errors: list[str] = []
@@ -68,10 +69,27 @@ def seeded_console(transport, project, *args: str, env: dict[str, str] | None = 
 
 
 @pytest.fixture
-def console(transport, project):
-    started = seeded_console(transport, project)
-    yield started
-    started.close()
+def open_console(browser, transport, project):
+    """Starts a console on the seeded error queue with these options and opens a watched page on it;
+    both closed after the test, whatever it asserted."""
+    opened: list[ConsoleProcess | Watched] = []
+
+    def open_(*args: str, env: dict[str, str] | None = None) -> Watched:
+        started = seeded_console(transport, project, *args, env=env)
+        opened.append(started)
+        watched = Watched(browser, started.base)
+        opened.append(watched)
+        return watched
+
+    yield open_
+    for each in reversed(opened):
+        each.close()
+
+
+@pytest.fixture
+def watched(open_console) -> Watched:
+    """A watched page on a console with its default options."""
+    return open_console()
 
 
 def ids_in_error_queue(transport) -> set[str]:
@@ -80,139 +98,118 @@ def ids_in_error_queue(transport) -> set[str]:
         return {str(row[0]) for row in conn.exec_driver_sql(f"SELECT Id FROM {table}")}
 
 
+def job_done(page) -> None:
+    """The job page an action's button opened, waited on until its job is done."""
+    page.wait_for_url("**/jobs/*")
+    page.locator("#job-state.done").wait_for(timeout=30000)
+
+
 def pwned(page) -> object:
     return page.evaluate("() => window.__pwned === undefined ? null : window.__pwned")
 
 
-def test_every_page_loads_without_a_console_error_and_hostile_values_run_nothing(browser, console, transport):
-    watched = Watched(browser, console.base)
-    try:
-        page = watched.visit("/")
-        assert page.locator("#tables").inner_text().count("queue") >= 4
-        graph = page.locator("#graph")
-        assert graph.evaluate("img => img.complete && img.naturalWidth > 0"), "the topology SVG did not load"
-        page = watched.visit("/failed")
-        rows = page.locator("#groups tbody tr")
-        assert rows.count() == 3
-        assert "TimeoutError" in rows.nth(0).inner_text() and rows.nth(0).locator("td.count").inner_text() == "7"
-        assert HOSTILE in page.locator("#groups").inner_text()  # shown as text, not markup
-        for by in ("failed_queue", "message_type", "endpoint"):
-            watched.visit(f"/failed?by={by}")
-        page = watched.visit("/failed/messages?exception_type=ValueError")
-        page.locator("#messages tbody a").first.click()
-        page.wait_for_load_state("load")
-        assert page.locator("#headers").inner_text().count(HOSTILE) >= 2  # a header's name and its value
-        assert page.locator("#body").inner_text() == HOSTILE
-        assert page.locator("img[src=x]").count() == 0 and page.locator("main script").count() == 0
-        assert pwned(page) is None
-        watched.visit("/archive")
-        watched.visit("/log")
-        assert watched.errors == []
-    finally:
-        watched.close()
+def test_every_page_loads_without_a_console_error_and_hostile_values_run_nothing(watched, transport):
+    page = watched.visit("/")
+    assert page.locator("#tables").inner_text().count("queue") >= 4
+    graph = page.locator("#graph")
+    assert graph.evaluate("img => img.complete && img.naturalWidth > 0"), "the topology SVG did not load"
+    page = watched.visit("/failed")
+    rows = page.locator("#groups tbody tr")
+    assert rows.count() == 3
+    assert "TimeoutError" in rows.nth(0).inner_text() and rows.nth(0).locator("td.count").inner_text() == "7"
+    assert HOSTILE in page.locator("#groups").inner_text()  # shown as text, not markup
+    for by in ("failed_queue", "message_type", "endpoint"):
+        watched.visit(f"/failed?by={by}")
+    page = watched.visit("/failed/messages?exception_type=ValueError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    assert page.locator("#headers").inner_text().count(HOSTILE) >= 2  # a header's name and its value
+    assert page.locator("#body").inner_text() == HOSTILE
+    assert page.locator("img[src=x]").count() == 0 and page.locator("main script").count() == 0
+    assert pwned(page) is None
+    watched.visit("/archive")
+    watched.visit("/log")
+    assert watched.errors == []
 
 
-def test_retry_selected_through_the_button_moves_exactly_those(browser, console, transport):
-    watched = Watched(browser, console.base)
-    try:
-        page = watched.visit("/failed/messages?exception_type=KeyError")
-        boxes = page.locator("input.pick")
-        assert boxes.count() == 3
-        chosen = {boxes.nth(i).get_attribute("value") for i in (0, 2)}
-        boxes.nth(0).check()
-        boxes.nth(2).check()
-        page.locator("#retry-selected").click()
-        page.wait_for_url("**/jobs/*")
-        page.locator("#job-state.done").wait_for(timeout=30000)
-        assert "2 moved" in page.locator("#job-progress").inner_text()
-        left = ids_in_error_queue(transport)
-        assert not chosen & left and len(left) == 9
-        page = watched.visit("/log")
-        assert "retry (done)" in page.locator("#log").inner_text()
-        assert watched.errors == []
-    finally:
-        watched.close()
+def test_retry_selected_through_the_button_moves_exactly_those(watched, transport):
+    page = watched.visit("/failed/messages?exception_type=KeyError")
+    boxes = page.locator("input.pick")
+    assert boxes.count() == 3
+    chosen = {boxes.nth(i).get_attribute("value") for i in (0, 2)}
+    boxes.nth(0).check()
+    boxes.nth(2).check()
+    page.locator("#retry-selected").click()
+    job_done(page)
+    assert "2 moved" in page.locator("#job-progress").inner_text()
+    left = ids_in_error_queue(transport)
+    assert not chosen & left and len(left) == 9
+    page = watched.visit("/log")
+    assert "retry (done)" in page.locator("#log").inner_text()
+    assert watched.errors == []
 
 
-def test_retry_group_through_the_button_asks_first_and_moves_the_group(browser, console, transport):
-    watched = Watched(browser, console.base)
-    try:
-        page = watched.visit("/failed")
-        before = ids_in_error_queue(transport)
-        row = page.locator("#groups tbody tr", has_text="TimeoutError")
-        row.locator("button.retry-matching").click()
-        page.wait_for_url("**/jobs/*")
-        page.locator("#job-state.done").wait_for(timeout=30000)
-        assert watched.dialogs == ["Retry every message these filters match?"]
-        assert "7 moved" in page.locator("#job-progress").inner_text()
-        assert len(before - ids_in_error_queue(transport)) == 7
-        page = watched.visit("/failed")
-        assert "TimeoutError" not in page.locator("#groups").inner_text()
-        assert watched.errors == []
-    finally:
-        watched.close()
+def test_retry_group_through_the_button_asks_first_and_moves_the_group(watched, transport):
+    page = watched.visit("/failed")
+    before = ids_in_error_queue(transport)
+    row = page.locator("#groups tbody tr", has_text="TimeoutError")
+    row.locator("button.retry-matching").click()
+    job_done(page)
+    assert watched.dialogs == ["Retry every message these filters match?"]
+    assert "7 moved" in page.locator("#job-progress").inner_text()
+    assert len(before - ids_in_error_queue(transport)) == 7
+    page = watched.visit("/failed")
+    assert "TimeoutError" not in page.locator("#groups").inner_text()
+    assert watched.errors == []
 
 
-def test_with_a_token_the_browser_signs_in_and_a_forged_post_is_refused(browser, transport, project):
-    started = seeded_console(transport, project, env={"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789"})
-    watched = Watched(browser, started.base)
-    try:
-        page = watched.page
-        page.goto("/failed")
-        assert page.url.endswith("/login")
-        page.fill("input[name=token]", "not-the-token-0123456789")
-        page.click("button[type=submit]")
-        assert page.locator("#refused").is_visible()
-        page.fill("input[name=token]", "operator-token-0123456789")
-        page.click("button[type=submit]")
-        page.wait_for_url(started.base + "/")
-        before = ids_in_error_queue(transport)
-        # a cross-site form carries the cookie but not the CSRF value: refused
-        response = page.request.post(started.base + "/actions/retry", form={"id": sorted(before)[0]})
-        assert response.status == 403
-        assert ids_in_error_queue(transport) == before
-    finally:
-        watched.close()
-        started.close()
+def test_with_a_token_the_browser_signs_in_and_a_forged_post_is_refused(open_console, transport):
+    watched = open_console(env={"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789"})
+    page = watched.page
+    page.goto("/failed")
+    assert page.url.endswith("/login")
+    page.fill("input[name=token]", "not-the-token-0123456789")
+    page.click("button[type=submit]")
+    assert page.locator("#refused").is_visible()
+    page.fill("input[name=token]", "operator-token-0123456789")
+    page.click("button[type=submit]")
+    page.wait_for_url(watched.base + "/")
+    before = ids_in_error_queue(transport)
+    # a cross-site form carries the cookie but not the CSRF value: refused
+    response = page.request.post(watched.base + "/actions/retry", form={"id": sorted(before)[0]})
+    assert response.status == 403
+    assert ids_in_error_queue(transport) == before
 
 
-def test_retry_to_a_chosen_queue_through_the_page_and_the_depth_chart(browser, transport, project):
+def test_retry_to_a_chosen_queue_through_the_page_and_the_depth_chart(open_console, transport):
     """A KeyError (failed in Billing) retried from its page to Sales, typed in the "to queue" box:
     it lands in Sales, Billing stays empty; the overview draws the sampled depths as an inline SVG
     with no console error (--sample-interval 1)."""
-    started = seeded_console(transport, project, "--sample-interval", "1")
-    watched = Watched(browser, started.base)
-    try:
-        page = watched.visit("/failed/messages?exception_type=KeyError")
-        page.locator("#messages tbody a").first.click()
-        page.wait_for_load_state("load")
-        chosen = page.locator("main code").first.inner_text()
-        page.locator("input.to-queue").fill("Sales")
-        page.locator("#retry-one").click()
-        page.wait_for_url("**/jobs/*")
-        page.locator("#job-state.done").wait_for(timeout=30000)
-        assert "to Sales" in page.locator("#job-state").inner_text() and "1 moved" in page.locator("#job-progress").inner_text()
-        assert chosen not in ids_in_error_queue(transport)
-        with transport.engine.connect() as conn:
-            count = {
-                q: conn.exec_driver_sql(
-                    f"SELECT count(*) FROM {transport.dialect.qualified(transport.name(q), transport.profile)}"
-                ).scalar()
-                for q in ("Sales", "Billing")
-            }
-        assert count == {"Sales": 1, "Billing": 0}
-        for _ in range(60):
-            page = watched.visit("/")
-            if page.locator("#depth").count():
-                break
-            page.wait_for_timeout(1000)
-        chart = page.locator("#depth")
-        assert chart.count() == 1 and chart.locator("polyline").count() >= 4  # a line for each queue
-        assert chart.bounding_box()["width"] > 300
-        assert watched.errors == []
-    finally:
-        watched.close()
-        started.close()
+    watched = open_console("--sample-interval", "1")
+    page = watched.visit("/failed/messages?exception_type=KeyError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    chosen = page.locator("main code").first.inner_text()
+    page.locator("input.to-queue").fill("Sales")
+    page.locator("#retry-one").click()
+    job_done(page)
+    assert "to Sales" in page.locator("#job-state").inner_text() and "1 moved" in page.locator("#job-progress").inner_text()
+    assert chosen not in ids_in_error_queue(transport)
+    with transport.engine.connect() as conn:
+        count = {
+            q: conn.exec_driver_sql(f"SELECT count(*) FROM {transport.dialect.qualified(transport.name(q), transport.profile)}").scalar()
+            for q in ("Sales", "Billing")
+        }
+    assert count == {"Sales": 1, "Billing": 0}
+    for _ in range(60):
+        page = watched.visit("/")
+        if page.locator("#depth").count():
+            break
+        page.wait_for_timeout(1000)
+    chart = page.locator("#depth")
+    assert chart.count() == 1 and chart.locator("polyline").count() >= 4  # a line for each queue
+    assert chart.bounding_box()["width"] > 300
+    assert watched.errors == []
 
 
 def archived_in(transport) -> set[str]:
@@ -223,68 +220,55 @@ def archived_in(transport) -> set[str]:
 
 def job_done_then_archive(page):
     """An archive action's job page, waited on until its job is done; then the archive page, by its link."""
-    page.wait_for_url("**/jobs/*")
-    page.locator("#job-state.done").wait_for(timeout=30000)
+    job_done(page)
     page.locator("#to-archive").click()
     page.wait_for_url("**/archive")
     return page
 
 
-def test_archive_and_restore_through_the_buttons_move_exactly_those(browser, console, transport):
-    watched = Watched(browser, console.base)
-    try:
-        page = watched.visit("/failed/messages?exception_type=KeyError")
-        boxes = page.locator("input.pick")
-        chosen = {boxes.nth(i).get_attribute("value") for i in (0, 1)}
-        boxes.nth(0).check()
-        boxes.nth(1).check()
-        page.locator("#archive-selected").click()
-        job_done_then_archive(page)
-        assert archived_in(transport) == chosen
-        left = ids_in_error_queue(transport)
-        assert not chosen & left and len(left) == 9
-        assert "2 archived" in page.locator("#archived-count").inner_text()
-        rows = page.locator("#archived tbody tr")
-        assert rows.count() == 2
-        restored = rows.nth(0).locator("td").nth(2).inner_text()
-        rows.nth(0).locator("input.pick").check()
-        page.locator("#restore-selected").click()
-        job_done_then_archive(page)
-        assert archived_in(transport) == chosen - {restored}
-        assert restored in ids_in_error_queue(transport) and len(ids_in_error_queue(transport)) == 10
-        log = watched.visit("/log").locator("#log").inner_text()
-        assert "archive (done)" in log and "restore (done)" in log
-        assert watched.errors == []
-    finally:
-        watched.close()
+def test_archive_and_restore_through_the_buttons_move_exactly_those(watched, transport):
+    page = watched.visit("/failed/messages?exception_type=KeyError")
+    boxes = page.locator("input.pick")
+    chosen = {boxes.nth(i).get_attribute("value") for i in (0, 1)}
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    page.locator("#archive-selected").click()
+    job_done_then_archive(page)
+    assert archived_in(transport) == chosen
+    left = ids_in_error_queue(transport)
+    assert not chosen & left and len(left) == 9
+    assert "2 archived" in page.locator("#archived-count").inner_text()
+    rows = page.locator("#archived tbody tr")
+    assert rows.count() == 2
+    restored = rows.nth(0).locator("td").nth(2).inner_text()
+    rows.nth(0).locator("input.pick").check()
+    page.locator("#restore-selected").click()
+    job_done_then_archive(page)
+    assert archived_in(transport) == chosen - {restored}
+    assert restored in ids_in_error_queue(transport) and len(ids_in_error_queue(transport)) == 10
+    log = watched.visit("/log").locator("#log").inner_text()
+    assert "archive (done)" in log and "restore (done)" in log
+    assert watched.errors == []
 
 
-def test_archive_one_from_its_page(browser, console, transport):
-    watched = Watched(browser, console.base)
-    try:
-        page = watched.visit("/failed/messages?exception_type=ValueError")
-        page.locator("#messages tbody a").first.click()
-        page.wait_for_load_state("load")
-        shown = page.locator("p code").first.inner_text()
-        page.locator("#archive-one").click()
-        job_done_then_archive(page)
-        assert archived_in(transport) == {shown} and shown not in ids_in_error_queue(transport)
-        assert pwned(page) is None and watched.errors == []
-    finally:
-        watched.close()
+def test_archive_one_from_its_page(watched, transport):
+    page = watched.visit("/failed/messages?exception_type=ValueError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    shown = page.locator("p code").first.inner_text()
+    page.locator("#archive-one").click()
+    job_done_then_archive(page)
+    assert archived_in(transport) == {shown} and shown not in ids_in_error_queue(transport)
+    assert pwned(page) is None and watched.errors == []
 
 
-def test_archive_group_through_the_button_asks_first_and_moves_the_group(browser, console, transport):
-    watched = Watched(browser, console.base)
-    try:
-        page = watched.visit("/failed")
-        page.locator("#groups tbody tr", has_text="TimeoutError").locator("button.archive-matching").click()
-        job_done_then_archive(page)
-        assert watched.dialogs == ["Archive every message these filters match?"]
-        assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
-        assert watched.errors == []
-    finally:
-        watched.close()
+def test_archive_group_through_the_button_asks_first_and_moves_the_group(watched, transport):
+    page = watched.visit("/failed")
+    page.locator("#groups tbody tr", has_text="TimeoutError").locator("button.archive-matching").click()
+    job_done_then_archive(page)
+    assert watched.dialogs == ["Archive every message these filters match?"]
+    assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
+    assert watched.errors == []
 
 
 # the job page's state, bar value and progress text, read at once (null while it loads)
@@ -294,45 +278,40 @@ READ_JOB = """() => {
 }"""
 
 
-def test_an_archive_job_shows_its_progress_until_done(browser, transport, project):
+def test_an_archive_job_shows_its_progress_until_done(open_console, transport):
     """A group of 7 archived from its button at one batch a second in batches of 2 (--batch-size 2):
     the job's page, refreshing itself each second, shows the count and the bar rising, batch by batch,
     to 7 of 7 done; the archive then holds the group."""
     from playwright.sync_api import Error as PlaywrightError
 
-    started = seeded_console(transport, project, "--batch-size", "2")
-    watched = Watched(browser, started.base)
-    try:
-        page = watched.visit("/failed")
-        row = page.locator("#groups tbody tr", has_text="TimeoutError")
-        row.locator("form.archive-all input[name=rate]").fill("1")
-        row.locator("button.archive-matching").click()
-        page.wait_for_url("**/jobs/*")
-        seen: set[tuple[str, str]] = set()
-        deadline = time.monotonic() + 60
-        while True:
-            assert time.monotonic() < deadline, seen
-            page.wait_for_timeout(200)
-            try:  # one read of one document, between the page's own reloads
-                shown = page.evaluate(READ_JOB)
-            except PlaywrightError:
-                continue
-            if shown is None:  # the page still loading
-                continue
-            state, value, text = shown
-            seen.add((value, text))
-            if state != "running":
-                break
-        assert state == "done" and page.locator("#job-bar").get_attribute("max") == "7"
-        assert page.locator("#job-progress").inner_text().startswith("7 of 7 archived in 4 batch(es)")
-        values = sorted({int(value) for value, _ in seen})
-        assert values[-1] == 7 and [v for v in values if 0 < v < 7], seen  # seen part-way, not only at the end
-        assert all(text.startswith(f"{value} of 7 archived") for value, text in seen)
-        page.locator("#to-archive").click()
-        page.wait_for_url("**/archive")
-        assert "7 archived" in page.locator("#archived-count").inner_text()
-        assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
-        assert watched.errors == []
-    finally:
-        watched.close()
-        started.close()
+    watched = open_console("--batch-size", "2")
+    page = watched.visit("/failed")
+    row = page.locator("#groups tbody tr", has_text="TimeoutError")
+    row.locator("form.archive-all input[name=rate]").fill("1")
+    row.locator("button.archive-matching").click()
+    page.wait_for_url("**/jobs/*")
+    seen: set[tuple[str, str]] = set()
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, seen
+        page.wait_for_timeout(200)
+        try:  # one read of one document, between the page's own reloads
+            shown = page.evaluate(READ_JOB)
+        except PlaywrightError:
+            continue
+        if shown is None:  # the page still loading
+            continue
+        state, value, text = shown
+        seen.add((value, text))
+        if state != "running":
+            break
+    assert state == "done" and page.locator("#job-bar").get_attribute("max") == "7"
+    assert page.locator("#job-progress").inner_text().startswith("7 of 7 archived in 4 batch(es)")
+    values = sorted({int(value) for value, _ in seen})
+    assert values[-1] == 7 and [v for v in values if 0 < v < 7], seen  # seen part-way, not only at the end
+    assert all(text.startswith(f"{value} of 7 archived") for value, text in seen)
+    page.locator("#to-archive").click()
+    page.wait_for_url("**/archive")
+    assert "7 archived" in page.locator("#archived-count").inner_text()
+    assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
+    assert watched.errors == []
