@@ -142,15 +142,16 @@ def test_sql_server_creates_them_in_its_deployment_text():
 
 def test_sql_server_moves_each_message_in_one_statement_and_every_console_statement_parses_as_tsql():
     """SQL Server's archive and restore are a DELETE whose OUTPUT DELETED... goes INTO the other table
-    (one statement: the row moves whole or not at all); the purge, the archive's page and count, the
-    action log's insert and read are T-SQL (TOP, not LIMIT): each parsed by sqlfluff's tsql dialect
-    (no SQL Server here)."""
+    (one statement: the row moves whole or not at all), each by the table's clustered key (the queue
+    has no index on Id: the Ids chosen are mapped to its RowVersion in one read, @Ids a JSON array);
+    the keys' read, the purge, the archive's page and count, the action log's insert and read are
+    T-SQL (TOP, not LIMIT): each parsed by sqlfluff's tsql dialect (no SQL Server here)."""
     from .support.tsql import parse_problems
 
     operations = engines.get("mssql").operations
     prof = profile("9.1")
     queue, archive = TableName("error", "dbo"), TableName("error_archive", "dbo")
-    statements = {which: operations.archive(which, queue, archive, prof) for which in ("archive", "restore", "purge", "page", "count")}
+    statements = {which: operations.archive(which, queue, archive, prof) for which in ("keys", "archive", "restore", "purge", "page", "count")}
     statements |= {f"log {which}": [operations.action_log(TableName("ConsoleActions", "dbo"), prof, which)] for which in ("insert", "read")}
     for which, found in statements.items():
         for statement in found:
@@ -159,7 +160,11 @@ def test_sql_server_moves_each_message_in_one_statement_and_every_console_statem
     [archived], [restored] = statements["archive"], statements["restore"]
     assert archived.sql.startswith("DELETE FROM [dbo].[error] WITH (ROWLOCK) OUTPUT DELETED.Id, DELETED.CorrelationId")
     assert "DELETED.Body, SYSUTCDATETIME(), @Why, @By INTO [dbo].[error_archive] (Id, " in archived.sql
-    assert archived.sql.endswith("ArchivedAt, ArchivedWhy, ArchivedBy) WHERE Id = @Id") and set(archived.params) == {"Id", "Why", "By"}
+    assert archived.sql.endswith("ArchivedAt, ArchivedWhy, ArchivedBy) WHERE RowVersion = @Key") and set(archived.params) == {"Key", "Why", "By"}
+    [keys] = statements["keys"]
+    assert keys.sql == (
+        "SELECT RowVersion, Id FROM [dbo].[error] WHERE Id IN (SELECT CAST(value AS uniqueidentifier) FROM OPENJSON(@Ids))"
+    )
     assert "INTO [dbo].[error] (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body) WHERE RowVersion = @Key" in (
         restored.sql
     )

@@ -94,12 +94,15 @@ class Archive:
             )
         return self.transport.dialect.operations.archive(which, self.queue, self.table, self.transport.profile)
 
-    def _move(self, action: str, statements: list[Any], rows: list[dict]) -> Move:
+    def _move(self, action: str, statements: list[Any], chosen: Callable[[], tuple[list[dict], int]]) -> Move:
         """Each batch of rows in one transaction: every statement for each row; the first one's row
-        count is what moved. The report counts a batch once it has committed (a job shows it meanwhile)."""
+        count is what moved. `chosen`, called as the move starts: the rows, and how many of the
+        messages asked were not found before any moved. The report counts a batch once it has
+        committed (a job shows it meanwhile)."""
 
         def run(progress: Progress | None = None) -> Moved:
-            done = Moved(action)
+            rows, absent = chosen()
+            done = Moved(action, not_found=absent)
             for batch in _batches(rows, self.batch_size):
                 moved_here = not_found_here = 0
                 with self.transport.engine.begin() as conn:
@@ -120,21 +123,36 @@ class Archive:
 
     def archive(self, ids: Sequence[str], why: str, by: str) -> tuple[int, Move]:
         """The messages of the error queue with these row Ids (GUIDs, as every transport writes them),
-        to move into the archive: how many (each once), and the move."""
+        to move into the archive: how many (each once), and the move (which first reads their keys)."""
         for i in ids:
             try:
                 uuid.UUID(i)
             except (TypeError, ValueError):
                 raise errors.UsageError(f"ids: {i!r} is not a message's row Id (a GUID)") from None
+        [read] = self._statements("keys")
         statements = self._statements("archive")
-        rows = [{"Id": i, "Why": why, "By": by} for i in dict.fromkeys(ids)]
-        return len(rows), self._move("archive", statements, rows)
+        wanted = list(dict.fromkeys(ids))
+
+        def chosen() -> tuple[list[dict], int]:
+            keys, absent = self._keys(read, wanted)
+            return [{"Key": k, "Why": why, "By": by} for k in keys], absent
+
+        return len(wanted), self._move("archive", statements, chosen)
+
+    def _keys(self, read: Any, ids: list[str]) -> tuple[list[int], int]:
+        """The error queue's keys of the messages with these Ids, in its order, read at once (each
+        move is then a lookup of its key: the queue has no index on Id on SQLite and SQL Server);
+        and how many of the Ids no message has."""
+        with self.transport.engine.connect() as conn:
+            found = execute(conn, read, {"Ids": self.transport.dialect.list_parameter(ids)}).fetchall()
+        seen = {uuid.UUID(str(i)) for _, i in found}
+        return sorted(int(k) for k, _ in found), sum(uuid.UUID(i) not in seen for i in ids)
 
     def restore(self, keys: Sequence[int]) -> tuple[int, Move]:
         """The archived messages with these archive keys, to move back into the error queue: how many, and the move."""
         statements = self._statements("restore")
         rows = [{"Key": k} for k in dict.fromkeys(keys)]
-        return len(rows), self._move("restore", statements, rows)
+        return len(rows), self._move("restore", statements, lambda: (rows, 0))
 
     def purge(self, older_than_seconds: float) -> Move:
         """The deletion of the messages archived more than `older_than_seconds` ago, a batch a transaction."""

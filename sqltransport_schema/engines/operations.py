@@ -278,8 +278,12 @@ class Operations:
         return self.statement(f"action_log_{which}", template, table=self.dialect.qualified(table, profile))
 
     # -- a queue's archive (`archive:` on a plain queue): moves between it and the queue, each
-    # statement run once per message (execute_many), a batch of them one transaction ------------
-    ARCHIVE_MOVES: tuple[str, ...] = ()  # @Id of {queue} -> {archive}, with @Why and @By
+    # statement run once per message (execute_many), a batch of them one transaction. A move takes
+    # a message by its table's key ({order}: the queue has no index on Id on SQLite and SQL Server,
+    # so a move by Id would read the whole queue for each message); ARCHIVE_KEYS maps the Ids an
+    # operator chose to the queue's keys in one read ------------------------------------------------
+    ARCHIVE_KEYS = ""  # {order} and Id of each message of {queue} whose Id is in @Ids (a list_parameter)
+    ARCHIVE_MOVES: tuple[str, ...] = ()  # @Key ({order}) of {queue} -> {archive}, with @Why and @By
     RESTORE_MOVES: tuple[str, ...] = ()  # @Key of {archive} -> {queue}
     ARCHIVE_PURGE = ""  # up to @BatchSize rows archived more than @Seconds ago
     ARCHIVE_PAGE = (
@@ -288,9 +292,10 @@ class Operations:
     ARCHIVE_COUNT = "SELECT count(*) FROM {archive}"
 
     def archive(self, which: str, queue: TableName, archive: TableName, profile: Profile) -> list[Statement]:
-        """The statements of `which` (archive, restore: run in order for each message; purge, page,
-        count: one) between the queue and its archive table."""
+        """The statements of `which` (archive, restore: run in order for each message; keys, purge,
+        page, count: one) between the queue and its archive table."""
         templates = {
+            "keys": (self.ARCHIVE_KEYS,) if self.ARCHIVE_KEYS else (),
             "archive": self.ARCHIVE_MOVES,
             "restore": self.RESTORE_MOVES,
             "purge": (self.ARCHIVE_PURGE,) if self.ARCHIVE_PURGE else (),

@@ -759,8 +759,9 @@ GROUP BY FailedQ ORDER BY FailedQ"""
             "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (" + NOW + ", @Who, @Action, @Target, @Messages)"
         )
         # A transaction holds SQLite's one writer lock from its first write: the copy and the delete
-        # of a message run with no other writer between them.
+        # of a message run with no other writer between them, each a lookup of the rowid (RowVersion).
         _COPIED = "Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body"
+        ARCHIVE_KEYS = "SELECT {order}, Id FROM {queue} WHERE Id IN (SELECT value FROM json_each(@Ids))"
         ARCHIVE_MOVES = (
             "INSERT INTO {archive} ("
             + _COPIED
@@ -768,8 +769,8 @@ GROUP BY FailedQ ORDER BY FailedQ"""
             + _COPIED
             + ", "
             + NOW
-            + ", @Why, @By FROM {queue} WHERE Id = @Id",
-            "DELETE FROM {queue} WHERE Id = @Id",
+            + ", @Why, @By FROM {queue} WHERE {order} = @Key",
+            "DELETE FROM {queue} WHERE {order} = @Key",
         )
         RESTORE_MOVES = (
             "INSERT INTO {queue} (" + _COPIED + ") SELECT " + _COPIED + " FROM {archive} WHERE RowVersion = @Key",

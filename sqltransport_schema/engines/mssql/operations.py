@@ -56,16 +56,18 @@ GROUP BY FailedQ ORDER BY FailedQ"""
     # OUTPUT DELETED... INTO the other table (so a retry running beside never sends a message this
     # archives: the DELETE takes the row or finds it gone); the archive's RowVersion is its own
     # IDENTITY, the queue's is given anew on a restore. The queue has no index on Id (the
-    # transport's): archiving by Id reads the queue's rows for each message.
+    # transport's): the Ids chosen are mapped to its RowVersion in one read (ARCHIVE_KEYS, @Ids a
+    # JSON array), and each message moves by a seek of its clustered key.
     ACTION_LOG_INSERT = (
         "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (SYSUTCDATETIME(), @Who, @Action, @Target, @Messages)"
     )
     ACTION_LOG_READ = "SELECT TOP (@Limit) At, Who, Action, Target, Messages FROM {table} ORDER BY Id DESC"
     _MOVED = "Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body"
     _DELETED = ", ".join(f"DELETED.{column}" for column in _MOVED.split(", "))
+    ARCHIVE_KEYS = "SELECT {order}, Id FROM {queue} WHERE Id IN (SELECT CAST(value AS uniqueidentifier) FROM OPENJSON(@Ids))"
     ARCHIVE_MOVES = (
         f"DELETE FROM {{queue}} WITH (ROWLOCK) OUTPUT {_DELETED}, SYSUTCDATETIME(), @Why, @By "
-        f"INTO {{archive}} ({_MOVED}, ArchivedAt, ArchivedWhy, ArchivedBy) WHERE Id = @Id",
+        f"INTO {{archive}} ({_MOVED}, ArchivedAt, ArchivedWhy, ArchivedBy) WHERE {{order}} = @Key",
     )
     RESTORE_MOVES = (f"DELETE FROM {{archive}} WITH (ROWLOCK) OUTPUT {_DELETED} INTO {{queue}} ({_MOVED}) WHERE {{order}} = @Key",)
     # @Seconds may hold a fraction and 30 days of milliseconds pass an int (DATEADD's): whole seconds, then the rest

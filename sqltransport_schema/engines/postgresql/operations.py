@@ -74,9 +74,11 @@ GROUP BY FailedQ ORDER BY FailedQ"""
     )
     ACTION_LOG_INSERT = "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (now(), @Who, @Action, @Target, @Messages)"
     # One statement each way: the row deleted and inserted at once, so a retry running beside never
-    # sends a message this archives (the DELETE takes the row or finds it gone).
+    # sends a message this archives (the DELETE takes the row or finds it gone). The queue's Id (its
+    # primary key) and Seq (UNIQUE) are both indexed: the keys' read and each move are index lookups.
+    ARCHIVE_KEYS = "SELECT {order}, Id FROM {queue} WHERE Id = ANY(CAST(@Ids AS uuid[]))"
     ARCHIVE_MOVES = (
-        """WITH moved AS (DELETE FROM {queue} WHERE Id = CAST(@Id AS uuid) RETURNING Id, Expires, Headers, Body)
+        """WITH moved AS (DELETE FROM {queue} WHERE {order} = @Key RETURNING Id, Expires, Headers, Body)
 INSERT INTO {archive} (Id, Expires, Headers, Body, ArchivedAt, ArchivedWhy, ArchivedBy)
 SELECT Id, Expires, Headers, Body, now(), @Why, @By FROM moved""",
     )
