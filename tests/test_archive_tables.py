@@ -6,6 +6,7 @@ statements of the console's moves parsed as T-SQL."""
 
 from __future__ import annotations
 
+import uuid
 from textwrap import dedent
 
 import pytest
@@ -151,7 +152,9 @@ def test_sql_server_moves_each_message_in_one_statement_and_every_console_statem
     operations = engines.get("mssql").operations
     prof = profile("9.1")
     queue, archive = TableName("error", "dbo"), TableName("error_archive", "dbo")
-    statements = {which: operations.archive(which, queue, archive, prof) for which in ("keys", "archive", "restore", "purge", "page", "count")}
+    statements = {
+        which: operations.archive(which, queue, archive, prof) for which in ("keys", "archive", "restore", "purge", "page", "count")
+    }
     statements |= {f"log {which}": [operations.action_log(TableName("ConsoleActions", "dbo"), prof, which)] for which in ("insert", "read")}
     for which, found in statements.items():
         for statement in found:
@@ -160,11 +163,10 @@ def test_sql_server_moves_each_message_in_one_statement_and_every_console_statem
     [archived], [restored] = statements["archive"], statements["restore"]
     assert archived.sql.startswith("DELETE FROM [dbo].[error] WITH (ROWLOCK) OUTPUT DELETED.Id, DELETED.CorrelationId")
     assert "DELETED.Body, SYSUTCDATETIME(), @Why, @By INTO [dbo].[error_archive] (Id, " in archived.sql
-    assert archived.sql.endswith("ArchivedAt, ArchivedWhy, ArchivedBy) WHERE RowVersion = @Key") and set(archived.params) == {"Key", "Why", "By"}
+    assert archived.sql.endswith("ArchivedAt, ArchivedWhy, ArchivedBy) WHERE RowVersion = @Key")  # a seek of the clustered key
+    assert set(archived.params) == {"Key", "Why", "By"}
     [keys] = statements["keys"]
-    assert keys.sql == (
-        "SELECT RowVersion, Id FROM [dbo].[error] WHERE Id IN (SELECT CAST(value AS uniqueidentifier) FROM OPENJSON(@Ids))"
-    )
+    assert keys.sql == "SELECT RowVersion, Id FROM [dbo].[error] WHERE Id IN (SELECT CAST(value AS uniqueidentifier) FROM OPENJSON(@Ids))"
     assert "INTO [dbo].[error] (Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body) WHERE RowVersion = @Key" in (
         restored.sql
     )
@@ -255,5 +257,52 @@ def test_a_batch_rolled_back_is_not_counted(project, sqlite_url, monkeypatch):
         assert archive.count() == 2
         with transport.engine.connect() as conn:
             assert sorted(str(r[0]) for r in conn.exec_driver_sql(f"SELECT Id FROM {error}")) == sorted(ids[2:])
+    finally:
+        next(bus, None)
+
+
+def test_each_move_into_the_archive_is_a_lookup_of_the_queue_key_and_the_ids_are_read_once(project, db_url, monkeypatch):
+    """The error queue has no index on Id on SQLite (its key is RowVersion, the rowid) nor on SQL
+    Server: a move by Id read the whole queue for each message (archiving 50,000 of 200,000 was
+    quadratic). Each move takes its message by the queue's key: SQLite's plan a SEARCH by the rowid,
+    PostgreSQL's (5,000 messages, analyzed) an index scan, never a scan of the queue; the Ids
+    chosen become keys in one read (on SQLite its one scan of the queue)."""
+    from sqltransport_schema.runtime.transport import execute
+    from sqltransport_schema.statements import Statement
+
+    from .support.console import console_bus
+
+    transport = next(bus := console_bus(project, db_url, monkeypatch))
+    try:
+        sqlite = db_url.startswith("sqlite")
+        operations, prof = transport.dialect.operations, transport.profile
+        queue, archive = transport.name("error"), transport.name("error_archive")
+        [read] = operations.archive("keys", queue, archive, prof)
+        moves = operations.archive("archive", queue, archive, prof)
+        table = transport.dialect.qualified(queue, prof)
+        with transport.engine.begin() as conn:
+            if not sqlite:
+                conn.exec_driver_sql(f"INSERT INTO {table} (Id, Headers) SELECT gen_random_uuid(), '{{}}' FROM generate_series(1, 5000)")
+                conn.exec_driver_sql(f"ANALYZE {table}")
+
+            def plan(statement: Statement, params: dict) -> list[str]:
+                explained = Statement.of(
+                    statement.name, ("EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN ") + statement.template, statement.identifiers
+                )
+                return [str(row[-1]) for row in execute(conn, explained, params)]
+
+            for move in moves:
+                steps = plan(move, {"Key": 1, "Why": "why", "By": "who"})
+                if sqlite:
+                    assert [s for s in steps if " error " in f"{s} "] == ["SEARCH error USING INTEGER PRIMARY KEY (rowid=?)"], steps
+                else:
+                    assert any(s.strip(" ->").startswith("Index Scan using") for s in steps), steps
+                    assert not any("Seq Scan" in s for s in steps), steps
+            ids = transport.dialect.list_parameter([str(uuid.uuid4()), str(uuid.uuid4())])
+            steps = plan(read, {"Ids": ids})
+            if sqlite:
+                assert [s for s in steps if s.startswith("SCAN error")] == ["SCAN error"], steps  # the queue read once
+            else:
+                assert not any("Seq Scan" in s for s in steps), steps
     finally:
         next(bus, None)
