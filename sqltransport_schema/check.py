@@ -386,14 +386,12 @@ def run(url: str, config: Config | None, role: str = SHARED, script: ScriptDirec
     from sqlalchemy.engine import make_url
 
     from . import revisions
-    from .db import catalog_connection, missing_sqlite_file, normalise_url
+    from .db import catalog_connection, normalise_url
 
     try:
-        parsed = make_url(normalise_url(url))
+        make_url(normalise_url(url))
     except sa.exc.ArgumentError as exc:
         raise CheckError(f"invalid database URL: {exc}") from None
-    if missing_sqlite_file(url) is not None:
-        raise CheckError(f"no SQLite database at {parsed.database}")
     reference = None
     if config is not None:
         try:

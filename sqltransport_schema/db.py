@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine, make_url
 from . import errors
 from .urls import display_url
 
-__all__ = ["make_engine", "sqlite_transactions", "DatabaseURLError"]
+__all__ = ["make_engine", "sqlite_transactions", "DatabaseURLError", "NoDatabase"]
 
 SCHEMES = "sqlite:///FILE, postgresql://USER@HOST/DB, mssql://USER:PASSWORD@DSN or mysql://USER@HOST/DB"
 # The extra of this package that installs each backend's driver.
@@ -62,8 +62,18 @@ def _dialect(backend: str) -> Dialect | None:
         return None
 
 
+class NoDatabase(errors.NotFound):
+    """A SQLite URL names a file that is not there, for a command that needs a deployed database:
+    connecting would have created it empty, so nothing was opened (refuse_missing_sqlite_file)."""
+
+
+# What a refusal says to do when its caller names nothing better.
+BUILD_IT = "check the URL, or build the database there with `alembic upgrade head`"
+
+
 def missing_sqlite_file(url: str) -> str | None:
-    """The file a SQLite URL names when it does not exist (connecting would create it empty); else None."""
+    """The file a SQLite URL names when it does not exist (connecting would create it empty); else
+    None, also for :memory: and a URI form (file:...?mode=..., whose mode the URL says itself)."""
     from pathlib import Path
 
     parsed = make_url(normalise_url(url))
@@ -73,21 +83,39 @@ def missing_sqlite_file(url: str) -> str | None:
     return None if Path(parsed.database).exists() else parsed.database
 
 
-def refuse_missing_sqlite_file(url: str, named_by: str = "", fix: str = "") -> None:
-    """NotFound when a SQLite URL names a file that does not exist: connecting would create it empty,
-    and an empty file is no deployed database. `named_by` says where the URL came from, `fix` what to do."""
+def refuse_missing_sqlite_file(url: str, named_by: str = "", fix: str = BUILD_IT) -> None:
+    """NoDatabase when a SQLite URL names a file that does not exist: connecting would create it
+    empty, and an empty file is no deployed database. `named_by` says where the URL came from, `fix` what to do."""
     missing = missing_sqlite_file(url)
     if missing is not None:
         where = f" ({named_by})" if named_by else ""
-        raise errors.NotFound(f"no SQLite database at {missing}{where}; nothing was created" + (f": {fix}" if fix else ""))
+        raise NoDatabase(f"no SQLite database at {missing}{where}; nothing was created" + (f": {fix}" if fix else ""))
 
 
-def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs: Any) -> Engine:
+def existing_only(url: str, cargs: list, cparams: dict) -> None:
+    """Connect arguments (a SQLAlchemy dialect's create_connect_args, changed in place) that open a
+    SQLite file only if it exists (URI mode=rw): a file removed after refuse_missing_sqlite_file's
+    look is still not created. :memory: and a URL's own URI form are left as they are."""
+    from pathlib import Path
+
+    dialect = _dialect(make_url(normalise_url(url)).get_backend_name())
+    if dialect is None or not dialect.database_file or cparams.get("uri") or not cargs or cargs[0] in ("", ":memory:"):
+        return
+    cargs[0] = Path(cargs[0]).absolute().as_uri() + "?mode=rw"
+    cparams["uri"] = True
+
+
+def make_engine(url: str, *, sqlite_writers: bool = True, must_exist: bool = False, **kwargs: Any) -> Engine:
     """An engine whose transactions are real on every backend, SQLite included.
 
     On SQLite its transactions begin as writers and wait for the lock (sqlite_transactions);
-    sqlite_writers=False for an engine that only reads (a catalog, a stamped revision)."""
+    sqlite_writers=False for an engine that only reads (a catalog, a stamped revision).
+    must_exist: the caller works on a deployed database (reads it, or changes its rows) and never
+    builds one: a SQLite file that is not there is refused (NoDatabase), never created empty. Only
+    what builds a database (alembic upgrade, fleet upgrade) leaves it False."""
     given, url = url, normalise_url(url)
+    if must_exist:
+        refuse_missing_sqlite_file(given)
     backend = make_url(url).get_backend_name()
     dialect = _dialect(backend)
     if dialect is not None and dialect.database_file:
@@ -102,6 +130,12 @@ def make_engine(url: str, *, sqlite_writers: bool = True, **kwargs: Any) -> Engi
         raise DatabaseURLError(f"the {backend} driver cannot be imported ({missing}); {fix}") from None
     if dialect is not None and dialect.explicit_begin:
         sqlite_transactions(engine, writers=sqlite_writers)
+    if must_exist and dialect is not None and dialect.database_file:
+
+        @event.listens_for(engine, "do_connect")
+        def _existing_only(_dialect: Any, _record: Any, cargs: list, cparams: dict) -> None:
+            existing_only(url, cargs, cparams)
+
     _GIVEN[engine] = given
     return engine
 
@@ -160,10 +194,11 @@ def failure(problem: exc.SQLAlchemyError) -> str:
 @contextmanager
 def catalog_connection(url: str, error: type[Exception]) -> Iterator[tuple[Dialect, Connection]]:
     """(engine class, connection) for reading a database's catalog; an unsupported engine or a
-    failure to reach or read the database is raised as `error` with one clear line."""
+    failure to reach or read the database is raised as `error` with one clear line, a SQLite file
+    that is not there as NoDatabase (check, adopt and script --url read a deployed database: none is created)."""
     from . import engines
 
-    db = make_engine(url, sqlite_writers=False)
+    db = make_engine(url, sqlite_writers=False, must_exist=True)
     try:
         engine = engines.for_sqlalchemy(db.dialect.name)
         with db.connect() as connection:

@@ -45,7 +45,7 @@ def _engine(args: argparse.Namespace, readers: bool) -> Engine:
     config = load_config(args.config) if Path(args.config).is_file() else None
     url, origin = chosen_url(args.url, config)
     refuse_missing_sqlite_file(url, _named_by(origin, args.config, config is not None), _give_url())
-    return make_engine(url, sqlite_writers=not readers)
+    return make_engine(url, sqlite_writers=not readers, must_exist=True)
 
 
 def _named_by(origin: str, config: str, config_found: bool) -> str:

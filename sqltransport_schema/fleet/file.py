@@ -241,20 +241,20 @@ def _queried(query: Obj, template: str | None, problems: list[Problem], environ:
     """The targets a control database's query returns (a problem at the query when it cannot be run)."""
     from sqlalchemy import exc, pool, text
 
-    from ..db import DatabaseURLError, failure, make_engine
+    from ..db import DatabaseURLError, NoDatabase, failure, make_engine
 
     url = expand(query.get("url"), query.marks["url"], problems, environ)
     if url is None:
         return []
     mark = query.marks["sql"]
     try:
-        engine = make_engine(url, poolclass=pool.NullPool)
+        engine = make_engine(url, poolclass=pool.NullPool, must_exist=True)
         try:
             with engine.connect() as connection:
                 rows = [tuple(row) for row in connection.execute(text(query.get("sql")))]
         finally:
             engine.dispose()
-    except DatabaseURLError as error:
+    except (DatabaseURLError, NoDatabase) as error:
         problems.append(Problem(query.marks["url"], str(error)))
         return []
     except exc.SQLAlchemyError as error:

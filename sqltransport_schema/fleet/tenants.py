@@ -35,11 +35,14 @@ class TargetRow:
 
 
 def _engine(target: Target, writers: bool):  # noqa: ANN202 - a SQLAlchemy Engine
+    """The target's engine; a SQLite file that is not there is refused (db.NoDatabase), never created."""
     from sqlalchemy import pool
 
-    from ..db import make_engine
+    from ..db import make_engine, refuse_missing_sqlite_file
+    from .work import TARGET_FIX
 
-    return make_engine(target.url, poolclass=pool.NullPool, sqlite_writers=writers)
+    refuse_missing_sqlite_file(target.url, fix=TARGET_FIX)
+    return make_engine(target.url, poolclass=pool.NullPool, sqlite_writers=writers, must_exist=True)
 
 
 def cleanup(
@@ -52,13 +55,15 @@ def cleanup(
 ) -> list[TargetRow]:
     """runtime.outbox.cleanup on each target in turn; progress(target, table, deleted so far, batches)."""
     from .. import errors
+    from ..db import NoDatabase
     from ..runtime.outbox import cleanup as clean_one
 
     rows = []
     for target in targets:
         row = TargetRow(target)
-        engine = _engine(target, writers=True)
+        engine = None
         try:
+            engine = _engine(target, writers=True)
 
             def step(table: str, deleted: int, batches: int, target: Target = target) -> None:
                 if progress is not None:
@@ -66,12 +71,15 @@ def cleanup(
 
             report = clean_one(engine, older_than, batch_size=batch_size, config_file=config_file, progress=step)
             row.payload = {key: value for key, value in report.to_json().items() if key != "status"}
+        except NoDatabase as error:  # no database is a failure, not "nothing to clean"
+            row.error = describe(error, target)
         except errors.NotFound as error:
             row.skipped = scrub(str(error), target.url)
         except Exception as error:  # noqa: BLE001 - one target's failure is its row
             row.error = describe(error, target)
         finally:
-            engine.dispose()
+            if engine is not None:
+                engine.dispose()
         rows.append(row)
     return rows
 
@@ -85,15 +93,17 @@ def status(targets: Iterable[Target], *, config_file: str, done: Callable[[Targe
     rows = []
     for target in targets:
         row = TargetRow(target)
-        engine = _engine(target, writers=False)
+        engine = None
         try:
+            engine = _engine(target, writers=False)
             report = status_of(Transport.from_database(engine, config_file, verify=False))
             tables = [table.to_json() for table in report.tables if table.kind in PERSISTENCE_KINDS]
             row.payload = {"tables": tables}
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
             row.error = describe(error, target)
         finally:
-            engine.dispose()
+            if engine is not None:
+                engine.dispose()
         rows.append(row)
         if done is not None:
             done(row)

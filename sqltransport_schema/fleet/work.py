@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 UPGRADED, AT_REVISION, WOULD_UPGRADE, FAILED, BUSY, LOST = "upgraded", "at_revision", "would_upgrade", "failed", "busy", "lost"
 DONE = frozenset({UPGRADED, AT_REVISION, WOULD_UPGRADE})
 VERSION_TABLE = "alembic_version"
+# What a fleet read of a SQLite target whose file is not there says to do.
+TARGET_FIX = "check the target's URL in the fleet file, or build it with `sqltransport-schema fleet upgrade`"
 
 
 @dataclass(frozen=True)
@@ -142,24 +144,37 @@ class Migrations:
     def stamps(self, url: str) -> tuple[str, ...]:
         """The revisions the target's version table holds: one connection and one read (none when
         the table is not there yet), through the driver itself: a target at the revision costs no
-        engine, no pool and no statement compilation (made once per driver, _reader)."""
+        engine, no pool and no statement compilation (made once per driver, _reader). A SQLite
+        file that is not there holds none and is not opened: upgrade builds it, a dry run and a
+        script plan from <base> and leave no empty file behind."""
+        from ..db import missing_sqlite_file
+
+        if missing_sqlite_file(url) is not None:
+            return ()
         dialect, sql, connection = self._connect(url)
         try:
             return self._read_stamps(url, dialect, sql, connection)
         finally:
             connection.close()
 
-    def _connect(self, url: str) -> tuple[Any, str, Any]:
-        """(the driver's SQLAlchemy dialect, the version read, a DBAPI connection to the target)."""
+    def _connect(self, url: str, must_exist: bool = False) -> tuple[Any, str, Any]:
+        """(the driver's SQLAlchemy dialect, the version read, a DBAPI connection to the target).
+        must_exist: for a read (status), which refuses a SQLite file that is not there (NoDatabase),
+        as db.make_engine(must_exist=True) does, instead of creating it."""
         from sqlalchemy import exc
         from sqlalchemy.engine import make_url
 
-        from ..db import normalise_url
+        from ..db import existing_only, normalise_url, refuse_missing_sqlite_file
 
+        if must_exist:
+            refuse_missing_sqlite_file(url, fix=TARGET_FIX)
         parsed = make_url(normalise_url(url))
         dialect, sql = self._reader(parsed.drivername, url)
         dbapi = dialect.loaded_dbapi
         cargs, cparams = dialect.create_connect_args(parsed)
+        if must_exist:
+            cargs = list(cargs)
+            existing_only(url, cargs, cparams)
         try:
             return dialect, sql, dbapi.connect(*cargs, **cparams)
         except dbapi.Error as error:
@@ -268,7 +283,7 @@ class Migrations:
         started = time.perf_counter()
         result = Result(target.name, "read")
         try:
-            dialect, sql, connection = self._connect(target.url)
+            dialect, sql, connection = self._connect(target.url, must_exist=True)
             try:
                 stamps = self._read_stamps(target.url, dialect, sql, connection)
                 result.from_revision = _revisions(stamps)
@@ -342,9 +357,14 @@ class Migrations:
 
 
 def _unreachable(error: BaseException) -> BaseException | None:
-    """The driver's error when the database could not be reached (no statement was run), else None."""
+    """The driver's error when the database could not be reached (no statement was run), else None;
+    a SQLite file that is not there (db.NoDatabase) is unreachable too."""
     from sqlalchemy import exc
 
+    from ..db import NoDatabase
+
+    if isinstance(error, NoDatabase):
+        return error
     cause: BaseException | None = error
     while cause is not None:
         if isinstance(cause, (exc.OperationalError, exc.InterfaceError)) and getattr(cause, "statement", None) is None:
@@ -355,8 +375,12 @@ def _unreachable(error: BaseException) -> BaseException | None:
 
 def describe(error: BaseException, target: Target, one_line: Callable[[BaseException], str] | None = None) -> str:
     """The error as the report's one line, the target's password masked wherever a driver quoted it."""
+    from ..db import NoDatabase
+
     one_line = one_line or first_line
     unreachable = _unreachable(error)
+    if isinstance(unreachable, NoDatabase):
+        return scrub(str(unreachable), target.url)  # says itself what is wrong and what to do
     if unreachable is not None:
         said = (str(unreachable).strip().splitlines() or [type(unreachable).__name__])[0]
         return scrub(f"cannot reach the database: {said}; is the server up, and is the target's URL right?", target.url)

@@ -87,8 +87,13 @@ def same_database(a: str, b: str) -> bool:
 
 
 # --------------------------------------------------------------------------- DBAPI
-def dbapi_connect(url: str) -> Any:
-    """A DBAPI connection with explicit transaction control (sqlite3 in autocommit; we BEGIN)."""
+def dbapi_connect(url: str, must_exist: bool = False) -> Any:
+    """A DBAPI connection with explicit transaction control (sqlite3 in autocommit; we BEGIN).
+    must_exist: a SQLite file that is not there is refused (db.NoDatabase), never created."""
+    from ..db import refuse_missing_sqlite_file
+
+    if must_exist:
+        refuse_missing_sqlite_file(url)
     parsed = make_url(url)
     try:
         dialect = engine_of(url)

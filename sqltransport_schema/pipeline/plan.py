@@ -155,7 +155,7 @@ def plan(config: Config, url: str, to_revision: str | None = None, mapping: dict
 
     script = ScriptDirectory.from_config(config)
     target = to_revision or script.get_current_head()
-    engine = make_engine(url)
+    engine = make_engine(url, must_exist=True)
     try:
         with engine.connect() as conn:
             heads = stamps(conn)

@@ -166,7 +166,7 @@ def carry(job: _Job, tenant: str, keys: list[str]) -> TenantOutcome:
         return outcome
     src = dst = None
     try:
-        src, dst = dbapi_connect(job.shared), dbapi_connect(url)
+        src, dst = dbapi_connect(job.shared, must_exist=True), dbapi_connect(url, must_exist=True)
         pipeline.json_as_text(src)
         pipeline.json_as_text(dst)
         for number, batch in enumerate(_chunks(keys, job.batch_size)):
@@ -193,7 +193,8 @@ def carry(job: _Job, tenant: str, keys: list[str]) -> TenantOutcome:
             else:
                 pipeline.rollback(src)
     except Exception as exc:  # the tenant's database failed: its rows stay in the shared table, reported
-        outcome.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        said = str(exc) if isinstance(exc, errors.SqltransportError) else f"{type(exc).__name__}: {exc}"  # ours say it for users
+        outcome.error = said.splitlines()[0]
     finally:
         for conn in (src, dst):
             if conn is not None:
@@ -206,7 +207,7 @@ def _read_tenants(
 ) -> tuple[dict[str, list[str]], int, int]:
     """(tenant -> keys, rows, unreadable): each row's key and tenant, read once through the driver."""
     pipeline = engine_of(shared).pipeline
-    conn = dbapi_connect(shared)
+    conn = dbapi_connect(shared, must_exist=True)
     try:
         pipeline.json_as_text(conn)
         pipeline.begin(conn)
@@ -240,7 +241,7 @@ def move_table(
     dialect = engine_of(shared)
     pipeline = dialect.pipeline
     key = KEYS[kind]
-    conn = dbapi_connect(shared)
+    conn = dbapi_connect(shared, must_exist=True)
     try:
         try:
             columns = pipeline.column_names(conn, table)

@@ -41,7 +41,7 @@ class TenantDatabases:
         with self._lock:
             engine = self._engines.get(chosen)
             if engine is None:
-                engine = self._engines[chosen] = make_engine(chosen)
+                engine = self._engines[chosen] = make_engine(chosen, must_exist=True)  # a tenant's database is deployed, never made here
         return engine
 
     def link(self, message: Message) -> TenantLink:

@@ -232,7 +232,7 @@ class Transport:
         url = engine if isinstance(engine, str) else engine.url.render_as_string(hide_password=False)
         refuse_missing_sqlite_file(url, fix="pass the URL of the database the migrations built (`alembic upgrade head` creates it)")
         if isinstance(engine, str):
-            engine = make_engine(engine)
+            engine = make_engine(engine, must_exist=True)
         blueprint = deployed_blueprint(engine, config_file)
         transport = cls(engine, blueprint.transport_version, subscription_table=blueprint.subscription_table)
         transport.blueprint = blueprint
