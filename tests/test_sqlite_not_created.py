@@ -12,8 +12,8 @@ import sqlite3
 import pytest
 import sqlalchemy as sa
 
-from sqltransport_schema import cli
-from sqltransport_schema.db import NoDatabase, make_engine
+from sqltransport_schema import cli, errors
+from sqltransport_schema.db import make_engine
 
 from .support.commands import run
 from .support.fleets import pg_databases, pg_url, run_fleet
@@ -140,7 +140,8 @@ def test_a_fleets_control_database_that_is_not_there_is_not_created(project):
     root = project.root
     project.write_topology(TOPOLOGY)
     assert project.compile("initial") == 0
-    (root / "fleet.yaml").write_text("url_template: sqlite:///{name}.db\nquery:\n  url: sqlite:///control.db\n  sql: SELECT name FROM tenants\n")
+    query = "query:\n  url: sqlite:///control.db\n  sql: SELECT name FROM tenants\n"
+    (root / "fleet.yaml").write_text("url_template: sqlite:///{name}.db\n" + query)
     result = run_fleet(root, "status")
     assert result.returncode == 2 and "no SQLite database at control.db; nothing was created" in result.stderr
     assert result.stderr.count("\n") == 1 and not (root / "control.db").exists()
@@ -157,7 +158,7 @@ def test_must_exist_refuses_only_a_file_that_is_not_there(tmp_path):
     assert (tmp_path / "uri.db").exists()  # the URI's own mode=rwc created it, as the URL asked
 
     missing = tmp_path / "missing.db"
-    with pytest.raises(NoDatabase, match=f"^no SQLite database at {missing}; nothing was created: "):
+    with pytest.raises(errors.NotFound, match=f"^no SQLite database at {missing}; nothing was created: "):
         make_engine(f"sqlite:///{missing}", must_exist=True)
     there = tmp_path / "there.db"
     sqlite3.connect(there).close()
