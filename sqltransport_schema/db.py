@@ -71,6 +71,12 @@ class NoDatabase(errors.NotFound):
 BUILD_IT = "check the URL, or build the database there with `alembic upgrade head`"
 
 
+def url_engine(url: str) -> Dialect | None:
+    """The engine a URL names, read from the URL alone (nothing is opened); None for one the project
+    has no engine for."""
+    return _dialect(make_url(normalise_url(url)).get_backend_name())
+
+
 def missing_sqlite_file(url: str) -> str | None:
     """The file a SQLite URL names when it does not exist (connecting would create it empty); else
     None, also for :memory: and a URI form (file:...?mode=..., whose mode the URL says itself)."""

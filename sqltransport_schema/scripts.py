@@ -197,8 +197,11 @@ def _locks(engine: str, marks: list, lock_timeout: str, url: str | None, queues:
     operations = [operation for _, operation in marks if operation is not None]
     rows = None
     if url is not None:
-        from .db import catalog_connection
+        from .db import catalog_connection, url_engine
 
+        named = url_engine(url)  # before connecting: a database of another engine is not opened
+        if named is not None and named.name != engine:
+            raise ScriptError(f"--url is a {named.name} database; the script is for {engine}")
         with catalog_connection(url, ScriptError) as (found, connection):
             if found.name != engine:
                 raise ScriptError(f"--url is a {found.name} database; the script is for {engine}")

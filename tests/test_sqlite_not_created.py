@@ -1,7 +1,8 @@
 """A command that reads a deployed database never creates one: a SQLite URL naming a file that is
 not there (SQLite's default would create it empty) is one `error:` line and exit 2 for a command on
-one database, the target's own `unreachable` row for a fleet (a PostgreSQL target beside it read as
-ever), and the file is still absent afterwards. What builds a database (alembic upgrade, fleet
+one database; for a fleet's revisions the target is not built yet (at <base>, behind, as the upgrade
+that builds it finds it), for its contents (status --fleet, outbox cleanup) the target's own failed
+row (a PostgreSQL target beside it read as ever); the file is still absent afterwards. What builds a database (alembic upgrade, fleet
 upgrade) still creates it; :memory: and SQLite's URI form still work (db.make_engine's must_exist)."""
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ SINGLE = {
     "check --format json": ["check", "-c", "{ini}", "--format", "json"],
     "adopt --dry-run": ["adopt", "-c", "{ini}", "--dry-run"],
     "adopt": ["adopt", "-c", "{ini}"],
-    "script --url": ["script", "-c", "{ini}", "--engine", "postgresql", "-o", "{out}"],
     "pipeline plan": ["pipeline", "plan", "-c", "{ini}"],
     "pipeline run": ["pipeline", "run", "-c", "{ini}", "--no-spark"],
     "status": ["status", "-c", "{ini}"],
@@ -55,6 +55,16 @@ def test_a_read_of_a_sqlite_file_that_is_not_there_is_one_error_line_and_creates
     assert "Traceback" not in err and (err.count("\n") == 1 or "--format" in argv)
     if command[0] not in ("status", "console"):  # those name where the URL came from, and --url (test_operations)
         assert said.endswith(FIX)
+    assert not missing.exists()
+
+
+def test_script_url_of_another_engine_is_refused_before_opening_it(deployed, capsys):
+    """script --url reads a database of the script's engine (PostgreSQL or SQL Server): a SQLite URL
+    is refused from the URL alone, its file neither opened nor created."""
+    project, missing = deployed
+    argv = ["script", "-c", str(project.ini), "--engine", "postgresql", "-o", str(missing.parent / "out.sql")]
+    assert cli.main([*argv, "--url", f"sqlite:///{missing}"]) == 2
+    assert capsys.readouterr().err == "error: --url is a sqlite database; the script is for postgresql\n"
     assert not missing.exists()
 
 
@@ -86,9 +96,10 @@ def test_pipeline_tenants_leaves_an_unknown_tenants_file_uncreated(project, tmp_
     assert not (tmp_path / "tenant-t9.db").exists()
 
 
-def test_fleet_reads_report_a_missing_sqlite_target_unreachable_and_create_nothing(project):
+def test_fleet_reads_of_a_missing_sqlite_target_create_nothing(project):
     """A fleet of a PostgreSQL database, a SQLite file and a SQLite target whose file is not there:
-    every read reports that target (and only it) with the reason; the upgrade then builds it."""
+    fleet status reports it at <base>, behind; the reads of its contents report it (and only it)
+    failed with the reason; the upgrade then builds it."""
     root = project.root
     project.write_topology(TOPOLOGY)
     assert project.compile("initial") == 0
@@ -108,12 +119,11 @@ def test_fleet_reads_report_a_missing_sqlite_target_unreachable_and_create_nothi
             result = run_fleet(root, "status", *extra, "--format", "json")
             assert result.returncode == 1, result.stdout + result.stderr
             rows = {row["name"]: row for row in json.loads(result.stdout)["targets"]}
-            assert rows["gone"]["state"] == "unreachable" and rows["gone"]["reachable"] is False
-            assert rows["gone"]["error"] == reason
+            assert rows["gone"]["state"] == "behind" and rows["gone"]["revision"] is None and rows["gone"]["behind"] == 1
             assert rows["pg"]["state"] == rows["here"]["state"] == "at_head" and rows["pg"]["revision"] == head
             assert not missing.exists()
         text = run_fleet(root, "status")
-        assert f"gone: unreachable: {reason}" in text.stdout.splitlines() and "Traceback" not in text.stderr
+        assert "gone: at <base>, 1 behind" in text.stdout.splitlines() and "Traceback" not in text.stderr
         assert not missing.exists()
 
         for command in (["status", "--fleet"], ["outbox", "cleanup", "--fleet", "--older-than", "1d"]):

@@ -280,9 +280,23 @@ class Migrations:
 
     def status(self, target: Target) -> Result:
         """The target's revision and how far behind it is; with check, its drift summary."""
+        from pathlib import Path
+
+        from ..db import missing_sqlite_file
+
         started = time.perf_counter()
         result = Result(target.name, "read")
         try:
+            missing = missing_sqlite_file(target.url)
+            if missing is not None and Path(missing).parent.is_dir():
+                # not built yet: at <base>, as the upgrade that builds it finds it (and an empty
+                # database is what <base> makes), read without creating the file; in a folder
+                # that is not there the upgrade could not build it either: unreachable (below)
+                result.from_revision, result.pending = _revisions(()), self.pending(())
+                if self.settings.check:
+                    result.drift = {"in_sync": True, "counts": {}}
+                result.seconds = time.perf_counter() - started
+                return result
             dialect, sql, connection = self._connect(target.url, must_exist=True)
             try:
                 stamps = self._read_stamps(target.url, dialect, sql, connection)
