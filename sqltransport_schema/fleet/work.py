@@ -289,12 +289,10 @@ class Migrations:
         try:
             missing = missing_sqlite_file(target.url)
             if missing is not None and Path(missing).parent.is_dir():
-                # not built yet: at <base>, as the upgrade that builds it finds it (and an empty
-                # database is what <base> makes), read without creating the file; in a folder
-                # that is not there the upgrade could not build it either: unreachable (below)
+                # not built yet: at <base>, as the upgrade that builds it finds it, read without
+                # creating the file (no database, no drift summary); in a folder that is not there
+                # the upgrade could not build it either: unreachable (below)
                 result.from_revision, result.pending = _revisions(()), self.pending(())
-                if self.settings.check:
-                    result.drift = {"in_sync": True, "counts": {}}
                 result.seconds = time.perf_counter() - started
                 return result
             dialect, sql, connection = self._connect(target.url, must_exist=True)
