@@ -43,7 +43,10 @@ def deployed(project, tmp_path):
     return project, tmp_path / "missing.db"
 
 
-@pytest.mark.parametrize("command", SINGLE.values(), ids=SINGLE.keys())
+@pytest.mark.parametrize(
+    "command",
+    [pytest.param(argv, id=name, marks=[pytest.mark.console] if name == "console" else []) for name, argv in SINGLE.items()],
+)
 def test_a_read_of_a_sqlite_file_that_is_not_there_is_one_error_line_and_creates_nothing(deployed, capsys, command):
     project, missing = deployed
     argv = [word.format(ini=project.ini, out=missing.parent / "out.sql") for word in command]
