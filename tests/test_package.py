@@ -77,7 +77,7 @@ def _readme_workflow_tables(env: dict[str, str], tmp_path: Path) -> set[str]:
 def dist(tmp_path_factory) -> dict[str, Path]:
     """The sdist and the wheel `python -m build` makes from the repository's tracked files (a clone's)."""
     root = tmp_path_factory.mktemp("package")
-    source = copy_tracked(root / "source")
+    source = copy_tracked(root / "source", bytecode=False)  # what a clone holds: no __pycache__
     _run([sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(source)], cwd=root)
     built = {path.suffix if path.suffix == ".whl" else ".tar.gz": path for path in (root / "dist").iterdir()}
     assert sorted(built) == [".tar.gz", ".whl"], sorted(built)

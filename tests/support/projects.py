@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import shutil
 import subprocess
@@ -17,14 +18,26 @@ from sqltransport_schema import cli
 REPO = Path(__file__).resolve().parents[2]
 
 
-def copy_tracked(root: Path) -> Path:
-    """The repository's files as a fresh clone has them (those git tracks, as they are now), under root."""
+def copy_tracked(root: Path, bytecode: bool = True) -> Path:
+    """The repository's files as a fresh clone has them (those git tracks, as they are now), under root,
+    with the package's bytecode beside its sources unless `bytecode` is false (support/bytecode.py: a
+    process importing the copy reads it rather than compiling the package)."""
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.splitlines()
     for name in tracked:
         if (REPO / name).is_file():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, root / name)
+            if bytecode and name.startswith("sqltransport_schema/") and name.endswith(".py"):
+                _copy_bytecode(REPO / name, root / name)
     return root
+
+
+def _copy_bytecode(source: Path, copy: Path) -> None:
+    compiled = Path(importlib.util.cache_from_source(str(source)))
+    if compiled.is_file():
+        target = Path(importlib.util.cache_from_source(str(copy)))
+        target.parent.mkdir(exist_ok=True)
+        shutil.copy2(compiled, target)
 
 
 @dataclass
