@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from .support import suite_cost
 from .support.bytecode import compile_package
 from .support.console import browser_missing, console_missing
 from .support.databases import mysql_database, pg_database, under_ci
@@ -82,10 +83,16 @@ def spark(tmp_path_factory):
     yield from spark_session(tmp_path_factory)
 
 
+def pytest_addoption(parser):
+    suite_cost.addoption(parser)
+
+
 def pytest_configure(config):
     """The package's bytecode, written once: every CLI and `alembic` subprocess a test starts (over a
-    thousand) then reads it, where PYTHONDONTWRITEBYTECODE=1 made each compile 130 modules again."""
+    thousand) then reads it, where PYTHONDONTWRITEBYTECODE=1 made each compile 130 modules again.
+    Each test's cost is counted against its budget (support/suite_cost.py)."""
     compile_package()
+    suite_cost.configure(config)
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -13,6 +13,8 @@ import uuid
 
 import pytest
 
+from . import suite_cost
+
 PG_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MYSQL_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_MYSQL", "mysql+pymysql://root@127.0.0.1:3306/test")
 
@@ -43,6 +45,7 @@ def throwaway_database(admin_url: str, server: str, create: str, drop: str):
     name = f"sqlts_test_{uuid.uuid4().hex[:12]}"
     with engine.connect() as connection:
         connection.exec_driver_sql(create.format(name=name))
+    suite_cost.count("databases")
     try:
         yield admin_url.rsplit("/", 1)[0] + "/" + name
     finally:

@@ -12,6 +12,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import suite_cost
 from .databases import PG_ADMIN_URL, admin
 from .projects import REPO
 
@@ -56,6 +57,7 @@ def pg_databases(count: int, record: bool = False):
         with engine.connect() as connection:
             for name in names:
                 connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        suite_cost.count("databases", count)
         if record:
             for name in names:
                 with psycopg.connect(pg_url(name), autocommit=True) as connection:

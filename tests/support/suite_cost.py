@@ -1,0 +1,153 @@
+"""What each test costs the suite, counted, and the budget it is held to (tests/suite-budget.json).
+
+A test's wall time on a shared 2-core machine says little, so the guard counts the two things that
+made the suite slow and that do not vary from run to run:
+
+- `processes`: processes the test starts through `subprocess` (the interpreter's "subprocess.Popen"
+  audit event). A Python process costs about 0.4 s of CPU before it does any work: sqlalchemy,
+  alembic and the package imported again.
+- `databases`: PostgreSQL and MariaDB databases it creates (support/databases.py counts each one).
+
+Each test's counts travel on its report (`user_properties`), so they reach pytest-xdist's controller
+as they are. A test that counts more than its budget fails at teardown, naming what to do: make it
+cheaper, or record the new budget (`pytest --record-suite-budget`) so the raise is reviewed in the
+diff. A test absent from the budget may start nothing. Seconds are recorded per file too and printed
+(a `suite-cost:` line, and `--suite-cost-json FILE` for CI) when a file takes more than twice its
+recorded time; time never fails a run, as it depends on what else the machine does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+BUDGET = Path(__file__).resolve().parents[1] / "suite-budget.json"
+COUNTED = ("processes", "databases")
+# A file's time is reported once it passes SLOWER x its recorded seconds + GRACE_S.
+SLOWER, GRACE_S = 2.0, 5.0
+
+_counts = dict.fromkeys(COUNTED, 0)
+
+
+def count(what: str, n: int = 1) -> None:
+    """Add to the running test's count (support/databases.py calls it for each database it creates)."""
+    _counts[what] += n
+
+
+def _audit(event: str, _args: tuple) -> None:
+    if event == "subprocess.Popen":
+        _counts["processes"] += 1
+
+
+def load_budget() -> dict:
+    if BUDGET.is_file():
+        return json.loads(BUDGET.read_text(encoding="utf-8"))
+    return {"tests": {}, "files": {}}
+
+
+def addoption(parser) -> None:
+    group = parser.getgroup("suite cost")
+    group.addoption(
+        "--record-suite-budget",
+        action="store_true",
+        help="raise tests/suite-budget.json to what this run counted (each test's counts; each file's seconds)",
+    )
+    group.addoption("--suite-cost-json", metavar="FILE", help="write each file's counts and seconds, and what went over, as JSON")
+
+
+class SuiteCost:
+    """The plugin: counts in the process that runs the tests, totals where the reports arrive."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.budget = load_budget()
+        self.recording = config.getoption("record_suite_budget")
+        self.tests: dict[str, dict[str, int]] = {}
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.started = 0.0
+
+    # -- where the test runs -----------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        for what in COUNTED:
+            _counts[what] = 0
+        self.started = time.perf_counter()
+        yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        if call.when != "teardown":
+            return
+        report = outcome.get_result()
+        counted = {what: _counts[what] for what in COUNTED}
+        report.user_properties.append(("suite_cost", {**counted, "seconds": time.perf_counter() - self.started}))
+        if self.recording or not report.passed:
+            return
+        allowed = self.budget["tests"].get(item.nodeid, {})
+        over = [f"{counted[what]} {what} (budget {allowed.get(what, 0)})" for what in COUNTED if counted[what] > allowed.get(what, 0)]
+        if over:
+            report.outcome = "failed"
+            report.longrepr = (
+                f"suite cost: {item.nodeid} started {', '.join(over)}: make it cheaper (a database from support/databases.py's "
+                "template, the CLI in-process), or raise its budget with `pytest --record-suite-budget` (tests/suite-budget.json)"
+            )
+
+    # -- where the reports arrive (the controller under xdist, else the same process) -----
+    def pytest_runtest_logreport(self, report):
+        for name, value in report.user_properties:
+            if name == "suite_cost":
+                self.tests[report.nodeid] = {what: value[what] for what in COUNTED}
+                self.seconds[report.nodeid.split("::")[0]] += value["seconds"]
+
+    def _files_over_time(self) -> dict[str, dict[str, float]]:
+        recorded = self.budget.get("files", {})
+        return {
+            path: {"seconds": round(seconds, 1), "recorded": recorded[path]}
+            for path, seconds in sorted(self.seconds.items())
+            if path in recorded and seconds > SLOWER * recorded[path] + GRACE_S
+        }
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if hasattr(self.config, "workerinput"):  # an xdist worker: the controller reports
+            return
+        slow = self._files_over_time()
+        for path, found in slow.items():
+            terminalreporter.write_line(f"suite-cost: {path} took {found['seconds']} s, recorded {found['recorded']} s")
+        if self.recording:
+            self._record()
+            terminalreporter.write_line(f"suite-cost: recorded {len(self.tests)} test(s) in {BUDGET.name}")
+        target = self.config.getoption("suite_cost_json")
+        if target:
+            files: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COUNTED, 0))
+            for nodeid, counted in self.tests.items():
+                for what in COUNTED:
+                    files[nodeid.split("::")[0]][what] += counted[what]
+            for path, seconds in self.seconds.items():
+                files[path]["seconds"] = round(seconds, 2)
+            Path(target).write_text(json.dumps({"files": files, "slower_than_recorded": slow}, indent=1, sort_keys=True) + "\n")
+
+    def _record(self) -> None:
+        """Raise, never lower, what is recorded: runs with other extras installed count other tests."""
+        budget = load_budget()
+        tests = budget.setdefault("tests", {})
+        for nodeid, counted in self.tests.items():
+            kept = {what: max(counted[what], tests.get(nodeid, {}).get(what, 0)) for what in COUNTED}
+            if any(kept.values()):
+                tests[nodeid] = {what: n for what, n in kept.items() if n}
+        files = budget.setdefault("files", {})
+        for path, seconds in self.seconds.items():
+            files[path] = round(max(seconds, files.get(path, 0.0)), 1)
+        budget["tests"] = dict(sorted(tests.items()))
+        budget["files"] = dict(sorted(files.items()))
+        BUDGET.write_text(json.dumps(budget, indent=1) + "\n", encoding="utf-8")
+
+
+def configure(config) -> None:
+    sys.addaudithook(_audit)
+    config.pluginmanager.register(SuiteCost(config), "suite_cost")
