@@ -7,15 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import errors
+from .defaults import DEFAULT_PEEK_BATCH_SIZE, DEFAULT_TOPICS
 from .engines import Dialect
 from .schema import Kind, TableName, TableSpec, blueprint
 from .statements import Statement
 from .topology import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE, Topology
 from .versions import Profile, profile
-
-EXAMPLE_QUEUE = "MyQueue"  # the queue a listing names when it is given none
-DEFAULT_TOPICS = 1  # topics find_subscribers takes
-DEFAULT_PEEK_BATCH_SIZE = 100  # TOP n of SQL Server's peek (4.1.2-6.0), as the runtime's Transport defaults it
 
 
 def runtime_statements(

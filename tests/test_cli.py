@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -13,6 +17,7 @@ from sqltransport_schema.cli import build_parser, commands
 from sqltransport_schema.cli.options import OPTIONS, Renamed
 
 from .support.commands import CLOSED_PORT, run
+from .support.projects import REPO
 
 
 @pytest.mark.parametrize(
@@ -46,6 +51,27 @@ def test_version_comes_from_the_package_metadata(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"sqltransport-schema {version('sqltransport-schema')}\n"
     assert __version__ == version("sqltransport-schema")
+
+
+# ------------------------------------------------------------------------------------ start-up cost
+HEAVY = ("sqlalchemy", "alembic", "yaml", "mako")  # a third of a second to import, together
+IMPLEMENTATIONS = ("runtime", "console", "pipeline", "fleet", "migrate", "topology", "db")  # the package's modules that import them
+
+
+def test_building_the_parser_imports_no_implementation():
+    """Every run builds the whole parser, and --help and --version do nothing else: it imports the
+    command modules and the light modules their options need, never SQLAlchemy, Alembic, YAML or
+    Mako, nor an implementation; each command imports its own when it runs. A default that --help
+    shows is in defaults.py, where its module imports it from."""
+    code = (
+        "import json, sys, sqltransport_schema.cli as c; c.build_parser(); "
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} "
+        f"or m.split('.')[0] == 'sqltransport_schema' and m.split('.')[1:2] and m.split('.')[1] in {IMPLEMENTATIONS!r})))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
 
 
 # ------------------------------------------------------------------------------------------ --help

@@ -3,7 +3,7 @@ functions, not those under `if TYPE_CHECKING:`) with `ast`, then check there is 
 that no layer reaches above itself.
 
 Layers, lowest first:
-  core      statements, shapes, schema, versions, util, urls, revisions, wire
+  core      statements, shapes, schema, versions, util, urls, revisions, wire, defaults
             (and topology, whose validation asks the engines for their name limits)
   engines   one Dialect per database
   services  db, migrate, runtime, check, adopt, grants, listings, scripts, pipeline, pictures, fleet
@@ -23,7 +23,7 @@ from .support.console import console_missing
 PACKAGE = "sqltransport_schema"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
-CORE = ("errors", "statements", "shapes", "schema", "versions", "util", "urls", "revisions", "wire")
+CORE = ("errors", "statements", "shapes", "schema", "versions", "util", "urls", "revisions", "wire", "defaults")
 ABOVE_ENGINES = (
     "db",
     "migrate",

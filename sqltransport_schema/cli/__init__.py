@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 import warnings
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import console, database, fleet, operations, pictures, pipeline, project, review, topology
 from .options import add_options
@@ -66,12 +65,27 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+class Version(argparse._VersionAction):
+    """--version: the version is read from the installed package's metadata when --version is
+    given, not each time the parser is built (importing importlib.metadata and reading the metadata
+    would cost every command a few tens of milliseconds)."""
 
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
+    ) -> None:
+        from .. import __version__
+
+        self.version = f"%(prog)s {__version__}"
+        super().__call__(parser, namespace, values, option_string)  # prints it and exits
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser. Building it imports only the command modules and the light
+    modules their options need (tests/test_cli.py holds it to that): each command imports its
+    implementation when it runs."""
     parser = Parser(prog="sqltransport-schema", description=DESCRIPTION)
     add_options(parser, "debug")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit")
+    parser.add_argument("--version", action=Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         PARSERS[name](sub)
@@ -101,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args)
         except Exception as error:  # noqa: BLE001 - the one place errors become a line
             if args.debug:
+                import traceback
+
                 traceback.print_exc()
             from ..topology import TopologyError
 

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import socket
 import sys
-import threading
 from pathlib import Path
 
 from .. import errors
-from ..console.actions import DEFAULT_KEEP_JOBS
-from ..runtime.operations import DEFAULT_RETRY_BATCH
+from ..defaults import DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
 from .operations import _transport
 from .options import add_command, add_options, load_config
 from .output import EXIT_OK
@@ -26,6 +22,10 @@ def cmd_console(args: argparse.Namespace) -> int:
     as JSON under /api. A bind other than loopback needs SQLTRANSPORT_CONSOLE_TOKEN (the console
     extra; docs/console.md).
     """
+    import signal
+    import socket
+    import threading
+
     from ..console import require
     from ..console.security import DEFAULT_BIND, Access
     from ..runtime.exporter import parse_listen

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors
-from ..db import given_url
-from ..runtime.operations import DEFAULT_RETRY_BATCH
-from ..runtime.outbox import DEFAULT_CLEANUP_BATCH
+from ..defaults import DEFAULT_CLEANUP_BATCH, DEFAULT_RETRY_BATCH
 from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url, display_url
 from .options import add_command, add_options, load_config
 from .output import EXIT_CHANGES, EXIT_OK, emit
@@ -131,6 +129,7 @@ def _serve_options(args: argparse.Namespace) -> tuple[str, int, float] | None:
 
 def serve(args: argparse.Namespace, transport: Transport, host: str, port: int, min_interval: float) -> int:
     """status --serve: /metrics and /healthz until SIGTERM or Ctrl-C (exit 0 either way)."""
+    from ..db import given_url
     from ..runtime.exporter import StatusCollector
     from .serving import serve_collector
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import engines, errors
-from ..runtime.operations import DEFAULT_ERROR_QUEUE
+from ..defaults import DEFAULT_ERROR_QUEUE
 
 if TYPE_CHECKING:
     from collections.abc import Callable

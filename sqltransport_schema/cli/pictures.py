@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import topology as topology_module
 from .operations import _transport, status_notes
 from .options import add_command, add_options, load_config, topology_path
 from .output import emit_product
@@ -39,6 +38,7 @@ def _config(args: argparse.Namespace) -> Config | None:
 
 
 def _planned(args: argparse.Namespace) -> Diagram:
+    from .. import topology as topology_module
     from ..pictures.sources import from_topology
 
     return from_topology(topology_module.load(topology_path(args, _config(args))))

@@ -13,9 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .. import errors
-from ..pipeline.archive import ARCHIVE_PARTITIONS
-from ..pipeline.backfill import BACKFILL_BATCH
-from ..pipeline.move import DEFAULT_ROWS_PER_PARTITION
+from ..defaults import ARCHIVE_PARTITIONS, BACKFILL_BATCH, DEFAULT_ROWS_PER_PARTITION, TENANT_BATCH
 from ..schema import Kind
 from ..urls import ENVIRONMENT, URL_VARIABLE, chosen_url, database_url, display_url
 from .options import DEFAULT_CONFIG, LAYOUTS, add_command, add_options, add_renamed, add_spark_options, load_config
@@ -474,8 +472,6 @@ def _add_backfill(psub: argparse._SubParsersAction) -> None:
 
 def _add_tenants(psub: argparse._SubParsersAction) -> None:
     """`pipeline tenants`."""
-    from ..pipeline.tenants import TENANT_BATCH
-
     p = add_command(
         psub,
         "tenants",

@@ -9,10 +9,14 @@ import sys
 from pathlib import Path
 
 from .. import engines, errors
-from .. import topology as topology_module
-from ..listings import DEFAULT_PEEK_BATCH_SIZE, DEFAULT_TOPICS, EXAMPLE_QUEUE
-from ..migrate.locks import DEFAULT_TIMEOUT
-from ..topology import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE
+from ..defaults import (
+    DEFAULT_DELAYED_SUFFIX,
+    DEFAULT_PEEK_BATCH_SIZE,
+    DEFAULT_SUBSCRIPTION_TABLE,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOPICS,
+    EXAMPLE_QUEUE,
+)
 from ..versions import LATEST
 from .options import TOPOLOGY_DEFAULT, add_command, add_options, load_config, topology_path
 from .output import EXIT_OK, emit_invalid, emit_product, emit_status
@@ -27,6 +31,7 @@ def cmd_statements(args: argparse.Namespace) -> int:
     tables instead, --outbox those of its outbox tables (store, get, set as dispatched, cleanup).
     """
     from .. import listings
+    from .. import topology as topology_module
 
     engine = engines.get(args.engine)
     if args.sagas:
@@ -74,6 +79,7 @@ def cmd_grants(args: argparse.Namespace) -> int:
     granted: a DBA reviews and runs them.
     """
     from .. import grants
+    from .. import topology as topology_module
 
     engine = engines.get(args.engine)
     unsupported = (args.monitor and engine.grants.unsupported_monitor) or engine.grants.unsupported

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import engines
-from .. import topology as topology_module
 from . import github
 from .options import GITHUB_FORMAT, MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
 from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid, emit_product, emit_status
 
 if TYPE_CHECKING:
     from ..migrate.compile import Plan
+    from ..topology import Topology
 
 SHOWN_CHANGES = 50  # changes `compile` lists; JSON holds them all
 
@@ -29,6 +29,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     column and what to write instead; exit 2 when there is one. Nothing is written and no database
     is read.
     """
+    from .. import topology as topology_module
+
     path = topology_path(args)
     try:
         topo = topology_module.load(path)
@@ -58,8 +60,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
     guard against losing messages), listing each change and the tables it locks. With --check, write
     nothing and exit 1 when there are changes not compiled yet (for CI).
     """
+    from .. import topology as topology_module
+    from ..defaults import DEFAULT_TIMEOUT
     from ..migrate.compile import ALLOW_DOWNGRADE, CompileError, changed_files, compile_topology, downgrade_losses
-    from ..migrate.locks import DEFAULT_TIMEOUT, lock_lines, lock_report
+    from ..migrate.locks import lock_lines, lock_report
     from ..revisions import SnapshotError
 
     started = time.perf_counter()
@@ -127,7 +131,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan, topo: topology_module.Topology) -> None:
+def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan, topo: Topology) -> None:
     """compile's result in --format: under markdown a pull-request comment, the lines and then the
     change drawn (tables added, removed and changed styled apart); under github the lines, each
     change not compiled yet (--check) as an annotation on the topology line that makes its table,
@@ -141,7 +145,7 @@ def _emit(args: argparse.Namespace, payload: dict, lines: list[str], plan: Plan,
         (emit if args.check else emit_status)(args, payload, lines)
 
 
-def _markdown(payload: dict, lines: list[str], plan: Plan, topo: topology_module.Topology) -> str:
+def _markdown(payload: dict, lines: list[str], plan: Plan, topo: Topology) -> str:
     from ..pictures import mermaid_block
     from ..pictures.sources import MARKDOWN_TABLES, from_plan
 
@@ -154,7 +158,7 @@ def _markdown(payload: dict, lines: list[str], plan: Plan, topo: topology_module
     return "\n".join(out) + "\n\n" + mermaid_block(from_plan(plan, topo, MARKDOWN_TABLES))
 
 
-def _uncompiled(plan: Plan, topo: topology_module.Topology) -> list[github.Annotation]:
+def _uncompiled(plan: Plan, topo: Topology) -> list[github.Annotation]:
     """An annotation per change not compiled yet, where the topology makes its table (a table it no
     longer makes, or a merge of heads: on the root file)."""
     marks = topo.marks_by_table()
@@ -175,6 +179,8 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
     Print the JSON Schema topology.yaml follows (every key, its type, default and description), for
     an editor's completion and checks: point the YAML language server at the file it writes.
     """
+    from .. import topology as topology_module
+
     return emit_product(args.output, json.dumps(topology_module.json_schema(), indent=2, ensure_ascii=False) + "\n")
 
 

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import errors
+from ..defaults import DEFAULT_KEEP_JOBS
 from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, retry, retry_destination
 from ..runtime.transport import execute
 from ..schema import Kind, TableName
@@ -52,8 +53,6 @@ class Report(Protocol):
 
     def to_json(self) -> dict: ...
 
-
-DEFAULT_KEEP_JOBS = 200  # finished jobs a console keeps in memory (their pages); the oldest ended is dropped first
 
 # the work of a job: called with the callback it must call after each batch's commit; returns its report
 Work = Callable[[Callable[[Any], None]], Any]

@@ -25,6 +25,7 @@ from alembic.util import CommandError
 from sqlalchemy import exc
 
 from .. import errors
+from ..defaults import DEFAULT_TIMEOUT
 from ..util import duration_ms
 from . import toimpl
 
@@ -41,7 +42,6 @@ TIMEOUT_OPTION = "lock_timeout"
 RETRY_OPTION = "lock_retry_for"
 IF_BUSY_OPTION = "if_busy"  # wait (default): for another migration of the database to finish; skip: give up at once
 IF_BUSY = ("wait", "skip")
-DEFAULT_TIMEOUT = "2s"
 DEFAULT_RETRY_FOR = "10m"
 FIRST_PAUSE = 1.0  # seconds before the second attempt; doubled after each attempt
 LONGEST_PAUSE = 30.0

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors, wire
+from ..defaults import ARCHIVE_PARTITIONS
 from .connect import Endpoint, dbapi_connect, jdbc
 from .layouts import QueueRow, to_utc_naive, write_queue_row
 from .results import JobResult
@@ -56,7 +57,6 @@ TIME_HEADERS = {
     "processing_ended": wire.PROCESSING_ENDED,
 }
 REPLAY_BATCH = 5_000
-ARCHIVE_PARTITIONS = 4  # parallel JDBC reads of the queue
 
 
 def _time_expr(column: str) -> str:

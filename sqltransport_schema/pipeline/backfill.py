@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import errors
+from ..defaults import BACKFILL_BATCH
 from ..statements import Statement, run
 from .connect import dbapi_connect, engine_of, jdbc, table_name
 from .results import JobResult
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from pyspark.sql import SparkSession
-
-BACKFILL_BATCH = 5_000  # rows per UPDATE transaction
 
 
 @dataclass

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors, wire
+from ..defaults import DEFAULT_ROWS_PER_PARTITION
 from ..schema import Kind
 from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
     from ..engines.pipeline import Pipeline
 
-DEFAULT_ROWS_PER_PARTITION = 25_000
 FAILPOINT_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT"  # "<point>:<partition>", e.g. "after-dest-commit:2"
 FAILPOINT_FILE_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT_FILE"
 

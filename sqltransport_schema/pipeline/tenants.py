@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
+from ..defaults import TENANT_BATCH
 from ..schema import Kind, TableName
 from .backfill import property_value
 from .connect import dbapi_connect, engine_of
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from alembic.config import Config
     from pyspark.sql import SparkSession
 
-TENANT_BATCH = 1_000  # rows per tenant transaction
 KEYS = {Kind.SAGA: "Id", Kind.OUTBOX: "MessageId"}  # SQL persistence's primary key of each placed kind
 SOURCES = {Kind.SAGA: "Data", Kind.OUTBOX: "Operations"}  # the JSON a property / header is read from
 UNKNOWN = ""  # the tenant of a row without a value

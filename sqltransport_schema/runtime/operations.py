@@ -25,6 +25,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from .. import errors, wire
 from ..db import given_url
+from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
 from ..schema import PERSISTENCE_KINDS, Blueprint, Kind, TableName, TableSpec
 from ..urls import display_url
 from .transport import execute, execute_many
@@ -49,8 +50,6 @@ __all__ = [
     "DEFAULT_RETRY_BATCH",
 ]
 
-DEFAULT_ERROR_QUEUE = "error"
-DEFAULT_RETRY_BATCH = 100
 _FIRST_KEY = -(2**63)  # below every FIFO key (serial, bigserial, IDENTITY, AUTOINCREMENT)
 
 

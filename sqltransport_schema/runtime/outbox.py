@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqlalchemy.engine import Connection, Engine
 
 from .. import engines, errors, wire
+from ..defaults import DEFAULT_CLEANUP_BATCH
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec, default_table_prefix
 from ..statements import Statement
@@ -61,7 +62,6 @@ __all__ = [
 
 log = logging.getLogger("sqltransport_schema.outbox")
 
-DEFAULT_CLEANUP_BATCH = 10000
 # An operation's Options, as NServiceBus serializes a routing strategy: a send names its queue, a
 # publish its event type (here the topic; several topics as a JSON list under TOPICS_OPTION).
 DESTINATION_OPTION = "Destination"

@@ -8,12 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import engines as engine_registry
+from ..defaults import DEFAULT_DELAYED_SUFFIX, DEFAULT_SUBSCRIPTION_TABLE
 from ..schema import CORRELATION_TYPES
 from ..versions import LATEST
-
-# The transport's defaults where a topology names no subscription table or delayed-table suffix.
-DEFAULT_SUBSCRIPTION_TABLE = "SubscriptionRouting"
-DEFAULT_DELAYED_SUFFIX = "Delayed"
 
 
 @dataclass(frozen=True)

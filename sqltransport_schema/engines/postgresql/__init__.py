@@ -12,11 +12,10 @@ operations.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import TYPE_CHECKING, Any
-
-from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
 
 from ...schema import Kind, TableName, TableSpec
 from ...statements import Statement, parameters_of, run_on
@@ -31,6 +30,15 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
 _BARE_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+@functools.cache
+def _reserved_words() -> frozenset[str]:
+    """PostgreSQL's reserved words, as SQLAlchemy lists them (imported when first needed: naming the
+    engines, as the command line's parser does, imports no SQLAlchemy)."""
+    from sqlalchemy.dialects.postgresql.base import RESERVED_WORDS
+
+    return frozenset(RESERVED_WORDS)
 
 
 class PostgreSQL(DDL, Runtime, Sagas, Dialect):
@@ -217,7 +225,7 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
     def bare(self, identifier: str) -> str:
         """The identifier unquoted where that names the same object (the transport pastes some
         names raw, which folds them to lower case); quoted where a bare name would not."""
-        if _BARE_IDENTIFIER.fullmatch(identifier) and identifier not in RESERVED_WORDS:
+        if _BARE_IDENTIFIER.fullmatch(identifier) and identifier not in _reserved_words():
             return identifier
         return self.quote(identifier)
 
