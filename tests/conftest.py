@@ -121,13 +121,17 @@ def _needs_spark(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     spark_problem = spark_missing()
     console_problem, browser_problem = console_missing(), browser_missing()
+    costly = suite_cost.load_budget()["tests"]
     for item in items:
+        if item.nodeid in costly:  # starts a process or creates a database: out of the quick loop (-m "not slow")
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("console") and not demanded("console"):
             problem = console_problem or (browser_problem if "browser" in getattr(item, "fixturenames", ()) else None)
             if problem is not None:
                 item.add_marker(pytest.mark.skip(reason=problem))
         if _needs_spark(item):
             item.add_marker(pytest.mark.spark)
+            item.add_marker(pytest.mark.slow)
             if spark_problem is not None and not (demanded("spark") or (under_ci() and "Java" in spark_problem)):
                 item.add_marker(pytest.mark.skip(reason=spark_problem))
         if _skipped_on_purpose(item):
