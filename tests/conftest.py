@@ -96,9 +96,11 @@ def pytest_configure(config):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (addopts): a worker per core and one more, as a third of a test's time is spent waiting
-    on a database server or a subprocess, not on this process's core."""
-    return (os.cpu_count() or 1) + 1
+    """`-n auto` (addopts): a worker per core and one more, as part of a test's time is spent waiting on
+    a database server or a subprocess, not on this process's core. PYTEST_XDIST_AUTO_NUM_WORKERS, as
+    pytest-xdist reads it, says otherwise (.ci/run, running two suites at once, gives each 2)."""
+    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    return int(chosen) if chosen else (os.cpu_count() or 1) + 1
 
 
 def _skipped_on_purpose(item) -> bool:
@@ -121,9 +123,9 @@ def _needs_spark(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     spark_problem = spark_missing()
     console_problem, browser_problem = console_missing(), browser_missing()
-    costly = suite_cost.load_budget()["tests"]
+    recorded = suite_cost.load_budget()["tests"]
     for item in items:
-        if item.nodeid in costly:  # starts a process or creates a database: out of the quick loop (-m "not slow")
+        if suite_cost.costly(recorded, item.nodeid):  # starts a process or creates a database: out of -m "not slow"
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("console") and not demanded("console"):
             problem = console_problem or (browser_problem if "browser" in getattr(item, "fixturenames", ()) else None)

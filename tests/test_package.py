@@ -85,6 +85,7 @@ def dist(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.mark.package
+@pytest.mark.slow  # builds the sdist and the wheel (the module's `dist`, shared: counted against no test)
 def test_the_wheel_carries_the_licence_the_metadata_and_py_typed(dist):
     with zipfile.ZipFile(dist["wheel"]) as wheel:
         names = set(wheel.namelist())
@@ -105,6 +106,7 @@ def test_the_wheel_carries_the_licence_the_metadata_and_py_typed(dist):
 
 
 @pytest.mark.package
+@pytest.mark.slow  # builds the sdist and the wheel (the module's `dist`, shared: counted against no test)
 def test_the_sdist_carries_the_licence_the_changelog_and_py_typed(dist):
     with tarfile.open(dist["sdist"]) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}

@@ -41,15 +41,16 @@ def compiled(project):
 
 
 def foreign_database(root: Path) -> str:
-    """A SQLite database stamped with a revision these migrations do not hold."""
+    """A SQLite database stamped with a revision these migrations do not hold (made by `make_foreign`)."""
+    return f"sqlite:///{root / 'foreign.db'}"
+
+
+def make_foreign(root: Path) -> None:
     import sqlite3
 
-    path = root / "foreign.db"
-    if not path.exists():
-        with sqlite3.connect(path) as db:
-            db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
-            db.execute("INSERT INTO alembic_version VALUES ('0123456789ab')")
-    return f"sqlite:///{path}"
+    with sqlite3.connect(root / "foreign.db") as db:
+        db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+        db.execute("INSERT INTO alembic_version VALUES ('0123456789ab')")
 
 
 def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
@@ -119,16 +120,18 @@ def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def test_every_mistake_is_one_error_line_and_exit_2(compiled, tmp_path):
-    sqlite = f"sqlite:///{tmp_path / 'empty.db'}"
-    shadow = no_pyodbc(tmp_path)
-    failures = []
-    for what, args in mistakes(compiled.root, sqlite):
-        result = run(tmp_path, *args, shadow=shadow)
-        lines = result.stderr.strip().splitlines()
-        if result.returncode != 2 or len(lines) != 1 or not ERROR_LINE.match(lines[0]) or "Traceback" in result.stderr:
-            failures.append(f"{what}: exit {result.returncode}, stderr:\n{result.stderr}")
-    assert not failures, "\n".join(failures)
+# One test per mistake, so they spread over the suite's workers (they were one test of 50 processes).
+MISTAKES = [what for what, _ in mistakes(Path("project"), "sqlite:///empty.db")]
+
+
+@pytest.mark.parametrize("what", MISTAKES)
+def test_every_mistake_is_one_error_line_and_exit_2(compiled, tmp_path, what):
+    make_foreign(compiled.root)
+    args = dict(mistakes(compiled.root, f"sqlite:///{tmp_path / 'empty.db'}"))[what]
+    result = run(tmp_path, *args, shadow=no_pyodbc(tmp_path))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and ERROR_LINE.match(lines[0]), f"exit {result.returncode}, stderr:\n{result.stderr}"
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

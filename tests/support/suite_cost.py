@@ -8,6 +8,10 @@ made the suite slow and that do not vary from run to run:
   process costs 0.1-0.4 s of CPU before it does any work, importing what the test process has already.
 - `databases`: PostgreSQL and MariaDB databases it creates (support/databases.py counts each one).
 
+What a module- or session-scoped fixture's setup starts counts against no test: it is shared, which is
+what the guard wants more of. A parameter that is not recorded (a documentation block's id holds its
+line) is held to the most its function's recorded parameters count.
+
 Each test's counts travel on its report (`user_properties`), so they reach pytest-xdist's controller
 as they are. A test that counts more than its budget allows fails at teardown, naming what to do: make
 it cheaper, or record the new budget (`pytest --record-suite-budget`) so the raise is reviewed in the
@@ -52,9 +56,32 @@ def allowed(recorded: int) -> int:
     return recorded + recorded // 2
 
 
-def load_budget() -> dict:
-    if BUDGET.is_file():
-        return json.loads(BUDGET.read_text(encoding="utf-8"))
+def function_of(nodeid: str) -> str:
+    """The test function a parametrized node belongs to (`f[sqlite]` -> `f`)."""
+    return nodeid.split("[", 1)[0]
+
+
+def recorded_for(tests: dict[str, dict[str, int]], nodeid: str) -> dict[str, int] | None:
+    """A test's record; for a parameter not recorded (a documentation block's id holds its line, which
+    moves when the text above it changes), the most any recorded parameter of its function counts.
+    None when neither the test nor its function is recorded."""
+    if nodeid in tests:
+        return tests[nodeid]
+    siblings = [counted for other, counted in tests.items() if function_of(other) == function_of(nodeid)]
+    if not siblings:
+        return None
+    return {what: max(counted.get(what, 0) for counted in siblings) for what in COUNTED}
+
+
+def costly(tests: dict[str, dict[str, int]], nodeid: str) -> bool:
+    """Starts a process or creates a database, by its record (or its function's, for a new parameter)."""
+    recorded = recorded_for(tests, nodeid)
+    return recorded is not None and any(recorded.get(what, 0) for what in COUNTED)
+
+
+def load_budget(path: Path = BUDGET) -> dict:
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
     return {"tests": {}, "files": {}}
 
 
@@ -66,6 +93,7 @@ def addoption(parser) -> None:
         help="raise tests/suite-budget.json to what this run counted (each test's counts; each file's seconds)",
     )
     group.addoption("--suite-cost-json", metavar="FILE", help="write each file's counts and seconds, and what went over, as JSON")
+    group.addoption("--suite-budget", metavar="FILE", type=Path, default=BUDGET, help="the budget file (default tests/suite-budget.json)")
 
 
 class SuiteCost:
@@ -73,7 +101,8 @@ class SuiteCost:
 
     def __init__(self, config) -> None:
         self.config = config
-        self.budget = load_budget()
+        self.path = config.getoption("suite_budget")
+        self.budget = load_budget(self.path)
         self.recording = config.getoption("record_suite_budget")
         self.tests: dict[str, dict[str, int]] = {}
         self.seconds: dict[str, float] = defaultdict(float)
@@ -88,6 +117,16 @@ class SuiteCost:
         yield
 
     @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        """A module- or session-scoped fixture is shared: what its setup starts counts against no test
+        (under xdist, which test sets it up first varies from run to run)."""
+        before = dict(_counts)
+        yield
+        if fixturedef.scope != "function":
+            for what in COUNTED:
+                _counts[what] = before[what]
+
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         if call.when != "teardown":
@@ -97,7 +136,8 @@ class SuiteCost:
         report.user_properties.append(("suite_cost", {**counted, "seconds": time.perf_counter() - self.started}))
         if self.recording or not report.passed:
             return
-        recorded = self.budget["tests"].get(item.nodeid, {})
+        recorded = recorded_for(self.budget["tests"], item.nodeid)
+        recorded = recorded or {}
         over = [f"{counted[w]} {w} (recorded {recorded.get(w, 0)})" for w in COUNTED if counted[w] > allowed(recorded.get(w, 0))]
         if over:
             report.outcome = "failed"
@@ -129,7 +169,7 @@ class SuiteCost:
             terminalreporter.write_line(f"suite-cost: {path} took {found['seconds']} s, recorded {found['recorded']} s")
         if self.recording:
             self._record()
-            terminalreporter.write_line(f"suite-cost: recorded {len(self.tests)} test(s) in {BUDGET.name}")
+            terminalreporter.write_line(f"suite-cost: recorded {len(self.tests)} test(s) in {self.path}")
         target = self.config.getoption("suite_cost_json")
         if target:
             files: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COUNTED, 0))
@@ -142,20 +182,29 @@ class SuiteCost:
 
     def _record(self) -> None:
         """Raise, never lower, what is recorded: runs with other extras installed count other tests."""
-        budget = load_budget()
+        budget = load_budget(self.path)
         tests = budget.setdefault("tests", {})
         for nodeid, counted in self.tests.items():
             kept = {what: max(counted[what], tests.get(nodeid, {}).get(what, 0)) for what in COUNTED}
-            if any(kept.values()):
-                tests[nodeid] = {what: n for what, n in kept.items() if n}
+            tests[nodeid] = {what: n for what, n in kept.items() if n}
+        # A test that starts nothing is kept (as {}) only beside a costly parameter of its function, so
+        # that its record, not its function's, decides it (the quick loop keeps `f[sqlite]` of a
+        # costly `f[postgresql]`).
+        costly_functions = {function_of(nodeid) for nodeid, counted in tests.items() if counted}
+        tests = {nodeid: counted for nodeid, counted in tests.items() if counted or function_of(nodeid) in costly_functions}
         files = budget.setdefault("files", {})
         for path, seconds in self.seconds.items():
             files[path] = round(max(seconds, files.get(path, 0.0)), 1)
         budget["tests"] = dict(sorted(tests.items()))
         budget["files"] = dict(sorted(files.items()))
-        BUDGET.write_text(json.dumps(budget, indent=1) + "\n", encoding="utf-8")
+        self.path.write_text(json.dumps(budget, indent=1) + "\n", encoding="utf-8")
 
 
 def configure(config) -> None:
-    sys.addaudithook(_audit)
+    if not _hooked:  # an audit hook cannot be removed: one per process, whatever configures it
+        sys.addaudithook(_audit)
+        _hooked.append(True)
     config.pluginmanager.register(SuiteCost(config), "suite_cost")
+
+
+_hooked: list[bool] = []
