@@ -30,9 +30,12 @@ def main() -> None:
     ranked = sorted(before or after, key=lambda nodeid: -(before or after)[nodeid])[: args.top]
     print(f"{'before s':>9} {'after s':>8} {'ratio':>6}  test")
     for nodeid in ranked:
-        was, now = before.get(nodeid), after.get(nodeid)
+        was, now, note = before.get(nodeid), after.get(nodeid), ""
+        if now is None:  # split into parameters since: their sum
+            parts = [seconds for other, seconds in after.items() if other.split("[", 1)[0] == nodeid]
+            now, note = (sum(parts), f"  (now {len(parts)} tests, summed)") if parts else (None, "")
         ratio = f"{now / was:6.2f}" if was and now is not None else "     -"
-        print(f"{was if was is not None else float('nan'):9.2f} {now if now is not None else float('nan'):8.2f} {ratio}  {nodeid}")
+        print(f"{was if was is not None else float('nan'):9.2f} {now if now is not None else float('nan'):8.2f} {ratio}  {nodeid}{note}")
     print(f"{sum(before.values()):9.1f} {sum(after.values()):8.1f}         all {len(after)} tests, summed over workers")
 
 
