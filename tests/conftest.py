@@ -97,8 +97,8 @@ def pytest_configure(config):
 
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (addopts): a worker per core and one more, as part of a test's time is spent waiting on
-    a database server or a subprocess, not on this process's core. PYTEST_XDIST_AUTO_NUM_WORKERS, as
-    pytest-xdist reads it, says otherwise (.ci/run, running two suites at once, gives each 2)."""
+    a database server or a subprocess, not on this process's core. PYTEST_XDIST_AUTO_NUM_WORKERS says
+    otherwise, as it does to pytest-xdist's own count."""
     chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     return int(chosen) if chosen else (os.cpu_count() or 1) + 1
 
