@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .support import suite_cost
+from .support import suite_cost, warm
 from .support.bytecode import compile_package
 from .support.console import browser_missing, console_missing
 from .support.databases import mysql_database, pg_database, under_ci
@@ -90,9 +90,15 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     """The package's bytecode, written once: every CLI and `alembic` subprocess a test starts (over a
     thousand) then reads it, where PYTHONDONTWRITEBYTECODE=1 made each compile 130 modules again.
-    Each test's cost is counted against its budget (support/suite_cost.py)."""
+    Each test's cost is counted against its budget (support/suite_cost.py). The commands tests run
+    as processes start warm (support/warm.py)."""
     compile_package()
     suite_cost.configure(config)
+    warm.start(config)
+
+
+def pytest_unconfigure(config):
+    warm.stop()
 
 
 def pytest_xdist_auto_num_workers(config):

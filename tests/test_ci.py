@@ -19,6 +19,7 @@ import pytest
 from sqltransport_schema import cli
 from sqltransport_schema.cli import github
 
+from .support import warm
 from .support.fleets import run_fleet
 from .support.locks import libpq
 from .support.projects import REPO, copy_tracked
@@ -152,7 +153,7 @@ def test_drift_is_annotated_on_the_line_of_its_table(initialised, pg_url, capsys
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SQLTRANSPORT_URL", None)
     upgrade = subprocess.run(
-        [str(BIN / "alembic"), "-x", f"url={url}", "upgrade", "head"], cwd=initialised, env=env, capture_output=True, text=True
+        [warm.program("alembic"), "-x", f"url={url}", "upgrade", "head"], cwd=initialised, env=env, capture_output=True, text=True
     )
     assert upgrade.returncode == 0, upgrade.stderr
     capsys.readouterr()
@@ -317,7 +318,7 @@ def sandbox(tmp_path) -> Path:
 def job_env(variables: dict, pg_url: str, **more: str) -> dict:
     """The job's variables, the database being the test's throwaway one (the service's, in CI)."""
     env = {**os.environ, **{k: str(v) for k, v in variables.items()}, "PYTHONPATH": str(REPO), **more}
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env["PATH"] = os.pathsep.join([*warm.bin_dirs(), env["PATH"]])
     assert env["SQLTRANSPORT_URL"].startswith("postgresql://postgres:postgres@")  # the service's database
     env["SQLTRANSPORT_URL"] = pg_url.replace("postgresql+psycopg://", "postgresql://")
     return env

@@ -1,6 +1,6 @@
 """Competing consumers in separate processes on real PostgreSQL: each message exactly once.
 
-Every consumer is its own process (spawn) with its own engine. In one transaction it
+Every consumer is its own process (forked from multiprocessing's fork server, support/warm.py) with its own engine. In one transaction it
 receives a message and writes a ledger row; the ledger is the proof: a lost message
 has no row, a duplicated one has two. The second test SIGKILLs consumers while their
 transactions are open and checks that the killed receives went back to the queue.
@@ -8,7 +8,6 @@ transactions are open and checks that the killed receives went back to the queue
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import signal
@@ -20,6 +19,8 @@ import pytest
 from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
+
+from .support.warm import process_context
 
 QUEUE = "work"
 TOPOLOGY = f"""\
@@ -166,7 +167,7 @@ class Consumers:
     """Consumer processes; whatever happens, none is left running."""
 
     def __init__(self, url: str, target=consume, **options):
-        self.ctx = multiprocessing.get_context("spawn")
+        self.ctx = process_context(__name__)
         self.target = target
         self.url = url
         self.options = options

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from .support import warm
+
 REPO = Path(__file__).resolve().parents[1]
 CHECKER = REPO / "tests" / "conformance"
 ENGINES = ("mssql",)
@@ -30,7 +32,7 @@ def tool(name: str) -> str:
     path = Path(sys.executable).parent / name
     if not path.is_file():
         pytest.skip(f"{path} is absent: install the project (pip install -e .)")
-    return str(path)
+    return warm.program(name)
 
 
 @pytest.mark.slow

@@ -16,8 +16,9 @@ from sqltransport_schema import cli
 from sqltransport_schema.db import failure, make_engine
 
 from .support import catalog
-from .support.commands import ALEMBIC, alembic
+from .support.commands import alembic
 from .support.projects import REPO
+from .support.warm import program
 
 ENDPOINTS = 40
 
@@ -39,7 +40,7 @@ def test_a_connection_lost_mid_upgrade_says_so_and_the_rerun_goes_on(project, pg
     assert project.compile("initial") == 0
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SQLTRANSPORT_URL", None)
-    command = [str(ALEMBIC), "-x", f"url={pg_url}", "upgrade", "head"]
+    command = [program("alembic"), "-x", f"url={pg_url}", "upgrade", "head"]
     process = subprocess.Popen(command, cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, terminated = [], 0
     for line in process.stdout:  # the log, then Alembic's FAILED line

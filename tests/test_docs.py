@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from .support import warm
 from .support.databases import PG_ADMIN_URL, admin, under_ci
 from .support.projects import REPO, copy_tracked
+from .support.warm import virtual_environment
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUNNABLE = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
@@ -73,9 +75,10 @@ def blocks() -> list:
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Path:
-    """The repository's files as a clone has them, with .venv the running interpreter's environment."""
+    """The repository's files as a clone has them, with .venv the running interpreter's environment
+    (its commands started warm, support/warm.py)."""
     root = copy_tracked(tmp_path / "clone")
-    (root / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    virtual_environment(root / ".venv", Path(sys.executable).parent.parent, warm.ACTIVE and warm.ACTIVE.bin)
     return root
 
 
@@ -91,12 +94,12 @@ def test_documented_block_runs(kind, body, deployed, sandbox, pg_url):
         body = body.replace(DOCUMENTED_CREATEDB, f"createdb -h 127.0.0.1 -U postgres {name}")
     env = {**os.environ, "PYTHONPATH": str(sandbox), "EDITOR": "true"}
     env.pop("SQLTRANSPORT_URL", None)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["PATH"] = f"{sandbox / '.venv' / 'bin'}{os.pathsep}{env['PATH']}"
     if deployed:
-        alembic = [str(Path(sys.executable).parent / "alembic"), "-x", f"url={url}", "upgrade", "head"]
+        alembic = [str(sandbox / ".venv" / "bin" / "alembic"), "-x", f"url={url}", "upgrade", "head"]
         subprocess.run(alembic, cwd=sandbox, env=env, capture_output=True, text=True, check=True, timeout=180)
     if kind == "python":
-        command = [sys.executable, "-c", body]
+        command = [warm.program("python"), "-c", body]
     else:
         command = ["bash", "-e", "-o", "pipefail", "-c", body]
     result = subprocess.run(command, cwd=sandbox, env=env, capture_output=True, text=True, check=False, timeout=180)
@@ -129,7 +132,7 @@ def test_a_newcomer_sends_and_receives_on_sqlite_with_no_server(sandbox):
     kind, body = serverless[0]
     env = {**os.environ, "PYTHONPATH": str(sandbox), "PGHOST": "127.0.0.1", "PGPORT": "1"}  # no server to reach
     env.pop("SQLTRANSPORT_URL", None)
-    command = [sys.executable, "-c", body] if kind == "python" else ["bash", "-e", "-o", "pipefail", "-c", body]
+    command = [warm.program("python"), "-c", body] if kind == "python" else ["bash", "-e", "-o", "pipefail", "-c", body]
     result = subprocess.run(command, cwd=sandbox, env=env, capture_output=True, text=True, check=False, timeout=180)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert result.stdout.strip().endswith("""b'{"OrderId": 42}'""") and (sandbox / "sqltransport.db").is_file()

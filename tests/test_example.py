@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqltransport_schema import cli, schema, topology
 
-from .support import catalog
+from .support import catalog, warm
 from .support.projects import REPO
 
 BIN = Path(sys.executable).parent
@@ -38,20 +38,20 @@ def test_committed_migrations_match_the_example_topology():
 
 def test_alembic_command_line_upgrades_and_downgrades_the_example(tmp_path):
     url = f"sqlite:///{tmp_path / 'example.db'}"
-    upgraded = run(str(BIN / "alembic"), "upgrade", "head", env={"SQLTRANSPORT_URL": url})
+    upgraded = run(warm.program("alembic"), "upgrade", "head", env={"SQLTRANSPORT_URL": url})
     assert upgraded.returncode == 0, upgraded.stderr
     assert 'create queue "Sales" (transport 9.1)' in upgraded.stderr  # progress, per table
     tables = catalog.read(url)
     blueprint = schema.blueprint(topology.load(REPO / "topology.yaml"))
     assert {name for _, name in tables} == {spec.name.table for spec in blueprint.tables}
 
-    refused = run(str(BIN / "alembic"), "-x", f"url={url}", "downgrade", "base")
+    refused = run(warm.program("alembic"), "-x", f"url={url}", "downgrade", "base")
     failed = refused.stdout  # Alembic prints its one FAILED line on stdout (the ERROR log line repeating it is dropped)
     assert refused.returncode != 0 and 'refusing to drop protected queues "audit", "error"' in failed
     assert "-x drop_protected=audit,error downgrade base" in failed and "refusing" not in refused.stderr
     assert {name for _, name in catalog.read(url)} >= {"error", "audit"}  # rolled back: nothing dropped
 
-    downgraded = run(str(BIN / "alembic"), "-x", f"url={url}", "-x", "drop_protected=error,audit", "downgrade", "base")
+    downgraded = run(warm.program("alembic"), "-x", f"url={url}", "-x", "drop_protected=error,audit", "downgrade", "base")
     assert downgraded.returncode == 0, downgraded.stderr
     assert catalog.read(url) == {}
 
@@ -59,12 +59,12 @@ def test_alembic_command_line_upgrades_and_downgrades_the_example(tmp_path):
 def test_offline_scripts_for_both_server_engines_name_every_table():
     blueprint = schema.blueprint(topology.load(REPO / "topology.yaml"))
     for url, quote in (("mssql://", lambda n: "[" + n + "]"), ("postgresql://", lambda n: '"' + n + '"')):
-        result = run(str(BIN / "alembic"), "-x", f"url={url}", "upgrade", "head", "--sql")
+        result = run(warm.program("alembic"), "-x", f"url={url}", "upgrade", "head", "--sql")
         assert result.returncode == 0, result.stderr
         assert "CREATE TABLE" in result.stdout
         for spec in blueprint.tables:
             assert quote(spec.name.table) in result.stdout, (url, spec.name)
-    assert "sp_getapplock" in run(str(BIN / "alembic"), "-x", "url=mssql://", "upgrade", "head", "--sql").stdout
+    assert "sp_getapplock" in run(warm.program("alembic"), "-x", "url=mssql://", "upgrade", "head", "--sql").stdout
 
 
 def test_format_reference_documents_every_key():

@@ -11,7 +11,7 @@ import pytest
 
 from sqltransport_schema import cli, project
 
-from .support import catalog
+from .support import catalog, warm
 from .support.projects import REPO
 
 BIN = Path(sys.executable).parent
@@ -25,12 +25,12 @@ def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_init_then_compile_then_upgrade_builds_the_tables(tmp_path):
     folder = tmp_path / "shop"
-    created = run(tmp_path, str(BIN / "sqltransport-schema"), "init", "shop")
+    created = run(tmp_path, warm.program("sqltransport-schema"), "init", "shop")
     assert created.returncode == 0, created.stderr
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(project.FILES + (".gitignore",))
-    compiled = run(folder, str(BIN / "sqltransport-schema"), "compile", "-m", "initial topology")
+    compiled = run(folder, warm.program("sqltransport-schema"), "compile", "-m", "initial topology")
     assert compiled.returncode == 0, compiled.stderr
-    upgraded = run(folder, str(BIN / "alembic"), "upgrade", "head")
+    upgraded = run(folder, warm.program("alembic"), "upgrade", "head")
     assert upgraded.returncode == 0, upgraded.stderr
     tables = {name for _, name in catalog.read(f"sqlite:///{folder / 'sqltransport.db'}")}
     assert tables == {"Sales", "Sales.Delayed", "error", "SubscriptionRouting"}
@@ -39,10 +39,10 @@ def test_init_then_compile_then_upgrade_builds_the_tables(tmp_path):
 def test_git_add_after_an_upgrade_leaves_the_database_and_caches_out(tmp_path):
     """docs/teams.md's `git add .` after `alembic upgrade head`: the project's files, not sqltransport.db
     (a deployed state) nor Python's caches."""
-    assert run(tmp_path, str(BIN / "sqltransport-schema"), "init", "shop").returncode == 0
+    assert run(tmp_path, warm.program("sqltransport-schema"), "init", "shop").returncode == 0
     folder = tmp_path / "shop"
-    assert run(folder, str(BIN / "sqltransport-schema"), "compile", "-m", "initial topology").returncode == 0
-    assert run(folder, str(BIN / "alembic"), "upgrade", "head").returncode == 0
+    assert run(folder, warm.program("sqltransport-schema"), "compile", "-m", "initial topology").returncode == 0
+    assert run(folder, warm.program("alembic"), "upgrade", "head").returncode == 0
     assert (folder / "sqltransport.db").is_file()
     assert run(folder, "git", "init", "-q").returncode == 0 and run(folder, "git", "add", ".").returncode == 0
     added = run(folder, "git", "diff", "--cached", "--name-only").stdout.split()
@@ -72,11 +72,11 @@ def test_the_repository_uses_the_shipped_templates(name):
 def test_an_upgrade_prints_the_tools_lines_alone_and_verbose_adds_alembics(tmp_path):
     """alembic.ini keeps Alembic's INFO lines quiet ("Context impl SQLiteImpl.", "Will assume ... DDL.");
     each table as it is created and the revision still print; -x verbose=true shows Alembic's again."""
-    assert run(tmp_path, str(BIN / "sqltransport-schema"), "init", "shop").returncode == 0
+    assert run(tmp_path, warm.program("sqltransport-schema"), "init", "shop").returncode == 0
     folder = tmp_path / "shop"
-    assert run(folder, str(BIN / "sqltransport-schema"), "compile", "-m", "initial topology").returncode == 0
-    head = run(folder, str(BIN / "alembic"), "heads").stdout.split()[0]
-    quiet = run(folder, str(BIN / "alembic"), "upgrade", "head")
+    assert run(folder, warm.program("sqltransport-schema"), "compile", "-m", "initial topology").returncode == 0
+    head = run(folder, warm.program("alembic"), "heads").stdout.split()[0]
+    quiet = run(folder, warm.program("alembic"), "upgrade", "head")
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr.splitlines() == [
         'INFO  [sqltransport_schema.migrate] create queue "Sales" (transport 9.1)',
@@ -85,7 +85,7 @@ def test_an_upgrade_prints_the_tools_lines_alone_and_verbose_adds_alembics(tmp_p
         'INFO  [sqltransport_schema.migrate] create subscription table "SubscriptionRouting" (transport 9.1)',
         f"INFO  [sqltransport_schema.migrate] upgrade <base> -> {head}, initial topology",
     ]
-    verbose = run(folder, str(BIN / "alembic"), "-x", "verbose=true", "-x", "url=sqlite:///other.db", "upgrade", "head")
+    verbose = run(folder, warm.program("alembic"), "-x", "verbose=true", "-x", "url=sqlite:///other.db", "upgrade", "head")
     assert verbose.returncode == 0, verbose.stderr
     lines = verbose.stderr.splitlines()
     assert "INFO  [alembic.runtime.migration] Context impl SQLiteImpl." in lines

@@ -15,9 +15,9 @@ import pytest
 from sqltransport_schema import cli
 
 from .support import catalog
-from .support.commands import ALEMBIC
 from .support.messages import insert_message
 from .support.projects import REPO
+from .support.warm import program
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ def upgrade(project, url: str, stop=None) -> tuple[int, list[str]]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SQLTRANSPORT_URL", None)
     process = subprocess.Popen(
-        [str(ALEMBIC), "-x", f"url={url}", "upgrade", "head"],
+        [program("alembic"), "-x", f"url={url}", "upgrade", "head"],
         cwd=project.root,
         env=env,
         stdout=subprocess.DEVNULL,

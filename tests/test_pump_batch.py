@@ -7,7 +7,6 @@ A poison message does not make later batches run twice. A pump process killed mi
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -23,6 +22,7 @@ from sqltransport_schema.runtime.transport import Transport
 
 from .support.messages import headers
 from .support.runtime import deployed
+from .support.warm import process_context
 
 EFFECTS = "CREATE TABLE effects (message_id varchar(64) NOT NULL, n int NOT NULL, pid int NOT NULL)"
 INSERT_EFFECT = text("INSERT INTO effects (message_id, n, pid) VALUES (:id, :n, :pid)")
@@ -347,7 +347,7 @@ def test_a_pump_killed_mid_batch_loses_nothing(project, db_url, isolation, fail_
     with engine.begin() as conn:
         conn.execute(text(EFFECTS))
         sent = sales.send_many(conn, [(str(n).encode(), headers(n)) for n in range(KILL_TOTAL)])
-    ctx = multiprocessing.get_context("spawn")
+    ctx = process_context(__name__)
     mid_batch = ctx.Event()
     victim = ctx.Process(target=run_pump, args=(db_url, mid_batch, False, isolation, fail_once), daemon=True)
     victim.start()

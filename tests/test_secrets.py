@@ -17,6 +17,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from .support import warm
 from .support.databases import PG_ADMIN_URL
 from .support.messages import insert_message
 from .support.projects import REPO
@@ -60,7 +61,7 @@ class Session:
         environ = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(self.tmp), **(env or {})}
         if not env or "SQLTRANSPORT_URL" not in env:
             environ.pop("SQLTRANSPORT_URL", None)
-        command = [str(BIN / program), *args]
+        command = [warm.program(program), *args]
         result = subprocess.run(command, cwd=self.project.root, env=environ, capture_output=True, text=True, timeout=300, check=False)
         self.outputs.append((" ".join(args[:4]), result.stdout + result.stderr))
         return result

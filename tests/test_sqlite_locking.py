@@ -12,7 +12,6 @@ and for every message sent to be received exactly once.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import sqlite3
 import time
 import uuid
@@ -25,6 +24,7 @@ from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.transport import Transport
 
 from .support.runtime import deployed
+from .support.warm import process_context
 
 QUEUE = "Sales"
 TOPIC = "Shop.OrderPlaced"
@@ -157,8 +157,7 @@ def _pump(engine, transport, queue, senders_done, done, failures) -> None:
 # -- the parent ----------------------------------------------------------------------------
 def _run(url: str, ini: str, senders: tuple[str, ...], consumers: tuple[str, ...]) -> tuple[list, list]:
     """One round: every process starts at once; (sent ids, received ids) once all are done."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__, "sqltransport_schema.runtime.pump", "alembic.script"])  # imported once
+    ctx = process_context(__name__)
     start, senders_done, results = ctx.Barrier(len(senders) + len(consumers)), ctx.Event(), ctx.Queue()
     if not senders:
         senders_done.set()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from sqltransport_schema import cli
 
 from .projects import REPO
+from .warm import program
 
 CLOSED_PORT = "postgresql://postgres@127.0.0.1:1/nowhere"
 
@@ -20,17 +20,14 @@ def run(cwd: Path, *args: str, shadow: Path | None = None) -> subprocess.Complet
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)])}
     env.pop("SQLTRANSPORT_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "sqltransport_schema.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=120
+        [program("sqltransport-schema"), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=120
     )
-
-
-ALEMBIC = Path(sys.executable).parent / "alembic"
 
 
 def alembic(project, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SQLTRANSPORT_URL", None)
-    return subprocess.run([str(ALEMBIC), *args], cwd=project.root, env=env, capture_output=True, text=True, check=False, timeout=300)
+    return subprocess.run([program("alembic"), *args], cwd=project.root, env=env, capture_output=True, text=True, check=False, timeout=300)
 
 
 def failed_line(result: subprocess.CompletedProcess) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -21,6 +20,7 @@ from .messages import headers
 from .projects import REPO
 from .runtime import TOPOLOGY, deployed
 from .spark import demanded
+from .warm import program
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 CHROMIUM = "/usr/bin/chromium"
@@ -94,7 +94,7 @@ class ConsoleProcess:
     chose is read from its first line."""
 
     def __init__(self, url: str, *args: str, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
-        command = [sys.executable, "-m", "sqltransport_schema.cli", "console", "--url", url, "--bind", "127.0.0.1:0", *args]
+        command = [program("sqltransport-schema"), "console", "--url", url, "--bind", "127.0.0.1:0", *args]
         environ = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ, cwd=cwd)
         first = self.process.stderr.readline()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import sys
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 from . import suite_cost
 from .databases import PG_ADMIN_URL, admin
 from .projects import REPO
+from .warm import program
 
 SECRET = "fleet-s3cret-pw"  # trust authentication ignores it; no output may show it
 
@@ -103,7 +103,7 @@ def fleet_env(**extra: str) -> dict:
 
 
 def fleet_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "sqltransport_schema.cli", "fleet", *args]
+    return [program("sqltransport-schema"), "fleet", *args]
 
 
 def run_fleet(cwd: Path, *args: str, timeout: int = 600, **env: str) -> subprocess.CompletedProcess:

@@ -15,8 +15,9 @@ from sqltransport_schema import engines
 from sqltransport_schema.schema import TableName
 from sqltransport_schema.versions import profile
 
-from .commands import ALEMBIC, alembic
+from .commands import alembic
 from .projects import REPO
+from .warm import program
 
 TOPOLOGY = """\
 transport_version: "9.1"
@@ -77,7 +78,7 @@ class Sender(threading.Thread):
 def start_alembic(project, url: str, *x: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("SQLTRANSPORT_URL", None)
-    args = [str(ALEMBIC), "-x", f"url={url}", *(f"-x{item}" for item in x), "upgrade", "head"]
+    args = [program("alembic"), "-x", f"url={url}", *(f"-x{item}" for item in x), "upgrade", "head"]
     return subprocess.Popen(args, cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

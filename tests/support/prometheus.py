@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -23,6 +22,7 @@ import yaml
 
 from .databases import under_ci
 from .projects import REPO
+from .warm import program
 
 MONITORING = REPO / "docs" / "monitoring"
 SCRAPE_CONFIG = MONITORING / "prometheus.yml"
@@ -62,7 +62,7 @@ class Exporter:
         """background: started as a non-interactive shell starts `command &`, with SIGINT ignored (POSIX);
         command: another exporter's words (`fleet`, `status`) in place of `status --url URL`, run in cwd."""
         words = list(command) or ["status", "--url", url]
-        command_line = [sys.executable, "-m", "sqltransport_schema.cli", *words, "--serve", "127.0.0.1:0", *args]
+        command_line = [program("sqltransport-schema"), *words, "--serve", "127.0.0.1:0", *args]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         if command:
             env.pop("SQLTRANSPORT_URL", None)  # a fleet's URLs are its file's
