@@ -175,6 +175,13 @@ def hold_copy_at(url: str, seq: int) -> psycopg.Connection:
     return conn
 
 
+# The swap's lock waiting in this test's database (pg_locks is the server's: other tests wait for theirs)
+SWAP_WAITING = (
+    "SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
 def copy_waiting(url: str, holder: psycopg.Connection) -> bool:
     blocked = f"SELECT count(*) FROM pg_stat_activity WHERE {holder.info.backend_pid} = ANY(pg_blocking_pids(pid))"
     return scalar(url, blocked) > 0
@@ -198,7 +205,7 @@ def test_a_killed_online_rewrite_reruns_to_completion(widening, pg_url, point):
         wait_for(lambda: scalar(pg_url, "SELECT count(*) FROM pg_trigger WHERE tgname = 'sqltransport_online_mirror'") == 1, "the mirror")
         if point == "at_swap":
             wait_for(
-                lambda: scalar(pg_url, "SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'AccessExclusiveLock'") > 0,
+                lambda: scalar(pg_url, SWAP_WAITING) > 0,
                 "the swap waiting for its lock",
             )
         else:  # the copy's batch waiting at the held row (not a count of the new table, which the mirror's sends fill too)
