@@ -14,7 +14,7 @@ import pytest
 from .support import suite_cost, warm
 from .support.bytecode import compile_package
 from .support.console import browser_missing, console_missing
-from .support.databases import mysql_database, pg_database, under_ci
+from .support.databases import close_pools, mysql_database, pg_database, under_ci
 from .support.locks import widening_project
 from .support.projects import Project, new_project
 from .support.runtime import deployed
@@ -99,6 +99,7 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     warm.stop()
+    close_pools()
 
 
 def pytest_xdist_auto_num_workers(config):

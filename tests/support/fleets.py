@@ -11,8 +11,8 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import suite_cost
-from .databases import PG_ADMIN_URL, admin
+from .databases import PG_ADMIN_URL
+from .databases import pg_databases as databases_of
 from .projects import REPO
 from .warm import program
 
@@ -47,27 +47,22 @@ def pg_url(name: str, password: str | None = None) -> str:
 
 @contextmanager
 def pg_databases(count: int, record: bool = False):
-    """`count` fresh databases (names), dropped afterwards; with record, each holds RECORDER."""
+    """`count` fresh databases (names a fleet's url_template spells), given back afterwards; with record,
+    each holds RECORDER."""
     import psycopg
 
-    engine = admin(PG_ADMIN_URL, "PostgreSQL at 127.0.0.1:5432")
     prefix = f"sqlts_fleet_{uuid.uuid4().hex[:8]}"
     names = [f"{prefix}_t{i:03d}" for i in range(count)]
+    databases = databases_of(count, names)
     try:
-        with engine.connect() as connection:
-            for name in names:
-                connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        suite_cost.count("databases", count)
+        next(databases)
         if record:
             for name in names:
                 with psycopg.connect(pg_url(name), autocommit=True) as connection:
                     connection.execute(RECORDER)
         yield names
     finally:
-        with engine.connect() as connection:
-            for name in names:
-                connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        engine.dispose()
+        next(databases, None)
 
 
 def stamps(url: str) -> list[str]:
