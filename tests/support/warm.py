@@ -87,7 +87,13 @@ def serve(path: str) -> dict | None:
         for key, _ in selector.select():
             if key.data == "accept":
                 connection, _ = listener.accept()
-                request, fds = _receive(connection)
+                try:
+                    connection.settimeout(10)  # a client killed between connect and request must not stall the rest
+                    request, fds = _receive(connection)
+                    connection.settimeout(None)
+                except (OSError, ValueError, struct.error):
+                    connection.close()
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     selector.close()
@@ -378,12 +384,9 @@ class Server:
         self.socket = str(self.folder / "warm.sock")
         write_shims(self.bin, Path(sys.executable).parent)
         env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", SOCKET_VARIABLE)}
+        self.log = open(self.folder / "warm.log", "wb")  # noqa: SIM115 - the server's own errors, for whoever debugs it
         self.process = subprocess.Popen(
-            [sys.executable, __file__, self.socket],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.folder / "warm.log", "wb"),  # noqa: SIM115 - the server's own errors, for whoever debugs it
-            env=env,
+            [sys.executable, __file__, self.socket], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.log, env=env
         )
 
     def wait_ready(self, timeout_s: float = 60.0) -> bool:
@@ -405,6 +408,7 @@ class Server:
             self.process.wait(timeout=10)
         except Exception:  # noqa: BLE001 - it is the test run's end either way
             self.process.kill()
+        self.log.close()
 
 
 if __name__ == "__main__":
