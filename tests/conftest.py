@@ -131,8 +131,9 @@ def pytest_collection_modifyitems(config, items):
     spark_problem = spark_missing()
     console_problem, browser_problem = console_missing(), browser_missing()
     recorded = suite_cost.load_budget()["tests"]
+    functions = suite_cost.by_function(recorded)
     for item in items:
-        if suite_cost.costly(recorded, item.nodeid):  # starts a process or creates a database: out of -m "not slow"
+        if suite_cost.costly(recorded, item.nodeid, functions):  # starts a process or creates a database: out of -m "not slow"
             item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("console") and not demanded("console"):
             problem = console_problem or (browser_problem if "browser" in getattr(item, "fixturenames", ()) else None)

@@ -65,18 +65,21 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_ERROR)
 
 
-class Version(argparse._VersionAction):
+class Version(argparse.Action):
     """--version: the version is read from the installed package's metadata when --version is
     given, not each time the parser is built (importing importlib.metadata and reading the metadata
     would cost every command a few tens of milliseconds)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
 
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
     ) -> None:
         from .. import __version__
 
-        self.version = f"%(prog)s {__version__}"
-        super().__call__(parser, namespace, values, option_string)  # prints it and exits
+        sys.stdout.write(f"{parser.prog} {__version__}\n")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:

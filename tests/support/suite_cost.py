@@ -62,21 +62,31 @@ def function_of(nodeid: str) -> str:
     return nodeid.split("[", 1)[0]
 
 
-def recorded_for(tests: dict[str, dict[str, int]], nodeid: str) -> dict[str, int] | None:
+def by_function(tests: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Each recorded function's most of each count over its parameters (built once per budget: a lookup
+    per test scanned the whole budget, 0.5 s of every pytest process's collection)."""
+    most: dict[str, dict[str, int]] = {}
+    for nodeid, counted in tests.items():
+        mine = most.setdefault(function_of(nodeid), dict.fromkeys(COUNTED, 0))
+        for what in COUNTED:
+            mine[what] = max(mine[what], counted.get(what, 0))
+    return most
+
+
+def recorded_for(
+    tests: dict[str, dict[str, int]], nodeid: str, functions: dict[str, dict[str, int]] | None = None
+) -> dict[str, int] | None:
     """A test's record; for a parameter not recorded (a documentation block's id holds its line, which
-    moves when the text above it changes), the most any recorded parameter of its function counts.
-    None when neither the test nor its function is recorded."""
+    moves when the text above it changes), the most any recorded parameter of its function counts
+    (`functions`: by_function(tests), when the caller looks up many). None when neither is recorded."""
     if nodeid in tests:
         return tests[nodeid]
-    siblings = [counted for other, counted in tests.items() if function_of(other) == function_of(nodeid)]
-    if not siblings:
-        return None
-    return {what: max(counted.get(what, 0) for counted in siblings) for what in COUNTED}
+    return (functions if functions is not None else by_function(tests)).get(function_of(nodeid))
 
 
-def costly(tests: dict[str, dict[str, int]], nodeid: str) -> bool:
+def costly(tests: dict[str, dict[str, int]], nodeid: str, functions: dict[str, dict[str, int]] | None = None) -> bool:
     """Starts a process or creates a database, by its record (or its function's, for a new parameter)."""
-    recorded = recorded_for(tests, nodeid)
+    recorded = recorded_for(tests, nodeid, functions)
     return recorded is not None and any(recorded.get(what, 0) for what in COUNTED)
 
 
@@ -104,6 +114,7 @@ class SuiteCost:
         self.config = config
         self.path = config.getoption("suite_budget")
         self.budget = load_budget(self.path)
+        self.functions: dict[str, dict[str, int]] | None = None  # by_function(budget), at the first teardown
         self.recording = config.getoption("record_suite_budget")
         self.tests: dict[str, dict[str, int]] = {}
         self.seconds: dict[str, float] = defaultdict(float)
@@ -137,7 +148,9 @@ class SuiteCost:
         report.user_properties.append(("suite_cost", {**counted, "seconds": time.perf_counter() - self.started}))
         if self.recording or not report.passed:
             return
-        recorded = recorded_for(self.budget["tests"], item.nodeid)
+        if self.functions is None:
+            self.functions = by_function(self.budget["tests"])
+        recorded = recorded_for(self.budget["tests"], item.nodeid, self.functions)
         recorded = recorded or {}
         over = [f"{counted[w]} {w} (recorded {recorded.get(w, 0)})" for w in COUNTED if counted[w] > allowed(recorded.get(w, 0))]
         if over:
