@@ -163,7 +163,11 @@ class PostgresPool:
 
     @staticmethod
     def sweep(connection) -> None:
-        """Drop the pooled databases of pytest processes that are gone (killed before they dropped theirs)."""
+        """Drop the pooled databases of pytest processes that are gone (killed before they dropped theirs),
+        and vacuum pg_database: each create, rename and drop leaves a dead row in that shared catalog,
+        which autovacuum had left for hours under the suite's churn (16,767 dead rows, 656 kB, read by
+        every connection; a run took 325-340 s before a VACUUM and 307 s after)."""
+        connection.exec_driver_sql("VACUUM pg_database")
         pattern = POOL_PREFIX.replace("_", "\\_") + "%"
         pooled = connection.exec_driver_sql(
             "SELECT datname FROM pg_database WHERE datname LIKE %(pattern)s", {"pattern": pattern}
