@@ -65,6 +65,7 @@ PROCESSING_STARTED = "NServiceBus.ProcessingStarted"
 PROCESSING_ENDED = "NServiceBus.ProcessingEnded"
 DELAYED_RETRIES = "NServiceBus.Retries"
 DELAYED_RETRIES_TIMESTAMP = "NServiceBus.Retries.Timestamp"
+IMMEDIATE_RETRIES = "NServiceBus.FLRetries"
 FORWARD_DESTINATION = "NServiceBus.SqlServer.ForwardDestination"
 FAILED_Q = "NServiceBus.FailedQ"
 TIME_OF_FAILURE = "NServiceBus.TimeOfFailure"
@@ -513,14 +514,16 @@ def error_headers(
     ExceptionType/InnerExceptionType/Message/Source/StackTrace, FailedQ and
     TimeOfFailure (TimeSent format), so ServiceControl and ServicePulse show the
     failure and can retry to FailedQ. ExceptionInfo.* headers left by an earlier
-    failure are dropped first, so they always describe this failure. HelpLink has
+    failure are dropped first, so they always describe this failure, and the retry counts
+    (NServiceBus.Retries, NServiceBus.FLRetries) go, as NServiceBus drops them. HelpLink has
     no Python counterpart and is left out (.NET writes null there, which readers
     treat as missing).
     """
     if not isinstance(exc, BaseException):
         raise TypeError(f"exc must be an exception, not {type(exc).__name__}")
     _require_text("failed_queue", failed_queue)
-    result = {key: value for key, value in headers.items() if not key.startswith(EXCEPTION_INFO_PREFIX)}
+    gone = (DELAYED_RETRIES, IMMEDIATE_RETRIES)  # NServiceBus's move to the error queue drops both counts
+    result = {key: value for key, value in headers.items() if not key.startswith(EXCEPTION_INFO_PREFIX) and key not in gone}
     result[EXCEPTION_TYPE] = _type_name(type(exc))
     inner = _inner(exc)
     if inner is not None:
@@ -530,6 +533,22 @@ def error_headers(
     result[EXCEPTION_STACKTRACE] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     result[FAILED_Q] = failed_queue
     result[TIME_OF_FAILURE] = format_time_sent(datetime.now(timezone.utc) if now is None else now)
+    return result
+
+
+def delayed_retries_done(headers: Mapping[str, str]) -> int:
+    """How many delayed retries a message has had (its NServiceBus.Retries header; 0 when missing or
+    not a whole number, as a hostile or foreign header may be)."""
+    value = headers.get(DELAYED_RETRIES, "")
+    return int(value) if value.isascii() and value.isdigit() else 0
+
+
+def delayed_retry_headers(headers: Mapping[str, str], now: datetime | None = None) -> dict[str, str]:
+    """A new dict: `headers` as NServiceBus sends a message to its next delayed retry: the count of
+    delayed retries one more, and the time of this one (TimeSent format)."""
+    result = dict(headers)
+    result[DELAYED_RETRIES] = str(delayed_retries_done(headers) + 1)
+    result[DELAYED_RETRIES_TIMESTAMP] = format_time_sent(datetime.now(timezone.utc) if now is None else now)
     return result
 
 

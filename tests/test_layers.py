@@ -189,7 +189,7 @@ def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones():
 
 
 # Exceptions that never leave the function that raises them: control flow, not a message for anyone.
-PRIVATE_CONTROL_FLOW = {f"{PACKAGE}.runtime.pump._RolledBack"}  # raised and caught inside Pump's receive
+PRIVATE_CONTROL_FLOW = {f"{PACKAGE}.runtime.receiving.RolledBack"}  # raised by the receive, caught by the pump
 
 
 def _exception_classes(owner: object, module: str):

@@ -224,10 +224,10 @@ def test_a_message_another_receive_takes_before_the_dispatch_is_sent_once(sales,
         raced.append(True)
         assert second.receive_one()  # the head message: handled before, so dispatched by the second pump
 
-    def racing_dispatch(self, pump, conn, stored):  # where the dispatch's transaction begins on its own
-        if pump is first._seam and len(stored) > 1 and not raced:
+    def racing_dispatch(self, queue, conn, stored):  # where the dispatch's transaction begins on its own
+        if self is first.outbox and len(stored) > 1 and not raced:
             race()
-        return original_dispatch(self, pump, conn, stored)
+        return original_dispatch(self, queue, conn, stored)
 
     def racing_take(self, queue, conn, stored):  # where the take goes with the handler's commit
         if len(stored) > 1 and not raced:

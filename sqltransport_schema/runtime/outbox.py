@@ -43,10 +43,10 @@ from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec, default_table_prefix
 from ..statements import Statement
 from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
-from .transport import Conn, Message, Queue, Transport, _with_standard_headers, driver_of, execute, execute_many
+from .transport import Conn, Message, Queue, Transport, driver_of, execute, execute_many, with_standard_headers
 
 if TYPE_CHECKING:
-    from .receiving import Link, PumpSeam, TenantLink
+    from .receiving import Batch, Link, TenantLink
 
 __all__ = [
     "OutboxTable",
@@ -126,7 +126,7 @@ class Outgoing:
 
     def _headers(self, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
         message_id = headers.get(wire.MESSAGE_ID) or str(uuid.uuid4())
-        return message_id, dict(_with_standard_headers(headers, message_id))
+        return message_id, dict(with_standard_headers(headers, message_id))
 
     def send(self, address: str, body: bytes | None, headers: Mapping[str, str]) -> str:
         """One message for the queue at `address` (its id returned), sent when the row is dispatched."""
@@ -325,23 +325,13 @@ def own_outbox(blueprint: Blueprint, input_name: TableName) -> TableName:
     return beside[0] if len(beside) == 1 and default not in beside else default
 
 
-@dataclass
-class _Taken:
-    """What the handler's transaction of a batch leaves to the pump and to the dispatch."""
-
-    handled: list[Message] = field(default_factory=list)  # counted by the pump after the commit
-    outcomes: list[str | None] = field(default_factory=list)
-    settled: list[Any] = field(default_factory=list)  # positions deleted in the handler's transaction
-    stored: list[tuple[Message, list[OutgoingOperation]]] = field(default_factory=list)  # to dispatch
-    stored_ids: set[str] = field(default_factory=set)
-    # rows handled before and not dispatched: dispatched in the handler's transaction, once
-    redispatch: dict[str, list[OutgoingOperation]] = field(default_factory=dict)
-    failures: int = 0  # handlers that failed (an isolated batch: each back to its savepoint)
+Stored = list[tuple[Message, list[OutgoingOperation], Any]]  # (message, its operations, its tenant's engine or None)
 
 
 class PumpOutbox:
-    """The pump's receive with the outbox (the module's docstring): `receive` is called by the
-    pump's receive task in place of its own, with its connection and what the pump lends it (the seam)."""
+    """The outbox's steps in the pump's one receive (runtime/receiving.py): the lock joined with the
+    rows, the check of a message's row, the capture and store of what its handler sends, the closing
+    writes of the receive's transaction and the dispatch after its commit (the module's docstring)."""
 
     def __init__(self, transport: Transport, table: OutboxTable):
         self.transport = transport
@@ -350,45 +340,8 @@ class PumpOutbox:
         self._locks: dict[str, Statement | None] = {}  # queue address -> its lock joined with this table (None: apart)
         self._takes: dict[str, Statement | None] = {}  # queue address -> its take setting this table's rows (None: apart)
 
-    def receive(self, pump: PumpSeam, link: Link, size: int, isolated: bool) -> tuple[int, int]:
-        """Up to `size` messages handled: (how many were taken off the queue or tried (0: empty), how
-        many handlers failed). Isolated: each handler after its own savepoint; optimistic: none, and
-        a handler's failure rolls the whole transaction back, its outbox rows with it (the pump's
-        failure step raises out of it; the pump runs the batch again isolated)."""
-        if pump.tenant is not None:
-            return self._receive_tenants(pump, pump.tenant, link, size)
-        conn = link.connection
-        took = None  # how many of the stored messages the dispatch's transaction took, where it began with the commit
-        with conn.begin():
-            messages, expired, records = self._lock(pump.queue, link, size)
-            taken = _Taken(settled=list(expired))
-            for message in messages:
-                self._handle(pump, link, message, records.get(message.id), taken, isolated)
-            with self._committing(conn) as begin_next:  # what is left needs no answer: sent with the commit
-                self.table.store_many(conn, [(message.id, operations) for message, operations in taken.stored])
-                if taken.redispatch:
-                    self.dispatch(conn, [op for operations in taken.redispatch.values() for op in operations])
-                    self.table.set_dispatched_many(conn, list(taken.redispatch))
-                pump.queue.delete_locked(link.driver, taken.settled)
-                take = None
-                if taken.stored and begin_next is not None:  # the dispatch's transaction and its take go with the commit
-                    begin_next()
-                    take, rows_set = self._taking(pump.queue, link.driver, taken.stored)
-            if take is not None:
-                # The dispatch's transaction, begun above, ends here: on leaving this block the
-                # Connection's own commit would commit whatever it holds.
-                took = take.rowcount
-                if not self._dispatch_taken(conn, taken.stored, took, rows_set):
-                    link.driver.connection.rollback()
-        if taken.stored and took is None:  # the handler's transaction committed alone
-            self.dispatch_stored(pump, conn, taken.stored)
-        elif took is not None and took != len(taken.stored) and len(taken.stored) > 1:  # another receive took some
-            for item in taken.stored:
-                self.dispatch_stored(pump, conn, [item])
-        pump.committed(taken.handled, taken.outcomes)
-        return len(messages) + len(expired), taken.failures
-
-    def _lock(self, queue: Queue, link: Link, size: int) -> tuple[list[Message], list[Any], dict[str, OutboxRecord]]:
+    # -- the steps of one message -----------------------------------------------------------
+    def lock(self, queue: Queue, link: Link, size: int) -> tuple[list[Message], list[Any], dict[str, OutboxRecord]]:
         """Up to `size` messages locked with their rows (by message id; none: never handled) and the
         positions of the expired ones: one statement where the engine joins the two
         (Dialect.outbox_lock_batch), else the lock, then get_many."""
@@ -407,66 +360,127 @@ class PumpOutbox:
         }
         return [message for message, _ in found], expired, records
 
-    def _handle(self, pump: PumpSeam, link: Link, message: Message, record: OutboxRecord | None, taken: _Taken, isolated: bool) -> None:
-        """One message of the batch; record: its row as the batch read it. A second copy of a message
-        handled earlier in this batch is handled before as well (its row is stored with the batch)."""
-        if record is not None or message.id in taken.stored_ids:  # handled before: never again
-            if record is not None and not record.dispatched and message.id not in taken.redispatch:  # what it sent leaves now
+    def handled_before(self, message: Message, batch: Batch, tenant: TenantLink | None) -> bool:
+        """Whether the message has a row (read with the lock, or in its tenant's database): it is never
+        handled again, and what the row holds and was not dispatched leaves with this receive. A second
+        copy of a message handled earlier in this batch is handled before as well."""
+        if tenant is None:
+            record = batch.records.get(message.id)
+            if record is None and message.id not in batch.stored_ids:
+                return False
+            if record is not None and not record.dispatched and message.id not in batch.redispatch:
                 log.info("message %s was handled before; dispatching its %d stored operation(s)", message.id, len(record.operations))
-                taken.redispatch[message.id] = record.operations
-            taken.settled.append(message.order)
-            taken.handled.append(message)
-            taken.outcomes.append(None)
-            return
-        outgoing = Outgoing(self.transport)
-        savepoint = pump.queue.savepoint if isolated else None
-        context = pump.context(link, savepoint, outgoing)
-        try:
-            outcome = pump.handle(message, context)
-        except Exception as exc:  # the handler's failure: back to its savepoint (or the whole batch back), the message stays
-            pump.failed(message, exc, context)
-            taken.failures += 1
-            return
-        taken.handled.append(message)
-        taken.outcomes.append(outcome)
-        if outcome == "processed":  # its row is stored with the batch's, before the commit
-            taken.stored.append((message, outgoing.operations))
-            taken.stored_ids.add(message.id)
-        else:  # poison, forwarded or moved to the error queue: sent in this transaction, no row
-            taken.settled.append(message.order)
+                batch.redispatch[message.id] = record.operations
+            return True
+        record = self._table_in(tenant.engine).get(tenant.connection, message.id)
+        if record is None:
+            return False
+        if not record.dispatched and message.id not in batch.stored_ids:
+            log.info("message %s was handled before; dispatching its %d stored operation(s)", message.id, len(record.operations))
+            batch.stored.append((message, record.operations, tenant.engine))
+            batch.stored_ids.add(message.id)
+        return True
 
-    def dispatch_stored(self, pump: PumpSeam, conn: Connection, stored: list[tuple[Message, list[OutgoingOperation]]]) -> None:
+    def outgoing(self) -> Outgoing:
+        """Where a handler's sends and publishes are captured."""
+        return Outgoing(self.transport)
+
+    def store_in(self, tenant: TenantLink, message: Message, operations: list[OutgoingOperation]) -> None:
+        """The handled message's row, in its tenant's transaction (committed next, with it)."""
+        table = self._table_in(tenant.engine)
+        with self._committing(tenant.connection, table):
+            table.store(tenant.connection, message.id, operations)
+
+    def stored(self, message: Message, operations: list[OutgoingOperation], batch: Batch, tenant: TenantLink | None) -> None:
+        """A handled message: one database: its row is stored with the batch's and the message is
+        taken by the dispatch after the commit; tenant databases: its row was stored and committed,
+        the message is taken with the receive."""
+        batch.gone(message, "processed", settle=tenant is not None)
+        batch.stored.append((message, operations, tenant.engine if tenant is not None else None))
+        batch.stored_ids.add(message.id)
+
+    # -- the receive's transaction and after ----------------------------------------------------------
+    def closing(self, queue: Queue, link: Link, batch: Batch) -> None:
+        """The receive's last writes, before its commit: one database: the rows stored, the rows
+        handled before dispatched, the messages settled deleted, and where the driver can, the
+        dispatch's transaction begun with the commit and its take sent along; tenant databases: the
+        messages handled deleted and their operations sent (step 2 of docs/tenants.md)."""
+        conn = link.connection
+        if batch.tenants:
+            with self._committing(conn):
+                queue.delete_locked(link.driver, batch.settled + batch.expired)
+                for _, operations, _ in batch.stored:
+                    self.dispatch(conn, operations)
+            return
+        with self._committing(conn) as begin_next:  # what is left needs no answer: sent with the commit
+            self.table.store_many(conn, [(message.id, operations) for message, operations, _ in batch.stored])
+            if batch.redispatch:
+                self.dispatch(conn, [op for operations in batch.redispatch.values() for op in operations])
+                self.table.set_dispatched_many(conn, list(batch.redispatch))
+            queue.delete_locked(link.driver, batch.settled + batch.expired)
+            take = None
+            if batch.stored and begin_next is not None:  # the dispatch's transaction and its take go with the commit
+                begin_next()
+                take, rows_set = self._taking(queue, link.driver, batch.stored)
+        if take is not None:
+            # The dispatch's transaction, begun above, ends here: on leaving the receive's block the
+            # Connection's own commit would commit whatever it holds.
+            batch.took = take.rowcount
+            if not self._dispatch_taken(conn, batch.stored, batch.took, rows_set):
+                link.driver.connection.rollback()
+
+    def after_commit(self, queue: Queue, link: Link, batch: Batch) -> None:
+        """After the receive's commit: one database: the dispatch of the stored rows (unless it went
+        with the commit); tenant databases: the rows set as dispatched, a tenant's in one statement
+        (step 3 of docs/tenants.md)."""
+        if batch.tenants:
+            by_tenant: dict[int, tuple[Engine, list[str]]] = {}
+            for message, _, engine in batch.stored:
+                assert engine is not None  # a tenant's row
+                by_tenant.setdefault(id(engine), (engine, []))[1].append(message.id)
+            for tenant, message_ids in by_tenant.values():  # one transaction, one statement for a tenant's rows
+                table = self._table_in(tenant)
+                with tenant.begin() as conn, self._committing(conn, table):
+                    table.set_dispatched_many(conn, message_ids)
+            return
+        if batch.stored and batch.took is None:  # the receive's transaction committed alone
+            self.dispatch_stored(queue, link.connection, batch.stored)
+        elif batch.took is not None and batch.took != len(batch.stored) and len(batch.stored) > 1:  # another receive took some
+            for item in batch.stored:
+                self.dispatch_stored(queue, link.connection, [item])
+
+    def dispatch_stored(self, queue: Queue, conn: Connection, stored: Stored) -> None:
         """After the handler's commit: take the messages, send their operations, set their rows as
         dispatched, in one transaction. When another receive took some meanwhile (it found their
         rows and dispatched them), that is undone and each message goes alone: those taken are left."""
         with conn.begin() as transaction:
-            take, rows_set = self._taking(pump.queue, conn, stored)
+            take, rows_set = self._taking(queue, conn, stored)
             if self._dispatch_taken(conn, stored, take.rowcount, rows_set):
                 return
             transaction.rollback()
         if len(stored) > 1:
             for item in stored:
-                self.dispatch_stored(pump, conn, [item])
+                self.dispatch_stored(queue, conn, [item])
 
-    def _taking(self, queue: Queue, conn: Conn, stored: list[tuple[Message, list[OutgoingOperation]]]) -> tuple[Any, bool]:
+    def _taking(self, queue: Queue, conn: Conn, stored: Stored) -> tuple[Any, bool]:
         """The dispatch's take of the stored messages: the cursor whose rowcount is how many it took
         once the answer has come, and whether it set their rows as dispatched as well (one statement
         where the engine has one, Dialect.outbox_take_batch)."""
         if queue.address not in self._takes:
             self._takes[queue.address] = self.table.dialect.outbox_take_batch(self.table.spec, queue.statements["delete_locked"])
         statement = self._takes[queue.address]
-        orders = [message.order for message, _ in stored]
+        orders = [message.order for message, *_ in stored]
         if statement is None:
             return queue.deleting_locked(conn, orders), False
         dialect = self.table.dialect
         params = {
             "Orders": dialect.list_parameter(orders),
-            "MessageIds": dialect.list_parameter([message.id for message, _ in stored]),
+            "MessageIds": dialect.list_parameter([message.id for message, *_ in stored]),
             "DispatchedAt": dialect.outbox_time(datetime.now(timezone.utc)),
         }
         return execute(conn, statement, params), True
 
-    def _dispatch_taken(self, conn: Connection, stored: list[tuple[Message, list[OutgoingOperation]]], took: int, rows_set: bool) -> bool:
+    def _dispatch_taken(self, conn: Connection, stored: Stored, took: int, rows_set: bool) -> bool:
         """The dispatch's transaction once its take has deleted `took` messages: all of them taken,
         their operations sent, their rows set as dispatched (unless the take did) and the commit;
         False, having written nothing more, when another receive took some (the caller rolls the
@@ -476,9 +490,9 @@ class PumpOutbox:
         # not durable: lost in a crash of the server, it is redone from the rows the handler's
         # transaction made durable (its messages back in their queue, their rows not dispatched)
         with self._committing(conn, durable=False):
-            self.dispatch(conn, [op for _, operations in stored for op in operations])
+            self.dispatch(conn, [op for _, operations, _ in stored for op in operations])
             if not rows_set:
-                self.table.set_dispatched_many(conn, [message.id for message, _ in stored])
+                self.table.set_dispatched_many(conn, [message.id for message, *_ in stored])
         return True
 
     def _committing(
@@ -493,82 +507,6 @@ class PumpOutbox:
     def dispatch(self, conn: Connection, operations: Sequence[OutgoingOperation]) -> None:
         """Send stored operations to their queues, in the caller's transaction."""
         dispatch(conn, self.transport, operations)
-
-    # -- tenant databases (docs/tenants.md) ---------------------------------------------------
-    def _receive_tenants(self, pump: PumpSeam, tenant_of: Callable[[Message], TenantLink], link: Link, size: int) -> tuple[int, int]:
-        """With tenant databases, three steps per batch: (1) the messages are locked in the shared
-        database; each handler runs in its tenant's transaction, which stores its outbox row and
-        commits; (2) the shared transaction takes the messages and sends their operations, and
-        commits; (3) each row is set as dispatched in its tenant database. A crash before (1)
-        commits handles the message again; between (1) and (2) the message comes back and its row
-        sends what it stored (the handler does not run again); between (2) and (3) the message and its
-        operations are gone, sent once, and its row stays not dispatched (docs/tenants.md). Step (3)
-        sets a tenant's rows of the batch in one statement."""
-        stored: list[tuple[Message, list[OutgoingOperation], Engine]] = []
-        with link.connection.begin():
-            messages, expired = pump.queue.lock_batch(link.driver, size)
-            taken = _Taken(settled=list(expired))
-            for message in messages:
-                self._handle_in_tenant(pump, tenant_of, link, message, taken, stored)
-            with self._committing(link.connection):
-                self.dispatch_tenants(pump, link, taken.settled, stored)
-        by_tenant: dict[int, tuple[Engine, list[str]]] = {}
-        for message, _, engine in stored:
-            by_tenant.setdefault(id(engine), (engine, []))[1].append(message.id)
-        for engine, message_ids in by_tenant.values():  # one transaction, one statement for a tenant's rows
-            table = self._table_in(engine)
-            with engine.begin() as conn, self._committing(conn, table):
-                table.set_dispatched_many(conn, message_ids)
-        pump.committed(taken.handled, taken.outcomes)
-        return len(messages) + len(expired), taken.failures
-
-    def _handle_in_tenant(
-        self, pump: PumpSeam, tenant_of: Callable[[Message], TenantLink], link: Link, message: Message, taken: _Taken, stored: list
-    ) -> None:
-        """Step (1) for one message, in its tenant's transaction (none for unreadable headers: the
-        pump moves it to the error queue through the shared one)."""
-        context = pump.context(link, pump.queue.savepoint)
-        tenant = None
-        try:
-            if message.headers is not None:
-                tenant = tenant_of(message)
-                table = self._table_in(tenant.engine)
-                record = table.get(tenant.connection, message.id)
-                if record is not None:  # handled before: never again; what it stored leaves now if it has not
-                    if not record.dispatched and message.id not in {m.id for m, _, _ in stored}:
-                        log.info(
-                            "message %s was handled before; dispatching its %d stored operation(s)", message.id, len(record.operations)
-                        )
-                        stored.append((message, record.operations, tenant.engine))
-                    outcome = None
-                else:
-                    outgoing = Outgoing(self.transport)
-                    context = pump.context(tenant, pump.queue.savepoint, outgoing, link)
-                    outcome = pump.handle(message, context)
-                    if outcome == "processed":
-                        with self._committing(tenant.connection, table):
-                            table.store(tenant.connection, message.id, outgoing.operations)
-                        tenant.commit()
-                        stored.append((message, outgoing.operations, tenant.engine))
-            else:
-                outcome = pump.handle(message, context)
-        except Exception as exc:  # the handler's (or its tenant database's) failure: its transaction rolls back, the message stays
-            pump.failed(message, exc, context)
-            taken.failures += 1
-            return
-        finally:
-            if tenant is not None:
-                tenant.close()
-        taken.settled.append(message.order)
-        taken.handled.append(message)
-        taken.outcomes.append(outcome)
-
-    def dispatch_tenants(self, pump: PumpSeam, link: Link, settled: list[Any], stored: list) -> None:
-        """Step (2), in the shared transaction once every tenant's has committed: the messages handled
-        are taken and their stored operations sent."""
-        pump.queue.delete_locked(link.driver, settled)
-        for _, operations, _ in stored:
-            self.dispatch(link.connection, operations)
 
     def _table_in(self, engine: Engine) -> OutboxTable:
         """The outbox table in a tenant database (looked for there once)."""

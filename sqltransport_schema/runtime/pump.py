@@ -1,10 +1,11 @@
 """The message pump of seed 004: peek, then up to N concurrent receives, back to peek when one finds nothing.
 
 Each receive runs in its own transaction on its own connection; the handler gets
-that connection, so its writes commit with the receive. A handler exception rolls
-the receive back (the message returns to the queue); after the immediate retries
-the message moves to the error queue with the exception in its headers, as
-NServiceBus does. Poison headers go to the error queue unchanged.
+that connection, so its writes commit with the receive. The receive itself is
+runtime/receiving.py's, the one path every pump runs (tenant databases and the outbox
+are steps of it); what becomes of a message that fails is runtime/recoverability.py's:
+immediate retries, delayed retries through the endpoint's delayed table, then the error
+queue with the exception in its headers, as NServiceBus does.
 
 With batch_size=N each receive task takes (or locks) up to N messages in one transaction and commits once:
 one disk flush per batch instead of per message; a crash before it puts all N back (at-least-once,
@@ -16,10 +17,9 @@ the retries and the error queue as above) while the others commit together. Afte
 pump's next `isolation_cooldown` batches run isolated too, so a poison message does not make every
 batch run twice. docs/runtime.md says when to choose a batch size.
 
-With outbox=True (docs/outbox.md) the endpoint's outbox table records each message handled:
-runtime/outbox.py receives in place of the two loops below (a message already handled is not
-handled again; a handler's sends and publishes are stored in its transaction, dispatched after it),
-optimistic or isolated as they are.
+With outbox=True (docs/outbox.md) the endpoint's outbox table records each message handled
+(a message already handled is not handled again; a handler's sends and publishes are stored
+in its transaction, dispatched after it), optimistic or isolated as above.
 
 A failure of the database itself (a dropped connection, a failover, a restart) does not
 end the pump: the connection is discarded, the pump waits a peek delay and peeks again on
@@ -38,11 +38,12 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
-from .. import errors, wire
-from .outbox import OutboxTable, Outgoing, pump_outbox
-from .receiving import Link, PumpSeam, TenantLink
-from .tenants import TenantDatabase, TenantDatabases
-from .transport import DriverConnection, EndpointTables, Message, Queue, Transport
+from .. import errors
+from .outbox import OutboxTable, pump_outbox
+from .receiving import Context, Handler, Link, Receiver, RolledBack
+from .recoverability import DEFAULT_DELAYED_RETRIES, DEFAULT_DELAYED_RETRY_INCREASE, DEFAULT_IMMEDIATE_RETRIES, Recoverability
+from .tenants import DEFAULT_MAX_TENANT_CONNECTIONS, TenantDatabase, TenantDatabases
+from .transport import EndpointTables, Queue, Transport
 
 __all__ = [
     "MessagePump",
@@ -53,6 +54,10 @@ __all__ = [
     "DEFAULT_FAILURE_TIMEOUT",
     "ISOLATIONS",
     "DEFAULT_ISOLATION_COOLDOWN",
+    "DEFAULT_IMMEDIATE_RETRIES",
+    "DEFAULT_DELAYED_RETRIES",
+    "DEFAULT_DELAYED_RETRY_INCREASE",
+    "DEFAULT_MAX_TENANT_CONNECTIONS",
 ]
 
 log = logging.getLogger("sqltransport_schema.pump")
@@ -68,101 +73,18 @@ class PumpFailed(errors.Failed):
     """The database could not be reached (or refused every receive) for the whole failure timeout."""
 
 
-class Context:
-    """What a handler gets besides the message: the receive's connection, transport and queue.
-
-    `connection` is the receive's SQLAlchemy Connection; `cursor` a driver (DBAPI) cursor of the
-    same connection and transaction, for the handler's own statements without SQLAlchemy's
-    per-statement work (the driver's paramstyle); `driver` the same connection bound for the
-    runtime's calls (`queue.send(context.driver, ...)`, as `send` does). With tenant databases
-    (`tenant_database=`, docs/tenants.md) the three are the tenant database's, in a transaction
-    of the handler's own, while `send` and `publish` go through the shared database's receive.
-
-    In a batch that isolates each message (isolation="savepoint"; with "optimistic", a batch run
-    again after a failure and the cool-down's batches; every batch with tenant databases) the first use of
-    `connection`, `cursor`, `driver` or `send` takes this message's savepoint (with tenant databases:
-    the first send, in the shared database), so a failure of the handler undoes its own writes alone;
-    a handler that never touches them wrote nothing and needs none. With the pump's outbox, `outgoing`
-    captures what send and publish would send (stored in the outbox row, dispatched after the commit)."""
-
-    def __init__(
-        self,
-        link: Link | TenantLink,
-        transport: Transport,
-        queue: Queue,
-        savepoint: Callable[[DriverConnection], None] | None = None,
-        outgoing: Outgoing | None = None,
-        sending: Link | None = None,
-    ):
-        self._link = link
-        self._connection = link.connection if isinstance(link, Link) else None  # a tenant's connects on first use
-        self.transport = transport
-        self.queue = queue
-        self._savepoint = savepoint
-        self.saved = False  # a savepoint was taken for this message
-        self.outgoing = outgoing
-        self._sending = sending  # the shared database's receive, when the handler's link is a tenant's
-
-    @property
-    def _saved_on(self) -> Link | TenantLink:
-        """The connection whose savepoint isolates this message: the one its sends go through."""
-        return self._sending if self._sending is not None else self._link
-
-    def _isolate(self, link: Link | TenantLink) -> Link | TenantLink:
-        if self._savepoint is not None and not self.saved and link is self._saved_on:
-            self._savepoint(link.driver)
-            self.saved = True
-        return link
-
-    @property
-    def connection(self) -> Connection:
-        """The connection of the receive's transaction (in an isolated batch: after this message's savepoint)."""
-        return self._isolate(self._link).connection
-
-    @property
-    def cursor(self) -> Any:
-        """A driver cursor in the receive's transaction (in an isolated batch: after this message's savepoint)."""
-        return self._isolate(self._link).cursor
-
-    @property
-    def driver(self) -> DriverConnection:
-        """The receive's driver connection for runtime calls (in an isolated batch: after this message's savepoint)."""
-        return self._isolate(self._link).driver
-
-    @property
-    def sending(self) -> DriverConnection:
-        """The driver connection sends, forwards and moves to the error queue go through: the receive's
-        (the shared database's, with tenant databases), after this message's savepoint where it takes one."""
-        return self._isolate(self._saved_on).driver
-
-    def send(self, address: str, body: bytes | None, headers: dict[str, str]) -> str:
-        """Send inside the receive's transaction: it leaves only if the receive commits (with the
-        outbox: once the handler's transaction has committed)."""
-        if self.outgoing is not None:
-            return self.outgoing.send(address, body, headers)
-        return self.transport.address_queue(address).send(self.sending, body, headers)
-
-    def publish(self, topics: str | list[str], body: bytes | None, headers: dict[str, str]) -> None:
-        """A copy to every subscriber of the topics, as send: only if the receive commits (with the
-        outbox: the subscribers are those when the handler's row is dispatched)."""
-        if self.outgoing is not None:
-            self.outgoing.publish(topics, body, headers)
-        else:
-            self.transport.publish(self.sending, topics, body, headers)
-
-
-Handler = Callable[[Message, Context], None]
-
-
 class MessagePump:
     """Receives from one queue and calls `handler(message, context)` for each message, as the
     transport's pump does: peek, then up to `concurrency` receives at once, each in its own
-    transaction (or up to `batch_size` messages per transaction, each after a savepoint). A handler
-    exception rolls the receive back; after `immediate_retries` the message goes to `error_queue`
-    with the exception in its headers, and unreadable headers go there unchanged. With `endpoint`,
-    delayed messages moved to the input queue are forwarded to their destination. A database
-    failure is retried every `peek_delay` seconds, and ends the pump (PumpFailed) only after
-    `failure_timeout` seconds in a row."""
+    transaction (or up to `batch_size` messages per transaction). A failure of a message (its
+    handler, its tenant's database, its outbox row) rolls its writes back and counts as an attempt;
+    after `immediate_retries` more, `delayed_retries` rounds through the endpoint's delayed table
+    (the n-th after n x `delayed_retry_increase` seconds), then `error_queue` with the exception in
+    its headers, as NServiceBus's recoverability (runtime/recoverability.py); unreadable headers go
+    there unchanged. With `endpoint`, delayed messages moved to the input queue are forwarded to their
+    destination, and the pump moves its endpoint's due delayed messages while delayed retries are on.
+    A database failure is retried every `peek_delay` seconds, and ends the pump (PumpFailed) only
+    after `failure_timeout` seconds in a row."""
 
     def __init__(
         self,
@@ -173,8 +95,10 @@ class MessagePump:
         concurrency: int = 1,
         peek_delay: float = 1.0,
         peek_batch_size: int | None = None,
-        immediate_retries: int = 5,
-        error_queue: str = "error",
+        immediate_retries: int = DEFAULT_IMMEDIATE_RETRIES,
+        delayed_retries: int | None = None,
+        delayed_retry_increase: float = DEFAULT_DELAYED_RETRY_INCREASE,
+        error_queue: str | Queue = "error",
         endpoint: EndpointTables | None = None,
         failure_timeout: float = DEFAULT_FAILURE_TIMEOUT,
         batch_size: int = 1,
@@ -182,6 +106,7 @@ class MessagePump:
         isolation_cooldown: int = DEFAULT_ISOLATION_COOLDOWN,
         outbox: bool | str | OutboxTable = False,
         tenant_database: TenantDatabase | None = None,
+        max_tenant_connections: int = DEFAULT_MAX_TENANT_CONNECTIONS,
     ):
         if isolation not in ISOLATIONS:
             raise errors.UsageError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
@@ -202,7 +127,6 @@ class MessagePump:
         self.concurrency = max(1, concurrency)
         self.peek_delay = peek_delay
         self.peek_batch_size = peek_batch_size or self.concurrency
-        self.immediate_retries = immediate_retries
         self.error_queue = transport.queue(error_queue) if isinstance(error_queue, str) else error_queue
         self.endpoint = endpoint
         self.failure_timeout = failure_timeout
@@ -214,31 +138,76 @@ class MessagePump:
         # the endpoint's outbox table (outbox=True: <Endpoint_Name_>OutboxData; a name or an OutboxTable)
         input_name = endpoint.input.name if endpoint is not None else queue.name
         # tenant databases (docs/tenants.md): the handler's writes (and its outbox row) go to the one its headers choose
-        self.tenants = TenantDatabases(tenant_database) if tenant_database is not None else None
+        self.tenants = TenantDatabases(tenant_database, max_tenant_connections) if tenant_database is not None else None
         self.outbox = pump_outbox(transport, input_name, outbox, tenants=self.tenants is not None) if outbox else None
-        tenant = self.tenants.link if self.tenants is not None else None
-        self._seam = PumpSeam(transport, queue, self._context, self._dispatch, self._handler_failed, self._forget, tenant)
+        self.recoverability = Recoverability(
+            queue,
+            self.error_queue,
+            immediate_retries=immediate_retries,
+            delayed_retries=self._delayed_retries(delayed_retries),
+            delayed_retry_increase=delayed_retry_increase,
+            endpoint=endpoint,
+        )
+        self.receiver = Receiver(transport, queue, handler, self.recoverability, tenants=self.tenants, outbox=self.outbox)
+        self._due_mover: DueMover | None = None
         self._failing_since: float | None = None  # monotonic time of the first failure in a row
         self._stop = threading.Event()
         self._local = threading.local()
         self._connections: list[Connection] = []
-        self._failures: dict[str, int] = {}  # message id -> handler failures so far
-        self._errors: dict[str, BaseException] = {}  # message id -> the last one
         self._lock = threading.Lock()
-        self.processed = 0
-        self.failed = 0
         self.failure: PumpFailed | None = None
+
+    def _delayed_retries(self, wanted: int | None) -> int:
+        """Delayed retries go through the endpoint's delayed table: NServiceBus's default number where
+        the pump has one, none (said here) where not; asked for without one, a usage error."""
+        where = self._delayed_table()
+        if where is None:
+            if wanted:
+                raise errors.UsageError(
+                    f"delayed_retries={wanted} needs the endpoint's delayed table: pass endpoint=transport.endpoint(...) "
+                    "of an endpoint whose delayed table is deployed, or delayed_retries=0"
+                )
+            if wanted is None:
+                log.info("no delayed retries for %s: the pump has no endpoint with a delayed table", self.queue.address)
+            return 0
+        return DEFAULT_DELAYED_RETRIES if wanted is None else wanted
+
+    def _delayed_table(self) -> str | None:
+        if self.endpoint is None:
+            return None
+        with self.transport.engine.connect() as conn:
+            if not self.transport.dialect.table_exists(conn, self.endpoint.delayed_name):
+                return None
+        return self.transport.dialect.display(self.endpoint.delayed_name)
+
+    @property
+    def immediate_retries(self) -> int:
+        return self.recoverability.immediate_retries
+
+    @property
+    def delayed_retries(self) -> int:
+        return self.recoverability.delayed_retries
+
+    @property
+    def processed(self) -> int:
+        """Messages handled and committed."""
+        return self.receiver.processed
+
+    @property
+    def failed(self) -> int:
+        """Messages moved to the error queue after their retries."""
+        return self.receiver.failed
 
     # -- one message ------------------------------------------------------------------
     def receive_one(self) -> bool:
         """Receive and handle one message in one transaction; False when the queue was empty.
 
-        A handler failure rolls the transaction back (the message is back in the queue) and
+        A failure of the message rolls the transaction back (the message is back in the queue) and
         still counts as a message taken, so the pump keeps receiving.
         """
         try:
-            return self._replanning(self._receive_in_transaction)
-        except _RolledBack:
+            return self._replanning(self._receive, 1, False) > 0
+        except RolledBack:
             return True
         except Exception:
             self._discard_connection()
@@ -269,23 +238,11 @@ class MessagePump:
             link = self._local.link = Link(conn)
         return link
 
-    def _receive_in_transaction(self) -> bool:
-        link = self._connection()
-        if self.tenants is not None and self.outbox is None:
-            return self._receive_tenants(self.tenants, link, 1) > 0
-        if self.outbox is not None:
-            return self.outbox.receive(self._seam, link, 1, isolated=True)[0] > 0
-        with link.connection.begin():
-            message = self.queue.receive(link.driver)
-            if message is None:
-                return False
-            try:
-                outcome = self._dispatch(message, Context(link, self.transport, self.queue))
-            except Exception as exc:  # the handler's failure: roll back, count it
-                self._record_failure(message, exc)
-                raise _RolledBack() from exc
-        self._forget([message], [outcome])
-        return True
+    def _receive(self, size: int, isolated: bool) -> int:
+        taken, failures = self.receiver.receive(self._connection(), size, isolated)
+        if isolated and taken:
+            self._isolated_batch_done(failures)
+        return taken
 
     # -- a batch ----------------------------------------------------------------------
     def receive_batch(self) -> int:
@@ -293,27 +250,28 @@ class MessagePump:
         off the queue or tried (0: the queue was empty).
 
         Optimistic (the default): the batch is taken in one statement and the handlers run without
-        savepoints; the first handler failure rolls the whole batch back, and the batch runs again
+        savepoints; the first failure rolls the whole batch back, and the batch runs again
         isolated. Isolated (isolation="savepoint", the re-run, and the `isolation_cooldown` batches
-        after a failure): the batch is locked, not taken, each handler runs after its own savepoint
-        (Context), and each message handled is deleted before the one commit; a failure rolls back to
-        its savepoint and leaves its message where it was, so the commit puts it back at the head of
-        the queue and the others' effects commit. A failure of the database rolls back all of them.
+        after a failure; always with tenant databases): the batch is locked, not taken, each handler
+        runs after its own savepoint (Context), and each message handled is deleted before the one
+        commit; a failure rolls back to its savepoint and leaves its message where it was, so the
+        commit puts it back at the head of the queue and the others' effects commit. A failure of
+        the database rolls back all of them.
         """
         try:
             if self.isolation == "optimistic" and self._isolated_left <= 0:
                 try:
-                    return self._replanning(self._receive_batch_in_transaction, False)
-                except _RolledBack:
+                    return self._replanning(self._receive, self.batch_size, False)
+                except RolledBack:
                     with self._lock:
                         self.reruns += 1
                         self._isolated_left = self.isolation_cooldown
                     log.info(
-                        "a handler failed in an optimistic batch of %s: rolled back, running it again isolated (cool-down %d batches)",
+                        "a message failed in an optimistic batch of %s: rolled back, running it again isolated (cool-down %d batches)",
                         self.queue.address,
                         self.isolation_cooldown,
                     )
-            return self._replanning(self._receive_batch_in_transaction, True)
+            return self._replanning(self._receive, self.batch_size, True)
         except Exception:
             self._discard_connection()
             raise
@@ -340,135 +298,10 @@ class MessagePump:
             taken = self.receive_batch()
         return taken > 0
 
-    def _receive_batch_in_transaction(self, isolated: bool) -> int:
-        link = self._connection()
-        if self.tenants is not None and self.outbox is None:
-            return self._receive_tenants(self.tenants, link, self.batch_size)
-        if self.outbox is not None:
-            taken, failures = self.outbox.receive(self._seam, link, self.batch_size, isolated)
-            if isolated and taken:
-                self._isolated_batch_done(failures)
-            return taken
-        done: list[Message] = []
-        outcomes: list[str | None] = []
-        savepoint = self.queue.savepoint if isolated else None
-        failures = 0
-        with link.connection.begin():
-            # optimistic: taken in one statement (a failure rolls every message back to its place);
-            # isolated: locked, and what was handled deleted at the end (a failed one stays at its place)
-            take = self.queue.lock_batch if isolated else self.queue.take_batch
-            messages, expired = take(link.driver, self.batch_size)
-            for message in messages:
-                context = Context(link, self.transport, self.queue, savepoint)
-                try:
-                    outcomes.append(self._dispatch(message, context))
-                except Exception as exc:
-                    self._handler_failed(message, exc, context)
-                    failures += 1
-                    continue
-                done.append(message)
-            if expired:
-                log.debug("dropped %d expired message(s) from %s", len(expired), self.queue.address)
-            if isolated:
-                self.queue.delete_locked(link.driver, [m.order for m in done] + expired)
-        self._forget(done, outcomes)
-        if isolated and messages:
-            self._isolated_batch_done(failures)
-        return len(messages) + len(expired)
-
-    def _context(
-        self,
-        link: Link | TenantLink,
-        savepoint: Callable[[DriverConnection], None] | None = None,
-        outgoing: Outgoing | None = None,
-        sending: Link | None = None,
-    ) -> Context:
-        """The handler's Context on `link` (the seam's, for a receive that runs in place of the pump's)."""
-        return Context(link, self.transport, self.queue, savepoint, outgoing, sending)
-
-    def _receive_tenants(self, tenants: TenantDatabases, link: Link, size: int) -> int:
-        """Tenant databases without the outbox (docs/tenants.md): up to `size` messages locked in the
-        shared database; each handler runs in its tenant's own transaction, committed before the
-        shared one deletes what was handled (a crash between the two handles a message again: the
-        outbox makes the pair exactly-once). A failure rolls back its tenant's transaction and its
-        sends (its savepoint in the shared database); its message stays at its place."""
-        done: list[Message] = []
-        outcomes: list[str | None] = []
-        with link.connection.begin():
-            messages, expired = self.queue.lock_batch(link.driver, size)
-            for message in messages:
-                tenant = None
-                context = Context(link, self.transport, self.queue, self.queue.savepoint)
-                try:
-                    if message.headers is not None:
-                        tenant = tenants.link(message)
-                        context = Context(tenant, self.transport, self.queue, self.queue.savepoint, sending=link)
-                    outcome = self._dispatch(message, context)
-                    if tenant is not None:
-                        tenant.commit()
-                except Exception as exc:
-                    self._handler_failed(message, exc, context)
-                    continue
-                finally:
-                    if tenant is not None:
-                        tenant.close()
-                done.append(message)
-                outcomes.append(outcome)
-            self.queue.delete_locked(link.driver, [m.order for m in done] + expired)
-        self._forget(done, outcomes)
-        return len(messages) + len(expired)
-
-    def _handler_failed(self, message: Message, exc: Exception, context: Context) -> None:
-        """A handler's failure in a batch: count it, then undo its writes: in an optimistic batch
-        (no savepoint) the whole batch's, by raising _RolledBack out of its transaction (receive_batch
-        runs it again isolated); in an isolated one back to its savepoint, the others going on (with
-        tenant databases the receive also closes the tenant's transaction, uncommitted)."""
-        self._record_failure(message, exc)
-        if context._savepoint is None:
-            raise _RolledBack() from exc
-        if context.saved:
-            self.queue.rollback_to_savepoint(context._saved_on.driver)  # a database failure here fails the batch
-
     def _isolated_batch_done(self, failures: int) -> None:
         """A failure starts the cool-down again; an isolated batch without one counts it down."""
         with self._lock:
             self._isolated_left = self.isolation_cooldown if failures else max(self._isolated_left - 1, 0)
-
-    def _dispatch(self, message: Message, context: Context) -> str | None:
-        """Handle one message inside its transaction: "processed", "failed" (moved to the error queue
-        after its retries) or None (poison or forwarded)."""
-        if message.headers is None:  # unreadable: message.poison says why
-            log.error("message %s has unreadable headers (%s): moved to %s unchanged", message.id, message.poison, self.error_queue)
-            self.error_queue.send(context.sending, message.body, message.raw_headers, message_id=message.id)
-            return None
-        forward = self.endpoint.forward_destination(message) if self.endpoint else None
-        if forward is not None:
-            headers = {k: v for k, v in message.headers.items() if k != wire.FORWARD_DESTINATION}
-            forward.send(context.sending, message.body, headers, message_id=message.id)
-            return None
-        failures = self._failures.get(message.id, 0)
-        if failures > self.immediate_retries:
-            headers = wire.error_headers(message.headers, self._errors[message.id], self.queue.address)
-            self.error_queue.send(context.sending, message.body, headers, message_id=message.id)
-            log.error("message %s failed %d times: moved to %s", message.id, failures, self.error_queue)
-            return "failed"
-        self.handler(message, context)
-        return "processed"
-
-    def _record_failure(self, message: Message, exc: BaseException) -> None:
-        with self._lock:
-            self._failures[message.id] = self._failures.get(message.id, 0) + 1
-            self._errors[message.id] = exc
-        log.warning("handler failed on message %s (attempt %d): %s", message.id, self._failures[message.id], exc)
-
-    def _forget(self, committed: list[Message], outcomes: list[str | None]) -> None:
-        """After the commit: the messages are gone; count them."""
-        with self._lock:
-            for message in committed:
-                self._failures.pop(message.id, None)
-                self._errors.pop(message.id, None)
-            self.processed += outcomes.count("processed")
-            self.failed += outcomes.count("failed")
 
     # -- the loop ---------------------------------------------------------------------
     def _peek(self) -> int:
@@ -511,12 +344,18 @@ class MessagePump:
 
         Raises PumpFailed when the database has failed for the whole failure timeout (also kept
         in `self.failure`, for a pump run by start())."""
+        mover = None
+        if self.recoverability.delayed_retries and self.endpoint is not None:  # delayed retries come back through it
+            mover = DueMover(self.transport, self.endpoint, interval=self.peek_delay)
+            mover.start()
         try:
             self._run()
         except PumpFailed as exc:
             self.failure = exc
             raise
         finally:
+            if mover is not None:
+                mover.stop()
             self.close()
 
     def close(self) -> None:
@@ -565,10 +404,6 @@ class MessagePump:
         thread = getattr(self, "_thread", None)
         if thread is not None:
             thread.join(timeout)
-
-
-class _RolledBack(Exception):
-    """The handler failed and its receive was rolled back."""
 
 
 class DueMover:

@@ -1,19 +1,36 @@
-"""Where the pump and a receive it delegates to (the outbox's, runtime/outbox.py) meet: the
-connection a receive task holds (`Link`) and what the pump lends that receive (`PumpSeam`), so the
-outbox never reaches into the pump's own state. Public inside the package, not part of the API."""
+"""The pump's one receive path (docs/runtime.md, "The message pump"): take or lock messages in the
+shared database, then for each one the steps (recoverability's decision, the tenant's database, the
+outbox's check, the handler, the outbox's capture and store), then the receive's closing writes and
+its commit. Tenant databases and the outbox are steps that compose, written once here; what the outbox
+writes and dispatches is runtime/outbox.py's (PumpOutbox), what happens to a failed message
+runtime/recoverability.py's. Public inside the package: the pump's API is runtime/pump.py.
+
+Three ways to take a batch, one path:
+- taken: plain, one database, optimistic: deleted by the receive's statement (receive, take_batch); a
+  handler's failure rolls the whole transaction back (_RolledBack), every message back at its place;
+- locked without savepoints: the outbox, optimistic: the same on a failure, the lock joined with the rows;
+- locked with a savepoint per message: isolated batches, and always with tenant databases: a failure
+  undoes its own message's writes, the message stays at its place, the others commit.
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .recoverability import HANDLE, Recoverability
 from .transport import driver_of
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
+    from .outbox import OutboxRecord, Outgoing, OutgoingOperation, PumpOutbox
+    from .tenants import TenantDatabases
     from .transport import DriverConnection, Message, Queue, Transport
+
+__all__ = ["Context", "Link", "TenantLink", "Receiver", "Batch", "RolledBack"]
 
 
 class Link:
@@ -75,25 +92,221 @@ class TenantLink:
             self._connection = self._transaction = self._link = None
 
 
-@dataclass(frozen=True)
-class PumpSeam:
-    """What the pump lends a receive that runs in place of its own: its transport and queue, the
-    handler's Context, and the three steps whose bookkeeping (retries, the error queue, counts)
-    stays the pump's.
+class Context:
+    """What a handler gets besides the message: the receive's connection, transport and queue.
 
-    context(link, savepoint, outgoing) -> the handler's Context on `link`;
-    handle(message, context) -> "processed", "failed" (moved to the error queue) or None (poison, forwarded);
-    failed(message, exc, context): a handler's failure counted and its writes undone (back to its
-    savepoint, or out of the whole transaction when it has none);
-    committed(messages, outcomes): after the commit, the messages are gone: count them;
-    tenant(message): the handler's connection to the tenant database its headers choose (a
-    TenantLink), None for a pump of one database; failed() then only counts (the receive closes
-    that tenant's transaction)."""
+    `connection` is the receive's SQLAlchemy Connection; `cursor` a driver (DBAPI) cursor of the
+    same connection and transaction, for the handler's own statements without SQLAlchemy's
+    per-statement work (the driver's paramstyle); `driver` the same connection bound for the
+    runtime's calls (`queue.send(context.driver, ...)`, as `send` does). With tenant databases
+    (`tenant_database=`, docs/tenants.md) the three are the tenant database's, in a transaction
+    of the handler's own, while `send` and `publish` go through the shared database's receive.
 
-    transport: Transport
-    queue: Queue
-    context: Callable[..., Any]
-    handle: Callable[[Message, Any], str | None]
-    failed: Callable[[Message, Exception, Any], None]
-    committed: Callable[[list[Message], list[str | None]], None]
-    tenant: Callable[[Message], TenantLink] | None = None
+    In a batch that isolates each message (isolation="savepoint"; with "optimistic", a batch run
+    again after a failure and the cool-down's batches; every batch with tenant databases) the first use of
+    `connection`, `cursor`, `driver` or `send` takes this message's savepoint (with tenant databases:
+    the first send, in the shared database), so a failure of the handler undoes its own writes alone;
+    a handler that never touches them wrote nothing and needs none. With the pump's outbox, `outgoing`
+    captures what send and publish would send (stored in the outbox row, dispatched after the commit)."""
+
+    def __init__(
+        self,
+        link: Link | TenantLink,
+        transport: Transport,
+        queue: Queue,
+        savepoint: Callable[[DriverConnection], None] | None = None,
+        outgoing: Outgoing | None = None,
+        sending: Link | None = None,
+    ):
+        self._link = link
+        self._connection = link.connection if isinstance(link, Link) else None  # a tenant's connects on first use
+        self.transport = transport
+        self.queue = queue
+        self._savepoint = savepoint
+        self.saved = False  # a savepoint was taken for this message
+        self.outgoing = outgoing
+        self._sending = sending  # the shared database's receive, when the handler's link is a tenant's
+
+    @property
+    def _saved_on(self) -> Link | TenantLink:
+        """The connection whose savepoint isolates this message: the one its sends go through."""
+        return self._sending if self._sending is not None else self._link
+
+    def _isolate(self, link: Link | TenantLink) -> Link | TenantLink:
+        if self._savepoint is not None and not self.saved and link is self._saved_on:
+            self._savepoint(link.driver)
+            self.saved = True
+        return link
+
+    @property
+    def connection(self) -> Connection:
+        """The connection of the receive's transaction (in an isolated batch: after this message's savepoint)."""
+        return self._isolate(self._link).connection
+
+    @property
+    def cursor(self) -> Any:
+        """A driver cursor in the receive's transaction (in an isolated batch: after this message's savepoint)."""
+        return self._isolate(self._link).cursor
+
+    @property
+    def driver(self) -> DriverConnection:
+        """The receive's driver connection for runtime calls (in an isolated batch: after this message's savepoint)."""
+        return self._isolate(self._link).driver
+
+    @property
+    def sending(self) -> DriverConnection:
+        """The driver connection sends, forwards and moves to the error queue go through: the receive's
+        (the shared database's, with tenant databases), after this message's savepoint where it takes one."""
+        return self._isolate(self._saved_on).driver
+
+    def send(self, address: str, body: bytes | None, headers: dict[str, str]) -> str:
+        """Send inside the receive's transaction: it leaves only if the receive commits (with the
+        outbox: once the handler's transaction has committed)."""
+        if self.outgoing is not None:
+            return self.outgoing.send(address, body, headers)
+        return self.transport.address_queue(address).send(self.sending, body, headers)
+
+    def publish(self, topics: str | list[str], body: bytes | None, headers: dict[str, str]) -> None:
+        """A copy to every subscriber of the topics, as send: only if the receive commits (with the
+        outbox: the subscribers are those when the handler's row is dispatched)."""
+        if self.outgoing is not None:
+            self.outgoing.publish(topics, body, headers)
+        else:
+            self.transport.publish(self.sending, topics, body, headers)
+
+
+Handler = Callable[["Message", Context], None]
+
+
+class RolledBack(Exception):
+    """A handler failed in a batch without savepoints: its whole transaction rolls back (the pump runs
+    the batch again isolated)."""
+
+
+@dataclass
+class Batch:
+    """One receive's messages and what became of them."""
+
+    savepoints: bool  # each message after its own savepoint (else a failure rolls everything back)
+    tenants: bool = False  # each handler in its tenant's database
+    locked: bool = False  # locked, not taken: what is gone is deleted before the commit
+    messages: list[Message] = field(default_factory=list)
+    expired: list[Any] = field(default_factory=list)  # positions of expired messages dropped with the batch
+    records: dict[str, OutboxRecord] = field(default_factory=dict)  # outbox rows read with the lock
+    done: list[Message] = field(default_factory=list)  # handled or moved: gone with the commit
+    outcomes: list[str | None] = field(default_factory=list)
+    settled: list[Any] = field(default_factory=list)  # positions deleted in the receive's transaction
+    stored: list[tuple[Message, list[OutgoingOperation], Engine | None]] = field(default_factory=list)  # to dispatch
+    stored_ids: set[str] = field(default_factory=set)
+    redispatch: dict[str, list[OutgoingOperation]] = field(default_factory=dict)  # rows handled before, not dispatched
+    failures: int = 0
+    took: int | None = None  # how many stored messages the outbox's dispatch took with the commit
+
+    def gone(self, message: Message, outcome: str | None, settle: bool = True) -> None:
+        self.done.append(message)
+        self.outcomes.append(outcome)
+        if settle:
+            self.settled.append(message.order)
+
+    @property
+    def count(self) -> int:
+        return len(self.messages) + len(self.expired)
+
+
+class Receiver:
+    """The receive path every pump runs (module docstring), with its counts."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        queue: Queue,
+        handler: Handler,
+        recoverability: Recoverability,
+        *,
+        tenants: TenantDatabases | None = None,
+        outbox: PumpOutbox | None = None,
+    ):
+        self.transport = transport
+        self.queue = queue
+        self.handler = handler
+        self.recoverability = recoverability
+        self.tenants = tenants
+        self.outbox = outbox
+        self._lock = threading.Lock()
+        self.processed = 0  # handled and committed
+        self.failed = 0  # moved to the error queue after their retries
+
+    def receive(self, link: Link, size: int, isolated: bool) -> tuple[int, int]:
+        """Up to `size` messages in one transaction of the shared database: (how many were taken or
+        tried, 0 when the queue was empty; how many failed). Raises RolledBack when a handler failed
+        in a batch without savepoints."""
+        batch = Batch(savepoints=isolated or self.tenants is not None, tenants=self.tenants is not None)
+        with link.connection.begin():
+            self._take(link, size, batch)
+            for message in batch.messages:
+                self._one(link, message, batch)
+            if self.outbox is not None:
+                self.outbox.closing(self.queue, link, batch)
+            elif batch.locked:
+                self.queue.delete_locked(link.driver, batch.settled + batch.expired)
+        if self.outbox is not None:
+            self.outbox.after_commit(self.queue, link, batch)
+        self.recoverability.forget(batch.done)
+        with self._lock:
+            self.processed += batch.outcomes.count("processed")
+            self.failed += batch.outcomes.count("failed")
+        return batch.count, batch.failures
+
+    def _take(self, link: Link, size: int, batch: Batch) -> None:
+        if self.outbox is not None and self.tenants is None:
+            batch.locked = True
+            batch.messages, batch.expired, batch.records = self.outbox.lock(self.queue, link, size)
+        elif batch.savepoints:
+            batch.locked = True
+            batch.messages, batch.expired = self.queue.lock_batch(link.driver, size)
+        elif size == 1:
+            message = self.queue.receive(link.driver)
+            batch.messages = [message] if message is not None else []
+        else:
+            batch.messages, batch.expired = self.queue.take_batch(link.driver, size)
+
+    def _one(self, link: Link, message: Message, batch: Batch) -> None:
+        """One message: its next step; if that is its handler, in its tenant's database (if any),
+        with the outbox's check and capture (if on). Whatever raises counts as an attempt."""
+        step = self.recoverability.step(message)
+        if step.kind != HANDLE:
+            batch.gone(message, self.recoverability.move(link.driver, message, step))
+            return
+        tenant: TenantLink | None = None
+        context: Context | None = None
+        outgoing: Outgoing | None = None
+        try:
+            if self.tenants is not None:
+                tenant = self.tenants.link(message)
+            if self.outbox is not None:
+                if self.outbox.handled_before(message, batch, tenant):
+                    batch.gone(message, None)
+                    return
+                outgoing = self.outbox.outgoing()
+            savepoint = self.queue.savepoint if batch.savepoints else None
+            context = Context(tenant or link, self.transport, self.queue, savepoint, outgoing, link if tenant else None)
+            self.handler(message, context)
+            if tenant is not None:
+                if outgoing is not None:
+                    self.outbox.store_in(tenant, message, outgoing.operations)  # type: ignore[union-attr]
+                tenant.commit()
+        except Exception as exc:
+            self.recoverability.failed(message, exc)
+            batch.failures += 1
+            if not batch.savepoints:
+                raise RolledBack() from exc
+            if context is not None and context.saved:
+                self.queue.rollback_to_savepoint(link.driver)  # a database failure here fails the batch
+            return
+        finally:
+            if tenant is not None:
+                tenant.close()
+        if outgoing is not None:
+            self.outbox.stored(message, outgoing.operations, batch, tenant)  # type: ignore[union-attr]
+        else:
+            batch.gone(message, "processed")

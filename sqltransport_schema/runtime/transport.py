@@ -146,7 +146,7 @@ def execute_many(conn: Conn, statement: Statement, rows: Sequence[Mapping]) -> N
         run_many(cursor, statement, paramstyle, rows)
 
 
-def _with_standard_headers(headers: Mapping[str, str], message_id: str) -> Mapping[str, str]:
+def with_standard_headers(headers: Mapping[str, str], message_id: str) -> Mapping[str, str]:
     """The headers every NServiceBus receiver expects, where the caller gave none."""
     if all(name in headers for name in (wire.MESSAGE_ID, wire.CORRELATION_ID, wire.CONVERSATION_ID, wire.MESSAGE_INTENT, wire.TIME_SENT)):
         return headers
@@ -394,7 +394,7 @@ class Queue:
             raw = headers  # passed on unchanged (poison to the error queue, forwarding)
         else:
             message_id = message_id or headers.get(wire.MESSAGE_ID) or str(uuid.uuid4())
-            raw = wire.encode_headers(_with_standard_headers(headers, message_id))
+            raw = wire.encode_headers(with_standard_headers(headers, message_id))
         return {
             "Id": message_id or str(uuid.uuid4()),
             "CorrelationId": None,

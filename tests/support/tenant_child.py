@@ -37,7 +37,7 @@ from .outbox_child import TOPIC, billing_ids, event_id, run_until_empty
 TENANT_HEADER = "tenant"
 STEPS = {
     "in-handler": (OutboxTable, "store"),
-    "after-commit": (PumpOutbox, "dispatch_tenants"),
+    "after-commit": (PumpOutbox, "closing"),
     "after-dispatch": (OutboxTable, "set_dispatched_many"),
 }
 
