@@ -112,7 +112,7 @@ class Recoverability:
             self._errors[key] = exc
         log.warning(
             "handling message %s failed (attempt %d of %d before %s): %s: %s",
-            message.id,
+            key,
             failures,
             self.immediate_retries + 1,
             "a delayed retry" if wire.delayed_retries_done(message.headers or {}) < self.delayed_retries else "the error queue",
@@ -152,7 +152,7 @@ class Recoverability:
             self.endpoint.send_delayed(conn, self.queue.address, message.body, headers, step.delay)
             log.warning(
                 "message %s failed %d times: delayed retry %s of %d in %.1f s (%s)",
-                message.id,
+                key,
                 self._failures.get(key, 0),
                 headers[wire.DELAYED_RETRIES],
                 self.delayed_retries,
@@ -162,5 +162,5 @@ class Recoverability:
             return None
         headers = wire.error_headers(message.headers, exc, self.queue.address)
         self.error_queue.send(conn, message.body, headers, message_id=message.id)
-        log.error("message %s failed %d times: moved to %s", message.id, self._failures.get(key, 0), self.error_queue)
+        log.error("message %s failed %d times: moved to %s", key, self._failures.get(key, 0), self.error_queue)
         return "failed"

@@ -570,7 +570,8 @@ class EndpointTables:
         if not message.headers or wire.FORWARD_DESTINATION not in message.headers:
             return None
         target = self.transport.address_queue(message.headers[wire.FORWARD_DESTINATION])
-        return None if target.name == self.input.name else target
+        # by address: `Sales` and `Sales@[dbo]` are one table where dbo is the default schema
+        return None if target.address == self.input.address else target
 
 
 class Subscriptions:
