@@ -17,6 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -32,7 +35,7 @@ from sqltransport_schema.runtime.transport import Transport
 from sqltransport_schema.schema import TableName
 
 from .support.databases import PG_ADMIN_URL, admin, pg_databases
-from .support.projects import new_project
+from .support.projects import REPO, new_project
 
 ONE_DATABASE = """\
 transport_version: "9.1"
@@ -77,7 +80,11 @@ def _effects_table(url: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture(scope="module", params=[("postgresql", False), ("postgresql", True), ("sqlite", False), ("sqlite", True)])
+@pytest.fixture(
+    scope="module",
+    params=[("postgresql", False), ("postgresql", True), ("sqlite", False), ("sqlite", True)],
+    ids=["postgresql-one", "postgresql-tenants", "sqlite-one", "sqlite-tenants"],
+)
 def bus(request, tmp_path_factory):
     engine_name, tenants = request.param
     root = tmp_path_factory.mktemp("poison")
@@ -301,3 +308,89 @@ class _Nothing:
 
     def __exit__(self, *exc):
         return None
+
+
+@pytest.mark.parametrize("bus", [("postgresql", False), ("sqlite", False)], indirect=True, ids=["postgresql", "sqlite"])
+@pytest.mark.parametrize("point", ["delayed-store", "due-move"])
+def test_a_pump_killed_during_a_delayed_retry_loses_and_doubles_nothing(bus, point):
+    """SIGKILL as a failed message goes to its delayed retry (before that receive commits) and as it
+    comes back (before the move commits); the pump run again: the poison message in the error queue
+    once, after the whole policy; each healthy message's effect once."""
+    transport = Transport.from_database(make_engine(bus.shared), bus.ini)
+    _reset(bus, transport)
+    with transport.engine.begin() as conn:
+        for name, kind in (("raises", "raise"), ("healthy-1", "ok"), ("healthy-2", "ok")):
+            transport.queue("Sales").send(conn, b"{}", {wire.MESSAGE_ID: ident(name), "kind": kind}, message_id=ident(name))
+    command = [sys.executable, "-m", "tests.support.retry_child", bus.shared, bus.ini]
+    crashed = subprocess.run([*command, point], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    again = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    errors = [wire.decode_headers(raw) for raw, _ in _rows(transport, "error")]
+    assert [headers[wire.MESSAGE_ID] for headers in errors] == [ident("raises")]
+    assert Counter(_effects(bus)) == Counter({ident("healthy-1"): 1, ident("healthy-2"): 1})
+    assert "Retries: 1" in again.stderr or "delayed retry 1 of 1" in again.stderr + crashed.stderr
+    transport.engine.dispose()
+
+
+@pytest.mark.parametrize("bus", [("postgresql", False)], indirect=True, ids=["postgresql"])
+def test_a_pump_over_many_tenants_holds_at_most_max_tenant_connections(bus):
+    """Eight tenant databases, max_tenant_connections=3: never more than three of them connected at once
+    (the least recently used engine closed first), and none once the pump has closed."""
+    transport = Transport.from_database(make_engine(bus.shared), bus.ini)
+    _reset(bus, transport)
+    databases = pg_databases(8)
+    tenants = next(databases)
+    names = [url.rsplit("/", 1)[1] for url in tenants]
+    watch = admin(PG_ADMIN_URL, "PostgreSQL")
+    count = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = ANY(:names)")
+    seen: list[int] = []
+    try:
+        with transport.engine.begin() as conn:
+            for i in range(24):
+                transport.queue("Sales").send(conn, b"{}", {TENANT: str(i % 8)})
+
+        def handler(message, context):
+            context.connection.execute(sa.text("SELECT 1"))
+            with watch.connect() as conn:
+                seen.append(conn.execute(count, {"names": names}).scalar())
+
+        pump = MessagePump(
+            transport,
+            transport.queue("Sales"),
+            handler,
+            batch_size=4,
+            delayed_retries=0,
+            tenant_database=lambda headers: tenants[int(headers[TENANT])],
+            max_tenant_connections=3,
+        )
+        while pump.receive_batch():
+            pass
+        assert pump.processed == 24 and pump.tenants.open == 3
+        assert max(seen) <= 3, seen
+        pump.close()
+        with watch.connect() as conn:
+            assert conn.execute(count, {"names": names}).scalar() == 0
+    finally:
+        watch.dispose()
+        next(databases, None)
+        transport.engine.dispose()
+
+
+def test_delayed_retries_need_the_endpoint_s_delayed_table(sqlite_url, project, caplog):
+    """Without an endpoint (or with one whose delayed table is not deployed) there are no delayed
+    retries, said at construction; asked for by number, a usage error naming the fix."""
+    from sqltransport_schema.errors import UsageError
+
+    project.deploy(sqlite_url, ONE_DATABASE.replace("  - name: Billing\n", ""))
+    transport = Transport.from_database(make_engine(sqlite_url), str(project.ini))
+    sales = transport.queue("Sales")
+    caplog.set_level(logging.INFO, logger="sqltransport_schema")
+    assert MessagePump(transport, sales, print).delayed_retries == 0
+    assert "no delayed retries for Sales" in caplog.text
+    assert MessagePump(transport, sales, print, endpoint=transport.endpoint("Sales")).delayed_retries == 3  # NServiceBus's default
+    with pytest.raises(UsageError, match="delayed_retries=2 needs the endpoint's delayed table"):
+        MessagePump(transport, sales, print, delayed_retries=2, endpoint=transport.endpoint("Billing"))
+    with pytest.raises(UsageError, match="immediate_retries is a number of retries"):
+        MessagePump(transport, sales, print, immediate_retries=-1)
+    transport.engine.dispose()
