@@ -276,3 +276,41 @@ def test_the_length_check_finds_a_long_method():
     body = "".join(f"        x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
     source = f"class A:\n    def long(self):\n{body}\n    def short(self):\n        return 1\n"
     assert _long_functions(source) == [(2, "long", MAX_FUNCTION_LINES + 1)]
+
+
+# The pump's receive exists once (runtime/receiving.py): every function that takes messages off a
+# queue for a handler, deletes what a receive locked, or decides a failed message's fate, by name.
+# A second copy of the receive (the four the pump once had) shows up here as a new caller.
+RECEIVE_CALLS = {
+    "receive": {"runtime.receiving.Receiver._take", "runtime.pump.MessagePump._receive"},  # the pump calls the one path
+    "take_batch": {"runtime.receiving.Receiver._take", "runtime.transport.Queue.receive_batch"},
+    "lock_batch": {"runtime.receiving.Receiver._take", "runtime.outbox.PumpOutbox.lock"},
+    "lock_batch_joined": {"runtime.outbox.PumpOutbox.lock"},
+    "delete_locked": {"runtime.receiving.Receiver.receive", "runtime.outbox.PumpOutbox.closing"},
+    "deleting_locked": {"runtime.outbox.PumpOutbox._taking", "runtime.transport.Queue.delete_locked"},
+    "error_headers": {"runtime.recoverability.Recoverability.move"},
+    "delayed_retry_headers": {"runtime.recoverability.Recoverability.move"},
+    "rollback_to_savepoint": {"runtime.receiving.Receiver._one"},
+}
+
+
+def _callers(names: set[str]) -> dict[str, set[str]]:
+    """call name -> the package's functions (module.Class.function) that call it as an attribute."""
+    found: dict[str, set[str]] = {name: set() for name in names}
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = where
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                inner = f"{where}.{child.name}"
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr in found:
+                found[child.func.attr].add(where)
+            visit(child, inner)
+
+    for module, path in MODULES.items():
+        visit(ast.parse(path.read_text(encoding="utf-8")), module.removeprefix(f"{PACKAGE}."))
+    return found
+
+
+def test_the_receive_path_and_the_recoverability_rule_exist_once():
+    assert _callers(set(RECEIVE_CALLS)) == RECEIVE_CALLS
