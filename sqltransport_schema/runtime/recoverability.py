@@ -51,6 +51,9 @@ class Step:
     delay: float = 0.0  # a delayed retry's, in seconds
 
 
+HANDLING = Step(HANDLE)
+
+
 def _whole(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise errors.UsageError(f"{name} is a number of retries (0 or more), not {value!r}")
@@ -96,9 +99,11 @@ class Recoverability:
             return Step(POISON)
         if self.endpoint is not None and self.endpoint.forward_destination(message) is not None:
             return Step(FORWARD)
+        if not self._failures:  # the common case: nothing has failed lately
+            return HANDLING
         failures = self._failures.get(self.key(message), 0)
         if failures <= self.immediate_retries:
-            return Step(HANDLE)
+            return HANDLING
         done = wire.delayed_retries_done(message.headers)
         if done < self.delayed_retries:
             return Step(DELAYED_RETRY, self.delayed_retry_increase * (done + 1))
@@ -122,6 +127,8 @@ class Recoverability:
 
     def forget(self, messages: list[Message]) -> None:
         """After the commit that took them off the queue: their counts go."""
+        if not self._failures:
+            return
         with self._lock:
             for message in messages:
                 key = self.key(message)
