@@ -741,3 +741,22 @@ def test_the_runtime_still_offers_the_wire_module_users_import_from_it():
     from sqltransport_schema.runtime import wire as old_home
 
     assert old_home is wire and old_home.encode_headers is encode_headers
+
+
+def test_delayed_retry_headers_count_one_more_and_stamp_the_time():
+    """NServiceBus's delayed retry: NServiceBus.Retries one more (0 when missing, or not a whole number
+    as a hostile header may be), NServiceBus.Retries.Timestamp now; the rest unchanged."""
+    now = datetime(2026, 12, 7, 15, 30, 1, 123456, tzinfo=timezone.utc)
+    first = wire.delayed_retry_headers({"a": "b"}, now)
+    assert first == {"a": "b", wire.DELAYED_RETRIES: "1", wire.DELAYED_RETRIES_TIMESTAMP: wire.format_time_sent(now)}
+    assert wire.delayed_retry_headers(first, now)[wire.DELAYED_RETRIES] == "2"
+    for hostile in ("-3", "two", "", "१", "1e9", " 2"):
+        assert wire.delayed_retries_done({wire.DELAYED_RETRIES: hostile}) == 0, hostile
+    assert wire.delayed_retries_done({wire.DELAYED_RETRIES: "99999999999999999999"}) == 99999999999999999999
+
+
+def test_error_headers_drop_the_retry_counts_as_nservicebus_does():
+    headers = {wire.DELAYED_RETRIES: "3", wire.IMMEDIATE_RETRIES: "5", wire.DELAYED_RETRIES_TIMESTAMP: "t", "x": "y"}
+    moved = wire.error_headers(headers, ValueError("no"), "Sales@[dbo]")
+    assert wire.DELAYED_RETRIES not in moved and wire.IMMEDIATE_RETRIES not in moved
+    assert moved[wire.DELAYED_RETRIES_TIMESTAMP] == "t" and moved["x"] == "y"

@@ -280,20 +280,21 @@ class Receiver:
         tenant: TenantLink | None = None
         context: Context | None = None
         outgoing: Outgoing | None = None
+        outbox = self.outbox
         try:
             if self.tenants is not None:
                 tenant = self.tenants.link(message)
-            if self.outbox is not None:
-                if self.outbox.handled_before(message, batch, tenant):
+            if outbox is not None:
+                if outbox.handled_before(message, batch, tenant):
                     batch.gone(message, None)
                     return
-                outgoing = self.outbox.outgoing()
+                outgoing = outbox.outgoing()
             savepoint = self.queue.savepoint if batch.savepoints else None
             context = Context(tenant or link, self.transport, self.queue, savepoint, outgoing, link if tenant else None)
             self.handler(message, context)
             if tenant is not None:
-                if outgoing is not None:
-                    self.outbox.store_in(tenant, message, outgoing.operations)  # type: ignore[union-attr]
+                if outbox is not None and outgoing is not None:
+                    outbox.store_in(tenant, message, outgoing.operations)
                 tenant.commit()
         except Exception as exc:
             self.recoverability.failed(message, exc)
@@ -306,7 +307,7 @@ class Receiver:
         finally:
             if tenant is not None:
                 tenant.close()
-        if outgoing is not None:
-            self.outbox.stored(message, outgoing.operations, batch, tenant)  # type: ignore[union-attr]
+        if outbox is not None and outgoing is not None:
+            outbox.stored(message, outgoing.operations, batch, tenant)
         else:
             batch.gone(message, "processed")
