@@ -46,7 +46,7 @@ from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
 from .transport import Conn, Message, Queue, Transport, driver_of, execute, execute_many, with_standard_headers
 
 if TYPE_CHECKING:
-    from .receiving import Batch, Link, TenantLink
+    from .receiving import Batch, Context, Link, TenantLink
 
 __all__ = [
     "OutboxTable",
@@ -385,11 +385,19 @@ class PumpOutbox:
         """Where a handler's sends and publishes are captured."""
         return Outgoing(self.transport)
 
-    def store_in(self, tenant: TenantLink, message: Message, operations: list[OutgoingOperation]) -> None:
-        """The handled message's row, in its tenant's transaction (committed next, with it)."""
-        table = self._table_in(tenant.engine)
-        with self._committing(tenant.connection, table):
-            table.store(tenant.connection, message.id, operations)
+    def store(
+        self, context: Context, tenant: TenantLink | None, message: Message, operations: list[OutgoingOperation], batch: Batch
+    ) -> None:
+        """The handled message's row, where a failure is the message's own: in its tenant's
+        transaction (committed next, with it), or in an isolated batch after its savepoint. An
+        optimistic batch's rows are stored together by `closing`."""
+        if tenant is not None:
+            table = self._table_in(tenant.engine)
+            with self._committing(tenant.connection, table):
+                table.store(tenant.connection, message.id, operations)
+        elif batch.savepoints:
+            self.table.store(context.connection, message.id, operations)  # its savepoint taken first
+            batch.written.add(message.id)
 
     def stored(self, message: Message, operations: list[OutgoingOperation], batch: Batch, tenant: TenantLink | None) -> None:
         """A handled message: one database: its row is stored with the batch's and the message is
@@ -413,7 +421,9 @@ class PumpOutbox:
                     self.dispatch(conn, operations)
             return
         with self._committing(conn) as begin_next:  # what is left needs no answer: sent with the commit
-            self.table.store_many(conn, [(message.id, operations) for message, operations, _ in batch.stored])
+            self.table.store_many(
+                conn, [(message.id, operations) for message, operations, _ in batch.stored if message.id not in batch.written]
+            )
             if batch.redispatch:
                 self.dispatch(conn, [op for operations in batch.redispatch.values() for op in operations])
                 self.table.set_dispatched_many(conn, list(batch.redispatch))

@@ -198,6 +198,7 @@ class Batch:
     settled: list[Any] = field(default_factory=list)  # positions deleted in the receive's transaction
     stored: list[tuple[Message, list[OutgoingOperation], Engine | None]] = field(default_factory=list)  # to dispatch
     stored_ids: set[str] = field(default_factory=set)
+    written: set[str] = field(default_factory=set)  # message ids whose rows were stored as they were handled
     redispatch: dict[str, list[OutgoingOperation]] = field(default_factory=dict)  # rows handled before, not dispatched
     failures: int = 0
     took: int | None = None  # how many stored messages the outbox's dispatch took with the commit
@@ -246,7 +247,7 @@ class Receiver:
             for message in batch.messages:
                 self._one(link, message, batch)
             if self.outbox is not None:
-                self.outbox.closing(self.queue, link, batch)
+                self._closing_with_outbox(link, batch)
             elif batch.locked:
                 self.queue.delete_locked(link.driver, batch.settled + batch.expired)
         if self.outbox is not None:
@@ -256,6 +257,21 @@ class Receiver:
             self.processed += batch.outcomes.count("processed")
             self.failed += batch.outcomes.count("failed")
         return batch.count, batch.failures
+
+    def _closing_with_outbox(self, link: Link, batch: Batch) -> None:
+        """The outbox's closing writes. An optimistic batch stores its rows together there: when that
+        fails, a row may be one the database cannot take (a header it refuses), so the batch runs
+        again isolated, each row stored after its message's savepoint, where its failure is that
+        message's attempt (a batch of one: counted here)."""
+        assert self.outbox is not None
+        try:
+            self.outbox.closing(self.queue, link, batch)
+        except Exception as exc:
+            if batch.savepoints or batch.tenants or not batch.stored:
+                raise
+            if len(batch.stored) == 1:
+                self.recoverability.failed(batch.stored[0][0], exc)
+            raise RolledBack() from exc
 
     def _take(self, link: Link, size: int, batch: Batch) -> None:
         if self.outbox is not None and self.tenants is None:
@@ -292,9 +308,9 @@ class Receiver:
             savepoint = self.queue.savepoint if batch.savepoints else None
             context = Context(tenant or link, self.transport, self.queue, savepoint, outgoing, link if tenant else None)
             self.handler(message, context)
+            if outbox is not None and outgoing is not None:
+                outbox.store(context, tenant, message, outgoing.operations, batch)
             if tenant is not None:
-                if outbox is not None and outgoing is not None:
-                    outbox.store_in(tenant, message, outgoing.operations)
                 tenant.commit()
         except Exception as exc:
             self.recoverability.failed(message, exc)
