@@ -444,3 +444,23 @@ def test_negative_delays_on_sqlite_mean_already_past(project, sqlite_url, monkey
         assert sales.receive(conn) is None  # expired: dropped, never handed out
         assert endpoint.move_due(conn) == 1
     transport.engine.dispose()
+
+
+def test_pump_settings_and_keyword_options_are_one_declaration(transport):
+    """PumpSettings holds a pump's options; MessagePump's keyword arguments are its fields (PumpOptions,
+    for type checkers, names the same with the same types) and override a settings object given."""
+    import dataclasses
+    import typing
+
+    from sqltransport_schema.errors import UsageError
+    from sqltransport_schema.runtime import pump as pumps
+
+    hints = typing.get_type_hints(pumps.PumpOptions, vars(pumps))
+    fields = typing.get_type_hints(pumps.PumpSettings, vars(pumps))
+    assert hints == fields and list(hints) == [f.name for f in dataclasses.fields(pumps.PumpSettings)]
+    shared = pumps.PumpSettings(batch_size=10, immediate_retries=2, peek_delay=0.2)
+    pump = MessagePump(transport, transport.queue("Sales"), print, shared, batch_size=5)
+    assert (pump.batch_size, pump.immediate_retries, pump.peek_delay) == (5, 2, 0.2)
+    assert pump.settings == dataclasses.replace(shared, batch_size=5)
+    with pytest.raises(UsageError, match="MessagePump has no option batchsize"):
+        MessagePump(transport, transport.queue("Sales"), print, batchsize=5)

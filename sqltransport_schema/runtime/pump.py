@@ -32,9 +32,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, TypeVar
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from sqlalchemy.engine import Connection
 
@@ -45,8 +46,12 @@ from .recoverability import DEFAULT_DELAYED_RETRIES, DEFAULT_DELAYED_RETRY_INCRE
 from .tenants import DEFAULT_MAX_TENANT_CONNECTIONS, TenantDatabase, TenantDatabases
 from .transport import EndpointTables, Queue, Transport
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.12; SQLAlchemy depends on typing_extensions
+
 __all__ = [
     "MessagePump",
+    "PumpSettings",
     "Context",
     "DueMover",
     "PumpFailed",
@@ -73,6 +78,56 @@ class PumpFailed(errors.Failed):
     """The database could not be reached (or refused every receive) for the whole failure timeout."""
 
 
+@dataclass(frozen=True)
+class PumpSettings:
+    """A pump's options in one object (docs/runtime.md, "The message pump"): build it once and share
+    it between pumps, or pass the same names as keyword arguments to MessagePump, which override it."""
+
+    concurrency: int = 1  # receive tasks at once, each on its own connection
+    peek_delay: float = 1.0  # seconds between peeks of an empty queue
+    peek_batch_size: int | None = None  # receives started after a full round (default: concurrency)
+    immediate_retries: int = DEFAULT_IMMEDIATE_RETRIES
+    delayed_retries: int | None = None  # None: NServiceBus's default where the endpoint has a delayed table
+    delayed_retry_increase: float = DEFAULT_DELAYED_RETRY_INCREASE
+    error_queue: str | Queue = "error"
+    endpoint: EndpointTables | None = None  # forwarding of delayed messages, delayed retries
+    failure_timeout: float = DEFAULT_FAILURE_TIMEOUT
+    batch_size: int = 1
+    isolation: str = "optimistic"
+    isolation_cooldown: int = DEFAULT_ISOLATION_COOLDOWN
+    outbox: bool | str | OutboxTable = False
+    tenant_database: TenantDatabase | None = None
+    max_tenant_connections: int = DEFAULT_MAX_TENANT_CONNECTIONS
+
+    def with_options(self, options: Mapping[str, Any]) -> PumpSettings:
+        """These settings with `options` (keyword arguments of MessagePump) in place of their fields."""
+        unknown = sorted(set(options) - {f.name for f in fields(self)})
+        if unknown:
+            raise errors.UsageError(f"MessagePump has no option {', '.join(unknown)}; its options are PumpSettings' fields")
+        return replace(self, **options) if options else self
+
+
+class PumpOptions(TypedDict, total=False):
+    """PumpSettings' fields as MessagePump's keyword arguments, for type checkers (tests/test_runtime.py
+    holds the two to the same names and types)."""
+
+    concurrency: int
+    peek_delay: float
+    peek_batch_size: int | None
+    immediate_retries: int
+    delayed_retries: int | None
+    delayed_retry_increase: float
+    error_queue: str | Queue
+    endpoint: EndpointTables | None
+    failure_timeout: float
+    batch_size: int
+    isolation: str
+    isolation_cooldown: int
+    outbox: bool | str | OutboxTable
+    tenant_database: TenantDatabase | None
+    max_tenant_connections: int
+
+
 class MessagePump:
     """Receives from one queue and calls `handler(message, context)` for each message, as the
     transport's pump does: peek, then up to `concurrency` receives at once, each in its own
@@ -87,27 +142,14 @@ class MessagePump:
     after `failure_timeout` seconds in a row."""
 
     def __init__(
-        self,
-        transport: Transport,
-        queue: Queue,
-        handler: Handler,
-        *,
-        concurrency: int = 1,
-        peek_delay: float = 1.0,
-        peek_batch_size: int | None = None,
-        immediate_retries: int = DEFAULT_IMMEDIATE_RETRIES,
-        delayed_retries: int | None = None,
-        delayed_retry_increase: float = DEFAULT_DELAYED_RETRY_INCREASE,
-        error_queue: str | Queue = "error",
-        endpoint: EndpointTables | None = None,
-        failure_timeout: float = DEFAULT_FAILURE_TIMEOUT,
-        batch_size: int = 1,
-        isolation: str = "optimistic",
-        isolation_cooldown: int = DEFAULT_ISOLATION_COOLDOWN,
-        outbox: bool | str | OutboxTable = False,
-        tenant_database: TenantDatabase | None = None,
-        max_tenant_connections: int = DEFAULT_MAX_TENANT_CONNECTIONS,
+        self, transport: Transport, queue: Queue, handler: Handler, settings: PumpSettings | None = None, **options: Unpack[PumpOptions]
     ):
+        settings = (settings or PumpSettings()).with_options(options)
+        self.settings = settings
+        concurrency, peek_delay, peek_batch_size = settings.concurrency, settings.peek_delay, settings.peek_batch_size
+        error_queue, endpoint, failure_timeout = settings.error_queue, settings.endpoint, settings.failure_timeout
+        batch_size, isolation, isolation_cooldown = settings.batch_size, settings.isolation, settings.isolation_cooldown
+        outbox, tenant_database = settings.outbox, settings.tenant_database
         if isolation not in ISOLATIONS:
             raise errors.UsageError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
         if isinstance(isolation_cooldown, bool) or not isinstance(isolation_cooldown, int) or isolation_cooldown < 0:
@@ -138,14 +180,14 @@ class MessagePump:
         # the endpoint's outbox table (outbox=True: <Endpoint_Name_>OutboxData; a name or an OutboxTable)
         input_name = endpoint.input.name if endpoint is not None else queue.name
         # tenant databases (docs/tenants.md): the handler's writes (and its outbox row) go to the one its headers choose
-        self.tenants = TenantDatabases(tenant_database, max_tenant_connections) if tenant_database is not None else None
+        self.tenants = TenantDatabases(tenant_database, settings.max_tenant_connections) if tenant_database is not None else None
         self.outbox = pump_outbox(transport, input_name, outbox, tenants=self.tenants is not None) if outbox else None
         self.recoverability = Recoverability(
             queue,
             self.error_queue,
-            immediate_retries=immediate_retries,
-            delayed_retries=self._delayed_retries(delayed_retries),
-            delayed_retry_increase=delayed_retry_increase,
+            immediate_retries=settings.immediate_retries,
+            delayed_retries=self._delayed_retries(settings.delayed_retries),
+            delayed_retry_increase=settings.delayed_retry_increase,
             endpoint=endpoint,
         )
         self.receiver = Receiver(transport, queue, handler, self.recoverability, tenants=self.tenants, outbox=self.outbox)
