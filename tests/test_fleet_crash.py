@@ -5,6 +5,7 @@ revision run once (the stamps and DDL commands each database records, tests/supp
 from __future__ import annotations
 
 import os
+import sys
 import signal
 import subprocess
 import time
@@ -137,3 +138,41 @@ def test_a_second_run_skips_a_database_another_migration_holds_with_a_clear_line
         assert stamps(pg_url(names[1])) == [] and stamps(pg_url(names[0])) == [revs[-1]]
         assert run_fleet(example, "upgrade", **PASSWORD).returncode == 0
         assert stamps(pg_url(names[1])) == [revs[-1]]
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for a reaper counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_killed_runner_takes_its_workers_and_the_rerun_says_what_it_left(example):
+    """SIGKILL of the runner's pid alone, its worker waiting on a held lock: the worker is gone within
+    5 s (not waiting out the lock beside the next run), and the rerun's first line names the
+    interrupted run, what it finished and the target it cut off."""
+    revs = revisions(example)
+    journal = example / "fleet.journal.sqlite"
+    with pg_databases(3, record=True) as names:
+        write_fleet(example, names, "stages:\n  - name: all\n    parallel: 1\n")
+        holder = migration_lock(names[2])  # t002's migration waits on it
+        try:
+            runner = start(example)
+            rows = wait_for(lambda rows: any(r["target"] == "t002" and r["outcome"] == "running" for r in rows), journal)
+            worker = next(r["worker"] for r in rows if r["target"] == "t002" and r["outcome"] == "running")
+            runner.send_signal(signal.SIGKILL)
+            runner.communicate(timeout=60)
+            deadline = time.monotonic() + 5
+            while not _gone(worker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _gone(worker), "the worker outlived its runner by 5 s"
+        finally:
+            holder.close()
+        final = run_fleet(example, "upgrade", **PASSWORD)
+        assert final.returncode == 0, final.stdout + final.stderr
+        first = final.stderr.splitlines()[0]
+        assert first.startswith("run 1 (started ") and "fleet upgrade) was interrupted: 2 upgraded; cut off mid-run: t002;" in first, first
+        each_revision_once(names, revs)

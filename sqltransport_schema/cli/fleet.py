@@ -133,7 +133,9 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
         batch = batches(args, migrations, journal)
     try:
-        reports = runner.upgrade(fleet, migrations, staged, journal, shlex.join(_words(args)), args.parallel, progress.update, batch=batch)
+        reports = runner.upgrade(
+            fleet, migrations, staged, journal, shlex.join(_words(args)), args.parallel, progress.update, batch=batch, say=progress.say
+        )
     finally:
         progress.close()
         if journal is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -40,6 +41,22 @@ def default_path(fleet_file: Path) -> Path:
     return fleet_file.with_name(fleet_file.stem + ".journal.sqlite")
 
 
+@dataclass(frozen=True)
+class Interrupted:
+    """A run that died (its process gone) as the next run found it in the journal."""
+
+    run: int
+    started: str
+    command: str
+    outcomes: dict[str, int]  # the attempts it finished, by outcome (upgraded, failed, ...)
+    cut: list[str]  # targets it was running when it died
+
+    def line(self) -> str:
+        done = ", ".join(f"{n} {outcome}" for outcome, n in sorted(self.outcomes.items())) or "no target finished"
+        cut = f"; cut off mid-run: {', '.join(self.cut)}" if self.cut else ""
+        return f"run {self.run} (started {self.started}: {self.command}) was interrupted: {done}{cut}; this run takes up what it left"
+
+
 class Journal:
     def __init__(self, path: Path):
         self.path = path
@@ -49,15 +66,19 @@ class Journal:
         self.db.executescript(SCHEMA)
         self.run: int | None = None
         self.attempts: dict[str, int] = {}
+        self.interrupted: list[Interrupted] = []  # what begin() found of runs that died
 
     def begin(self, command: str, revision: str | None) -> int:
-        """A new run; the rows of runs that died on this host (their process is gone) become interrupted."""
+        """A new run; the rows of runs that died on this host (their process is gone) become interrupted,
+        and `self.interrupted` says what each had done and left."""
         host = socket.gethostname()
+        self.interrupted = []
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             for run, pid in self.db.execute("SELECT run, pid FROM runs WHERE outcome = ? AND host = ?", (RUNNING, host)).fetchall():
                 if not _alive(pid):
                     self.db.execute("UPDATE runs SET outcome = ? WHERE run = ?", (INTERRUPTED, run))
+                    self.interrupted.append(self._left_by(run))
                     self.db.execute(
                         "UPDATE attempts SET outcome = ?, ended = NULL WHERE run = ? AND outcome = ?", (INTERRUPTED, run, RUNNING)
                     )
@@ -67,6 +88,18 @@ class Journal:
             )
         self.run = cursor.lastrowid
         return self.run
+
+    def _left_by(self, run: int) -> Interrupted:
+        """What a run that died had done (its attempts by outcome) and left (the targets it was running)."""
+        started, command = self.db.execute("SELECT started, command FROM runs WHERE run = ?", (run,)).fetchone()
+        outcomes: dict[str, int] = {}
+        cut: list[str] = []
+        for target, outcome in self.db.execute("SELECT target, outcome FROM attempts WHERE run = ? ORDER BY target", (run,)):
+            if outcome == RUNNING:
+                cut.append(target)
+            else:
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        return Interrupted(run, started, command, outcomes, cut)
 
     def started(self, target: str, stage: str, worker: int | None = None) -> None:
         with self.db:

@@ -4,7 +4,8 @@ Alembic's context is process-global, so each worker runs one target at a time; t
 out one target per idle worker and waits on the workers' pipes and process sentinels together, so
 a worker that dies (SIGKILL, out of memory) is noticed at once: its target is reported LOST and a
 new worker takes its place. A worker whose runner died exits after its current target (its pipe is
-closed), so a killed run never leaves workers taking new targets.
+closed), so a killed run never leaves workers taking new targets; an upgrade's worker on Linux is
+killed with its runner at once (the parent-death signal), mid-target, as the runner was.
 """
 
 from __future__ import annotations
@@ -27,10 +28,29 @@ def _context() -> Any:
     return multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
 
 
-def _serve(connection: Connection, source: Migrations | Settings, kind: str, runners: list[Connection]) -> None:
+def _die_with(runner: int) -> None:
+    """Have the kernel kill this worker when its runner dies (Linux's parent-death signal), so a
+    killed runner never leaves a worker migrating (or waiting on a lock) beside the run that
+    follows; elsewhere the closed pipe ends it after its target. A runner already gone: exit now."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            return
+    if os.getppid() != runner:
+        os._exit(0)
+
+
+def _serve(connection: Connection, source: Migrations | Settings, kind: str, runners: list[Connection], runner: int = 0) -> None:
     """A worker's life: the migrations (the runner's, inherited through fork; else loaded here once),
     then each target sent until the pipe closes. runners: the runner's ends of every worker's pipe,
-    which a forked worker inherits and closes, so that each pipe closes when the runner dies."""
+    which a forked worker inherits and closes, so that each pipe closes when the runner dies.
+    runner: the runner's pid, for an upgrade's worker, which dies with it (_die_with)."""
+    if runner:
+        _die_with(runner)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
     for inherited in runners:
         inherited.close()
@@ -79,7 +99,10 @@ class Pool:
         flush()
         forked = context.get_start_method() == "fork"
         runners = [parent, *(w.connection for w in self.workers)] if forked else []
-        process = context.Process(target=_serve, args=(child, source, self.kind, runners), daemon=True)
+        # an upgrade's workers die with the runner (a status read may start them from a server's
+        # request thread, whose end the parent-death signal would take for the runner's)
+        runner = os.getpid() if self.kind == "upgrade" else 0
+        process = context.Process(target=_serve, args=(child, source, self.kind, runners, runner), daemon=True)
         process.start()
         child.close()
         worker = _Worker(process, parent)

@@ -34,6 +34,11 @@ class Progress:
         eta = f", ETA {left / rate:.0f} s" if rate and left else ""
         return f"[fleet] {self.done} done, {self.failed} failed, {running} running, {max(left - running, 0)} left, {rate:.1f}/s{eta}"
 
+    def say(self, line: str) -> None:
+        """A line a person must see whatever the format (an interrupted run found): never quiet."""
+        self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
+        self.stream.flush()
+
     def update(self, stage: StageReport, result: Result, running: int = 0) -> None:
         if result.outcome in DONE:
             self.done += 1

@@ -128,10 +128,14 @@ def upgrade(
     parallel: int | None = None,
     on_result: Callable[..., None] = lambda stage, result, running=0: None,
     batch: Callable[[str], Batch] | None = None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> list[StageReport]:
-    """The whole run: journalled, in worker processes (or batch(stage name): Spark's)."""
+    """The whole run: journalled, in worker processes (or batch(stage name): Spark's). `say` gets a
+    line for each earlier run that died, before anything else."""
     if journal is not None:
         journal.begin(command, ",".join(migrations.destination) or None)
+        for interrupted in journal.interrupted:
+            say(interrupted.line())
     outcome = "failed"
     try:
         if batch is not None:
