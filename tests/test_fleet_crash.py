@@ -5,9 +5,9 @@ revision run once (the stamps and DDL commands each database records, tests/supp
 from __future__ import annotations
 
 import os
-import sys
 import signal
 import subprocess
+import sys
 import time
 
 import psycopg

@@ -95,7 +95,7 @@ def test_targets_from_a_query_of_a_control_database(tmp_path):
     "text, where, says",
     [
         ("targets:\n  - name: a\n    url: sqlite:///a.db\n  - name: a\n    url: sqlite:///b.db\n", "4:11", "named twice (first at line 2)"),
-        ("targets:\n  - name: a\n    url: postgresql://app:${NOPE}@db/a\n", "3:10", "environment variable NOPE is not set"),
+        ("targets:\n  - name: a\n    url: postgresql://app:${NOPE}@db/a\n", "3:27", "environment variable NOPE is not set"),
         ("targets:\n  - name: a\n    uri: sqlite:///a.db\n", "3:5", "unknown key 'uri' in target; did you mean 'url'?"),
         ("url_template: sqlite:///x.db\nnames: [a]\n", "1:15", "url_template needs {name}"),
         ("names: [a]\n", "1:8", "names need a url_template"),
@@ -149,7 +149,7 @@ def test_the_command_line_prints_the_located_line_and_exits_2(tmp_path):
         )
         assert result.returncode == 2, result.stderr
         assert result.stderr.splitlines() == [
-            "error: fleet.yaml:3:10: the environment variable FLEET_TEST_UNSET is not set: export it, or write "
+            "error: fleet.yaml:3:27: the environment variable FLEET_TEST_UNSET is not set: export it, or write "
             "the value in place of ${FLEET_TEST_UNSET}"
         ]
         assert result.stdout == ""
@@ -169,3 +169,20 @@ def test_the_committed_json_schema_is_generated_and_checks_a_fleet_file():
     for bad in bad_ones:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, committed)
+
+
+def test_an_unset_variable_of_a_url_template_is_one_error_at_its_own_column(tmp_path):
+    """Five names, or five rows of a query, filled into a url_template that uses an unset variable: one
+    error, at the variable's line and column, not one per target at the names' or the query's line."""
+    control = tmp_path / "control.db"
+    with sqlite3.connect(control) as db:
+        db.execute("CREATE TABLE tenants (name TEXT)")
+        db.executemany("INSERT INTO tenants VALUES (?)", [(f"t{i}",) for i in range(5)])
+    template = "url_template: postgresql://app:${FLEET_PW}@db/{name}?x=${FLEET_OPT}\n"
+    for rest in ("names: [a, b, c, d, e]\n", f"query:\n  url: sqlite:///{control}\n  sql: SELECT name FROM tenants\n"):
+        with pytest.raises(FleetFileError) as raised:
+            load(tmp_path, template + rest, FLEET_OPT="1")
+        problems = [str(problem) for problem in raised.value.problems]
+        assert problems == [
+            f"{tmp_path / 'fleet.yaml'}:1:32: the environment variable FLEET_PW is not set: export it, or write the value in place of ${{FLEET_PW}}"
+        ], problems

@@ -159,13 +159,18 @@ class Fleet:
         return replace(self, targets=[settled(t) for t in self.targets])
 
 
-def expand(text: str, mark: Mark, problems: list[Problem], environ: Mapping[str, str]) -> str | None:
-    """text with each ${VAR} replaced by the environment's value (a problem at mark when one is not set)."""
-    missing = [name for name in VARIABLE.findall(text) if name not in environ]
+def expand(text: str, mark: Mark, problems: list[Problem], environ: Mapping[str, str], written: str | None = None) -> str | None:
+    """text with each ${VAR} replaced by the environment's value; a variable not set is a problem at
+    its own line and column in `written` (the value as the file has it at mark, when text was made
+    from it: a url_template filled with a name), once however many targets share the text."""
+    missing = [name for name in dict.fromkeys(VARIABLE.findall(text)) if name not in environ]
+    for name in missing:
+        at = (written if written is not None else text).find("${" + name + "}")
+        where = replace(mark, column=mark.column + at) if at >= 0 and mark.column is not None else mark
+        problem = Problem(where, f"the environment variable {name} is not set: export it, or write the value in place of ${{{name}}}")
+        if problem not in problems:
+            problems.append(problem)
     if missing:
-        problems.append(
-            Problem(mark, f"the environment variable {missing[0]} is not set: export it, or write the value in place of ${{{missing[0]}}}")
-        )
         return None
     return VARIABLE.sub(lambda m: environ[m.group(1)], text)
 
@@ -215,13 +220,13 @@ def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str
     if template is not None and not names and "query" not in root.marks:
         problems.append(Problem(root.marks["url_template"], "url_template needs names (or a query) to fill it"))
     for name, mark in names if template is not None else ():
-        url = expand(template.replace("{name}", name), root.marks["url_template"], problems, environ)
+        url = expand(template.replace("{name}", name), root.marks["url_template"], problems, environ, template)
         if url is not None:
             found.append((Target(name, url, templated=True), mark))
     query = root.get("query")
     listed = len(found)
     if query is not None:
-        found += _queried(query, template, problems, environ)
+        found += _queried(query, template, root.marks.get("url_template"), problems, environ)
     if not found and not problems:
         problems.append(Problem(root.mark, "the fleet names no target: add targets, url_template with names, or query"))
     seen: dict[str, Mark] = {}
@@ -237,7 +242,9 @@ def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str
     return out
 
 
-def _queried(query: Obj, template: str | None, problems: list[Problem], environ: Mapping[str, str]) -> list[tuple[Target, Mark]]:
+def _queried(
+    query: Obj, template: str | None, template_mark: Mark | None, problems: list[Problem], environ: Mapping[str, str]
+) -> list[tuple[Target, Mark]]:
     """The targets a control database's query returns (a problem at the query when it cannot be run)."""
     from sqlalchemy import exc, pool, text
 
@@ -265,10 +272,12 @@ def _queried(query: Obj, template: str | None, problems: list[Problem], environ:
         if not row or not isinstance(row[0], str) or not row[0].strip():
             problems.append(Problem(mark, f"the query returned a row whose first column is not a name: {row[:1]!r}; select name, url"))
             return []
+        at, written = mark, None  # a URL of the row: the query's; the template's: its own line
         if len(row) >= 2 and row[1] is not None:
             raw = str(row[1])
         elif template is not None:
             raw = template.replace("{name}", row[0])
+            at, written = template_mark or mark, template
         else:
             problems.append(Problem(mark, f"the query returned {row[0]!r} without a URL: select name, url (or add a url_template)"))
             return []
@@ -276,7 +285,7 @@ def _queried(query: Obj, template: str | None, problems: list[Problem], environ:
         if role is not None and role not in ROLES:
             problems.append(Problem(mark, f"the query returned role {role!r} for {row[0]!r}; expected one of {', '.join(ROLES)}"))
             return []
-        expanded = expand(raw, mark, problems, environ)
+        expanded = expand(raw, at, problems, environ, written)
         if expanded is not None:
             out.append((Target(row[0], expanded, role, templated=True), mark))
     return out
