@@ -183,6 +183,5 @@ def test_an_unset_variable_of_a_url_template_is_one_error_at_its_own_column(tmp_
         with pytest.raises(FleetFileError) as raised:
             load(tmp_path, template + rest, FLEET_OPT="1")
         problems = [str(problem) for problem in raised.value.problems]
-        assert problems == [
-            f"{tmp_path / 'fleet.yaml'}:1:32: the environment variable FLEET_PW is not set: export it, or write the value in place of ${{FLEET_PW}}"
-        ], problems
+        says = "the environment variable FLEET_PW is not set: export it, or write the value in place of ${FLEET_PW}"
+        assert problems == [f"{tmp_path / 'fleet.yaml'}:1:32: {says}"], problems

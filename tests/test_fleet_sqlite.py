@@ -179,3 +179,18 @@ def test_each_target_runs_its_role_under_tenant_placement(project):
     )
     refused = run_fleet(project.root, "upgrade", "-x", "role=tenant")
     assert refused.returncode == 2 and refused.stderr.startswith("error: -x role=...: a target's role is the fleet file's")
+
+
+def test_to_an_older_revision_never_reports_a_target_past_it_as_reaching_it(retiring):
+    """`--to <older>` on targets already at the head: each is said to be past it, left there (no
+    downgrade), and the last line never says every target reached the older revision."""
+    initial, head = initial_of(retiring), retiring.head()
+    result = run_fleet(retiring.root, "upgrade", "--only", "t01", "-x", "discard=Sales.host-b")
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_fleet(retiring.root, "upgrade", "--only", "t01", "--to", initial)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert stamps(url("t01", retiring)) == [head]  # not downgraded
+    out = result.stdout.splitlines()
+    assert f"  past t01 (all): at {head}, past the revision asked for; left there, not downgraded" in out
+    assert out[-1] == f"every target reached {initial} or is past it (1 target(s), 1 past it, not downgraded)"
+    assert f"every target reached {initial} (" not in result.stdout

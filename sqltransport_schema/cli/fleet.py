@@ -151,7 +151,10 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     else:
         lines = report.summary_lines(reports, resume)
         verb = "would reach" if args.dry_run else "reached"
-        if not left:
+        past = sum(r.outcome == runner.PAST for stage in reports for r in stage.results.values())
+        if not left and past:  # never "reached" of a target left past the revision
+            lines.append(f"every target {verb} {revision or '<base>'} or is past it ({total} target(s), {past} past it, not downgraded)")
+        elif not left:
             lines.append(f"every target {verb} {revision or '<base>'} ({total} target(s))")
         sys.stdout.write("".join(line + "\n" for line in lines))
     return EXIT_CHANGES if left else EXIT_OK

@@ -9,7 +9,7 @@ from collections import Counter
 from typing import TextIO
 
 from .runner import NOT_STARTED, StageReport
-from .work import AT_REVISION, BUSY, DONE, FAILED, LOST, UPGRADED, WOULD_UPGRADE, Result
+from .work import AT_REVISION, BUSY, DONE, FAILED, LOST, PAST, UPGRADED, WOULD_UPGRADE, Result
 
 PLAIN_EVERY = 10.0  # seconds between two progress lines in CI
 TTY_EVERY = 0.2
@@ -77,6 +77,8 @@ def target_line(stage: str, result: Result) -> str:
         return f"upgraded {result.target} ({stage}): {moved} in {result.seconds:.1f} s"
     if result.outcome == WOULD_UPGRADE:
         return f"would upgrade {result.target} ({stage}): {moved}, {result.pending if result.pending is not None else '?'} revision(s)"
+    if result.outcome == PAST:
+        return f"past {result.target} ({stage}): at {result.from_revision}, past the revision asked for; left there, not downgraded"
     if result.outcome == AT_REVISION:
         return f"at revision {result.target} ({stage}): {result.from_revision}"
     if result.outcome == BUSY:
@@ -90,7 +92,8 @@ def summary_lines(reports: list[StageReport], resume: str | None) -> list[str]:
     lines = []
     for report in reports:
         counts = Counter(r.outcome for r in report.results.values())
-        parts = [f"{counts[o]} {o.replace('_', ' ')}" for o in (UPGRADED, WOULD_UPGRADE, AT_REVISION, FAILED, BUSY, LOST) if counts[o]]
+        outcomes = (UPGRADED, WOULD_UPGRADE, AT_REVISION, PAST, FAILED, BUSY, LOST)
+        parts = [f"{counts[o]} {o.replace('_', ' ')}" for o in outcomes if counts[o]]
         if report.not_attempted:
             parts.append(f"{len(report.not_attempted)} not attempted")
         status = "not started" if report.status == NOT_STARTED else report.status
@@ -100,6 +103,8 @@ def summary_lines(reports: list[StageReport], resume: str | None) -> list[str]:
         if report.reason:
             lines.append(f"  stopped: {report.reason}")
         for result in report.failed:
+            lines.append("  " + target_line(report.stage.name, result))
+        for result in (r for r in report.results.values() if r.outcome == PAST):
             lines.append("  " + target_line(report.stage.name, result))
         if report.not_attempted and report.status != NOT_STARTED:
             lines.append("  not attempted: " + _names(t.name for t in report.not_attempted))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .file import Fleet, Stage, Target
 from .journal import Journal
 from .pool import Pool
-from .work import DONE, FAILED, LOST, Migrations, Result
+from .work import DONE, FAILED, LOST, PAST, Migrations, Result  # noqa: F401 - PAST: the command line reads it here
 
 # What a stage ended as
 COMPLETE, STOPPED, NOT_STARTED = "complete", "stopped", "not_started"

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 # Outcomes of an upgrade attempt
 UPGRADED, AT_REVISION, WOULD_UPGRADE, FAILED, BUSY, LOST = "upgraded", "at_revision", "would_upgrade", "failed", "busy", "lost"
-DONE = frozenset({UPGRADED, AT_REVISION, WOULD_UPGRADE})
+PAST = "past"  # already past the revision asked for (--to an older one): left there, never downgraded
+DONE = frozenset({UPGRADED, AT_REVISION, WOULD_UPGRADE, PAST})
 VERSION_TABLE = "alembic_version"
 # What a fleet read of a SQLite target whose file is not there says to do.
 TARGET_FIX = "check the target's URL in the fleet file, or build it with `sqltransport-schema fleet upgrade`"
@@ -86,6 +87,8 @@ class Migrations:
         self._references: dict[str, Any] = {}  # status --check: check.Reference per role
         self._adopters: dict[str, Any] = {}  # status --check: an engine per server (_adopt)
         self._handed: list[Any] = []
+        self._history: Any = None  # revisions.History, made when a target is past the destination
+        self._known = {revision.revision for revision in self.script.walk_revisions()}
 
     def _resolve(self, to_rev: str) -> tuple[str, ...]:
         """The revision ids the database holds once upgraded to to_rev (head: every head)."""
@@ -107,6 +110,22 @@ class Migrations:
             if below <= wanted:
                 out[(revision.revision,)] = len(wanted - below)
         return out
+
+    def is_past(self, stamps: tuple[str, ...]) -> bool:
+        """Whether the stamps are past the destination: every destination revision below them, and
+        they are not it (upgrade would run nothing: a downgrade is what reaches it)."""
+        if not stamps or not self.destination or stamps == self.destination:
+            return False
+        from ..revisions import History
+
+        if self._history is None:
+            self._history = History(self.script)
+        below: set[str] = set()
+        for stamp in stamps:
+            if stamp not in self._known:
+                return False
+            below |= self._history.ancestors(stamp)
+        return set(self.destination) <= below
 
     def pending(self, stamps: tuple[str, ...]) -> int | None:
         """Revisions from stamps to the destination (None: not on the way to it: ahead, or unknown)."""
@@ -233,6 +252,8 @@ class Migrations:
             result.pending = self.pending(before)
             if before == self.destination:
                 result.outcome, result.to_revision = AT_REVISION, result.from_revision
+            elif self.is_past(before):
+                result.outcome, result.to_revision = PAST, result.from_revision
             elif self.settings.dry_run:
                 result.outcome, result.to_revision = WOULD_UPGRADE, _revisions(self.destination)
             elif self._run_upgrade(target):
