@@ -194,3 +194,14 @@ def test_to_an_older_revision_never_reports_a_target_past_it_as_reaching_it(reti
     assert f"  past t01 (all): at {head}, past the revision asked for; left there, not downgraded" in out
     assert out[-1] == f"every target reached {initial} or is past it (1 target(s), 1 past it, not downgraded)"
     assert f"every target reached {initial} (" not in result.stdout
+
+
+def test_a_target_that_cannot_be_reached_is_at_an_unknown_revision_not_base(retiring):
+    """A target whose database cannot be opened was never read: its failure line says its revision is
+    unknown (a database read and not built yet is the one at <base>)."""
+    fleet = retiring.root / "fleet.yaml"
+    fleet.write_text("targets:\n  - name: lost\n    url: postgresql+psycopg://app@127.0.0.1:1/lost\n")  # nothing listens there
+    result = run_fleet(retiring.root, "upgrade")
+    assert result.returncode == 1, result.stdout + result.stderr
+    failed = [line for line in result.stdout.splitlines() if line.startswith("  failed lost")]
+    assert failed and failed[0].startswith("  failed lost (all, at unknown): "), failed

@@ -23,7 +23,7 @@ METRICS = (
     ("sqltransport_fleet_target_reachable", "1 if the target's database answered the last read."),
     ("sqltransport_fleet_target_at_head", "1 if the target is at the head (and in sync, with --check)."),
     ("sqltransport_fleet_target_revisions_behind", "Revisions the target is behind the head (none: unreachable, or not below it)."),
-    ("sqltransport_fleet_target_revision", "1 for the revision the target is at (label revision; <base>: none yet)."),
+    ("sqltransport_fleet_target_revision", "1 for the revision the target is at (label revision; <base>: none yet; unknown: not read)."),
     ("sqltransport_fleet_target_in_sync", "1 if check finds no drift in the target's tables (--check only)."),
 )
 EXTRA_LABELS = {"sqltransport_fleet_target_revision": ("revision",)}
@@ -42,7 +42,7 @@ def families(rows: list[status.Row], stages: dict[str, str]) -> list:
             continue
         if result.pending is not None:
             made["sqltransport_fleet_target_revisions_behind"].add_metric(labels, result.pending)
-        made["sqltransport_fleet_target_revision"].add_metric([*labels, result.from_revision or "<base>"], 1)
+        made["sqltransport_fleet_target_revision"].add_metric([*labels, result.revision_shown], 1)
         if result.drift is not None:
             made["sqltransport_fleet_target_in_sync"].add_metric(labels, int(bool(result.drift.get("in_sync"))))
     return [family for family in made.values() if family.samples]

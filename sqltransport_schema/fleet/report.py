@@ -72,7 +72,7 @@ class Progress:
 
 
 def target_line(stage: str, result: Result) -> str:
-    moved = f"{result.from_revision or '<base>'} -> {result.to_revision or '?'}"
+    moved = f"{result.revision_shown} -> {result.to_revision or '?'}"
     if result.outcome == UPGRADED:
         return f"upgraded {result.target} ({stage}): {moved} in {result.seconds:.1f} s"
     if result.outcome == WOULD_UPGRADE:
@@ -85,7 +85,7 @@ def target_line(stage: str, result: Result) -> str:
         return f"skipped {result.target} ({stage}): {result.error}"
     if result.outcome == LOST:
         return f"lost {result.target} ({stage}): {result.error}; a new worker runs it again"
-    return f"failed {result.target} ({stage}, at {result.from_revision or '<base>'}): {result.error}"
+    return f"failed {result.target} ({stage}, at {result.revision_shown}): {result.error}"
 
 
 def summary_lines(reports: list[StageReport], resume: str | None) -> list[str]:
@@ -160,7 +160,7 @@ def upgrade_markdown(reports: list[StageReport], revision: str | None, resume: s
     failed = [(r.stage.name, f) for r in reports for f in r.failed]
     if failed:
         out += ["", "| failed target | stage | at | error |", "|---|---|---|---|"]
-        out += [f"| {f.target} | {stage} | {f.from_revision or '<base>'} | {_cell(f.error or '')} |" for stage, f in failed]
+        out += [f"| {f.target} | {stage} | {f.revision_shown} | {_cell(f.error or '')} |" for stage, f in failed]
     if resume:
         out += ["", f"Resume: `{resume}`"]
     return "\n".join(out) + "\n"

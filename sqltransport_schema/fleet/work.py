@@ -59,9 +59,16 @@ class Result:
     drift: dict | None = None  # status --check: {"in_sync": bool, "counts": {...}}
     pid: int = 0
     extra: dict = field(default_factory=dict)
+    read: bool = False  # its alembic_version was read: no from_revision then means none yet (<base>)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @property
+    def revision_shown(self) -> str:
+        """The revision as reports show it: <base> for a database read and not built yet, unknown for
+        one that could not be read (never <base> for a target that was not reached)."""
+        return self.from_revision or ("<base>" if self.read else "unknown")
 
 
 def _revisions(ids: tuple[str, ...]) -> str | None:
@@ -248,7 +255,7 @@ class Migrations:
         result = Result(target.name, FAILED)
         try:
             before = self.stamps(target.url)
-            result.from_revision = _revisions(before)
+            result.from_revision, result.read = _revisions(before), True
             result.pending = self.pending(before)
             if before == self.destination:
                 result.outcome, result.to_revision = AT_REVISION, result.from_revision
@@ -313,13 +320,13 @@ class Migrations:
                 # not built yet: at <base>, as the upgrade that builds it finds it, read without
                 # creating the file (no database, no drift summary); in a folder that is not there
                 # the upgrade could not build it either: unreachable (below)
-                result.from_revision, result.pending = _revisions(()), self.pending(())
+                result.from_revision, result.pending, result.read = _revisions(()), self.pending(()), True
                 result.seconds = time.perf_counter() - started
                 return result
             dialect, sql, connection = self._connect(target.url, must_exist=True)
             try:
                 stamps = self._read_stamps(target.url, dialect, sql, connection)
-                result.from_revision = _revisions(stamps)
+                result.from_revision, result.read = _revisions(stamps), True
                 result.pending = self.pending(stamps)
                 if self.settings.check:
                     result.drift = self._drift(target, dialect, connection, stamps)
