@@ -205,3 +205,18 @@ def test_a_target_that_cannot_be_reached_is_at_an_unknown_revision_not_base(reti
     assert result.returncode == 1, result.stdout + result.stderr
     failed = [line for line in result.stdout.splitlines() if line.startswith("  failed lost")]
     assert failed and failed[0].startswith("  failed lost (all, at unknown): "), failed
+
+
+def test_fleet_status_lists_a_target_removed_from_the_fleet_file(retiring):
+    """A target the journal has upgraded and the fleet file no longer names is listed by fleet status,
+    with its last attempt, in text and JSON; the exit code stays the current targets'."""
+    initial = initial_of(retiring)
+    fleet = retiring.root / "fleet.yaml"
+    fleet.write_text(fleet.read_text().replace(", t06", ""))
+    result = run_fleet(retiring.root, "status", "--format", "json")
+    assert result.returncode == 1, result.stderr  # the five are behind the head: that, not the removed one, sets it
+    report = json.loads(result.stdout)
+    assert [(r["name"], r["last_outcome"], r["last_revision"]) for r in report["removed"]] == [("t06", "upgraded", initial)]
+    assert all(target["name"] != "t06" for target in report["targets"])
+    text = run_fleet(retiring.root, "status")
+    assert f"t06: removed from the fleet file (last attempt upgraded to {initial}, " in text.stdout, text.stdout

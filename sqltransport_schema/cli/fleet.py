@@ -168,6 +168,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     extra tables, columns, indexes). Exit 0 when every target is at the head (and in sync), 1 when
     any is behind, drifted or unreachable (listed), 2 on a usage error.
     """
+    from ..fleet import journal as journals
     from ..fleet import status
     from ..fleet.pool import Pool
     from .serving import serve_options
@@ -183,12 +184,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         results = {r.target: r for r in pool.run(targets, parallel, lambda: False)}
     rows = [status.Row(t, results[t.name]) for t in targets]
     head = ",".join(migrations.destination) or None
+    gone = journals.removed(Path(args.journal) if args.journal else journals.default_path(fleet.path), {t.name for t in fleet.targets})
+    lines = status.text_lines(rows, head) + [entry.line() for entry in gone]
     if args.format == "markdown":
         sys.stdout.write(status.markdown(rows, head, args.check))
     elif args.format == github.FORMAT:
-        github.report(_attention(rows, head, fleet.marks), status.text_lines(rows, head), status.markdown(rows, head, args.check))
+        github.report(_attention(rows, head, fleet.marks), lines, status.markdown(rows, head, args.check))
     else:
-        emit(args, status.to_json(rows, head), status.text_lines(rows, head))
+        emit(args, {**status.to_json(rows, head), "removed": [entry.to_json() for entry in gone]}, lines)
     return EXIT_OK if all(row.ok for row in rows) else EXIT_CHANGES
 
 
@@ -282,7 +285,7 @@ def _add_upgrade(fsub: argparse._SubParsersAction) -> None:
         help="an alembic -x option for every target (discard=..., drop_protected=..., lock_timeout=..., if_busy=skip); "
         "one target's consent: --only NAME -x discard=...",
     )
-    p.add_argument("--journal", help="the journal's SQLite file (default: <fleet file>.journal.sqlite beside it)")
+    add_options(p, "journal")
     add_options(p, "format", format=FLEET_FORMAT)
     spark = p.add_argument_group("Spark")
     add_options(spark, "master", "conf", master={"help": "run the targets as Spark tasks on this master: local[N] or spark://HOST:PORT"})
@@ -292,6 +295,7 @@ def _add_status(fsub: argparse._SubParsersAction) -> None:
     p = add_command(fsub, "status", cmd_status, "sqltransport-schema fleet status --check --format markdown")
     _common(p)
     add_options(p, "check", check={"help": "add check's drift summary per target (exit 1 on drift)"})
+    add_options(p, "journal", journal={"help": "the journal whose targets the fleet file no longer names are listed (default: beside it)"})
     add_options(p, "format", format=MARKDOWN_FORMAT)
     add_options(p, "serve", "min_interval")
 

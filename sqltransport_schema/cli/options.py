@@ -90,6 +90,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "no_spark": (("--no-spark",), {"action": "store_true", "help": "run the partitions in this process, without Spark"}),
     # a check that changes nothing and exits 1 on a finding; each command says what it checks
     "check": (("--check",), {"action": "store_true"}),
+    "journal": (("--journal",), {"help": "the fleet's journal, a SQLite file (default: <fleet file>.journal.sqlite beside it)"}),
     # fleets (fleet upgrade, status, script)
     # --fleet alone: the default file (a one-database command given --fleet works on every target)
     "fleet": (

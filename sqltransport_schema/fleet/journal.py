@@ -135,6 +135,41 @@ class Journal:
         self.db.close()
 
 
+@dataclass(frozen=True)
+class Removed:
+    """A target the journal knows that the fleet file no longer names: its last attempt."""
+
+    target: str
+    outcome: str
+    to_revision: str | None
+    ended: str | None
+
+    def line(self) -> str:
+        at = f" to {self.to_revision}" if self.to_revision else ""
+        return f"{self.target}: removed from the fleet file (last attempt {self.outcome}{at}, {self.ended or 'not ended'})"
+
+    def to_json(self) -> dict:
+        return {"name": self.target, "last_outcome": self.outcome, "last_revision": self.to_revision, "ended": self.ended}
+
+
+def removed(path: Path, names: set[str]) -> list[Removed]:
+    """Targets with attempts in the journal at `path` (read only; none when it is not there) that
+    are not among `names`, each with its last attempt, by name."""
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute(
+            "SELECT target, outcome, to_revision, ended FROM attempts a"
+            " WHERE attempt = (SELECT MAX(attempt) FROM attempts b WHERE b.target = a.target) ORDER BY target"
+        ).fetchall()
+    except sqlite3.DatabaseError:
+        return []  # not a journal (yet): nothing to say
+    finally:
+        db.close()
+    return [Removed(*row) for row in rows if row[0] not in names]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
