@@ -246,3 +246,18 @@ def test_what_each_engine_rewrites():
     assert "holds writers off for the whole build" in add.rewrite(PG)
     assert add.rewrite(engines.get("mysql")) is None  # InnoDB builds it online
     assert DropSagaTableOp(saga).rewrite(PG) is None and DropSagaTableOp(saga).locked_table() == TableName("Sales_OrderSaga")
+
+
+def test_a_fleet_s_lock_waits_name_their_target(widening, pg_url):
+    """In a fleet each lock-wait line of a worker starts with the target that waits."""
+    from .support.fleets import run_fleet
+
+    (widening.root / "fleet.yaml").write_text(f"targets:\n  - name: tenant-7\n    url: {pg_url}\n")
+    holder = hold(pg_url, "error")
+    try:
+        result = run_fleet(widening.root, "upgrade", "-x", "lock_timeout=200ms", "-x", "lock_retry_for=1s")
+    finally:
+        holder.close()
+    assert result.returncode == 1, result.stdout + result.stderr
+    waits = [line for line in result.stderr.splitlines() if "waited 200ms for a lock" in line]
+    assert waits and all(line.startswith("tenant-7: attempt ") for line in waits), result.stderr

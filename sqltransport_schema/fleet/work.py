@@ -71,6 +71,24 @@ class Result:
         return self.from_revision or ("<base>" if self.read else "unknown")
 
 
+def _named(name: str, work: Callable[..., Any], *args: Any) -> Any:
+    """work(*args) with each log line of the migrations (a lock wait, a part-way commit) starting with
+    the target's name: a worker runs one target at a time, so the process's record factory is its."""
+    previous = logging.getLogRecordFactory()
+
+    def factory(*parts: Any, **named: Any) -> logging.LogRecord:
+        record = previous(*parts, **named)
+        if record.name.startswith("sqltransport_schema.migrate"):
+            record.msg = f"{name.replace('%', '%%')}: {record.msg}"
+        return record
+
+    logging.setLogRecordFactory(factory)
+    try:
+        return work(*args)
+    finally:
+        logging.setLogRecordFactory(previous)
+
+
 def _revisions(ids: tuple[str, ...]) -> str | None:
     return ",".join(ids) if ids else None
 
@@ -263,7 +281,7 @@ class Migrations:
                 result.outcome, result.to_revision = PAST, result.from_revision
             elif self.settings.dry_run:
                 result.outcome, result.to_revision = WOULD_UPGRADE, _revisions(self.destination)
-            elif self._run_upgrade(target):
+            elif _named(target.name, self._run_upgrade, target):
                 result.outcome, result.to_revision = UPGRADED, _revisions(self.destination)
             else:  # another run took it there while this one waited for the database's migration lock
                 result.outcome = AT_REVISION
