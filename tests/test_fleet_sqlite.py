@@ -220,3 +220,23 @@ def test_fleet_status_lists_a_target_removed_from_the_fleet_file(retiring):
     assert all(target["name"] != "t06" for target in report["targets"])
     text = run_fleet(retiring.root, "status")
     assert f"t06: removed from the fleet file (last attempt upgraded to {initial}, " in text.stdout, text.stdout
+
+
+def test_a_failing_target_set_aside_by_exclude_or_skip_lets_the_rest_through(retiring):
+    """t03 refuses its drop (a queue with a message): --exclude t03 upgrades the others and says t03 is
+    set aside; a skip: list in the fleet file does the same on every run; --exclude of no target is
+    a usage error."""
+    initial, head = initial_of(retiring), retiring.head()
+    result = run_fleet(retiring.root, "upgrade", "--exclude", "t03", "--exclude", "t0[56]")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "set aside (--exclude, skip:): t03, t05, t06" in result.stderr
+    at = {name: stamps(url(name, retiring)) for name in TENANTS}
+    assert at == {**dict.fromkeys(["t01", "t02", "t04"], [head]), **dict.fromkeys(["t03", "t05", "t06"], [initial])}
+    fleet = retiring.root / "fleet.yaml"
+    fleet.write_text(fleet.read_text() + "skip: [t03]\n")
+    result = run_fleet(retiring.root, "upgrade")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "set aside (--exclude, skip:): t03" in result.stderr
+    assert stamps(url("t03", retiring)) == [initial] and stamps(url("t06", retiring)) == [head]
+    wrong = run_fleet(retiring.root, "upgrade", "--exclude", "nobody")
+    assert wrong.returncode == 2 and wrong.stderr.splitlines() == ["error: --exclude nobody: no target of the fleet matches"], wrong.stderr

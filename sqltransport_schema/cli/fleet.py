@@ -5,6 +5,7 @@ report to stdout (`--format json` or `markdown` for CI)."""
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import shlex
 import sys
@@ -52,6 +53,8 @@ def _words(args: argparse.Namespace, *extra: str, x: bool = True) -> list[str]:
         words += ["--to", args.to_rev]
     if args.stage:
         words += ["--stage", args.stage]
+    for pattern in getattr(args, "exclude", None) or ():
+        words += ["--exclude", pattern]
     if args.parallel:
         words += ["--parallel", str(args.parallel)]
     if getattr(args, "master", None):
@@ -73,9 +76,16 @@ def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (flee
     stage, only = getattr(args, "stage", None), getattr(args, "only", None)
     if stage is not None and stage not in fleet.stage_names():
         raise errors.UsageError(f"--stage {stage}: the fleet has no such stage; its stages: {', '.join(fleet.stage_names())}")
-    staged = fleet.staged(only, stage)
+    exclude = getattr(args, "exclude", None)
+    for pattern in exclude or ():
+        if not any(fnmatch.fnmatchcase(t.name, pattern) for t in fleet.targets):
+            raise errors.UsageError(f"--exclude {pattern}: no target of the fleet matches")
+    staged = fleet.staged(only, stage, exclude)
     if only and not any(targets for _, targets in staged):
         raise errors.UsageError(f"--only {' '.join(only)}: no target of the fleet matches")
+    aside = fleet.set_aside(exclude)
+    if aside:  # said on every run, so a target set aside is never forgotten there
+        sys.stderr.write(f"set aside (--exclude, skip:): {', '.join(aside)}\n")
     return fleet, staged, migrations
 
 
@@ -260,7 +270,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    add_options(p, "fleet", "config", "only", "stage", "parallel", parallel={"type": _positive})
+    add_options(p, "fleet", "config", "only", "exclude", "stage", "parallel", parallel={"type": _positive})
 
 
 def _positive(text: str) -> int:

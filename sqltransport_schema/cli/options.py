@@ -99,6 +99,10 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "only": (("--only",), {"action": "append", "metavar": "GLOB", "help": "only the targets whose name matches (repeatable)"}),
     "stage": (("--stage",), {"metavar": "NAME", "help": "only this stage's targets"}),
+    "exclude": (
+        ("--exclude",),
+        {"action": "append", "metavar": "GLOB", "help": "leave out the targets whose name matches, as the fleet file's skip: (repeatable)"},
+    ),
     "parallel": (("--parallel",), {"metavar": "N", "help": "targets at once (default: each stage's parallel)"}),
 }
 SPARK = ("master", "conf", "jars", "no_spark")

@@ -79,6 +79,12 @@ FORMAT = Field(
         "names": Field("list", "The names url_template is filled with.", items=Field("name", "A target name."), default=[]),
         "query": QUERY,
         "stages": Field("list", "Stages in order (default: one stage of every target).", items=STAGE, default=[]),
+        "skip": Field(
+            "list",
+            "Targets set aside: names or glob patterns no command takes until removed from here (as --exclude).",
+            items=Field("name", "A target name or a glob pattern."),
+            default=[],
+        ),
     },
 )
 
@@ -126,10 +132,19 @@ class Fleet:
     targets: list[Target]
     stages: list[Stage]
     marks: dict[str, Mark] = field(default_factory=dict)  # where the file names each listed target (a query's: none)
+    skip: tuple[str, ...] = ()  # the file's skip: names or globs of targets set aside
 
-    def staged(self, only: list[str] | None = None, stage: str | None = None) -> list[tuple[Stage, list[Target]]]:
+    def set_aside(self, exclude: list[str] | None = None) -> list[str]:
+        """Names of the targets the file's skip: and `exclude` (glob patterns) set aside, in file order."""
+        patterns = (*self.skip, *(exclude or ()))
+        return [t.name for t in self.targets if any(fnmatch.fnmatchcase(t.name, p) for p in patterns)]
+
+    def staged(
+        self, only: list[str] | None = None, stage: str | None = None, exclude: list[str] | None = None
+    ) -> list[tuple[Stage, list[Target]]]:
         """Each stage with its targets in file order (only: glob patterns of the targets to take;
-        stage: that stage alone). A target belongs to the first stage that names it; the last takes the rest."""
+        stage: that stage alone; exclude, with the file's skip:, those to leave out). A target belongs
+        to the first stage that names it; the last takes the rest."""
         taken: set[str] = set()
         out = []
         for index, each in enumerate(self.stages):
@@ -139,6 +154,9 @@ class Fleet:
             out.append((each, mine))
         if only:
             out = [(s, [t for t in ts if any(fnmatch.fnmatchcase(t.name, p) for p in only)]) for s, ts in out]
+        aside = set(self.set_aside(exclude))
+        if aside:
+            out = [(s, [t for t in ts if t.name not in aside]) for s, ts in out]
         if stage is not None:
             out = [(s, ts) for s, ts in out if s.name == stage]
         return out
@@ -196,9 +214,12 @@ def load(path: str | Path, environ: Mapping[str, str] | None = None) -> Fleet:
     marks: dict[str, Mark] = {}
     targets = _targets(root, str(path), problems, environ, marks)
     stages = _stages(root, targets, problems)
+    for pattern, where in root.get("skip", []):
+        if targets and not any(fnmatch.fnmatchcase(t.name, pattern) for t in targets):
+            problems.append(Problem(where, f"skip: {pattern!r} matches no target of the fleet; correct it or remove it"))
     if problems:
         raise FleetFileError(problems)
-    return Fleet(path, targets, stages, marks)
+    return Fleet(path, targets, stages, marks, tuple(pattern for pattern, _ in root.get("skip", [])))
 
 
 def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str, str], marks: dict[str, Mark]) -> list[Target]:
