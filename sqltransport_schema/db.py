@@ -5,6 +5,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import create_engine, event, exc, pool
@@ -215,3 +216,42 @@ def catalog_connection(url: str, error: type[Exception]) -> Iterator[tuple[Diale
         raise error(failure(problem)) from None
     finally:
         db.dispose()
+
+
+def create_missing_database(url: str) -> bool:
+    """Make the database `url` names when it is not there (fleet upgrade --create-missing): a SQLite
+    file's folder (the upgrade creates the file), or a server's database, made from its maintenance
+    database. True when something was made; a CREATE another session won counts as made by it."""
+    from sqlalchemy import text
+
+    from .statements import Statement, parameters_of, run_on
+
+    given = url
+    url = normalise_url(url)
+    parsed = make_url(url)
+    dialect = _dialect(parsed.get_backend_name())
+    if dialect is None:
+        raise DatabaseURLError(f"unknown database scheme {parsed.get_backend_name()}://; use {SCHEMES}")
+    if dialect.database_file:
+        folder = Path(parsed.database or "").expanduser().parent
+        if parsed.database and not folder.exists():
+            folder.mkdir(parents=True)
+            return True
+        return False
+    if dialect.CREATE_DATABASE is None or dialect.MAINTENANCE_DATABASE is None or dialect.DATABASE_EXISTS is None:
+        raise errors.UsageError(f"--create-missing: {dialect.name} databases are not made here; create {display_url(given)} first")
+    name = parsed.database or ""
+    engine = create_engine(parsed.set(database=dialect.MAINTENANCE_DATABASE), poolclass=pool.NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            exists = Statement("database_exists", dialect.DATABASE_EXISTS, {}, parameters_of(dialect.DATABASE_EXISTS))
+            if run_on(connection, exists, {"Name": name}).fetchone() is not None:
+                return False
+            try:
+                connection.execute(text(dialect.CREATE_DATABASE.format(name=dialect.quote(name))))
+            except exc.DBAPIError as error:
+                if error.orig is None or not dialect.duplicate_database(error.orig):
+                    raise
+            return True
+    finally:
+        engine.dispose()

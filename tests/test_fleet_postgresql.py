@@ -180,3 +180,31 @@ def test_fleet_script_writes_each_targets_script_naming_it(example, tmp_path):
         assert f"-- Running upgrade {revs[0]} -> {revs[1]}" not in second  # what it holds already
         assert f"-- Running upgrade {revs[1]} -> {revs[2]}" in second
         no_secret(result.stdout, result.stderr, first, second)
+
+
+def test_create_missing_makes_each_database_before_building_it(example, tmp_path):
+    """fleet upgrade --create-missing on targets whose databases are not there yet: two PostgreSQL
+    databases made (CREATE DATABASE from the server's postgres database) and a SQLite file in a
+    folder that did not exist, each then built to the head; without the flag the run fails there."""
+    import uuid
+
+    import psycopg
+
+    names = [f"sqlts_created_{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    sqlite_file = tmp_path / "new" / "folder" / "t.db"
+    listed = "".join(f"  - name: {name}\n    url: {pg_url(name)}\n" for name in names)
+    (example / "fleet.yaml").write_text(f"targets:\n{listed}  - name: file\n    url: sqlite:///{sqlite_file}\n")
+    try:
+        refused = run_fleet(example, "upgrade")
+        assert refused.returncode == 1 and "does not exist" in refused.stdout, refused.stdout + refused.stderr
+        made = run_fleet(example, "upgrade", "--create-missing")
+        assert made.returncode == 0, made.stdout + made.stderr
+        head = revisions(example)[-1]
+        assert all(stamps(pg_url(name)) == [head] for name in names)
+        assert stamps(f"sqlite:///{sqlite_file}") == [head]
+        again = run_fleet(example, "upgrade", "--create-missing")  # there now: nothing made, nothing run
+        assert again.returncode == 0 and f"every target reached {head} (3 target(s))" in again.stdout, again.stdout
+    finally:
+        with psycopg.connect(pg_url("postgres"), autocommit=True) as admin:
+            for name in names:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

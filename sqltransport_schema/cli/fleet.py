@@ -53,6 +53,8 @@ def _words(args: argparse.Namespace, *extra: str, x: bool = True) -> list[str]:
         words += ["--to", args.to_rev]
     if args.stage:
         words += ["--stage", args.stage]
+    if getattr(args, "create_missing", False):
+        words.append("--create-missing")
     for pattern in getattr(args, "exclude", None) or ():
         words += ["--exclude", pattern]
     if args.parallel:
@@ -102,6 +104,7 @@ def _settings(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - f
         to_rev=getattr(args, "to_rev", None) or "head",
         x=_x(getattr(args, "x", []) or []),
         dry_run=getattr(args, "dry_run", False),
+        create_missing=getattr(args, "create_missing", False),
         rerun=tuple(_words(args, x=False)) if settings_kind == "upgrade" else (),
         check=getattr(args, "check", False),
         describe=describe,
@@ -294,6 +297,12 @@ def _add_upgrade(fsub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="an alembic -x option for every target (discard=..., drop_protected=..., lock_timeout=..., if_busy=skip); "
         "one target's consent: --only NAME -x discard=...",
+    )
+    p.add_argument(
+        "--create-missing",
+        action="store_true",
+        help="make a target's database first when it is not there (PostgreSQL: CREATE DATABASE from the server's "
+        "postgres database; SQLite: the file's folder)",
     )
     add_options(p, "journal")
     add_options(p, "format", format=FLEET_FORMAT)

@@ -179,6 +179,19 @@ class Dialect:
         """Whether a driver error is this engine's "no such table" (a publish to a retired subscriber)."""
         return False
 
+    # fleet upgrade --create-missing: a server's database made before its first upgrade, from the
+    # server's maintenance database (None: the engine cannot here; a file engine's folder is made instead)
+    MAINTENANCE_DATABASE: str | None = None
+    DATABASE_EXISTS: str | None = None  # a row when the database named @Name exists
+    CREATE_DATABASE: str | None = None  # {name}: the quoted database name
+    DUPLICATE_DATABASE: str | None = None  # the error code of a CREATE another session won
+
+    def duplicate_database(self, error: BaseException) -> bool:
+        return self.DUPLICATE_DATABASE is not None and self.DUPLICATE_DATABASE in (
+            getattr(error, "sqlstate", None),
+            getattr(error, "pgcode", None),
+        )
+
     # The codes a driver reports when a statement the connection keeps prepared no longer fits its
     # table (an online rewrite swapped it): the transaction is rolled back and run again at once.
     STALE_PLAN_CODES: frozenset[str | int] = frozenset()

@@ -74,7 +74,8 @@ class Progress:
 def target_line(stage: str, result: Result) -> str:
     moved = f"{result.revision_shown} -> {result.to_revision or '?'}"
     if result.outcome == UPGRADED:
-        return f"upgraded {result.target} ({stage}): {moved} in {result.seconds:.1f} s"
+        created = " (its database created)" if result.extra.get("created") else ""
+        return f"upgraded {result.target} ({stage}): {moved} in {result.seconds:.1f} s{created}"
     if result.outcome == WOULD_UPGRADE:
         return f"would upgrade {result.target} ({stage}): {moved}, {result.pending if result.pending is not None else '?'} revision(s)"
     if result.outcome == PAST:

@@ -40,6 +40,7 @@ class Settings:
     to_rev: str = "head"
     x: tuple[str, ...] = ()  # -x options for every target (consent, lock waits), url excepted
     dry_run: bool = False
+    create_missing: bool = False  # upgrade: a target's database made first when it is not there
     rerun: tuple[str, ...] = ("sqltransport-schema", "fleet", "upgrade")  # the command a refusal names, before --only
     check: bool = False  # status: add check's drift summary
     # a failure as one line (the command line's own, cli/output.describe); a module-level function, so it pickles
@@ -272,6 +273,11 @@ class Migrations:
         started = time.perf_counter()
         result = Result(target.name, FAILED)
         try:
+            if self.settings.create_missing and not self.settings.dry_run:
+                from ..db import create_missing_database
+
+                if create_missing_database(target.url):
+                    result.extra["created"] = True
             before = self.stamps(target.url)
             result.from_revision, result.read = _revisions(before), True
             result.pending = self.pending(before)

@@ -161,6 +161,10 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
     def lock_timed_out(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE
 
+    MAINTENANCE_DATABASE = "postgres"
+    DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = @Name"
+    CREATE_DATABASE = "CREATE DATABASE {name}"
+    DUPLICATE_DATABASE = "42P04"  # SQLSTATE duplicate_database
     UNDEFINED_TABLE = "42P01"  # SQLSTATE undefined_table
     # feature_not_supported: "cached plan must not change result type", a prepared statement (psycopg
     # prepares one run five times) whose table was swapped by an online rewrite for one whose columns
