@@ -145,6 +145,14 @@ def test_a_fleet_of_tenants_from_a_control_table(project, kind):
             outbox = next(t for t in target["tables"] if t["kind"] == "outbox")
             assert (outbox["depth"], outbox["undispatched"]) == (2, 1)  # the recent and the waiting rows stay
 
+        # part of the fleet, several at once: --only, --exclude, --stage choose as fleet upgrade's do
+        chosen = run(
+            root, "outbox", "cleanup", "--fleet", "--older-than", "1d", "--stage", "tenants", "--exclude", tenants[1], "--parallel", "2",
+            "--format", "json",
+        )  # fmt: skip
+        assert chosen.returncode == 0, chosen.stdout + chosen.stderr
+        assert [t["name"] for t in json.loads(chosen.stdout)["targets"]] == [tenants[0], tenants[2]]
+
 
 def test_a_listed_target_stays_shared_and_without_placement_every_target_is(project):
     project.write_topology(TOPOLOGY.replace(PLACEMENT, ""))

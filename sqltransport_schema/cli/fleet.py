@@ -92,8 +92,9 @@ def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (flee
 
 
 def targets(args: argparse.Namespace) -> list:
-    """The fleet file's targets in file order, each with its role settled (outbox cleanup --fleet, status --fleet)."""
-    return _load(args, "status")[0].targets
+    """The fleet file's targets in file order, each with its role settled, as --only, --exclude and
+    --stage choose them where the command has them (outbox cleanup --fleet, status --fleet)."""
+    return [target for _, chosen in _load(args, "status")[1] for target in chosen]
 
 
 def _settings(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - fleet.work.Settings

@@ -391,7 +391,9 @@ def _cleanup_fleet(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     chosen = targets(args)
-    rows = tenants.cleanup(chosen, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress)
+    rows = tenants.cleanup(
+        chosen, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress, parallel=max(args.parallel or 1, 1)
+    )
     emit(args, tenants.to_json(rows, "outbox cleanup"), tenants.cleanup_lines(rows))
     return EXIT_CHANGES if any(row.error for row in rows) else EXIT_OK
 
@@ -473,6 +475,8 @@ def add_outbox(sub: argparse._SubParsersAction) -> None:
     add_options(p, "batch_size", batch_size={"default": DEFAULT_CLEANUP_BATCH, "help": "rows per transaction (default: %(default)s)"})
     add_options(p, "format", "config")
     add_options(p, "fleet", fleet=EACH_TARGET)
+    fleet = p.add_argument_group("with --fleet")
+    add_options(fleet, "only", "exclude", "stage", "parallel", parallel={"type": int, "help": "targets cleaned at once (default: 1)"})
 
 
 PARSERS = {"status": add_status, "retry": add_retry, "outbox": add_outbox}
