@@ -53,3 +53,62 @@ def test_the_reads_of_the_error_queue_take_every_poison_row(transport):
     duplicate = next(m for m in shown.values() if m.headers_problem and "duplicate" in m.headers_problem)
     assert duplicate.exception["type"] == "Second"  # the first value, as the groups read it
     assert next(m for m in shown.values() if m.headers_problem and "invalid JSON" in m.headers_problem).headers is None
+
+
+def test_every_page_and_api_answer_shows_the_poison_marked(transport, project):
+    """Over HTTP, a console on the error queue with the poison rows: every page and API answer 200;
+    a NUL and a lone surrogate shown as their escapes (marked on the pages), the 1 MB value cut with a
+    notice, the deep bodies shown as text with a note; a group's link is its id, a retry of a group
+    by its id takes its messages alone."""
+    needs(console_missing())
+    seed(transport)
+    poison(transport)
+    console = ConsoleProcess(transport.engine.url.render_as_string(hide_password=False), cwd=str(project.root))
+    try:
+        for path in ("/api/overview", "/api/failed/messages?limit=100", *(f"/api/failed/groups?by={by}" for by in failed.GROUPINGS)):
+            code, headers, text = console.request(path)
+            assert code == 200, (path, text[:500])
+            assert text.isascii() and json.loads(text)
+        groups = console.json("/api/failed/groups?by=exception")["groups"]
+        by_message = {g["key"]["exception_message"]: g for g in groups}
+        assert "before\x00after" in by_message and "lone \ud800 surrogate" in by_message
+        big = by_message["M" * 2000]
+        assert big["key_cut"] == {"exception_message": BIG}
+        code, _, html = console.request("/failed")
+        assert code == 200 and '<mark class="escaped"' in html and "\\u0000" in html and "\\ud800" in html
+        assert "cut: " in html and "M" * 2001 not in html and "\x00" not in html
+        links = re.findall(r'href="(/failed/messages\?[^"]*)"', html)
+        assert len(links) == len(groups) and all(len(link) < 200 and "group=" in link for link in links)
+        for by in failed.GROUPINGS:
+            code, _, html = console.request(f"/failed?by={by}")
+            assert code == 200 and "\x00" not in html
+            for link in re.findall(r'href="(/failed/messages\?[^"]*)"', html):
+                code, _, page = console.request(link.replace("&amp;", "&"))
+                assert code == 200 and "No message on this page" not in page, link
+        code, _, html = console.request("/failed/messages?limit=100")
+        assert code == 200 and html.count('<mark class="escaped"') >= 5
+        keys = [m["key"] for m in console.json("/api/failed/messages?limit=100")["messages"]]
+        assert len(keys) == 23
+        notes = []
+        for key in keys:
+            code, _, html = console.request(f"/failed/messages/{key}")
+            assert code == 200 and "\x00" not in html, (key, html[:300])
+            message = console.json(f"/api/failed/messages/{key}")
+            notes.append(message["body_note"] or message["headers_problem"] or "")
+        assert sum("nested too deeply" in n for n in notes) == 2 and sum(n.startswith("cut: ") for n in notes) == 1
+        assert any("not UTF-8" in n for n in notes) and any("duplicate header" in n for n in notes)
+        token = {"X-CSRF-Token": console.json("/api/csrf")["csrf"]}
+        nul = by_message["before\x00after"]
+        job = console.json("/api/retry", {"filter": {"group": nul["id"], "by": "exception"}, "wait": True}, token)
+        assert job["state"] == "done" and job["report"]["moved"] == 1, job
+        job = console.json("/api/archive", {"filter": {"group": big["id"], "by": "exception"}, "wait": True}, token)
+        assert job["state"] == "done" and job["moved"] == 1 and len(job["what"]) < 200, job
+        left = {g["key"]["exception_message"] for g in console.json("/api/failed/groups?by=exception")["groups"]}
+        assert "before\x00after" not in left and "M" * 2000 not in left and "lone \ud800 surrogate" in left
+        assert console.json(f"/api/failed/messages?by=exception&group={nul['id']}")["messages"] == []  # its one message retried
+        code, _, text = console.request("/api/failed/messages?by=exception&group=0123456789abcdef")
+        assert code == 404 and "no group" in text
+        code, _, text = console.request("/api/failed/messages?group=" + "x" * 5000)
+        assert code == 400 and "is no group's id" in text and len(text) < 300
+    finally:
+        console.close()

@@ -5,7 +5,9 @@ cli/console.py serves it with uvicorn. Every response carries security.SECURITY_
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import threading
 import time
 from collections import deque
@@ -17,12 +19,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -44,8 +48,44 @@ if TYPE_CHECKING:
     from ..runtime.transport import Transport
 
 HERE = Path(__file__).parent
+SHOWN = 300  # characters of a value a list shows (a message's page shows SHOWN_WHOLE)
+SHOWN_WHOLE = 64 << 10
 SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples (one a minute: 60 in the hour)
 OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read anew
+
+
+class JSONResponse(_StarletteJSON):
+    """JSON with every character beyond ASCII escaped: a value holding a NUL or a lone surrogate
+    (a header of the error queue) is written as its \\u escape, never as bytes UTF-8 has no form for."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+# characters no page shows as they are: controls but tab and newlines, and lone surrogates
+_UNSHOWN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def shown(value: Any, limit: int | None = SHOWN) -> Markup:
+    """A value of a message as a page shows it: escaped as HTML; each character no page shows as it
+    is (a NUL, a control, a lone surrogate) as its \\u escape, marked; cut after `limit` characters
+    with a notice saying how many more there are."""
+    if value is None:
+        return Markup("")
+    text = str(value)
+    more = len(text) - limit if limit is not None and len(text) > limit else 0
+    if more:
+        text = text[:limit]
+    parts: list[Any] = []
+    last = 0
+    for found in _UNSHOWN.finditer(text):
+        parts.append(escape(text[last : found.start()]))
+        parts.append(Markup('<mark class="escaped" title="a character no page shows as it is">%s</mark>') % f"\\u{ord(found.group()):04x}")
+        last = found.end()
+    parts.append(escape(text[last:]))
+    if more:
+        parts.append(Markup('<span class="cut">… cut: %s more characters (the JSON API gives them whole)</span>') % f"{more:,}")
+    return Markup("").join(parts)
 
 
 class Console:
@@ -224,6 +264,7 @@ def _operator(request: Request) -> Response | None:
 
 # ------------------------------------------------------------------------------------ pages
 _templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True, default_for_string=True))
+_templates.filters["shown"] = shown
 
 
 def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -238,9 +279,11 @@ def _page(request: Request, name: str, status_code: int = 200, **context: Any) -
         queues=console.queues,
         body_string=console.body_string,
         urlencode=urlencode,
+        shown_whole=SHOWN_WHOLE,
         **context,
     )
-    return HTMLResponse(html, status_code=status_code)
+    # a value that slipped past `shown` with a lone surrogate is written as its escape, never a 500
+    return HTMLResponse(html.encode("utf-8", "backslashreplace"), status_code=status_code)
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -287,7 +330,7 @@ def messages_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     after = _int(query.pop("after", None), "after")
-    filt = failed.Filter.of(query)
+    filt = failed.resolved(console.transport, failed.Filter.of(query), console.error_queue)
     found = failed.page(console.transport, filt, after, failed.PAGE_SIZE, console.error_queue)
     return _page(request, "messages.html", page=found, filt=filt, query=filt.query())
 
@@ -351,7 +394,19 @@ async def login(request: Request) -> Response:
     return response
 
 
-_FILTER_FIELDS = {"since", "until", "failed_queue", "text", "body", "exception_type", "exception_message", "message_type", "endpoint"}
+_FILTER_FIELDS = {
+    "since",
+    "until",
+    "failed_queue",
+    "text",
+    "body",
+    "exception_type",
+    "exception_message",
+    "message_type",
+    "endpoint",
+    "group",
+    "by",
+}
 _GROUP_FIELDS = {"exception_type", "exception_message", "message_type", "endpoint"}
 
 
