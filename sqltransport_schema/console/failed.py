@@ -112,7 +112,9 @@ class Filter:
             raise errors.UsageError(f"group by {by!r}: choose one of {', '.join(GROUPINGS)}")
         chosen = values.get("group") or None
         if chosen is not None and (len(chosen) != GROUP_ID or any(c not in "0123456789abcdef" for c in chosen)):
-            raise errors.UsageError(f"group: {chosen[:40]!r} is no group's id ({GROUP_ID} hex digits, as GET /api/failed/groups lists them)")
+            raise errors.UsageError(
+                f"group: {chosen[:40]!r} is no group's id ({GROUP_ID} hex digits, as GET /api/failed/groups lists them)"
+            )
         return cls(
             since=_time(values.get("since"), "since"),
             until=_time(values.get("until"), "until"),

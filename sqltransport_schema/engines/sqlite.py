@@ -748,12 +748,14 @@ WHERE MessageId IN (SELECT value FROM json_each(@MessageIds))"""
             return name.table
 
         TABLES = "SELECT NULL, NULL, name, NULL FROM sqlite_master WHERE type = 'table'"
+
         @staticmethod
         def _unread(header: str) -> str:
             """Whether the header's JSON string escapes a NUL or a surrogate (operations.ESCAPED_VALUE):
             its text as written (the -> operator keeps the escapes) matched."""
             written = f"(Headers -> '$.\"{header}\"')"
-            return f"instr(Headers, '\\u') > 0 AND json_type(Headers, '$.\"{header}\"') = 'text' AND ({written} GLOB '*\\u0000*' OR {written} GLOB '*\\u[dD][89a-fA-F]*')"
+            escapes = f"({written} GLOB '*\\u0000*' OR {written} GLOB '*\\u[dD][89a-fA-F]*')"
+            return f"instr(Headers, '\\u') > 0 AND json_type(Headers, '$.\"{header}\"') = 'text' AND {escapes}"
 
         FAILED_Q_COUNTS = (
             """\

@@ -138,7 +138,8 @@ BIG = 1 << 20  # a 1 MB header value
 def _poison_headers(transport, i: int, field: str, raw: str, exc_type: str = "PoisonError") -> str:
     """Headers of a failure in Sales whose `field` header is `raw` written into the JSON text as is
     (a `\\u0000` or `\\ud800` escape as .NET's serializer writes it)."""
-    h = wire.error_headers(headers(100 + i), ValueError("poisoned"), transport.queue("Sales").address, now=BASE_TIME + timedelta(hours=1, minutes=i))
+    at = BASE_TIME + timedelta(hours=1, minutes=i)
+    h = wire.error_headers(headers(100 + i), ValueError("poisoned"), transport.queue("Sales").address, now=at)
     h[wire.EXCEPTION_TYPE] = exc_type
     h[field] = POISON_MARK
     return wire.encode_headers(h).replace(POISON_MARK, raw)
@@ -156,7 +157,9 @@ def poison(transport) -> dict[str, str]:
         "nul_types": _poison_headers(transport, 3, "NServiceBus.EnclosedMessageTypes", "Shop.\\u0000Evil"),
         "surrogate": _poison_headers(transport, 4, wire.EXCEPTION_MESSAGE, "lone \\ud800 surrogate"),
         "not_json": '{"NServiceBus.ExceptionInfo.ExceptionType":"Broken","NServiceBus.FailedQ":"' + sales + '","cut',
-        "duplicate": _poison_headers(transport, 5, wire.EXCEPTION_TYPE, "First").replace("{", '{"NServiceBus.ExceptionInfo.ExceptionType":"Second",', 1),
+        "duplicate": _poison_headers(transport, 5, wire.EXCEPTION_TYPE, "First").replace(
+            "{", '{"NServiceBus.ExceptionInfo.ExceptionType":"Second",', 1
+        ),
         "big": _poison_headers(transport, 6, wire.EXCEPTION_MESSAGE, "M" * BIG),
     }
     bodies = {
