@@ -315,3 +315,60 @@ def test_an_archive_job_shows_its_progress_until_done(open_console, transport):
     assert "7 archived" in page.locator("#archived-count").inner_text()
     assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
     assert watched.errors == []
+
+
+def test_a_page_on_another_port_of_127_0_0_1_cannot_act(open_console, transport):
+    """The operator signed in (a SameSite=Strict cookie, which another port of the same host still
+    gets: the same site); a page served from another port of 127.0.0.1 posts the archive form with the
+    operator's own CSRF value (the worst case: leaked) and the cookie goes with it: refused for its
+    Origin (403), nothing archived, nothing logged."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    watched = open_console(env={"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789"})
+    page = watched.page
+    page.goto("/login")
+    page.fill("input[name=token]", "operator-token-0123456789")
+    page.click("button[type=submit]")
+    page.wait_for_url(watched.base + "/")
+    page = watched.visit("/failed/messages?exception_type=KeyError")
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    victim = page.locator("input.pick").first.get_attribute("value")
+    attack = (
+        f'<!doctype html><form id="f" method="post" action="{watched.base}/actions/archive">'
+        f'<input name="csrf" value="{csrf}"><input name="id" value="{victim}"></form>'
+        '<script>document.getElementById("f").submit()</script>'
+    ).encode()
+
+    class Attacker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(attack)))
+            self.end_headers()
+            self.wfile.write(attack)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        before = ids_in_error_queue(transport)
+        with page.expect_response(lambda r: r.url.endswith("/actions/archive")) as answer:
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/attack.html")
+        assert answer.value.status == 403
+        assert "another origin" in page.locator("body").inner_text()
+        assert ids_in_error_queue(transport) == before and archived_in(transport) == set()
+        page = watched.visit("/log")
+        assert "No action yet." in page.locator("#log").inner_text()
+        # the console's own page posting the same form is served
+        page = watched.visit("/failed/messages?exception_type=KeyError")
+        page.locator(f"input.pick[value='{victim}']").check()
+        page.locator("#archive-selected").click()
+        job_done(page)
+        assert archived_in(transport) == {victim}
+        assert "operator@127.0.0.1" in watched.visit("/log").locator("#log").inner_text()
+    finally:
+        server.shutdown()
+        server.server_close()
