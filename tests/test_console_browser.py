@@ -372,3 +372,25 @@ def test_a_page_on_another_port_of_127_0_0_1_cannot_act(open_console, transport)
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_name_rebound_to_127_0_0_1_is_refused(browser, open_console, transport):
+    """DNS rebinding: a chromium whose resolver maps rebound.example to 127.0.0.1 opens the console
+    by that name (a page of that site then reads it as its own origin): every page and the API answer
+    400 for the Host, with the security headers; by 127.0.0.1 the same console serves."""
+    watched = open_console()
+    port = watched.base.rsplit(":", 1)[1]
+    rebinding = browser.browser_type.launch(
+        executable_path=CHROMIUM, args=["--no-sandbox", "--host-resolver-rules=MAP rebound.example 127.0.0.1"]
+    )
+    try:
+        page = rebinding.new_page()
+        for path in ("/", "/failed", "/api/csrf"):
+            response = page.goto(f"http://rebound.example:{port}{path}")
+            assert response is not None and response.status == 400, path
+            assert "Host header" in page.locator("body").inner_text()
+            assert response.headers["x-frame-options"] == "DENY"
+        response = page.goto(f"http://127.0.0.1:{port}/api/csrf")
+        assert response is not None and response.status == 200
+    finally:
+        rebinding.close()
