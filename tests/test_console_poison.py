@@ -15,8 +15,6 @@ from sqltransport_schema.console import failed
 
 from .support.console import BIG, ConsoleProcess, console_bus, console_missing, needs, poison, seed
 
-pytestmark = pytest.mark.console
-
 
 @pytest.fixture
 def transport(project, db_url, monkeypatch):
@@ -55,6 +53,7 @@ def test_the_reads_of_the_error_queue_take_every_poison_row(transport):
     assert next(m for m in shown.values() if m.headers_problem and "invalid JSON" in m.headers_problem).headers is None
 
 
+@pytest.mark.console
 def test_every_page_and_api_answer_shows_the_poison_marked(transport, project):
     """Over HTTP, a console on the error queue with the poison rows: every page and API answer 200;
     a NUL and a lone surrogate shown as their escapes (marked on the pages), the 1 MB value cut with a
