@@ -394,3 +394,32 @@ def test_a_name_rebound_to_127_0_0_1_is_refused(browser, open_console, transport
         assert response is not None and response.status == 200
     finally:
         rebinding.close()
+
+
+def test_poison_rows_show_marked_and_cut_in_the_browser(browser, transport, project):
+    """The poison rows beside the seeded ones (support/console.py, poison): the groups page and each
+    poison message's page load with no console error; a NUL and a lone surrogate show as marked
+    escapes, the 1 MB value cut with its notice, a deep body with its note."""
+    from .support.console import poison
+
+    needs(console_missing())
+    poison(transport)
+    started = seeded_console(transport, project)
+    watched = Watched(browser, started.base)
+    try:
+        page = watched.visit("/failed")
+        marks = page.locator("#groups mark.escaped")
+        assert {marks.nth(i).inner_text() for i in range(marks.count())} == {"\\u0000", "\\ud800"}
+        assert "more characters" in page.locator("#groups span.cut").first.inner_text()
+        page = watched.visit("/failed/messages?text=deep_json")
+        page.locator("#messages tbody a").first.click()
+        page.wait_for_load_state("load")
+        assert "nested too deeply" in page.locator("#body-note").inner_text()
+        page = watched.visit("/failed/messages?text=lone")
+        page.locator("#messages tbody a").first.click()
+        page.wait_for_load_state("load")
+        assert page.locator("#exception mark.escaped").inner_text() == "\\ud800"
+        assert watched.errors == []
+    finally:
+        watched.close()
+        started.close()
