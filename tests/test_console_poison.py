@@ -107,6 +107,11 @@ def test_every_page_and_api_answer_shows_the_poison_marked(transport, project):
         assert console.json(f"/api/failed/messages?by=exception&group={nul['id']}")["messages"] == []  # its one message retried
         code, _, text = console.request("/api/failed/messages?by=exception&group=0123456789abcdef")
         assert code == 404 and "no group" in text
+        for path in ("/api/failed/messages?text=a%00b", "/api/failed/groups?exception_message=%00", "/failed?text=%00"):
+            code, _, text = console.request(path)
+            assert code == 400 and "NUL" in text, (path, text)
+        code, _, text = console.request("/api/archive", {"filter": {}, "why": "a\x00b"}, token)
+        assert code == 400 and "NUL" in text
         code, _, text = console.request("/api/failed/messages?group=" + "x" * 5000)
         assert code == 400 and "is no group's id" in text and len(text) < 300
     finally:

@@ -573,6 +573,8 @@ DEFAULT_WHY = "archived from the console"
 def _archive(console: Console, ids: list[str], why: str, who: str, what: str, rate: float | None, wait: bool) -> Job:
     """Archive these messages of the error queue, as a job (checked before it starts)."""
     console.actions.require_log()
+    if "\x00" in why:
+        raise errors.UsageError("why: the text holds a NUL character")
     chosen, move = console.archive.archive(ids, why or DEFAULT_WHY, who)
     return console.actions.start("archive", who, what, chosen, move, rate, wait)
 

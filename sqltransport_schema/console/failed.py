@@ -106,6 +106,9 @@ class Filter:
     def of(cls, values: dict[str, str]) -> Filter:
         """A filter from query or form fields (empty ones ignored); bad values are a UsageError. A
         group is `group` (its id) and `by`, or (as before ids) its fields' text."""
+        for name, value in values.items():
+            if "\x00" in str(value):  # PostgreSQL refuses it in a text (psycopg: a 500 otherwise)
+                raise errors.UsageError(f"{name}: the value holds a NUL character; filter by the text around it")
         group = tuple((name, values[name]) for name in FIELDS[:-1] if name in values and name != "failed_queue")
         by = values.get("by") or "exception"
         if by not in GROUPINGS:
