@@ -72,19 +72,22 @@ def group_id(by: str, values: tuple[Any, ...]) -> str:
 
 
 # group id -> (by, the key's values as the engine reads them): an id names the same values in any
-# database (it is their hash), so what was once found stays true; bounded, the oldest dropped first
+# database (it is their hash), so what was once found stays true; bounded, the oldest dropped first,
+# and a key longer than _KNOWN_TEXT is not kept (its group is found by reading the groups again)
 _KNOWN: dict[str, tuple[str, tuple[Any, ...]]] = {}
-_KNOWN_LIMIT = 10_000
+_KNOWN_LIMIT = 5_000
+_KNOWN_TEXT = 4096
 _known_lock = threading.Lock()
 
 
-def _remember(by: str, values: tuple[Any, ...]) -> str:
+def _remember(by: str, values: tuple[Any, ...]) -> None:
+    if sum(len(str(v)) for v in values) > _KNOWN_TEXT:
+        return
     found = group_id(by, values)
     with _known_lock:
         _KNOWN[found] = (by, values)
         while len(_KNOWN) > _KNOWN_LIMIT:
             del _KNOWN[next(iter(_KNOWN))]
-    return found
 
 
 @dataclass(frozen=True)
@@ -259,10 +262,9 @@ def resolved(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERRO
     with _known_lock:
         known = _KNOWN.get(filt.group_id)
     if known is None or known[0] != filt.by:
-        groups(transport, filt.by, Filter(), error_queue)
-        with _known_lock:
-            known = _KNOWN.get(filt.group_id)
-    if known is None or known[0] != filt.by:
+        found = [g for g in groups(transport, filt.by, Filter(), error_queue) if g.id == filt.group_id]
+        known = (found[0].by, found[0].values) if found else None
+    if known is None:
         raise errors.NotFound(
             f"no group {filt.group_id} (by {filt.by}) in the error queue now: its messages were retried or archived, or it never was"
         )
