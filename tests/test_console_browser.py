@@ -315,3 +315,111 @@ def test_an_archive_job_shows_its_progress_until_done(open_console, transport):
     assert "7 archived" in page.locator("#archived-count").inner_text()
     assert len(archived_in(transport)) == 7 and len(ids_in_error_queue(transport)) == 4
     assert watched.errors == []
+
+
+def test_a_page_on_another_port_of_127_0_0_1_cannot_act(open_console, transport):
+    """The operator signed in (a SameSite=Strict cookie, which another port of the same host still
+    gets: the same site); a page served from another port of 127.0.0.1 posts the archive form with the
+    operator's own CSRF value (the worst case: leaked) and the cookie goes with it: refused for its
+    Origin (403), nothing archived, nothing logged."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    watched = open_console(env={"SQLTRANSPORT_CONSOLE_TOKEN": "operator-token-0123456789"})
+    page = watched.page
+    page.goto("/login")
+    page.fill("input[name=token]", "operator-token-0123456789")
+    page.click("button[type=submit]")
+    page.wait_for_url(watched.base + "/")
+    page = watched.visit("/failed/messages?exception_type=KeyError")
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    victim = page.locator("input.pick").first.get_attribute("value")
+    attack = (
+        f'<!doctype html><form id="f" method="post" action="{watched.base}/actions/archive">'
+        f'<input name="csrf" value="{csrf}"><input name="id" value="{victim}"></form>'
+        '<script>document.getElementById("f").submit()</script>'
+    ).encode()
+
+    class Attacker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(attack)))
+            self.end_headers()
+            self.wfile.write(attack)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        before = ids_in_error_queue(transport)
+        with page.expect_response(lambda r: r.url.endswith("/actions/archive")) as answer:
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/attack.html")
+        assert answer.value.status == 403
+        assert "another origin" in page.locator("body").inner_text()
+        assert ids_in_error_queue(transport) == before and archived_in(transport) == set()
+        page = watched.visit("/log")
+        assert "No action yet." in page.locator("#log").inner_text()
+        # the console's own page posting the same form is served
+        page = watched.visit("/failed/messages?exception_type=KeyError")
+        page.locator(f"input.pick[value='{victim}']").check()
+        page.locator("#archive-selected").click()
+        job_done(page)
+        assert archived_in(transport) == {victim}
+        assert "operator@127.0.0.1" in watched.visit("/log").locator("#log").inner_text()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_name_rebound_to_127_0_0_1_is_refused(browser, open_console, transport):
+    """DNS rebinding: a chromium whose resolver maps rebound.example to 127.0.0.1 opens the console
+    by that name (a page of that site then reads it as its own origin): every page and the API answer
+    400 for the Host, with the security headers; by 127.0.0.1 the same console serves."""
+    watched = open_console()
+    port = watched.base.rsplit(":", 1)[1]
+    rebinding = browser.browser_type.launch(
+        executable_path=CHROMIUM, args=["--no-sandbox", "--host-resolver-rules=MAP rebound.example 127.0.0.1"]
+    )
+    try:
+        page = rebinding.new_page()
+        for path in ("/", "/failed", "/api/csrf"):
+            response = page.goto(f"http://rebound.example:{port}{path}")
+            assert response is not None and response.status == 400, path
+            assert "Host header" in page.locator("body").inner_text()
+            assert response.headers["x-frame-options"] == "DENY"
+        response = page.goto(f"http://127.0.0.1:{port}/api/csrf")
+        assert response is not None and response.status == 200
+    finally:
+        rebinding.close()
+
+
+def test_poison_rows_show_marked_and_cut_in_the_browser(browser, transport, project):
+    """The poison rows beside the seeded ones (support/console.py, poison): the groups page and each
+    poison message's page load with no console error; a NUL and a lone surrogate show as marked
+    escapes, the 1 MB value cut with its notice, a deep body with its note."""
+    from .support.console import poison
+
+    needs(console_missing())
+    poison(transport)
+    started = seeded_console(transport, project)
+    watched = Watched(browser, started.base)
+    try:
+        page = watched.visit("/failed")
+        marks = page.locator("#groups mark.escaped")
+        assert {marks.nth(i).inner_text() for i in range(marks.count())} == {"\\u0000", "\\ud800"}
+        assert "more characters" in page.locator("#groups span.cut").first.inner_text()
+        page = watched.visit("/failed/messages?text=deep_json")
+        page.locator("#messages tbody a").first.click()
+        page.wait_for_load_state("load")
+        assert "nested too deeply" in page.locator("#body-note").inner_text()
+        page = watched.visit("/failed/messages?text=lone")
+        page.locator("#messages tbody a").first.click()
+        page.wait_for_load_state("load")
+        assert page.locator("#exception mark.escaped").inner_text() == "\\ud800"
+        assert watched.errors == []
+    finally:
+        watched.close()
+        started.close()

@@ -19,8 +19,9 @@ def cmd_console(args: argparse.Namespace) -> int:
     (status's figures, the migration state, the topology drawn), the error queue grouped by exception,
     failed queue, message type or endpoint, each message's headers and body, retries back to each
     message's NServiceBus.FailedQ (not with --read-only), an action log in the database, and the same
-    as JSON under /api. A bind other than loopback needs SQLTRANSPORT_CONSOLE_TOKEN (the console
-    extra; docs/console.md).
+    as JSON under /api. A bind other than loopback needs a token (SQLTRANSPORT_CONSOLE_TOKEN, or named
+    operators from --tokens-file or SQLTRANSPORT_CONSOLE_TOKENS); a Host header other than 127.0.0.1,
+    localhost, the bind address and each --allowed-host is refused (the console extra; docs/console.md).
     """
     import signal
     import socket
@@ -33,7 +34,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     host, port = parse_listen(args.bind or DEFAULT_BIND, "--bind")
     if args.keep_jobs < 1:
         raise errors.UsageError(f"--keep-jobs {args.keep_jobs}: give 1 or more (the action log keeps every action)")
-    access = Access.from_environment(host, args.read_only)
+    access = Access.from_environment(host, args.read_only, tokens_file=args.tokens_file, allowed_hosts=args.allowed_host or ())
     uvicorn = require()
     from ..console.app import Console, make_app
     from ..urls import display_url
@@ -99,6 +100,19 @@ def add_console(sub: argparse._SubParsersAction) -> None:
     add_options(p, "url")
     p.add_argument("--bind", metavar="HOST:PORT", help="where to listen (default: 127.0.0.1:8765; port 0: any free one)")
     p.add_argument("--read-only", action="store_true", help="views only: no retry, whatever the token")
+    p.add_argument(
+        "--tokens-file",
+        metavar="PATH",
+        help="named operators, one a line: NAME ROLE TOKEN (ROLE operator or read-only); the action log says who"
+        " (else SQLTRANSPORT_CONSOLE_TOKENS, else SQLTRANSPORT_CONSOLE_TOKEN and SQLTRANSPORT_CONSOLE_READ_TOKEN)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST",
+        help="a name the Host header may give besides 127.0.0.1, localhost and the bind address (repeatable;"
+        " any other Host is refused: DNS rebinding)",
+    )
     p.add_argument(
         "--sample-interval",
         type=float,

@@ -4,7 +4,8 @@ body, retries back to each message's failed queue, the error queue's archive, an
 
 failed.py reads the error queue (groups, keyset pages, one message), actions.py retries and logs,
 archive.py moves messages into the archive table and back and purges it,
-security.py holds the tokens, CSRF and the bind rule, app.py is the Starlette application (pages
+security.py holds the operators and their tokens, the sessions, CSRF, the Origin and Host checks
+and the bind rule, app.py is the Starlette application (pages
 and /api). Starlette, uvicorn and Jinja2 are the `console` extra. See docs/console.md.
 """
 

@@ -5,9 +5,13 @@ cli/console.py serves it with uvicorn. Every response carries security.SECURITY_
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
@@ -17,12 +21,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -36,7 +42,7 @@ from . import failed
 from .actions import DEFAULT_KEEP_JOBS, Actions, Job
 from .archive import Archive
 from .chart import depth_chart
-from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access
+from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access, Operator, Session
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -44,8 +50,44 @@ if TYPE_CHECKING:
     from ..runtime.transport import Transport
 
 HERE = Path(__file__).parent
+SHOWN = 300  # characters of a value a list shows (a message's page shows SHOWN_WHOLE)
+SHOWN_WHOLE = 64 << 10
 SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples (one a minute: 60 in the hour)
 OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read anew
+
+
+class JSONResponse(_StarletteJSON):
+    """JSON with every character beyond ASCII escaped: a value holding a NUL or a lone surrogate
+    (a header of the error queue) is written as its \\u escape, never as bytes UTF-8 has no form for."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+# characters no page shows as they are: controls but tab and newlines, and lone surrogates
+_UNSHOWN = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def shown(value: Any, limit: int | None = SHOWN) -> Markup:
+    """A value of a message as a page shows it: escaped as HTML; each character no page shows as it
+    is (a NUL, a control, a lone surrogate) as its \\u escape, marked; cut after `limit` characters
+    with a notice saying how many more there are."""
+    if value is None:
+        return Markup("")
+    text = str(value)
+    more = len(text) - limit if limit is not None and len(text) > limit else 0
+    if more:
+        text = text[:limit]
+    parts: list[Any] = []
+    last = 0
+    for found in _UNSHOWN.finditer(text):
+        parts.append(escape(text[last : found.start()]))
+        parts.append(Markup('<mark class="escaped" title="a character no page shows as it is">%s</mark>') % f"\\u{ord(found.group()):04x}")
+        last = found.end()
+    parts.append(escape(text[last:]))
+    if more:
+        parts.append(Markup('<span class="cut">… cut: %s more characters (the JSON API gives them whole)</span>') % f"{more:,}")
+    return Markup("").join(parts)
 
 
 class Console:
@@ -160,36 +202,56 @@ class Console:
 
 
 # ------------------------------------------------------------------------------------ access
-def _presented_token(request: Request) -> str | None:
+def _caller(request: Request, access: Access) -> tuple[Operator | None, Session | None]:
+    """Who a request is: the operator its Authorization token names (a script), else its session's
+    (the cookie, a browser), else, where no token is set, the anonymous operator."""
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return request.cookies.get(COOKIE)
+        return access.of_token(auth[7:].strip()), None
+    session = access.session(request.cookies.get(COOKIE)) if access.tokens_required else None
+    if session is not None:
+        return session.operator, session
+    return (None if access.tokens_required else access.anonymous()), None
 
 
 class AccessMiddleware(BaseHTTPMiddleware):
-    """Every request: a token where tokens are set (else 401, the login page for a browser), the
-    CSRF value on every POST (else 403); the security headers on every response."""
+    """Every request: a Host this console answers to (else 400), the console's own origin on every
+    POST (else 403), a token or a session where tokens are set (else 401, the login page for a
+    browser), the caller's CSRF value on every POST but the sign-in (else 403); the security headers
+    on every response, a failure's 500 too."""
 
     async def dispatch(self, request: Request, call_next: Any) -> Response:
-        console: Console = request.app.state.console
-        path = request.url.path
-        open_path = path.startswith("/static/") or path == "/login"
-        role = console.access.role_of(_presented_token(request))
-        request.state.role = role
-        if role is None and not open_path:
-            if path.startswith("/api/"):
-                response: Response = JSONResponse({"error": "a token is needed (Authorization: Bearer TOKEN)"}, status_code=401)
-            else:
-                response = RedirectResponse("/login", status_code=303)
-        elif request.method == "POST" and not console.access.csrf_ok(await _csrf_of(request)):
-            response = _refusal(
-                request, 403, f"the CSRF value is missing or wrong (the {CSRF_FIELD} form field or the X-CSRF-Token header)"
-            )
-        else:
-            response = await call_next(request)
+        try:
+            response = await self._checked(request, call_next)
+        except Exception:  # the 500 keeps the headers; its stderr has the traceback
+            traceback.print_exc(file=sys.stderr)
+            response = _refusal(request, 500, "the console failed on this request (its stderr says why)")
         response.headers.update(SECURITY_HEADERS)
         return response
+
+    async def _checked(self, request: Request, call_next: Any) -> Response:
+        console: Console = request.app.state.console
+        access = console.access
+        path = request.url.path
+        host = request.headers.get("host", "")
+        if not access.host_ok(host):
+            return _refusal(request, 400, "the Host header names no host of this console (--allowed-host adds one)")
+        if request.method == "POST" and not access.origin_ok(
+            request.headers.get("origin"), request.headers.get("referer"), request.url.scheme, host
+        ):
+            return _refusal(request, 403, "this POST comes from a page of another origin than the console's")
+        operator, session = _caller(request, access)
+        request.state.operator, request.state.session = operator, session
+        request.state.role = access.role_of(operator)
+        request.state.csrf = access.csrf_of(session, operator)
+        open_path = path.startswith("/static/") or path == "/login"
+        if operator is None and not open_path:
+            if path.startswith("/api/"):
+                return JSONResponse({"error": "a token is needed (Authorization: Bearer TOKEN)"}, status_code=401)
+            return RedirectResponse("/login", status_code=303)
+        if request.method == "POST" and path != "/login" and not access.csrf_ok(request.state.csrf, await _csrf_of(request)):
+            return _refusal(request, 403, f"the CSRF value is missing or wrong (the {CSRF_FIELD} form field or the X-CSRF-Token header)")
+        return await call_next(request)
 
 
 async def _csrf_of(request: Request) -> str | None:
@@ -218,18 +280,22 @@ def _operator(request: Request) -> Response | None:
         )
         return _refusal(request, 403, why)
     if request.state.role != OPERATOR:
-        return _refusal(request, 403, "actions need the operator token (SQLTRANSPORT_CONSOLE_TOKEN)")
+        return _refusal(request, 403, "actions need an operator token (role operator: SQLTRANSPORT_CONSOLE_TOKEN, or --tokens-file's)")
     return None
 
 
 # ------------------------------------------------------------------------------------ pages
 _templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True, default_for_string=True))
+_templates.filters["shown"] = shown
 
 
 def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     console: Console = request.app.state.console
+    operator = getattr(request.state, "operator", None)
     html = _templates.get_template(name).render(
-        csrf=console.access.csrf,
+        csrf=getattr(request.state, "csrf", ""),
+        who=operator.name if operator is not None else None,
+        signed_in=getattr(request.state, "session", None) is not None,
         csrf_field=CSRF_FIELD,
         role=request.state.role,
         read_only=console.read_only,
@@ -238,9 +304,11 @@ def _page(request: Request, name: str, status_code: int = 200, **context: Any) -
         queues=console.queues,
         body_string=console.body_string,
         urlencode=urlencode,
+        shown_whole=SHOWN_WHOLE,
         **context,
     )
-    return HTMLResponse(html, status_code=status_code)
+    # a value that slipped past `shown` with a lone surrogate is written as its escape, never a 500
+    return HTMLResponse(html.encode("utf-8", "backslashreplace"), status_code=status_code)
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -287,7 +355,7 @@ def messages_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     after = _int(query.pop("after", None), "after")
-    filt = failed.Filter.of(query)
+    filt = failed.resolved(console.transport, failed.Filter.of(query), console.error_queue)
     found = failed.page(console.transport, filt, after, failed.PAGE_SIZE, console.error_queue)
     return _page(request, "messages.html", page=found, filt=filt, query=filt.query())
 
@@ -338,20 +406,44 @@ def log_page(request: Request) -> Response:
 
 
 async def login(request: Request) -> Response:
+    """The sign-in page (no CSRF value on it: it is open); its POST opens a session of the token's
+    operator, whose random id the cookie holds."""
     console: Console = request.app.state.console
     if request.method == "GET":
-        request.state.role = request.state.role or None
         return _page(request, "login.html")
     form = await request.form()
-    token = str(form.get("token", ""))
-    if console.access.role_of(token) is None:
+    operator = console.access.of_token(str(form.get("token", "")))
+    if operator is None:
+        request.state.role = request.state.operator = request.state.session = None
         return _page(request, "login.html", status_code=401, refused=True)
     response = RedirectResponse("/", status_code=303)
-    response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    sid = console.access.open_session(operator)
+    response.set_cookie(COOKIE, sid, httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/")
     return response
 
 
-_FILTER_FIELDS = {"since", "until", "failed_queue", "text", "body", "exception_type", "exception_message", "message_type", "endpoint"}
+def logout(request: Request) -> Response:
+    """End the caller's session (a POST with its CSRF value); the cookie cleared."""
+    console: Console = request.app.state.console
+    console.access.close_session(request.cookies.get(COOKIE))
+    response = RedirectResponse("/login" if console.access.tokens_required else "/", status_code=303)
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+_FILTER_FIELDS = {
+    "since",
+    "until",
+    "failed_queue",
+    "text",
+    "body",
+    "exception_type",
+    "exception_message",
+    "message_type",
+    "endpoint",
+    "group",
+    "by",
+}
 _GROUP_FIELDS = {"exception_type", "exception_message", "message_type", "endpoint"}
 
 
@@ -364,8 +456,9 @@ def _matching(console: Console, fields: dict[str, str]) -> tuple[list[str], str]
 
 
 def _who(request: Request) -> str:
+    """The action log's who: the operator's name and the client's address."""
     client = request.client.host if request.client else "?"
-    return f"{request.state.role}@{client}"
+    return f"{request.state.operator.name}@{client}"
 
 
 def _int(text: Any, name: str) -> Any:
@@ -450,7 +543,8 @@ def api_log(request: Request) -> Response:
 
 def api_csrf(request: Request) -> Response:
     console: Console = request.app.state.console
-    return JSONResponse({"csrf": console.access.csrf, "role": request.state.role, "read_only": console.read_only})
+    operator = request.state.operator
+    return JSONResponse({"csrf": request.state.csrf, "who": operator.name, "role": request.state.role, "read_only": console.read_only})
 
 
 # ------------------------------------------------------------------------------------ errors
@@ -479,6 +573,8 @@ DEFAULT_WHY = "archived from the console"
 def _archive(console: Console, ids: list[str], why: str, who: str, what: str, rate: float | None, wait: bool) -> Job:
     """Archive these messages of the error queue, as a job (checked before it starts)."""
     console.actions.require_log()
+    if "\x00" in why:
+        raise errors.UsageError("why: the text holds a NUL character")
     chosen, move = console.archive.archive(ids, why or DEFAULT_WHY, who)
     return console.actions.start("archive", who, what, chosen, move, rate, wait)
 
@@ -643,6 +739,7 @@ def make_app(console: Console) -> Starlette:
         Route("/jobs/{job}/cancel", cancel_form, methods=["POST"]),
         Route("/log", log_page),
         Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout, methods=["POST"]),
         Route("/api/overview", api_overview),
         Route("/api/failed/groups", api_groups),
         Route("/api/failed/messages", api_messages),

@@ -6,14 +6,17 @@ text. The statements are the engine's (`dialect.operations.failed_*`); values ar
 from __future__ import annotations
 
 import binascii
+import hashlib
 import json
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from xml.dom import minidom
 from xml.parsers.expat import ExpatError
 
 from .. import errors, wire
+from ..engines.operations import ESCAPED_VALUE
 from ..runtime.operations import DEFAULT_ERROR_QUEUE, resolve
 from ..runtime.transport import execute
 
@@ -44,6 +47,47 @@ _PARAMETERS = {
     "endpoint": "Endpoint",
 }
 BODY_LIMIT = 1 << 20  # bodies above this are shown cut (pretty-printing a bigger one is refused)
+HEX_LIMIT = 64 << 10  # bytes of a binary body shown as hex
+GROUP_ID = 16  # hex digits of a group's id
+
+
+def read_value(value: Any) -> Any:
+    """A header's value as a read of the engine gave it, as text: a value the engine could not hold
+    as text (engines/operations.py, ESCAPED_VALUE: a NUL, a lone surrogate) decoded from its JSON
+    string here, so it holds them; other values as they are."""
+    if isinstance(value, str) and value.startswith(ESCAPED_VALUE):
+        try:
+            decoded = json.loads(value[1:])
+        except ValueError:
+            return value[1:]
+        return decoded if isinstance(decoded, str) else value[1:]
+    return value
+
+
+def group_id(by: str, values: tuple[Any, ...]) -> str:
+    """A group's id: a hash of its grouping and its key as the engine reads it (what a link, a form
+    and the API name a group by; its text may be a megabyte, or hold a NUL)."""
+    text = json.dumps([by, *("" if v is None else str(v) for v in values)], ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:GROUP_ID]
+
+
+# group id -> (by, the key's values as the engine reads them): an id names the same values in any
+# database (it is their hash), so what was once found stays true; bounded, the oldest dropped first,
+# and a key longer than _KNOWN_TEXT is not kept (its group is found by reading the groups again)
+_KNOWN: dict[str, tuple[str, tuple[Any, ...]]] = {}
+_KNOWN_LIMIT = 5_000
+_KNOWN_TEXT = 4096
+_known_lock = threading.Lock()
+
+
+def _remember(by: str, values: tuple[Any, ...]) -> None:
+    if sum(len(str(v)) for v in values) > _KNOWN_TEXT:
+        return
+    found = group_id(by, values)
+    with _known_lock:
+        _KNOWN[found] = (by, values)
+        while len(_KNOWN) > _KNOWN_LIMIT:
+            del _KNOWN[next(iter(_KNOWN))]
 
 
 @dataclass(frozen=True)
@@ -58,11 +102,25 @@ class Filter:
     text: str | None = None
     body: str | None = None
     group: tuple[tuple[str, str], ...] = ()
+    group_id: str | None = None  # a group by its id (group_id()); `by` its grouping
+    by: str = "exception"
 
     @classmethod
     def of(cls, values: dict[str, str]) -> Filter:
-        """A filter from query or form fields (empty ones ignored); bad values are a UsageError."""
+        """A filter from query or form fields (empty ones ignored); bad values are a UsageError. A
+        group is `group` (its id) and `by`, or (as before ids) its fields' text."""
+        for name, value in values.items():
+            if "\x00" in str(value):  # PostgreSQL refuses it in a text (psycopg: a 500 otherwise)
+                raise errors.UsageError(f"{name}: the value holds a NUL character; filter by the text around it")
         group = tuple((name, values[name]) for name in FIELDS[:-1] if name in values and name != "failed_queue")
+        by = values.get("by") or "exception"
+        if by not in GROUPINGS:
+            raise errors.UsageError(f"group by {by!r}: choose one of {', '.join(GROUPINGS)}")
+        chosen = values.get("group") or None
+        if chosen is not None and (len(chosen) != GROUP_ID or any(c not in "0123456789abcdef" for c in chosen)):
+            raise errors.UsageError(
+                f"group: {chosen[:40]!r} is no group's id ({GROUP_ID} hex digits, as GET /api/failed/groups lists them)"
+            )
         return cls(
             since=_time(values.get("since"), "since"),
             until=_time(values.get("until"), "until"),
@@ -70,7 +128,14 @@ class Filter:
             text=values.get("text") or None,
             body=values.get("body") or None,
             group=group,
+            group_id=chosen,
+            by=by,
         )
+
+    @property
+    def shown_group(self) -> tuple[tuple[str, Any], ...]:
+        """The group's fields and their values as text (a NUL, a lone surrogate decoded)."""
+        return tuple((name, read_value(value)) for name, value in self.group)
 
     def bindings(self) -> dict[str, str]:
         """filter name -> the value it binds."""
@@ -89,8 +154,8 @@ class Filter:
         return out
 
     def query(self) -> dict[str, str]:
-        """The filter as query fields (what Filter.of reads back)."""
-        out = {name: value for name, value in self.group}
+        """The filter as query fields (what Filter.of reads back): a group by its id, never its text."""
+        out = {"by": self.by, "group": self.group_id} if self.group_id else {name: value for name, value in self.group}
         for name in ("since", "until"):
             value = getattr(self, name)
             if value is not None:
@@ -144,28 +209,66 @@ def _table(transport: Transport, error_queue: str) -> TableName:
     return resolve(transport, error_queue)
 
 
+KEY_SHOWN = 2000  # characters of a group's key value the API gives (the page cuts its own)
+
+
 @dataclass
 class Group:
-    key: dict[str, str]
+    by: str
+    values: tuple[Any, ...]  # the key as the engine reads it: what the group's filter binds
     messages: int
     first: str | None
     last: str | None
 
+    @property
+    def id(self) -> str:
+        return group_id(self.by, self.values)
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """The key's fields and their values as text."""
+        return {name: read_value(value) for name, value in zip(GROUPINGS[self.by], self.values)}
+
     def to_json(self) -> dict:
-        return {"key": self.key, "messages": self.messages, "first_failure": self.first, "last_failure": self.last}
+        key = {name: value[:KEY_SHOWN] if isinstance(value, str) else value for name, value in self.key.items()}
+        cut = {name: len(value) for name, value in self.key.items() if isinstance(value, str) and len(value) > KEY_SHOWN}
+        out = {"id": self.id, "by": self.by, "key": key, "messages": self.messages, "first_failure": self.first, "last_failure": self.last}
+        if cut:
+            out["key_cut"] = cut  # field -> its whole length; the group's messages hold it whole
+        return out
 
 
 def groups(transport: Transport, by: str = "exception", filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE) -> list[Group]:
     """The error queue's messages that pass `filt`, grouped `by` one of GROUPINGS, largest first."""
     if by not in GROUPINGS:
         raise errors.UsageError(f"group by {by!r}: choose one of {', '.join(GROUPINGS)}")
+    filt = resolved(transport, filt, error_queue)
     keys = GROUPINGS[by]
     statement = transport.dialect.operations.failed_groups(_table(transport, error_queue), transport.profile, keys, tuple(filt.bindings()))
     out = []
     for row in _run(transport, statement, filt, {}, error_queue):
         n = len(keys)
-        out.append(Group(dict(zip(keys, row[:n])), int(row[n]), row[n + 1] or None, row[n + 2] or None))
+        values = tuple(row[:n])
+        _remember(by, values)
+        out.append(Group(by, values, int(row[n]), row[n + 1] or None, row[n + 2] or None))
     return out
+
+
+def resolved(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERROR_QUEUE) -> Filter:
+    """`filt` with its group id (if any) as the group's fields: from the groups read before, else from
+    the error queue's groups now; NotFound where no message has that group's key."""
+    if filt.group_id is None or filt.group:
+        return filt
+    with _known_lock:
+        known = _KNOWN.get(filt.group_id)
+    if known is None or known[0] != filt.by:
+        found = [g for g in groups(transport, filt.by, Filter(), error_queue) if g.id == filt.group_id]
+        known = (found[0].by, found[0].values) if found else None
+    if known is None:
+        raise errors.NotFound(
+            f"no group {filt.group_id} (by {filt.by}) in the error queue now: its messages were retried or archived, or it never was"
+        )
+    return replace(filt, group=tuple(zip(GROUPINGS[known[0]], ("" if v is None else v for v in known[1]))))
 
 
 @dataclass
@@ -184,11 +287,12 @@ def page(
     """Up to `limit` messages passing `filt` after the key `after`, in FIFO order (keyset paging)."""
     if not 1 <= limit <= MAX_PAGE:
         raise errors.UsageError(f"limit must be from 1 to {MAX_PAGE}, not {limit}")
+    filt = resolved(transport, filt, error_queue)
     statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, tuple(filt.bindings()))
     rows = _run(transport, statement, filt, {"After": after if after is not None else -(2**63), "Limit": limit + 1}, error_queue)
     out = Page(after=after)
     for row in rows[:limit]:
-        out.rows.append({"key": int(row[0]), "id": str(row[1]), **dict(zip(FIELDS, row[2:]))})
+        out.rows.append({"key": int(row[0]), "id": str(row[1]), **{name: read_value(v) for name, v in zip(FIELDS, row[2:])}})
     if len(rows) > limit:
         out.next_after = out.rows[-1]["key"]
     return out
@@ -198,6 +302,7 @@ def keys_of(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERROR
     """The row Ids of every message passing `filt` (what a retry of a group or a filter takes), page by page."""
     ids: list[str] = []
     after = None
+    filt = resolved(transport, filt, error_queue)
     while True:
         found = page(transport, filt, after, MAX_PAGE, error_queue)
         ids.extend(row["id"] for row in found.rows)
@@ -210,11 +315,13 @@ def keys_of(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERROR
 class Message:
     key: int
     id: str
-    headers: dict[str, str] | None  # None: the headers are not JSON (raw_headers holds their text)
+    headers: dict[str, str] | None  # None: the headers are no JSON object (raw_headers holds their text)
     raw_headers: str
     body: str  # as text: pretty-printed JSON or XML, UTF-8 text, or a hex dump
     body_kind: str  # json, xml, text, binary, empty
     body_bytes: int
+    headers_problem: str | None = None  # why wire refuses the headers (then `headers` holds each name's first value, if any)
+    body_note: str | None = None  # what of the body is not shown as it is (cut, not pretty-printed)
 
     @property
     def exception(self) -> dict[str, str]:
@@ -230,11 +337,13 @@ class Message:
             "key": self.key,
             "id": self.id,
             "headers": self.headers,
-            "raw_headers": None if self.headers is not None else self.raw_headers,
+            "headers_problem": self.headers_problem,
+            "raw_headers": None if self.headers_problem is None else self.raw_headers,
             "exception": self.exception,
             "body": self.body,
             "body_kind": self.body_kind,
             "body_bytes": self.body_bytes,
+            "body_note": self.body_note,
         }
 
 
@@ -246,37 +355,73 @@ def message(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUE
     if row is None:
         raise errors.NotFound(f"no message with key {key} in the error queue")
     raw = row[2] or ""
+    problem = None
     try:
         headers: dict[str, str] | None = wire.decode_headers(raw)
-    except wire.PoisonHeaders:
-        headers = None
+    except wire.PoisonHeaders as exc:
+        problem = exc.reason
+        headers = _first_values(raw)
     body = b"" if row[3] is None else bytes(row[3])
-    kind, text = body_text(body, (headers or {}).get(wire.CONTENT_TYPE, ""))
-    return Message(int(row[0]), str(row[1]), headers, raw, text, kind, len(body))
+    kind, text, note = _body(body, (headers or {}).get(wire.CONTENT_TYPE, ""))
+    return Message(int(row[0]), str(row[1]), headers, raw, text, kind, len(body), problem, note)
+
+
+def _first_values(raw: str) -> dict[str, str] | None:
+    """Headers wire refuses but that are a JSON object (a name twice, a value not text): each name's
+    first value, as the groups read it, any value not text as its JSON; None for no JSON object."""
+    try:
+        pairs = json.loads(raw.lstrip("\ufeff"), object_pairs_hook=lambda p: p)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(pairs, list) or not all(isinstance(p, tuple) for p in pairs):
+        return None
+    out: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in out and value is not None:
+            out[name] = value if isinstance(value, str) else json.dumps(value)
+    return out
 
 
 def body_text(body: bytes, content_type: str = "") -> tuple[str, str]:
     """(kind, text) of a body: JSON or XML pretty-printed, other UTF-8 as is, anything else as hex."""
+    kind, text, _ = _body(body, content_type)
+    return kind, text
+
+
+def _body(body: bytes, content_type: str = "") -> tuple[str, str, str | None]:
+    """(kind, text, note) of a body; the note says what is not shown as it is: the part cut off (a
+    body above BODY_LIMIT, a binary one above HEX_LIMIT), or why it is not pretty-printed."""
     if not body:
-        return "empty", ""
+        return "empty", "", None
     cut = body[:BODY_LIMIT]
     try:
         text = cut.decode("utf-8")
-    except UnicodeDecodeError:
-        return "binary", _hex(cut)
-    if len(body) <= BODY_LIMIT:
-        stripped = text.lstrip("\ufeff \t\r\n")
-        if stripped[:1] in "{[" or "json" in content_type:
-            try:
-                return "json", json.dumps(json.loads(stripped), indent=2, ensure_ascii=False)
-            except ValueError:
-                pass
-        if stripped.startswith("<"):
-            try:  # expat refuses entity expansion bombs (billion laughs) itself
-                return "xml", minidom.parseString(stripped.encode("utf-8")).toprettyxml(indent="  ")
-            except (ExpatError, ValueError):
-                pass
-    return "text", text
+    except UnicodeDecodeError as exc:
+        if len(body) <= BODY_LIMIT or exc.start < len(cut) - 3:  # not a character cut in two by the limit
+            shown = body[:HEX_LIMIT]
+            note = f"not UTF-8 text (byte {exc.start}): shown as hex"
+            if len(body) > HEX_LIMIT:
+                note += f", the first {HEX_LIMIT:,} of {len(body):,} bytes"
+            return "binary", _hex(shown), note
+        text = cut[: exc.start].decode("utf-8")
+    if len(body) > BODY_LIMIT:
+        return "text", text, f"cut: the first {BODY_LIMIT:,} of {len(body):,} bytes shown, as text"
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped[:1] in "{[" or "json" in content_type:
+        try:
+            return "json", json.dumps(json.loads(stripped), indent=2, ensure_ascii=False), None
+        except RecursionError:
+            return "text", text, "JSON nested too deeply to pretty-print: shown as it is"
+        except ValueError:
+            pass
+    if stripped.startswith("<"):
+        try:  # expat refuses entity expansion bombs (billion laughs) itself
+            return "xml", minidom.parseString(stripped.encode("utf-8")).toprettyxml(indent="  "), None
+        except RecursionError:
+            return "text", text, "XML nested too deeply to pretty-print: shown as it is"
+        except (ExpatError, ValueError):
+            pass
+    return "text", text, None
 
 
 def _hex(data: bytes) -> str:

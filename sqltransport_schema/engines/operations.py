@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 
 # The header the error queue's messages name their failed queue in (wire.py's FAILED_Q).
 FAILED_Q = "NServiceBus.FailedQ"
+# A header's value no engine reads as text: its JSON string escapes a NUL (PostgreSQL's text refuses
+# it, SQLite's json_extract stops at it) or a surrogate (lone, neither engine decodes it). The console's
+# reads (header_value) then give ESCAPED_VALUE and the JSON string as written, quotes and escapes kept,
+# which console/failed.py decodes and marks; a group's key and its filter compare that text, so such
+# messages group and filter as any others. status's FailedQ counts read such a value as NULL (unread).
+ESCAPED_VALUE = "\x01"
 
 
 class Operations:

@@ -748,12 +748,25 @@ WHERE MessageId IN (SELECT value FROM json_each(@MessageIds))"""
             return name.table
 
         TABLES = "SELECT NULL, NULL, name, NULL FROM sqlite_master WHERE type = 'table'"
-        FAILED_Q_COUNTS = """\
+
+        @staticmethod
+        def _unread(header: str) -> str:
+            """Whether the header's JSON string escapes a NUL or a surrogate (operations.ESCAPED_VALUE):
+            its text as written (the -> operator keeps the escapes) matched."""
+            written = f"(Headers -> '$.\"{header}\"')"
+            escapes = f"({written} GLOB '*\\u0000*' OR {written} GLOB '*\\u[dD][89a-fA-F]*')"
+            return f"instr(Headers, '\\u') > 0 AND json_type(Headers, '$.\"{header}\"') = 'text' AND {escapes}"
+
+        FAILED_Q_COUNTS = (
+            """\
 SELECT FailedQ, count(*) AS Messages FROM (
-    SELECT CASE WHEN json_valid(Headers) THEN json_extract(Headers, '$."NServiceBus.FailedQ"') END AS FailedQ
+    SELECT CASE WHEN json_valid(Headers) AND NOT ("""
+            + _unread("NServiceBus.FailedQ")
+            + """) THEN json_extract(Headers, '$."NServiceBus.FailedQ"') END AS FailedQ
     FROM {table}
 ) AS failed
 GROUP BY FailedQ ORDER BY FailedQ"""
+        )
         ERROR_BATCH = "SELECT {order}, Id, Headers, Body FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"
         ACTION_LOG_INSERT = (
             "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (" + NOW + ", @Who, @Action, @Target, @Messages)"
@@ -782,6 +795,10 @@ GROUP BY FailedQ ORDER BY FailedQ"""
         )
 
         def header_value(self, header: str) -> str:
-            return f"CASE WHEN json_valid(Headers) THEN json_extract(Headers, '$.\"{header}\"') END"
+            """json_extract's value; where it holds an escape no text holds, ESCAPED_VALUE and the JSON string as written."""
+            return (
+                f"CASE WHEN NOT json_valid(Headers) THEN NULL WHEN {self._unread(header)} "
+                f"THEN char(1) || (Headers -> '$.\"{header}\"') ELSE json_extract(Headers, '$.\"{header}\"') END"
+            )
 
         ERROR_SCAN = "SELECT {order}, Id, Headers, NULL FROM {table} WHERE {order} > @After ORDER BY {order} LIMIT @BatchSize"

@@ -129,3 +129,49 @@ class ConsoleProcess:
             _, err = self.process.communicate(timeout=30)
         print(err)
         return err
+
+
+POISON_MARK = "@POISON@"  # replaced in the encoded headers by the raw JSON text of a poison value
+BIG = 1 << 20  # a 1 MB header value
+
+
+def _poison_headers(transport, i: int, field: str, raw: str, exc_type: str = "PoisonError") -> str:
+    """Headers of a failure in Sales whose `field` header is `raw` written into the JSON text as is
+    (a `\\u0000` or `\\ud800` escape as .NET's serializer writes it)."""
+    at = BASE_TIME + timedelta(hours=1, minutes=i)
+    h = wire.error_headers(headers(100 + i), ValueError("poisoned"), transport.queue("Sales").address, now=at)
+    h[wire.EXCEPTION_TYPE] = exc_type
+    h[field] = POISON_MARK
+    return wire.encode_headers(h).replace(POISON_MARK, raw)
+
+
+def poison(transport) -> dict[str, str]:
+    """Rows no listing may break on, beside seed's: NUL and a lone surrogate in the headers the pages
+    group by, headers that are not JSON or repeat a key, a 1 MB value; bodies nested 100,000 deep (JSON)
+    and 50,000 deep (XML), 3 MB, invalid UTF-8. name -> the raw Headers text of each."""
+    sales = transport.queue("Sales").address
+    texts = {
+        "nul_message": _poison_headers(transport, 0, wire.EXCEPTION_MESSAGE, "before\\u0000after"),
+        "nul_type": _poison_headers(transport, 1, wire.EXCEPTION_TYPE, "Nul\\u0000Error"),
+        "nul_failed_q": _poison_headers(transport, 2, wire.FAILED_Q, sales + "\\u0000x"),
+        "nul_types": _poison_headers(transport, 3, "NServiceBus.EnclosedMessageTypes", "Shop.\\u0000Evil"),
+        "surrogate": _poison_headers(transport, 4, wire.EXCEPTION_MESSAGE, "lone \\ud800 surrogate"),
+        "not_json": '{"NServiceBus.ExceptionInfo.ExceptionType":"Broken","NServiceBus.FailedQ":"' + sales + '","cut',
+        "duplicate": _poison_headers(transport, 5, wire.EXCEPTION_TYPE, "First").replace(
+            "{", '{"NServiceBus.ExceptionInfo.ExceptionType":"Second",', 1
+        ),
+        "big": _poison_headers(transport, 6, wire.EXCEPTION_MESSAGE, "M" * BIG),
+    }
+    bodies = {
+        "deep_json": b"[" * 100_000,
+        "deep_xml": b"<a>" * 50_000 + b"</a>" * 50_000,
+        "huge": b'{"x": "' + b"y" * (3 << 20) + b'"}',
+        "invalid_utf8": b'{"bad": "\xc3\x28\xff"}',
+    }
+    for i, name in enumerate(bodies):
+        texts[name] = _poison_headers(transport, 10 + i, wire.EXCEPTION_MESSAGE, name)
+    with transport.engine.begin() as conn:
+        queue = transport.queue("error")
+        for name, text in texts.items():
+            queue.send(conn, bodies.get(name, b'{"order": 1}'), text)
+    return texts

@@ -63,12 +63,16 @@ WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_s
     # The header's value, cut out by a pattern of a JSON string (only JSON's escapes) and read as JSON
     # by the server (so \/ is /); NULL where a message names none or its headers are not JSON.
     JSON_STRING = r'"((?:[^"\\]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{{4}}))*)"'  # a JSON string's body, captured
+    # a JSON string's body holding an escape of NUL or of a surrogate (operations.ESCAPED_VALUE): not read as text
+    ESCAPES_UNREAD = r"'\\u(0000|[dD][89a-fA-F])'"
     FAILED_Q_COUNTS = (
         r"""SELECT FailedQ, count(*) AS Messages FROM (
-    SELECT ('"' || substring(Headers FROM '"NServiceBus\.FailedQ"\s*:\s*"""
+    SELECT CASE WHEN q ~ """
+        + ESCAPES_UNREAD
+        + """ THEN NULL ELSE ('"' || q || '"')::json #>> '{{}}' END AS FailedQ
+    FROM (SELECT substring(Headers FROM '"NServiceBus\\.FailedQ"\\s*:\\s*"""
         + JSON_STRING
-        + """') || '"')::json #>> '{{}}' AS FailedQ
-    FROM {table}
+        + """') AS q FROM {table}) AS cut
 ) AS failed
 GROUP BY FailedQ ORDER BY FailedQ"""
     )
@@ -111,8 +115,13 @@ INSERT INTO {queue} (Id, Expires, Headers, Body) SELECT Id, Expires, Headers, Bo
         headers that are not JSON; this never does."""
         name = '"' + header + '"'
         pattern = name.replace(".", "\\.") + r"\s*:\s*" + self.JSON_STRING
-        exact = f"('\"' || substring(Headers FROM '{pattern}') || '\"')::json #>> '{{{{}}}}'"
-        return f"CASE WHEN {cut} <> '' AND strpos({cut}, '\\') = 0 THEN {cut} WHEN strpos(Headers, '{name}') = 0 THEN NULL ELSE {exact} END"
+        string = f"substring(Headers FROM '{pattern}')"
+        exact = f"('\"' || {string} || '\"')::json #>> '{{{{}}}}'"
+        escaped = f"chr(1) || '\"' || {string} || '\"'"  # operations.ESCAPED_VALUE, the JSON string as written
+        return (
+            f"CASE WHEN {cut} <> '' AND strpos({cut}, '\\') = 0 THEN {cut} WHEN strpos(Headers, '{name}') = 0 THEN NULL "
+            f"WHEN {string} ~ {self.ESCAPES_UNREAD} THEN {escaped} ELSE {exact} END"
+        )
 
     def header_value(self, header: str) -> str:
         return self._value(self._cut(header), header)
