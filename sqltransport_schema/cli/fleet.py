@@ -274,17 +274,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    add_options(p, "fleet", "config", "only", "exclude", "stage", "parallel", parallel={"type": _positive})
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
-    return value
+    add_options(p, "fleet", "config", "only", "exclude", "stage", "parallel")
 
 
 def _add_upgrade(fsub: argparse._SubParsersAction) -> None:

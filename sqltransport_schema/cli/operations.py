@@ -476,7 +476,7 @@ def add_outbox(sub: argparse._SubParsersAction) -> None:
     add_options(p, "format", "config")
     add_options(p, "fleet", fleet=EACH_TARGET)
     fleet = p.add_argument_group("with --fleet")
-    add_options(fleet, "only", "exclude", "stage", "parallel", parallel={"type": int, "help": "targets cleaned at once (default: 1)"})
+    add_options(fleet, "only", "exclude", "stage", "parallel", parallel={"help": "targets cleaned at once (default: 1)"})
 
 
 PARSERS = {"status": add_status, "retry": add_retry, "outbox": add_outbox}

@@ -28,6 +28,18 @@ TOPOLOGY_DEFAULT = "(default: sqltransport.topology in alembic.ini, else ./topol
 LAYOUTS = ("mssql", "postgresql")
 DEFAULT_CONFIG = "alembic.ini"
 
+
+def positive(text: str) -> int:
+    """A whole number of at least 1 (--parallel)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
+    return value
+
+
 OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     # on every parser, before or after the command (a subcommand's leaves the top level's value alone unless given)
     "debug": (("--debug",), {"action": "store_true", "help": "show the traceback of an error, and warnings (exit codes stay the same)"}),
@@ -103,7 +115,7 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--exclude",),
         {"action": "append", "metavar": "GLOB", "help": "leave out the targets whose name matches, as the fleet file's skip: (repeatable)"},
     ),
-    "parallel": (("--parallel",), {"metavar": "N", "help": "targets at once (default: each stage's parallel)"}),
+    "parallel": (("--parallel",), {"metavar": "N", "type": positive, "help": "targets at once (default: each stage's parallel)"}),
 }
 SPARK = ("master", "conf", "jars", "no_spark")
 # --format of the commands whose report is also a pull-request comment (compile, check); github:
