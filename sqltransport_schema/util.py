@@ -36,3 +36,14 @@ def duration_ms(text: str) -> int | None:
         return 0
     match = _DURATION.fullmatch(text)
     return None if match is None else round(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_duration(text: str, option: str, *, zero: bool, meaning_of_zero: str = "") -> float:
+    """A command-line duration as seconds: `5s`, `500ms`, `1m`; 0 only where `zero` allows it."""
+    from .errors import UsageError
+
+    milliseconds = duration_ms(text)
+    if milliseconds is None or (milliseconds == 0 and not zero):
+        allowed = f" (0: {meaning_of_zero})" if zero else ", above 0"
+        raise UsageError(f"{option} {text}: give a duration with its unit, e.g. 500ms, 5s or 1m{allowed}")
+    return milliseconds / 1000

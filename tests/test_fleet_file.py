@@ -185,3 +185,10 @@ def test_an_unset_variable_of_a_url_template_is_one_error_at_its_own_column(tmp_
         problems = [str(problem) for problem in raised.value.problems]
         says = "the environment variable FLEET_PW is not set: export it, or write the value in place of ${FLEET_PW}"
         assert problems == [f"{tmp_path / 'fleet.yaml'}:1:32: {says}"], problems
+
+
+def test_read_timeout_in_the_fleet_file(tmp_path):
+    assert load(tmp_path, "url_template: sqlite:///{name}.db\nnames: [a]\nread_timeout: 2500ms\n").read_timeout == 2.5
+    assert load(tmp_path, "url_template: sqlite:///{name}.db\nnames: [a]\n").read_timeout is None
+    said = problem(tmp_path, "url_template: sqlite:///{name}.db\nnames: [a]\nread_timeout: soon\n")
+    assert said.endswith("fleet.yaml:3:15: read_timeout is a duration above 0 with its unit, e.g. 500ms, 10s or 1m"), said

@@ -208,3 +208,32 @@ def test_create_missing_makes_each_database_before_building_it(example, tmp_path
         with psycopg.connect(pg_url("postgres"), autocommit=True) as admin:
             for name in names:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_a_locked_version_table_is_a_timed_out_row_not_a_stuck_run(example):
+    """One target's alembic_version held by another session's exclusive lock: fleet status (and
+    upgrade's first read) ends within twice --read-timeout, that target reported with the time it
+    waited, the others read as ever."""
+    import time
+
+    import psycopg
+
+    with pg_databases(3) as names:
+        write_fleet(example, names)
+        assert run_fleet(example, "upgrade", **PASSWORD).returncode == 0
+        short = [n.rsplit("_", 1)[1] for n in names]
+        holder = psycopg.connect(pg_url(names[1]))
+        holder.execute("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE")  # an ALTER of it in flight, as it were
+        try:
+            started = time.monotonic()
+            status = run_fleet(example, "status", "--read-timeout", "1s", **PASSWORD)
+            took = time.monotonic() - started
+            upgrade = run_fleet(example, "upgrade", "--read-timeout", "1s", **PASSWORD)
+        finally:
+            holder.close()
+        assert took < 2 * 1 + 1.5, took  # twice the bound, and the command's own start
+        assert status.returncode == 1, status.stdout + status.stderr
+        lines = {line.split(":", 1)[0]: line for line in status.stdout.splitlines()}
+        assert "no answer within 1." in lines[short[1]] and "(read timeout 1 s;" in lines[short[1]], lines[short[1]]
+        assert all("(head)" in lines[name] for name in (short[0], short[2]))
+        assert upgrade.returncode == 1 and f"failed {short[1]} (all, at unknown): no answer within 1." in upgrade.stdout, upgrade.stdout

@@ -72,7 +72,7 @@ def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (flee
 
     load_config(args.config)  # a missing alembic.ini is named before anything else
     fleet = file.load(_fleet_path(args))
-    settings = _settings(args, settings_kind)
+    settings = _settings(args, settings_kind, fleet.read_timeout)
     migrations = Migrations(settings)
     fleet = fleet.placed(tenant_tables(migrations.script))
     stage, only = getattr(args, "stage", None), getattr(args, "only", None)
@@ -97,10 +97,14 @@ def targets(args: argparse.Namespace) -> list:
     return [target for _, chosen in _load(args, "status")[1] for target in chosen]
 
 
-def _settings(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - fleet.work.Settings
-    from ..fleet.work import Settings
+def _settings(args: argparse.Namespace, settings_kind: str, file_timeout: float | None = None):  # noqa: ANN202 - fleet.work.Settings
+    from ..fleet.work import DEFAULT_READ_TIMEOUT, Settings
+    from ..util import parse_duration
 
+    given = getattr(args, "read_timeout", None)
+    read_timeout = parse_duration(given, "--read-timeout", zero=False) if given else (file_timeout or DEFAULT_READ_TIMEOUT)
     return Settings(
+        read_timeout=read_timeout,
         config=args.config,
         to_rev=getattr(args, "to_rev", None) or "head",
         x=_x(getattr(args, "x", []) or []),
@@ -275,6 +279,12 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     add_options(p, "fleet", "config", "only", "exclude", "stage", "parallel")
+    p.add_argument(
+        "--read-timeout",
+        metavar="DURATION",
+        help="how long a target's connection and version read may take before it is reported timed out "
+        "(default: the fleet file's read_timeout, else 10s)",
+    )
 
 
 def _add_upgrade(fsub: argparse._SubParsersAction) -> None:

@@ -179,6 +179,25 @@ class Dialect:
         """Whether a driver error is this engine's "no such table" (a publish to a retired subscriber)."""
         return False
 
+    # A bounded read (a fleet's version read and status): the driver's connect parameter taking the
+    # seconds to wait for a connection, and the session statements ({ms}: the bound in milliseconds)
+    # that keep a statement, and its wait for a lock, within it.
+    CONNECT_TIMEOUT_PARAM: str | None = None
+    READ_TIMEOUT_STATEMENTS: tuple[str, ...] = ()
+
+    def bounded_connect(self, cparams: dict[str, Any], seconds: float) -> None:
+        """The driver's connect parameters, waiting at most `seconds` for the connection."""
+        if self.CONNECT_TIMEOUT_PARAM is not None:
+            cparams[self.CONNECT_TIMEOUT_PARAM] = max(int(seconds + 0.999), 1)
+
+    def bound_session(self, dbapi_connection: Any, seconds: float) -> None:
+        """A fresh connection's statements (and lock waits) bounded to `seconds` for its session."""
+        if self.READ_TIMEOUT_STATEMENTS:
+            cursor = dbapi_connection.cursor()
+            for statement in self.READ_TIMEOUT_STATEMENTS:
+                cursor.execute(statement.format(ms=int(seconds * 1000)))
+            cursor.close()
+
     # fleet upgrade --create-missing: a server's database made before its first upgrade, from the
     # server's maintenance database (None: the engine cannot here; a file engine's folder is made instead)
     MAINTENANCE_DATABASE: str | None = None

@@ -10,7 +10,7 @@ failure applied (each step is idempotent or guarded, so running it again continu
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from ..schema import Correlation, Kind, TableName, TableSpec
@@ -35,6 +35,11 @@ class MySQL(Dialect):
     saga_only = True
     GUARD_ERROR_CODES = frozenset({1644})  # ER_SIGNAL_EXCEPTION: the guards' SIGNAL SQLSTATE '45000'
     PERMISSION_DENIED_CODES = frozenset({1142, 1143})  # ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR
+
+    def bounded_connect(self, cparams: dict[str, Any], seconds: float) -> None:
+        """PyMySQL: the connection, and every answer on it, within the bound (read_timeout: the
+        socket's, MariaDB and MySQL alike, where their statement timeouts differ)."""
+        cparams["connect_timeout"] = cparams["read_timeout"] = max(int(seconds + 0.999), 1)
 
     # =====================================================================================
     # -- identifiers and names ------------------------------------------------------------

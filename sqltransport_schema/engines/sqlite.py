@@ -134,6 +134,10 @@ class SQLite(Dialect):
     ddl_savepoints = True
     case_insensitive_names = True
     database_file = True
+
+    def bounded_connect(self, cparams: dict[str, Any], seconds: float) -> None:
+        cparams["timeout"] = seconds  # sqlite3: how long a statement waits for another connection's lock
+
     explicit_begin = True  # sqlite3 begins before the first write and commits before DDL
 
     # =====================================================================================

@@ -18,6 +18,7 @@ from ..topology.format import Field, field_schema
 from ..topology.problems import Mark, Problem, TopologyError
 from ..topology.reader import Obj, Reader, compose, decode
 from ..urls import display_url
+from ..util import duration_ms
 
 DEFAULT_FILE = "fleet.yaml"
 ON_ERROR = ("stop", "continue")
@@ -79,6 +80,11 @@ FORMAT = Field(
         "names": Field("list", "The names url_template is filled with.", items=Field("name", "A target name."), default=[]),
         "query": QUERY,
         "stages": Field("list", "Stages in order (default: one stage of every target).", items=STAGE, default=[]),
+        "read_timeout": Field(
+            "string",
+            "How long a target's connection and version read may take before it is reported as timed out: a duration "
+            "(500ms, 10s, 1m; default 10s); --read-timeout overrides it.",
+        ),
         "skip": Field(
             "list",
             "Targets set aside: names or glob patterns no command takes until removed from here (as --exclude).",
@@ -133,6 +139,7 @@ class Fleet:
     stages: list[Stage]
     marks: dict[str, Mark] = field(default_factory=dict)  # where the file names each listed target (a query's: none)
     skip: tuple[str, ...] = ()  # the file's skip: names or globs of targets set aside
+    read_timeout: float | None = None  # seconds (the file's read_timeout:), None: the default
 
     def set_aside(self, exclude: list[str] | None = None) -> list[str]:
         """Names of the targets the file's skip: and `exclude` (glob patterns) set aside, in file order."""
@@ -217,9 +224,16 @@ def load(path: str | Path, environ: Mapping[str, str] | None = None) -> Fleet:
     for pattern, where in root.get("skip", []):
         if targets and not any(fnmatch.fnmatchcase(t.name, pattern) for t in targets):
             problems.append(Problem(where, f"skip: {pattern!r} matches no target of the fleet; correct it or remove it"))
+    read_timeout = None
+    if "read_timeout" in root.marks:
+        milliseconds = duration_ms(root.get("read_timeout"))
+        if not milliseconds:
+            problems.append(Problem(root.marks["read_timeout"], "read_timeout is a duration above 0 with its unit, e.g. 500ms, 10s or 1m"))
+        else:
+            read_timeout = milliseconds / 1000
     if problems:
         raise FleetFileError(problems)
-    return Fleet(path, targets, stages, marks, tuple(pattern for pattern, _ in root.get("skip", [])))
+    return Fleet(path, targets, stages, marks, tuple(pattern for pattern, _ in root.get("skip", [])), read_timeout)
 
 
 def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str, str], marks: dict[str, Mark]) -> list[Target]:

@@ -28,6 +28,7 @@ UPGRADED, AT_REVISION, WOULD_UPGRADE, FAILED, BUSY, LOST = "upgraded", "at_revis
 PAST = "past"  # already past the revision asked for (--to an older one): left there, never downgraded
 DONE = frozenset({UPGRADED, AT_REVISION, WOULD_UPGRADE, PAST})
 VERSION_TABLE = "alembic_version"
+DEFAULT_READ_TIMEOUT = 10.0  # seconds: a locked alembic_version or a server that does not answer is reported, never waited out
 # What a fleet read of a SQLite target whose file is not there says to do.
 TARGET_FIX = "check the target's URL in the fleet file, or build it with `sqltransport-schema fleet upgrade`"
 
@@ -41,6 +42,7 @@ class Settings:
     x: tuple[str, ...] = ()  # -x options for every target (consent, lock waits), url excepted
     dry_run: bool = False
     create_missing: bool = False  # upgrade: a target's database made first when it is not there
+    read_timeout: float = DEFAULT_READ_TIMEOUT  # seconds a target's connection and version read (and check) may take
     rerun: tuple[str, ...] = ("sqltransport-schema", "fleet", "upgrade")  # the command a refusal names, before --only
     check: bool = False  # status: add check's drift summary
     # a failure as one line (the command line's own, cli/output.describe); a module-level function, so it pickles
@@ -209,6 +211,7 @@ class Migrations:
         from sqlalchemy import exc
         from sqlalchemy.engine import make_url
 
+        from .. import engines
         from ..db import existing_only, normalise_url, refuse_missing_sqlite_file
 
         if must_exist:
@@ -220,10 +223,18 @@ class Migrations:
         if must_exist:
             cargs = list(cargs)
             existing_only(url, cargs, cparams)
+        engine = engines.for_sqlalchemy(dialect.name)
+        engine.bounded_connect(cparams, self.settings.read_timeout)
         try:
-            return dialect, sql, dbapi.connect(*cargs, **cparams)
+            connection = dbapi.connect(*cargs, **cparams)
         except dbapi.Error as error:
             raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None  # statement None: unreachable
+        try:
+            engine.bound_session(connection, self.settings.read_timeout)
+        except dbapi.Error as error:
+            connection.close()
+            raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None
+        return dialect, sql, connection
 
     def _read_stamps(self, url: str, dialect: Any, sql: str, connection: Any) -> tuple[str, ...]:
         from sqlalchemy import exc
@@ -297,6 +308,8 @@ class Migrations:
 
             result.outcome = BUSY if isinstance(error, SkippedBusy) else FAILED
             result.error = describe(error, target, self.settings.describe)
+            if not result.read:  # its version read (bounded) is what failed
+                result.error = self._waited(started, result.error)
             result.reachable = _unreachable(error) is None
         result.seconds = time.perf_counter() - started
         return result
@@ -360,11 +373,19 @@ class Migrations:
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
             result.outcome, result.error, result.reachable = (
                 FAILED,
-                describe(error, target, self.settings.describe),
+                self._waited(started, describe(error, target, self.settings.describe)),
                 _unreachable(error) is None,
             )
         result.seconds = time.perf_counter() - started
         return result
+
+    def _waited(self, started: float, error: str) -> str:
+        """A failure's line, saying so when it came as the read timeout ran out (a held lock, a server
+        that does not answer): the time waited and the setting that bounds it."""
+        waited = time.perf_counter() - started
+        if waited < self.settings.read_timeout * 0.9:
+            return error
+        return f"no answer within {waited:.1f} s (read timeout {self.settings.read_timeout:g} s; --read-timeout or read_timeout:): {error}"
 
     def _drift(self, target: Target, dialect: Any, connection: Any, stamps: tuple[str, ...]) -> dict:
         """check's drift summary, on the connection the stamps were read on: what does not depend on

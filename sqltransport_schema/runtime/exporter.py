@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from .. import errors
-from ..util import duration_ms
+from ..util import parse_duration
 from .operations import DEFAULT_ERROR_QUEUE, status
 
 if TYPE_CHECKING:
@@ -136,10 +136,7 @@ def exposition(report: StatusReport) -> str:
 
 def parse_min_interval(text: str) -> float:
     """--min-interval as seconds: `5s`, `500ms`, `1m`; 0 reads at every scrape."""
-    milliseconds = duration_ms(text)
-    if milliseconds is None:
-        raise errors.UsageError(f"--min-interval {text}: give a duration with its unit, e.g. 500ms, 5s or 1m (0: read at every scrape)")
-    return milliseconds / 1000
+    return parse_duration(text, "--min-interval", zero=True, meaning_of_zero="read at every scrape")
 
 
 def parse_listen(text: str, option: str = "--serve") -> tuple[str, int]:

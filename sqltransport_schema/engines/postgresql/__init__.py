@@ -161,6 +161,8 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
     def lock_timed_out(self, error: BaseException) -> bool:
         return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE
 
+    CONNECT_TIMEOUT_PARAM = "connect_timeout"  # libpq: whole seconds
+    READ_TIMEOUT_STATEMENTS = ("SET statement_timeout = {ms}", "SET lock_timeout = {ms}")
     MAINTENANCE_DATABASE = "postgres"
     DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = @Name"
     CREATE_DATABASE = "CREATE DATABASE {name}"
