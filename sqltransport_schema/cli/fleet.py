@@ -278,13 +278,7 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    add_options(p, "fleet", "config", "only", "exclude", "stage", "parallel")
-    p.add_argument(
-        "--read-timeout",
-        metavar="DURATION",
-        help="how long a target's connection and version read may take before it is reported timed out "
-        "(default: the fleet file's read_timeout, else 10s)",
-    )
+    add_options(p, "fleet", "config", "only", "exclude", "stage", "parallel", "read_timeout")
 
 
 def _add_upgrade(fsub: argparse._SubParsersAction) -> None:

@@ -111,6 +111,14 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     ),
     "only": (("--only",), {"action": "append", "metavar": "GLOB", "help": "only the targets whose name matches (repeatable)"}),
     "stage": (("--stage",), {"metavar": "NAME", "help": "only this stage's targets"}),
+    "read_timeout": (
+        ("--read-timeout",),
+        {
+            "metavar": "DURATION",
+            "help": "how long a target's connection and version read may take before it is reported timed out "
+            "(default: the fleet file's read_timeout, else 10s)",
+        },
+    ),
     "exclude": (
         ("--exclude",),
         {"action": "append", "metavar": "GLOB", "help": "leave out the targets whose name matches, as the fleet file's skip: (repeatable)"},
