@@ -240,3 +240,32 @@ def test_a_failing_target_set_aside_by_exclude_or_skip_lets_the_rest_through(ret
     assert stamps(url("t03", retiring)) == [initial] and stamps(url("t06", retiring)) == [head]
     wrong = run_fleet(retiring.root, "upgrade", "--exclude", "nobody")
     assert wrong.returncode == 2 and wrong.stderr.splitlines() == ["error: --exclude nobody: no target of the fleet matches"], wrong.stderr
+
+
+def test_a_stage_bakes_then_pauses_for_approval_and_the_same_command_goes_on(project):
+    """canary bakes 1 s and pauses: the run stops after it (exit 1, the rest not started, the resume
+    command printed); the same command again finds canary done, so it goes on through the rest."""
+    import time
+
+    project.write_topology(TWO_INSTANCES)
+    assert project.compile("initial") == 0
+    (project.root / "tenants").mkdir()
+    (project.root / "fleet.yaml").write_text(
+        "url_template: sqlite:///tenants/{name}.db\nnames: [t01, t02, t03]\n"
+        "stages:\n  - name: canary\n    targets: [t01]\n    bake: 1s\n    pause_after: true\n  - name: rest\n"
+    )
+    started = time.monotonic()
+    first = run_fleet(project.root, "upgrade")
+    assert time.monotonic() - started >= 1.0  # the bake
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "stage canary: baking 1 s before the next stage" in first.stderr
+    out = first.stdout.splitlines()
+    assert out[0].startswith("stage canary: paused, 1 target(s): 1 upgraded") and out[1] == (
+        "  stopped: paused after stage canary for approval: run the same command again to go on"
+    )
+    assert "stage rest: not started, 2 target(s): 2 not attempted" in out and out[-1] == "resume: sqltransport-schema fleet upgrade"
+    assert stamps(url("t02", project)) == [] and stamps(url("t01", project)) == [project.head()]
+    again = run_fleet(project.root, "upgrade")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "baking" not in again.stderr  # canary had nothing left to do: no bake, no pause
+    assert all(stamps(url(name, project)) == [project.head()] for name in ("t02", "t03"))

@@ -68,6 +68,17 @@ STAGE = Field(
             default="stop",
         ),
         "max_failures": Field("limit", "Failed targets the stage tolerates before it stops: a count or a percentage (10%)."),
+        "bake": Field(
+            "string",
+            "A wait after the stage upgraded something, before the next stage starts (a duration: 30s, 10m): time for "
+            "its endpoints to show trouble.",
+        ),
+        "pause_after": Field(
+            "boolean",
+            "Stop the run once this stage has upgraded something, for approval: running the same command again "
+            "goes on (the stage's targets are at the revision then, so it pauses no more).",
+            default=False,
+        ),
     },
 )
 FORMAT = Field(
@@ -118,6 +129,8 @@ class Stage:
     parallel: int = 1
     on_error: str = "stop"
     max_failures: int | str | None = None
+    bake: float = 0.0  # seconds to wait after the stage upgraded something
+    pause_after: bool = False  # stop the run after the stage upgraded something (approval)
 
     def tolerated(self, size: int) -> int | None:
         """Failures the stage goes on after (None: any number): max_failures as a count (a
@@ -344,7 +357,24 @@ def _stages(root: Obj, targets: list[Target], problems: list[Problem]) -> list[S
         for pattern, where in entry.get("targets", []):
             if not any(fnmatch.fnmatchcase(t.name, pattern) for t in targets) and targets:
                 problems.append(Problem(where, f"{pattern!r} matches no target of the fleet; correct it or remove it"))
-        stages.append(Stage(name, patterns, entry.get("parallel", 1), entry.get("on_error", "stop"), entry.get("max_failures")))
+        bake = 0.0
+        if "bake" in entry.marks:
+            milliseconds = duration_ms(entry.get("bake"))
+            if milliseconds is None:
+                problems.append(Problem(entry.marks["bake"], "bake is a duration with its unit, e.g. 30s or 10m"))
+            else:
+                bake = milliseconds / 1000
+        stages.append(
+            Stage(
+                name,
+                patterns,
+                entry.get("parallel", 1),
+                entry.get("on_error", "stop"),
+                entry.get("max_failures"),
+                bake,
+                entry.get("pause_after", False),
+            )
+        )
     return stages
 
 

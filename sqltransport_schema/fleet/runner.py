@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from .file import Fleet, Stage, Target
 from .journal import Journal
 from .pool import Pool
-from .work import DONE, FAILED, LOST, PAST, Migrations, Result  # noqa: F401 - PAST: the command line reads it here
+from .work import DONE, FAILED, LOST, PAST, UPGRADED, Migrations, Result  # noqa: F401 - PAST: the command line reads it here
 
 # What a stage ended as
-COMPLETE, STOPPED, NOT_STARTED = "complete", "stopped", "not_started"
+COMPLETE, STOPPED, NOT_STARTED, PAUSED = "complete", "stopped", "not_started", "paused"
 
 
 @dataclass
@@ -63,10 +63,15 @@ def run_stages(
     journal: Journal | None,
     parallel: int | None = None,
     on_result: Callable[[StageReport, Result], None] = lambda stage, result: None,
+    say: Callable[[str], None] = lambda line: None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[StageReport]:
-    """Run each stage's targets through batch (the pool's run, or Spark's), stage after stage."""
+    """Run each stage's targets through batch (the pool's run, or Spark's), stage after stage; after a
+    stage that upgraded something, its gate: its bake, then its pause for approval."""
     reports = [StageReport(stage, targets) for stage, targets in staged]
-    for report in reports:
+    for index, report in enumerate(reports):
+        if index and reports[index - 1].status == PAUSED:
+            break
         if not report.targets:
             report.status = COMPLETE
             continue
@@ -101,7 +106,23 @@ def run_stages(
             report.reason = f"{len(failures)} target(s) failed (the stage tolerates {tolerated}); first: {first.target}"
             break
         report.status = COMPLETE
+        later = index < len(reports) - 1
+        if later and report.count(UPGRADED) and not _gate(report, say, sleep):
+            report.status = PAUSED
     return reports
+
+
+def _gate(report: StageReport, say: Callable[[str], None], sleep: Callable[[float], None]) -> bool:
+    """After a stage that upgraded something: its bake (a wait), then whether the run goes on (not when
+    the stage pauses for approval: the same command again goes on, the stage having nothing left)."""
+    stage = report.stage
+    if stage.bake:
+        say(f"stage {stage.name}: baking {stage.bake:g} s before the next stage")
+        sleep(stage.bake)
+    if stage.pause_after:
+        report.reason = f"paused after stage {stage.name} for approval: run the same command again to go on"
+        return False
+    return True
 
 
 def _counted(report: StageReport) -> list[Result]:
@@ -139,7 +160,7 @@ def upgrade(
     outcome = "failed"
     try:
         if batch is not None:
-            reports = run_stages(staged, _per_stage(staged, batch), journal, parallel, on_result)
+            reports = run_stages(staged, _per_stage(staged, batch), journal, parallel, on_result, say)
         else:
             with Pool(migrations, "upgrade") as pool:
                 current = {"stage": ""}
@@ -153,7 +174,7 @@ def upgrade(
                 def with_running(stage: StageReport, result: Result) -> None:
                     on_result(stage, result, sum(w.target is not None for w in pool.workers))
 
-                reports = run_stages(staged, batch_of, journal, parallel, with_running)
+                reports = run_stages(staged, batch_of, journal, parallel, with_running, say)
         outcome = "complete" if not any(incomplete(reports)) else "incomplete"
         return reports
     finally:
