@@ -98,3 +98,16 @@ def test_an_included_file_is_named_and_a_comment_is_no_change(project, sqlite_ur
     [warning] = _warning(capsys.readouterr().err)
     assert warning.startswith(f"warning: {project.topology} (changed: teams/billing.yaml) differs from the migrations' head: 2 changes")
     assert warning.endswith('-m "add Shipping"')
+
+
+def test_several_heads_from_branches_merged_in_git_ask_for_the_merge(project, sqlite_url, capsys):
+    """Two branches' revisions, merged in git: `alembic upgrade heads` runs both and warns that no merge is compiled."""
+    from .test_merges import MERGED, heads, two_branches
+
+    two_branches(project)
+    project.write_topology(MERGED)
+    capsys.readouterr()
+    project.upgrade(sqlite_url, "heads")
+    [warning] = _warning(capsys.readouterr().err)
+    assert warning.startswith(f"warning: the migrations have 2 heads ({', '.join(heads(project))}), branches merged in git")
+    assert warning.endswith('-m "merge 2 branches"')

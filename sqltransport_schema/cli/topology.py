@@ -85,10 +85,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return emit_invalid(args, exc)
     except (CompileError, SnapshotError) as exc:
         return emit_error(args, str(exc), json_stream=sys.stderr, details=getattr(exc, "details", None))
-    if args.check and not plan.empty:
-        notice = pending(config, topo, plan)
-        if notice is not None:
-            notice.warn()
+    if args.check and not plan.empty:  # the warning every command gives for it, on stderr
+        pending(config, topo, plan).warn()
     changes = plan.summary(limit=10**9)
     payload = {
         "status": "up-to-date" if plan.empty else ("pending" if args.check else "compiled"),

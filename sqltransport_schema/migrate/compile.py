@@ -328,10 +328,11 @@ class Uncompiled:
     def notice(self) -> str:
         """The one line (after `warning: `) every command prints for it."""
         if self.plan.merges:
-            heads = ", ".join(self.plan.merges)
-            return f"the migrations have {len(self.plan.merges)} heads ({heads}), branches merged in git, not compiled into a merge yet. Run: {self.command}"
+            heads = f"{len(self.plan.merges)} heads ({', '.join(self.plan.merges)})"
+            return f"the migrations have {heads}, branches merged in git, not compiled into a merge yet. Run: {self.command}"
         changes = self.plan.summary(limit=10**9)
-        shown = "; ".join(changes[:SHOWN_UNCOMPILED]) + (f"; and {len(changes) - SHOWN_UNCOMPILED} more" if len(changes) > SHOWN_UNCOMPILED else "")
+        more = len(changes) - SHOWN_UNCOMPILED
+        shown = "; ".join(changes[:SHOWN_UNCOMPILED]) + (f"; and {more} more" if more > 0 else "")
         where = self.topology + (f" (changed: {', '.join(self.files)})" if self.files else "")
         count = f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
         return f"{where} differs from the migrations' head: {count} not compiled yet ({shown}). Run: {self.command}"
@@ -345,39 +346,29 @@ class Uncompiled:
         return {"topology": self.topology, "changes": self.plan.summary(limit=10**9), "files": list(self.files), "run": self.command}
 
 
-def uncompiled(config: Config, topology_file: str | Path | None = None) -> Uncompiled | None:
+def uncompiled(config: Config) -> Uncompiled | None:
     """The one comparison of topology.yaml with the migrations' head, for every command that reads either:
     None when they agree, or when there is nothing to compare (no topology file, an invalid one, migrations
-    that cannot be read: the command that reads them says so itself).
-
-    topology_file: the file to compare; by default the one the migrations were compiled from (TOPOLOGY_FILE,
-    relative to alembic.ini), else alembic.ini's sqltransport.topology."""
+    that cannot be read: the command that reads them says so itself). The file compared is the one the
+    migrations were compiled from (TOPOLOGY_FILE, relative to alembic.ini), else alembic.ini's
+    sqltransport.topology."""
     from ..topology import TopologyError, load
 
     try:
         script = ScriptDirectory.from_config(config)
-        here = Path(config.config_file_name or "alembic.ini").parent
-        configured = config.get_main_option("sqltransport.topology")
-        recorded = history_topology(script)
-        if topology_file is None:
-            chosen = recorded or configured
-            if chosen is None:
-                return None
-            topology_file = here / chosen
-        path = Path(topology_file)
-        if not path.is_file():
+        chosen = history_topology(script) or config.get_main_option("sqltransport.topology")
+        path = Path(config.config_file_name or "alembic.ini").parent / chosen if chosen else None
+        if path is None or not path.is_file():
             return None
         topology = load(path)
         result = plan_at_head(script, blueprint(topology))
     except (TopologyError, CompileError, SnapshotError, CommandError, OSError):
         return None
-    return pending(config, topology, result, recorded)
+    return None if result.empty else pending(config, topology, result)
 
 
-def pending(config: Config, topology: Topology, result: Plan, recorded: str | None = None) -> Uncompiled | None:
-    """The notice for a plan from the migrations' head to the topology, unless it is empty."""
-    if result.empty:
-        return None
+def pending(config: Config, topology: Topology, result: Plan) -> Uncompiled:
+    """The notice for a plan (not empty) from the migrations' head to the topology."""
     options = []
     ini = config.config_file_name or "alembic.ini"
     if Path(ini).resolve() != Path("alembic.ini").resolve():
