@@ -12,6 +12,7 @@ paramstyle: no SQL is parsed or compiled per message.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import logging
 import sys
@@ -292,17 +293,43 @@ class Transport:
         return self._names
 
     def queue(self, table: str | TableName, schema: str | None = None, catalog: str | None = None) -> Queue:
-        """The queue table of that topology name (or TableName), made once per name and kept."""
-        name = table if isinstance(table, TableName) else self.name(table, schema, catalog)
+        """The queue table of that topology name (or TableName), made once per name and kept. On a
+        transport from_database, a name the database has no table for that is close to a deployed
+        queue's (`Sale` for `Sales`) raises errors.NotFound naming it, rather than a later `no such table`."""
+        if isinstance(table, TableName):
+            return self._queue(table)
+        name = self.name(table, schema, catalog)
+        if name not in self._queues and schema is None and catalog is None:
+            self._refuse_a_typo(table, name)
+        return self._queue(name)
+
+    def _queue(self, name: TableName) -> Queue:
         queue = self._queues.get(name)
         if queue is None:
             queue = self._queues[name] = Queue(self, name)
         return queue
 
+    def _refuse_a_typo(self, table: str, name: TableName) -> None:
+        """A topology name that is no deployed table but close to a deployed queue's: a typo. (Only when the
+        start-up checks read the catalog: a table other than the blueprint's may be there on purpose.)"""
+        existing, blueprint = self._existing_columns, self.blueprint
+        if existing is None or blueprint is None or self.dialect.table_key(name) in existing:
+            return
+        queues = [spec.name.table for spec in blueprint.tables if spec.kind is Kind.QUEUE]
+        if table in queues:
+            return  # deployed, though its table is missing: the start-up checks warned of it
+        close = difflib.get_close_matches(table, queues, n=1, cutoff=0.75) or [q for q in queues if q.casefold() == table.casefold()]
+        if close:
+            raise errors.NotFound(
+                f"no queue {table!r} is deployed in this database (no such table); did you mean {close[0]!r}? "
+                "Queue names are the topology's, as topology.yaml spells them"
+            )
+
     def address_queue(self, address: str) -> Queue:
-        """The queue a transport address names (`Sales`, `Sales@[dbo]`, `Sales@[dbo]@[shop]`)."""
+        """The queue a transport address names (`Sales`, `Sales@[dbo]`, `Sales@[dbo]@[shop]`): taken as
+        given (a subscriber's or a failed message's address may name a table no longer there)."""
         parsed = wire.parse_address(address)
-        return self.queue(parsed.table, parsed.schema, parsed.catalog)
+        return self._queue(self.name(parsed.table, parsed.schema, parsed.catalog))
 
     def address_of(self, name: TableName, as_engine_knows: bool = False) -> str:
         """The transport address of a table, schema included (what ReplyTo and FailedQ headers hold:
