@@ -23,7 +23,8 @@ def test_a_typo_of_a_deployed_queue_names_the_close_match(project, sqlite_url):
     project.deploy(sqlite_url, TOPOLOGY)
     transport = Transport.from_database(sqlite_url, str(project.ini))
     try:
-        with pytest.raises(errors.NotFound, match=r"no queue 'Sale' is deployed in this database \(no such table\); did you mean 'Sales'\?"):
+        typo = r"no queue 'Sale' is deployed in this database \(no such table\); did you mean 'Sales'\?"
+        with pytest.raises(errors.NotFound, match=typo):
             transport.queue("Sale")
         assert transport.queue("Sales").name.table == "Sales"
         assert transport.queue("Audit").name.table == "Audit"  # no deployed queue is close: taken as given
