@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
 from . import errors
-from .urls import display_url
+from .urls import display_url, upgrade_command
 
 __all__ = ["make_engine", "sqlite_transactions", "DatabaseURLError", "NoDatabase"]
 
@@ -67,8 +67,8 @@ class NoDatabase(errors.NotFound):
     connecting would have created it empty, so nothing was opened (refuse_missing_sqlite_file)."""
 
 
-# What a refusal says to do when its caller names nothing better.
-BUILD_IT = "check the URL, or build the database there with `alembic upgrade head`"
+# What a refusal says to do when its caller names nothing better ({upgrade}: urls.upgrade_command of the URL).
+BUILD_IT = "check the URL, or build the database there with `{upgrade}`"
 
 
 def url_engine(url: str) -> Dialect | None:
@@ -95,6 +95,7 @@ def refuse_missing_sqlite_file(url: str, named_by: str = "", fix: str = BUILD_IT
     missing = missing_sqlite_file(url)
     if missing is not None:
         where = f" ({named_by})" if named_by else ""
+        fix = fix.format(upgrade=upgrade_command(url)) if fix else fix
         raise NoDatabase(f"no SQLite database at {missing}{where}; nothing was created" + (f": {fix}" if fix else ""))
 
 

@@ -308,14 +308,19 @@ def stamps(connection: Connection, version_table: str | None = None) -> tuple[st
 
 def deployed_revision(connection: Connection) -> str:
     """The one revision the database is stamped with."""
-    return only_revision(stamps(connection))
+    from .db import given_url
+
+    return only_revision(stamps(connection), given_url(connection.engine))
 
 
-def only_revision(heads: tuple[str, ...]) -> str:
-    """The one revision of a database's stamps (SnapshotError when it holds none or several)."""
+def only_revision(heads: tuple[str, ...], url: str | None = None) -> str:
+    """The one revision of a database's stamps (SnapshotError when it holds none or several); url: the
+    database's as the user gave it, which the advice repeats."""
+    from .urls import upgrade_command
+
     if len(heads) != 1:
         raise SnapshotError(
-            f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `alembic upgrade head`"
+            f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `{upgrade_command(url)}`"
         )
     return heads[0]
 
@@ -367,6 +372,9 @@ def deployed_blueprint(engine: Engine, config_file: str = "alembic.ini") -> Blue
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
+    from .db import given_url
+    from .urls import upgrade_command
+
     with engine.connect() as conn:
         stored = stored_blueprint(conn)
         if stored is not None:
@@ -375,6 +383,6 @@ def deployed_blueprint(engine: Engine, config_file: str = "alembic.ini") -> Blue
     if not Path(config_file).is_file():
         raise SnapshotError(
             f"the database holds no {BLUEPRINT_TABLE} (stamped by an offline script, or by a release before it) and "
-            f"{config_file} does not exist: run `alembic upgrade head` once online, or pass the project's alembic.ini"
+            f"{config_file} does not exist: run `{upgrade_command(given_url(engine))}` once online, or pass the project's alembic.ini"
         )
     return recorded_blueprint(ScriptDirectory.from_config(Config(config_file)), revision)

@@ -5,9 +5,12 @@ on SQLite."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
-from sqltransport_schema import Transport, errors
+from sqltransport_schema import Transport, cli, errors
+from sqltransport_schema.urls import upgrade_command
 
 TOPOLOGY = """\
 transport_version: "9.1"
@@ -31,3 +34,23 @@ def test_a_typo_of_a_deployed_queue_names_the_close_match(project, sqlite_url):
         assert transport.address_queue("Sale").name.table == "Sale"  # an address (a subscriber's) is taken as given
     finally:
         transport.engine.dispose()
+
+
+def test_the_advice_for_an_unmigrated_database_keeps_the_users_url(project, tmp_path, capsys):
+    """status --url (and check) on a database no upgrade has stamped: the command to run names that database,
+    not the one alembic.ini names (which a bare `alembic upgrade head` would build)."""
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).close()  # there, but not migrated
+    url = f"sqlite:///{other}"
+    for command in ("status", "check"):
+        capsys.readouterr()
+        assert cli.main([command, "-c", str(project.ini), "--url", url]) == 2
+        assert capsys.readouterr().err == (
+            f"error: the database is stamped with 0 revisions (none); run `alembic -x url={url} upgrade head`\n"
+        ), command
+    assert cli.main(["status", "-c", str(project.ini), "--url", f"sqlite:///{tmp_path / 'missing.db'}"]) == 2
+    # a password is masked in the advice, as everywhere (the user fills it in again)
+    masked = "alembic -x url='postgresql://app:***@db.example/shop' upgrade head"
+    assert upgrade_command("postgresql://app:s3cret@db.example/shop") == masked

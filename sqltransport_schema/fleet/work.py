@@ -326,7 +326,7 @@ class Migrations:
 
         try:
             try:
-                deployed = revisions.only_revision(stamps)
+                deployed = revisions.only_revision(stamps, target.url)
                 engine = engines.for_sqlalchemy(dialect.name)
                 reference = self._reference(target.role or SHARED)
                 with self._adopt(target.url, connection) as adopted:

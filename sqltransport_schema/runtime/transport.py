@@ -231,7 +231,7 @@ class Transport:
         from ..db import make_engine, refuse_missing_sqlite_file
 
         url = engine if isinstance(engine, str) else engine.url.render_as_string(hide_password=False)
-        refuse_missing_sqlite_file(url, fix="pass the URL of the database the migrations built (`alembic upgrade head` creates it)")
+        refuse_missing_sqlite_file(url, fix="pass the URL of the database the migrations built (`{upgrade}` creates it)")
         if isinstance(engine, str):
             engine = make_engine(engine, must_exist=True)
         blueprint = deployed_blueprint(engine, config_file)
@@ -243,6 +243,9 @@ class Transport:
 
     def verify(self, blueprint: Blueprint, purges_expired: bool = False) -> list[str]:
         """Differences between the catalog and the recorded blueprint, as the transport warns of them."""
+        from ..db import given_url
+        from ..urls import upgrade_command
+
         with self.engine.connect() as conn:
             existing = self._existing_columns = self.dialect.catalog.existing_columns(conn)
             present = [s.name for s in blueprint.tables if s.kind is Kind.QUEUE and self.dialect.table_key(s.name) in existing]
@@ -256,7 +259,7 @@ class Transport:
                 warnings.append(f"{spec.kind.value} table {where} {NOT_VISIBLE}")
                 continue
             if found is None:
-                warnings.append(f"{spec.kind.value} table {where} is missing; run `alembic upgrade head`")
+                warnings.append(f"{spec.kind.value} table {where} is missing; run `{upgrade_command(given_url(self.engine))}`")
                 continue
             missing = sorted(self.dialect.expected_columns(spec) - found)
             if missing:
