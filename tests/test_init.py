@@ -38,12 +38,15 @@ def test_init_then_compile_then_upgrade_builds_the_tables(tmp_path):
 
 def test_git_add_after_an_upgrade_leaves_the_database_and_caches_out(tmp_path):
     """docs/teams.md's `git add .` after `alembic upgrade head`: the project's files, not sqltransport.db
-    (a deployed state) nor Python's caches."""
+    (a deployed state), Python's caches nor a fleet's journal (docs/fleets.md: beside the fleet file)."""
     assert run(tmp_path, warm.program("sqltransport-schema"), "init", "shop").returncode == 0
     folder = tmp_path / "shop"
     assert run(folder, warm.program("sqltransport-schema"), "compile", "-m", "initial topology").returncode == 0
     assert run(folder, warm.program("alembic"), "upgrade", "head").returncode == 0
     assert (folder / "sqltransport.db").is_file()
+    for journal in ("fleet.journal.sqlite", "fleet.journal.sqlite-wal", "fleet.journal.sqlite-shm", "deploy/staging.journal.sqlite"):
+        (folder / journal).parent.mkdir(exist_ok=True)
+        (folder / journal).write_bytes(b"")
     assert run(folder, "git", "init", "-q").returncode == 0 and run(folder, "git", "add", ".").returncode == 0
     added = run(folder, "git", "diff", "--cached", "--name-only").stdout.split()
     revision = [name for name in added if name.startswith("migrations/versions/")]
