@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,9 +90,27 @@ def missing_sqlite_file(url: str) -> str | None:
     return None if Path(parsed.database).exists() else parsed.database
 
 
+def refuse_missing_sqlite_folder(url: str, named_by: str = "") -> None:
+    """NoDatabase naming the folder when a SQLite URL names a file in a folder that is not there: nothing
+    can open or build it (SQLite says only "unable to open database file"). Nothing is created: a folder
+    the URL got wrong would otherwise appear silently."""
+    from pathlib import Path
+
+    missing = missing_sqlite_file(url)
+    folder = Path(missing).parent if missing is not None else None
+    if folder is not None and not folder.is_dir():
+        where = f" ({named_by})" if named_by else ""
+        raise NoDatabase(
+            f"no folder {folder} for the SQLite database {missing}{where}; nothing was created: "
+            f"check the URL, or create the folder first (mkdir -p {shlex.quote(str(folder))})"
+        )
+
+
 def refuse_missing_sqlite_file(url: str, named_by: str = "", fix: str = BUILD_IT) -> None:
     """NoDatabase when a SQLite URL names a file that does not exist: connecting would create it
-    empty, and an empty file is no deployed database. `named_by` says where the URL came from, `fix` what to do."""
+    empty, and an empty file is no deployed database. `named_by` says where the URL came from, `fix` what to do
+    (a folder that is not there either is named as such: refuse_missing_sqlite_folder)."""
+    refuse_missing_sqlite_folder(url, named_by)
     missing = missing_sqlite_file(url)
     if missing is not None:
         where = f" ({named_by})" if named_by else ""
@@ -123,6 +142,8 @@ def make_engine(url: str, *, sqlite_writers: bool = True, must_exist: bool = Fal
     given, url = url, normalise_url(url)
     if must_exist:
         refuse_missing_sqlite_file(given)
+    else:  # a database this engine may build: in a folder that is there
+        refuse_missing_sqlite_folder(given)
     backend = make_url(url).get_backend_name()
     dialect = _dialect(backend)
     if dialect is not None and dialect.database_file:

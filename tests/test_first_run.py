@@ -5,9 +5,11 @@ on SQLite."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
+from alembic.util import CommandError
 
 from sqltransport_schema import Transport, cli, errors
 from sqltransport_schema.urls import upgrade_command
@@ -54,3 +56,28 @@ def test_the_advice_for_an_unmigrated_database_keeps_the_users_url(project, tmp_
     # a password is masked in the advice, as everywhere (the user fills it in again)
     masked = "alembic -x url='postgresql://app:***@db.example/shop' upgrade head"
     assert upgrade_command("postgresql://app:s3cret@db.example/shop") == masked
+
+
+def test_a_sqlite_target_in_a_folder_that_is_not_there_names_the_folder(project, tmp_path, capsys):
+    """A fleet's upgrade and status of that target (their worker, in-process), `alembic upgrade` and `status`:
+    each names the folder, and none creates it (SQLite said only "unable to open database file")."""
+    from sqltransport_schema.cli.output import describe
+    from sqltransport_schema.fleet.file import Target
+    from sqltransport_schema.fleet.work import Migrations, Settings
+
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    folder = tmp_path / "nowhere"
+    url = f"sqlite:///{folder / 'a.db'}"
+    said = f"no folder {folder} for the SQLite database {folder / 'a.db'}"
+    worker = Migrations(Settings(config=str(project.ini), describe=describe))  # the command line's one line
+    upgraded, read = worker.upgrade(Target("a", url)), worker.status(Target("a", url))
+    assert upgraded.outcome == "failed" and upgraded.error.startswith(said), upgraded.error
+    assert read.error.startswith(said) and f"create the folder first (mkdir -p {folder})" in read.error, read.error
+
+    with pytest.raises(CommandError, match=f"^{re.escape(said)}; nothing was created"):
+        project.upgrade(url)
+    capsys.readouterr()
+    assert cli.main(["status", "-c", str(project.ini), "--url", url]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {said} (given by --url); nothing was created")
+    assert not folder.exists()

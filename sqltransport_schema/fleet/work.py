@@ -164,10 +164,11 @@ class Migrations:
         from sqlalchemy import exc
         from sqlalchemy.engine import make_url
 
-        from ..db import existing_only, normalise_url, refuse_missing_sqlite_file
+        from ..db import existing_only, normalise_url, refuse_missing_sqlite_file, refuse_missing_sqlite_folder
 
         if must_exist:
             refuse_missing_sqlite_file(url, fix=TARGET_FIX)
+        refuse_missing_sqlite_folder(url)  # nothing could build it there: named, not "unable to open database file"
         parsed = make_url(normalise_url(url))
         dialect, sql = self._reader(parsed.drivername, url)
         dbapi = dialect.loaded_dbapi

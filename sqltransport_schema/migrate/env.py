@@ -15,7 +15,7 @@ from alembic.util import CommandError
 from sqlalchemy import MetaData, exc, pool
 
 from .. import engines, errors
-from ..db import DatabaseURLError, failure, make_engine, normalise_url
+from ..db import DatabaseURLError, NoDatabase, failure, make_engine, normalise_url
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..schema import ROLES, SHARED
 from ..scripts import RepeatableStamps, ScriptError
@@ -124,7 +124,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         return
     try:
         engine = make_engine(url, poolclass=pool.NullPool)
-    except DatabaseURLError as error:
+    except (DatabaseURLError, NoDatabase) as error:  # NoDatabase: a SQLite file in a folder that is not there
         raise CommandError(str(error)) from None
     compare = {
         "target_metadata": target_metadata if target_metadata is not None else MetaData(),
