@@ -189,6 +189,16 @@ LOCK_TABLE_FULL = (
 )
 
 
+class Lines(logging.Formatter):
+    """How alembic.ini prints sqltransport-schema's lines (its [formatter_lines]): the message as it is,
+    each table as it changes and then the revision, with no level or logger before it; a warning (or an
+    error) after `warning: ` (`error: `), as every command's."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {text}"
+
+
 class _LoggedAsFailed(logging.Filter):
     """Alembic logs a failed command's message (`ERROR [alembic.util.messaging] ...`) and then prints
     it as its `FAILED: ...` line; only the FAILED line is kept, so the message is printed once."""
