@@ -110,6 +110,15 @@ def test_documented_block_runs(kind, body, deployed, sandbox, pg_url):
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
 
 
+def test_the_home_page_lists_every_guide():
+    """docs/index.md's guide list names every page of docs/ (a page no list names is found by nobody)."""
+    index = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    guides = index[index.index("## Guides") : index.index("## Reference")]
+    linked = set(re.findall(r"\]\(([\w-]+\.md)\)", guides))
+    pages = {path.name for path in (REPO / "docs").glob("*.md")} - {"index.md"}
+    assert pages - linked == set(), f"docs/index.md's Guides list misses {sorted(pages - linked)}"
+
+
 def _readme_blocks() -> list[tuple[str, str]]:
     """(kind, body) of README's runnable blocks, in order."""
     text = DOCS[0].read_text(encoding="utf-8")
