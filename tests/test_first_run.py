@@ -81,3 +81,19 @@ def test_a_sqlite_target_in_a_folder_that_is_not_there_names_the_folder(project,
     assert cli.main(["status", "-c", str(project.ini), "--url", url]) == 2
     assert capsys.readouterr().err.startswith(f"error: {said} (given by --url); nothing was created")
     assert not folder.exists()
+
+
+def test_adopt_names_the_users_url_in_the_upgrade_it_suggests(project, sqlite_url, capsys):
+    """Tables an older revision made, unstamped: adopt stamps that revision and says how to upgrade that database."""
+    project.deploy(sqlite_url, TOPOLOGY)
+    first = project.head()
+    project.write_topology(TOPOLOGY + "  - name: audit\n")
+    assert project.compile("audit") == 0
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as connection:
+        connection.execute("DROP TABLE alembic_version")
+        connection.execute("DROP TABLE sqltransport_blueprint")
+    capsys.readouterr()
+    assert cli.main(["adopt", "-c", str(project.ini), "--url", sqlite_url]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"stamped revision {first}; run `alembic -x url={sqlite_url} upgrade head` to apply the later revisions"
+    )

@@ -104,7 +104,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
         found, engine, action = adopt.run(url, config, stamp=not args.dry_run, apply=args.apply, role=args.db_role)
     except (adopt.AdoptError, errors.NotFound) as exc:
         return emit_error(args, str(exc), json_stream=sys.stderr)
-    emit(args, {**found.to_json(engine), "action": action}, adopt.text_lines(found, engine, action))
+    emit(args, {**found.to_json(engine), "action": action}, adopt.text_lines(found, engine, action, url))
     if found.status == "not_adoptable":
         return EXIT_ERROR
     if found.status == "needs_upgrade" and action != "applied":
