@@ -174,6 +174,12 @@ def given_url(engine: Engine) -> str:
     return _GIVEN.get(engine) or engine.url.render_as_string(hide_password=False)
 
 
+def upgrade_command_for(engine: Engine) -> str:
+    """The `alembic upgrade head` a message about this engine's database suggests: urls.upgrade_command of
+    its URL as the user gave it (given_url), so that the advice reaches that database."""
+    return upgrade_command(given_url(engine))
+
+
 def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:
     """Take transaction control of a SQLite engine (before its first connection) so competing
     processes wait instead of failing with "database is locked": every transaction begins with

@@ -324,10 +324,11 @@ class Migrations:
         from .. import check, engines, revisions
         from ..db import failure
         from ..schema import SHARED
+        from ..urls import upgrade_command
 
         try:
             try:
-                deployed = revisions.only_revision(stamps, target.url)
+                deployed = revisions.only_revision(stamps, upgrade_command(target.url))
                 engine = engines.for_sqlalchemy(dialect.name)
                 reference = self._reference(target.role or SHARED)
                 with self._adopt(target.url, connection) as adopted:

@@ -228,13 +228,13 @@ class Transport:
         `purges_expired`: this process calls purge_expired, so the start-up checks look for the
         Expires index where the release does so only then (6.3.2+, as the transport's setting).
         `verify=False` skips the start-up checks (status and retry report missing tables themselves)."""
-        from ..db import make_engine, refuse_missing_sqlite_file
+        from ..db import make_engine, refuse_missing_sqlite_file, upgrade_command_for
 
         url = engine if isinstance(engine, str) else engine.url.render_as_string(hide_password=False)
         refuse_missing_sqlite_file(url, fix="pass the URL of the database the migrations built (`{upgrade}` creates it)")
         if isinstance(engine, str):
             engine = make_engine(engine, must_exist=True)
-        blueprint = deployed_blueprint(engine, config_file)
+        blueprint = deployed_blueprint(engine, config_file, upgrade_command_for(engine))
         transport = cls(engine, blueprint.transport_version, subscription_table=blueprint.subscription_table)
         transport.blueprint = blueprint
         for warning in transport.verify(blueprint, purges_expired) if verify else ():
@@ -243,8 +243,7 @@ class Transport:
 
     def verify(self, blueprint: Blueprint, purges_expired: bool = False) -> list[str]:
         """Differences between the catalog and the recorded blueprint, as the transport warns of them."""
-        from ..db import given_url
-        from ..urls import upgrade_command
+        from ..db import upgrade_command_for
 
         with self.engine.connect() as conn:
             existing = self._existing_columns = self.dialect.catalog.existing_columns(conn)
@@ -259,7 +258,7 @@ class Transport:
                 warnings.append(f"{spec.kind.value} table {where} {NOT_VISIBLE}")
                 continue
             if found is None:
-                warnings.append(f"{spec.kind.value} table {where} is missing; run `{upgrade_command(given_url(self.engine))}`")
+                warnings.append(f"{spec.kind.value} table {where} is missing; run `{upgrade_command_for(self.engine)}`")
                 continue
             missing = sorted(self.dialect.expected_columns(spec) - found)
             if missing:
