@@ -96,3 +96,12 @@ def test_an_upgrade_prints_the_tools_lines_alone_and_verbose_adds_alembics(tmp_p
     assert f"INFO  [alembic.runtime.migration] Running upgrade  -> {head}, initial topology" in lines
     assert 'create queue "Sales" (transport 9.1)' in lines
     assert not any(line.startswith("upgrade ") for line in lines)  # said once, by Alembic
+
+    # topology.yaml edited, compile forgotten: the upgrade says so on stderr and exits 0, having run what is compiled
+    with (folder / "topology.yaml").open("a", encoding="utf-8") as topology:
+        topology.write("  - name: audit\n")
+    forgot = run(folder, warm.program("alembic"), "upgrade", "head")
+    assert forgot.returncode == 0 and forgot.stderr.splitlines() == [
+        "warning: topology.yaml differs from the migrations' head: 1 change not compiled yet "
+        '(create queue "audit" (transport 9.1)). Run: sqltransport-schema compile -m "add audit"'
+    ], forgot.stderr
