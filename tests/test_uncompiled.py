@@ -65,6 +65,9 @@ def test_check_exits_1_with_the_warning_though_the_database_matches_its_revision
     assert payload["uncompiled"]["changes"] == ['create queue "audit" (transport 9.1)']
     assert payload["uncompiled"]["run"] == ADVICE.format(ini=project.ini).removeprefix("Run: ")
 
+    assert cli.main(["check", "-c", str(project.ini), "--url", sqlite_url, "--format", "markdown"]) == 1
+    assert f"\n**Not compiled:** {_expected(project).removeprefix('warning: ')}\n" in capsys.readouterr().out  # the PR comment
+
     project.write_topology(TOPOLOGY)  # back as compiled
     assert cli.main(["check", "-c", str(project.ini), "--url", sqlite_url]) == 0
     assert _warning(capsys.readouterr().err) == []
