@@ -285,7 +285,10 @@ def run(url: str, config: Config, *, stamp: bool = True, apply: bool = False, ro
     return found, engine, action
 
 
-def text_lines(found: Examination, engine: Dialect, action: str) -> list[str]:
+def text_lines(found: Examination, engine: Dialect, action: str, url: str | None = None) -> list[str]:
+    """adopt's report for people; url: the database's as the user gave it, which a suggested upgrade repeats."""
+    from .urls import upgrade_command
+
     lines = []
     made_by = _common(found.verdicts)
     if made_by:
@@ -304,7 +307,7 @@ def text_lines(found: Examination, engine: Dialect, action: str) -> list[str]:
         lines.append("not adoptable: rename or move the tables above, or change topology.yaml to other names")
     elif found.matching_revision is not None:
         verb = "stamped" if action == "stamped" else "matches"
-        tail = "" if found.status == "matches_head" else "; run `alembic upgrade head` to apply the later revisions"
+        tail = "" if found.status == "matches_head" else f"; run `{upgrade_command(url)}` to apply the later revisions"
         lines.append(f"{verb} revision {found.matching_revision}{tail}")
     else:
         lines.append(f"upgrade plan to the head {found.head_revision} (transport {found.head_version}):")

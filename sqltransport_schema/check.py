@@ -387,6 +387,7 @@ def run(url: str, config: Config | None, role: str = SHARED, script: ScriptDirec
 
     from . import revisions
     from .db import catalog_connection, normalise_url
+    from .urls import upgrade_command
 
     try:
         make_url(normalise_url(url))
@@ -404,7 +405,7 @@ def run(url: str, config: Config | None, role: str = SHARED, script: ScriptDirec
         reference = Reference(script, role)
     with catalog_connection(url, CheckError) as (engine, connection):
         try:
-            deployed = revisions.deployed_revision(connection)
+            deployed = revisions.deployed_revision(connection, upgrade_command(url))
             stored = revisions.stored_blueprint(connection) if reference is None else None
         except revisions.SnapshotError as exc:
             raise CheckError(str(exc)) from None

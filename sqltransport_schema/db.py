@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ from sqlalchemy import create_engine, event, exc, pool
 from sqlalchemy.engine import Engine, make_url
 
 from . import errors
-from .urls import display_url
+from .urls import display_url, upgrade_command
 
 __all__ = ["make_engine", "sqlite_transactions", "DatabaseURLError", "NoDatabase"]
 
@@ -68,8 +69,8 @@ class NoDatabase(errors.NotFound):
     connecting would have created it empty, so nothing was opened (refuse_missing_sqlite_file)."""
 
 
-# What a refusal says to do when its caller names nothing better.
-BUILD_IT = "check the URL, or build the database there with `alembic upgrade head`"
+# What a refusal says to do when its caller names nothing better ({upgrade}: urls.upgrade_command of the URL).
+BUILD_IT = "check the URL, or build the database there with `{upgrade}`"
 
 
 def url_engine(url: str) -> Dialect | None:
@@ -90,12 +91,31 @@ def missing_sqlite_file(url: str) -> str | None:
     return None if Path(parsed.database).exists() else parsed.database
 
 
+def refuse_missing_sqlite_folder(url: str, named_by: str = "") -> None:
+    """NoDatabase naming the folder when a SQLite URL names a file in a folder that is not there: nothing
+    can open or build it (SQLite says only "unable to open database file"). Nothing is created: a folder
+    the URL got wrong would otherwise appear silently."""
+    from pathlib import Path
+
+    missing = missing_sqlite_file(url)
+    folder = Path(missing).parent if missing is not None else None
+    if folder is not None and not folder.is_dir():
+        where = f" ({named_by})" if named_by else ""
+        raise NoDatabase(
+            f"no folder {folder} for the SQLite database {missing}{where}; nothing was created: "
+            f"check the URL, or create the folder first (mkdir -p {shlex.quote(str(folder))})"
+        )
+
+
 def refuse_missing_sqlite_file(url: str, named_by: str = "", fix: str = BUILD_IT) -> None:
     """NoDatabase when a SQLite URL names a file that does not exist: connecting would create it
-    empty, and an empty file is no deployed database. `named_by` says where the URL came from, `fix` what to do."""
+    empty, and an empty file is no deployed database. `named_by` says where the URL came from, `fix` what to do
+    (a folder that is not there either is named as such: refuse_missing_sqlite_folder)."""
+    refuse_missing_sqlite_folder(url, named_by)
     missing = missing_sqlite_file(url)
     if missing is not None:
         where = f" ({named_by})" if named_by else ""
+        fix = fix.format(upgrade=upgrade_command(url)) if fix else fix
         raise NoDatabase(f"no SQLite database at {missing}{where}; nothing was created" + (f": {fix}" if fix else ""))
 
 
@@ -123,6 +143,8 @@ def make_engine(url: str, *, sqlite_writers: bool = True, must_exist: bool = Fal
     given, url = url, normalise_url(url)
     if must_exist:
         refuse_missing_sqlite_file(given)
+    else:  # a database this engine may build: in a folder that is there
+        refuse_missing_sqlite_folder(given)
     backend = make_url(url).get_backend_name()
     dialect = _dialect(backend)
     if dialect is not None and dialect.database_file:
@@ -151,6 +173,12 @@ def given_url(engine: Engine) -> str:
     """The URL of an engine as the user gave it to make_engine (`postgresql://`, `postgres://`), for
     output (through urls.display_url, which masks the password); the engine's own for another engine."""
     return _GIVEN.get(engine) or engine.url.render_as_string(hide_password=False)
+
+
+def upgrade_command_for(engine: Engine) -> str:
+    """The `alembic upgrade head` a message about this engine's database suggests: urls.upgrade_command of
+    its URL as the user gave it (given_url), so that the advice reaches that database."""
+    return upgrade_command(given_url(engine))
 
 
 def sqlite_transactions(engine: Engine, writers: bool = True) -> Engine:

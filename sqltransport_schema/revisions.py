@@ -306,17 +306,21 @@ def stamps(connection: Connection, version_table: str | None = None) -> tuple[st
     return tuple(MigrationContext.configure(connection, opts=opts).get_current_heads())
 
 
-def deployed_revision(connection: Connection) -> str:
-    """The one revision the database is stamped with."""
-    return only_revision(stamps(connection))
+# What a message about a database's stamps tells to run, unless its caller knows the database's URL
+# (urls.upgrade_command: `alembic -x url=URL upgrade head`, the URL the user gave).
+UPGRADE = "alembic upgrade head"
 
 
-def only_revision(heads: tuple[str, ...]) -> str:
-    """The one revision of a database's stamps (SnapshotError when it holds none or several)."""
+def deployed_revision(connection: Connection, upgrade: str = UPGRADE) -> str:
+    """The one revision the database is stamped with; upgrade: the command its refusal names."""
+    return only_revision(stamps(connection), upgrade)
+
+
+def only_revision(heads: tuple[str, ...], upgrade: str = UPGRADE) -> str:
+    """The one revision of a database's stamps (SnapshotError when it holds none or several, naming `upgrade`:
+    urls.upgrade_command of the database's URL where the caller knows it)."""
     if len(heads) != 1:
-        raise SnapshotError(
-            f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `alembic upgrade head`"
-        )
+        raise SnapshotError(f"the database is stamped with {len(heads)} revisions ({', '.join(heads) or 'none'}); run `{upgrade}`")
     return heads[0]
 
 
@@ -361,9 +365,10 @@ def stored_blueprint(connection: Connection) -> Blueprint | None:
     return Blueprint.from_snapshot(row.snapshot)
 
 
-def deployed_blueprint(engine: Engine, config_file: str = "alembic.ini") -> Blueprint:
+def deployed_blueprint(engine: Engine, config_file: str = "alembic.ini", upgrade: str = UPGRADE) -> Blueprint:
     """The blueprint of the revision the database is stamped with (what the runtime serves): the
-    copy the migrations stored in the database, else read from the migrations config_file names."""
+    copy the migrations stored in the database, else read from the migrations config_file names.
+    upgrade: the command a refusal names (urls.upgrade_command of the database's URL)."""
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
@@ -371,10 +376,10 @@ def deployed_blueprint(engine: Engine, config_file: str = "alembic.ini") -> Blue
         stored = stored_blueprint(conn)
         if stored is not None:
             return stored
-        revision = deployed_revision(conn)
+        revision = deployed_revision(conn, upgrade)
     if not Path(config_file).is_file():
         raise SnapshotError(
             f"the database holds no {BLUEPRINT_TABLE} (stamped by an offline script, or by a release before it) and "
-            f"{config_file} does not exist: run `alembic upgrade head` once online, or pass the project's alembic.ini"
+            f"{config_file} does not exist: run `{upgrade}` once online, or pass the project's alembic.ini"
         )
     return recorded_blueprint(ScriptDirectory.from_config(Config(config_file)), revision)

@@ -51,3 +51,13 @@ def display_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:  # not a URL SQLAlchemy reads: still never show what looks like a password
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def upgrade_command(url: str | None = None) -> str:
+    """The `alembic upgrade head` an error or a warning suggests, for the database at url as the user gave
+    it (db.given_url of an engine; its password masked, to fill in again): `alembic -x url=URL upgrade head`,
+    so that the advice reaches the database the user named (a --url, a URL in their code), not the one
+    alembic.ini names. Without a URL, the bare command."""
+    import shlex
+
+    return f"alembic -x url={shlex.quote(display_url(url))} upgrade head" if url else "alembic upgrade head"

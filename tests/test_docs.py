@@ -5,7 +5,8 @@ are illustrative and skipped; ```text marks a synopsis; `deployed` (```python de
 after `alembic upgrade head` of the example topology, as the text before it says; `spark` blocks need
 the spark extra and skip without it, like the Spark tests (`console`
 blocks the console extra, likewise); `prometheus` blocks need Debian's `prometheus`
-package (promtool) and skip without it, failing under CI, as tests/support/prometheus.py does. The one substitution: the documented
+package (promtool) and skip without it, failing under CI, as tests/support/prometheus.py does; `install`
+blocks (README's install from a built wheel) are tests/test_package.py's. The one substitution: the documented
 PostgreSQL database `postgresql://postgres@127.0.0.1/app` is a throwaway database of the test, which
 a documented `createdb -h 127.0.0.1 -U postgres app` creates (the test drops it first)."""
 
@@ -42,6 +43,9 @@ SPARK = "spark"
 CONSOLE = "console"
 # Needs promtool (```sh prometheus): skipped without it locally, failed under CI (.ci/run installs it).
 PROMETHEUS = "prometheus"
+# README's install into a project of one's own (```sh install): tests/test_package.py runs those blocks, against
+# the wheel it builds and in a fresh virtual environment outside the checkout; not collected here.
+INSTALL = "install"
 
 
 def blocks() -> list:
@@ -51,7 +55,7 @@ def blocks() -> list:
         for match in FENCE.finditer(text):
             words = match.group("info").split()
             kind = RUNNABLE.get(words[0]) if words else None
-            if kind is None:
+            if kind is None or INSTALL in words[1:]:
                 continue
             line = text[: match.start()].count("\n") + 1
             body = "\n".join(part[len(match.group("indent")) :] for part in match.group("body").splitlines())
@@ -104,6 +108,15 @@ def test_documented_block_runs(kind, body, deployed, sandbox, pg_url):
         command = ["bash", "-e", "-o", "pipefail", "-c", body]
     result = subprocess.run(command, cwd=sandbox, env=env, capture_output=True, text=True, check=False, timeout=180)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+
+
+def test_the_home_page_lists_every_guide():
+    """docs/index.md's guide list names every page of docs/ (a page no list names is found by nobody)."""
+    index = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    guides = index[index.index("## Guides") : index.index("## Reference")]
+    linked = set(re.findall(r"\]\(([\w-]+\.md)\)", guides))
+    pages = {path.name for path in (REPO / "docs").glob("*.md")} - {"index.md"}
+    assert pages - linked == set(), f"docs/index.md's Guides list misses {sorted(pages - linked)}"
 
 
 def _readme_blocks() -> list[tuple[str, str]]:

@@ -126,7 +126,7 @@ def test_targets_from_a_query_of_a_control_database(tmp_path):
         ),
         ("targets: [\n", "2:1", "not valid YAML"),
         ("stages: []\n", "1:1", "the fleet names no target"),
-        ("query:\n  url: sqlite:///nowhere/at/all.db\n  sql: SELECT name FROM tenants\n", "2:8", "no SQLite database at nowhere/at/all.db"),
+        ("query:\n  url: sqlite:///nowhere/at/all.db\n  sql: SELECT name FROM tenants\n", "2:8", "no folder nowhere/at for the SQLite"),
     ],
 )
 def test_a_mistake_is_one_located_line(tmp_path, text, where, says):

@@ -131,7 +131,7 @@ def test_a_missing_table_is_still_missing_under_the_owner(project, deployed, cap
     with caplog.at_level(logging.WARNING):
         transport = Transport.from_database(create_engine(make_url(deployed).set(drivername="postgresql+psycopg")))
     transport.engine.dispose()
-    assert any("Billing.Delayed" in r.getMessage() and "is missing; run `alembic upgrade head`" in r.getMessage() for r in caplog.records)
+    assert any("Billing.Delayed" in r.getMessage() and "is missing; run `alembic -x url=" in r.getMessage() for r in caplog.records)
 
 
 MSSQL_MONITOR = [

@@ -38,12 +38,15 @@ def test_init_then_compile_then_upgrade_builds_the_tables(tmp_path):
 
 def test_git_add_after_an_upgrade_leaves_the_database_and_caches_out(tmp_path):
     """docs/teams.md's `git add .` after `alembic upgrade head`: the project's files, not sqltransport.db
-    (a deployed state) nor Python's caches."""
+    (a deployed state), Python's caches nor a fleet's journal (docs/fleets.md: beside the fleet file)."""
     assert run(tmp_path, warm.program("sqltransport-schema"), "init", "shop").returncode == 0
     folder = tmp_path / "shop"
     assert run(folder, warm.program("sqltransport-schema"), "compile", "-m", "initial topology").returncode == 0
     assert run(folder, warm.program("alembic"), "upgrade", "head").returncode == 0
     assert (folder / "sqltransport.db").is_file()
+    for journal in ("fleet.journal.sqlite", "fleet.journal.sqlite-wal", "fleet.journal.sqlite-shm", "deploy/staging.journal.sqlite"):
+        (folder / journal).parent.mkdir(exist_ok=True)
+        (folder / journal).write_bytes(b"")
     assert run(folder, "git", "init", "-q").returncode == 0 and run(folder, "git", "add", ".").returncode == 0
     added = run(folder, "git", "diff", "--cached", "--name-only").stdout.split()
     revision = [name for name in added if name.startswith("migrations/versions/")]
@@ -71,7 +74,8 @@ def test_the_repository_uses_the_shipped_templates(name):
 
 def test_an_upgrade_prints_the_tools_lines_alone_and_verbose_adds_alembics(tmp_path):
     """alembic.ini keeps Alembic's INFO lines quiet ("Context impl SQLiteImpl.", "Will assume ... DDL.");
-    each table as it is created and the revision still print; -x verbose=true shows Alembic's again."""
+    each table as it is created and the revision still print, as they are (no `INFO  [logger]` before them);
+    -x verbose=true shows Alembic's again."""
     assert run(tmp_path, warm.program("sqltransport-schema"), "init", "shop").returncode == 0
     folder = tmp_path / "shop"
     assert run(folder, warm.program("sqltransport-schema"), "compile", "-m", "initial topology").returncode == 0
@@ -79,16 +83,25 @@ def test_an_upgrade_prints_the_tools_lines_alone_and_verbose_adds_alembics(tmp_p
     quiet = run(folder, warm.program("alembic"), "upgrade", "head")
     assert quiet.returncode == 0, quiet.stderr
     assert quiet.stderr.splitlines() == [
-        'INFO  [sqltransport_schema.migrate] create queue "Sales" (transport 9.1)',
-        'INFO  [sqltransport_schema.migrate] create queue "error" (transport 9.1)',
-        'INFO  [sqltransport_schema.migrate] create delayed table "Sales.Delayed" (transport 9.1)',
-        'INFO  [sqltransport_schema.migrate] create subscription table "SubscriptionRouting" (transport 9.1)',
-        f"INFO  [sqltransport_schema.migrate] upgrade <base> -> {head}, initial topology",
+        'create queue "Sales" (transport 9.1)',
+        'create queue "error" (transport 9.1)',
+        'create delayed table "Sales.Delayed" (transport 9.1)',
+        'create subscription table "SubscriptionRouting" (transport 9.1)',
+        f"upgrade <base> -> {head}, initial topology",
     ]
     verbose = run(folder, warm.program("alembic"), "-x", "verbose=true", "-x", "url=sqlite:///other.db", "upgrade", "head")
     assert verbose.returncode == 0, verbose.stderr
     lines = verbose.stderr.splitlines()
     assert "INFO  [alembic.runtime.migration] Context impl SQLiteImpl." in lines
     assert f"INFO  [alembic.runtime.migration] Running upgrade  -> {head}, initial topology" in lines
-    assert 'INFO  [sqltransport_schema.migrate] create queue "Sales" (transport 9.1)' in lines
-    assert not any("[sqltransport_schema.migrate] upgrade " in line for line in lines)  # said once, by Alembic
+    assert 'create queue "Sales" (transport 9.1)' in lines
+    assert not any(line.startswith("upgrade ") for line in lines)  # said once, by Alembic
+
+    # topology.yaml edited, compile forgotten: the upgrade says so on stderr and exits 0, having run what is compiled
+    with (folder / "topology.yaml").open("a", encoding="utf-8") as topology:
+        topology.write("  - name: audit\n")
+    forgot = run(folder, warm.program("alembic"), "upgrade", "head")
+    assert forgot.returncode == 0 and forgot.stderr.splitlines() == [
+        "warning: topology.yaml differs from the migrations' head: 1 change not compiled yet "
+        '(create queue "audit" (transport 9.1)). Run: sqltransport-schema compile -m "add audit"'
+    ], forgot.stderr

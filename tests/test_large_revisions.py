@@ -58,7 +58,7 @@ def upgrade(project, url: str, stop=None) -> tuple[int, list[str]]:
 
 
 def operations(lines: list[str]) -> int:
-    return sum(f"[sqltransport_schema.migrate] {what}" in line for line in lines for what in ("add body string", "change Seq"))
+    return sum(line.startswith(what) for line in lines for what in ("add body string", "change Seq"))  # the tool's lines, as they are
 
 
 def commits(lines: list[str]) -> int:

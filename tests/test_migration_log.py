@@ -22,7 +22,10 @@ SECOND = FIRST.replace("queues:", BILLING + "queues:")
 
 
 def _log(result) -> list[str]:
-    return [line.split("] ", 1)[1] for line in result.stderr.splitlines() if "[sqltransport_schema.migrate]" in line]
+    """The tool's lines of a run, as alembic.ini prints them (no logger before them; a warning after `warning: `),
+    Alembic's FAILED line and its own `LEVEL [logger]` lines left out."""
+    alembics = ("FAILED:", "INFO  [", "WARNI [", "ERROR [")
+    return [line.removeprefix("warning: ") for line in result.stderr.splitlines() if not line.startswith(alembics)]
 
 
 def test_a_successful_drop_does_not_read_as_refused(project, sqlite_url):

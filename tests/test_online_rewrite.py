@@ -484,7 +484,7 @@ def test_two_migrations_of_one_database_take_turns(widening, pg_url):
     stop(sender, receiver)
     time.sleep(0.2)
     assert sum('online rewrite of "public"."Sales": swapped' in line for line in lines + second_lines) == 1  # once
-    ran = re.compile(r"\[sqltransport_schema\.migrate\] upgrade \S+ -> \S+, ")  # a revision's line
+    ran = re.compile(r"^upgrade \S+ -> \S+, ")  # a revision's line (the tool's lines are printed as they are)
     assert sum(bool(ran.search(line)) for line in lines) == 1  # the revision ran once, in the first run
     assert not any(ran.search(line) for line in second_lines)  # the second found the database at head
     assert seq_type(pg_url, "Sales") == "bigint" and leftovers(pg_url) == []

@@ -1,7 +1,8 @@
-"""The package as people install it, not as a checkout: `python -m build` makes the sdist and, from
-it, the wheel (so a file the sdist leaves out breaks the wheel too); each installs into a fresh
-virtual environment, where README's workflow for a project of one's own runs as README writes it
-(init, compile, alembic upgrade head, on SQLite) with nothing of the repository in reach. Also what
+"""The package as people install it, not as a checkout: README's install section builds the sdist and,
+from it, the wheel in a clone (so a file the sdist leaves out breaks the wheel too); the wheel
+installs into a fresh virtual environment outside the checkout as README's install blocks write it,
+the sdist as pip installs any file, and README's workflow for a project of one's own runs there as
+written (init, compile, alembic upgrade head, on SQLite) with nothing of the repository in reach. Also what
 the index and a type checker read: the licence, the project URLs, the classifiers, py.typed, the
 version; and that the changelog has a section for that version.
 
@@ -42,6 +43,23 @@ def readme_workflow() -> str:
     return found[0]
 
 
+def readme_install() -> tuple[str, str]:
+    """README's two ```sh install blocks: the build in the clone, and the install into a project's own venv."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    found = [m.group("body") for m in FENCE.finditer(text) if m.group("info").split() == ["sh", "install"]]
+    assert len(found) == 2, "README.md has no two ```sh install blocks (the build in the clone, the install in a project)"
+    build, install = found
+    assert "python -m build" in build and CLONE in install and "activate" in install, found
+    return build, install
+
+
+# In README's install block, the folder of the clone the wheel was built in.
+CLONE = "~/src/sqltransport-schema"
+# The one change to README's install block a test makes: this interpreter's pip installs into the new venv (`pip
+# --python`) rather than a pip bootstrapped into it, which costs 3.6 s of CPU a venv; the same files get installed.
+OWN_PIP = ("python3 -m venv .venv && .venv/bin/pip install ", "{python} -m venv --without-pip .venv && {pip} install --quiet ")
+
+
 def _quiet_env() -> dict[str, str]:
     """The environment without a way back to the checkout: no PYTHONPATH, no virtual environment of ours."""
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV", "SQLTRANSPORT_URL")}
@@ -75,15 +93,37 @@ def _readme_workflow_tables(env: dict[str, str], tmp_path: Path) -> set[str]:
     return {name for _, name in catalog.read(f"sqlite:///{work / 'shop' / 'sqltransport.db'}")}
 
 
+def _readme_install_and_workflow(python: Path, clone: Path, tmp_path: Path) -> tuple[Path, dict[str, str], set[str]]:
+    """README's install block (the wheel built in `clone`, into a fresh venv of that Python) and then its
+    workflow, run as written in one shell in a folder outside the checkout and outside the clone; the venv,
+    the environment of a shell that activated it, and the tables of the database the workflow upgraded."""
+    _, install = readme_install()
+    assert OWN_PIP[0] in install, f"README's install block no longer says {OWN_PIP[0]!r}"
+    install = install.replace(CLONE, str(clone)).replace(
+        OWN_PIP[0], OWN_PIP[1].format(python=python, pip=f"{sys.executable} -m pip --python .venv/bin/python")
+    )
+    project = tmp_path / "my-app"
+    project.mkdir()
+    assert not project.is_relative_to(REPO) and not project.is_relative_to(clone)
+    _run(["bash", "-e", "-o", "pipefail", "-c", install + readme_workflow()], project, _quiet_env())
+    venv = project / ".venv"
+    env = _quiet_env()
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"  # as `. .venv/bin/activate` leaves it
+    return venv, env, {name for _, name in catalog.read(f"sqlite:///{project / 'shop' / 'sqltransport.db'}")}
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> dict[str, Path]:
-    """The sdist and the wheel `python -m build` makes from the repository's tracked files (a clone's)."""
+    """The sdist and the wheel README's build block makes in a clone (the repository's tracked files, and the
+    `.venv` README's first command made there: this interpreter's), as it writes it; and that clone."""
     root = tmp_path_factory.mktemp("package")
     source = copy_tracked(root / "source", bytecode=False)  # what a clone holds: no __pycache__
-    _run([sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(source)], cwd=root)
-    built = {path.suffix if path.suffix == ".whl" else ".tar.gz": path for path in (root / "dist").iterdir()}
+    (source / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    build, _ = readme_install()
+    _run(["bash", "-e", "-o", "pipefail", "-c", build], cwd=source)
+    built = {path.suffix if path.suffix == ".whl" else ".tar.gz": path for path in (source / "dist").iterdir()}
     assert sorted(built) == [".tar.gz", ".whl"], sorted(built)
-    return {"sdist": built[".tar.gz"], "wheel": built[".whl"]}
+    return {"sdist": built[".tar.gz"], "wheel": built[".whl"], "clone": source}
 
 
 @pytest.mark.package
@@ -119,14 +159,19 @@ def test_the_sdist_carries_the_licence_the_changelog_and_py_typed(dist):
 @pytest.mark.slow
 @pytest.mark.parametrize("artifact", ["wheel", "sdist"])
 def test_installed_into_a_fresh_venv_the_readme_workflow_runs(artifact, dist, tmp_path):
-    venv, env = _installed(Path(sys.executable), dist[artifact], tmp_path)
+    """The wheel as README's install section installs it (its blocks as written, outside the checkout), then
+    README's workflow there; the sdist installed by pip, then the same workflow."""
+    if artifact == "wheel":
+        venv, env, tables = _readme_install_and_workflow(Path(sys.executable), dist["clone"], tmp_path)
+    else:
+        venv, env = _installed(Path(sys.executable), dist[artifact], tmp_path)
+        tables = _readme_workflow_tables(env, tmp_path)
+    assert tables == INIT_TABLES
     bin_dir = venv / "bin"
     where = _run([str(bin_dir / "python"), "-c", "import sqltransport_schema; print(sqltransport_schema.__file__)"], tmp_path, env)
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout  # the installed copy, not the checkout
     version = _run(["sqltransport-schema", "--version"], tmp_path, env)
     assert version.stdout == f"sqltransport-schema {VERSION}\n"
-
-    assert _readme_workflow_tables(env, tmp_path) == INIT_TABLES
     if artifact == "wheel":
         _a_type_checker_reads_the_hints(bin_dir / "python", tmp_path)
 
@@ -167,8 +212,8 @@ def test_the_wheel_runs_the_readme_workflow_on_every_python_the_classifiers_name
         if under_ci():
             pytest.fail(f"no python{version} on PATH or in pyenv: the classifiers name it, so CI tests it")
         pytest.skip(f"no python{version} on PATH or in pyenv (the classifiers name it)")
-    _venv, env = _installed(python, dist["wheel"], tmp_path)
-    assert _readme_workflow_tables(env, tmp_path) == INIT_TABLES
+    _venv, _env, tables = _readme_install_and_workflow(python, dist["clone"], tmp_path)
+    assert tables == INIT_TABLES
 
 
 # A service's code with one mistake: only a type checker that reads the package's hints (py.typed) finds it.

@@ -21,7 +21,8 @@ from .support.fleets import pg_databases, pg_url, run_fleet
 from .support.runtime import TOPOLOGY
 from .support.topology import SINGLE_DATABASE, TENANT_PLACEMENT
 
-FIX = "check the URL, or build the database there with `alembic upgrade head`"
+# the advice repeats the URL the user gave (urls.upgrade_command)
+FIX = "check the URL, or build the database there with `alembic -x url=sqlite:///{missing} upgrade head`"
 
 # each command that only reads (or changes rows of) a database named by --url; {ini} alembic.ini, {out} a scratch path
 SINGLE = {
@@ -57,7 +58,7 @@ def test_a_read_of_a_sqlite_file_that_is_not_there_is_one_error_line_and_creates
     assert said.startswith(f"no SQLite database at {missing}") and "; nothing was created: " in said
     assert "Traceback" not in err and (err.count("\n") == 1 or "--format" in argv)
     if command[0] not in ("status", "console"):  # those name where the URL came from, and --url (test_operations)
-        assert said.endswith(FIX)
+        assert said.endswith(FIX.format(missing=missing))
     assert not missing.exists()
 
 
@@ -95,7 +96,8 @@ def test_pipeline_tenants_leaves_an_unknown_tenants_file_uncreated(project, tmp_
     assert code == 1, out + err
     outcomes = {t["tenant"]: t for t in json.loads(out)["tables"][0]["tenants"]}
     assert outcomes["t0"]["carried"] == 1 and outcomes["t0"]["error"] is None
-    assert outcomes["t9"]["error"] == f"no SQLite database at {tmp_path}/tenant-t9.db; nothing was created: {FIX}"
+    fix = FIX.format(missing=f"{tmp_path}/tenant-t9.db")
+    assert outcomes["t9"]["error"] == f"no SQLite database at {tmp_path}/tenant-t9.db; nothing was created: {fix}"
     assert not (tmp_path / "tenant-t9.db").exists()
 
 

@@ -25,15 +25,18 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     Compare the tables of a live database with the blueprint recorded by the revision it is stamped
     with, and report every difference once (missing or extra tables, columns, types, indexes,
-    revisions not applied yet). It changes nothing; exit 1 on drift, 0 in sync (docs/check.md lists
-    the categories).
+    revisions not applied yet). It changes nothing; exit 1 on drift, or when topology.yaml (or a file
+    it includes) holds changes not compiled into the migrations yet (a warning on stderr says what to
+    run), 0 in sync (docs/check.md lists the categories).
     """
     from .. import check
+    from ..migrate.compile import uncompiled
 
     try:
         # from any folder: without alembic.ini (the default -c) the database's own blueprint is compared
         config = load_config(args.config) if args.config != DEFAULT_CONFIG or Path(args.config).is_file() else None
         report = check.run(database_url(args.url, config), config, args.db_role)
+        notice = uncompiled(config) if config is not None else None
     except (check.CheckError, errors.NotFound) as exc:
         if args.format == github.FORMAT:
             github.append_summary(f"### sqltransport-schema check: error\n\n{exc}\n")
@@ -41,18 +44,24 @@ def cmd_check(args: argparse.Namespace) -> int:
             sys.stdout.write(f"### sqltransport-schema check: error\n\n{exc}\n")
             return EXIT_ERROR
         return emit_error(args, str(exc))
+    if notice is not None:
+        notice.warn()
     if args.format in ("markdown", github.FORMAT):
         from ..pictures import mermaid_block
         from ..pictures.sources import MARKDOWN_TABLES, from_check
 
-        markdown = report.markdown() + "\n" + mermaid_block(from_check(report, MARKDOWN_TABLES))
+        markdown = report.markdown() + (f"\n**Not compiled:** {notice.notice()}\n" if notice else "")
+        markdown += "\n" + mermaid_block(from_check(report, MARKDOWN_TABLES))
         if args.format == github.FORMAT:
-            github.report(_findings(report, config), report.text_lines(), markdown)
+            found = _findings(report, config)
+            if notice is not None:
+                found.append(github.Annotation(notice.notice(), file=notice.topology, title="sqltransport-schema check: not compiled"))
+            github.report(found, report.text_lines(), markdown)
         else:
             sys.stdout.write(markdown)
     else:
-        emit(args, report.to_json(), report.text_lines())
-    return EXIT_OK if report.in_sync else EXIT_CHANGES
+        emit(args, {**report.to_json(), **({"uncompiled": notice.to_json()} if notice else {})}, report.text_lines())
+    return EXIT_OK if report.in_sync and notice is None else EXIT_CHANGES
 
 
 def _findings(report: Report, config: Config | None) -> list[github.Annotation]:
@@ -95,7 +104,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
         found, engine, action = adopt.run(url, config, stamp=not args.dry_run, apply=args.apply, role=args.db_role)
     except (adopt.AdoptError, errors.NotFound) as exc:
         return emit_error(args, str(exc), json_stream=sys.stderr)
-    emit(args, {**found.to_json(engine), "action": action}, adopt.text_lines(found, engine, action))
+    emit(args, {**found.to_json(engine), "action": action}, adopt.text_lines(found, engine, action, url))
     if found.status == "not_adoptable":
         return EXIT_ERROR
     if found.status == "needs_upgrade" and action != "applied":

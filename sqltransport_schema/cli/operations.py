@@ -73,6 +73,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     (docs/operations.md). On SQL Server it needs 2016 or later (JSON_VALUE and ISJSON read the
     failed messages' headers; docs/sql-server-versions.md). --fleet [FILE]: each target's saga and
     outbox tables instead, target after target (docs/tenants.md); exit 1 when a target could not be read.
+    A warning on stderr says when topology.yaml holds changes not compiled yet (and what to run).
     """
     from ..runtime.operations import status
 
@@ -84,6 +85,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise errors.UsageError("--watch-count takes a positive number of reports, with --watch SECONDS")
     listen = _serve_options(args)
     transport = _transport(args, readers=True)
+    _warn_uncompiled(args)
     try:
         if listen is not None:
             return serve(args, transport, *listen)
@@ -97,6 +99,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         transport.engine.dispose()
+
+
+def _warn_uncompiled(args: argparse.Namespace) -> None:
+    """A warning on stderr when topology.yaml differs from the migrations' head (with an alembic.ini to read
+    them from): the report is the deployed blueprint's, which does not have those changes."""
+    from ..migrate.compile import uncompiled
+
+    if Path(args.config).is_file():
+        notice = uncompiled(load_config(args.config))
+        if notice is not None:
+            notice.warn()
 
 
 def _status_fleet(args: argparse.Namespace) -> int:

@@ -21,12 +21,12 @@ from . import github
 if TYPE_CHECKING:
     from ..topology import TopologyError
 
-# 1 means "something to do": uncompiled changes (compile --check), drift (check), an upgrade to
+# 1 means "something to do": uncompiled changes (compile --check, check), drift (check), an upgrade to
 # apply (adopt), moves pending or messages left (pipeline), a table missing (status), failed
 # messages left in the error queue (retry).
 EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
 DESCRIPTION = (
-    "sqltransport-schema command line. Exit codes: 0 ok, 1 changes found (compile --check), drift (check), "
+    "sqltransport-schema command line. Exit codes: 0 ok, 1 changes found (compile --check, check), drift (check), "
     "a missing table (status) or messages left (retry), 2 error."
 )
 

@@ -62,7 +62,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     """
     from .. import topology as topology_module
     from ..defaults import DEFAULT_TIMEOUT
-    from ..migrate.compile import ALLOW_DOWNGRADE, CompileError, changed_files, compile_topology, downgrade_losses
+    from ..migrate.compile import ALLOW_DOWNGRADE, CompileError, changed_files, compile_topology, downgrade_losses, pending
     from ..migrate.locks import lock_lines, lock_report
     from ..revisions import SnapshotError
 
@@ -85,6 +85,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return emit_invalid(args, exc)
     except (CompileError, SnapshotError) as exc:
         return emit_error(args, str(exc), json_stream=sys.stderr, details=getattr(exc, "details", None))
+    if args.check and not plan.empty:  # the warning every command gives for it, on stderr
+        pending(config, topo, plan).warn()
     changes = plan.summary(limit=10**9)
     payload = {
         "status": "up-to-date" if plan.empty else ("pending" if args.check else "compiled"),

@@ -212,10 +212,11 @@ class Migrations:
         from sqlalchemy.engine import make_url
 
         from .. import engines
-        from ..db import existing_only, normalise_url, refuse_missing_sqlite_file
+        from ..db import existing_only, normalise_url, refuse_missing_sqlite_file, refuse_missing_sqlite_folder
 
         if must_exist:
             refuse_missing_sqlite_file(url, fix=TARGET_FIX)
+        refuse_missing_sqlite_folder(url)  # nothing could build it there: named, not "unable to open database file"
         parsed = make_url(normalise_url(url))
         dialect, sql = self._reader(parsed.drivername, url)
         dbapi = dialect.loaded_dbapi
@@ -396,10 +397,11 @@ class Migrations:
         from .. import check, engines, revisions
         from ..db import failure
         from ..schema import SHARED
+        from ..urls import upgrade_command
 
         try:
             try:
-                deployed = revisions.only_revision(stamps)
+                deployed = revisions.only_revision(stamps, upgrade_command(target.url))
                 engine = engines.for_sqlalchemy(dialect.name)
                 reference = self._reference(target.role or SHARED)
                 with self._adopt(target.url, connection) as adopted:

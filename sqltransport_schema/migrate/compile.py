@@ -4,6 +4,8 @@ and write one revision whose operations read like the change. No database needed
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 
 from .. import errors
 from ..revisions import History, SnapshotError, head_blueprint
@@ -296,6 +299,96 @@ def _newest_record(script: ScriptDirectory, name: str) -> Any:
             down = down[0] if isinstance(down, (tuple, list)) else down
             revision = script.get_revision(down) if down else None
     return None
+
+
+# --------------------------------------------------------------------------- uncompiled changes
+SHOWN_UNCOMPILED = 3  # changes the one-line notice names; then "and N more"
+
+
+@dataclass(frozen=True)
+class Uncompiled:
+    """topology.yaml (or a file it includes) holds what the migrations' head does not record: the one
+    notice `alembic upgrade`, `check`, `status` and `compile --check` print on stderr (notice())."""
+
+    topology: str  # the root file, as the notice shows it
+    plan: Plan
+    files: tuple[str, ...] = ()  # the files changed since the last compile, when more than the root file (relative to its folder)
+    options: tuple[str, ...] = ()  # what `compile` needs besides -m to compile the same file (-c, --topology)
+
+    @property
+    def command(self) -> str:
+        """What to run: compile, titled by the change as compile would title it without -m."""
+        from .message import revision_message
+
+        title = revision_message(self.plan)
+        for special in ("\\", '"', "$", "`"):  # the title in double quotes, as a shell reads it back
+            title = title.replace(special, "\\" + special)
+        return " ".join(["sqltransport-schema compile", *self.options, "-m", f'"{title}"'])
+
+    def notice(self) -> str:
+        """The one line (after `warning: `) every command prints for it."""
+        if self.plan.merges:
+            heads = f"{len(self.plan.merges)} heads ({', '.join(self.plan.merges)})"
+            return f"the migrations have {heads}, branches merged in git, not compiled into a merge yet. Run: {self.command}"
+        changes = self.plan.summary(limit=10**9)
+        more = len(changes) - SHOWN_UNCOMPILED
+        shown = "; ".join(changes[:SHOWN_UNCOMPILED]) + (f"; and {more} more" if more > 0 else "")
+        where = self.topology + (f" (changed: {', '.join(self.files)})" if self.files else "")
+        count = f"{len(changes)} change{'s' if len(changes) != 1 else ''}"
+        return f"{where} differs from the migrations' head: {count} not compiled yet ({shown}). Run: {self.command}"
+
+    def warn(self) -> None:
+        """The notice on stderr, where every command that finds it says it (its product stays on stdout)."""
+        sys.stderr.write(f"warning: {self.notice()}\n")
+        sys.stderr.flush()
+
+    def to_json(self) -> dict:
+        return {"topology": self.topology, "changes": self.plan.summary(limit=10**9), "files": list(self.files), "run": self.command}
+
+
+def uncompiled(config: Config) -> Uncompiled | None:
+    """The one comparison of topology.yaml with the migrations' head, for every command that reads either:
+    None when they agree, or when there is nothing to compare (no topology file, an invalid one, migrations
+    that cannot be read: the command that reads them says so itself). The file compared is the one the
+    migrations were compiled from (TOPOLOGY_FILE, relative to alembic.ini), else alembic.ini's
+    sqltransport.topology."""
+    from ..topology import TopologyError, load
+
+    try:
+        script = ScriptDirectory.from_config(config)
+        chosen = history_topology(script) or config.get_main_option("sqltransport.topology")
+        path = Path(config.config_file_name or "alembic.ini").parent / chosen if chosen else None
+        if path is None or not path.is_file():
+            return None
+        topology = load(path)
+        result = plan_at_head(script, blueprint(topology))
+    except (TopologyError, CompileError, SnapshotError, CommandError, OSError):
+        return None
+    return None if result.empty else pending(config, topology, result)
+
+
+def pending(config: Config, topology: Topology, result: Plan) -> Uncompiled:
+    """The notice for a plan (not empty) from the migrations' head to the topology."""
+    options = []
+    ini = config.config_file_name or "alembic.ini"
+    if Path(ini).resolve() != Path("alembic.ini").resolve():
+        options += ["-c", shlex.quote(_shown(Path(ini)))]
+    configured = config.get_main_option("sqltransport.topology")
+    default = Path(ini).parent / configured if configured else Path("topology.yaml")
+    if Path(topology.path).resolve() != default.resolve():
+        options += ["--topology", shlex.quote(_shown(Path(topology.path)))]
+    files = tuple(changed_files(config, topology))
+    if not set(files) - {topology.files[0].relative}:  # the root file alone: its name says it
+        files = ()
+    return Uncompiled(_shown(Path(topology.path)), result, files, tuple(options))
+
+
+def _shown(path: Path) -> str:
+    """A path as a notice shows it: relative to the working folder when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def plan_at_head(script: ScriptDirectory, new: Blueprint) -> Plan:

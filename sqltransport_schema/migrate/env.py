@@ -15,13 +15,14 @@ from alembic.util import CommandError
 from sqlalchemy import MetaData, exc, pool
 
 from .. import engines, errors
-from ..db import DatabaseURLError, failure, make_engine, normalise_url
+from ..db import DatabaseURLError, NoDatabase, failure, make_engine, normalise_url
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..schema import ROLES, SHARED
 from ..scripts import RepeatableStamps, ScriptError
 from ..urls import database_url, display_url
 from . import refusals
 from .autogen import TARGET_OPTION, model_tables_only
+from .compile import uncompiled
 from .execution import DISCARD_OPTION, LOCK_TIMEOUT_OPTION, OFFLINE_HOOK_OPTION, ROLE_OPTION
 from .locks import (
     RETRY_OPTION,
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("sqltransport_schema.migrate")
 # config.attributes[STEP_HOOKS]: more on_version_apply callables, e.g. a fleet's, which counts the steps a run took
 STEP_HOOKS = "sqltransport_on_version_apply"
+# config.attributes[UNCOMPILED_CHECKED]: topology.yaml was compared with the migrations' head already (or must not be)
+UNCOMPILED_CHECKED = "sqltransport_uncompiled_checked"
 MIGRATION_LOGGER = "alembic.runtime.migration"  # where Alembic says which revision it runs
 TRUE = ("1", "true", "yes", "on")
 
@@ -67,6 +70,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
     if config.config_file_name and config.attributes.get("configure_logging", True):
         fileConfig(config.config_file_name, disable_existing_loggers=False)
     _failed_once()
+    _warn_uncompiled(context)
     x_args = context.get_x_argument(as_dictionary=True)
     if x_args.get("verbose", "").lower() in TRUE:  # Alembic's own INFO lines, which alembic.ini keeps quiet
         logging.getLogger("alembic").setLevel(logging.INFO)
@@ -120,7 +124,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         return
     try:
         engine = make_engine(url, poolclass=pool.NullPool)
-    except DatabaseURLError as error:
+    except (DatabaseURLError, NoDatabase) as error:  # NoDatabase: a SQLite file in a folder that is not there
         raise CommandError(str(error)) from None
     compare = {
         "target_metadata": target_metadata if target_metadata is not None else MetaData(),
@@ -131,6 +135,20 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         _run_with_lock_retries(context, engine, policy, {**compare, **options})
     finally:
         engine.dispose()
+
+
+def _warn_uncompiled(context: EnvironmentContext) -> None:
+    """An upgrade goes on, after a warning, when topology.yaml differs from the migrations' head (changes
+    not compiled: they are not in what it runs); once per configuration (a fleet's runs share one)."""
+    instance = context if hasattr(context, "context_opts") else getattr(context, "_proxy", None)  # alembic.context proxies it
+    fn = getattr(instance, "context_opts", {}).get("fn")
+    config = context.config
+    if fn is None or fn.__name__ != "upgrade" or config.attributes.get(UNCOMPILED_CHECKED):
+        return
+    config.attributes[UNCOMPILED_CHECKED] = True
+    notice = uncompiled(config)
+    if notice is not None:
+        notice.warn()
 
 
 def _for_role(found: Blueprint | None, role: str) -> Blueprint | None:
@@ -169,6 +187,16 @@ LOCK_TABLE_FULL = (
     "If it stops again, raise {setting} (postgresql.conf, then restart the server), or split the change: "
     "apply part of it to topology.yaml (e.g. half the endpoints), compile and upgrade, then the rest"
 )
+
+
+class Lines(logging.Formatter):
+    """How alembic.ini prints sqltransport-schema's lines (its [formatter_lines]): the message as it is,
+    each table as it changes and then the revision, with no level or logger before it; a warning (or an
+    error) after `warning: ` (`error: `), as every command's."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if record.levelno < logging.WARNING else f"{record.levelname.lower()}: {text}"
 
 
 class _LoggedAsFailed(logging.Filter):

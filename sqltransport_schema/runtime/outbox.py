@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqlalchemy.engine import Connection, Engine
 
 from .. import engines, errors, wire
+from ..db import upgrade_command_for
 from ..defaults import DEFAULT_CLEANUP_BATCH
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec, default_table_prefix
@@ -210,7 +211,9 @@ class OutboxTable:
         cls, engine: Engine, table: str, schema: str | None = None, catalog: str | None = None, config_file: str = "alembic.ini"
     ) -> OutboxTable:
         """The outbox table as the revision the database is stamped with records it."""
-        return cls.from_blueprint(engine, deployed_blueprint(engine, config_file), TableName(table, schema, catalog))
+        return cls.from_blueprint(
+            engine, deployed_blueprint(engine, config_file, upgrade_command_for(engine)), TableName(table, schema, catalog)
+        )
 
     # -- the four statements --------------------------------------------------------------
     def get(self, conn: Connection, message_id: str) -> OutboxRecord | None:
@@ -573,7 +576,7 @@ def cleanup(
         raise errors.UsageError(f"the batch size must be at least 1, not {batch_size}")
     if older_than < timedelta(0):
         raise errors.UsageError(f"the age must not be negative: {older_than}")
-    blueprint = blueprint or deployed_blueprint(engine, config_file)
+    blueprint = blueprint or deployed_blueprint(engine, config_file, upgrade_command_for(engine))
     dialect = engines.for_sqlalchemy(engine.dialect.name)
     tables = [OutboxTable(dialect, spec) for spec in blueprint.tables if spec.kind is Kind.OUTBOX]
     if not tables:

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy.engine import Connection, Engine
 
 from .. import engines, errors
+from ..db import upgrade_command_for
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec
 from .transport import execute
@@ -79,7 +80,9 @@ class SagaTable:
         cls, engine: Engine, table: str, schema: str | None = None, catalog: str | None = None, config_file: str = "alembic.ini"
     ) -> SagaTable:
         """The saga table as the revision the database is stamped with records it."""
-        return cls.from_blueprint(engine, deployed_blueprint(engine, config_file), TableName(table, schema, catalog))
+        return cls.from_blueprint(
+            engine, deployed_blueprint(engine, config_file, upgrade_command_for(engine)), TableName(table, schema, catalog)
+        )
 
     @classmethod
     def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> SagaTable:

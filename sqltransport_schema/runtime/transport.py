@@ -12,6 +12,7 @@ paramstyle: no SQL is parsed or compiled per message.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import logging
 import sys
@@ -227,13 +228,13 @@ class Transport:
         `purges_expired`: this process calls purge_expired, so the start-up checks look for the
         Expires index where the release does so only then (6.3.2+, as the transport's setting).
         `verify=False` skips the start-up checks (status and retry report missing tables themselves)."""
-        from ..db import make_engine, refuse_missing_sqlite_file
+        from ..db import make_engine, refuse_missing_sqlite_file, upgrade_command_for
 
         url = engine if isinstance(engine, str) else engine.url.render_as_string(hide_password=False)
-        refuse_missing_sqlite_file(url, fix="pass the URL of the database the migrations built (`alembic upgrade head` creates it)")
+        refuse_missing_sqlite_file(url, fix="pass the URL of the database the migrations built (`{upgrade}` creates it)")
         if isinstance(engine, str):
             engine = make_engine(engine, must_exist=True)
-        blueprint = deployed_blueprint(engine, config_file)
+        blueprint = deployed_blueprint(engine, config_file, upgrade_command_for(engine))
         transport = cls(engine, blueprint.transport_version, subscription_table=blueprint.subscription_table)
         transport.blueprint = blueprint
         for warning in transport.verify(blueprint, purges_expired) if verify else ():
@@ -242,6 +243,8 @@ class Transport:
 
     def verify(self, blueprint: Blueprint, purges_expired: bool = False) -> list[str]:
         """Differences between the catalog and the recorded blueprint, as the transport warns of them."""
+        from ..db import upgrade_command_for
+
         with self.engine.connect() as conn:
             existing = self._existing_columns = self.dialect.catalog.existing_columns(conn)
             present = [s.name for s in blueprint.tables if s.kind is Kind.QUEUE and self.dialect.table_key(s.name) in existing]
@@ -255,7 +258,7 @@ class Transport:
                 warnings.append(f"{spec.kind.value} table {where} {NOT_VISIBLE}")
                 continue
             if found is None:
-                warnings.append(f"{spec.kind.value} table {where} is missing; run `alembic upgrade head`")
+                warnings.append(f"{spec.kind.value} table {where} is missing; run `{upgrade_command_for(self.engine)}`")
                 continue
             missing = sorted(self.dialect.expected_columns(spec) - found)
             if missing:
@@ -292,17 +295,43 @@ class Transport:
         return self._names
 
     def queue(self, table: str | TableName, schema: str | None = None, catalog: str | None = None) -> Queue:
-        """The queue table of that topology name (or TableName), made once per name and kept."""
-        name = table if isinstance(table, TableName) else self.name(table, schema, catalog)
+        """The queue table of that topology name (or TableName), made once per name and kept. On a
+        transport from_database, a name the database has no table for that is close to a deployed
+        queue's (`Sale` for `Sales`) raises errors.NotFound naming it, rather than a later `no such table`."""
+        if isinstance(table, TableName):
+            return self._queue(table)
+        name = self.name(table, schema, catalog)
+        if name not in self._queues and schema is None and catalog is None:
+            self._refuse_a_typo(table, name)
+        return self._queue(name)
+
+    def _queue(self, name: TableName) -> Queue:
         queue = self._queues.get(name)
         if queue is None:
             queue = self._queues[name] = Queue(self, name)
         return queue
 
+    def _refuse_a_typo(self, table: str, name: TableName) -> None:
+        """A topology name that is no deployed table but close to a deployed queue's: a typo. (Only when the
+        start-up checks read the catalog: a table other than the blueprint's may be there on purpose.)"""
+        existing, blueprint = self._existing_columns, self.blueprint
+        if existing is None or blueprint is None or self.dialect.table_key(name) in existing:
+            return
+        queues = [spec.name.table for spec in blueprint.tables if spec.kind is Kind.QUEUE]
+        if table in queues:
+            return  # deployed, though its table is missing: the start-up checks warned of it
+        close = difflib.get_close_matches(table, queues, n=1, cutoff=0.75) or [q for q in queues if q.casefold() == table.casefold()]
+        if close:
+            raise errors.NotFound(
+                f"no queue {table!r} is deployed in this database (no such table); did you mean {close[0]!r}? "
+                "Queue names are the topology's, as topology.yaml spells them"
+            )
+
     def address_queue(self, address: str) -> Queue:
-        """The queue a transport address names (`Sales`, `Sales@[dbo]`, `Sales@[dbo]@[shop]`)."""
+        """The queue a transport address names (`Sales`, `Sales@[dbo]`, `Sales@[dbo]@[shop]`): taken as
+        given (a subscriber's or a failed message's address may name a table no longer there)."""
         parsed = wire.parse_address(address)
-        return self.queue(parsed.table, parsed.schema, parsed.catalog)
+        return self._queue(self.name(parsed.table, parsed.schema, parsed.catalog))
 
     def address_of(self, name: TableName, as_engine_knows: bool = False) -> str:
         """The transport address of a table, schema included (what ReplyTo and FailedQ headers hold:
