@@ -162,7 +162,13 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
         return getattr(error, "sqlstate", None) == self.LOCK_NOT_AVAILABLE or getattr(error, "pgcode", None) == self.LOCK_NOT_AVAILABLE
 
     CONNECT_TIMEOUT_PARAM = "connect_timeout"  # libpq: whole seconds
-    READ_TIMEOUT_STATEMENTS = ("SET statement_timeout = {ms}", "SET lock_timeout = {ms}")
+
+    def bounded_connect(self, cparams: dict[str, Any], seconds: float) -> None:
+        """libpq's connect_timeout, and the session's statement and lock timeouts set by the connection
+        itself (libpq's options: no statement, no round trip more per target)."""
+        super().bounded_connect(cparams, seconds)
+        ms = int(seconds * 1000)
+        cparams["options"] = " ".join(filter(None, [cparams.get("options"), f"-c statement_timeout={ms} -c lock_timeout={ms}"]))
     MAINTENANCE_DATABASE = "postgres"
     DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = @Name"
     CREATE_DATABASE = "CREATE DATABASE {name}"
