@@ -144,8 +144,12 @@ def normalise_predicate(text: str | None) -> str | None:
 
 def normalise_expression(text: str | None) -> str | None:
     """Expressions (defaults, generated columns) compare as predicates do: lower case, without
-    quotes, brackets, parentheses or whitespace (`((0))` = `0`)."""
-    return normalise_predicate(text)
+    quotes, brackets, parentheses or whitespace (`((0))` = `0`). None is no expression; one of
+    nothing but those (the empty string: SQLite's and MySQL's `''`, SQL Server's `('')`) is `''`,
+    an expression still: a DEFAULT '' added to a column is a difference."""
+    if text is None:
+        return None
+    return normalise_predicate(text) or "''"
 
 
 def normalise_type(text: str) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "standard_headers",
     "error_headers",
     "retry_headers",
+    "row_id",
     "MESSAGE_INTENTS",
 ]  # and the header-name constants below, added at the end of the module
 
@@ -369,6 +370,28 @@ def parse_address(text: str) -> Address:
                 "(an '@' inside a schema or catalog must be bracketed; a table cannot contain '@')"
             )
     return Address(table, schema, catalog)
+
+
+# --- The row's Id --------------------------------------------------------------------------
+
+# The namespace of the Ids made for message ids that are not uuids (row_id): fixed, so every copy of a
+# message with such an id gets the one Id.
+ROW_ID_NAMESPACE = uuid.UUID("57a8dbab-7a8e-4d14-99fa-0341ae77677e")
+_CANONICAL_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", re.ASCII)
+
+
+def row_id(message_id: str | None) -> str:
+    """The queue row's `Id` (uniqueidentifier, uuid) for a message with this id: the id itself where
+    it is a uuid in its canonical form (`8-4-4-4-12` hex digits, as every engine reads one), a new
+    uuid where there is none, and for any other id (NServiceBus allows any string in
+    `NServiceBus.MessageId`: `order-42`) a uuid derived from it (version 5, ROW_ID_NAMESPACE), so
+    that every copy of the message has one Id as a uuid id's copies do (the outbox recognises a
+    copy by it). The header keeps the id as given; upstream writes a new Guid for every message."""
+    if message_id is None or message_id == "":
+        return str(uuid.uuid4())
+    if _CANONICAL_UUID.fullmatch(message_id):
+        return message_id
+    return str(uuid.uuid5(ROW_ID_NAMESPACE, message_id))
 
 
 # --- Timestamps --------------------------------------------------------------------------

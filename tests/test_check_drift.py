@@ -13,6 +13,7 @@ import pytest
 from sqltransport_schema import cli
 from sqltransport_schema.engines import get
 from sqltransport_schema.schema import Kind, TableName, TableSpec
+from sqltransport_schema.shapes import normalise_expression
 from sqltransport_schema.versions import profile
 
 from .support import catalog
@@ -159,6 +160,23 @@ def test_default_added(project, deployed, capsys):
         catalog.execute(deployed, "ALTER TABLE public.\"Sales\" ALTER COLUMN headers SET DEFAULT '{}'")
         expected = ("column_default", "public.Sales", "headers: expected no default, found default '{}'::text")
     assert drift(project, deployed, capsys) == (1, [expected])
+
+
+def test_an_empty_string_default_added(project, deployed, capsys):
+    """Issue 53, item 7: SQLite's `DEFAULT ''` read as no default (the quotes normalised away)."""
+    if is_sqlite(deployed):
+        rebuild_sqlite(deployed, SALES, "Headers TEXT NOT NULL", "Headers TEXT NOT NULL DEFAULT ''")
+        expected = ("column_default", "Sales", "headers: expected no default, found default ''")
+    else:
+        catalog.execute(deployed, "ALTER TABLE public.\"Sales\" ALTER COLUMN headers SET DEFAULT ''")
+        expected = ("column_default", "public.Sales", "headers: expected no default, found default ''::text")
+    assert drift(project, deployed, capsys) == (1, [expected])
+
+
+@pytest.mark.parametrize("empty", ["''", "('')", '""', "(( '' ))"])
+def test_an_empty_string_is_an_expression_not_none(empty):
+    assert normalise_expression(empty) == "''" != normalise_expression(None)
+    assert normalise_expression("((0))") == "0"
 
 
 def test_trigger_on_a_queue_is_named(project, deployed, capsys):

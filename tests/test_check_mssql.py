@@ -398,3 +398,59 @@ def test_the_fake_catalog_catches_a_wrong_new_query(monkeypatch, query, wrong, r
     before = drifted(columns=columns, triggers=["trg"])
     monkeypatch.setattr(ENGINE.catalog, query, text.replace(right, wrong))
     assert drifted(columns=columns, triggers=["trg"]) != before
+
+
+# The console's tables as the project's DDL creates them (MSSQL.CREATE_ARCHIVE, CREATE_ACTION_LOG), their
+# datetime2 columns as SQL Server keeps them: scale 7 (issue 53, item 4: read as datetime2(7), false drift).
+ARCHIVE_TABLE = [
+    Column("Id", "uniqueidentifier"),
+    Column("CorrelationId", "varchar", 255, nullable=True),
+    Column("ReplyToAddress", "varchar", 255, nullable=True),
+    Column("Recoverable", "bit"),
+    Column("Expires", "datetime", nullable=True),
+    Column("Headers", "nvarchar", -1),
+    Column("Body", "varbinary", -1, nullable=True),
+    Column("RowVersion", "bigint", identity=True),
+    Column("ArchivedAt", "datetime2"),
+    Column("ArchivedWhy", "nvarchar", -1),
+    Column("ArchivedBy", "nvarchar", 800),
+]
+ARCHIVE_INDEXES = [
+    Index("CLUSTERED", "PK__error_ar__2C4DA5E1A1B2C3D4", ["RowVersion"], unique=True),
+    Index("NONCLUSTERED", "Index_ArchivedAt", ["ArchivedAt"]),
+]
+ACTION_LOG_TABLE = [
+    Column("Id", "bigint", identity=True),
+    Column("At", "datetime2"),
+    Column("Who", "nvarchar", 800),
+    Column("Action", "nvarchar", 800),
+    Column("Target", "nvarchar", -1),
+    Column("Messages", "int"),
+]
+ACTION_LOG_INDEXES = [Index("CLUSTERED", "PK__ConsoleA__3214EC07D4C3B2A1", ["Id"], unique=True)]
+CONSOLE_SPECS = (
+    TableSpec(Kind.ARCHIVE, TableName("error_archive"), queue="error"),
+    TableSpec(Kind.ACTION_LOG, TableName("ConsoleActions")),
+)
+
+
+def console_tables(archived_at: str = "datetime2") -> list[tuple[str, str, str]]:
+    server = SqlServerCatalog()
+    archive = [Column("ArchivedAt", archived_at) if c.name == "ArchivedAt" else c for c in ARCHIVE_TABLE]
+    server.create_table("dbo", "error_archive", archive, ARCHIVE_INDEXES)
+    server.create_table("dbo", "ConsoleActions", ACTION_LOG_TABLE, ACTION_LOG_INDEXES)
+    report = diff(Blueprint("9.1", ("mssql",), CONSOLE_SPECS), "a", "a", ENGINE.catalog.read_shapes(server), engine=ENGINE)
+    return [(f.category, f.table, f.detail) for f in report.findings]
+
+
+def test_the_consoles_datetime2_columns_are_in_sync():
+    assert console_tables() == []
+
+
+def test_a_datetime2_of_another_scale_is_still_drift():
+    assert ENGINE.catalog.column_type("datetime2", 8, 27, 7) == "datetime2"
+    assert ENGINE.catalog.column_type("datetime2", 7, 23, 3) == "datetime2(3)"
+    assert ENGINE.catalog.column_type("datetimeoffset", 10, 34, 7) == "datetimeoffset"
+    assert ENGINE.catalog.column_type("time", 5, 16, 7) == "time"
+    [(category, table, detail)] = console_tables(archived_at="datetime")
+    assert (category, table) == ("column_type", "dbo.error_archive") and "archivedat" in detail and "datetime2" in detail

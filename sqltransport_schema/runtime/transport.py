@@ -425,7 +425,7 @@ class Queue:
             message_id = message_id or headers.get(wire.MESSAGE_ID) or str(uuid.uuid4())
             raw = wire.encode_headers(with_standard_headers(headers, message_id))
         return {
-            "Id": message_id or str(uuid.uuid4()),
+            "Id": wire.row_id(message_id),  # the message's id where it is a uuid; the header keeps it as given
             "CorrelationId": None,
             "ReplyToAddress": None,
             "Recoverable": True,  # the send of 3.1-4.0 binds it; later releases write the literal 1
@@ -442,7 +442,9 @@ class Queue:
         time_to_be_received: timedelta | float | None = None,
         message_id: str | None = None,
     ) -> str:
-        """Insert one message; headers as a mapping, or as raw text to pass a message on unchanged."""
+        """Insert one message; headers as a mapping, or as raw text to pass a message on unchanged.
+        Returns the row's Id (`Message.id` where it is received): the message id (`message_id`, else
+        the `NServiceBus.MessageId` header) where that is a uuid, else one made for it (wire.row_id)."""
         row = self._row(body, headers, time_to_be_received, message_id)
         execute(conn, self.statements["send"], row)
         return row["Id"]
@@ -582,7 +584,12 @@ class EndpointTables:
     def move_due(self, conn: Conn, batch_size: int = DEFAULT_MOVE_BATCH) -> int:
         """Move up to batch_size due messages into the input queue; returns how many moved."""
         params = {"BatchSize": batch_size, "Now": self.transport.dialect.now_parameter()}
-        moved = execute(conn, self.statements["move_due_delayed"], params).rowcount
+        counted = self.statements.get("move_due_delayed_counted")
+        if counted is not None:  # a release whose move runs under NOCOUNT (row count -1): it says how many
+            row = execute(conn, counted, params).fetchone()
+            moved = row[counted.positions["Moved"]] if row is not None else 0
+        else:
+            moved = execute(conn, self.statements["move_due_delayed"], params).rowcount
         follow_up = self.statements.get("delete_moved_delayed")
         if follow_up is not None:
             execute(conn, follow_up, params)

@@ -114,7 +114,9 @@ FROM sys.databases d"""
     @staticmethod
     def column_type(type_name: str, max_length: int, precision: int = 0, scale: int = 0) -> str:
         """A sys.types name and sys.columns sizes as DDL spells the type, lower case:
-        nvarchar/-1 -> nvarchar(max), varchar/255 -> varchar(255), nvarchar/400 -> nvarchar(200)."""
+        nvarchar/-1 -> nvarchar(max), varchar/255 -> varchar(255), nvarchar/400 -> nvarchar(200);
+        datetime2, datetimeoffset and time at their default scale 7 bare, as DDL writes them
+        (`datetime2` is stored as scale 7: no drift), another scale with it (datetime2(3))."""
         name = type_name.strip().lower()
         if name in ("varchar", "char", "varbinary", "binary", "nvarchar", "nchar"):
             if max_length == -1:
@@ -123,7 +125,7 @@ FROM sys.databases d"""
         if name in ("decimal", "numeric"):
             return f"{name}({precision},{scale})"
         if name in ("datetime2", "datetimeoffset", "time"):
-            return f"{name}({scale})"
+            return name if scale == 7 else f"{name}({scale})"
         return name
 
     def shapes_from_rows(

@@ -100,8 +100,7 @@ class DDL:
             indexes = [IndexShape(("id",), unique=True, clustered=True)]  # PRIMARY KEY (clustered by default)
             for c in spec.correlations:
                 column = self.correlation_column(c.name).lower()
-                type_ = self.CORRELATION_TYPES[c.type] + ("(7)" if c.type == "datetimeoffset" else "")
-                columns[column] = (type_, True)
+                columns[column] = (self.CORRELATION_TYPES[c.type], True)  # datetimeoffset: scale 7, read bare (Catalog.column_type)
                 predicate = normalise_predicate(f"{column} IS NOT NULL")
                 indexes.append(
                     IndexShape((column,), unique=True, predicate=predicate, name=self.correlation_index(spec, c.name), clustered=False)

@@ -423,6 +423,20 @@ INTO {table}{into_columns};"""
         "IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"
     )
 
+    # Beyond the transport: the move of 3.1.0-6.2.0 that the runtime runs, the release's move
+    # (MOVE_DUE_DELAYED_SILENT, what `statements` prints as move_due_delayed) with how many rows it
+    # moved returned, read from @@ROWCOUNT before the NOCOUNT restore resets it. Under NOCOUNT a
+    # driver's row count is -1 (pyodbc's, ADO.NET's): the transport ignores the count and moves one
+    # batch per interval, while DueMover moves again at once after a full batch.
+    MOVE_DUE_DELAYED_COUNTED = (
+        "DECLARE @NOCOUNT VARCHAR(3) = 'OFF';\n"
+        "IF ( (512 & @@OPTIONS) = 512 ) SET @NOCOUNT = 'ON';\n"
+        "SET NOCOUNT ON;\n\n" + MOVE_DUE + "\n\n"
+        "SELECT @@ROWCOUNT AS Moved;\n\n"
+        "IF (@NOCOUNT = 'ON') SET NOCOUNT ON;\n"
+        "IF (@NOCOUNT = 'OFF') SET NOCOUNT OFF;"
+    )
+
     # 6.3.1+: then reports when the next one falls due, {next_hint} (READPAST on the probe)
     # from 6.3.4 and 7.0.0.
     MOVE_DUE_DELAYED = (
@@ -518,6 +532,10 @@ WHERE Topic IN ({topics})"""
     DELAYED_STATEMENTS = {
         "store_delayed": ("_store_delayed", "store a message in the delayed table, due at the given time"),
         "move_due_delayed": ("_move_due", "move up to @BatchSize due messages into the input queue"),
+        "move_due_delayed_counted": (
+            "_move_due_counted",
+            "move_due_delayed returning how many it moved (Moved), as the runtime runs it where the release's move is silent",
+        ),
     }
     SUBSCRIPTION_STATEMENTS = {
         **Dialect.SUBSCRIPTION_STATEMENTS,
@@ -582,6 +600,8 @@ WHERE Topic IN ({topics})"""
             return tuple(column for names, _ in self._receive_output(profile) for column in names) + ("Headers", "Body")
         if name == "receive_batch" and profile.receive_correlation:
             return MESSAGE_WITH_CORRELATION + ("Order",)
+        if name == "move_due_delayed_counted":
+            return ("Moved",)
         return super().runtime_columns(name, profile)
 
     # -- each release's template (the methods the statement tables name; None: not in the release)
@@ -671,6 +691,14 @@ WHERE Topic IN ({topics})"""
     def _store_delayed(self, profile: Profile, options: dict[str, Any]) -> str:
         declare_due, due = self.DUE_FORMS[profile.store_delayed]
         return fill(self.STORE_DELAYED, {"declare_due": declare_due, "due": due})
+
+    def _move_due_counted(self, profile: Profile, options: dict[str, Any]) -> str | None:
+        """3.1.0-6.2.0 only: their move returns nothing (later ones return the next due time, and
+        a row count where the session's NOCOUNT is off)."""
+        if profile.move_due_returns_next or not options["recoverable_column"]:
+            return None
+        into_columns = self.MOVE_INTO_COLUMNS if profile.move_due_column_list else ""
+        return fill(self.MOVE_DUE_DELAYED_COUNTED, {"into_columns": into_columns})
 
     def _move_due(self, profile: Profile, options: dict[str, Any]) -> str:
         if not options["recoverable_column"]:
