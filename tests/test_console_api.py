@@ -491,3 +491,31 @@ def test_finished_jobs_beyond_keep_jobs_are_dropped_oldest_ended_first_and_runni
         assert log[:4] == ["archive (cancelled)", "purge (done)", "purge (done)", "purge (done)"]
     finally:
         started.close()
+
+
+def test_a_message_history_has_its_failure_and_every_retry_archive_and_restore_of_it(bus, console):
+    [message] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+    shown = console.json(f"/api/failed/messages/{message['key']}")
+    raw = shown["headers"]
+    assert [e["kind"] for e in shown["history"]] == ["failed"]
+    failure = shown["history"][0]
+    assert failure["at"] == "2026-11-01T12:20:00+00:00" and "ValueError" in failure["what"]
+    assert bus.queue("Billing").address in failure["what"]
+    job = console.json("/api/retry", {"ids": [message["id"]], "wait": True}, csrf(console))
+    assert job["state"] == "done" and message["id"] not in error_ids(bus)
+    with bus.engine.begin() as conn:  # it failed again: back in the error queue under its Id
+        bus.queue("error").send(conn, b"again", raw, message_id=message["id"])
+    [back] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+    assert back["id"] == message["id"]
+    job = console.json("/api/archive", {"ids": [message["id"]], "wait": True}, csrf(console))
+    assert job["state"] == "done"
+    [archived] = [m for m in console.json("/api/archive")["messages"] if m["id"] == message["id"]]
+    job = console.json("/api/restore", {"keys": [archived["key"]], "wait": True}, csrf(console))
+    assert job["state"] == "done"
+    [restored] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+    history = console.json(f"/api/failed/messages/{restored['key']}")["history"]
+    assert [e["kind"] for e in history] == ["failed", "retry (done)", "archive (done)", "restore (done)"]
+    assert all(e["who"].startswith("operator@127.0.0.1") for e in history[1:])
+    assert history[1]["what"] == "1 chosen message(s)"  # the ids the log names are not shown again
+    others = console.json("/api/failed/messages?exception_type=KeyError&limit=1")["messages"]
+    assert [e["kind"] for e in console.json(f"/api/failed/messages/{others[0]['key']}")["history"]] == ["failed"]

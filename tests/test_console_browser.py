@@ -262,6 +262,28 @@ def test_archive_one_from_its_page(watched, transport):
     assert pwned(page) is None and watched.errors == []
 
 
+def test_a_message_page_shows_its_history_failure_archive_and_restore(watched, transport):
+    page = watched.visit("/failed/messages?exception_type=ValueError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    shown = page.locator("p code").first.inner_text()
+    events = page.locator("#history tr.event")
+    assert events.count() == 1 and "failed" in events.nth(0).inner_text() and "ValueError" in events.nth(0).inner_text()
+    page.locator("#archive-one").click()
+    job_done_then_archive(page)
+    page.locator("#archived tbody tr", has_text=shown).locator("input.pick").check()
+    page.locator("#restore-selected").click()
+    job_done_then_archive(page)
+    page = watched.visit("/failed/messages?exception_type=ValueError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    assert page.locator("p code").first.inner_text() == shown
+    rows = [events.nth(i).inner_text() for i in range(events.count())]
+    assert [r.split("\t")[1] for r in rows] == ["failed", "archive (done)", "restore (done)"], rows
+    assert "operator@127.0.0.1" in rows[1] and "operator@127.0.0.1" in rows[2]
+    assert pwned(page) is None and watched.errors == []
+
+
 def test_archive_group_through_the_button_asks_first_and_moves_the_group(watched, transport):
     page = watched.visit("/failed")
     page.locator("#groups tbody tr", has_text="TimeoutError").locator("button.archive-matching").click()

@@ -363,7 +363,7 @@ def messages_page(request: Request) -> Response:
 def message_page(request: Request) -> Response:
     console: Console = request.app.state.console
     found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
-    return _page(request, "message.html", message=found)
+    return _page(request, "message.html", message=found, history=failed.history(found, console.actions.about(found.id)))
 
 
 async def retry_form(request: Request) -> Response:
@@ -507,7 +507,8 @@ def api_messages(request: Request) -> Response:
 
 def api_message(request: Request) -> Response:
     console: Console = request.app.state.console
-    return JSONResponse(failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue).to_json())
+    found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
+    return JSONResponse(found.to_json() | {"history": failed.history(found, console.actions.about(found.id))})
 
 
 async def api_retry(request: Request) -> Response:
@@ -576,15 +577,16 @@ def _archive(console: Console, ids: list[str], why: str, who: str, what: str, ra
     if "\x00" in why:
         raise errors.UsageError("why: the text holds a NUL character")
     chosen, move = console.archive.archive(ids, why or DEFAULT_WHY, who)
-    return console.actions.start("archive", who, what, chosen, move, rate, wait)
+    return console.actions.start("archive", who, what, chosen, move, rate, wait, list(dict.fromkeys(ids)))
 
 
 def _restore(console: Console, keys: list[int], who: str, rate: float | None, wait: bool) -> Job:
     console.actions.require_log()
     if not keys:
         raise errors.UsageError("no archived message chosen: nothing to restore")
+    ids = console.archive.ids_of(keys)
     chosen, move = console.archive.restore(keys)
-    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, rate, wait)
+    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, rate, wait, ids)
 
 
 def _purge(console: Console, older_than: Any, who: str, rate: float | None, wait: bool) -> Job:

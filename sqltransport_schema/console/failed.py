@@ -332,10 +332,25 @@ class Message:
             "stack_trace": h.get(wire.EXCEPTION_STACKTRACE, ""),
         }
 
+    @property
+    def failure(self) -> dict[str, str] | None:
+        """Its failure as its headers record it (time of failure, FailedQ, the exception's type and
+        message), None where they record none."""
+        h = self.headers or {}
+        if not any(h.get(name) for name in (wire.TIME_OF_FAILURE, wire.FAILED_Q, wire.EXCEPTION_TYPE)):
+            return None
+        return {
+            "at": _failure_time(h.get(wire.TIME_OF_FAILURE, "")),
+            "failed_queue": h.get(wire.FAILED_Q, ""),
+            "exception_type": h.get(wire.EXCEPTION_TYPE, ""),
+            "exception_message": h.get(wire.EXCEPTION_MESSAGE, ""),
+        }
+
     def to_json(self) -> dict:
         return {
             "key": self.key,
             "id": self.id,
+            "failure": self.failure,
             "headers": self.headers,
             "headers_problem": self.headers_problem,
             "raw_headers": None if self.headers_problem is None else self.raw_headers,
@@ -364,6 +379,36 @@ def message(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUE
     body = b"" if row[3] is None else bytes(row[3])
     kind, text, note = _body(body, (headers or {}).get(wire.CONTENT_TYPE, ""))
     return Message(int(row[0]), str(row[1]), headers, raw, text, kind, len(body), problem, note)
+
+
+def _failure_time(text: str) -> str:
+    """NServiceBus.TimeOfFailure as an ISO 8601 time in UTC; the text as it is where it is no time."""
+    try:
+        return wire.parse_time_sent(text).astimezone(timezone.utc).isoformat()
+    except (ValueError, TypeError):
+        return text
+
+
+def history(found: Message, actions: list[dict]) -> list[dict]:
+    """A message's history, oldest first: its failure (from its headers) and the actions of the
+    action log that named it (retries, archives, restores), each {at, kind, what, who}."""
+    events = []
+    failure = found.failure
+    if failure is not None:
+        what = " ".join(p for p in (f"in {failure['failed_queue']}" if failure["failed_queue"] else "", failure["exception_type"]) if p)
+        events.append({"at": failure["at"], "kind": "failed", "what": what, "detail": failure["exception_message"], "who": ""})
+    for entry in actions:
+        at = entry["at"]
+        events.append({"at": at, "kind": entry["action"], "what": entry["target"].split(" · ids: ")[0], "detail": "", "who": entry["who"]})
+    return sorted(events, key=lambda e: _sort_time(e["at"]))
+
+
+def _sort_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
 def _first_values(raw: str) -> dict[str, str] | None:

@@ -275,10 +275,14 @@ class Operations:
     # -- the console's action log (a table the migrations create: `action_log:` in the topology) ---
     ACTION_LOG_INSERT = ""  # At is the server's clock (UTC)
     ACTION_LOG_READ = "SELECT At, Who, Action, Target, Messages FROM {table} ORDER BY Id DESC LIMIT @Limit"
+    # the actions whose Target names a message (its row Id, as Actions.start records them), oldest first
+    ACTION_LOG_ABOUT = (
+        "SELECT At, Who, Action, Target, Messages FROM {table} WHERE Target LIKE @Pattern ESCAPE '!' ORDER BY Id LIMIT @Limit"
+    )
 
     def action_log(self, table: TableName, profile: Profile, which: str) -> Statement:
         """The action log's statement `which` (insert, read)."""
-        template = {"insert": self.ACTION_LOG_INSERT, "read": self.ACTION_LOG_READ}[which]
+        template = {"insert": self.ACTION_LOG_INSERT, "read": self.ACTION_LOG_READ, "about": self.ACTION_LOG_ABOUT}[which]
         if not template:
             raise self._unsupported()
         return self.statement(f"action_log_{which}", template, table=self.dialect.qualified(table, profile))
@@ -296,6 +300,7 @@ class Operations:
         "SELECT {order}, Id, ArchivedAt, ArchivedWhy, ArchivedBy FROM {archive} WHERE {order} > @After ORDER BY {order} LIMIT @Limit"
     )
     ARCHIVE_COUNT = "SELECT count(*) FROM {archive}"
+    ARCHIVE_ID = "SELECT Id FROM {archive} WHERE {order} = @Key"  # an archived message's row Id (restore's action log)
 
     def archive(self, which: str, queue: TableName, archive: TableName, profile: Profile) -> list[Statement]:
         """The statements of `which` (archive, restore: run in order for each message; keys, purge,
@@ -307,6 +312,7 @@ class Operations:
             "purge": (self.ARCHIVE_PURGE,) if self.ARCHIVE_PURGE else (),
             "page": (self.ARCHIVE_PAGE,),
             "count": (self.ARCHIVE_COUNT,),
+            "id": (self.ARCHIVE_ID,),
         }[which]
         if not templates or not self.supported:
             raise self._unsupported()
