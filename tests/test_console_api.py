@@ -7,6 +7,7 @@ bind without a token refused."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -519,3 +520,18 @@ def test_a_message_history_has_its_failure_and_every_retry_archive_and_restore_o
     assert history[1]["what"] == "1 chosen message(s)"  # the ids the log names are not shown again
     others = console.json("/api/failed/messages?exception_type=KeyError&limit=1")["messages"]
     assert [e["kind"] for e in console.json(f"/api/failed/messages/{others[0]['key']}")["history"]] == ["failed"]
+
+
+FIRST = '<time datetime="2026-11-01T12:00:00+00:00" title="2026-11-01 12:00:00 UTC">'
+
+
+def test_times_on_the_lists_and_a_message_page_are_relative_with_the_exact_utc_time_on_hover(bus, console):
+    groups = console.request("/failed")[2]
+    assert FIRST in groups and " ago</time>" in groups
+    assert FIRST in console.request("/failed/messages?exception_type=TimeoutError")[2]
+    [message] = console.json("/api/failed/messages?exception_type=TimeoutError&limit=1")["messages"]
+    assert FIRST in console.request(f"/failed/messages/{message['key']}")[2]  # its history's failure
+    console.json("/api/archive", {"ids": [message["id"]], "wait": True}, csrf(console))
+    moment = re.compile(r'<time datetime="\d{4}-\d\d-\d\dT[0-9:.]+\+00:00" title="[0-9 :-]+ UTC">(just now|\d+ seconds? ago)</time>')
+    for path in ("/archive", "/log"):  # the server's clock: a moment ago
+        assert moment.search(console.request(path)[2]), path

@@ -127,3 +127,28 @@ def test_the_body_filter_is_refused_without_body_string(transport):
     assert not failed.has_body_string(transport)
     with pytest.raises(errors.UsageError, match="no BodyString column"):
         failed.groups(transport, "exception", failed.Filter(body="order"))
+
+
+def test_times_shown_relative_with_the_exact_time_on_hover():
+    pytest.importorskip("starlette")
+    from datetime import datetime, timedelta, timezone
+
+    from sqltransport_schema.console.app import ago, as_time, when
+
+    now = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+    assert [ago(now - timedelta(seconds=s), now) for s in (2, 40, 60, 180, 7200, 86400 * 3, 86400 * 65, 86400 * 800)] == [
+        "just now",
+        "40 seconds ago",
+        "1 minute ago",
+        "3 minutes ago",
+        "2 hours ago",
+        "3 days ago",
+        "2 months ago",
+        "2 years ago",
+    ]
+    assert ago(now + timedelta(minutes=5), now) == "in 5 minutes"
+    assert as_time("2026-11-01 12:00:00:000000 Z") == now == as_time("2026-11-01 12:00:00") == as_time("2026-11-01T13:00:00+01:00")
+    assert as_time("not a time") is None and as_time(None) is None
+    shown = str(when("2026-11-01 12:00:00:000000 Z"))
+    assert shown.startswith('<time datetime="2026-11-01T12:00:00+00:00" title="2026-11-01 12:00:00 UTC">')
+    assert str(when("<b>no time</b>")) == "&lt;b&gt;no time&lt;/b&gt;"

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import errors
+from .. import errors, wire
 from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, status
 from ..runtime.transport import execute
 from ..schema import Kind
@@ -88,6 +88,50 @@ def shown(value: Any, limit: int | None = SHOWN) -> Markup:
     if more:
         parts.append(Markup('<span class="cut">… cut: %s more characters (the JSON API gives them whole)</span>') % f"{more:,}")
     return Markup("").join(parts)
+
+
+_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def ago(at: datetime, now: datetime | None = None) -> str:
+    """`at` relative to now, in the largest whole unit: "3 minutes ago", "in 2 hours", "just now"."""
+    seconds = ((now or datetime.now(timezone.utc)) - at).total_seconds()
+    if abs(seconds) < 5:
+        return "just now"
+    for unit, size in _UNITS:
+        if abs(seconds) >= size:
+            n = int(abs(seconds) // size)
+            text = f"{n} {unit}{'' if n == 1 else 's'}"
+            return f"{text} ago" if seconds > 0 else f"in {text}"
+    return "just now"
+
+
+def as_time(value: Any) -> datetime | None:
+    """A time a page shows, as an aware datetime in UTC: a datetime (naive ones are UTC, as the
+    console's tables keep them), ISO 8601 text, or NServiceBus's wire format; None for anything else."""
+    if isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str) and value:
+        try:
+            at = wire.parse_time_sent(value)
+        except ValueError:
+            try:
+                at = datetime.fromisoformat(value)
+            except ValueError:
+                return None
+    else:
+        return None
+    return (at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at).astimezone(timezone.utc)
+
+
+def when(value: Any) -> Markup:
+    """A time as a page shows it: relative ("3 minutes ago") in a <time> whose datetime and title
+    (shown on hover) are the exact time in UTC; a value that is no time as `shown` shows it."""
+    at = as_time(value)
+    if at is None:
+        return shown(value)
+    exact = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time datetime="%s" title="%s">%s</time>') % (at.isoformat(), exact, ago(at))
 
 
 class Console:
@@ -287,6 +331,7 @@ def _operator(request: Request) -> Response | None:
 # ------------------------------------------------------------------------------------ pages
 _templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True, default_for_string=True))
 _templates.filters["shown"] = shown
+_templates.filters["when"] = when
 
 
 def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
