@@ -535,3 +535,20 @@ def test_times_on_the_lists_and_a_message_page_are_relative_with_the_exact_utc_t
     moment = re.compile(r'<time datetime="\d{4}-\d\d-\d\dT[0-9:.]+\+00:00" title="[0-9 :-]+ UTC">(just now|\d+ seconds? ago)</time>')
     for path in ("/archive", "/log"):  # the server's clock: a moment ago
         assert moment.search(console.request(path)[2]), path
+
+
+def test_the_lists_give_their_total_and_sort_by_count_and_time_of_failure(bus, console):
+    groups = console.json("/api/failed/groups?sort=count_asc")
+    assert groups["total"] == 11 and [g["messages"] for g in groups["groups"]] == [1, 3, 7]
+    latest = console.json("/api/failed/groups?sort=time")["groups"]
+    assert [g["key"]["exception_type"] for g in latest] == ["ValueError", "KeyError", "TimeoutError"]
+    page = console.request("/failed?sort=time_asc")[2]
+    assert '<span id="total-count">11</span>' in page and page.index("TimeoutError") < page.index("KeyError") < page.index("ValueError")
+    newest = console.json("/api/failed/messages?sort=time&limit=4")
+    assert newest["total"] == 11 and [m["exception_type"] for m in newest["messages"]][:2] == ["ValueError", "KeyError"]
+    rest = console.json(f"/api/failed/messages?sort=time&limit=10&after={newest['next_after']}")["messages"]
+    assert len(rest) == 7 and all(m["exception_type"] == "TimeoutError" for m in rest)
+    group = console.request("/failed/messages?exception_type=KeyError&sort=time")[2]
+    assert '<span id="total-count">3</span>' in group and "sort=time&amp;after=" not in group  # one page: no next
+    code, _, text = console.request("/api/failed/groups?sort=Messages%20DESC")
+    assert code == 400 and "no order of this list" in text

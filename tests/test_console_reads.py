@@ -152,3 +152,31 @@ def test_times_shown_relative_with_the_exact_time_on_hover():
     shown = str(when("2026-11-01 12:00:00:000000 Z"))
     assert shown.startswith('<time datetime="2026-11-01T12:00:00+00:00" title="2026-11-01 12:00:00 UTC">')
     assert str(when("<b>no time</b>")) == "&lt;b&gt;no time&lt;/b&gt;"
+
+
+def test_totals_and_sorting_of_the_groups_and_of_a_page(transport):
+    queue = transport.queue("error")
+
+    def failure(exc: str, minute: int) -> str:
+        t = f"2026-11-01 12:{minute:02d}:00:000000 Z"
+        return wire.encode_headers({wire.TIME_OF_FAILURE: t, wire.FAILED_Q: "Sales", wire.EXCEPTION_TYPE: exc})
+
+    # A: 3 messages at 12:10-12:12; B: 1 at 12:30 (the latest); C: 2 at 12:00 and 12:01 (the earliest)
+    rows = [failure("A", 10 + i) for i in range(3)] + [failure("C", 0), failure("B", 30), failure("C", 1)]
+    with transport.engine.begin() as conn:
+        queue.send_many(conn, [(b"x", h) for h in rows])
+    order = {sort: [g.key["exception_type"] for g in failed.groups(transport, "exception", sort=sort)] for sort in failed.GROUP_SORTS}
+    assert order == {"count": ["A", "C", "B"], "count_asc": ["B", "C", "A"], "time": ["B", "A", "C"], "time_asc": ["C", "A", "B"]}
+    assert failed.count(transport) == 6
+    assert failed.count(transport, failed.Filter(group=(("exception_type", "C"),))) == 2
+    assert failed.count(transport, failed.Filter.of({"since": "2026-11-01T12:10:00", "text": "Sales"})) == 4
+    first = failed.page(transport, limit=4, sort="time")
+    assert len(first.rows) == 4 and [r["key"] for r in first.rows] == sorted((r["key"] for r in first.rows), reverse=True)
+    rest = failed.page(transport, after=first.next_after, limit=4, sort="time")
+    assert rest.next_after is None and len(rest.rows) == 2 and max(r["key"] for r in rest.rows) < first.next_after
+    assert [r["exception_type"] for r in first.rows + rest.rows] == ["C", "B", "C", "A", "A", "A"]
+    with pytest.raises(errors.UsageError, match="sort: 'Id; DROP' is no order of this list"):
+        failed.groups(transport, "exception", sort="Id; DROP")
+    with pytest.raises(errors.UsageError, match="choose one of time_asc, time"):
+        failed.page(transport, sort="count")
+    assert failed.count(transport, cap=4) == 4 and failed.count(transport, failed.Filter.of({"text": "Sales"}), cap=5) == 5

@@ -391,18 +391,32 @@ def groups_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     by = query.pop("by", "exception")
+    sort = failed.sort_of(query.pop("sort", None), failed.GROUP_SORTS)
     filt = failed.Filter.of(query)
-    found = failed.groups(console.transport, by, filt, console.error_queue)
-    return _page(request, "groups.html", by=by, groupings=failed.GROUPINGS, groups=found, filt=filt, query=filt.query())
+    found = failed.groups(console.transport, by, filt, console.error_queue, sort)
+    return _page(
+        request,
+        "groups.html",
+        by=by,
+        groupings=failed.GROUPINGS,
+        groups=found,
+        filt=filt,
+        query=filt.query(),
+        sort=sort,
+        total=sum(g.messages for g in found),
+    )
 
 
 def messages_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     after = _int(query.pop("after", None), "after")
+    sort = failed.sort_of(query.pop("sort", None), failed.PAGE_SORTS)
     filt = failed.resolved(console.transport, failed.Filter.of(query), console.error_queue)
-    found = failed.page(console.transport, filt, after, failed.PAGE_SIZE, console.error_queue)
-    return _page(request, "messages.html", page=found, filt=filt, query=filt.query())
+    found = failed.page(console.transport, filt, after, failed.PAGE_SIZE, console.error_queue, sort)
+    total = failed.count(console.transport, filt, console.error_queue)
+    capped = total >= failed.TOTAL_CAP
+    return _page(request, "messages.html", page=found, filt=filt, query=filt.query(), sort=sort, total=total, capped=capped)
 
 
 def message_page(request: Request) -> Response:
@@ -537,8 +551,9 @@ def api_groups(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     by = query.pop("by", "exception")
-    found = failed.groups(console.transport, by, failed.Filter.of(query), console.error_queue)
-    return JSONResponse({"by": by, "groups": [g.to_json() for g in found]})
+    sort = failed.sort_of(query.pop("sort", None), failed.GROUP_SORTS)
+    found = failed.groups(console.transport, by, failed.Filter.of(query), console.error_queue, sort)
+    return JSONResponse({"by": by, "sort": sort, "total": sum(g.messages for g in found), "groups": [g.to_json() for g in found]})
 
 
 def api_messages(request: Request) -> Response:
@@ -547,7 +562,11 @@ def api_messages(request: Request) -> Response:
     after = _int(query.pop("after", None), "after")
     limit = _int(query.pop("limit", None), "limit")
     limit = failed.PAGE_SIZE if limit is None else limit
-    return JSONResponse(failed.page(console.transport, failed.Filter.of(query), after, limit, console.error_queue).to_json())
+    sort = failed.sort_of(query.pop("sort", None), failed.PAGE_SORTS)
+    filt = failed.resolved(console.transport, failed.Filter.of(query), console.error_queue)
+    found = failed.page(console.transport, filt, after, limit, console.error_queue, sort)
+    total = failed.count(console.transport, filt, console.error_queue)
+    return JSONResponse(found.to_json() | {"sort": sort, "total": total, "total_capped": total >= failed.TOTAL_CAP})
 
 
 def api_message(request: Request) -> Response:

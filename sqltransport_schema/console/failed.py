@@ -238,13 +238,32 @@ class Group:
         return out
 
 
-def groups(transport: Transport, by: str = "exception", filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE) -> list[Group]:
-    """The error queue's messages that pass `filt`, grouped `by` one of GROUPINGS, largest first."""
+GROUP_SORTS = ("count", "count_asc", "time", "time_asc")  # the groups' orders (the engines' GROUP_ORDERS)
+PAGE_SORTS = ("time_asc", "time")  # a page's: the first to fail first (FIFO), or the last first
+
+
+def sort_of(text: str | None, allowed: tuple[str, ...]) -> str:
+    """A list's `sort` (the first of `allowed` where none is given); UsageError for another."""
+    if not text:
+        return allowed[0]
+    if text not in allowed:
+        raise errors.UsageError(f"sort: {text[:40]!r} is no order of this list; choose one of {', '.join(allowed)}")
+    return text
+
+
+def groups(
+    transport: Transport, by: str = "exception", filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE, sort: str = "count"
+) -> list[Group]:
+    """The error queue's messages that pass `filt`, grouped `by` one of GROUPINGS, in the order `sort`
+    (GROUP_SORTS: the largest first, the smallest, the latest failure first, the earliest)."""
     if by not in GROUPINGS:
         raise errors.UsageError(f"group by {by!r}: choose one of {', '.join(GROUPINGS)}")
+    sort = sort_of(sort, GROUP_SORTS)
     filt = resolved(transport, filt, error_queue)
     keys = GROUPINGS[by]
-    statement = transport.dialect.operations.failed_groups(_table(transport, error_queue), transport.profile, keys, tuple(filt.bindings()))
+    statement = transport.dialect.operations.failed_groups(
+        _table(transport, error_queue), transport.profile, keys, tuple(filt.bindings()), sort
+    )
     out = []
     for row in _run(transport, statement, filt, {}, error_queue):
         n = len(keys)
@@ -282,20 +301,39 @@ class Page:
 
 
 def page(
-    transport: Transport, filt: Filter = Filter(), after: int | None = None, limit: int = PAGE_SIZE, error_queue: str = DEFAULT_ERROR_QUEUE
+    transport: Transport,
+    filt: Filter = Filter(),
+    after: int | None = None,
+    limit: int = PAGE_SIZE,
+    error_queue: str = DEFAULT_ERROR_QUEUE,
+    sort: str = "time_asc",
 ) -> Page:
-    """Up to `limit` messages passing `filt` after the key `after`, in FIFO order (keyset paging)."""
+    """Up to `limit` messages passing `filt` after the key `after` (keyset paging), in FIFO order, or
+    with `sort` "time" the last to fail first (the key's order the other way)."""
     if not 1 <= limit <= MAX_PAGE:
         raise errors.UsageError(f"limit must be from 1 to {MAX_PAGE}, not {limit}")
+    newest = sort_of(sort, PAGE_SORTS) == "time"
     filt = resolved(transport, filt, error_queue)
-    statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, tuple(filt.bindings()))
-    rows = _run(transport, statement, filt, {"After": after if after is not None else -(2**63), "Limit": limit + 1}, error_queue)
+    statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, tuple(filt.bindings()), newest)
+    start = (2**63 - 1) if newest else -(2**63)
+    rows = _run(transport, statement, filt, {"After": after if after is not None else start, "Limit": limit + 1}, error_queue)
     out = Page(after=after)
     for row in rows[:limit]:
         out.rows.append({"key": int(row[0]), "id": str(row[1]), **{name: read_value(v) for name, v in zip(FIELDS, row[2:])}})
     if len(rows) > limit:
         out.next_after = out.rows[-1]["key"]
     return out
+
+
+TOTAL_CAP = 10_000  # a list's total is counted up to this (then shown as "10,000 or more")
+
+
+def count(transport: Transport, filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE, cap: int = TOTAL_CAP) -> int:
+    """How many messages of the error queue pass `filt` (a list's total), counted up to `cap`: a
+    total of `cap` means that many or more."""
+    filt = resolved(transport, filt, error_queue)
+    statement = transport.dialect.operations.failed_count(_table(transport, error_queue), transport.profile, tuple(filt.bindings()))
+    return int(_run(transport, statement, filt, {"Cap": cap}, error_queue)[0][0])
 
 
 def keys_of(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERROR_QUEUE) -> list[str]:

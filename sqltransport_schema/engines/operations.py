@@ -244,28 +244,57 @@ class Operations:
         conditions = list(extra) + [self.FAILED_FILTERS[name] for name in filters]
         return (" WHERE " + " AND ".join(conditions)) if conditions else ""
 
-    def failed_groups(self, table: TableName, profile: Profile, by: tuple[str, ...], filters: tuple[str, ...]) -> Statement:
+    # the orders a list of groups may be sorted in (the console's `sort`): the request names one, the
+    # SQL is this table's, never the request's text
+    GROUP_ORDERS = {
+        "count": "count(*) DESC",
+        "count_asc": "count(*)",
+        "time": "max(f.time_of_failure) DESC",
+        "time_asc": "min(f.time_of_failure)",
+    }
+
+    def failed_groups(
+        self, table: TableName, profile: Profile, by: tuple[str, ...], filters: tuple[str, ...], sort: str = "count"
+    ) -> Statement:
         """(the group's fields in `by`..., messages, first and last TimeOfFailure) of the error queue's
-        messages that pass `filters`, the largest group first."""
+        messages that pass `filters`, in the order GROUP_ORDERS[sort] (the largest group first by default)."""
         if not self.supported:
             raise self._unsupported()
+        order = self.GROUP_ORDERS[sort]
         keys = ", ".join(f"f.{name}" for name in by)
         fields = tuple(name for name in self.FAILED_HEADERS if name in by or name in filters or name == "time_of_failure")
         template = (
             f"SELECT {keys}, count(*) AS messages, min(f.time_of_failure) AS first, max(f.time_of_failure) AS last "
             f"FROM ({self._group_source(fields, 'body' in filters)}) AS f{self._failed_where(filters)} "
-            f"GROUP BY {keys} ORDER BY count(*) DESC, {keys}"
+            f"GROUP BY {keys} ORDER BY {order}, {keys}"
         )
-        return self.statement("failed_groups", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
+        return self.statement(f"failed_groups_{sort}", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
 
-    def failed_page(self, table: TableName, profile: Profile, filters: tuple[str, ...]) -> Statement:
-        """Up to @Limit messages after the key @After that pass `filters`, in FIFO order: a page by
-        keyset (the next page starts after the last key shown), never by OFFSET."""
+    def failed_count(self, table: TableName, profile: Profile, filters: tuple[str, ...]) -> Statement:
+        """How many messages of the error queue pass `filters`, counted up to @Cap (a list's total:
+        the count stops there, so a page of 200,000 messages costs no read of them all)."""
+        if not self.supported:
+            raise self._unsupported()
+        if filters:
+            timed = {"since", "until"} & set(filters)
+            fields = tuple(name for name in self.FAILED_HEADERS if name in filters or (timed and name == "time_of_failure"))
+            source = f"({self._group_source(fields or ('failed_queue',), 'body' in filters)}) AS f{self._failed_where(filters)}"
+        else:
+            source = "{table}"
+        template = f"SELECT count(*) FROM (SELECT 1 AS one FROM {source} LIMIT @Cap) AS c"
+        return self.statement("failed_count", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
+
+    def failed_page(self, table: TableName, profile: Profile, filters: tuple[str, ...], newest: bool = False) -> Statement:
+        """Up to @Limit messages after the key @After that pass `filters`, in FIFO order (`newest`: the
+        last to fail first, @After then the key the page starts below): a page by keyset (the next page
+        starts after the last key shown), never by OFFSET."""
         if not self.supported:
             raise self._unsupported()
         source = self._failed_source(body="body" in filters)
-        template = f"{self.FAILED_ROW} FROM ({source}) AS f{self._failed_where(filters, ('f.k > @After',))} ORDER BY f.k LIMIT @Limit"
-        return self.statement("failed_page", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
+        after, order = ("f.k < @After", "f.k DESC") if newest else ("f.k > @After", "f.k")
+        template = f"{self.FAILED_ROW} FROM ({source}) AS f{self._failed_where(filters, (after,))} ORDER BY {order} LIMIT @Limit"
+        name = "failed_page_newest" if newest else "failed_page"
+        return self.statement(name, fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
 
     def failed_message(self, table: TableName, profile: Profile) -> Statement:
         """One message of the error queue by its key (@Key): (key, Id, Headers, Body)."""
