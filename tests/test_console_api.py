@@ -552,3 +552,18 @@ def test_the_lists_give_their_total_and_sort_by_count_and_time_of_failure(bus, c
     assert '<span id="total-count">3</span>' in group and "sort=time&amp;after=" not in group  # one page: no next
     code, _, text = console.request("/api/failed/groups?sort=Messages%20DESC")
     assert code == 400 and "no order of this list" in text
+
+
+def test_a_message_page_links_back_to_its_groups(bus, console):
+    for exception, count in (("ValueError", 1), ("KeyError", 3)):
+        [message] = console.json(f"/api/failed/messages?exception_type={exception}&limit=1")["messages"]
+        page = console.request(f"/failed/messages/{message['key']}")[2]
+        links = dict(re.findall(r'id="(group-link|failed-queue-link|message-type-link)" href="([^"]+)"', page))
+        assert set(links) == {"group-link", "failed-queue-link", "message-type-link"}
+        group = links["group-link"].replace("&amp;", "&")
+        assert re.fullmatch(r"/failed/messages\?by=exception&group=[0-9a-f]{16}", group)
+        shown = console.json("/api" + group)
+        assert shown["total"] == count and message["key"] in {m["key"] for m in shown["messages"]}
+        assert {m["exception_type"] for m in shown["messages"]} == {exception}
+        queue = console.json("/api" + links["failed-queue-link"].replace("&amp;", "&"))
+        assert queue["total"] == 4 and message["key"] in {m["key"] for m in queue["messages"]}  # Billing's

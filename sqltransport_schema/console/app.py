@@ -422,7 +422,9 @@ def messages_page(request: Request) -> Response:
 def message_page(request: Request) -> Response:
     console: Console = request.app.state.console
     found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
-    return _page(request, "message.html", message=found, history=failed.history(found, console.actions.about(found.id)))
+    history = failed.history(found, console.actions.about(found.id))
+    groups = failed.groups_of(console.transport, found.key, console.error_queue)
+    return _page(request, "message.html", message=found, history=history, groups=groups)
 
 
 async def retry_form(request: Request) -> Response:

@@ -336,6 +336,22 @@ def count(transport: Transport, filt: Filter = Filter(), error_queue: str = DEFA
     return int(_run(transport, statement, filt, {"Cap": cap}, error_queue)[0][0])
 
 
+def groups_of(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUEUE) -> dict[str, Group]:
+    """The groups (one of each grouping) the message with this key is in, its key read as the groups
+    read it (a page of one from the key before it): a message's page links back to them by their ids."""
+    statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, ())
+    rows = _run(transport, statement, Filter(), {"After": key - 1, "Limit": 1}, error_queue)
+    if not rows or int(rows[0][0]) != key:
+        return {}
+    fields = dict(zip(FIELDS, rows[0][2:]))
+    out = {}
+    for by, names in GROUPINGS.items():
+        values = tuple(fields[name] for name in names)
+        _remember(by, values)
+        out[by] = Group(by, values, 0, None, None)
+    return out
+
+
 def keys_of(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERROR_QUEUE) -> list[str]:
     """The row Ids of every message passing `filt` (what a retry of a group or a filter takes), page by page."""
     ids: list[str] = []
