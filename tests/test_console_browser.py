@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from .support.console import CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_bus, console_missing, needs, seed
+from .support.console import CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_bus, console_missing, fail, needs, seed
 
 pytestmark = pytest.mark.console
 
@@ -282,6 +282,29 @@ def test_a_message_page_shows_its_history_failure_archive_and_restore(watched, t
     assert [r.split("\t")[1] for r in rows] == ["failed", "archive (done)", "restore (done)"], rows
     assert "operator@127.0.0.1" in rows[1] and "operator@127.0.0.1" in rows[2]
     assert pwned(page) is None and watched.errors == []
+
+
+def test_live_counts_change_when_a_message_fails_without_a_reload(watched, transport):
+    page = watched.visit("/failed")
+    page.evaluate("() => { window.__same = 1; }")  # gone if the page were loaded again
+    row = page.locator("#groups tbody tr", has_text="KeyError")
+    assert page.locator("#total-count").inner_text() == "11" and row.locator("td.count").inner_text() == "3"
+    fail(transport, "Billing", 1, KeyError("customer"), start=30)
+    page.locator("#total-count", has_text="12").wait_for(timeout=20000)
+    assert row.locator("td.count").inner_text() == "4" and page.evaluate("() => window.__same") == 1
+    fail(transport, "Sales", 1, RuntimeError("new"), start=31)  # a group this page has no row for
+    page.locator("#live-note").wait_for(state="visible", timeout=20000)
+    page = watched.visit("/")
+    page.evaluate("() => { window.__same = 1; }")
+    error = page.locator(f'td.depth[data-address="{transport.queue("error").address}"]')
+    assert error.inner_text() == "13"
+    fail(transport, "Sales", 2, TimeoutError("database timeout"), start=40)
+    page.wait_for_function(
+        "(address) => document.querySelector(`td.depth[data-address=\"${address}\"]`).textContent === '15'",
+        arg=transport.queue("error").address,
+        timeout=30000,
+    )
+    assert page.evaluate("() => window.__same") == 1 and watched.errors == []
 
 
 def test_archive_group_through_the_button_asks_first_and_moves_the_group(watched, transport):
