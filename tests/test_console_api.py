@@ -567,3 +567,20 @@ def test_a_message_page_links_back_to_its_groups(bus, console):
         assert {m["exception_type"] for m in shown["messages"]} == {exception}
         queue = console.json("/api" + links["failed-queue-link"].replace("&amp;", "&"))
         assert queue["total"] == 4 and message["key"] in {m["key"] for m in queue["messages"]}  # Billing's
+
+
+def test_archive_retention_purges_the_archived_messages_older_than_it_and_logs_each_purge(bus, project):
+    console = ConsoleProcess(bus.engine.url.render_as_string(hide_password=False), "--archive-retention", "2s", cwd=str(project.root))
+    try:
+        [message] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+        assert console.json("/api/archive", {"ids": [message["id"]], "wait": True}, csrf(console))["state"] == "done"
+        assert [m["id"] for m in console.json("/api/archive")["messages"]] == [message["id"]]
+        deadline = time.monotonic() + 30
+        while console.json("/api/archive")["messages"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert console.json("/api/archive")["messages"] == []
+        [purge] = [e for e in console.json("/api/log")["actions"] if e["action"] == "purge (retention)"]
+        assert purge["messages"] == 1 and purge["who"] == "retention@console" and "--archive-retention" in purge["target"]
+        assert len(error_ids(bus)) == 10  # the error queue untouched
+    finally:
+        console.close()

@@ -180,3 +180,18 @@ def test_totals_and_sorting_of_the_groups_and_of_a_page(transport):
     with pytest.raises(errors.UsageError, match="choose one of time_asc, time"):
         failed.page(transport, sort="count")
     assert failed.count(transport, cap=4) == 4 and failed.count(transport, failed.Filter.of({"text": "Sales"}), cap=5) == 5
+
+
+def test_archive_retention_that_is_no_age_or_without_an_archive_is_one_error_line(transport, capsys):
+    pytest.importorskip("uvicorn")
+    from sqltransport_schema import cli
+
+    url = transport.engine.url.render_as_string(hide_password=False)
+    with pytest.raises(SystemExit) as exited:  # argparse's own refusal: one error line, exit 2
+        cli.main(["console", "--url", url, "--archive-retention", "soon"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "'soon' is not an age" in err and "Traceback" not in err
+    assert cli.main(["console", "--url", url, "--bind", "127.0.0.1:0", "--archive-retention", "30d"]) == 2  # no archive here
+    err = capsys.readouterr().err
+    assert err.startswith("error: --archive-retention: the deployed topology declares no archive") and err.count("\n") == 1

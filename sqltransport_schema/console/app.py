@@ -54,6 +54,13 @@ SHOWN = 300  # characters of a value a list shows (a message's page shows SHOWN_
 SHOWN_WHOLE = 64 << 10
 SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples (one a minute: 60 in the hour)
 OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read anew
+RETENTION_WHO = "retention@console"  # the action log's who of the archive retention's purges
+RETENTION_EVERY = 3600.0  # seconds between the retention's purges at most
+
+
+def retention_every(retention_seconds: float) -> float:
+    """Seconds between the archive retention's purges: a tenth of the retention, from 1 s to an hour."""
+    return min(RETENTION_EVERY, max(1.0, retention_seconds / 10))
 
 
 class JSONResponse(_StarletteJSON):
@@ -222,6 +229,27 @@ class Console:
                 self.report()
             except Exception:  # the database away for a while: the next sample tries again
                 pass
+
+    def purge_expired(self, retention_seconds: float, who: str = RETENTION_WHO) -> int:
+        """Purge the archived messages older than the retention (`console --archive-retention`), a
+        batch a transaction; a purge that deleted any is written to the action log. How many it deleted."""
+        self.actions.require_log()
+        done = self.archive.purge(retention_seconds)(None)
+        if done.moved:
+            age = f"{retention_seconds:g} s"
+            self.actions.log(who, "purge (retention)", f"archived more than {age} ago (--archive-retention)", done.moved)
+        return done.moved
+
+    def retention(self, retention_seconds: float, stop: threading.Event) -> None:
+        """Purge by the retention at start and then every retention_every(retention_seconds) seconds while the console runs."""
+        every = retention_every(retention_seconds)
+        while True:
+            try:
+                self.purge_expired(retention_seconds)
+            except Exception:  # the database away for a while: the next round tries again
+                traceback.print_exc(file=sys.stderr)
+            if stop.wait(every):
+                return
 
     def migrations(self) -> dict:
         """The deployed revision, the head and the drift count (check's reading), or why not known."""
