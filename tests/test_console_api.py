@@ -14,6 +14,8 @@ import uuid
 import pytest
 from sqlalchemy.engine import make_url
 
+from sqltransport_schema import wire
+
 from .support.console import HOSTILE, ConsoleProcess, console_bus, console_missing, needs, seed
 
 pytestmark = pytest.mark.console
@@ -584,3 +586,23 @@ def test_archive_retention_purges_the_archived_messages_older_than_it_and_logs_e
         assert len(error_ids(bus)) == 10  # the error queue untouched
     finally:
         console.close()
+
+
+def test_edit_and_retry_sends_the_edited_copy_keeps_the_original_in_the_archive_and_logs_the_edit(bus, console):
+    [message] = console.json("/api/failed/messages?exception_type=TimeoutError&limit=1")["messages"]
+    original = console.json(f"/api/failed/messages/{message['key']}")
+    headers = dict(original["headers"], Edited="yes")
+    done = console.json("/api/edit", {"key": message["key"], "headers": headers, "body": '{"order": 2}'}, csrf(console))
+    assert done["original"] == message["id"] and done["changed"] == ["Edited"] and done["body_changed"]
+    assert message["id"] not in error_ids(bus) and len(error_ids(bus)) == 10
+    assert [m["id"] for m in console.json("/api/archive")["messages"]] == [message["id"]]  # the original kept
+    with bus.engine.connect() as conn:
+        sales = bus.dialect.qualified(bus.name("Sales"), bus.profile)
+        [(row_id, raw, body)] = conn.exec_driver_sql(f"SELECT Id, Headers, Body FROM {sales}").fetchall()
+    sent = wire.decode_headers(raw)
+    assert str(row_id) == done["sent"] and bytes(body) == b'{"order": 2}' and sent["Edited"] == "yes"
+    assert sent["ServiceControl.EditOf"] == message["id"] and wire.EXCEPTION_TYPE not in sent
+    [edit] = [e for e in console.json("/api/log")["actions"] if e["action"] == "edit and retry"]
+    assert edit["who"].startswith("operator@127.0.0.1") and "headers Edited; body changed" in edit["target"]
+    code, _, text = console.request("/api/edit", {"key": message["key"], "headers": ["x"], "body": ""}, csrf(console))
+    assert code == 400 and "headers: give a JSON object" in text

@@ -6,6 +6,7 @@ Skipped locally without Playwright or chromium; failed under CI (CI=true)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -305,6 +306,27 @@ def test_live_counts_change_when_a_message_fails_without_a_reload(watched, trans
         timeout=30000,
     )
     assert page.evaluate("() => window.__same") == 1 and watched.errors == []
+
+
+def test_edit_and_retry_from_a_message_page(watched, transport):
+    page = watched.visit("/failed/messages?exception_type=TimeoutError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    shown = page.locator("p code").first.inner_text()
+    page.locator("#edit summary").click()
+    headers = json.loads(page.locator("#edit-headers").input_value())
+    page.locator("#edit-headers").fill(json.dumps(dict(headers, Edited="in the browser")))
+    page.locator("#edit-body").fill('{"order": 99}')
+    page.locator("#edit-retry").click()
+    page.wait_for_url("**/log?edited=*")
+    log = page.locator("#log").inner_text()
+    assert "edit and retry" in log and "headers Edited; body changed" in log and "archive (done)" in log
+    assert archived_in(transport) == {shown} and shown not in ids_in_error_queue(transport)
+    with transport.engine.connect() as conn:
+        sales = transport.dialect.qualified(transport.name("Sales"), transport.profile)
+        [(raw, body)] = conn.exec_driver_sql(f"SELECT Headers, Body FROM {sales}").fetchall()
+    assert bytes(body) == b'{"order": 99}' and json.loads(raw)["Edited"] == "in the browser"
+    assert pwned(page) is None and watched.errors == []
 
 
 def test_archive_group_through_the_button_asks_first_and_moves_the_group(watched, transport):

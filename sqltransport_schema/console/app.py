@@ -33,7 +33,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import errors, wire
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, status
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, retry_destination, status
 from ..runtime.transport import execute
 from ..schema import Kind
 from ..urls import display_url
@@ -54,6 +54,7 @@ SHOWN = 300  # characters of a value a list shows (a message's page shows SHOWN_
 SHOWN_WHOLE = 64 << 10
 SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples (one a minute: 60 in the hour)
 OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read anew
+EDIT_OF = "ServiceControl.EditOf"  # the header an edited copy names its original by (as ServicePulse's)
 RETENTION_WHO = "retention@console"  # the action log's who of the archive retention's purges
 RETENTION_EVERY = 3600.0  # seconds between the retention's purges at most
 
@@ -250,6 +251,40 @@ class Console:
                 traceback.print_exc(file=sys.stderr)
             if stop.wait(every):
                 return
+
+    def edit_and_retry(self, key: int, headers: Any, body: Any, who: str, to_queue: str | None = None) -> dict:
+        """ServicePulse's edit and retry: the message with this key moved into the archive (the
+        original kept), then a copy with these headers and body (text, sent as UTF-8) sent to its
+        FailedQ (or `to_queue`) as a retry sends it, under a new id with `ServiceControl.EditOf`
+        naming the original; the action log says who and what changed. UsageError for headers that are
+        no JSON object of texts, or no queue to send to, before anything moves."""
+        self.actions.require_log()
+        if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+            raise errors.UsageError("headers: give a JSON object of names and texts")
+        if not isinstance(body, str):
+            raise errors.UsageError("body: give the body as text")
+        original = failed.message(self.transport, key, self.error_queue)
+        address = to_queue or headers.get(wire.FAILED_Q, "")
+        if not address:
+            raise errors.UsageError(f"no queue to send the edited copy to: give to_queue, or a {wire.FAILED_Q} header")
+        retry_destination(self.transport, address, error_queue=self.error_queue)
+        before = original.headers or {}
+        changed = sorted(n for n in set(before) | set(headers) if before.get(n) != headers.get(n))
+        raw_body = body.encode("utf-8")
+        if original.body_kind == "binary" or original.body_note is not None and original.body_note.startswith("cut"):
+            raise errors.UsageError("this message's body is not shown whole as text (binary, or cut): it cannot be edited here")
+        body_changed = body != original.body
+        what = "headers " + (", ".join(changed) if changed else "unchanged") + ("; body changed" if body_changed else "; body unchanged")
+        archived = _archive(self, [original.id], "edited and retried", who, f"the original of an edit ({original.id})", None, True)
+        if archived.state != "done" or archived.moved != 1:
+            why = f"{archived.state}: {archived.error}" if archived.error else archived.state
+            raise errors.Refused(f"the original could not be archived ({why}): nothing sent")
+        sent = dict(wire.retry_headers(headers))
+        sent[EDIT_OF] = original.id
+        with self.transport.engine.begin() as conn:
+            new_id = self.transport.address_queue(address).send(conn, raw_body, sent)
+        self.actions.log(who, "edit and retry", f"to {address}: {what} · ids: {original.id} {new_id}", 1)
+        return {"original": original.id, "sent": new_id, "to": address, "changed": changed, "body_changed": body_changed}
 
     def migrations(self) -> dict:
         """The deployed revision, the head and the drift count (check's reading), or why not known."""
@@ -453,6 +488,39 @@ def message_page(request: Request) -> Response:
     history = failed.history(found, console.actions.about(found.id))
     groups = failed.groups_of(console.transport, found.key, console.error_queue)
     return _page(request, "message.html", message=found, history=history, groups=groups)
+
+
+async def edit_form(request: Request) -> Response:
+    """Edit and retry from a message's page: its headers (a JSON object) and body edited in the page."""
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    form = await request.form()
+    try:
+        headers = json.loads(str(form.get("headers", "")))
+    except ValueError as exc:
+        raise errors.UsageError(f"headers: not JSON ({exc})") from None
+    key = _int(form.get("key"), "key")
+    to_queue = str(form.get("to_queue", "")).strip() or None
+    done = await run_in_threadpool(console.edit_and_retry, key, headers, str(form.get("body", "")), _who(request), to_queue)
+    return RedirectResponse(f"/log?edited={done['sent']}", status_code=303)
+
+
+async def api_edit(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    body = await _json_object(request)
+    key = body.get("key")
+    if not isinstance(key, int) or isinstance(key, bool):
+        raise errors.UsageError("key: give the message's key (a whole number, as GET /api/failed/messages lists it)")
+    to_queue = body.get("to_queue")
+    if to_queue is not None and not isinstance(to_queue, str):
+        raise errors.UsageError("to_queue: give a queue address (a string)")
+    done = await run_in_threadpool(console.edit_and_retry, key, body.get("headers"), body.get("body"), _who(request), to_queue)
+    return JSONResponse(done)
 
 
 async def retry_form(request: Request) -> Response:
@@ -833,6 +901,8 @@ def make_app(console: Console) -> Starlette:
         Route("/failed/messages", messages_page),
         Route("/failed/messages/{key}", message_page),
         Route("/actions/retry", retry_form, methods=["POST"]),
+        Route("/actions/edit", edit_form, methods=["POST"]),
+        Route("/api/edit", api_edit, methods=["POST"]),
         Route("/jobs/{job}", job_page),
         Route("/jobs/{job}/cancel", cancel_form, methods=["POST"]),
         Route("/log", log_page),
