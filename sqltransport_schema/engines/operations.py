@@ -275,6 +275,7 @@ class Operations:
         the count stops there, so a page of 200,000 messages costs no read of them all)."""
         if not self.supported:
             raise self._unsupported()
+        self.header_value(self.FAILED_HEADERS["failed_queue"])  # only where the failed reads are (not SQL Server's yet)
         if filters:
             timed = {"since", "until"} & set(filters)
             fields = tuple(name for name in self.FAILED_HEADERS if name in filters or (timed and name == "time_of_failure"))
