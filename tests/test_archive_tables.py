@@ -153,9 +153,10 @@ def test_sql_server_moves_each_message_in_one_statement_and_every_console_statem
     prof = profile("9.1")
     queue, archive = TableName("error", "dbo"), TableName("error_archive", "dbo")
     statements = {
-        which: operations.archive(which, queue, archive, prof) for which in ("keys", "archive", "restore", "purge", "page", "count")
+        which: operations.archive(which, queue, archive, prof) for which in ("keys", "archive", "restore", "purge", "page", "count", "id")
     }
-    statements |= {f"log {which}": [operations.action_log(TableName("ConsoleActions", "dbo"), prof, which)] for which in ("insert", "read")}
+    log = TableName("ConsoleActions", "dbo")
+    statements |= {f"log {which}": [operations.action_log(log, prof, which)] for which in ("insert", "read", "about")}
     for which, found in statements.items():
         for statement in found:
             assert parse_problems(statement.sql) == [], (which, statement.sql)

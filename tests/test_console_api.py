@@ -7,11 +7,14 @@ bind without a token refused."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
 import pytest
 from sqlalchemy.engine import make_url
+
+from sqltransport_schema import wire
 
 from .support.console import HOSTILE, ConsoleProcess, console_bus, console_missing, needs, seed
 
@@ -491,3 +494,115 @@ def test_finished_jobs_beyond_keep_jobs_are_dropped_oldest_ended_first_and_runni
         assert log[:4] == ["archive (cancelled)", "purge (done)", "purge (done)", "purge (done)"]
     finally:
         started.close()
+
+
+def test_a_message_history_has_its_failure_and_every_retry_archive_and_restore_of_it(bus, console):
+    [message] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+    shown = console.json(f"/api/failed/messages/{message['key']}")
+    raw = shown["headers"]
+    assert [e["kind"] for e in shown["history"]] == ["failed"]
+    failure = shown["history"][0]
+    assert failure["at"] == "2026-11-01T12:20:00+00:00" and "ValueError" in failure["what"]
+    assert bus.queue("Billing").address in failure["what"]
+    job = console.json("/api/retry", {"ids": [message["id"]], "wait": True}, csrf(console))
+    assert job["state"] == "done" and message["id"] not in error_ids(bus)
+    with bus.engine.begin() as conn:  # it failed again: back in the error queue under its Id
+        bus.queue("error").send(conn, b"again", raw, message_id=message["id"])
+    [back] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+    assert back["id"] == message["id"]
+    job = console.json("/api/archive", {"ids": [message["id"]], "wait": True}, csrf(console))
+    assert job["state"] == "done"
+    [archived] = [m for m in console.json("/api/archive")["messages"] if m["id"] == message["id"]]
+    job = console.json("/api/restore", {"keys": [archived["key"]], "wait": True}, csrf(console))
+    assert job["state"] == "done"
+    [restored] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+    history = console.json(f"/api/failed/messages/{restored['key']}")["history"]
+    assert [e["kind"] for e in history] == ["failed", "retry (done)", "archive (done)", "restore (done)"]
+    assert all(e["who"].startswith("operator@127.0.0.1") for e in history[1:])
+    assert history[1]["what"] == "1 chosen message(s)"  # the ids the log names are not shown again
+    others = console.json("/api/failed/messages?exception_type=KeyError&limit=1")["messages"]
+    assert [e["kind"] for e in console.json(f"/api/failed/messages/{others[0]['key']}")["history"]] == ["failed"]
+
+
+FIRST = '<time datetime="2026-11-01T12:00:00+00:00" title="2026-11-01 12:00:00 UTC">'
+
+
+def test_times_on_the_lists_and_a_message_page_are_relative_with_the_exact_utc_time_on_hover(bus, console):
+    groups = console.request("/failed")[2]
+    assert FIRST in groups and " ago</time>" in groups
+    assert FIRST in console.request("/failed/messages?exception_type=TimeoutError")[2]
+    [message] = console.json("/api/failed/messages?exception_type=TimeoutError&limit=1")["messages"]
+    assert FIRST in console.request(f"/failed/messages/{message['key']}")[2]  # its history's failure
+    console.json("/api/archive", {"ids": [message["id"]], "wait": True}, csrf(console))
+    moment = re.compile(r'<time datetime="\d{4}-\d\d-\d\dT[0-9:.]+\+00:00" title="[0-9 :-]+ UTC">(just now|\d+ seconds? ago)</time>')
+    for path in ("/archive", "/log"):  # the server's clock: a moment ago
+        assert moment.search(console.request(path)[2]), path
+
+
+def test_the_lists_give_their_total_and_sort_by_count_and_time_of_failure(bus, console):
+    groups = console.json("/api/failed/groups?sort=count_asc")
+    assert groups["total"] == 11 and [g["messages"] for g in groups["groups"]] == [1, 3, 7]
+    latest = console.json("/api/failed/groups?sort=time")["groups"]
+    assert [g["key"]["exception_type"] for g in latest] == ["ValueError", "KeyError", "TimeoutError"]
+    page = console.request("/failed?sort=time_asc")[2]
+    assert '<span id="total-count">11</span>' in page and page.index("TimeoutError") < page.index("KeyError") < page.index("ValueError")
+    newest = console.json("/api/failed/messages?sort=time&limit=4")
+    assert newest["total"] == 11 and [m["exception_type"] for m in newest["messages"]][:2] == ["ValueError", "KeyError"]
+    rest = console.json(f"/api/failed/messages?sort=time&limit=10&after={newest['next_after']}")["messages"]
+    assert len(rest) == 7 and all(m["exception_type"] == "TimeoutError" for m in rest)
+    group = console.request("/failed/messages?exception_type=KeyError&sort=time")[2]
+    assert '<span id="total-count">3</span>' in group and "sort=time&amp;after=" not in group  # one page: no next
+    code, _, text = console.request("/api/failed/groups?sort=Messages%20DESC")
+    assert code == 400 and "no order of this list" in text
+
+
+def test_a_message_page_links_back_to_its_groups(bus, console):
+    for exception, count in (("ValueError", 1), ("KeyError", 3)):
+        [message] = console.json(f"/api/failed/messages?exception_type={exception}&limit=1")["messages"]
+        page = console.request(f"/failed/messages/{message['key']}")[2]
+        links = dict(re.findall(r'id="(group-link|failed-queue-link|message-type-link)" href="([^"]+)"', page))
+        assert set(links) == {"group-link", "failed-queue-link", "message-type-link"}
+        group = links["group-link"].replace("&amp;", "&")
+        assert re.fullmatch(r"/failed/messages\?by=exception&group=[0-9a-f]{16}", group)
+        shown = console.json("/api" + group)
+        assert shown["total"] == count and message["key"] in {m["key"] for m in shown["messages"]}
+        assert {m["exception_type"] for m in shown["messages"]} == {exception}
+        queue = console.json("/api" + links["failed-queue-link"].replace("&amp;", "&"))
+        assert queue["total"] == 4 and message["key"] in {m["key"] for m in queue["messages"]}  # Billing's
+
+
+def test_archive_retention_purges_the_archived_messages_older_than_it_and_logs_each_purge(bus, project):
+    console = ConsoleProcess(bus.engine.url.render_as_string(hide_password=False), "--archive-retention", "2s", cwd=str(project.root))
+    try:
+        [message] = console.json("/api/failed/messages?exception_type=ValueError")["messages"]
+        assert console.json("/api/archive", {"ids": [message["id"]], "wait": True}, csrf(console))["state"] == "done"
+        assert [m["id"] for m in console.json("/api/archive")["messages"]] == [message["id"]]
+        deadline = time.monotonic() + 30
+        while console.json("/api/archive")["messages"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert console.json("/api/archive")["messages"] == []
+        [purge] = [e for e in console.json("/api/log")["actions"] if e["action"] == "purge (retention)"]
+        assert purge["messages"] == 1 and purge["who"] == "retention@console" and "--archive-retention" in purge["target"]
+        assert len(error_ids(bus)) == 10  # the error queue untouched
+    finally:
+        console.close()
+
+
+def test_edit_and_retry_sends_the_edited_copy_keeps_the_original_in_the_archive_and_logs_the_edit(bus, console):
+    [message] = console.json("/api/failed/messages?exception_type=TimeoutError&limit=1")["messages"]
+    original = console.json(f"/api/failed/messages/{message['key']}")
+    headers = dict(original["headers"], Edited="yes")
+    done = console.json("/api/edit", {"key": message["key"], "headers": headers, "body": '{"order": 2}'}, csrf(console))
+    assert done["original"] == message["id"] and done["changed"] == ["Edited"] and done["body_changed"]
+    assert message["id"] not in error_ids(bus) and len(error_ids(bus)) == 10
+    assert [m["id"] for m in console.json("/api/archive")["messages"]] == [message["id"]]  # the original kept
+    with bus.engine.connect() as conn:
+        sales = bus.dialect.qualified(bus.name("Sales"), bus.profile)
+        [(row_id, raw, body)] = conn.exec_driver_sql(f"SELECT Id, Headers, Body FROM {sales}").fetchall()
+    sent = wire.decode_headers(raw)
+    assert str(row_id) == done["sent"] and bytes(body) == b'{"order": 2}' and sent["Edited"] == "yes"
+    assert sent["ServiceControl.EditOf"] == message["id"] and wire.EXCEPTION_TYPE not in sent
+    [edit] = [e for e in console.json("/api/log")["actions"] if e["action"] == "edit and retry"]
+    assert edit["who"].startswith("operator@127.0.0.1") and "headers Edited; body changed" in edit["target"]
+    code, _, text = console.request("/api/edit", {"key": message["key"], "headers": ["x"], "body": ""}, csrf(console))
+    assert code == 400 and "headers: give a JSON object" in text

@@ -6,11 +6,12 @@ Skipped locally without Playwright or chromium; failed under CI (CI=true)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from .support.console import CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_bus, console_missing, needs, seed
+from .support.console import CHROMIUM, HOSTILE, ConsoleProcess, browser_missing, console_bus, console_missing, fail, needs, seed
 
 pytestmark = pytest.mark.console
 
@@ -259,6 +260,72 @@ def test_archive_one_from_its_page(watched, transport):
     page.locator("#archive-one").click()
     job_done_then_archive(page)
     assert archived_in(transport) == {shown} and shown not in ids_in_error_queue(transport)
+    assert pwned(page) is None and watched.errors == []
+
+
+def test_a_message_page_shows_its_history_failure_archive_and_restore(watched, transport):
+    page = watched.visit("/failed/messages?exception_type=ValueError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    shown = page.locator("p code").first.inner_text()
+    events = page.locator("#history tr.event")
+    assert events.count() == 1 and "failed" in events.nth(0).inner_text() and "ValueError" in events.nth(0).inner_text()
+    page.locator("#archive-one").click()
+    job_done_then_archive(page)
+    page.locator("#archived tbody tr", has_text=shown).locator("input.pick").check()
+    page.locator("#restore-selected").click()
+    job_done_then_archive(page)
+    page = watched.visit("/failed/messages?exception_type=ValueError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    assert page.locator("p code").first.inner_text() == shown
+    rows = [events.nth(i).inner_text() for i in range(events.count())]
+    assert [r.split("\t")[1] for r in rows] == ["failed", "archive (done)", "restore (done)"], rows
+    assert "operator@127.0.0.1" in rows[1] and "operator@127.0.0.1" in rows[2]
+    assert pwned(page) is None and watched.errors == []
+
+
+def test_live_counts_change_when_a_message_fails_without_a_reload(watched, transport):
+    page = watched.visit("/failed")
+    page.evaluate("() => { window.__same = 1; }")  # gone if the page were loaded again
+    row = page.locator("#groups tbody tr", has_text="KeyError")
+    assert page.locator("#total-count").inner_text() == "11" and row.locator("td.count").inner_text() == "3"
+    fail(transport, "Billing", 1, KeyError("customer"), start=30)
+    page.locator("#total-count", has_text="12").wait_for(timeout=20000)
+    assert row.locator("td.count").inner_text() == "4" and page.evaluate("() => window.__same") == 1
+    fail(transport, "Sales", 1, RuntimeError("new"), start=31)  # a group this page has no row for
+    page.locator("#live-note").wait_for(state="visible", timeout=20000)
+    page = watched.visit("/")
+    page.evaluate("() => { window.__same = 1; }")
+    error = page.locator(f'td.depth[data-address="{transport.queue("error").address}"]')
+    assert error.inner_text() == "13"
+    fail(transport, "Sales", 2, TimeoutError("database timeout"), start=40)
+    page.wait_for_function(
+        "(address) => document.querySelector(`td.depth[data-address=\"${address}\"]`).textContent === '15'",
+        arg=transport.queue("error").address,
+        timeout=30000,
+    )
+    assert page.evaluate("() => window.__same") == 1 and watched.errors == []
+
+
+def test_edit_and_retry_from_a_message_page(watched, transport):
+    page = watched.visit("/failed/messages?exception_type=TimeoutError")
+    page.locator("#messages tbody a").first.click()
+    page.wait_for_load_state("load")
+    shown = page.locator("p code").first.inner_text()
+    page.locator("#edit summary").click()
+    headers = json.loads(page.locator("#edit-headers").input_value())
+    page.locator("#edit-headers").fill(json.dumps(dict(headers, Edited="in the browser")))
+    page.locator("#edit-body").fill('{"order": 99}')
+    page.locator("#edit-retry").click()
+    page.wait_for_url("**/log?edited=*")
+    log = page.locator("#log").inner_text()
+    assert "edit and retry" in log and "headers Edited; body changed" in log and "archive (done)" in log
+    assert archived_in(transport) == {shown} and shown not in ids_in_error_queue(transport)
+    with transport.engine.connect() as conn:
+        sales = transport.dialect.qualified(transport.name("Sales"), transport.profile)
+        [(raw, body)] = conn.exec_driver_sql(f"SELECT Headers, Body FROM {sales}").fetchall()
+    assert bytes(body) == b'{"order": 99}' and json.loads(raw)["Edited"] == "in the browser"
     assert pwned(page) is None and watched.errors == []
 
 

@@ -127,3 +127,71 @@ def test_the_body_filter_is_refused_without_body_string(transport):
     assert not failed.has_body_string(transport)
     with pytest.raises(errors.UsageError, match="no BodyString column"):
         failed.groups(transport, "exception", failed.Filter(body="order"))
+
+
+def test_times_shown_relative_with_the_exact_time_on_hover():
+    pytest.importorskip("starlette")
+    from datetime import datetime, timedelta, timezone
+
+    from sqltransport_schema.console.app import ago, as_time, when
+
+    now = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+    assert [ago(now - timedelta(seconds=s), now) for s in (2, 40, 60, 180, 7200, 86400 * 3, 86400 * 65, 86400 * 800)] == [
+        "just now",
+        "40 seconds ago",
+        "1 minute ago",
+        "3 minutes ago",
+        "2 hours ago",
+        "3 days ago",
+        "2 months ago",
+        "2 years ago",
+    ]
+    assert ago(now + timedelta(minutes=5), now) == "in 5 minutes"
+    assert as_time("2026-11-01 12:00:00:000000 Z") == now == as_time("2026-11-01 12:00:00") == as_time("2026-11-01T13:00:00+01:00")
+    assert as_time("not a time") is None and as_time(None) is None
+    shown = str(when("2026-11-01 12:00:00:000000 Z"))
+    assert shown.startswith('<time datetime="2026-11-01T12:00:00+00:00" title="2026-11-01 12:00:00 UTC">')
+    assert str(when("<b>no time</b>")) == "&lt;b&gt;no time&lt;/b&gt;"
+
+
+def test_totals_and_sorting_of_the_groups_and_of_a_page(transport):
+    queue = transport.queue("error")
+
+    def failure(exc: str, minute: int) -> str:
+        t = f"2026-11-01 12:{minute:02d}:00:000000 Z"
+        return wire.encode_headers({wire.TIME_OF_FAILURE: t, wire.FAILED_Q: "Sales", wire.EXCEPTION_TYPE: exc})
+
+    # A: 3 messages at 12:10-12:12; B: 1 at 12:30 (the latest); C: 2 at 12:00 and 12:01 (the earliest)
+    rows = [failure("A", 10 + i) for i in range(3)] + [failure("C", 0), failure("B", 30), failure("C", 1)]
+    with transport.engine.begin() as conn:
+        queue.send_many(conn, [(b"x", h) for h in rows])
+    order = {sort: [g.key["exception_type"] for g in failed.groups(transport, "exception", sort=sort)] for sort in failed.GROUP_SORTS}
+    assert order == {"count": ["A", "C", "B"], "count_asc": ["B", "C", "A"], "time": ["B", "A", "C"], "time_asc": ["C", "A", "B"]}
+    assert failed.count(transport) == 6
+    assert failed.count(transport, failed.Filter(group=(("exception_type", "C"),))) == 2
+    assert failed.count(transport, failed.Filter.of({"since": "2026-11-01T12:10:00", "text": "Sales"})) == 4
+    first = failed.page(transport, limit=4, sort="time")
+    assert len(first.rows) == 4 and [r["key"] for r in first.rows] == sorted((r["key"] for r in first.rows), reverse=True)
+    rest = failed.page(transport, after=first.next_after, limit=4, sort="time")
+    assert rest.next_after is None and len(rest.rows) == 2 and max(r["key"] for r in rest.rows) < first.next_after
+    assert [r["exception_type"] for r in first.rows + rest.rows] == ["C", "B", "C", "A", "A", "A"]
+    with pytest.raises(errors.UsageError, match="sort: 'Id; DROP' is no order of this list"):
+        failed.groups(transport, "exception", sort="Id; DROP")
+    with pytest.raises(errors.UsageError, match="choose one of time_asc, time"):
+        failed.page(transport, sort="count")
+    assert failed.count(transport, cap=4) == 4 and failed.count(transport, failed.Filter.of({"text": "Sales"}), cap=5) == 5
+
+
+def test_archive_retention_that_is_no_age_or_without_an_archive_is_one_error_line(transport, capsys):
+    pytest.importorskip("uvicorn")
+    from sqltransport_schema import cli
+
+    url = transport.engine.url.render_as_string(hide_password=False)
+    with pytest.raises(SystemExit) as exited:  # argparse's own refusal: one error line, exit 2
+        cli.main(["console", "--url", url, "--archive-retention", "soon"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "'soon' is not an age" in err and "Traceback" not in err
+    assert cli.main(["console", "--url", url, "--bind", "127.0.0.1:0", "--archive-retention", "30d"]) == 2  # no archive here
+    err = capsys.readouterr().err
+    assert err.startswith("error: --archive-retention: the deployed topology declares no archive") and err.count("\n") == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import errors
 from ..defaults import DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
-from .operations import _transport
+from .operations import _older_than, _transport
 from .options import add_command, add_options, load_config
 from .output import EXIT_OK
 
@@ -56,6 +56,15 @@ def cmd_console(args: argparse.Namespace) -> int:
             sample_interval=args.sample_interval,
             keep_jobs=args.keep_jobs,
         )
+        if args.archive_retention is not None:
+            if console.archive.table is None or console.actions.log_table is None:
+                raise errors.UsageError(
+                    "--archive-retention: the deployed topology declares no archive of the error queue or no action log"
+                    " (`archive:` on its entry, top-level `action_log:`; docs/console.md)"
+                )
+            retention = args.archive_retention.total_seconds()
+            if retention <= 0:
+                raise errors.UsageError("--archive-retention: give an age above 0 (e.g. 30d)")
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -68,6 +77,9 @@ def cmd_console(args: argparse.Namespace) -> int:
         stop = threading.Event()
         sampler = threading.Thread(target=console.sampler, args=(args.sample_interval, stop), name="console-sampler", daemon=True)
         sampler.start()
+        if args.archive_retention is not None:
+            purger = threading.Thread(target=console.retention, args=(retention, stop), name="console-retention", daemon=True)
+            purger.start()
         shown = f"[{host}]" if ":" in host else host
         database = display_url(transport.engine.url.render_as_string(hide_password=False))
         mode = "read-only" if console.read_only else "operator actions allowed"
@@ -119,6 +131,13 @@ def add_console(sub: argparse._SubParsersAction) -> None:
         default=60,
         metavar="SECONDS",
         help="seconds between the overview's depth samples, kept for the last hour (default: %(default)s)",
+    )
+    p.add_argument(
+        "--archive-retention",
+        type=_older_than,
+        metavar="DURATION",
+        help="purge the archived messages older than this (30d, 12h, 90m) at start and then periodically (a tenth of it,"
+        " at most hourly), each purge that deletes any in the action log (default: kept until purged by hand)",
     )
     p.add_argument(
         "--keep-jobs",

@@ -25,6 +25,7 @@ from ..defaults import DEFAULT_KEEP_JOBS
 from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, retry, retry_destination
 from ..runtime.transport import execute
 from ..schema import Kind, TableName
+from .failed import _contains
 
 if TYPE_CHECKING:
     from ..runtime.transport import Transport
@@ -34,6 +35,17 @@ def deployed_table(transport: Transport, kind: Kind) -> TableName | None:
     """The first table of this kind the deployed blueprint records, None where it has none."""
     specs = transport.blueprint.tables if transport.blueprint is not None else ()
     return next((spec.name for spec in specs if spec.kind is kind), None)
+
+
+LOGGED_IDS = 1000  # message ids an action's target names (beyond them it says how many more)
+
+
+def logged_ids(ids: Sequence[str]) -> str:
+    """The part of an action's target naming its messages: ` · ids: ID ID ...`, `and N more`."""
+    if not ids:
+        return ""
+    more = len(ids) - LOGGED_IDS
+    return " · ids: " + " ".join(ids[:LOGGED_IDS]) + (f" and {more} more" if more > 0 else "")
 
 
 class NoActionLog(errors.Refused):
@@ -131,6 +143,15 @@ class Actions:
         with self.transport.engine.begin() as conn:
             execute(conn, self._statement("insert"), row)
 
+    def about(self, message_id: str, limit: int = 100) -> list[dict]:
+        """The actions that named this message (its row Id in their target, as `start` records the
+        ids it was given), oldest first: a message's history."""
+        if self.log_table is None or not message_id or "\x00" in message_id:
+            return []
+        with self.transport.engine.connect() as conn:
+            rows = execute(conn, self._statement("about"), {"Pattern": _contains(message_id), "Limit": limit}).fetchall()
+        return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
+
     def history(self, limit: int = 100) -> list[dict]:
         """The latest actions, newest first (none where the topology declares no action log)."""
         if self.log_table is None:
@@ -140,10 +161,23 @@ class Actions:
         return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
 
     # -- jobs --------------------------------------------------------------------------------
-    def start(self, kind: str, who: str, what: str, chosen: int | None, work: Work, rate: float | None = None, wait: bool = False) -> Job:
+    def start(
+        self,
+        kind: str,
+        who: str,
+        what: str,
+        chosen: int | None,
+        work: Work,
+        rate: float | None = None,
+        wait: bool = False,
+        ids: Sequence[str] = (),
+    ) -> Job:
         """Run `work` as a job of this kind in a thread of its own (the action log checked first: no
-        unlogged action); `rate`: at most that many batches a second; `wait`: return once it has ended."""
+        unlogged action); `rate`: at most that many batches a second; `wait`: return once it has ended;
+        `ids`: the messages it acts on, named in the action log's target (the first LOGGED_IDS of them:
+        what a message's history reads)."""
         self.require_log()
+        what = what + logged_ids(ids)
         if rate is not None and not rate > 0:
             raise errors.UsageError(f"rate must be above 0 batches a second, not {rate}")
         with self._lock:
@@ -220,7 +254,7 @@ class Actions:
                 to_queue=to_queue,
             )
 
-        return self.start("retry", who, what, len(chosen), work, rate, wait)
+        return self.start("retry", who, what, len(chosen), work, rate, wait, chosen)
 
     def job(self, job_id: int) -> Job:
         """The job of this id, else NotFound: for one this console ran and has dropped, saying where its

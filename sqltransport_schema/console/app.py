@@ -14,7 +14,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,8 +32,8 @@ from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import errors
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, status
+from .. import errors, wire
+from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, retry_destination, status
 from ..runtime.transport import execute
 from ..schema import Kind
 from ..urls import display_url
@@ -54,6 +54,14 @@ SHOWN = 300  # characters of a value a list shows (a message's page shows SHOWN_
 SHOWN_WHOLE = 64 << 10
 SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples (one a minute: 60 in the hour)
 OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read anew
+EDIT_OF = "ServiceControl.EditOf"  # the header an edited copy names its original by (as ServicePulse's)
+RETENTION_WHO = "retention@console"  # the action log's who of the archive retention's purges
+RETENTION_EVERY = 3600.0  # seconds between the retention's purges at most
+
+
+def retention_every(retention_seconds: float) -> float:
+    """Seconds between the archive retention's purges: a tenth of the retention, from 1 s to an hour."""
+    return min(RETENTION_EVERY, max(1.0, retention_seconds / 10))
 
 
 class JSONResponse(_StarletteJSON):
@@ -88,6 +96,50 @@ def shown(value: Any, limit: int | None = SHOWN) -> Markup:
     if more:
         parts.append(Markup('<span class="cut">… cut: %s more characters (the JSON API gives them whole)</span>') % f"{more:,}")
     return Markup("").join(parts)
+
+
+_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def ago(at: datetime, now: datetime | None = None) -> str:
+    """`at` relative to now, in the largest whole unit: "3 minutes ago", "in 2 hours", "just now"."""
+    seconds = ((now or datetime.now(timezone.utc)) - at).total_seconds()
+    if abs(seconds) < 5:
+        return "just now"
+    for unit, size in _UNITS:
+        if abs(seconds) >= size:
+            n = int(abs(seconds) // size)
+            text = f"{n} {unit}{'' if n == 1 else 's'}"
+            return f"{text} ago" if seconds > 0 else f"in {text}"
+    return "just now"
+
+
+def as_time(value: Any) -> datetime | None:
+    """A time a page shows, as an aware datetime in UTC: a datetime (naive ones are UTC, as the
+    console's tables keep them), ISO 8601 text, or NServiceBus's wire format; None for anything else."""
+    if isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str) and value:
+        try:
+            at = wire.parse_time_sent(value)
+        except ValueError:
+            try:
+                at = datetime.fromisoformat(value)
+            except ValueError:
+                return None
+    else:
+        return None
+    return (at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at).astimezone(timezone.utc)
+
+
+def when(value: Any) -> Markup:
+    """A time as a page shows it: relative ("3 minutes ago") in a <time> whose datetime and title
+    (shown on hover) are the exact time in UTC; a value that is no time as `shown` shows it."""
+    at = as_time(value)
+    if at is None:
+        return shown(value)
+    exact = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time datetime="%s" title="%s">%s</time>') % (at.isoformat(), exact, ago(at))
 
 
 class Console:
@@ -178,6 +230,61 @@ class Console:
                 self.report()
             except Exception:  # the database away for a while: the next sample tries again
                 pass
+
+    def purge_expired(self, retention_seconds: float, who: str = RETENTION_WHO) -> int:
+        """Purge the archived messages older than the retention (`console --archive-retention`), a
+        batch a transaction; a purge that deleted any is written to the action log. How many it deleted."""
+        self.actions.require_log()
+        done = self.archive.purge(retention_seconds)(None)
+        if done.moved:
+            age = f"{retention_seconds:g} s"
+            self.actions.log(who, "purge (retention)", f"archived more than {age} ago (--archive-retention)", done.moved)
+        return done.moved
+
+    def retention(self, retention_seconds: float, stop: threading.Event) -> None:
+        """Purge by the retention at start and then every retention_every(retention_seconds) seconds while the console runs."""
+        every = retention_every(retention_seconds)
+        while True:
+            try:
+                self.purge_expired(retention_seconds)
+            except Exception:  # the database away for a while: the next round tries again
+                traceback.print_exc(file=sys.stderr)
+            if stop.wait(every):
+                return
+
+    def edit_and_retry(self, key: int, headers: Any, body: Any, who: str, to_queue: str | None = None) -> dict:
+        """ServicePulse's edit and retry: the message with this key moved into the archive (the
+        original kept), then a copy with these headers and body (text, sent as UTF-8) sent to its
+        FailedQ (or `to_queue`) as a retry sends it, under a new id with `ServiceControl.EditOf`
+        naming the original; the action log says who and what changed. UsageError for headers that are
+        no JSON object of texts, or no queue to send to, before anything moves."""
+        self.actions.require_log()
+        if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+            raise errors.UsageError("headers: give a JSON object of names and texts")
+        if not isinstance(body, str):
+            raise errors.UsageError("body: give the body as text")
+        original = failed.message(self.transport, key, self.error_queue)
+        address = to_queue or headers.get(wire.FAILED_Q, "")
+        if not address:
+            raise errors.UsageError(f"no queue to send the edited copy to: give to_queue, or a {wire.FAILED_Q} header")
+        retry_destination(self.transport, address, error_queue=self.error_queue)
+        before = original.headers or {}
+        changed = sorted(n for n in set(before) | set(headers) if before.get(n) != headers.get(n))
+        raw_body = body.encode("utf-8")
+        if original.body_kind == "binary" or original.body_note is not None and original.body_note.startswith("cut"):
+            raise errors.UsageError("this message's body is not shown whole as text (binary, or cut): it cannot be edited here")
+        body_changed = body != original.body
+        what = "headers " + (", ".join(changed) if changed else "unchanged") + ("; body changed" if body_changed else "; body unchanged")
+        archived = _archive(self, [original.id], "edited and retried", who, f"the original of an edit ({original.id})", None, True)
+        if archived.state != "done" or archived.moved != 1:
+            why = f"{archived.state}: {archived.error}" if archived.error else archived.state
+            raise errors.Refused(f"the original could not be archived ({why}): nothing sent")
+        sent = dict(wire.retry_headers(headers))
+        sent[EDIT_OF] = original.id
+        with self.transport.engine.begin() as conn:
+            new_id = self.transport.address_queue(address).send(conn, raw_body, sent)
+        self.actions.log(who, "edit and retry", f"to {address}: {what} · ids: {original.id} {new_id}", 1)
+        return {"original": original.id, "sent": new_id, "to": address, "changed": changed, "body_changed": body_changed}
 
     def migrations(self) -> dict:
         """The deployed revision, the head and the drift count (check's reading), or why not known."""
@@ -287,6 +394,7 @@ def _operator(request: Request) -> Response | None:
 # ------------------------------------------------------------------------------------ pages
 _templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True, default_for_string=True))
 _templates.filters["shown"] = shown
+_templates.filters["when"] = when
 
 
 def _page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -346,24 +454,73 @@ def groups_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     by = query.pop("by", "exception")
+    sort = failed.sort_of(query.pop("sort", None), failed.GROUP_SORTS)
     filt = failed.Filter.of(query)
-    found = failed.groups(console.transport, by, filt, console.error_queue)
-    return _page(request, "groups.html", by=by, groupings=failed.GROUPINGS, groups=found, filt=filt, query=filt.query())
+    found = failed.groups(console.transport, by, filt, console.error_queue, sort)
+    return _page(
+        request,
+        "groups.html",
+        by=by,
+        groupings=failed.GROUPINGS,
+        groups=found,
+        filt=filt,
+        query=filt.query(),
+        sort=sort,
+        total=sum(g.messages for g in found),
+    )
 
 
 def messages_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     after = _int(query.pop("after", None), "after")
+    sort = failed.sort_of(query.pop("sort", None), failed.PAGE_SORTS)
     filt = failed.resolved(console.transport, failed.Filter.of(query), console.error_queue)
-    found = failed.page(console.transport, filt, after, failed.PAGE_SIZE, console.error_queue)
-    return _page(request, "messages.html", page=found, filt=filt, query=filt.query())
+    found = failed.page(console.transport, filt, after, failed.PAGE_SIZE, console.error_queue, sort)
+    total = failed.count(console.transport, filt, console.error_queue)
+    capped = total >= failed.TOTAL_CAP
+    return _page(request, "messages.html", page=found, filt=filt, query=filt.query(), sort=sort, total=total, capped=capped)
 
 
 def message_page(request: Request) -> Response:
     console: Console = request.app.state.console
     found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
-    return _page(request, "message.html", message=found)
+    history = failed.history(found, console.actions.about(found.id))
+    groups = failed.groups_of(console.transport, found.key, console.error_queue)
+    return _page(request, "message.html", message=found, history=history, groups=groups)
+
+
+async def edit_form(request: Request) -> Response:
+    """Edit and retry from a message's page: its headers (a JSON object) and body edited in the page."""
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    form = await request.form()
+    try:
+        headers = json.loads(str(form.get("headers", "")))
+    except ValueError as exc:
+        raise errors.UsageError(f"headers: not JSON ({exc})") from None
+    key = _int(form.get("key"), "key")
+    to_queue = str(form.get("to_queue", "")).strip() or None
+    done = await run_in_threadpool(console.edit_and_retry, key, headers, str(form.get("body", "")), _who(request), to_queue)
+    return RedirectResponse(f"/log?edited={done['sent']}", status_code=303)
+
+
+async def api_edit(request: Request) -> Response:
+    refused = _operator(request)
+    if refused is not None:
+        return refused
+    console: Console = request.app.state.console
+    body = await _json_object(request)
+    key = body.get("key")
+    if not isinstance(key, int) or isinstance(key, bool):
+        raise errors.UsageError("key: give the message's key (a whole number, as GET /api/failed/messages lists it)")
+    to_queue = body.get("to_queue")
+    if to_queue is not None and not isinstance(to_queue, str):
+        raise errors.UsageError("to_queue: give a queue address (a string)")
+    done = await run_in_threadpool(console.edit_and_retry, key, body.get("headers"), body.get("body"), _who(request), to_queue)
+    return JSONResponse(done)
 
 
 async def retry_form(request: Request) -> Response:
@@ -482,6 +639,8 @@ def _rate(text: Any) -> float | None:
 # -------------------------------------------------------------------------------------- API
 def api_overview(request: Request) -> Response:
     console: Console = request.app.state.console
+    if request.query_params.get("only") == "status":  # the overview's live counts: no migration check each time
+        return JSONResponse({"status": console.report().to_json()})
     samples = [{"taken_at": at.isoformat(), "depths": depths} for at, depths in console.samples]
     return JSONResponse(
         {"status": console.report().to_json(), "migrations": console.migrations(), "samples": samples, "read_only": console.read_only}
@@ -492,8 +651,9 @@ def api_groups(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     by = query.pop("by", "exception")
-    found = failed.groups(console.transport, by, failed.Filter.of(query), console.error_queue)
-    return JSONResponse({"by": by, "groups": [g.to_json() for g in found]})
+    sort = failed.sort_of(query.pop("sort", None), failed.GROUP_SORTS)
+    found = failed.groups(console.transport, by, failed.Filter.of(query), console.error_queue, sort)
+    return JSONResponse({"by": by, "sort": sort, "total": sum(g.messages for g in found), "groups": [g.to_json() for g in found]})
 
 
 def api_messages(request: Request) -> Response:
@@ -502,12 +662,17 @@ def api_messages(request: Request) -> Response:
     after = _int(query.pop("after", None), "after")
     limit = _int(query.pop("limit", None), "limit")
     limit = failed.PAGE_SIZE if limit is None else limit
-    return JSONResponse(failed.page(console.transport, failed.Filter.of(query), after, limit, console.error_queue).to_json())
+    sort = failed.sort_of(query.pop("sort", None), failed.PAGE_SORTS)
+    filt = failed.resolved(console.transport, failed.Filter.of(query), console.error_queue)
+    found = failed.page(console.transport, filt, after, limit, console.error_queue, sort)
+    total = failed.count(console.transport, filt, console.error_queue)
+    return JSONResponse(found.to_json() | {"sort": sort, "total": total, "total_capped": total >= failed.TOTAL_CAP})
 
 
 def api_message(request: Request) -> Response:
     console: Console = request.app.state.console
-    return JSONResponse(failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue).to_json())
+    found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
+    return JSONResponse(found.to_json() | {"history": failed.history(found, console.actions.about(found.id))})
 
 
 async def api_retry(request: Request) -> Response:
@@ -576,15 +741,16 @@ def _archive(console: Console, ids: list[str], why: str, who: str, what: str, ra
     if "\x00" in why:
         raise errors.UsageError("why: the text holds a NUL character")
     chosen, move = console.archive.archive(ids, why or DEFAULT_WHY, who)
-    return console.actions.start("archive", who, what, chosen, move, rate, wait)
+    return console.actions.start("archive", who, what, chosen, move, rate, wait, list(dict.fromkeys(ids)))
 
 
 def _restore(console: Console, keys: list[int], who: str, rate: float | None, wait: bool) -> Job:
     console.actions.require_log()
     if not keys:
         raise errors.UsageError("no archived message chosen: nothing to restore")
+    ids = console.archive.ids_of(keys)
     chosen, move = console.archive.restore(keys)
-    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, rate, wait)
+    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, rate, wait, ids)
 
 
 def _purge(console: Console, older_than: Any, who: str, rate: float | None, wait: bool) -> Job:
@@ -735,6 +901,8 @@ def make_app(console: Console) -> Starlette:
         Route("/failed/messages", messages_page),
         Route("/failed/messages/{key}", message_page),
         Route("/actions/retry", retry_form, methods=["POST"]),
+        Route("/actions/edit", edit_form, methods=["POST"]),
+        Route("/api/edit", api_edit, methods=["POST"]),
         Route("/jobs/{job}", job_page),
         Route("/jobs/{job}/cancel", cancel_form, methods=["POST"]),
         Route("/log", log_page),

@@ -154,6 +154,13 @@ class Archive:
         rows = [{"Key": k} for k in dict.fromkeys(keys)]
         return len(rows), self._move("restore", statements, lambda: (rows, 0))
 
+    def ids_of(self, keys: Sequence[int]) -> list[str]:
+        """The row Ids of the archived messages with these archive keys (a restore's action log)."""
+        [read] = self._statements("id")
+        with self.transport.engine.connect() as conn:
+            found = [execute(conn, read, {"Key": k}).fetchone() for k in dict.fromkeys(keys)]
+        return [str(row[0]) for row in found if row is not None]
+
     def purge(self, older_than_seconds: float) -> Move:
         """The deletion of the messages archived more than `older_than_seconds` ago, a batch a transaction."""
         if older_than_seconds < 0:

@@ -238,13 +238,32 @@ class Group:
         return out
 
 
-def groups(transport: Transport, by: str = "exception", filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE) -> list[Group]:
-    """The error queue's messages that pass `filt`, grouped `by` one of GROUPINGS, largest first."""
+GROUP_SORTS = ("count", "count_asc", "time", "time_asc")  # the groups' orders (the engines' GROUP_ORDERS)
+PAGE_SORTS = ("time_asc", "time")  # a page's: the first to fail first (FIFO), or the last first
+
+
+def sort_of(text: str | None, allowed: tuple[str, ...]) -> str:
+    """A list's `sort` (the first of `allowed` where none is given); UsageError for another."""
+    if not text:
+        return allowed[0]
+    if text not in allowed:
+        raise errors.UsageError(f"sort: {text[:40]!r} is no order of this list; choose one of {', '.join(allowed)}")
+    return text
+
+
+def groups(
+    transport: Transport, by: str = "exception", filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE, sort: str = "count"
+) -> list[Group]:
+    """The error queue's messages that pass `filt`, grouped `by` one of GROUPINGS, in the order `sort`
+    (GROUP_SORTS: the largest first, the smallest, the latest failure first, the earliest)."""
     if by not in GROUPINGS:
         raise errors.UsageError(f"group by {by!r}: choose one of {', '.join(GROUPINGS)}")
+    sort = sort_of(sort, GROUP_SORTS)
     filt = resolved(transport, filt, error_queue)
     keys = GROUPINGS[by]
-    statement = transport.dialect.operations.failed_groups(_table(transport, error_queue), transport.profile, keys, tuple(filt.bindings()))
+    statement = transport.dialect.operations.failed_groups(
+        _table(transport, error_queue), transport.profile, keys, tuple(filt.bindings()), sort
+    )
     out = []
     for row in _run(transport, statement, filt, {}, error_queue):
         n = len(keys)
@@ -282,19 +301,54 @@ class Page:
 
 
 def page(
-    transport: Transport, filt: Filter = Filter(), after: int | None = None, limit: int = PAGE_SIZE, error_queue: str = DEFAULT_ERROR_QUEUE
+    transport: Transport,
+    filt: Filter = Filter(),
+    after: int | None = None,
+    limit: int = PAGE_SIZE,
+    error_queue: str = DEFAULT_ERROR_QUEUE,
+    sort: str = "time_asc",
 ) -> Page:
-    """Up to `limit` messages passing `filt` after the key `after`, in FIFO order (keyset paging)."""
+    """Up to `limit` messages passing `filt` after the key `after` (keyset paging), in FIFO order, or
+    with `sort` "time" the last to fail first (the key's order the other way)."""
     if not 1 <= limit <= MAX_PAGE:
         raise errors.UsageError(f"limit must be from 1 to {MAX_PAGE}, not {limit}")
+    newest = sort_of(sort, PAGE_SORTS) == "time"
     filt = resolved(transport, filt, error_queue)
-    statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, tuple(filt.bindings()))
-    rows = _run(transport, statement, filt, {"After": after if after is not None else -(2**63), "Limit": limit + 1}, error_queue)
+    statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, tuple(filt.bindings()), newest)
+    start = (2**63 - 1) if newest else -(2**63)
+    rows = _run(transport, statement, filt, {"After": after if after is not None else start, "Limit": limit + 1}, error_queue)
     out = Page(after=after)
     for row in rows[:limit]:
         out.rows.append({"key": int(row[0]), "id": str(row[1]), **{name: read_value(v) for name, v in zip(FIELDS, row[2:])}})
     if len(rows) > limit:
         out.next_after = out.rows[-1]["key"]
+    return out
+
+
+TOTAL_CAP = 10_000  # a list's total is counted up to this (then shown as "10,000 or more")
+
+
+def count(transport: Transport, filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE, cap: int = TOTAL_CAP) -> int:
+    """How many messages of the error queue pass `filt` (a list's total), counted up to `cap`: a
+    total of `cap` means that many or more."""
+    filt = resolved(transport, filt, error_queue)
+    statement = transport.dialect.operations.failed_count(_table(transport, error_queue), transport.profile, tuple(filt.bindings()))
+    return int(_run(transport, statement, filt, {"Cap": cap}, error_queue)[0][0])
+
+
+def groups_of(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUEUE) -> dict[str, Group]:
+    """The groups (one of each grouping) the message with this key is in, its key read as the groups
+    read it (a page of one from the key before it): a message's page links back to them by their ids."""
+    statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, ())
+    rows = _run(transport, statement, Filter(), {"After": key - 1, "Limit": 1}, error_queue)
+    if not rows or int(rows[0][0]) != key:
+        return {}
+    fields = dict(zip(FIELDS, rows[0][2:]))
+    out = {}
+    for by, names in GROUPINGS.items():
+        values = tuple(fields[name] for name in names)
+        _remember(by, values)
+        out[by] = Group(by, values, 0, None, None)
     return out
 
 
@@ -332,10 +386,25 @@ class Message:
             "stack_trace": h.get(wire.EXCEPTION_STACKTRACE, ""),
         }
 
+    @property
+    def failure(self) -> dict[str, str] | None:
+        """Its failure as its headers record it (time of failure, FailedQ, the exception's type and
+        message), None where they record none."""
+        h = self.headers or {}
+        if not any(h.get(name) for name in (wire.TIME_OF_FAILURE, wire.FAILED_Q, wire.EXCEPTION_TYPE)):
+            return None
+        return {
+            "at": _failure_time(h.get(wire.TIME_OF_FAILURE, "")),
+            "failed_queue": h.get(wire.FAILED_Q, ""),
+            "exception_type": h.get(wire.EXCEPTION_TYPE, ""),
+            "exception_message": h.get(wire.EXCEPTION_MESSAGE, ""),
+        }
+
     def to_json(self) -> dict:
         return {
             "key": self.key,
             "id": self.id,
+            "failure": self.failure,
             "headers": self.headers,
             "headers_problem": self.headers_problem,
             "raw_headers": None if self.headers_problem is None else self.raw_headers,
@@ -364,6 +433,36 @@ def message(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUE
     body = b"" if row[3] is None else bytes(row[3])
     kind, text, note = _body(body, (headers or {}).get(wire.CONTENT_TYPE, ""))
     return Message(int(row[0]), str(row[1]), headers, raw, text, kind, len(body), problem, note)
+
+
+def _failure_time(text: str) -> str:
+    """NServiceBus.TimeOfFailure as an ISO 8601 time in UTC; the text as it is where it is no time."""
+    try:
+        return wire.parse_time_sent(text).astimezone(timezone.utc).isoformat()
+    except (ValueError, TypeError):
+        return text
+
+
+def history(found: Message, actions: list[dict]) -> list[dict]:
+    """A message's history, oldest first: its failure (from its headers) and the actions of the
+    action log that named it (retries, archives, restores), each {at, kind, what, who}."""
+    events = []
+    failure = found.failure
+    if failure is not None:
+        what = " ".join(p for p in (f"in {failure['failed_queue']}" if failure["failed_queue"] else "", failure["exception_type"]) if p)
+        events.append({"at": failure["at"], "kind": "failed", "what": what, "detail": failure["exception_message"], "who": ""})
+    for entry in actions:
+        at = entry["at"]
+        events.append({"at": at, "kind": entry["action"], "what": entry["target"].split(" · ids: ")[0], "detail": "", "who": entry["who"]})
+    return sorted(events, key=lambda e: _sort_time(e["at"]))
+
+
+def _sort_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
 def _first_values(raw: str) -> dict[str, str] | None:

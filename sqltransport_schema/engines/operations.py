@@ -244,28 +244,58 @@ class Operations:
         conditions = list(extra) + [self.FAILED_FILTERS[name] for name in filters]
         return (" WHERE " + " AND ".join(conditions)) if conditions else ""
 
-    def failed_groups(self, table: TableName, profile: Profile, by: tuple[str, ...], filters: tuple[str, ...]) -> Statement:
+    # the orders a list of groups may be sorted in (the console's `sort`): the request names one, the
+    # SQL is this table's, never the request's text
+    GROUP_ORDERS = {
+        "count": "count(*) DESC",
+        "count_asc": "count(*)",
+        "time": "max(f.time_of_failure) DESC",
+        "time_asc": "min(f.time_of_failure)",
+    }
+
+    def failed_groups(
+        self, table: TableName, profile: Profile, by: tuple[str, ...], filters: tuple[str, ...], sort: str = "count"
+    ) -> Statement:
         """(the group's fields in `by`..., messages, first and last TimeOfFailure) of the error queue's
-        messages that pass `filters`, the largest group first."""
+        messages that pass `filters`, in the order GROUP_ORDERS[sort] (the largest group first by default)."""
         if not self.supported:
             raise self._unsupported()
+        order = self.GROUP_ORDERS[sort]
         keys = ", ".join(f"f.{name}" for name in by)
         fields = tuple(name for name in self.FAILED_HEADERS if name in by or name in filters or name == "time_of_failure")
         template = (
             f"SELECT {keys}, count(*) AS messages, min(f.time_of_failure) AS first, max(f.time_of_failure) AS last "
             f"FROM ({self._group_source(fields, 'body' in filters)}) AS f{self._failed_where(filters)} "
-            f"GROUP BY {keys} ORDER BY count(*) DESC, {keys}"
+            f"GROUP BY {keys} ORDER BY {order}, {keys}"
         )
-        return self.statement("failed_groups", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
+        return self.statement(f"failed_groups_{sort}", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
 
-    def failed_page(self, table: TableName, profile: Profile, filters: tuple[str, ...]) -> Statement:
-        """Up to @Limit messages after the key @After that pass `filters`, in FIFO order: a page by
-        keyset (the next page starts after the last key shown), never by OFFSET."""
+    def failed_count(self, table: TableName, profile: Profile, filters: tuple[str, ...]) -> Statement:
+        """How many messages of the error queue pass `filters`, counted up to @Cap (a list's total:
+        the count stops there, so a page of 200,000 messages costs no read of them all)."""
+        if not self.supported:
+            raise self._unsupported()
+        self.header_value(self.FAILED_HEADERS["failed_queue"])  # only where the failed reads are (not SQL Server's yet)
+        if filters:
+            timed = {"since", "until"} & set(filters)
+            fields = tuple(name for name in self.FAILED_HEADERS if name in filters or (timed and name == "time_of_failure"))
+            source = f"({self._group_source(fields or ('failed_queue',), 'body' in filters)}) AS f{self._failed_where(filters)}"
+        else:
+            source = "{table}"
+        template = f"SELECT count(*) FROM (SELECT 1 AS one FROM {source} LIMIT @Cap) AS c"
+        return self.statement("failed_count", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
+
+    def failed_page(self, table: TableName, profile: Profile, filters: tuple[str, ...], newest: bool = False) -> Statement:
+        """Up to @Limit messages after the key @After that pass `filters`, in FIFO order (`newest`: the
+        last to fail first, @After then the key the page starts below): a page by keyset (the next page
+        starts after the last key shown), never by OFFSET."""
         if not self.supported:
             raise self._unsupported()
         source = self._failed_source(body="body" in filters)
-        template = f"{self.FAILED_ROW} FROM ({source}) AS f{self._failed_where(filters, ('f.k > @After',))} ORDER BY f.k LIMIT @Limit"
-        return self.statement("failed_page", fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
+        after, order = ("f.k < @After", "f.k DESC") if newest else ("f.k > @After", "f.k")
+        template = f"{self.FAILED_ROW} FROM ({source}) AS f{self._failed_where(filters, (after,))} ORDER BY {order} LIMIT @Limit"
+        name = "failed_page_newest" if newest else "failed_page"
+        return self.statement(name, fill(template, {"order": self.order}), table=self.dialect.qualified(table, profile))
 
     def failed_message(self, table: TableName, profile: Profile) -> Statement:
         """One message of the error queue by its key (@Key): (key, Id, Headers, Body)."""
@@ -275,10 +305,14 @@ class Operations:
     # -- the console's action log (a table the migrations create: `action_log:` in the topology) ---
     ACTION_LOG_INSERT = ""  # At is the server's clock (UTC)
     ACTION_LOG_READ = "SELECT At, Who, Action, Target, Messages FROM {table} ORDER BY Id DESC LIMIT @Limit"
+    # the actions whose Target names a message (its row Id, as Actions.start records them), oldest first
+    ACTION_LOG_ABOUT = (
+        "SELECT At, Who, Action, Target, Messages FROM {table} WHERE Target LIKE @Pattern ESCAPE '!' ORDER BY Id LIMIT @Limit"
+    )
 
     def action_log(self, table: TableName, profile: Profile, which: str) -> Statement:
         """The action log's statement `which` (insert, read)."""
-        template = {"insert": self.ACTION_LOG_INSERT, "read": self.ACTION_LOG_READ}[which]
+        template = {"insert": self.ACTION_LOG_INSERT, "read": self.ACTION_LOG_READ, "about": self.ACTION_LOG_ABOUT}[which]
         if not template:
             raise self._unsupported()
         return self.statement(f"action_log_{which}", template, table=self.dialect.qualified(table, profile))
@@ -296,6 +330,7 @@ class Operations:
         "SELECT {order}, Id, ArchivedAt, ArchivedWhy, ArchivedBy FROM {archive} WHERE {order} > @After ORDER BY {order} LIMIT @Limit"
     )
     ARCHIVE_COUNT = "SELECT count(*) FROM {archive}"
+    ARCHIVE_ID = "SELECT Id FROM {archive} WHERE {order} = @Key"  # an archived message's row Id (restore's action log)
 
     def archive(self, which: str, queue: TableName, archive: TableName, profile: Profile) -> list[Statement]:
         """The statements of `which` (archive, restore: run in order for each message; keys, purge,
@@ -307,6 +342,7 @@ class Operations:
             "purge": (self.ARCHIVE_PURGE,) if self.ARCHIVE_PURGE else (),
             "page": (self.ARCHIVE_PAGE,),
             "count": (self.ARCHIVE_COUNT,),
+            "id": (self.ARCHIVE_ID,),
         }[which]
         if not templates or not self.supported:
             raise self._unsupported()

@@ -62,6 +62,9 @@ GROUP BY FailedQ ORDER BY FailedQ"""
         "INSERT INTO {table} (At, Who, Action, Target, Messages) VALUES (SYSUTCDATETIME(), @Who, @Action, @Target, @Messages)"
     )
     ACTION_LOG_READ = "SELECT TOP (@Limit) At, Who, Action, Target, Messages FROM {table} ORDER BY Id DESC"
+    ACTION_LOG_ABOUT = (
+        "SELECT TOP (@Limit) At, Who, Action, Target, Messages FROM {table} WHERE Target LIKE @Pattern ESCAPE '!' ORDER BY Id"
+    )
     _MOVED = "Id, CorrelationId, ReplyToAddress, Recoverable, Expires, Headers, Body"
     _DELETED = ", ".join(f"DELETED.{column}" for column in _MOVED.split(", "))
     ARCHIVE_KEYS = "SELECT {order}, Id FROM {queue} WHERE Id IN (SELECT CAST(value AS uniqueidentifier) FROM OPENJSON(@Ids))"
