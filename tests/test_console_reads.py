@@ -133,7 +133,7 @@ def test_times_shown_relative_with_the_exact_time_on_hover():
     pytest.importorskip("starlette")
     from datetime import datetime, timedelta, timezone
 
-    from sqltransport_schema.console.app import ago, as_time, when
+    from sqltransport_schema.console.display import ago, as_time, when
 
     now = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
     assert [ago(now - timedelta(seconds=s), now) for s in (2, 40, 60, 180, 7200, 86400 * 3, 86400 * 65, 86400 * 800)] == [

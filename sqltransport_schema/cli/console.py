@@ -5,12 +5,43 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from .. import errors
 from ..defaults import DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
 from .operations import _older_than, _transport
 from .options import add_command, add_options, load_config
 from .output import EXIT_OK
+
+
+def _retention(args: argparse.Namespace, console: Any) -> float | None:
+    """--archive-retention in seconds (None: not given), refused where there is no archive or action log."""
+    if args.archive_retention is None:
+        return None
+    if console.archive.table is None or console.actions.log_table is None:
+        raise errors.UsageError(
+            "--archive-retention: the deployed topology declares no archive of the error queue or no action log"
+            " (`archive:` on its entry, top-level `action_log:`; docs/console.md)"
+        )
+    retention = args.archive_retention.total_seconds()
+    if retention <= 0:
+        raise errors.UsageError("--archive-retention: give an age above 0 (e.g. 30d)")
+    return retention
+
+
+def _listening(host: str, port: int) -> Any:
+    """The console's socket, bound and listening (connections wait in the backlog until uvicorn accepts them)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        raise errors.UsageError(f"--bind {host}:{port}: {exc.strerror}; choose another port") from None
+    sock.listen(128)
+    return sock
 
 
 def cmd_console(args: argparse.Namespace) -> int:
@@ -24,7 +55,6 @@ def cmd_console(args: argparse.Namespace) -> int:
     localhost, the bind address and each --allowed-host is refused (the console extra; docs/console.md).
     """
     import signal
-    import socket
     import threading
 
     from ..console import require
@@ -56,28 +86,13 @@ def cmd_console(args: argparse.Namespace) -> int:
             sample_interval=args.sample_interval,
             keep_jobs=args.keep_jobs,
         )
-        if args.archive_retention is not None:
-            if console.archive.table is None or console.actions.log_table is None:
-                raise errors.UsageError(
-                    "--archive-retention: the deployed topology declares no archive of the error queue or no action log"
-                    " (`archive:` on its entry, top-level `action_log:`; docs/console.md)"
-                )
-            retention = args.archive_retention.total_seconds()
-            if retention <= 0:
-                raise errors.UsageError("--archive-retention: give an age above 0 (e.g. 30d)")
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            raise errors.UsageError(f"--bind {host}:{port}: {exc.strerror}; choose another port") from None
-        sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+        retention = _retention(args, console)
+        sock = _listening(host, port)
         server = uvicorn.Server(uvicorn.Config(make_app(console), log_level="warning", access_log=False, lifespan="off"))
         stop = threading.Event()
         sampler = threading.Thread(target=console.sampler, args=(args.sample_interval, stop), name="console-sampler", daemon=True)
         sampler.start()
-        if args.archive_retention is not None:
+        if retention is not None:
             purger = threading.Thread(target=console.retention, args=(retention, stop), name="console-retention", daemon=True)
             purger.start()
         shown = f"[{host}]" if ":" in host else host

@@ -169,6 +169,7 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
         super().bounded_connect(cparams, seconds)
         ms = int(seconds * 1000)
         cparams["options"] = " ".join(filter(None, [cparams.get("options"), f"-c statement_timeout={ms} -c lock_timeout={ms}"]))
+
     MAINTENANCE_DATABASE = "postgres"
     DATABASE_EXISTS = "SELECT 1 FROM pg_database WHERE datname = @Name"
     CREATE_DATABASE = "CREATE DATABASE {name}"
