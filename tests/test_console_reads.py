@@ -130,7 +130,6 @@ def test_the_body_filter_is_refused_without_body_string(transport):
 
 
 def test_times_shown_relative_with_the_exact_time_on_hover():
-    pytest.importorskip("starlette")
     from datetime import datetime, timedelta, timezone
 
     from sqltransport_schema.console.display import ago, as_time, when
@@ -182,8 +181,8 @@ def test_totals_and_sorting_of_the_groups_and_of_a_page(transport):
     assert failed.count(transport, cap=4) == 4 and failed.count(transport, failed.Filter.of({"text": "Sales"}), cap=5) == 5
 
 
+@pytest.mark.console  # the console command needs its extra (uvicorn)
 def test_archive_retention_that_is_no_age_or_without_an_archive_is_one_error_line(transport, capsys):
-    pytest.importorskip("uvicorn")
     from sqltransport_schema import cli
 
     url = transport.engine.url.render_as_string(hide_password=False)

@@ -26,6 +26,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -39,7 +40,7 @@ from . import failed
 from .actions import DEFAULT_KEEP_JOBS, Actions, Job
 from .archive import Archive
 from .chart import depth_chart
-from .display import JSONResponse, shown, when
+from .display import shown, when
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access, Operator, Session
 
 if TYPE_CHECKING:
@@ -59,6 +60,14 @@ RETENTION_EVERY = 3600.0  # seconds between the retention's purges at most
 def retention_every(retention_seconds: float) -> float:
     """Seconds between the archive retention's purges: a tenth of the retention, from 1 s to an hour."""
     return min(RETENTION_EVERY, max(1.0, retention_seconds / 10))
+
+
+class JSONResponse(_StarletteJSON):
+    """JSON with every character beyond ASCII escaped: a value holding a NUL or a lone surrogate
+    (a header of the error queue) is written as its \\u escape, never as bytes UTF-8 has no form for."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 class Console:

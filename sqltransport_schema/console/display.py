@@ -1,28 +1,19 @@
 """How the console's pages and API show a message's values and times: escaped and marked where no
-page can show a character as it is, cut with a notice, times relative with the exact UTC on hover,
-JSON ASCII-escaped. Pure functions of a value; console/app.py's pages and answers use them."""
+page can show a character as it is, cut with a notice, times relative with the exact UTC on hover.
+Pure functions of a value (no web framework: importable without the console extra); console/app.py's
+pages use them."""
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timezone
 from typing import Any
 
 from markupsafe import Markup, escape
-from starlette.responses import JSONResponse as _StarletteJSON
 
 from .. import wire
 
 SHOWN = 300  # characters of a value a list shows (a message's page shows app.SHOWN_WHOLE)
-
-
-class JSONResponse(_StarletteJSON):
-    """JSON with every character beyond ASCII escaped: a value holding a NUL or a lone surrogate
-    (a header of the error queue) is written as its \\u escape, never as bytes UTF-8 has no form for."""
-
-    def render(self, content: Any) -> bytes:
-        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 # characters no page shows as they are: controls but tab and newlines, and lone surrogates
