@@ -207,15 +207,16 @@ class Actions:
 
         try:
             job.report = work(progress)
-            job.state = "done"
+            state = "done"
         except Cancelled:
-            job.state = "cancelled"
+            state = "cancelled"
         except Exception as exc:  # shown on the job's page and in /api/jobs; the console keeps serving
-            job.state, job.error = "failed", f"{type(exc).__name__}: {exc}"
+            state, job.error = "failed", f"{type(exc).__name__}: {exc}"
         try:
-            self.log(job.who, f"{job.kind} ({job.state})", job.what, job.moved)
+            self.log(job.who, f"{job.kind} ({state})", job.what, job.moved)
         except Exception as exc:
             job.error = (job.error or "") + f" (the action log could not be written: {exc})"
+        job.state = state  # only once its action log row is there: a caller that sees it ended finds the row
         self._ended_now(job)
 
     def _ended_now(self, job: Job) -> None:
