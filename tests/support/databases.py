@@ -14,6 +14,8 @@ import uuid
 
 import pytest
 
+from sqltransport_schema.util import process_alive
+
 from . import suite_cost
 
 PG_ADMIN_URL = os.environ.get("SQLTRANSPORT_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -173,7 +175,7 @@ class PostgresPool:
         ).scalars()
         for name in list(pooled):
             pid = name[len(POOL_PREFIX) :].split("_")[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not process_alive(int(pid)):
                 connection.exec_driver_sql(PG_DROP.format(name=name))
 
     def close(self, connection) -> None:
@@ -182,16 +184,6 @@ class PostgresPool:
 
 
 POOL_PREFIX = "sqlts_pool_"  # then the pytest process's pid: sweep() drops a gone process's
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 POSTGRES_POOL = PostgresPool()
