@@ -59,3 +59,16 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+DISTRIBUTION = "sqltransport-schema"
+
+
+def package_version() -> str:
+    """The installed package's version, from its metadata (pyproject.toml holds the one version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"

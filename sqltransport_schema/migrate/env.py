@@ -18,7 +18,6 @@ from .. import engines, errors
 from ..db import DatabaseURLError, NoDatabase, failure, make_engine, normalise_url
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..schema import ROLES, SHARED
-from ..scripts import RepeatableStamps, ScriptError
 from ..urls import database_url, display_url
 from . import refusals
 from .autogen import TARGET_OPTION, model_tables_only
@@ -35,6 +34,7 @@ from .locks import (
     format_duration,
     retry_while_blocked,
 )
+from .offline import RepeatableStamps, ScriptError
 from .online import BATCH_OPTION, ONLINE_OPTION, POLICY_OPTION, parse_batch, parse_online
 from .refusals import DISCARD_TABLES_OPTION, PROTECTED_OPTION, RERUN_OPTION, refusal
 from .write import REVISION_OPTION
@@ -116,7 +116,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
                 migration.impl.static_output(prologue)
             try:
                 context.run_migrations()
-            except ScriptError as error:  # a stamp the repeatable output does not know (scripts.make_idempotent)
+            except ScriptError as error:  # a stamp the repeatable output does not know (offline.make_idempotent)
                 raise CommandError(str(error)) from None
             _refuse(migration)
         if repeatable and script.CLOSING:
@@ -171,10 +171,10 @@ def _log_step(ctx: MigrationContext, step: MigrationInfo, heads: object, run_arg
 
 def _repeatable(migration: MigrationContext) -> bool:
     """An offline upgrade on an engine whose scripts are repeatable (SQL Server, PostgreSQL): its
-    output is written through scripts.RepeatableStamps (alembic_version created only when missing,
+    output is written through offline.RepeatableStamps (alembic_version created only when missing,
     stamped once; on SQL Server, stopped at the first error), so the script a DBA reviews is safe to
     run again. Downgrade scripts stay as Alembic writes them."""
-    from ..scripts import ENGINES
+    from .offline import ENGINES
 
     fn = migration.opts.get("fn")
     engine = engines.for_sqlalchemy(migration.dialect.name).name
