@@ -328,19 +328,22 @@ def _alembic_private_names() -> set[str]:
     from alembic.runtime.environment import EnvironmentContext
     from alembic.runtime.migration import MigrationContext
     from alembic.script import Script, ScriptDirectory
+    from alembic.util.langhelpers import ModuleClsProxy
 
     owners = (command, Config, DefaultImpl, BatchOperations, Operations, EnvironmentContext, MigrationContext, Script, ScriptDirectory)
-    return {name for owner in owners for name in dir(owner) if name.startswith("_") and not name.startswith("__")}
+    names = {name for owner in (*owners, ModuleClsProxy) for name in dir(owner) if name.startswith("_") and not name.startswith("__")}
+    return names | {"_proxy"}  # set on the alembic.context and alembic.op modules while a command runs
 
 
 def _private_reaches(tree: ast.AST, private: set[str]) -> list[str]:
-    return sorted(
-        node.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and node.attr in private
-        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
-    )
+    """`x._name` (x not self or cls) and `getattr(x, "_name")` / `hasattr(...)` of Alembic's private names."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(node.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr", "setattr"):
+            found += [arg.value for arg in node.args[1:2] if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    return sorted(name for name in found if name in private)
 
 
 def test_alembic_private_names_are_reached_from_one_wrapper_only():
@@ -351,3 +354,4 @@ def test_alembic_private_names_are_reached_from_one_wrapper_only():
     }
     assert set(found) <= {ALEMBIC_WRAPPER}, found
     assert _private_reaches(ast.parse("operations._install_proxy()"), private) == ["_install_proxy"]
+    assert _private_reaches(ast.parse("getattr(context, '_proxy', None)"), private) == ["_proxy"]

@@ -19,7 +19,7 @@ from ..db import DatabaseURLError, NoDatabase, failure, make_engine, normalise_u
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..schema import ROLES, SHARED
 from ..urls import database_url, display_url
-from . import refusals
+from . import in_process, refusals
 from .autogen import TARGET_OPTION, model_tables_only
 from .compile import uncompiled
 from .execution import DISCARD_OPTION, LOCK_TIMEOUT_OPTION, OFFLINE_HOOK_OPTION, ROLE_OPTION
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from ..schema import Blueprint, TableName
 
 log = logging.getLogger("sqltransport_schema.migrate")
-# config.attributes[STEP_HOOKS]: more on_version_apply callables, e.g. a fleet's, which counts the steps a run took
-STEP_HOOKS = "sqltransport_on_version_apply"
 # config.attributes[UNCOMPILED_CHECKED]: topology.yaml was compared with the migrations' head already (or must not be)
 UNCOMPILED_CHECKED = "sqltransport_uncompiled_checked"
 MIGRATION_LOGGER = "alembic.runtime.migration"  # where Alembic says which revision it runs
@@ -88,7 +86,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
         # the command a refusal names: `alembic ... -x discard=...`, or the caller's own (a fleet's)
         RERUN_OPTION: config.attributes.get(RERUN_OPTION) or (lambda added, opts: _rerun(config, opts, added)),
-        "on_version_apply": [_log_step, *config.attributes.get(STEP_HOOKS, ())],
+        "on_version_apply": [_log_step, *config.attributes.get(in_process.STEP_HOOKS, ())],
     }
     try:
         policy = LockPolicy.from_x(x_args)
@@ -140,10 +138,8 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
 def _warn_uncompiled(context: EnvironmentContext) -> None:
     """An upgrade goes on, after a warning, when topology.yaml differs from the migrations' head (changes
     not compiled: they are not in what it runs); once per configuration (a fleet's runs share one)."""
-    instance = context if hasattr(context, "context_opts") else getattr(context, "_proxy", None)  # alembic.context proxies it
-    fn = getattr(instance, "context_opts", {}).get("fn")
     config = context.config
-    if fn is None or fn.__name__ != "upgrade" or config.attributes.get(UNCOMPILED_CHECKED):
+    if not in_process.is_upgrade(context) or config.attributes.get(UNCOMPILED_CHECKED):
         return
     config.attributes[UNCOMPILED_CHECKED] = True
     notice = uncompiled(config)

@@ -2,10 +2,12 @@
 fleet): the project's own migrations/env.py (its locks, refusals and consent -x options) with the
 ScriptDirectory already loaded, which `alembic.command.upgrade` would read again for every database.
 
-The one use of an Alembic API that is not public lives here: `ScriptDirectory._upgrade_revs`, the
-steps from a revision to the destination, which `alembic.command.upgrade` itself calls. Alembic
-has kept it since its first releases; tests/test_layers.py holds that no other module reaches into
-Alembic's private names, and tests/test_fleet*.py run it on the installed release.
+The project's uses of Alembic names that are not public live here, each once: `ScriptDirectory.
+_upgrade_revs` (the steps from a revision to the destination, which `alembic.command.upgrade` itself
+calls) and the `alembic.context` proxy's `_proxy` (the running EnvironmentContext, to tell an upgrade
+from a downgrade or a stamp). Alembic has kept both since its early releases; tests/test_layers.py
+holds that no other module reaches into Alembic's private names, and the fleet's and the upgrade's
+tests run them on the installed release.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
+
+# config.attributes[STEP_HOOKS]: more on_version_apply callables for env.py, e.g. one that counts the steps a run took
+STEP_HOOKS = "sqltransport_on_version_apply"
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -31,6 +36,14 @@ def upgrade_steps(script: ScriptDirectory, destination: str, current: Any) -> An
     return steps(destination, current)
 
 
+def is_upgrade(context: Any) -> bool:
+    """Whether the running EnvironmentContext (or the `alembic.context` proxy of it) runs an upgrade:
+    its migration function is Alembic's `upgrade` (or this module's)."""
+    instance = context if hasattr(context, "context_opts") else getattr(context, "_proxy", None)
+    fn = getattr(instance, "context_opts", {}).get("fn")
+    return fn is not None and fn.__name__ == "upgrade"
+
+
 def upgrade(
     config: Config,
     script: ScriptDirectory,
@@ -44,7 +57,6 @@ def upgrade(
     more -x options, for a refusal's advice."""
     from alembic.runtime.environment import EnvironmentContext
 
-    from .env import STEP_HOOKS
     from .refusals import RERUN_OPTION
 
     config.cmd_opts = argparse.Namespace(quiet=True, x=[f"url={url}", *x])
@@ -52,10 +64,14 @@ def upgrade(
         config.attributes[RERUN_OPTION] = lambda added, opts: rerun(added)
     steps: list[object] = []
     config.attributes[STEP_HOOKS] = [lambda ctx, step, heads, run_args: steps.append(step)]
+
+    def upgrade(current: Any, context: Any) -> Any:  # named as Alembic's own: is_upgrade() tells it by name
+        return upgrade_steps(script, destination, current)
+
     with EnvironmentContext(
         config,
         script,
-        fn=lambda current, context: upgrade_steps(script, destination, current),
+        fn=upgrade,
         as_sql=False,
         starting_rev=None,
         destination_rev=destination,
