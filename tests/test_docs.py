@@ -192,3 +192,24 @@ def test_a_newcomer_sends_and_receives_on_sqlite_with_no_server(sandbox):
     result = subprocess.run(command, cwd=sandbox, env=env, capture_output=True, text=True, check=False, timeout=180)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert result.stdout.strip().endswith("""b'{"OrderId": 42}'""") and (sandbox / "sqltransport.db").is_file()
+
+
+def test_the_fleet_guide_starts_in_a_fresh_folder(sandbox, tmp_path):
+    """docs/fleets.md's first block runs as written in an empty folder (issue 56: it assumed a project and
+    failed with `alembic.ini: no such Alembic configuration`); no page names a revision id that exists only in
+    the example's migrations."""
+    page = REPO / "docs" / "fleets.md"
+    kind, body = _runnable_blocks(page)[0]
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    env = {**os.environ, "PATH": f"{sandbox / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("SQLTRANSPORT_URL", None)
+    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", body], cwd=fresh, env=env, capture_output=True, text=True, timeout=180)
+    assert kind == "sh" and result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert len(list(fresh.glob("*/tenants/*.db"))) == 5
+    example = {path.name.split("_")[1] for path in (REPO / "migrations" / "versions").glob("*.py")}
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        runnable = "".join(m.group("body") for m in FENCE.finditer(text) if SKIP not in m.group("info").split())
+        named = {rev for rev in example if re.search(rf"--to\s+{rev}\b|--from\s+{rev}\b", runnable)}
+        assert not named, f"{path.relative_to(REPO)} runs with the example's revision ids {sorted(named)}"
