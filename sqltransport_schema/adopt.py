@@ -78,7 +78,7 @@ class Examination:
             "engine": self.engine,
             "head_revision": self.head_revision,
             "matching_revision": self.matching_revision,
-            "made_by": list(_common(self.verdicts)),
+            "made_by": [] if _untold(made_by := _common(self.verdicts), engine) else list(made_by),
             "tables": [v.to_json() for v in self.verdicts],
             "unmanaged_tables": list(self.unmanaged),
             "plan": [op.describe(engine) for op in self.plan],
@@ -97,6 +97,20 @@ def _common(verdicts: list[TableVerdict]) -> tuple[str, ...]:
         return ()
     common = set.intersection(*sets)
     return tuple(r for r in SHAPE_RELEASES if r in common)
+
+
+def _untold(made_by: tuple[str, ...], engine: Dialect) -> bool:
+    """Whether the live tables leave the release open: every release this engine has could have made them
+    (saga or outbox tables alone, which every release makes alike)."""
+    return len(made_by) > 1 and set(made_by) >= set(_releases(engine, Kind.QUEUE))
+
+
+# adopt's line when the live tables do not tell the transport's release; {version}: topology.yaml's.
+UNTOLD = (
+    "the transport version cannot be told from these tables (every release makes them alike; no queue table shows it): "
+    "adopting takes topology.yaml's transport_version {version}; if your endpoints run another release, set "
+    "transport_version to it and compile before adopting"
+)
 
 
 # --------------------------------------------------------------------------- the pure core
@@ -291,7 +305,9 @@ def text_lines(found: Examination, engine: Dialect, action: str, url: str | None
 
     lines = []
     made_by = _common(found.verdicts)
-    if made_by:
+    if made_by and _untold(made_by, engine):
+        lines.append(UNTOLD.format(version=found.head_version))
+    elif made_by:
         lines.append(f"the tables were made by transport {_span(made_by)}")
     for v in found.verdicts:
         if v.status == "matches":
