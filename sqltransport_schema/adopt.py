@@ -78,7 +78,7 @@ class Examination:
             "engine": self.engine,
             "head_revision": self.head_revision,
             "matching_revision": self.matching_revision,
-            "made_by": [] if _untold(made_by := _common(self.verdicts), engine) else list(made_by),
+            "made_by": [] if _untold(self.verdicts) else list(_common(self.verdicts)),
             "tables": [v.to_json() for v in self.verdicts],
             "unmanaged_tables": list(self.unmanaged),
             "plan": [op.describe(engine) for op in self.plan],
@@ -99,10 +99,15 @@ def _common(verdicts: list[TableVerdict]) -> tuple[str, ...]:
     return tuple(r for r in SHAPE_RELEASES if r in common)
 
 
-def _untold(made_by: tuple[str, ...], engine: Dialect) -> bool:
-    """Whether the live tables leave the release open: every release this engine has could have made them
-    (saga or outbox tables alone, which every release makes alike)."""
-    return len(made_by) > 1 and set(made_by) >= set(_releases(engine, Kind.QUEUE))
+# The tables whose shape the transport's release decides (an installer of that release makes them).
+TRANSPORT_KINDS = frozenset({Kind.QUEUE, Kind.DELAYED, Kind.SUBSCRIPTIONS})
+
+
+def _untold(verdicts: list[TableVerdict]) -> bool:
+    """Whether the live tables leave the release open: none of them is a queue, delayed or subscription
+    table (saga or outbox tables alone, which every release makes alike)."""
+    live = [v for v in verdicts if v.versions]
+    return bool(live) and not any(v.spec.kind in TRANSPORT_KINDS for v in live)
 
 
 # adopt's line when the live tables do not tell the transport's release; {version}: topology.yaml's.
@@ -305,7 +310,7 @@ def text_lines(found: Examination, engine: Dialect, action: str, url: str | None
 
     lines = []
     made_by = _common(found.verdicts)
-    if made_by and _untold(made_by, engine):
+    if made_by and _untold(found.verdicts):
         lines.append(UNTOLD.format(version=found.head_version))
     elif made_by:
         lines.append(f"the tables were made by transport {_span(made_by)}")
