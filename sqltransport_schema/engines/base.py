@@ -113,7 +113,8 @@ class Dialect(Connecting):
 
     # False where a table is known by its name alone (a schema in an address is then dropped).
     has_schemas = True
-    # False where a connection's database is the catalog and names never carry one: an address then has no catalog part.
+    # False where the upstream transport's addresses have no catalog part (PostgreSQL's are table@schema: its
+    # catalog is the database connected to); the address of a table then leaves the topology's catalog out.
     has_catalogs = True
     # A refused DDL statement can be undone to a savepoint and the migration's transaction goes on
     # (a refused drop, then the run looks for the others). Not where DDL commits implicitly (MySQL)

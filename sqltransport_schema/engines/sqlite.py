@@ -131,7 +131,6 @@ class SQLite(Dialect):
     drivers = ("sqlite3",)
     default_schema = None
     has_schemas = False
-    has_catalogs = False
     ddl_savepoints = True
     case_insensitive_names = True
     database_file = True
