@@ -180,3 +180,15 @@ def test_a_spark_command_starts_without_the_jvms_incubator_warning(project, tmp_
     assert result.returncode == 0, result.stderr
     assert "moved 0 message(s)" in result.stdout
     assert "incubator" not in result.stderr and "WARNING" not in result.stderr, result.stderr
+
+
+def test_the_jvms_stderr_filter_keeps_every_other_line():
+    """What the JVM says besides its start-up warnings (an error of Spark's, a failed start) still shows."""
+    import io
+
+    from sqltransport_schema.pipeline.session import _forward
+
+    said = io.StringIO()
+    jvm = b"WARNING: Using incubator modules: jdk.incubator.vector\n12:00:01 ERROR Executor: boom\nJAVA_HOME is not set\n"
+    _forward(io.BytesIO(jvm), said)
+    assert said.getvalue() == "12:00:01 ERROR Executor: boom\nJAVA_HOME is not set\n"

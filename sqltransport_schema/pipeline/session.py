@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,7 +41,14 @@ logger.gateway.level = error
 # What Spark's JVM prints at every start that tells the user nothing: Spark's launcher adds the incubator
 # module jdk.incubator.vector to each JVM it starts, and Java warns of incubator modules on stderr (no
 # option turns that off). The JVM's stderr passes through a filter that drops these lines and keeps the rest.
-JVM_NOISE = ("WARNING: Using incubator modules:",)
+# Newer Javas (23+) add sun.misc.Unsafe's deprecation block, which a library of Spark's triggers, the same way.
+JVM_NOISE = (
+    "WARNING: Using incubator modules:",
+    "WARNING: A terminally deprecated method in sun.misc.Unsafe has been called",
+    "WARNING: sun.misc.Unsafe::",
+    "WARNING: Please consider reporting this to the maintainers of class",
+    "WARNING: sun.misc.Unsafe",
+)
 
 
 def _forward(stream: IO[bytes], to: IO[str]) -> None:
@@ -61,8 +67,16 @@ def _quiet_context(settings: dict[str, str]) -> None:
     from pyspark.java_gateway import launch_gateway
 
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-    threading.Thread(target=_forward, args=(gateway.proc.stderr, sys.stderr), name="spark-stderr", daemon=True).start()
+    read, write = os.pipe()  # read from before the start: what a JVM that fails to start says still shows
+    forwarder = threading.Thread(target=_forward, args=(os.fdopen(read, "rb"), sys.stderr), name="spark-stderr", daemon=True)
+    forwarder.start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+    except BaseException:
+        os.close(write)
+        forwarder.join(5)  # the JVM has exited: its last lines, then the end of the pipe
+        raise
+    os.close(write)  # the JVM holds its own copy
     SparkContext(conf=conf, gateway=gateway)
 
 
