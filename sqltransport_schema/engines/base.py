@@ -113,6 +113,9 @@ class Dialect(Connecting):
 
     # False where a table is known by its name alone (a schema in an address is then dropped).
     has_schemas = True
+    # False where the upstream transport's addresses have no catalog part (PostgreSQL's are table@schema: its
+    # catalog is the database connected to); the address of a table then leaves the topology's catalog out.
+    has_catalogs = True
     # A refused DDL statement can be undone to a savepoint and the migration's transaction goes on
     # (a refused drop, then the run looks for the others). Not where DDL commits implicitly (MySQL)
     # or an error may doom the transaction (SQL Server): there the first refusal ends the run.

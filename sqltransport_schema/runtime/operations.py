@@ -313,7 +313,8 @@ def _status(
         empty = set()  # of the tables present: queues estimated empty (and, counting, never seen holding messages)
         for position, (spec, where, key, address, canonical) in enumerate(layout):
             # where it is, as its address says: on an engine without schemas (SQLite), nowhere but its name
-            schema, catalog = (where.schema or dialect.default_schema, where.catalog) if dialect.has_schemas else (None, None)
+            catalog = where.catalog if dialect.has_catalogs else None  # PostgreSQL's catalog is the database connected to
+            schema, catalog = (where.schema or dialect.default_schema, catalog) if dialect.has_schemas else (None, None)
             entry = TableStatus(spec.kind.value, where.table, schema, catalog, address, canonical)
             entry.estimated = estimate and spec.kind is Kind.QUEUE
             entry.missing = key not in existing

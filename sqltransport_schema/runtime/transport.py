@@ -322,9 +322,10 @@ class Transport:
             return  # deployed, though its table is missing: the start-up checks warned of it
         close = difflib.get_close_matches(table, queues, n=1, cutoff=0.75) or [q for q in queues if q.casefold() == table.casefold()]
         if close:
+            known = ", ".join(sorted(queues)[:10]) + (f" and {len(queues) - 10} more" if len(queues) > 10 else "")
             raise errors.NotFound(
                 f"no queue {table!r} is deployed in this database (no such table); did you mean {close[0]!r}? "
-                "Queue names are the topology's, as topology.yaml spells them"
+                f"Queue names are the topology's, as topology.yaml spells them (deployed: {known})"
             )
 
     def address_queue(self, address: str) -> Queue:
@@ -337,11 +338,12 @@ class Transport:
         """The transport address of a table, schema included (what ReplyTo and FailedQ headers hold:
         the canonical address, which names the same table on every engine). `as_engine_knows`: as
         people read it on this engine, without the schema and catalog parts where the engine has
-        none (SQLite: the table alone)."""
+        none (SQLite: the table alone). No catalog part where the engine has no catalogs (PostgreSQL: `Shipping@[public]`,
+        as the PostgreSQL transport's addresses are `table@schema`)."""
         if as_engine_knows and not self.dialect.has_schemas:
             return wire.Address(name.table).format()
         schema = name.schema if name.schema is not None else self.dialect.default_schema
-        return wire.Address(name.table, schema, name.catalog).format()
+        return wire.Address(name.table, schema, name.catalog if self.dialect.has_catalogs else None).format()
 
     def endpoint(self, name: str, schema: str | None = None, catalog: str | None = None, delayed_suffix: str = "Delayed") -> EndpointTables:
         """An endpoint's input queue and its delayed-delivery table (`<name>.<delayed_suffix>`)."""
