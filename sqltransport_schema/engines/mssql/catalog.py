@@ -29,7 +29,18 @@ def _balanced(text: str) -> bool:
 
 class Catalog(Dialect.Catalog):
     """Live shapes from five bulk queries over the sys catalog views (per database) and one over
-    sys.databases, and the transport's own start-up checks."""
+    sys.databases, and the transport's own start-up checks.
+
+    Every catalog name is spelled in its exact case (sys views and their columns lower case,
+    INFORMATION_SCHEMA and its views and columns upper case): in a database with a case-sensitive
+    collation (`_CS_`) identifiers, the catalog's own included, match only in their exact case."""
+
+    # The column listing the neutral base reads (verify, online upgrades), in INFORMATION_SCHEMA's
+    # exact case: `information_schema.columns` is "Invalid object name" in a case-sensitive database.
+    EXISTING_COLUMNS = (
+        "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_SCHEMA NOT IN ('INFORMATION_SCHEMA', 'sys')"
+    )
 
     # One query per catalog view, joined in Python; {sys} is sys, or [catalog].sys for another database.
     # Rows: (object_id, schema, table)
