@@ -279,6 +279,15 @@ class SqlServerCatalog:
                 )
         return object_id
 
+    def as_monitoring_login(self, catalog: str | None = None) -> None:
+        """The catalog as a login without VIEW DEFINITION sees it (`grants --monitor`: SELECT on every
+        table): every row still listed, but sys.indexes.filter_definition is NULL (has_filter kept),
+        as are the definitions of defaults and computed columns ("insufficient permissions")."""
+        db = self._schema(catalog)
+        self.db.execute(f"UPDATE {db}.indexes SET filter_definition = NULL")
+        self.db.execute(f"UPDATE {db}.default_constraints SET definition = NULL")
+        self.db.execute(f"UPDATE {db}.computed_columns SET definition = NULL")
+
     @staticmethod
     def _information_schema(catalog: str | None) -> str:
         return '"' + ("INFORMATION_SCHEMA.COLUMNS@" + (catalog or "")).replace('"', '""') + '"'

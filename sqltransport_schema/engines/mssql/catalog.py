@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...schema import TableName
-from ...shapes import IndexShape, TableShape, normalise_predicate
+from ...shapes import UNKNOWN_PREDICATE, IndexShape, TableShape, normalise_predicate
 from ...versions import IndexCheck, Profile
 from ..base import Dialect
 
@@ -139,6 +139,14 @@ FROM sys.databases d"""
             return name if scale == 7 else f"{name}({scale})"
         return name
 
+    @staticmethod
+    def predicate(has_filter: Any, filter_definition: str | None) -> str | None:
+        """An index's predicate from sys.indexes: None unfiltered; UNKNOWN_PREDICATE where it is
+        filtered but filter_definition is NULL (a login without VIEW DEFINITION sees has_filter only)."""
+        if not has_filter:
+            return None
+        return UNKNOWN_PREDICATE if filter_definition is None else normalise_predicate(filter_definition)
+
     def shapes_from_rows(
         self,
         tables: Iterable[tuple],
@@ -194,7 +202,7 @@ FROM sys.databases d"""
                 IndexShape(
                     tuple(column for _, column in sorted(keys.get((object_id, index_id), []))),
                     bool(unique),
-                    normalise_predicate(filter_definition) if has_filter else None,
+                    self.predicate(has_filter, filter_definition),
                     name,
                     clustered=kind.startswith("CLUSTERED"),
                     include=tuple(sorted(included.get((object_id, index_id), []))),
