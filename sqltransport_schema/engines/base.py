@@ -540,8 +540,14 @@ class Dialect(Connecting):
                 template = fill(template, lists=lists)
                 identifiers = {key: value for key, value in names.items() if "{" + key + "}" in template}
                 doc, columns = self.runtime_doc(name, doc, profile), self.runtime_columns(name, profile)
-                out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)
+                params = parameters_of(template)
+                out[name] = Statement(name, template, identifiers, params, doc, columns, self.runtime_binds(params, profile))
         return out
+
+    def runtime_binds(self, params: tuple[str, ...], profile: Profile) -> tuple[tuple[str, Any], ...]:
+        """How the driver binds a statement's parameters where its own default does not do
+        (Statement.binds); none here: each value binds by its Python type."""
+        return ()
 
     # -- saga tables (SQL persistence; upstream-conformance §7) ------------------------------
     # Engines that hold saga tables only (no transport layout): queue, delayed and
