@@ -8,6 +8,7 @@ expired messages committed batch by batch on a connection of its own, as upstrea
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ def transport(server: Server, version: str) -> Transport:
     """A transport over the double, whose server answers the runtime's reads with no messages."""
     server.on("deleted.", lambda sql, params: [[]])  # a receive: no message
     server.on("isnull(cast(max", lambda sql, params: [[(0,)]])  # peek: none waits
+    server.on("count(*) Id", lambda sql, params: [[(0,)]])  # the count peeks: none waits
     server.on("FROM [dbo].[Sales.Delayed]", lambda sql, params: [0, *([[(0,)]] if "@@ROWCOUNT AS Moved" in sql else [])])  # none due
     return Transport(server.engine(), version)
 
@@ -168,3 +170,57 @@ def test_purge_expired_on_the_callers_connection_stays_in_its_transaction():
         commits = server.commits
         assert queue.purge_expired(conn, batch_size=10) == 23
         assert server.commits == commits
+
+
+# ------------------------------------------------------------------ the pump's purge of expired messages
+def pump_on_double(version: str, **options):
+    from sqltransport_schema.runtime.pump import MessagePump
+
+    server, rows = Server(), ExpiredRows(12)
+    server.on("Expires < GETUTCDATE()", rows.purge)
+    tr = transport(server, version)
+    pump = MessagePump(tr, tr.queue(QUEUE), lambda message, context: None, peek_delay=0.1, **options)
+    return server, rows, pump
+
+
+def purges_and_peeks(server: Server) -> list[str]:
+    return [
+        "purge" if "Expires < GETUTCDATE()" in call.sql else "peek"
+        for call in server.calls
+        if "Expires < GETUTCDATE()" in call.sql or "count(*)" in call.sql or "isnull(cast(max" in call.sql
+    ]
+
+
+@pytest.mark.parametrize("version", ["4.0.0", "5.0.3", "6.1.1"])
+def test_the_pump_of_4_0_to_6_1_1_purges_expired_messages_once_before_it_receives(version):
+    server, rows, pump = pump_on_double(version)
+    pump.start()
+    deadline = time.monotonic() + 5
+    while purges_and_peeks(server).count("peek") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pump.stop(5)
+    seen = purges_and_peeks(server)
+    assert seen[:2] == ["purge", "peek"] and "purge" not in seen[2:] and rows.count == 0
+
+
+def test_the_pump_of_3_1_purges_expired_messages_periodically():
+    server, rows, pump = pump_on_double("3.1.0", purge_interval=0.05)
+    pump.start()
+    deadline = time.monotonic() + 5
+    while purges_and_peeks(server).count("purge") < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pump.stop(5)
+    assert purges_and_peeks(server).count("purge") >= 4 and rows.count == 0
+
+
+@pytest.mark.parametrize(
+    "version,asked,purges", [("6.1.2", None, False), ("9.1", None, False), ("9.1", True, True), ("4.0.0", False, False)]
+)
+def test_later_pumps_purge_only_when_asked(version, asked, purges):
+    server, rows, pump = pump_on_double(version, purge_expired=asked)
+    pump.start()
+    deadline = time.monotonic() + 5
+    while purges_and_peeks(server).count("peek") < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pump.stop(5)
+    assert ("purge" in purges_and_peeks(server)) is purges
