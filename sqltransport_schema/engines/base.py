@@ -479,6 +479,12 @@ class Dialect(Connecting):
         caller then ends that transaction itself (the outbox's take, begun with the store's commit)."""
         yield None
 
+    checks_server_version = False  # whether refuse_older_server reads the server's version
+
+    def refuse_older_server(self, sqlalchemy_dialect: Any, command: str) -> None:
+        """Raise errors.Unsupported when the server (SQLAlchemy's `server_version_info`, read at the
+        engine's first connection) is older than `command` needs; nothing here: any version will do."""
+
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
 

@@ -216,7 +216,9 @@ FROM sys.databases d"""
         return out
 
     def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
-        """The connection's database, and each named catalog (three-part names) through [catalog].sys."""
+        """The connection's database, and each named catalog (three-part names) through [catalog].sys;
+        a server older than 2008 (no has_filter) is refused, saying so."""
+        self.dialect.refuse_older_server(getattr(connection, "dialect", None), "check")
         out: dict[tuple, tuple[TableName, TableShape]] = {}
         databases = [tuple(row) for row in connection.exec_driver_sql(self.SHAPE_DATABASES)]
         own = next((collation for _, collation, current in databases if current), None)
