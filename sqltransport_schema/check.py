@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import errors
 from .schema import SHARED, Blueprint, TableName
-from .shapes import UNKNOWN_PREDICATE, IndexShape, TableShape, normalise_expression
+from .shapes import UNKNOWN_EXPRESSION, UNKNOWN_PREDICATE, IndexShape, TableShape, normalise_expression
 from .versions import profile
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ def diff(
         for orphan in orphaned_subscriptions(engine, subscriptions, live):
             findings.append(Finding("orphaned_subscription", table, f"{orphan.describe()}: {UNSUBSCRIBE_HINT}"))
     findings.sort(key=Finding.sort_key)
-    note = unread_filters(live, engine)
+    note = unread_definitions(live, engine)
     if note is not None:
         report.notes.append(note)
     return report
@@ -240,6 +240,8 @@ def _table_findings(table: str, want: TableShape, have: TableShape, case_insensi
             continue
         for column in shared:
             want_value, have_value = expected.get(column), live.get(column)
+            if have_value == UNKNOWN_EXPRESSION and want_value is not None:
+                continue  # there, its definition not readable by this login: the report's note says so
             if want_value != have_value and normalise_expression(want_value) != normalise_expression(have_value):
                 said = [absent if value is None else spell.format(value) for value in (want_value, have_value)]
                 out.append(Finding(category, table, f"{column}: expected {said[0]}, found {said[1]}"))
@@ -328,21 +330,28 @@ def _predicate(index: IndexShape) -> str:
     return f"where {index.predicate}" if index.predicate else "no predicate"
 
 
-def unread_filters(live: dict[tuple, tuple[TableName, TableShape]], engine: Dialect) -> str | None:
-    """The note of a check whose login could not read some filtered indexes' filters (SQL Server
-    without VIEW DEFINITION): compared as filtered, their filters not compared."""
+def unread_definitions(live: dict[tuple, tuple[TableName, TableShape]], engine: Dialect) -> str | None:
+    """The note of a check whose login could not read some definitions (SQL Server without VIEW
+    DEFINITION): filtered indexes compared as filtered, defaults and computed columns as present,
+    their definitions not compared."""
     unread = sorted(
         f"{display(engine, name)}.{index.name}"
         for name, shape in live.values()
         for index in shape.indexes
         if index.predicate == UNKNOWN_PREDICATE
     )
+    unread += sorted(
+        f"{display(engine, name)}.{column}"
+        for name, shape in live.values()
+        for column in {**shape.defaults, **shape.generated}
+        if UNKNOWN_EXPRESSION in (shape.defaults.get(column), shape.generated.get(column))
+    )
     if not unread:
         return None
     return (
-        f"unknown: the filters of {len(unread)} filtered index(es) ({', '.join(unread[:5])}{', ...' if len(unread) > 5 else ''}) "
-        "are not visible to this login (needs VIEW DEFINITION, e.g. `GRANT VIEW DEFINITION ON SCHEMA::dbo TO role` for each schema); "
-        "they were compared as filtered, their filters were not"
+        f"unknown: the definitions of {len(unread)} filtered index(es), default(s) or computed column(s) "
+        f"({', '.join(unread[:5])}{', ...' if len(unread) > 5 else ''}) are not visible to this login (needs VIEW DEFINITION, "
+        "e.g. `GRANT VIEW DEFINITION ON SCHEMA::dbo TO role` for each schema); each was compared as there, its definition was not"
     )
 
 

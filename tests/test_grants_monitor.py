@@ -145,7 +145,7 @@ MSSQL_MONITOR = [
     "GRANT SELECT ON [dbo].[Shipping] TO [watch];",
     "GRANT SELECT ON [dbo].[Shipping.Delayed] TO [watch];",
     "-- status (--estimate: sys.partitions) and check read the catalog views, which show what SELECT is granted on.",
-    "-- a filtered index's filter needs VIEW DEFINITION (not granted): check compares it as filtered and says so.",
+    "-- filters, defaults and computed columns need VIEW DEFINITION (not granted): check compares them as there, says so.",
 ]
 
 

@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...schema import TableName
-from ...shapes import UNKNOWN_PREDICATE, IndexShape, TableShape, normalise_predicate
+from ...shapes import UNKNOWN_EXPRESSION, UNKNOWN_PREDICATE, IndexShape, TableShape, normalise_predicate
 from ...versions import IndexCheck, Profile
 from ..base import Dialect
 
@@ -51,10 +51,12 @@ INNER JOIN {sys}.schemas s ON s.schema_id = t.schema_id
 WHERE t.is_ms_shipped = 0"""
     # Rows: (object_id, column, type, max_length (bytes; -1 = max), precision, scale,
     #        is_nullable, is_identity, is_computed, collation_name, default constraint's definition,
-    #        computed column's definition, is_persisted), in column order
+    #        computed column's definition, is_persisted), in column order; a definition the login may not
+    #        read (no VIEW DEFINITION: NULL) of a default or computed column that is there reads HIDDEN
     SHAPE_COLUMNS = """\
 SELECT c.object_id, c.name, ty.name, c.max_length, c.[precision], c.scale, c.is_nullable, c.is_identity, c.is_computed,
-       c.collation_name, dc.[definition], cc.[definition], cc.is_persisted
+       c.collation_name, COALESCE(dc.[definition], CASE WHEN dc.object_id IS NOT NULL THEN '(?)' END),
+       COALESCE(cc.[definition], CASE WHEN cc.object_id IS NOT NULL THEN '(?)' END), cc.is_persisted
 FROM {sys}.columns c
 INNER JOIN {sys}.types ty ON ty.user_type_id = c.user_type_id
 INNER JOIN {sys}.tables t ON t.object_id = c.object_id
@@ -62,6 +64,7 @@ LEFT JOIN {sys}.default_constraints dc ON dc.parent_object_id = c.object_id AND 
 LEFT JOIN {sys}.computed_columns cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id
 WHERE t.is_ms_shipped = 0
 ORDER BY c.object_id, c.column_id"""
+    HIDDEN = "(?)"  # no definition SQL Server keeps reads so: one this login cannot read
     # Rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition, is_disabled,
     #        ignore_dup_key, fill_factor, is_padded, allow_row_locks, allow_page_locks); heaps left out
     SHAPE_INDEXES = """\
@@ -180,10 +183,12 @@ FROM sys.databases d"""
                 shape.identity.add(key)
             if computed:
                 shape.computed.add(key)
-            if definition is not None:
+            if definition == self.HIDDEN:
+                shape.generated[key] = UNKNOWN_EXPRESSION
+            elif definition is not None:
                 shape.generated[key] = self.expression(definition) + (" persisted" if persisted else "")
             if default is not None:
-                shape.defaults[key] = self.expression(default)
+                shape.defaults[key] = UNKNOWN_EXPRESSION if default == self.HIDDEN else self.expression(default)
             if collation is not None and column_collation is not None and column_collation != collation:
                 shape.collations[key] = column_collation
         keys: dict[tuple[int, int], list[tuple[int, str]]] = {}

@@ -50,7 +50,7 @@ class Grants(Dialect.Grants):
     # compares a filtered index as filtered only, and its report says so (check.unread_filters).
     MONITOR_NOTES = (
         "-- status (--estimate: sys.partitions) and check read the catalog views, which show what SELECT is granted on.",
-        "-- a filtered index's filter needs VIEW DEFINITION (not granted): check compares it as filtered and says so.",
+        "-- filters, defaults and computed columns need VIEW DEFINITION (not granted): check compares them as there, says so.",
     )
 
     @staticmethod
