@@ -251,6 +251,7 @@ def status(
     login may not read (found by the engine's "permission denied" code: each table is then probed on
     its own, without the caller's `connection`, which such a refusal may have ended). `high_water` also reads
     the last RowVersion/Seq each queue's sequence gave (what `flow` derives messages in from)."""
+    _refuse_older_server(transport, connection)
     unreadable: set[tuple] = transport.__dict__.setdefault("_status_unreadable", set())  # keys of the tables refused last
     if unreadable and connection is None:
         unreadable.intersection_update(_unreadable(transport, unreadable))  # granted since: read again
@@ -264,6 +265,18 @@ def status(
             raise  # refused, but no table's read is: something else (a sequence, a catalog view)
         unreadable.update(found)
     return _status(transport, estimate, error_queue, connection, now, high_water, unreadable)
+
+
+def _refuse_older_server(transport: Transport, connection: Connection | None) -> None:
+    """status on a server older than it needs (SQL Server before 2016) says so, once per transport."""
+    if not transport.dialect.checks_server_version or transport.__dict__.get("_status_server_checked"):
+        return
+    dialect = (connection or transport.engine).dialect
+    if not getattr(dialect, "server_version_info", None) and connection is None:
+        with transport.engine.connect():
+            pass  # the engine's first connection reads the server's version
+    transport.dialect.refuse_older_server(dialect, "status")
+    transport.__dict__["_status_server_checked"] = True
 
 
 def _unreadable(transport: Transport, among: set[tuple] | None = None) -> set[tuple]:

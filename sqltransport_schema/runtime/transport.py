@@ -17,7 +17,7 @@ import itertools
 import logging
 import sys
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -413,6 +413,7 @@ class Queue:
         self.name = name
         self.statements = transport.statements(name)
         self.address = transport.address_of(name)
+        self._copies_correlation = "CorrelationId" in self.statements["send"].params
 
     def __repr__(self) -> str:
         return f"Queue({self.address})"
@@ -421,15 +422,27 @@ class Queue:
     def _row(
         self, body: bytes | None, headers: Mapping[str, str] | str, time_to_be_received: timedelta | float | None, message_id: str | None
     ) -> dict:
+        filled: Mapping[str, str] | None = None
         if isinstance(headers, str):
             raw = headers  # passed on unchanged (poison to the error queue, forwarding)
         else:
             message_id = message_id or headers.get(wire.MESSAGE_ID) or str(uuid.uuid4())
-            raw = wire.encode_headers(with_standard_headers(headers, message_id))
+            filled = with_standard_headers(headers, message_id)
+            raw = wire.encode_headers(filled)
+        correlation = reply_to = None
+        if self._copies_correlation:
+            # the send of SQL Server 3.1-6.x fills CorrelationId and ReplyToAddress from the headers
+            # (upstream's MessageRow.From); later releases and the other engines have no such parameters
+            if filled is None:
+                try:
+                    filled = wire.decode_headers(raw)
+                except wire.PoisonHeaders:
+                    filled = {}
+            correlation, reply_to = filled.get(wire.CORRELATION_ID), filled.get(wire.REPLY_TO_ADDRESS)
         return {
             "Id": wire.row_id(message_id),  # the message's id where it is a uuid; the header keeps it as given
-            "CorrelationId": None,
-            "ReplyToAddress": None,
+            "CorrelationId": correlation,
+            "ReplyToAddress": reply_to,
             "Recoverable": True,  # the send of 3.1-4.0 binds it; later releases write the literal 1
             "TimeToBeReceivedMs": None if time_to_be_received is None else _milliseconds(time_to_be_received),
             "Headers": raw,
@@ -552,11 +565,23 @@ class Queue:
         """About how many messages wait, as the transport's peek estimates it, without locking any."""
         return execute(conn, self.statements["peek"]).fetchone()[0] or 0
 
-    def purge_expired(self, conn: Conn, batch_size: int = DEFAULT_PURGE_BATCH) -> int:
-        """Delete expired messages in batches until a batch comes back short."""
+    def purge_expired(self, conn: Conn | None = None, batch_size: int = DEFAULT_PURGE_BATCH) -> int:
+        """Delete expired messages in batches until a batch comes back short; how many went.
+
+        Without `conn`, as upstream's purger does: on a connection of its own, each batch committed
+        as it is deleted, so its row locks are let go batch by batch (held together, they can escalate
+        to a table lock that blocks every receiver). With `conn`, every batch is part of the caller's
+        transaction, committed when the caller commits."""
+        if conn is not None:
+            return self._purge_expired(conn, batch_size, commit=lambda: None)
+        with self.transport.engine.connect() as own:
+            return self._purge_expired(own, batch_size, commit=own.commit)
+
+    def _purge_expired(self, conn: Conn, batch_size: int, commit: Callable[[], None]) -> int:
         total = 0
         while True:
             deleted = execute(conn, self.statements["purge_expired"], {"BatchSize": batch_size}).rowcount
+            commit()
             total += max(deleted, 0)
             if deleted < batch_size:
                 return total
