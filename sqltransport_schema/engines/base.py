@@ -485,8 +485,7 @@ class Dialect(Connecting):
     checks_server_version = False  # whether refuse_older_server reads the server's version
 
     def refuse_older_server(self, sqlalchemy_dialect: Any, command: str) -> None:
-        """Raise errors.Unsupported when the server (SQLAlchemy's `server_version_info`, read at the
-        engine's first connection) is older than `command` needs; nothing here: any version will do."""
+        """errors.Unsupported when the server (SQLAlchemy's `server_version_info`) is older than `command` needs; any will do here."""
 
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
@@ -549,18 +548,16 @@ class Dialect(Connecting):
                 template = fill(template, lists=lists)
                 identifiers = {key: value for key, value in names.items() if "{" + key + "}" in template}
                 doc, columns = self.runtime_doc(name, doc, profile), self.runtime_columns(name, profile)
-                params = parameters_of(template)
-                out[name] = Statement(name, template, identifiers, params, doc, columns, self.runtime_binds(params, profile))
+                binds = self.runtime_binds(params := parameters_of(template), profile)
+                out[name] = Statement(name, template, identifiers, params, doc, columns, binds)
         return out
 
     def runtime_binds(self, params: tuple[str, ...], profile: Profile) -> tuple[tuple[str, Any], ...]:
-        """How the driver binds a statement's parameters where its own default does not do
-        (Statement.binds); none here: each value binds by its Python type."""
+        """How the driver binds parameters where its default will not do (Statement.binds); here each value binds by its type."""
         return ()
 
     # -- saga tables (SQL persistence; upstream-conformance §7) ------------------------------
-    # Engines that hold saga tables only (no transport layout): queue, delayed and
-    # subscription operations emit nothing on them.
+    # Engines that hold saga tables only (no transport layout): queue, delayed and subscription operations emit nothing on them.
     saga_only = False
     # Correlation type -> column type; a type missing here cannot be held by this engine.
     CORRELATION_TYPES: dict[str, str] = {}
