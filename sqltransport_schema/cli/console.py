@@ -18,7 +18,7 @@ def _retention(args: argparse.Namespace, console: Any) -> float | None:
     """--archive-retention in seconds (None: not given), refused where there is no archive or action log."""
     if args.archive_retention is None:
         return None
-    if console.archive.table is None or console.actions.log_table is None:
+    if console.queue.archived.table is None or console.actions.log_table is None:
         raise errors.UsageError(
             "--archive-retention: the deployed topology declares no archive of the error queue or no action log"
             " (`archive:` on its entry, top-level `action_log:`; docs/console.md)"

@@ -1,8 +1,8 @@
 """The console's jobs and its action log. A job is an action over many messages run in a thread of
 its own, a batch a transaction, so no request waits for it: retries of chosen messages (one, a
 selection, a group, everything a filter matches) back to each message's NServiceBus.FailedQ or to a
-chosen queue, through the runtime's `retry`; and the archive's moves (console/archive.py: archive,
-restore, purge). Every job shows its progress, may be slowed to a number of batches a second and
+chosen queue, and the archive's moves (archive, restore, purge): each the error queue model's
+(errorqueue/, `ErrorQueue`), run here as a job. Every job shows its progress, may be slowed to a number of batches a second and
 cancelled between batches, and is written to the action log when it ends (done, cancelled or
 failed, with the count it moved): the table the topology's `action_log:` declares and the
 migrations create (who, when, what, how many). Running jobs stay in memory; of the finished ones
@@ -21,11 +21,10 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import errors
-from ..defaults import DEFAULT_KEEP_JOBS
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, retry, retry_destination
+from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
+from ..errorqueue import ErrorQueue, Selection, like_pattern
 from ..runtime.transport import execute
 from ..schema import Kind, TableName
-from .failed import _contains
 
 if TYPE_CHECKING:
     from ..runtime.transport import Transport
@@ -117,12 +116,12 @@ class Actions:
     ) -> None:
         """`keep_jobs`: how many finished jobs stay in memory (running ones always do)."""
         self.transport, self.error_queue, self.batch_size, self.keep_jobs = transport, error_queue, batch_size, keep_jobs
+        self.queue = ErrorQueue(transport, error_queue, batch_size)
         self.jobs: dict[int, Job] = {}
         self._ended: deque[int] = deque()  # the ids of the finished jobs kept, in the order they ended
         self._last_id = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self.error = resolve(transport, error_queue)
         self.log_table = deployed_table(transport, Kind.ACTION_LOG)
 
     # -- the action log ------------------------------------------------------------------------
@@ -149,7 +148,7 @@ class Actions:
         if self.log_table is None or not message_id or "\x00" in message_id:
             return []
         with self.transport.engine.connect() as conn:
-            rows = execute(conn, self._statement("about"), {"Pattern": _contains(message_id), "Limit": limit}).fetchall()
+            rows = execute(conn, self._statement("about"), {"Pattern": like_pattern(message_id), "Limit": limit}).fetchall()
         return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
 
     def history(self, limit: int = 100) -> list[dict]:
@@ -241,19 +240,12 @@ class Actions:
             raise errors.UsageError("no message chosen: nothing to retry")
         self.require_log()
         if to_queue is not None:
-            retry_destination(self.transport, to_queue, error_queue=self.error_queue)
+            self.queue.retry_destination(to_queue)
             what += f" to {to_queue}"
         chosen = list(ids)
 
         def work(progress: Callable[[Any], None]) -> Report:
-            return retry(
-                self.transport,
-                error_queue=self.error_queue,
-                message_ids=chosen,
-                batch_size=self.batch_size,
-                progress=progress,
-                to_queue=to_queue,
-            )
+            return self.queue.retry(Selection(ids=tuple(chosen)), to_queue=to_queue, progress=progress)
 
         return self.start("retry", who, what, len(chosen), work, rate, wait, chosen)
 
