@@ -9,8 +9,8 @@ from typing import Any
 
 from .. import errors
 from ..defaults import DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
-from .operations import _older_than, _transport
-from .options import add_command, add_options, load_config
+from .operations import _transport
+from .options import add_command, add_options, load_config, older_than
 from .output import EXIT_OK
 
 
@@ -149,7 +149,7 @@ def add_console(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--archive-retention",
-        type=_older_than,
+        type=older_than,
         metavar="DURATION",
         help="purge the archived messages older than this (30d, 12h, 90m) at start and then periodically (a tenth of it,"
         " at most hourly), each purge that deletes any in the action log (default: kept until purged by hand)",

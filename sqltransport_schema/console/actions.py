@@ -22,33 +22,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import errors
 from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
-from ..errorqueue import ErrorQueue, Selection, like_pattern
-from ..runtime.transport import execute
-from ..schema import Kind, TableName
+from ..errorqueue import ErrorQueue, Selection
+from ..errorqueue.log import logged_ids
+from ..schema import TableName
 
 if TYPE_CHECKING:
     from ..runtime.transport import Transport
-
-
-def deployed_table(transport: Transport, kind: Kind) -> TableName | None:
-    """The first table of this kind the deployed blueprint records, None where it has none."""
-    specs = transport.blueprint.tables if transport.blueprint is not None else ()
-    return next((spec.name for spec in specs if spec.kind is kind), None)
-
-
-LOGGED_IDS = 1000  # message ids an action's target names (beyond them it says how many more)
-
-
-def logged_ids(ids: Sequence[str]) -> str:
-    """The part of an action's target naming its messages: ` · ids: ID ID ...`, `and N more`."""
-    if not ids:
-        return ""
-    more = len(ids) - LOGGED_IDS
-    return " · ids: " + " ".join(ids[:LOGGED_IDS]) + (f" and {more} more" if more > 0 else "")
-
-
-class NoActionLog(errors.Refused):
-    """An action asked of a console whose deployed topology declares no action log."""
 
 
 class Cancelled(errors.SqltransportError):
@@ -122,42 +101,26 @@ class Actions:
         self._last_id = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self.log_table = deployed_table(transport, Kind.ACTION_LOG)
 
-    # -- the action log ------------------------------------------------------------------------
-    def _statement(self, which: str) -> Any:
-        return self.transport.dialect.operations.action_log(self.log_table, self.transport.profile, which)
+    # -- the action log (the model's: errorqueue/log.py) ------------------------------------------
+    @property
+    def log_table(self) -> TableName | None:
+        return self.queue.log.table
 
     def require_log(self) -> None:
         """Actions are logged: without the table the topology declares, none is taken."""
-        if self.log_table is None:
-            raise NoActionLog(
-                "the deployed topology has no action log: add `action_log: {table: ConsoleActions}` to topology.yaml, "
-                "compile and upgrade (docs/console.md), then restart the console"
-            )
+        self.queue.log.require()
 
     def log(self, who: str, action: str, target: str, messages: int) -> None:
-        self.require_log()
-        row = {"Who": who, "Action": action, "Target": target, "Messages": messages}  # At: the server's clock
-        with self.transport.engine.begin() as conn:
-            execute(conn, self._statement("insert"), row)
+        self.queue.log.write(who, action, target, messages)
 
     def about(self, message_id: str, limit: int = 100) -> list[dict]:
-        """The actions that named this message (its row Id in their target, as `start` records the
-        ids it was given), oldest first: a message's history."""
-        if self.log_table is None or not message_id or "\x00" in message_id:
-            return []
-        with self.transport.engine.connect() as conn:
-            rows = execute(conn, self._statement("about"), {"Pattern": like_pattern(message_id), "Limit": limit}).fetchall()
-        return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
+        """The actions that named this message, oldest first: a message's history."""
+        return self.queue.log.about(message_id, limit)
 
     def history(self, limit: int = 100) -> list[dict]:
         """The latest actions, newest first (none where the topology declares no action log)."""
-        if self.log_table is None:
-            return []
-        with self.transport.engine.connect() as conn:
-            rows = execute(conn, self._statement("read"), {"Limit": limit}).fetchall()
-        return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
+        return self.queue.log.history(limit)
 
     # -- jobs --------------------------------------------------------------------------------
     def start(

@@ -3,6 +3,7 @@ pages and messages and takes its actions (retry, archive, restore, purge, edit a
 chosen by a `Selection`. The console's routes and the command line call it; the headers are read by
 `wire` alone, the statements are the engine's (`dialect.operations`)."""
 
+from .log import ActionLog, NoActionLog
 from .model import EDIT_OF, Edit, ErrorQueue
 from .moves import Archive, Archived, Moved, NoArchive
 from .reading import GROUP_SORTS, MAX_PAGE, PAGE_SIZE, PAGE_SORTS, TOTAL_CAP, Group, Message, Page, body_text, history, sort_of
@@ -18,6 +19,8 @@ __all__ = [
     "Page",
     "Message",
     "RetryReport",
+    "ActionLog",
+    "NoActionLog",
     "Archive",
     "Archived",
     "Moved",

@@ -17,6 +17,7 @@ from ..runtime.deployed import resolve
 from ..runtime.transport import execute
 from ..schema import Kind
 from . import reading
+from .log import ActionLog
 from .moves import Archive, Archived, Move
 from .reading import PAGE_SIZE, TOTAL_CAP, Group, Message, Page
 from .retry import RetryReport, retry_destination, retry_selected
@@ -56,6 +57,7 @@ class ErrorQueue:
         self.transport, self.address, self.batch_size = transport, error_queue, batch_size
         self.table = resolve(transport, error_queue)
         self.archived = Archive(transport, error_queue, batch_size)
+        self.log = ActionLog(transport)
 
     # -- what it is ----------------------------------------------------------------------------
     @cached_property

@@ -87,11 +87,15 @@ class Archive:
             None,
         )
 
+    def require(self) -> None:
+        """NoArchive where the topology declares no archive of the error queue."""
+        self._statements("count")
+
     def _statements(self, which: str) -> list[Any]:
         if self.table is None:
             raise NoArchive(
                 f"the error queue {self.queue.table} has no archive table: add `archive: {self.queue.table}_archive` to its entry "
-                "under queues: in topology.yaml, compile and upgrade (docs/console.md), then restart the console"
+                "under queues: in topology.yaml, compile and upgrade (docs/console.md; a console running restarts to see it)"
             )
         return self.transport.dialect.operations.archive(which, self.queue, self.table, self.transport.profile)
 
