@@ -6,7 +6,7 @@ chosen by a `Selection`. The console's routes and the command line call it; the 
 from .log import ActionLog, NoActionLog
 from .model import EDIT_OF, Edit, ErrorQueue
 from .moves import Archive, Archived, Moved, NoArchive
-from .reading import GROUP_SORTS, MAX_PAGE, PAGE_SIZE, PAGE_SORTS, TOTAL_CAP, Group, Message, Page, body_text, history, sort_of
+from .reading import GROUP_SORTS, MAX_PAGE, PAGE_SIZE, PAGE_SORTS, TOTAL_CAP, Group, Message, Page, as_time, body_text, history, sort_of
 from .retry import RetryReport
 from .selection import FIELDS, FILTER_FIELDS, GROUPINGS, Selection, like_pattern, read_value
 
@@ -34,6 +34,7 @@ __all__ = [
     "MAX_PAGE",
     "TOTAL_CAP",
     "body_text",
+    "as_time",
     "history",
     "sort_of",
     "like_pattern",

@@ -310,6 +310,24 @@ def message(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUE
     return Message(int(row[0]), str(row[1]), headers, raw, text, kind, len(body), problem, note)
 
 
+def as_time(value: Any) -> datetime | None:
+    """A time a listing or the action log holds, as an aware datetime in UTC: a datetime (naive ones are UTC, as the
+    console's tables keep them), ISO 8601 text, or NServiceBus's wire format; None for anything else."""
+    if isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str) and value:
+        try:
+            at = wire.parse_time_sent(value)
+        except ValueError:
+            try:
+                at = datetime.fromisoformat(value)
+            except ValueError:
+                return None
+    else:
+        return None
+    return (at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at).astimezone(timezone.utc)
+
+
 def _failure_time(text: str) -> str:
     """NServiceBus.TimeOfFailure as an ISO 8601 time in UTC; the text as it is where it is no time."""
     try:
