@@ -158,7 +158,7 @@ def add_archive(sub: argparse._SubParsersAction) -> None:
         "all",
         "failed_queue",
         "message_id",
-        failed_queue={"help": "the messages whose NServiceBus.FailedQ is this address, as written"},
+        failed_queue={"help": "the messages that failed in this queue (a bare name where the blueprint puts it, as retry reads it)"},
         message_id={"help": "these messages (the row's Id, a GUID: what .NET's transport writes as NServiceBus.MessageId; repeatable)"},
     )
     p.add_argument("--why", default=ARCHIVE_WHY, metavar="TEXT", help="why they are archived, kept with each (default: %(default)s)")

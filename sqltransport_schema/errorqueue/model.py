@@ -21,7 +21,7 @@ from .log import ActionLog
 from .moves import Archive, Archived, Move
 from .reading import PAGE_SIZE, TOTAL_CAP, Group, Message, Page
 from .retry import RetryReport, retry_destination, retry_selected
-from .selection import NO_FILTER, Selection
+from .selection import NO_FILTER, Selection, read_value
 
 if TYPE_CHECKING:
     from ..runtime.transport import Transport
@@ -125,7 +125,28 @@ class ErrorQueue:
             return list(dict.fromkeys(selection.ids))
         if not selection.chooses:
             raise errors.UsageError("no message chosen: choose every message, a filter or message ids")
-        return reading.ids_of(self.transport, replace(selection, all_messages=False), self.address)
+        selection = replace(selection, all_messages=False)
+        if not selection.by_address or selection.failed_queue is None:
+            return reading.ids_of(self.transport, selection, self.address)
+        ids: list[str] = []
+        for written in self._failed_queues_named(selection.failed_queue):
+            ids += reading.ids_of(self.transport, replace(selection, failed_queue=written, by_address=False), self.address)
+        return ids
+
+    def _failed_queues_named(self, address: str) -> list[str]:
+        """The FailedQ values, as the messages write them, that name the queue of this address (as
+        retry resolves them: `Sales` and `Sales@[public]` alike), read from the groups by failed queue."""
+        dialect = self.transport.dialect
+        wanted = dialect.table_key(resolve(self.transport, address))
+        found = []
+        for group in self.groups("failed_queue"):
+            [written] = group.values
+            try:
+                if written is not None and dialect.table_key(resolve(self.transport, read_value(written))) == wanted:
+                    found.append(written)
+            except (ValueError, TypeError):  # no address: no queue's
+                continue
+        return found
 
     # -- actions -------------------------------------------------------------------------------
     def retry_destination(self, address: str) -> TableName:

@@ -69,6 +69,9 @@ class Selection:
     by: str = "exception"
     ids: tuple[str, ...] = ()
     all_messages: bool = False
+    # failed_queue names a queue by its address (a bare name where the blueprint puts it, as retry
+    # reads FailedQ), not the header's text as written (the console's filter): the command line's
+    by_address: bool = False
 
     @classmethod
     def of(cls, values: dict[str, str]) -> Selection:
@@ -103,7 +106,7 @@ class Selection:
         UsageError for none or more than one."""
         if sum((bool(all_messages), failed_queue is not None, bool(ids))) != 1:
             raise errors.UsageError("choose the messages: all of them, one failed queue, or message ids (exactly one)")
-        return cls(all_messages=bool(all_messages), failed_queue=failed_queue, ids=tuple(ids))
+        return cls(all_messages=bool(all_messages), failed_queue=failed_queue, ids=tuple(ids), by_address=failed_queue is not None)
 
     @property
     def filtered(self) -> bool:
@@ -119,7 +122,7 @@ class Selection:
     def scan(self) -> bool:
         """Whether a retry reads it off the error queue in its own order, reading each message's
         headers (every message, one failed queue's by its address, ids), rather than by the listing's filter."""
-        others = {f.name for f in fields(self)} - {"failed_queue", "ids", "all_messages", "by"}
+        others = {f.name for f in fields(self)} - {"failed_queue", "ids", "all_messages", "by", "by_address"}
         return not any(getattr(self, name) for name in others)
 
     @property
