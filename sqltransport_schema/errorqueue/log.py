@@ -44,6 +44,8 @@ class ActionLog:
         self.table = deployed_table(transport, Kind.ACTION_LOG)
 
     def _statement(self, which: str) -> Any:
+        self.require()
+        assert self.table is not None
         return self.transport.dialect.operations.action_log(self.table, self.transport.profile, which)
 
     def require(self) -> None:
