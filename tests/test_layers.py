@@ -375,6 +375,9 @@ def test_the_error_queue_is_read_by_its_model_alone():
     assert _error_queue_readers() == {**HEADER_READERS, **ERROR_HEADERS, **ERROR_QUEUE_STATEMENTS}
 
 
+STATUS = {f"{PACKAGE}.runtime.operations"}  # the overview's figures: status, not the error queue's work
+
+
 def test_the_console_holds_routes_templates_and_jobs_only():
     """The console reaches the error queue through the model: no wire, no engine, no statement of its own."""
     reached = sorted(
@@ -382,9 +385,10 @@ def test_the_console_holds_routes_templates_and_jobs_only():
         for src, targets in GRAPH.items()
         if _layer(src) == "console"
         for dst in targets
-        if dst == f"{PACKAGE}.wire" or _layer(dst) in ("engines", "statements") or dst == f"{PACKAGE}.runtime.deployed"
+        if dst == f"{PACKAGE}.wire" or _layer(dst) in ("engines", "statements") or _layer(dst) == "runtime" and dst not in STATUS
     )
     assert reached == []
+    assert any(dst.startswith(ERROR_QUEUE_HOME) for dst in GRAPH[f"{PACKAGE}.console.app"])  # the walk sees the model
 
 
 def test_the_readers_check_finds_a_second_reader(monkeypatch, tmp_path):
