@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING
 
 __all__ = ["Transport", "__version__", "wire", "runtime", "errors", "db"]
 
-DISTRIBUTION = "sqltransport-schema"
-
 if TYPE_CHECKING:  # what __getattr__ returns, as type checkers should see it
     from . import db, errors, runtime, wire
     from .runtime.transport import Transport
@@ -21,14 +19,11 @@ if TYPE_CHECKING:  # what __getattr__ returns, as type checkers should see it
 
 def __getattr__(name: str) -> object:
     """`from sqltransport_schema import Transport`, without importing SQLAlchemy for the CLI's sake;
-    `__version__` from the installed package's metadata (pyproject.toml holds the one version)."""
+    `__version__` from the installed package's metadata (util.package_version)."""
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from .util import package_version
 
-        try:
-            return version(DISTRIBUTION)
-        except PackageNotFoundError:  # run from a checkout that was never installed
-            return "0+unknown"
+        return package_version()
     if name == "Transport":
         from .runtime.transport import Transport
 

@@ -78,7 +78,7 @@ class Examination:
             "engine": self.engine,
             "head_revision": self.head_revision,
             "matching_revision": self.matching_revision,
-            "made_by": list(_common(self.verdicts)),
+            "made_by": [] if _untold(self.verdicts) else list(_common(self.verdicts)),
             "tables": [v.to_json() for v in self.verdicts],
             "unmanaged_tables": list(self.unmanaged),
             "plan": [op.describe(engine) for op in self.plan],
@@ -97,6 +97,25 @@ def _common(verdicts: list[TableVerdict]) -> tuple[str, ...]:
         return ()
     common = set.intersection(*sets)
     return tuple(r for r in SHAPE_RELEASES if r in common)
+
+
+# The tables whose shape the transport's release decides (an installer of that release makes them).
+TRANSPORT_KINDS = frozenset({Kind.QUEUE, Kind.DELAYED, Kind.SUBSCRIPTIONS})
+
+
+def _untold(verdicts: list[TableVerdict]) -> bool:
+    """Whether the live tables leave the release open: none of them is a queue, delayed or subscription
+    table (saga or outbox tables alone, which every release makes alike)."""
+    live = [v for v in verdicts if v.versions]
+    return bool(live) and not any(v.spec.kind in TRANSPORT_KINDS for v in live)
+
+
+# adopt's line when the live tables do not tell the transport's release; {version}: topology.yaml's.
+UNTOLD = (
+    "the transport version cannot be told from these tables (every release makes them alike; no queue table shows it): "
+    "adopting takes topology.yaml's transport_version {version}; if your endpoints run another release, set "
+    "transport_version to it and compile before adopting"
+)
 
 
 # --------------------------------------------------------------------------- the pure core
@@ -291,7 +310,9 @@ def text_lines(found: Examination, engine: Dialect, action: str, url: str | None
 
     lines = []
     made_by = _common(found.verdicts)
-    if made_by:
+    if made_by and _untold(found.verdicts):
+        lines.append(UNTOLD.format(version=found.head_version))
+    elif made_by:
         lines.append(f"the tables were made by transport {_span(made_by)}")
     for v in found.verdicts:
         if v.status == "matches":

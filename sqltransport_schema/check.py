@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import errors
 from .schema import SHARED, Blueprint, TableName
-from .shapes import IndexShape, TableShape, normalise_expression
+from .shapes import UNKNOWN_EXPRESSION, UNKNOWN_PREDICATE, IndexShape, TableShape, normalise_expression
 from .versions import profile
 
 if TYPE_CHECKING:
@@ -211,6 +211,9 @@ def diff(
         for orphan in orphaned_subscriptions(engine, subscriptions, live):
             findings.append(Finding("orphaned_subscription", table, f"{orphan.describe()}: {UNSUBSCRIBE_HINT}"))
     findings.sort(key=Finding.sort_key)
+    note = unread_definitions(live, engine)
+    if note is not None:
+        report.notes.append(note)
     return report
 
 
@@ -237,6 +240,8 @@ def _table_findings(table: str, want: TableShape, have: TableShape, case_insensi
             continue
         for column in shared:
             want_value, have_value = expected.get(column), live.get(column)
+            if have_value == UNKNOWN_EXPRESSION and want_value is not None:
+                continue  # there, its definition not readable by this login: the report's note says so
             if want_value != have_value and normalise_expression(want_value) != normalise_expression(have_value):
                 said = [absent if value is None else spell.format(value) for value in (want_value, have_value)]
                 out.append(Finding(category, table, f"{column}: expected {said[0]}, found {said[1]}"))
@@ -287,10 +292,10 @@ def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], 
         remaining.remove(live)
         if live.keys() != index.keys():
             out.append(Finding("index_columns", table, f"{index.name}: expected {index.describe()}, found {live.describe()}"))
-        elif live.predicate != index.predicate:
+        elif not _same_predicate(index, live):
             out.append(Finding("index_predicate", table, f"{index.name}: expected {_predicate(index)}, found {_predicate(live)}"))
     for index in unmatched:  # implicit indexes (primary keys, UNIQUE): by structure alone
-        live = next((i for i in remaining if i.structure() == index.structure()), None)
+        live = next((i for i in remaining if i.keys() == index.keys() and _same_predicate(index, i)), None)
         if live is not None:
             remaining.remove(live)
             continue
@@ -311,8 +316,43 @@ def _index_findings(table: str, want: list[IndexShape], have: list[IndexShape], 
     return out
 
 
+def _same_predicate(want: IndexShape, have: IndexShape) -> bool:
+    """Whether a live index's predicate is the expected one; one the login cannot read
+    (UNKNOWN_PREDICATE) is taken as the expected filter when one is expected (has_filter agrees)."""
+    if have.predicate == UNKNOWN_PREDICATE:
+        return want.predicate is not None
+    return have.predicate == want.predicate
+
+
 def _predicate(index: IndexShape) -> str:
+    if index.predicate == UNKNOWN_PREDICATE:
+        return "a filter whose definition this login cannot read (needs VIEW DEFINITION)"
     return f"where {index.predicate}" if index.predicate else "no predicate"
+
+
+def unread_definitions(live: dict[tuple, tuple[TableName, TableShape]], engine: Dialect) -> str | None:
+    """The note of a check whose login could not read some definitions (SQL Server without VIEW
+    DEFINITION): filtered indexes compared as filtered, defaults and computed columns as present,
+    their definitions not compared."""
+    unread = sorted(
+        f"{display(engine, name)}.{index.name}"
+        for name, shape in live.values()
+        for index in shape.indexes
+        if index.predicate == UNKNOWN_PREDICATE
+    )
+    unread += sorted(
+        f"{display(engine, name)}.{column}"
+        for name, shape in live.values()
+        for column in {**shape.defaults, **shape.generated}
+        if UNKNOWN_EXPRESSION in (shape.defaults.get(column), shape.generated.get(column))
+    )
+    if not unread:
+        return None
+    return (
+        f"unknown: the definitions of {len(unread)} filtered index(es), default(s) or computed column(s) "
+        f"({', '.join(unread[:5])}{', ...' if len(unread) > 5 else ''}) are not visible to this login (needs VIEW DEFINITION, "
+        "e.g. `GRANT VIEW DEFINITION ON SCHEMA::dbo TO role` for each schema); each was compared as there, its definition was not"
+    )
 
 
 # --------------------------------------------------------------------------- the I/O edge

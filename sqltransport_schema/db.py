@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import weakref
 from collections.abc import Iterator
@@ -216,6 +217,9 @@ def failure(problem: exc.SQLAlchemyError) -> str:
     lines = str(getattr(problem, "orig", None) or problem).strip().splitlines()
     first = lines[0] if lines else type(problem).__name__
     if isinstance(problem, (exc.OperationalError, exc.InterfaceError)) and getattr(problem, "statement", None) is None:
+        missing = _missing_database(first)
+        if missing:
+            return missing
         return (
             f"cannot reach the database: {first}; is the server up, and is the URL right "
             "(--url, -x url=, SQLTRANSPORT_URL or sqlalchemy.url in alembic.ini)?"
@@ -224,6 +228,27 @@ def failure(problem: exc.SQLAlchemyError) -> str:
         return f"the connection to the server was lost ({first}); {CONNECTION_LOST}"
     hint = next((line.split(":", 1)[1].strip() for line in lines[1:] if line.startswith("HINT:")), None)
     return f"the database refused: {first}" + (f" (hint: {hint})" if hint else "")
+
+
+# The server's words for a database that is not there, when connecting: PostgreSQL's and MariaDB's.
+_NO_DATABASE = (re.compile(r'database "(?P<name>[^"]+)" does not exist'), re.compile(r"Unknown database '(?P<name>[^']+)'"))
+
+
+def _missing_database(message: str) -> str | None:
+    """The one line for a server whose database the URL names is not there: the command that creates it."""
+    postgresql, mariadb = (pattern.search(message) for pattern in _NO_DATABASE)
+    if postgresql:
+        name = postgresql.group("name")
+        make = f"`createdb {shlex.quote(name)}` (with the -h, -p and -U of the URL)"
+    elif mariadb:
+        name = mariadb.group("name")
+        make = f"`mysql -e 'CREATE DATABASE {name}'` (with the -h, -P and -u of the URL)"
+    else:
+        return None
+    return (
+        f"cannot reach the database: the server has no database {name!r}; create it first: {make}, "
+        "or correct the URL (--url, -x url=, SQLTRANSPORT_URL or sqlalchemy.url in alembic.ini)"
+    )
 
 
 @contextmanager

@@ -131,6 +131,15 @@ class TableShape:
 
 _STRIP = re.compile(r"[\s\"'`\[\]()]+")
 
+# The predicate of an index the catalog says is filtered but whose filter it does not show: SQL
+# Server's sys.indexes.filter_definition is NULL to a login without VIEW DEFINITION (a monitoring
+# login's), has_filter still 1. Not a normalised predicate (those hold no spaces), so it equals none;
+# `check` compares such an index as filtered and says what it could not read.
+UNKNOWN_PREDICATE = "(a filter this login cannot read: needs VIEW DEFINITION)"
+# The same for a DEFAULT's or a computed column's definition (sys.default_constraints',
+# sys.computed_columns' definition, NULL without VIEW DEFINITION): there, but not readable.
+UNKNOWN_EXPRESSION = "(a definition this login cannot read: needs VIEW DEFINITION)"
+
 
 def normalise_predicate(text: str | None) -> str | None:
     """`(expires IS NOT NULL)` and `Expires IS NOT NULL` both become `expiresisnotnull`."""

@@ -36,6 +36,9 @@ class Statement:
     params: tuple[str, ...] = ()
     doc: str = ""
     columns: tuple[str, ...] = ()  # what each result column is, for statements that return messages
+    # How the driver binds a parameter where its default would not do: (name, the driver's input size,
+    # e.g. pyodbc's (SQL type, column size, digits)); `run` sets them (setinputsizes) around the statement.
+    binds: tuple[tuple[str, Any], ...] = ()
 
     @cached_property
     def positions(self) -> dict[str, int]:
@@ -71,6 +74,17 @@ class Statement:
             lambda m: values[m.group(1)].replace("{", "{{").replace("}", "}}") if m.group(1) in known else m.group(0), self.template
         )
         return text.format(**self.identifiers)
+
+    def input_sizes(self, paramstyle: str) -> list | None:
+        """The driver's input sizes in the order it takes the parameters (None: no binds declared)."""
+        if not self.binds:
+            return None
+        cache = self.__dict__.setdefault("_sizes", {})
+        found = cache.get(paramstyle)
+        if found is None:
+            binds = dict(self.binds)
+            found = cache[paramstyle] = [binds.get(name) for name in self.native(paramstyle)[1]]
+        return found
 
     def native(self, paramstyle: str) -> tuple[str, tuple[str, ...]]:
         """(driver SQL, parameter names in the order a positional driver wants them), made once."""
@@ -155,8 +169,16 @@ def run(cursor: Any, statement: Statement, paramstyle: str, values: Mapping[str,
     sql, bound = bind(statement, paramstyle, values)
     if bound is None:
         cursor.execute(sql, **options)
-    else:
+        return cursor
+    sizes = statement.input_sizes(paramstyle)
+    if sizes is None:
         cursor.execute(sql, bound, **options)
+        return cursor
+    cursor.setinputsizes(sizes)  # kept by the cursor (pyodbc) until changed: cleared after this statement
+    try:
+        cursor.execute(sql, bound, **options)
+    finally:
+        cursor.setinputsizes(None)
     return cursor
 
 
@@ -181,4 +203,12 @@ def run_many(cursor: Any, statement: Statement, paramstyle: str, rows: Sequence,
             rows = [tuple(row[i] for i in at) for row in rows]
     elif paramstyle not in _NAMED:
         rows = [tuple(row[name] for name in order) for row in rows]
-    cursor.executemany(sql, rows)
+    sizes = statement.input_sizes(paramstyle)
+    if sizes is None:
+        cursor.executemany(sql, rows)
+        return
+    cursor.setinputsizes(sizes)
+    try:
+        cursor.executemany(sql, rows)
+    finally:
+        cursor.setinputsizes(None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,3 +48,27 @@ def parse_duration(text: str, option: str, *, zero: bool, meaning_of_zero: str =
         allowed = f" (0: {meaning_of_zero})" if zero else ", above 0"
         raise UsageError(f"{option} {text}: give a duration with its unit, e.g. 500ms, 5s or 1m{allowed}")
     return milliseconds / 1000
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this pid exists (one of another user's counts: it cannot be signalled, but lives)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+DISTRIBUTION = "sqltransport-schema"
+
+
+def package_version() -> str:
+    """The installed package's version, from its metadata (pyproject.toml holds the one version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"

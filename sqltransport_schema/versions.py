@@ -48,6 +48,14 @@ class PeekForm(str, Enum):
     ROWVERSION_RANGE = "rowversion_range"  # reads the RowVersion range
 
 
+class PumpPurge(str, Enum):
+    """When the transport's message pump purges expired messages from its input queue."""
+
+    CONFIGURED = "configured"  # only when the endpoint configures it (6.1.2+; none before 3.1 here)
+    PERIODIC = "periodic"  # 3.1.x: from its start, then every PurgeTaskDelay (5 minutes)
+    AT_START = "at_start"  # 4.0.0-6.1.1: once as it starts, before it receives
+
+
 class DueForm(str, Enum):
     """How the SQL Server transport's store of a delayed message gives its due time."""
 
@@ -108,6 +116,7 @@ class Profile:
     receive_recoverable: bool = True  # receive returns Recoverable
     filters_expired: bool = True  # receive and peek skip expired rows in the query (no expired flag)
     peek: PeekForm = PeekForm.COUNT
+    pump_purge: PumpPurge = PumpPurge.CONFIGURED  # when the pump purges expired messages unasked
     peek_readcommittedlock: bool = False  # the RowVersion-range peek reads WITH (READPAST, READCOMMITTEDLOCK), not nolock
     purge_expired_readpast: bool = False  # the purge of expired messages reads WITH (READPAST), not NOLOCK
     send_correlation: bool = True  # send fills CorrelationId/ReplyToAddress and always writes Recoverable
@@ -187,6 +196,11 @@ BOUNDARIES: tuple[tuple[str, str, object], ...] = (
     ("7.0", "receive_correlation", False),
     # peek: count (3.1.0-3.1.5), at most N (3.1.6), count (4.0.0-4.1.1), at most N (4.1.2-6.0.1),
     # the RowVersion range (6.1.1+), read with nolock until 6.3.6 and 7.0.4.
+    # the pump's purge of expired messages (ExpiredMessagesPurger): every 5 minutes from its start
+    # (3.1.x), once at its start (4.0.0-6.1.1), only when configured (6.1.2+, NoOpExpiredMessagesPurger).
+    ("3.1", "pump_purge", PumpPurge.PERIODIC),
+    ("4.0", "pump_purge", PumpPurge.AT_START),
+    ("6.1.2", "pump_purge", PumpPurge.CONFIGURED),
     ("3.1.6", "peek", PeekForm.TOP),
     ("4.0", "peek", PeekForm.COUNT),
     ("4.1.2", "peek", PeekForm.TOP),

@@ -454,3 +454,56 @@ def test_a_datetime2_of_another_scale_is_still_drift():
     assert ENGINE.catalog.column_type("time", 5, 16, 7) == "time"
     [(category, table, detail)] = console_tables(archived_at="datetime")
     assert (category, table) == ("column_type", "dbo.error_archive") and "archivedat" in detail and "datetime2" in detail
+
+
+# ------------------------------------------------------------------ issue 53 item 4: the monitoring login
+def test_a_filter_the_monitoring_login_cannot_read_is_no_drift_but_a_note():
+    """`grants --monitor` grants no VIEW DEFINITION: sys.indexes.filter_definition is NULL, has_filter 1.
+    Read as unfiltered, the filtered Index_Expires was false drift; it is compared as filtered and the
+    report says its filter was not compared."""
+    server = SqlServerCatalog()
+    server.create_table("dbo", "Sales", queue_table(), QUEUE_INDEXES)
+    server.as_monitoring_login()
+    assert server.exec_driver_sql("SELECT has_filter, filter_definition FROM sys.indexes WHERE name = 'Index_Expires'") == [(1, None)]
+    live = ENGINE.catalog.read_shapes(server)
+    report = diff(Blueprint("9.1", ("mssql",), (TableSpec(Kind.QUEUE, TableName("Sales")),)), "a", "a", live, engine=ENGINE)
+    assert report.findings == [] and report.in_sync
+    (note,) = report.notes
+    assert note.startswith("unknown: the definitions of 1 filtered index(es), default(s) or computed column(s) (dbo.Sales.Index_Expires)")
+    assert "needs VIEW DEFINITION" in note and "note: unknown: the definitions" in "\n".join(report.text_lines())
+
+
+def test_defaults_and_computed_columns_the_monitoring_login_cannot_read_are_no_drift_but_a_note():
+    """sys.default_constraints' and sys.computed_columns' definitions are NULL to it too (the rows are there)."""
+    server = SqlServerCatalog()
+    table = [c if c.name != "Recoverable" else Column("Recoverable", "bit", default="((1))") for c in queue_table(body_string=True)]
+    server.create_table("dbo", "Sales", table, QUEUE_INDEXES)
+    server.as_monitoring_login()
+    spec = TableSpec(Kind.QUEUE, TableName("Sales"), body_string=True)
+    report = diff(Blueprint("9.1", ("mssql",), (spec,)), "a", "a", ENGINE.catalog.read_shapes(server), engine=ENGINE)
+    # the computed BodyString is compared as there; the DEFAULT our DDL never makes is still drift
+    assert [(f.category, f.detail) for f in report.findings] == [
+        ("column_default", "recoverable: expected no default, found default (a definition this login cannot read: needs VIEW DEFINITION)")
+    ]
+    (note,) = report.notes
+    assert "(dbo.Sales.Index_Expires, dbo.Sales.bodystring, dbo.Sales.recoverable)" in note
+
+
+def test_an_unread_filter_where_none_is_expected_is_still_drift():
+    """has_filter alone tells a filtered index from an unfiltered one: 2.2's plain Index_Expires filtered is drift."""
+    report = check(
+        version="2.2.3",
+        columns=queue_columns(headers=("varchar", -1)),
+        indexes=queue_indexes(rowversion="CLUSTERED", expires_filter=None)[:1]
+        + [(SALES, 3, "Index_Expires", "NONCLUSTERED", False, True, None)],
+        index_columns=queue_index_columns(rowversion="CLUSTERED"),
+    )
+    assert found(report) == [("index_predicate", "dbo.Sales")]
+    assert report.findings[0].detail == (
+        "Index_Expires: expected no predicate, found a filter whose definition this login cannot read (needs VIEW DEFINITION)"
+    )
+
+
+def test_a_readable_filter_is_compared_as_before():
+    report = check(indexes=queue_indexes(expires_filter="([Expires]>getdate())"))
+    assert found(report) == [("index_predicate", "dbo.Sales")] and report.notes == []

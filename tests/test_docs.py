@@ -121,7 +121,12 @@ def test_the_home_page_lists_every_guide():
 
 def _readme_blocks() -> list[tuple[str, str]]:
     """(kind, body) of README's runnable blocks, in order."""
-    text = DOCS[0].read_text(encoding="utf-8")
+    return _runnable_blocks(DOCS[0])
+
+
+def _runnable_blocks(page: Path) -> list[tuple[str, str]]:
+    """(kind, body) of a page's runnable blocks, in order."""
+    text = page.read_text(encoding="utf-8")
     found = []
     for match in FENCE.finditer(text):
         words = match.group("info").split()
@@ -130,10 +135,49 @@ def _readme_blocks() -> list[tuple[str, str]]:
     return found
 
 
-def test_readme_creates_the_postgresql_database_before_it_uses_it():
-    """The first README block that names the database `app` creates it first, as a newcomer must."""
-    body = next(body for _, body in _readme_blocks() if DOCUMENTED_PG in body)
+def test_the_workflow_creates_the_postgresql_database_before_it_uses_it():
+    """The first block of docs/workflow.md (README's reference, moved there) that names the database `app`
+    creates it first, as a newcomer must."""
+    body = next(body for _, body in _runnable_blocks(REPO / "docs" / "workflow.md") if DOCUMENTED_PG in body)
     assert DOCUMENTED_CREATEDB in body and body.index(DOCUMENTED_CREATEDB) < body.index(DOCUMENTED_PG)
+
+
+# README's first screen: its start, up to its first `## ` heading that is none of these (or its end).
+FIRST_SCREEN_HEADINGS = ("## Two commands", "## Quickstart", "## Where to go next")
+FIRST_SCREEN_LINES = 80
+
+
+def _first_screen() -> list[str]:
+    lines = DOCS[0].read_text(encoding="utf-8").splitlines()
+    end = next((i for i, line in enumerate(lines) if line.startswith("## ") and line.strip() not in FIRST_SCREEN_HEADINGS), len(lines))
+    return lines[:end]
+
+
+def test_readmes_first_screen_is_a_quickstart():
+    """README's first screen (issue 56): at most 80 lines, what it is, the two commands .ci/run takes from it
+    (```sh fresh-clone, in that order), a five-step quickstart and links into docs/; no reference section."""
+    screen = _first_screen()
+    assert len(screen) <= FIRST_SCREEN_LINES, f"README's first screen is {len(screen)} lines (at most {FIRST_SCREEN_LINES})"
+    text = "\n".join(screen) + "\n"
+    fresh = [m.group("body").strip() for m in FENCE.finditer(text) if m.group("info").split() == ["sh", FRESH_CLONE]]
+    assert fresh == [
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/alembic upgrade head",
+        ".venv/bin/python -m pytest",
+    ]
+    steps = [line for line in text.splitlines() if re.search(r"#\s*[1-5]\. ", line)]
+    assert [re.search(r"#\s*([1-5])\. ", line).group(1) for line in steps] == ["1", "2", "3", "4", "5"], steps
+    assert all(f"(docs/{page})" in text for page in ("workflow.md", "tour.md", "index.md"))
+    assert {REPO / "docs" / "workflow.md", REPO / "docs" / "tour.md"} <= set(DOCS)  # the moved blocks run here
+    headings = [line for line in DOCS[0].read_text(encoding="utf-8").splitlines() if line.startswith("## ")]
+    assert headings == list(FIRST_SCREEN_HEADINGS), "README holds only its first screen: reference sections live in docs/"
+
+
+def test_every_page_is_in_the_sites_navigation():
+    """mkdocs.yml's nav names every page of docs/ (the guides and the reference's), as the home page lists them."""
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:\n", 1)[1]
+    named = set(re.findall(r"([\w/-]+\.md)\s*$", nav, re.MULTILINE))
+    pages = {str(path.relative_to(REPO / "docs")) for path in (REPO / "docs").rglob("*.md")}
+    assert pages - named == set(), f"mkdocs.yml's nav misses {sorted(pages - named)}"
 
 
 def test_a_newcomer_sends_and_receives_on_sqlite_with_no_server(sandbox):
@@ -143,9 +187,30 @@ def test_a_newcomer_sends_and_receives_on_sqlite_with_no_server(sandbox):
     serverless = [(kind, body) for kind, body in serverless if all(s not in body for s in ("postgresql://", "mssql://", "mysql://"))]
     assert serverless, "README shows no send and receive that runs without a server"
     kind, body = serverless[0]
-    env = {**os.environ, "PYTHONPATH": str(sandbox), "PGHOST": "127.0.0.1", "PGPORT": "1"}  # no server to reach
+    env = {**os.environ, "PYTHONPATH": str(sandbox), "PGHOST": "127.0.0.1", "PGPORT": "1", "EDITOR": "true"}  # no server to reach
     env.pop("SQLTRANSPORT_URL", None)
     command = [warm.program("python"), "-c", body] if kind == "python" else ["bash", "-e", "-o", "pipefail", "-c", body]
     result = subprocess.run(command, cwd=sandbox, env=env, capture_output=True, text=True, check=False, timeout=180)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert result.stdout.strip().endswith("""b'{"OrderId": 42}'""") and (sandbox / "sqltransport.db").is_file()
+
+
+def test_the_fleet_guide_starts_in_a_fresh_folder(sandbox, tmp_path):
+    """docs/fleets.md's first block runs as written in an empty folder (issue 56: it assumed a project and
+    failed with `alembic.ini: no such Alembic configuration`); no page names a revision id that exists only in
+    the example's migrations."""
+    page = REPO / "docs" / "fleets.md"
+    kind, body = _runnable_blocks(page)[0]
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    env = {**os.environ, "PATH": f"{sandbox / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("SQLTRANSPORT_URL", None)
+    result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", body], cwd=fresh, env=env, capture_output=True, text=True, timeout=180)
+    assert kind == "sh" and result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert len(list(fresh.glob("*/tenants/*.db"))) == 5
+    example = {path.name.split("_")[1] for path in (REPO / "migrations" / "versions").glob("*.py")}
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        runnable = "".join(m.group("body") for m in FENCE.finditer(text) if SKIP not in m.group("info").split())
+        named = {rev for rev in example if re.search(rf"--to\s+{rev}\b|--from\s+{rev}\b", runnable)}
+        assert not named, f"{path.relative_to(REPO)} runs with the example's revision ids {sorted(named)}"

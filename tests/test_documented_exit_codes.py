@@ -1,4 +1,4 @@
-"""The exit codes README and docs/teams.md document are those the commands give (issue 39):
+"""The exit codes docs/workflow.md (README's reference, moved there) and docs/teams.md document are those the commands give (issue 39):
 ours (0, 1 for a finding, 2 on an error), and Alembic's for `alembic` commands, which README said
 were ours: 255 on a failure, printed as one FAILED line, a refusal of ours included."""
 
@@ -27,10 +27,10 @@ def test_alembic_failures_exit_as_the_docs_say(project, sqlite_url):
     assert failed_line(refused).startswith("FAILED: refusing to drop")
     unreachable = alembic(project, "-x", f"url={CLOSED_PORT}", "upgrade", "head")
     assert failed_line(unreachable).startswith("FAILED: cannot reach the database")
-    for page in ("README.md", "docs/teams.md"):
+    for page in ("docs/workflow.md", "docs/teams.md"):
         documented = _documented_alembic_failure((REPO / page).read_text(encoding="utf-8"))
         assert refused.returncode == unreachable.returncode == documented, page
 
     ours = run(project.root, "check", "--url", CLOSED_PORT)
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert ours.returncode == 2 and ours.stderr.startswith("error: ") and "and 2 on any error" in readme
+    workflow = (REPO / "docs" / "workflow.md").read_text(encoding="utf-8")
+    assert ours.returncode == 2 and ours.stderr.startswith("error: ") and "and 2 on any error" in workflow

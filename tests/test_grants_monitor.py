@@ -145,6 +145,7 @@ MSSQL_MONITOR = [
     "GRANT SELECT ON [dbo].[Shipping] TO [watch];",
     "GRANT SELECT ON [dbo].[Shipping.Delayed] TO [watch];",
     "-- status (--estimate: sys.partitions) and check read the catalog views, which show what SELECT is granted on.",
+    "-- filters, defaults and computed columns need VIEW DEFINITION (not granted): check compares them as there, says so.",
 ]
 
 

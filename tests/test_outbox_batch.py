@@ -5,7 +5,6 @@ setting of them as dispatched, whatever the batch's size; counted by the engines
 from __future__ import annotations
 
 import time
-import uuid
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -16,14 +15,13 @@ from sqltransport_schema.runtime.outbox import OutboxTable
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
+from .support.messages import id_for
 from .test_outbox_pump import TOPOLOGY  # Sales with its outbox, Billing, Shipping, error
 
 BATCH = 8
 
 
-def _id(name: str) -> str:
-    """A message id (a uuid: PostgreSQL's Id column is one)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+_id = id_for
 
 
 INCOMING = [_id(f"m-{i}") for i in range(BATCH)]

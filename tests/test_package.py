@@ -1,4 +1,5 @@
-"""The package as people install it, not as a checkout: README's install section builds the sdist and,
+"""The package as people install it, not as a checkout: the install section of docs/workflow.md (README's
+"project of your own", moved there with the reference sections; still named README's below) builds the sdist and,
 from it, the wheel in a clone (so a file the sdist leaves out breaks the wheel too); the wheel
 installs into a fresh virtual environment outside the checkout as README's install blocks write it,
 the sdist as pip installs any file, and README's workflow for a project of one's own runs there as
@@ -33,21 +34,23 @@ VERSION = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text
 SITE_URL = re.search(r"^site_url: (\S+)$", (REPO / "mkdocs.yml").read_text(encoding="utf-8"), re.MULTILINE).group(1)
 # The tables the commented topology.yaml of `init` declares.
 INIT_TABLES = {"Sales", "Sales.Delayed", "error", "SubscriptionRouting"}
+# The page whose "A project of your own" installs the tool (README links it).
+INSTALL_PAGE = REPO / "docs" / "workflow.md"
 
 
 def readme_workflow() -> str:
     """README's shell block that starts a project of one's own (`sqltransport-schema init shop`)."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = INSTALL_PAGE.read_text(encoding="utf-8")
     found = [m.group("body") for m in FENCE.finditer(text) if m.group("info").split()[:1] == ["sh"] and "init shop" in m.group("body")]
-    assert len(found) == 1, "README.md has no (or several) ```sh block with `sqltransport-schema init shop`"
+    assert len(found) == 1, "docs/workflow.md has no (or several) ```sh block with `sqltransport-schema init shop`"
     return found[0]
 
 
 def readme_install() -> tuple[str, str]:
     """README's two ```sh install blocks: the build in the clone, and the install into a project's own venv."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = INSTALL_PAGE.read_text(encoding="utf-8")
     found = [m.group("body") for m in FENCE.finditer(text) if m.group("info").split() == ["sh", "install"]]
-    assert len(found) == 2, "README.md has no two ```sh install blocks (the build in the clone, the install in a project)"
+    assert len(found) == 2, "docs/workflow.md has no two ```sh install blocks (the build in the clone, the install in a project)"
     build, install = found
     assert "python -m build" in build and CLONE in install and "activate" in install, found
     return build, install

@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -35,6 +34,7 @@ from sqltransport_schema.runtime.transport import Transport
 from sqltransport_schema.schema import TableName
 
 from .support.databases import PG_ADMIN_URL, admin, pg_databases
+from .support.messages import id_for
 from .support.projects import REPO, new_project
 
 ONE_DATABASE = """\
@@ -55,8 +55,8 @@ TENANT = "tenant"
 
 
 def ident(name: str) -> str:
-    """A message's NServiceBus.MessageId (a uuid: PostgreSQL's Id column is one)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"poison-matrix/{name}"))
+    """A message's NServiceBus.MessageId."""
+    return id_for("poison-matrix", name)
 
 
 @dataclass
@@ -240,7 +240,7 @@ def test_every_poison_message_ends_in_error_once_and_every_healthy_one_is_handle
         key = message.headers[wire.MESSAGE_ID]
         context.connection.execute(sa.text("INSERT INTO effects (message_id) VALUES (:id)"), {"id": key})
         note = "a\x00b" if message.headers.get("kind") == "nul" else "fine"
-        context.send("Billing", b"{}", {wire.MESSAGE_ID: str(uuid.uuid5(uuid.NAMESPACE_URL, key)), "note": note})
+        context.send("Billing", b"{}", {wire.MESSAGE_ID: id_for(key), "note": note})
 
     choose = (lambda headers: bus.tenant_urls[headers[TENANT]]) if bus.tenants else None
     handled = (

@@ -64,6 +64,13 @@ def test_purge_expired_in_batches_and_purge_all(transport):
         assert sales.peek(conn) == 1
         assert sales.purge(conn) == 1
         assert sales.receive(conn) is None
+    # without a connection, as upstream's purger: on one of its own, each batch committed as it goes
+    with transport.engine.begin() as conn:
+        sales.send_many(conn, [(b"x", headers(n)) for n in range(5)], time_to_be_received=0.01)
+    time.sleep(0.2)
+    assert sales.purge_expired(batch_size=2) == 5
+    with transport.engine.begin() as conn:
+        assert sales.peek(conn) == 0
 
 
 def test_rollback_puts_the_message_back_with_the_callers_writes(transport):

@@ -136,10 +136,10 @@ def test_mssql_script_batches_parse_and_header_records_topology_and_range(projec
 
 
 def test_unknown_alembic_version_statements_are_refused():
-    from sqltransport_schema import scripts
+    from sqltransport_schema.migrate import offline
 
-    with pytest.raises(scripts.ScriptError, match="not made idempotent"):
-        scripts.make_idempotent("DELETE FROM alembic_version WHERE alembic_version.version_num = 'x';", "postgresql")
+    with pytest.raises(offline.ScriptError, match="not made idempotent"):
+        offline.make_idempotent("DELETE FROM alembic_version WHERE alembic_version.version_num = 'x';", "postgresql")
 
 
 def test_postgresql_script_split_by_endpoint_runs_twice_and_matches_the_whole_script(project, pg_url, tmp_path):

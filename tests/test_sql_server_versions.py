@@ -12,7 +12,7 @@ import pytest
 from sqltransport_schema.engines.mssql import MSSQL
 from sqltransport_schema.engines.mssql.operations import Operations
 from sqltransport_schema.engines.mssql.sagas import Sagas
-from sqltransport_schema.engines.mssql.server_versions import minimum
+from sqltransport_schema.engines.mssql.server_versions import COMMANDS, minimum, older_server
 from sqltransport_schema.schema import Kind, TableName, TableSpec
 from sqltransport_schema.versions import profile
 
@@ -78,6 +78,8 @@ def test_each_release_needs_the_sql_server_the_page_names_and_no_newer(version):
     needed, why = minimum(ddl + runtime)
     assert needed == documented_release(version), (version, needed, why)
     assert minimum(runtime)[0] <= needed and "OPENJSON" not in "".join(ddl)
+    # 1.0-3.0.x: the tables alone need 2005, their send and receive 2008 (the row says both)
+    assert minimum(ddl)[0] == (2005 if key(version) < (3, 1) else needed)
     # THROW only where the release's own scripts have it (6.3.1+), RAISERROR before
     assert ("THROW" in "".join(ddl)) is (key(version) >= (6, 3, 1))
 
@@ -92,12 +94,25 @@ def test_each_command_needs_the_sql_server_the_page_names():
         "the runtime's batches (`MessagePump` with `batch_size` > 1, the outbox's dispatch)": minimum(
             [ENGINE.runtime_statements(profile("9.1"), TableName("Sales"))["delete_locked"].sql]
         )[0],
-        "`check`, `grants`, `retry`": minimum(
-            templates(MSSQL.Catalog) + templates(MSSQL.Grants) + [Operations.ERROR_BATCH, Operations.ERROR_SCAN]
+        "`check`": minimum(templates(MSSQL.Catalog))[0],
+        "`retry`": minimum([Operations.ERROR_BATCH, Operations.ERROR_SCAN] + [send(version) for version in RELEASES])[0],
+        "`grants`": minimum(templates(MSSQL.Grants))[0],
+        "the console's archive and action log (`archive:`, `action_log:`)": minimum(
+            [ENGINE.CREATE_ARCHIVE, ENGINE.CREATE_ACTION_LOG]
+            + [text for name, text in vars(Operations).items() if name.startswith(("ARCHIVE_", "ACTION_LOG_")) and isinstance(text, str)]
         )[0],
         "`script`, `alembic upgrade --sql`": 0,  # the release's: the test below
     }
     assert {name: commands.get(name) for name in derived} == derived
+    # what `status` and `check` say on an older server is the page's
+    assert {command: needed for command, (needed, _) in COMMANDS.items()} == {
+        "status": commands["`status`"],
+        "check": commands["`check`"],
+    }
+
+
+def send(version: str) -> str:
+    return ENGINE.runtime_statements(profile(version), TableName("Sales"), peek_batch_size=10)["send"].sql
 
 
 @pytest.mark.parametrize("version", ["5.0.3", "6.3.0", "9.1"])
@@ -128,3 +143,40 @@ def test_status_says_which_sql_server_it_needs(capsys):
         cli.main(["status", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "On SQL Server it needs 2016 or later" in text and str(table("Commands")["`status`"]) == "2016"
+
+
+@pytest.mark.parametrize(
+    "command,version,says",
+    [
+        ("status", (12, 0, 6024, 0), "status needs SQL Server 2016 or later"),
+        ("status", (13, 0, 1601, 5), None),
+        ("check", (9, 0, 5000, 0), "check needs SQL Server 2008 or later"),
+        ("check", (10, 50, 6000, 34), None),
+    ],
+)
+def test_status_and_check_say_which_sql_server_they_need(command, version, says):
+    found = older_server(command, version)
+    assert (found is None) if says is None else found.startswith(says) and ".".join(map(str, version)) in found
+
+
+def test_status_on_an_older_server_says_so_and_stops():
+    """Through the pyodbc double: the engine's first connection reads SERVERPROPERTY('ProductVersion')."""
+    from sqltransport_schema.errors import Unsupported
+    from sqltransport_schema.runtime import operations
+    from sqltransport_schema.runtime.transport import Transport
+
+    from .support.pyodbc_double import Server
+
+    transport = Transport(Server(version="12.0.6024.0").engine(), "9.1")
+    with pytest.raises(Unsupported, match=r"status needs SQL Server 2016 or later .*this server is SQL Server 2014 \(12\.0\.6024\.0\)"):
+        operations.status(transport)
+
+
+def test_check_on_an_older_server_says_so_and_stops():
+    from sqltransport_schema.errors import Unsupported
+
+    from .support.pyodbc_double import Server
+
+    engine = Server(version="9.00.5000.00").engine()
+    with engine.connect() as connection, pytest.raises(Unsupported, match="check needs SQL Server 2008 or later"):
+        ENGINE.catalog.read_shapes(connection)

@@ -114,3 +114,22 @@ def test_several_heads_from_branches_merged_in_git_ask_for_the_merge(project, sq
     [warning] = _warning(capsys.readouterr().err)
     assert warning.startswith(f"warning: the migrations have 2 heads ({', '.join(heads(project))}), branches merged in git")
     assert warning.endswith('-m "merge 2 branches"')
+
+
+def test_a_fleet_worker_warns_once_for_its_targets_and_upgrades_them(project, tmp_path, capsys):
+    """The fleet runs env.py in its worker (migrate/in_process.py), many targets on one configuration: the
+    warning comes once, and every target is upgraded to what is compiled."""
+    from sqltransport_schema.cli.output import describe
+    from sqltransport_schema.fleet.file import Target
+    from sqltransport_schema.fleet.work import UPGRADED, Migrations, Settings
+
+    project.write_topology(TOPOLOGY)
+    assert project.compile("initial") == 0
+    project.write_topology(WITH_AUDIT)  # and compile forgotten
+    capsys.readouterr()
+    worker = Migrations(Settings(config=str(project.ini), describe=describe))
+    urls = [f"sqlite:///{tmp_path / f't{i}.db'}" for i in range(2)]
+    results = [worker.upgrade(Target(f"t{i}", url)) for i, url in enumerate(urls)]
+    assert [r.outcome for r in results] == [UPGRADED, UPGRADED], [r.error for r in results]
+    assert _warning(capsys.readouterr().err) == [_expected(project)]
+    assert all("Sales" in {name for _, name in catalog.read(url)} for url in urls)

@@ -81,9 +81,9 @@ class Version(argparse.Action):
     def __call__(
         self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None
     ) -> None:
-        from .. import __version__
+        from ..util import package_version
 
-        sys.stdout.write(f"{parser.prog} {__version__}\n")
+        sys.stdout.write(f"{parser.prog} {package_version()}\n")
         parser.exit()
 
 

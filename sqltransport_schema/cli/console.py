@@ -67,7 +67,6 @@ def cmd_console(args: argparse.Namespace) -> int:
     access = Access.from_environment(host, args.read_only, tokens_file=args.tokens_file, allowed_hosts=args.allowed_host or ())
     uvicorn = require()
     from ..console.app import Console, make_app
-    from ..urls import display_url
 
     config = load_config(args.config) if Path(args.config).is_file() else None
     transport = _transport(args, readers=False)
@@ -96,7 +95,7 @@ def cmd_console(args: argparse.Namespace) -> int:
             purger = threading.Thread(target=console.retention, args=(retention, stop), name="console-retention", daemon=True)
             purger.start()
         shown = f"[{host}]" if ":" in host else host
-        database = display_url(transport.engine.url.render_as_string(hide_password=False))
+        database = console.database
         mode = "read-only" if console.read_only else "operator actions allowed"
         sys.stderr.write(f"console: serving http://{shown}:{sock.getsockname()[1]}/ for {database} ({mode}); SIGTERM or Ctrl-C stops\n")
         sys.stderr.flush()

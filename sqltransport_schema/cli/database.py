@@ -27,7 +27,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     with, and report every difference once (missing or extra tables, columns, types, indexes,
     revisions not applied yet). It changes nothing; exit 1 on drift, or when topology.yaml (or a file
     it includes) holds changes not compiled into the migrations yet (a warning on stderr says what to
-    run), 0 in sync (docs/check.md lists the categories).
+    run), 0 in sync (docs/check.md lists the categories). On SQL Server it needs 2008 or later
+    (sys.indexes' has_filter and filter_definition; docs/sql-server-versions.md), and says so on an
+    older server.
     """
     from .. import check
     from ..migrate.compile import uncompiled

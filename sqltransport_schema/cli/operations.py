@@ -19,7 +19,8 @@ from .output import EXIT_CHANGES, EXIT_OK, emit
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from ..runtime.operations import Flow, RetryReport, StatusReport, TableStatus
+    from ..errorqueue import RetryReport
+    from ..runtime.operations import Flow, StatusReport, TableStatus
     from ..runtime.transport import Transport
 
 FORMATS = ("text", "json", "markdown", "prometheus")
@@ -70,7 +71,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     Exit 1 when a table of the blueprint is missing from the database, or when the login may not
     read one (a partial report: the others are reported in full). --watch repeats it
     (docs/operations.md). On SQL Server it needs 2016 or later (JSON_VALUE and ISJSON read the
-    failed messages' headers; docs/sql-server-versions.md). --fleet [FILE]: each target's saga and
+    failed messages' headers; docs/sql-server-versions.md), and says so on an older server. --fleet [FILE]: each target's saga and
     outbox tables instead, target after target (docs/tenants.md); exit 1 when a target could not be read.
     A warning on stderr says when topology.yaml holds changes not compiled yet (and what to run).
     """

@@ -47,6 +47,7 @@ def _planned(args: argparse.Namespace) -> Diagram:
 def _live(args: argparse.Namespace) -> Diagram:
     """status's report of the database and check's tables it does not name, drawn."""
     from .. import check
+    from ..db import given_url
     from ..pictures import UNMANAGED
     from ..pictures.sources import EXTRA_CATEGORIES, from_status
     from ..runtime.operations import status
@@ -54,7 +55,7 @@ def _live(args: argparse.Namespace) -> Diagram:
     transport = _transport(args, readers=True)
     try:
         report = status(transport, error_queue=args.error_queue)
-        drift = check.run(transport.engine.url.render_as_string(hide_password=False), _config(args))
+        drift = check.run(given_url(transport.engine), _config(args))
     finally:
         transport.engine.dispose()
     extra = [(f.table, UNMANAGED) for f in drift.findings if f.category in EXTRA_CATEGORIES]

@@ -41,7 +41,8 @@ def _session(args: argparse.Namespace, *urls: str) -> SparkSession | None:
 
     if not args.jars:
         for problem in filter(None, map(missing_jar, urls)):
-            raise SparkUnavailable(problem)
+            no_spark = "; or run it in this process, without Spark: --no-spark" if hasattr(args, "no_spark") else ""
+            raise SparkUnavailable(problem + no_spark)
 
     spark, seconds = get_session(args.master, args.conf, [j for j in args.jars.split(",") if j])
     if args.format == "text" and seconds:

@@ -30,6 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import errorqueue, errors
+from ..db import given_url
 from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
 from ..errorqueue import Selection
 from ..runtime.operations import status
@@ -90,7 +91,7 @@ class Console:
         self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=max(2, math.ceil(3600 / sample_interval)) + 1)
         self._report: tuple[float, Any] | None = None
         self._lock = threading.Lock()
-        self.database = display_url(transport.engine.url.render_as_string(hide_password=False))
+        self.database = display_url(given_url(transport.engine))  # as the user gave it (docs/operations.md)
         self.login_read_only = self._login_read_only()
 
     @property
@@ -178,7 +179,7 @@ class Console:
         from .. import check
 
         try:
-            found = check.run(self.transport.engine.url.render_as_string(hide_password=False), self.config)
+            found = check.run(given_url(self.transport.engine), self.config)
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         return {

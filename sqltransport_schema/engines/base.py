@@ -113,6 +113,9 @@ class Dialect(Connecting):
 
     # False where a table is known by its name alone (a schema in an address is then dropped).
     has_schemas = True
+    # False where the upstream transport's addresses have no catalog part (PostgreSQL's are table@schema: its
+    # catalog is the database connected to); the address of a table then leaves the topology's catalog out.
+    has_catalogs = True
     # A refused DDL statement can be undone to a savepoint and the migration's transaction goes on
     # (a refused drop, then the run looks for the others). Not where DDL commits implicitly (MySQL)
     # or an error may doom the transaction (SQL Server): there the first refusal ends the run.
@@ -479,6 +482,11 @@ class Dialect(Connecting):
         caller then ends that transaction itself (the outbox's take, begun with the store's commit)."""
         yield None
 
+    checks_server_version = False  # whether refuse_older_server reads the server's version
+
+    def refuse_older_server(self, sqlalchemy_dialect: Any, command: str) -> None:
+        """errors.Unsupported when the server (SQLAlchemy's `server_version_info`) is older than `command` needs; any will do here."""
+
     def bind_runtime_connection(self, dbapi_connection: Any) -> None:
         """Set up a caller's driver connection once, when the runtime binds it (nothing to do here)."""
 
@@ -540,12 +548,16 @@ class Dialect(Connecting):
                 template = fill(template, lists=lists)
                 identifiers = {key: value for key, value in names.items() if "{" + key + "}" in template}
                 doc, columns = self.runtime_doc(name, doc, profile), self.runtime_columns(name, profile)
-                out[name] = Statement(name, template, identifiers, parameters_of(template), doc, columns)
+                binds = self.runtime_binds(params := parameters_of(template), profile)
+                out[name] = Statement(name, template, identifiers, params, doc, columns, binds)
         return out
 
+    def runtime_binds(self, params: tuple[str, ...], profile: Profile) -> tuple[tuple[str, Any], ...]:
+        """How the driver binds parameters where its default will not do (Statement.binds); here each value binds by its type."""
+        return ()
+
     # -- saga tables (SQL persistence; upstream-conformance §7) ------------------------------
-    # Engines that hold saga tables only (no transport layout): queue, delayed and
-    # subscription operations emit nothing on them.
+    # Engines that hold saga tables only (no transport layout): queue, delayed and subscription operations emit nothing on them.
     saga_only = False
     # Correlation type -> column type; a type missing here cannot be held by this engine.
     CORRELATION_TYPES: dict[str, str] = {}

@@ -1,6 +1,7 @@
 """Retry: failed messages moved from the error queue back to the queue each failed in (its
 NServiceBus.FailedQ), or to a chosen queue, with the headers ServiceControl's retry leaves
-(wire.retry_headers). `ErrorQueue.retry` and the public `runtime.operations.retry` run it."""
+(wire.retry_headers). `ErrorQueue.retry` and the public `retry` (the function a service calls; in 0.1.0
+`runtime.operations.retry`) run it."""
 
 from __future__ import annotations
 

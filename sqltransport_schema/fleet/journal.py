@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..util import process_alive
 from .work import Result
 
 RUNNING, INTERRUPTED = "running", "interrupted"
@@ -76,7 +77,7 @@ class Journal:
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             for run, pid in self.db.execute("SELECT run, pid FROM runs WHERE outcome = ? AND host = ?", (RUNNING, host)).fetchall():
-                if not _alive(pid):
+                if not process_alive(pid):
                     self.db.execute("UPDATE runs SET outcome = ? WHERE run = ?", (INTERRUPTED, run))
                     self.interrupted.append(self._left_by(run))
                     self.db.execute(
@@ -168,13 +169,3 @@ def removed(path: Path, names: set[str]) -> list[Removed]:
     finally:
         db.close()
     return [Removed(*row) for row in rows if row[0] not in names]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -317,25 +317,17 @@ class Migrations:
 
     def _run_upgrade(self, target: Target) -> int:
         """Run `alembic upgrade` on the target, in this process; the number of steps it took."""
-        from alembic.runtime.environment import EnvironmentContext
+        from ..migrate import in_process
 
-        from ..migrate.env import STEP_HOOKS
-        from ..migrate.refusals import RERUN_OPTION
-
-        config, script = self.config, self.script
         role = [f"role={target.role}"] if target.role else []  # tenant placement: the fleet file's, per target
-        config.cmd_opts = argparse.Namespace(quiet=True, x=[f"url={target.url}", *role, *self.settings.x])
-        config.attributes[RERUN_OPTION] = lambda added, opts: self.rerun(target, added)
-        steps: list[object] = []
-        config.attributes[STEP_HOOKS] = [lambda ctx, step, heads, run_args: steps.append(step)]
-        destination = self.settings.to_rev
-
-        def upgrade(rev: Any, context: Any) -> Any:
-            return script._upgrade_revs(destination, rev)
-
-        with EnvironmentContext(config, script, fn=upgrade, as_sql=False, starting_rev=None, destination_rev=destination, tag=None):
-            script.run_env()
-        return len(steps)
+        return in_process.upgrade(
+            self.config,
+            self.script,
+            target.url,
+            self.settings.to_rev,
+            x=[*role, *self.settings.x],
+            rerun=lambda added: self.rerun(target, added),
+        )
 
     def rerun(self, target: Target, added: list[str]) -> str:
         """The fleet command that runs this one target again with more -x options (a refusal's consent)."""

@@ -18,9 +18,8 @@ from .. import engines, errors
 from ..db import DatabaseURLError, NoDatabase, failure, make_engine, normalise_url
 from ..revisions import SnapshotError, head_blueprint, record_blueprint
 from ..schema import ROLES, SHARED
-from ..scripts import RepeatableStamps, ScriptError
 from ..urls import database_url, display_url
-from . import refusals
+from . import in_process, refusals
 from .autogen import TARGET_OPTION, model_tables_only
 from .compile import uncompiled
 from .execution import DISCARD_OPTION, LOCK_TIMEOUT_OPTION, OFFLINE_HOOK_OPTION, ROLE_OPTION
@@ -35,6 +34,7 @@ from .locks import (
     format_duration,
     retry_while_blocked,
 )
+from .offline import RepeatableStamps, ScriptError
 from .online import BATCH_OPTION, ONLINE_OPTION, POLICY_OPTION, parse_batch, parse_online
 from .refusals import DISCARD_TABLES_OPTION, PROTECTED_OPTION, RERUN_OPTION, refusal
 from .write import REVISION_OPTION
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from ..schema import Blueprint, TableName
 
 log = logging.getLogger("sqltransport_schema.migrate")
-# config.attributes[STEP_HOOKS]: more on_version_apply callables, e.g. a fleet's, which counts the steps a run took
-STEP_HOOKS = "sqltransport_on_version_apply"
 # config.attributes[UNCOMPILED_CHECKED]: topology.yaml was compared with the migrations' head already (or must not be)
 UNCOMPILED_CHECKED = "sqltransport_uncompiled_checked"
 MIGRATION_LOGGER = "alembic.runtime.migration"  # where Alembic says which revision it runs
@@ -88,7 +86,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
         PROTECTED_OPTION: _names(x_args.get("drop_protected", "")),
         # the command a refusal names: `alembic ... -x discard=...`, or the caller's own (a fleet's)
         RERUN_OPTION: config.attributes.get(RERUN_OPTION) or (lambda added, opts: _rerun(config, opts, added)),
-        "on_version_apply": [_log_step, *config.attributes.get(STEP_HOOKS, ())],
+        "on_version_apply": [_log_step, *config.attributes.get(in_process.STEP_HOOKS, ())],
     }
     try:
         policy = LockPolicy.from_x(x_args)
@@ -116,7 +114,7 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
                 migration.impl.static_output(prologue)
             try:
                 context.run_migrations()
-            except ScriptError as error:  # a stamp the repeatable output does not know (scripts.make_idempotent)
+            except ScriptError as error:  # a stamp the repeatable output does not know (offline.make_idempotent)
                 raise CommandError(str(error)) from None
             _refuse(migration)
         if repeatable and script.CLOSING:
@@ -140,10 +138,8 @@ def run(context: EnvironmentContext = alembic_context, target_metadata: MetaData
 def _warn_uncompiled(context: EnvironmentContext) -> None:
     """An upgrade goes on, after a warning, when topology.yaml differs from the migrations' head (changes
     not compiled: they are not in what it runs); once per configuration (a fleet's runs share one)."""
-    instance = context if hasattr(context, "context_opts") else getattr(context, "_proxy", None)  # alembic.context proxies it
-    fn = getattr(instance, "context_opts", {}).get("fn")
     config = context.config
-    if fn is None or fn.__name__ != "upgrade" or config.attributes.get(UNCOMPILED_CHECKED):
+    if not in_process.is_upgrade(context) or config.attributes.get(UNCOMPILED_CHECKED):
         return
     config.attributes[UNCOMPILED_CHECKED] = True
     notice = uncompiled(config)
@@ -171,10 +167,10 @@ def _log_step(ctx: MigrationContext, step: MigrationInfo, heads: object, run_arg
 
 def _repeatable(migration: MigrationContext) -> bool:
     """An offline upgrade on an engine whose scripts are repeatable (SQL Server, PostgreSQL): its
-    output is written through scripts.RepeatableStamps (alembic_version created only when missing,
+    output is written through offline.RepeatableStamps (alembic_version created only when missing,
     stamped once; on SQL Server, stopped at the first error), so the script a DBA reviews is safe to
     run again. Downgrade scripts stay as Alembic writes them."""
-    from ..scripts import ENGINES
+    from .offline import ENGINES
 
     fn = migration.opts.get("fn")
     engine = engines.for_sqlalchemy(migration.dialect.name).name

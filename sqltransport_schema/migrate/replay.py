@@ -46,13 +46,9 @@ class Mismatch(errors.Conflict):
 def recorded_operations(revision: Script) -> list:
     """The operations the revision's upgrade() invokes, in order, none of them run."""
     recorded: list = []
-    operations = Operations(MigrationContext.configure(dialect_name="sqlite"))
-    operations.invoke = recorded.append  # each op.<name>(...) builds its operation and hands it here
-    operations._install_proxy()
-    try:
+    with Operations.context(MigrationContext.configure(dialect_name="sqlite")) as operations:
+        operations.invoke = recorded.append  # each op.<name>(...) builds its operation and hands it here
         revision.module.upgrade()
-    finally:
-        operations._remove_proxy()
     return recorded
 
 

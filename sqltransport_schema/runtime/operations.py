@@ -1,10 +1,10 @@
-"""Operating a live bus: `status` (what waits in every table of the deployed blueprint) and `retry`
-(failed messages back from the error queue to the queue each failed in).
+"""Operating a live bus: `status` (what waits in every table of the deployed blueprint) and `flow`
+(messages in and out of each queue between two reports).
 
-Both take a `Transport` made by `Transport.from_database` (its blueprint says which tables exist and
-where) and run the engine's statements (`dialect.operations`, engines/operations.py). The CLI's
-`sqltransport-schema status` and `retry` call `status()` and `retry()`; a service can call them too.
-See docs/operations.md.
+`status` takes a `Transport` made by `Transport.from_database` (its blueprint says which tables exist
+and where) and runs the engine's statements (`dialect.operations`, engines/operations.py). The CLI's
+`sqltransport-schema status` calls it; a service can call it too. Retrying failed messages is the
+error queue's (`sqltransport_schema.errorqueue`: `retry`, `ErrorQueue.retry`). See docs/operations.md.
 """
 
 from __future__ import annotations
@@ -45,8 +45,6 @@ __all__ = [
     "OrphanedSubscription",
     "flow",
     "Flow",
-    "retry",
-    "RetryReport",
     "DEFAULT_ERROR_QUEUE",
     "DEFAULT_RETRY_BATCH",
 ]
@@ -228,6 +226,7 @@ def status(
     login may not read (found by the engine's "permission denied" code: each table is then probed on
     its own, without the caller's `connection`, which such a refusal may have ended). `high_water` also reads
     the last RowVersion/Seq each queue's sequence gave (what `flow` derives messages in from)."""
+    _refuse_older_server(transport, connection)
     unreadable: set[tuple] = transport.__dict__.setdefault("_status_unreadable", set())  # keys of the tables refused last
     if unreadable and connection is None:
         unreadable.intersection_update(_unreadable(transport, unreadable))  # granted since: read again
@@ -241,6 +240,18 @@ def status(
             raise  # refused, but no table's read is: something else (a sequence, a catalog view)
         unreadable.update(found)
     return _status(transport, estimate, error_queue, connection, now, high_water, unreadable)
+
+
+def _refuse_older_server(transport: Transport, connection: Connection | None) -> None:
+    """status on a server older than it needs (SQL Server before 2016) says so, once per transport."""
+    if not transport.dialect.checks_server_version or transport.__dict__.get("_status_server_checked"):
+        return
+    dialect = (connection or transport.engine).dialect
+    if not getattr(dialect, "server_version_info", None) and connection is None:
+        with transport.engine.connect():
+            pass  # the engine's first connection reads the server's version
+    transport.dialect.refuse_older_server(dialect, "status")
+    transport.__dict__["_status_server_checked"] = True
 
 
 def _unreadable(transport: Transport, among: set[tuple] | None = None) -> set[tuple]:
@@ -290,7 +301,8 @@ def _status(
         empty = set()  # of the tables present: queues estimated empty (and, counting, never seen holding messages)
         for position, (spec, where, key, address, canonical) in enumerate(layout):
             # where it is, as its address says: on an engine without schemas (SQLite), nowhere but its name
-            schema, catalog = (where.schema or dialect.default_schema, where.catalog) if dialect.has_schemas else (None, None)
+            catalog = where.catalog if dialect.has_catalogs else None  # PostgreSQL's catalog is the database connected to
+            schema, catalog = (where.schema or dialect.default_schema, catalog) if dialect.has_schemas else (None, None)
             entry = TableStatus(spec.kind.value, where.table, schema, catalog, address, canonical)
             entry.estimated = estimate and spec.kind is Kind.QUEUE
             entry.missing = key not in existing
@@ -515,19 +527,3 @@ class _Spread:
             self.statements.set_result(None)  # a status that failed before its statements: nothing to run
         if self.pool is not None:
             self.pool.shutdown(wait=False)  # one still waiting for a connection finds nothing left to run
-
-
-# ============================================================================================ retry
-# retry is the error queue's (errorqueue/retry.py, errorqueue.ErrorQueue.retry); named here too, as
-# the public API has named it since 1.0.
-from ..errorqueue.retry import (  # noqa: E402, F401
-    LEFT_ERROR_QUEUE,
-    LEFT_MISSING,
-    LEFT_NO_FAILED_Q,
-    LEFT_NOT_AN_ADDRESS,
-    LEFT_UNKNOWN,
-    LEFT_UNREADABLE,
-    RetryReport,
-    retry,
-    retry_destination,
-)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 from sqlalchemy.engine import Connection
 
 from .. import errors
+from ..versions import PumpPurge
 from .outbox import OutboxTable, pump_outbox
 from .receiving import Context, Handler, Link, Receiver, RolledBack
 from .recoverability import DEFAULT_DELAYED_RETRIES, DEFAULT_DELAYED_RETRY_INCREASE, DEFAULT_IMMEDIATE_RETRIES, Recoverability
@@ -72,6 +73,7 @@ RECOMMENDED_PEEK_DELAY = (0.1, 10.0)
 DEFAULT_FAILURE_TIMEOUT = 30.0  # the transport's circuit breaker waits as long before a critical error
 ISOLATIONS = ("optimistic", "savepoint")
 DEFAULT_ISOLATION_COOLDOWN = 10  # batches run isolated after a failure, before optimistic ones again
+DEFAULT_PURGE_INTERVAL = 300.0  # 3.1's PurgeTaskDelay: 5 minutes between purges of expired messages
 
 
 class PumpFailed(errors.Failed):
@@ -98,6 +100,8 @@ class PumpSettings:
     outbox: bool | str | OutboxTable = False
     tenant_database: TenantDatabase | None = None
     max_tenant_connections: int = DEFAULT_MAX_TENANT_CONNECTIONS
+    purge_expired: bool | None = None  # None: as the release's pump (Profile.pump_purge); True: at start; False: never
+    purge_interval: float = DEFAULT_PURGE_INTERVAL  # 3.1's periodic purge: seconds between purges
 
     def with_options(self, options: Mapping[str, Any]) -> PumpSettings:
         """These settings with `options` (keyword arguments of MessagePump) in place of their fields."""
@@ -126,6 +130,8 @@ class PumpOptions(TypedDict, total=False):
     outbox: bool | str | OutboxTable
     tenant_database: TenantDatabase | None
     max_tenant_connections: int
+    purge_expired: bool | None
+    purge_interval: float
 
 
 class MessagePump:
@@ -386,19 +392,34 @@ class MessagePump:
 
         Raises PumpFailed when the database has failed for the whole failure timeout (also kept
         in `self.failure`, for a pump run by start())."""
-        mover = None
+        mover = purger = None
         if self.recoverability.delayed_retries and self.endpoint is not None:  # delayed retries come back through it
             mover = DueMover(self.transport, self.endpoint, interval=self.peek_delay)
             mover.start()
         try:
+            purger = self._purge_expired_at_start()
             self._run()
         except PumpFailed as exc:
             self.failure = exc
             raise
         finally:
-            if mover is not None:
-                mover.stop()
+            for loop in (mover, purger):
+                if loop is not None:
+                    loop.stop()
             self.close()
+
+    def _purge_expired_at_start(self) -> ExpiredPurger | None:
+        """The purge of expired messages the release's pump does unasked (Profile.pump_purge), or the
+        one asked for (`purge_expired`): once before receiving, or (3.1) periodically from the start."""
+        when, wanted = self.transport.profile.pump_purge, self.settings.purge_expired
+        if wanted is False or (wanted is None and when is PumpPurge.CONFIGURED):
+            return None
+        purger = ExpiredPurger(self.queue, self.settings.purge_interval)
+        if when is PumpPurge.PERIODIC:
+            purger.start()
+            return purger
+        purger.purge_once()
+        return None
 
     def close(self) -> None:
         """Return the connections the pump's threads held."""
@@ -446,6 +467,42 @@ class MessagePump:
         thread = getattr(self, "_thread", None)
         if thread is not None:
             thread.join(timeout)
+
+
+class ExpiredPurger:
+    """The pump's purge of expired messages, as upstream's ExpiredMessagesPurger: each batch committed
+    on a connection of its own (Queue.purge_expired()); a failure is logged, the pump goes on."""
+
+    def __init__(self, queue: Queue, interval: float = DEFAULT_PURGE_INTERVAL):
+        self.queue = queue
+        self.interval = interval
+        self.purged = 0
+        self._stop = threading.Event()
+
+    def purge_once(self) -> int:
+        try:
+            purged = self.queue.purge_expired()
+        except Exception:  # upstream logs it and receives all the same
+            log.warning("purging expired messages from %s failed", self.queue.address, exc_info=True)
+            return 0
+        self.purged += purged
+        log.debug("%d expired messages were purged from %s", purged, self.queue.address)
+        return purged
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            self.purge_once()
+            self._stop.wait(self.interval)
+
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(target=self.run, name="sqlts-expired-purger", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        if getattr(self, "_thread", None) is not None:
+            self._thread.join(timeout)
 
 
 class DueMover:

@@ -17,7 +17,7 @@ import itertools
 import logging
 import sys
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -322,9 +322,10 @@ class Transport:
             return  # deployed, though its table is missing: the start-up checks warned of it
         close = difflib.get_close_matches(table, queues, n=1, cutoff=0.75) or [q for q in queues if q.casefold() == table.casefold()]
         if close:
+            known = ", ".join(sorted(queues)[:10]) + (f" and {len(queues) - 10} more" if len(queues) > 10 else "")
             raise errors.NotFound(
                 f"no queue {table!r} is deployed in this database (no such table); did you mean {close[0]!r}? "
-                "Queue names are the topology's, as topology.yaml spells them"
+                f"Queue names are the topology's, as topology.yaml spells them (deployed: {known})"
             )
 
     def address_queue(self, address: str) -> Queue:
@@ -337,11 +338,12 @@ class Transport:
         """The transport address of a table, schema included (what ReplyTo and FailedQ headers hold:
         the canonical address, which names the same table on every engine). `as_engine_knows`: as
         people read it on this engine, without the schema and catalog parts where the engine has
-        none (SQLite: the table alone)."""
+        none (SQLite: the table alone). No catalog part where the engine has no catalogs (PostgreSQL: `Shipping@[public]`,
+        as the PostgreSQL transport's addresses are `table@schema`)."""
         if as_engine_knows and not self.dialect.has_schemas:
             return wire.Address(name.table).format()
         schema = name.schema if name.schema is not None else self.dialect.default_schema
-        return wire.Address(name.table, schema, name.catalog).format()
+        return wire.Address(name.table, schema, name.catalog if self.dialect.has_catalogs else None).format()
 
     def endpoint(self, name: str, schema: str | None = None, catalog: str | None = None, delayed_suffix: str = "Delayed") -> EndpointTables:
         """An endpoint's input queue and its delayed-delivery table (`<name>.<delayed_suffix>`)."""
@@ -411,6 +413,7 @@ class Queue:
         self.name = name
         self.statements = transport.statements(name)
         self.address = transport.address_of(name)
+        self._copies_correlation = "CorrelationId" in self.statements["send"].params
 
     def __repr__(self) -> str:
         return f"Queue({self.address})"
@@ -419,15 +422,27 @@ class Queue:
     def _row(
         self, body: bytes | None, headers: Mapping[str, str] | str, time_to_be_received: timedelta | float | None, message_id: str | None
     ) -> dict:
+        filled: Mapping[str, str] | None = None
         if isinstance(headers, str):
             raw = headers  # passed on unchanged (poison to the error queue, forwarding)
         else:
             message_id = message_id or headers.get(wire.MESSAGE_ID) or str(uuid.uuid4())
-            raw = wire.encode_headers(with_standard_headers(headers, message_id))
+            filled = with_standard_headers(headers, message_id)
+            raw = wire.encode_headers(filled)
+        correlation = reply_to = None
+        if self._copies_correlation:
+            # the send of SQL Server 3.1-6.x fills CorrelationId and ReplyToAddress from the headers
+            # (upstream's MessageRow.From); later releases and the other engines have no such parameters
+            if filled is None:
+                try:
+                    filled = wire.decode_headers(raw)
+                except wire.PoisonHeaders:
+                    filled = {}
+            correlation, reply_to = filled.get(wire.CORRELATION_ID), filled.get(wire.REPLY_TO_ADDRESS)
         return {
             "Id": wire.row_id(message_id),  # the message's id where it is a uuid; the header keeps it as given
-            "CorrelationId": None,
-            "ReplyToAddress": None,
+            "CorrelationId": correlation,
+            "ReplyToAddress": reply_to,
             "Recoverable": True,  # the send of 3.1-4.0 binds it; later releases write the literal 1
             "TimeToBeReceivedMs": None if time_to_be_received is None else _milliseconds(time_to_be_received),
             "Headers": raw,
@@ -550,11 +565,23 @@ class Queue:
         """About how many messages wait, as the transport's peek estimates it, without locking any."""
         return execute(conn, self.statements["peek"]).fetchone()[0] or 0
 
-    def purge_expired(self, conn: Conn, batch_size: int = DEFAULT_PURGE_BATCH) -> int:
-        """Delete expired messages in batches until a batch comes back short."""
+    def purge_expired(self, conn: Conn | None = None, batch_size: int = DEFAULT_PURGE_BATCH) -> int:
+        """Delete expired messages in batches until a batch comes back short; how many went.
+
+        Without `conn`, as upstream's purger does: on a connection of its own, each batch committed
+        as it is deleted, so its row locks are let go batch by batch (held together, they can escalate
+        to a table lock that blocks every receiver). With `conn`, every batch is part of the caller's
+        transaction, committed when the caller commits."""
+        if conn is not None:
+            return self._purge_expired(conn, batch_size, commit=lambda: None)
+        with self.transport.engine.connect() as own:
+            return self._purge_expired(own, batch_size, commit=own.commit)
+
+    def _purge_expired(self, conn: Conn, batch_size: int, commit: Callable[[], None]) -> int:
         total = 0
         while True:
             deleted = execute(conn, self.statements["purge_expired"], {"BatchSize": batch_size}).rowcount
+            commit()
             total += max(deleted, 0)
             if deleted < batch_size:
                 return total

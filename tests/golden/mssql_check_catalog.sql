@@ -14,7 +14,8 @@ GO
 
 -- SHAPE_COLUMNS (own database)
 SELECT c.object_id, c.name, ty.name, c.max_length, c.[precision], c.scale, c.is_nullable, c.is_identity, c.is_computed,
-       c.collation_name, dc.[definition], cc.[definition], cc.is_persisted
+       c.collation_name, COALESCE(dc.[definition], CASE WHEN dc.object_id IS NOT NULL THEN '(?)' END),
+       COALESCE(cc.[definition], CASE WHEN cc.object_id IS NOT NULL THEN '(?)' END), cc.is_persisted
 FROM sys.columns c
 INNER JOIN sys.types ty ON ty.user_type_id = c.user_type_id
 INNER JOIN sys.tables t ON t.object_id = c.object_id
@@ -26,7 +27,8 @@ GO
 
 -- SHAPE_COLUMNS (logistics)
 SELECT c.object_id, c.name, ty.name, c.max_length, c.[precision], c.scale, c.is_nullable, c.is_identity, c.is_computed,
-       c.collation_name, dc.[definition], cc.[definition], cc.is_persisted
+       c.collation_name, COALESCE(dc.[definition], CASE WHEN dc.object_id IS NOT NULL THEN '(?)' END),
+       COALESCE(cc.[definition], CASE WHEN cc.object_id IS NOT NULL THEN '(?)' END), cc.is_persisted
 FROM [logistics].sys.columns c
 INNER JOIN [logistics].sys.types ty ON ty.user_type_id = c.user_type_id
 INNER JOIN [logistics].sys.tables t ON t.object_id = c.object_id

@@ -15,8 +15,8 @@ IF NOT EXISTS (SELECT * FROM sys.columns WHERE object_id = OBJECT_ID(N'[dbo].[Sa
     ALTER TABLE [dbo].[Sales_OrderSaga] ADD [Correlation_OrderId] uniqueidentifier NULL;
 GO
 DECLARE @found sysname = (
-    SELECT data_type FROM INFORMATION_SCHEMA.COLUMNS
-    WHERE table_schema = N'dbo' AND table_name = N'Sales_OrderSaga' AND column_name = N'Correlation_OrderId'
+    SELECT DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS
+    WHERE TABLE_SCHEMA = N'dbo' AND TABLE_NAME = N'Sales_OrderSaga' AND COLUMN_NAME = N'Correlation_OrderId'
 );
 IF @found <> N'uniqueidentifier'
 BEGIN
@@ -32,8 +32,8 @@ IF NOT EXISTS (SELECT * FROM sys.columns WHERE object_id = OBJECT_ID(N'[dbo].[Sa
     ALTER TABLE [dbo].[Sales_OrderSaga] ADD [Correlation_OrderNumber] nvarchar(200) NULL;
 GO
 DECLARE @found sysname = (
-    SELECT data_type FROM INFORMATION_SCHEMA.COLUMNS
-    WHERE table_schema = N'dbo' AND table_name = N'Sales_OrderSaga' AND column_name = N'Correlation_OrderNumber'
+    SELECT DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS
+    WHERE TABLE_SCHEMA = N'dbo' AND TABLE_NAME = N'Sales_OrderSaga' AND COLUMN_NAME = N'Correlation_OrderNumber'
 );
 IF @found <> N'nvarchar'
 BEGIN
@@ -50,8 +50,8 @@ IF NOT EXISTS (SELECT * FROM sys.columns WHERE object_id = OBJECT_ID(N'[dbo].[Sa
     ALTER TABLE [dbo].[Sales_OrderSaga] ADD [Correlation_OrderNumber] nvarchar(200) NULL;
 GO
 DECLARE @found sysname = (
-    SELECT data_type FROM INFORMATION_SCHEMA.COLUMNS
-    WHERE table_schema = N'dbo' AND table_name = N'Sales_OrderSaga' AND column_name = N'Correlation_OrderNumber'
+    SELECT DATA_TYPE FROM INFORMATION_SCHEMA.COLUMNS
+    WHERE TABLE_SCHEMA = N'dbo' AND TABLE_NAME = N'Sales_OrderSaga' AND COLUMN_NAME = N'Correlation_OrderNumber'
 );
 IF @found <> N'nvarchar'
 BEGIN
@@ -110,8 +110,8 @@ IF NOT EXISTS (SELECT * FROM [finance].sys.columns WHERE object_id = OBJECT_ID(N
     ALTER TABLE [finance].[billing].[Bill_Invoices] ADD [Correlation_PlacedAt] datetimeoffset NULL;
 GO
 DECLARE @found sysname = (
-    SELECT data_type FROM [finance].INFORMATION_SCHEMA.COLUMNS
-    WHERE table_schema = N'billing' AND table_name = N'Bill_Invoices' AND column_name = N'Correlation_PlacedAt'
+    SELECT DATA_TYPE FROM [finance].INFORMATION_SCHEMA.COLUMNS
+    WHERE TABLE_SCHEMA = N'billing' AND TABLE_NAME = N'Bill_Invoices' AND COLUMN_NAME = N'Correlation_PlacedAt'
 );
 IF @found <> N'datetimeoffset'
 BEGIN
@@ -127,8 +127,8 @@ IF NOT EXISTS (SELECT * FROM [finance].sys.columns WHERE object_id = OBJECT_ID(N
     ALTER TABLE [finance].[billing].[Bill_Invoices] ADD [Correlation_InvoiceNumber] bigint NULL;
 GO
 DECLARE @found sysname = (
-    SELECT data_type FROM [finance].INFORMATION_SCHEMA.COLUMNS
-    WHERE table_schema = N'billing' AND table_name = N'Bill_Invoices' AND column_name = N'Correlation_InvoiceNumber'
+    SELECT DATA_TYPE FROM [finance].INFORMATION_SCHEMA.COLUMNS
+    WHERE TABLE_SCHEMA = N'billing' AND TABLE_NAME = N'Bill_Invoices' AND COLUMN_NAME = N'Correlation_InvoiceNumber'
 );
 IF @found <> N'bigint'
 BEGIN
@@ -145,8 +145,8 @@ IF NOT EXISTS (SELECT * FROM [finance].sys.columns WHERE object_id = OBJECT_ID(N
     ALTER TABLE [finance].[billing].[Bill_Invoices] ADD [Correlation_InvoiceNumber] bigint NULL;
 GO
 DECLARE @found sysname = (
-    SELECT data_type FROM [finance].INFORMATION_SCHEMA.COLUMNS
-    WHERE table_schema = N'billing' AND table_name = N'Bill_Invoices' AND column_name = N'Correlation_InvoiceNumber'
+    SELECT DATA_TYPE FROM [finance].INFORMATION_SCHEMA.COLUMNS
+    WHERE TABLE_SCHEMA = N'billing' AND TABLE_NAME = N'Bill_Invoices' AND COLUMN_NAME = N'Correlation_InvoiceNumber'
 );
 IF @found <> N'bigint'
 BEGIN

@@ -10,6 +10,11 @@ from . import catalog
 from .catalog import is_sqlite
 
 
+def id_for(*parts: str) -> str:
+    """A message id made from names, the same on every run (a uuid: PostgreSQL's Id column is one)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
+
+
 def insert_message(url: str, table: str, schema: str | None = None, body: bytes = b"payload") -> str:
     message_id = str(uuid.uuid4())
     if is_sqlite(url):

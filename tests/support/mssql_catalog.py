@@ -65,10 +65,62 @@ CREATE TABLE {db}.databases (name TEXT, database_id INT, collation_name TEXT);
 """
 # The instance's collation: each database's default unless created with another (SQL Server's setup default)
 DEFAULT_COLLATION = "SQL_Latin1_General_CP1_CI_AS"
+# A case-sensitive database (the transport supports one): identifiers, the catalog's own included, match
+# only in their exact case, so `information_schema.columns` is "Invalid object name" there.
+CASE_SENSITIVE_COLLATION = "SQL_Latin1_General_CP1_CS_AS"
+# INFORMATION_SCHEMA.COLUMNS over the sys views, as SQL Server defines it (its names upper case);
+# a TEMP view, since SQLite lets only those read another attached database.
+INFORMATION_SCHEMA_COLUMNS = """
+CREATE TEMP VIEW {view} AS
+SELECT d.name AS TABLE_CATALOG, s.name AS TABLE_SCHEMA, t.name AS TABLE_NAME, c.name AS COLUMN_NAME,
+       c.column_id AS ORDINAL_POSITION, CASE WHEN c.is_nullable THEN 'YES' ELSE 'NO' END AS IS_NULLABLE,
+       ty.name AS DATA_TYPE, c.collation_name AS COLLATION_NAME
+FROM {db}.columns c
+INNER JOIN {db}.tables t ON t.object_id = c.object_id
+INNER JOIN {db}.schemas s ON s.schema_id = t.schema_id
+INNER JOIN {db}.types ty ON ty.user_type_id = c.user_type_id
+INNER JOIN "sys".databases d ON d.name = {catalog}
+"""
+# The catalog's names in their exact case: each sys view's columns (lower case), INFORMATION_SCHEMA's (upper)
+CATALOG_COLUMNS = {
+    **{view: re.findall(r"(?:^|,)\s*(\w+) [A-Z]+", columns) for view, columns in re.findall(r"\{db\}\.(\w+) \(([^;]*)\);", VIEWS)},
+    "objects": ["object_id", "name", "schema_id", "type", "type_desc", "is_ms_shipped"],
+    "partitions": ["partition_id", "object_id", "index_id", "partition_number", "rows"],
+    "INFORMATION_SCHEMA.COLUMNS": ["TABLE_CATALOG", "TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION",
+                                   "IS_NULLABLE", "DATA_TYPE", "COLLATION_NAME"],
+}  # fmt: skip
+CATALOG_VIEW = re.compile(r"\b(sys|INFORMATION_SCHEMA)\s*\.\s*\[?(\w+)\]?", re.I)
+
+
+def case_problems(sql: str) -> list[str]:
+    """What a case-sensitive database refuses in `sql`: a catalog schema, view or column of a view the
+    text reads, spelled in another case than the catalog's (SQL Server's errors 208 and 207)."""
+    from .tsql import tokenize
+
+    problems, exact = [], {}
+    for schema, view in CATALOG_VIEW.findall(sql):
+        proper = "sys" if schema.lower() == "sys" else "INFORMATION_SCHEMA"
+        prefix = "" if proper == "sys" else proper + "."
+        views = [name for name in CATALOG_COLUMNS if name.lower() == (prefix + view).lower()]
+        if schema != proper or (views and prefix + view not in views):
+            problems.append(f"Invalid object name '{schema}.{view}'.")
+        for name in views:
+            exact.update((column.lower(), column) for column in CATALOG_COLUMNS[name])
+    tokens = tokenize(sql)
+    for token, after in zip(tokens, [*tokens[1:], None]):
+        word = token.value if token.kind in ("word", "ident") else None
+        if after is not None and after.raw == "(":
+            continue  # a function (OBJECT_ID(...)): built-in names match in any case
+        if word is not None and word.lower() in exact and word != exact[word.lower()]:
+            problems.append(f"Invalid column name '{word}'.")
+    return problems
+
+
 STRING_TYPES = frozenset({"varchar", "char", "nvarchar", "nchar", "sysname"})
 INDEX_TYPES = {"HEAP": 0, "CLUSTERED": 1, "NONCLUSTERED": 2}
 # [catalog].sys.view (another database's views) or sys.view; a catalog name doubles its ]
 SYS_VIEW = re.compile(r"(?:\[((?:[^\]]|\]\])*)\]\.)?\bsys\.(\w+)\b", re.I)
+INFORMATION_SCHEMA_VIEW = re.compile(r"(?:\[((?:[^\]]|\]\])*)\]\.)?\bINFORMATION_SCHEMA\.(COLUMNS)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -126,12 +178,15 @@ QUEUE_INDEXES = [
 class SqlServerCatalog:
     """The sys views of one SQL Server instance: the connection's database and any others (`attach`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, collation: str = DEFAULT_COLLATION) -> None:
+        """collation: the connection's database's (CASE_SENSITIVE_COLLATION: a case-sensitive one,
+        whose catalog answers only names in their exact case)."""
         self.db = sqlite3.connect(":memory:")
         self.db.create_function("DB_ID", 0, lambda: 5)  # the connection's database
         self.next_object_id = SALES
         self.views_read: list[set[str]] = []  # per query: the sys views it read
-        self.attach(None)
+        self.case_sensitive = "_CS_" in collation
+        self.attach(None, collation)
 
     @staticmethod
     def _schema(catalog: str | None) -> str:
@@ -149,6 +204,8 @@ class SqlServerCatalog:
             f"INSERT INTO {db}.types VALUES (?, ?, ?, 4, ?, ?, ?, 1, 0)", [(name, *row) for name, row in SYSTEM_TYPES.items()]
         )
         self.db.executemany(f"INSERT INTO {db}.schemas VALUES (?, ?, 1)", [("dbo", 1), ("guest", 2), ("sys", 4)])
+        name = "'" + (catalog or "app").replace("'", "''") + "'"
+        self.db.executescript(INFORMATION_SCHEMA_COLUMNS.format(view=self._information_schema(catalog), db=db, catalog=name))
         self.create_table("dbo", "MSreplication_options", [Column("optname", "sysname")], catalog=catalog, object_id=117575457)
 
     def create_table(
@@ -222,8 +279,25 @@ class SqlServerCatalog:
                 )
         return object_id
 
+    def as_monitoring_login(self, catalog: str | None = None) -> None:
+        """The catalog as a login without VIEW DEFINITION sees it (`grants --monitor`: SELECT on every
+        table): every row still listed, but sys.indexes.filter_definition is NULL (has_filter kept),
+        as are the definitions of defaults and computed columns ("insufficient permissions")."""
+        db = self._schema(catalog)
+        self.db.execute(f"UPDATE {db}.indexes SET filter_definition = NULL")
+        self.db.execute(f"UPDATE {db}.default_constraints SET definition = NULL")
+        self.db.execute(f"UPDATE {db}.computed_columns SET definition = NULL")
+
+    @staticmethod
+    def _information_schema(catalog: str | None) -> str:
+        return '"' + ("INFORMATION_SCHEMA.COLUMNS@" + (catalog or "")).replace('"', '""') + '"'
+
     def exec_driver_sql(self, sql: str) -> list[tuple]:
-        """Run a query over the sys views, as a SQLAlchemy connection would on SQL Server."""
+        """Run a query over the sys views and INFORMATION_SCHEMA.COLUMNS, as a SQLAlchemy connection
+        would on SQL Server; in a case-sensitive database, a catalog name in another case is refused
+        as SQL Server refuses it."""
+        if self.case_sensitive and (problems := case_problems(sql)):
+            raise sqlite3.OperationalError(" ".join(problems))
         read: set[str] = set()
 
         def local(match: re.Match) -> str:
@@ -231,6 +305,11 @@ class SqlServerCatalog:
             read.add(match[2].lower())
             return f"{self._schema(catalog)}.{match[2]}"
 
+        def information_schema(match: re.Match) -> str:
+            read.add("information_schema." + match[2].lower())
+            return self._information_schema(None if match[1] is None else match[1].replace("]]", "]"))
+
+        sql = INFORMATION_SCHEMA_VIEW.sub(information_schema, sql)
         rows = self.db.execute(SYS_VIEW.sub(local, sql)).fetchall()
         self.views_read.append(read)
         return rows

@@ -21,7 +21,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 
 import sqlalchemy as sa
 
@@ -31,12 +30,14 @@ from sqltransport_schema.runtime.outbox import PumpOutbox
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 
+from .messages import id_for
+
 TOPIC = "OrderPlaced"
 
 
 def derived_id(message_id: str, what: str) -> str:
-    """An outgoing message's id, made from the incoming one's (a uuid: PostgreSQL's Id column is one)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{message_id}/{what}"))
+    """An outgoing message's id, made from the incoming one's."""
+    return id_for(message_id, what)
 
 
 def billing_ids(message_id: str) -> list[str]:
@@ -97,14 +98,19 @@ def main(argv: list[str]) -> int:
 
 
 def run_until_empty(pump, transport, queue) -> int:
-    """Run the pump until its queue is empty: exit code 0, 3 when it is not within two minutes, 4 when the pump failed."""
-    pump.start()
+    """Run the pump until its queue is empty (see run_until)."""
     # polled with a plain count: the transport's peek locks the head row, and the pump would skip it
     count = sa.text(f"SELECT count(*) FROM {transport.dialect.qualified(queue.name)}")
-    deadline = time.monotonic() + 120
+    return run_until(pump, transport, lambda conn: conn.execute(count).scalar() == 0, seconds=120)
+
+
+def run_until(pump, transport, done, seconds: float) -> int:
+    """Run the pump until `done(connection)` holds: exit code 0, 3 when it does not within `seconds`, 4 when the pump failed."""
+    pump.start()
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         with transport.engine.connect() as conn:
-            if conn.execute(count).scalar() == 0:
+            if done(conn):
                 break
         time.sleep(0.05)
     else:

@@ -74,6 +74,21 @@ def sql_type(value: Any) -> str:
     raise TypeError(f"pyodbc cannot bind {type(value).__name__}")  # as pyodbc's "Invalid parameter type"
 
 
+# pyodbc's SQL type constants (sql.h, sqlext.h, msodbcsql's): the number setinputsizes takes -> its name
+SQL_TYPES = {-11: "SQL_GUID", -3: "SQL_VARBINARY", -4: "SQL_LONGVARBINARY", -9: "SQL_WVARCHAR", -10: "SQL_WLONGVARCHAR",
+             12: "SQL_VARCHAR", 4: "SQL_INTEGER", -5: "SQL_BIGINT", -7: "SQL_BIT", 93: "SQL_TYPE_TIMESTAMP", 2: "SQL_NUMERIC"}  # fmt: skip
+
+
+def bound_type(value: Any, size: Any) -> str:
+    """The SQL type a value is bound as: its input size's where setinputsizes gave one (with the column
+    size: 0 is (max)), else pyodbc's from its Python type."""
+    if size is None:
+        return sql_type(value)
+    kind, column_size = (size, None) if isinstance(size, int) else (size[0], size[1] if len(size) > 1 else None)
+    name = SQL_TYPES[kind]
+    return name if column_size is None else f"{name}({'max' if column_size == 0 else column_size})"
+
+
 @dataclass
 class Call:
     """One statement the double was sent: how, its text, its binds with their SQL types, and the
@@ -84,6 +99,7 @@ class Call:
     params: tuple | list[tuple]
     types: tuple[str, ...] | list[tuple[str, ...]]
     input_sizes: list | None = None
+    fast: bool = False  # executemany with fast_executemany: one round trip for every row
 
 
 @dataclass
@@ -97,6 +113,7 @@ class Server:
     responders: list[tuple[Callable[[str], bool], Answer]] = field(default_factory=list)
     commits: int = 0
     rollbacks: int = 0
+    round_trips: int = 0  # statements sent: one per execute, one per row of a plain executemany
 
     def __post_init__(self) -> None:
         # what SQLAlchemy's mssql dialect asks on its first connection
@@ -186,14 +203,19 @@ class Cursor:
         self._current: list[tuple] | None = None
         self._pending: list = []
 
-    def setinputsizes(self, sizes: Sequence) -> None:
-        self._input_sizes = list(sizes)
+    def setinputsizes(self, sizes: Sequence | None) -> None:
+        """As pyodbc: kept for every later statement until changed; None clears them."""
+        self._input_sizes = None if sizes is None else list(sizes)
+
+    def _types(self, row: tuple) -> tuple[str, ...]:
+        sizes = self._input_sizes or []
+        return tuple(bound_type(value, sizes[i] if i < len(sizes) else None) for i, value in enumerate(row))
 
     def execute(self, sql: str, *params: Any) -> Cursor:
         binds = tuple(params[0]) if len(params) == 1 and isinstance(params[0], (tuple, list)) else tuple(params)
         server = self.connection.server
-        server.calls.append(Call("execute", sql, binds, tuple(sql_type(v) for v in binds), self._input_sizes))
-        self._input_sizes = None
+        server.calls.append(Call("execute", sql, binds, self._types(binds), self._input_sizes))
+        server.round_trips += 1
         results = server.answer(sql, binds)
         if server.nocount or NOCOUNT_ON.search(sql):
             results = [result for result in results if not isinstance(result, int)]  # no row counts sent
@@ -204,10 +226,10 @@ class Cursor:
     def executemany(self, sql: str, seq_of_params: Sequence[Sequence[Any]]) -> None:
         rows = [tuple(row) for row in seq_of_params]
         server = self.connection.server
-        types_ = [tuple(sql_type(v) for v in row) for row in rows]
-        server.calls.append(Call("executemany", sql, rows, types_, self._input_sizes))
-        self._input_sizes = None
-        for row in rows:  # pyodbc's loop without fast_executemany: a round trip per row
+        types_ = [self._types(row) for row in rows]
+        server.calls.append(Call("executemany", sql, rows, types_, self._input_sizes, self.fast_executemany))
+        server.round_trips += 1 if self.fast_executemany else len(rows)  # pyodbc's loop without it: a trip per row
+        for row in rows:
             server.answer(sql, row)
         self._pending, self._current, self.description, self.rowcount = [], None, None, -1
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
 import sqlalchemy as sa
 
@@ -26,6 +25,8 @@ from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.recoverability import DELAYED_RETRY, Recoverability
 from sqltransport_schema.runtime.transport import EndpointTables, Transport
+
+from .outbox_child import run_until
 
 
 def crash_at(point: str) -> None:
@@ -57,22 +58,12 @@ def main(argv: list[str]) -> int:
     pump = MessagePump(
         transport, queue, handler, peek_delay=0.1, immediate_retries=1, delayed_retries=1, delayed_retry_increase=0.2, endpoint=endpoint
     )
-    pump.start()
     count = {
         name: sa.text(f"SELECT count(*) FROM {transport.dialect.qualified(transport.name(name))}")
         for name in ("Sales", "Sales.Delayed", "error")
     }
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with transport.engine.connect() as conn:
-            left = {name: conn.execute(statement).scalar() for name, statement in count.items()}
-        if left == {"Sales": 0, "Sales.Delayed": 0, "error": 1}:
-            break
-        time.sleep(0.05)
-    else:
-        return 3
-    pump.stop(30)
-    return 0 if pump.failure is None else 4
+    emptied = {"Sales": 0, "Sales.Delayed": 0, "error": 1}
+    return run_until(pump, transport, lambda conn: {name: conn.execute(s).scalar() for name, s in count.items()} == emptied, seconds=60)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ escaped for use inside an N'...' literal, {sys} the catalog's sys schema
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..base import Dialect
 from . import catalog, grants, operations, pipeline, script
@@ -67,6 +67,16 @@ class MSSQL(DDL, Runtime, Sagas, Dialect):
             if value is not None and len(value) > self.MAX_IDENTIFIER:
                 problems.append((part, f"is {len(value)} characters long; SQL Server names hold at most {self.MAX_IDENTIFIER}"))
         return problems
+
+    checks_server_version = True
+
+    def refuse_older_server(self, sqlalchemy_dialect: Any, command: str) -> None:
+        from ...errors import Unsupported
+        from .server_versions import older_server
+
+        refusal = older_server(command, getattr(sqlalchemy_dialect, "server_version_info", None))
+        if refusal is not None:
+            raise Unsupported(refusal)
 
     # sqlcmd (classic and go-sqlcmd) and SSMS in SQLCMD mode replace `$(name)` with a variable
     # everywhere in a script, inside bracketed names and literals too, unless run with -x: an error,

@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...schema import TableName
-from ...shapes import IndexShape, TableShape, normalise_predicate
+from ...shapes import UNKNOWN_EXPRESSION, UNKNOWN_PREDICATE, IndexShape, TableShape, normalise_predicate
 from ...versions import IndexCheck, Profile
 from ..base import Dialect
 
@@ -29,7 +29,18 @@ def _balanced(text: str) -> bool:
 
 class Catalog(Dialect.Catalog):
     """Live shapes from five bulk queries over the sys catalog views (per database) and one over
-    sys.databases, and the transport's own start-up checks."""
+    sys.databases, and the transport's own start-up checks.
+
+    Every catalog name is spelled in its exact case (sys views and their columns lower case,
+    INFORMATION_SCHEMA and its views and columns upper case): in a database with a case-sensitive
+    collation (`_CS_`) identifiers, the catalog's own included, match only in their exact case."""
+
+    # The column listing the neutral base reads (verify, online upgrades), in INFORMATION_SCHEMA's
+    # exact case: `information_schema.columns` is "Invalid object name" in a case-sensitive database.
+    EXISTING_COLUMNS = (
+        "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_SCHEMA NOT IN ('INFORMATION_SCHEMA', 'sys')"
+    )
 
     # One query per catalog view, joined in Python; {sys} is sys, or [catalog].sys for another database.
     # Rows: (object_id, schema, table)
@@ -40,10 +51,12 @@ INNER JOIN {sys}.schemas s ON s.schema_id = t.schema_id
 WHERE t.is_ms_shipped = 0"""
     # Rows: (object_id, column, type, max_length (bytes; -1 = max), precision, scale,
     #        is_nullable, is_identity, is_computed, collation_name, default constraint's definition,
-    #        computed column's definition, is_persisted), in column order
+    #        computed column's definition, is_persisted), in column order; a definition the login may not
+    #        read (no VIEW DEFINITION: NULL) of a default or computed column that is there reads HIDDEN
     SHAPE_COLUMNS = """\
 SELECT c.object_id, c.name, ty.name, c.max_length, c.[precision], c.scale, c.is_nullable, c.is_identity, c.is_computed,
-       c.collation_name, dc.[definition], cc.[definition], cc.is_persisted
+       c.collation_name, COALESCE(dc.[definition], CASE WHEN dc.object_id IS NOT NULL THEN '(?)' END),
+       COALESCE(cc.[definition], CASE WHEN cc.object_id IS NOT NULL THEN '(?)' END), cc.is_persisted
 FROM {sys}.columns c
 INNER JOIN {sys}.types ty ON ty.user_type_id = c.user_type_id
 INNER JOIN {sys}.tables t ON t.object_id = c.object_id
@@ -51,6 +64,7 @@ LEFT JOIN {sys}.default_constraints dc ON dc.parent_object_id = c.object_id AND 
 LEFT JOIN {sys}.computed_columns cc ON cc.object_id = c.object_id AND cc.column_id = c.column_id
 WHERE t.is_ms_shipped = 0
 ORDER BY c.object_id, c.column_id"""
+    HIDDEN = "(?)"  # no definition SQL Server keeps reads so: one this login cannot read
     # Rows: (object_id, index_id, name, type_desc, is_unique, has_filter, filter_definition, is_disabled,
     #        ignore_dup_key, fill_factor, is_padded, allow_row_locks, allow_page_locks); heaps left out
     SHAPE_INDEXES = """\
@@ -128,6 +142,14 @@ FROM sys.databases d"""
             return name if scale == 7 else f"{name}({scale})"
         return name
 
+    @staticmethod
+    def predicate(has_filter: Any, filter_definition: str | None) -> str | None:
+        """An index's predicate from sys.indexes: None unfiltered; UNKNOWN_PREDICATE where it is
+        filtered but filter_definition is NULL (a login without VIEW DEFINITION sees has_filter only)."""
+        if not has_filter:
+            return None
+        return UNKNOWN_PREDICATE if filter_definition is None else normalise_predicate(filter_definition)
+
     def shapes_from_rows(
         self,
         tables: Iterable[tuple],
@@ -161,10 +183,12 @@ FROM sys.databases d"""
                 shape.identity.add(key)
             if computed:
                 shape.computed.add(key)
-            if definition is not None:
+            if definition == self.HIDDEN:
+                shape.generated[key] = UNKNOWN_EXPRESSION
+            elif definition is not None:
                 shape.generated[key] = self.expression(definition) + (" persisted" if persisted else "")
             if default is not None:
-                shape.defaults[key] = self.expression(default)
+                shape.defaults[key] = UNKNOWN_EXPRESSION if default == self.HIDDEN else self.expression(default)
             if collation is not None and column_collation is not None and column_collation != collation:
                 shape.collations[key] = column_collation
         keys: dict[tuple[int, int], list[tuple[int, str]]] = {}
@@ -183,7 +207,7 @@ FROM sys.databases d"""
                 IndexShape(
                     tuple(column for _, column in sorted(keys.get((object_id, index_id), []))),
                     bool(unique),
-                    normalise_predicate(filter_definition) if has_filter else None,
+                    self.predicate(has_filter, filter_definition),
                     name,
                     clustered=kind.startswith("CLUSTERED"),
                     include=tuple(sorted(included.get((object_id, index_id), []))),
@@ -197,7 +221,9 @@ FROM sys.databases d"""
         return out
 
     def read_shapes(self, connection: Connection, catalogs: Iterable[str] = ()) -> dict[tuple, tuple[TableName, TableShape]]:
-        """The connection's database, and each named catalog (three-part names) through [catalog].sys."""
+        """The connection's database, and each named catalog (three-part names) through [catalog].sys;
+        a server older than 2008 (no has_filter) is refused, saying so."""
+        self.dialect.refuse_older_server(getattr(connection, "dialect", None), "check")
         out: dict[tuple, tuple[TableName, TableShape]] = {}
         databases = [tuple(row) for row in connection.exec_driver_sql(self.SHAPE_DATABASES)]
         own = next((collation for _, collation, current in databases if current), None)

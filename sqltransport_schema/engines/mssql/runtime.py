@@ -261,9 +261,9 @@ WHERE RowVersion IN (SELECT CAST(value AS bigint) FROM OPENJSON(@Orders))"""
     SAVEPOINT = "SAVE TRANSACTION sqltransport_message"
     ROLLBACK_TO_SAVEPOINT = "ROLLBACK TRANSACTION sqltransport_message"
 
-    # Peek, a plain count (3.1.0-3.1.5 skipping expired rows, 4.0.0-4.1.1).
+    # Peek, a plain count (3.1.0-3.1.5 skipping expired rows, 4.0.0-4.1.1), ending in `;` as upstream's.
     PEEK_COUNT = """\
-SELECT count(*) Id FROM {table} WITH (READPAST){not_expired}"""
+SELECT count(*) Id FROM {table} WITH (READPAST){not_expired};"""
 
     # Peek, at most {peek_batch_size} rows (3.1.6 skipping expired rows, 4.1.2-6.0.1); the
     # number is a validated integer written into the text, as the transport formats it.
@@ -543,6 +543,47 @@ WHERE Topic IN ({topics})"""
         "find_subscribers": ("FIND_SUBSCRIBERS", "queue addresses subscribed to any of the topics"),
     }
     TOPIC_PARAMETER = "Topic_{i}"
+
+    # -- how the parameters are bound: upstream's ADO.NET types and sizes as pyodbc's input sizes
+    # (SQL type, column size, digits; None: pyodbc's default). Size 0 is (max), as upstream's -1:
+    # Body is DbType.Binary / SqlDbType.VarBinary, size -1 from 4.0 (3.1: the value's size), so a
+    # None body binds as varbinary, not the varchar pyodbc falls back to (SQL Server refuses that
+    # for varbinary(max)); Headers nvarchar(max) (9.1: DbType.String, -1; before, NVarChar by the
+    # value's size). tests/fixtures/mssql_upstream_binds.json holds upstream's facts per tag.
+    SQL_GUID, SQL_VARBINARY, SQL_WVARCHAR, SQL_VARCHAR, SQL_INTEGER, SQL_BIT, SQL_TYPE_TIMESTAMP = -11, -3, -9, 12, 4, -7, 93
+    PARAMETER_TYPES: dict[str, tuple[int, int | None, int | None]] = {
+        "Id": (SQL_GUID, None, None),
+        "CorrelationId": (SQL_VARCHAR, None, None),
+        "ReplyToAddress": (SQL_VARCHAR, None, None),
+        "Recoverable": (SQL_BIT, None, None),
+        "TimeToBeReceivedMs": (SQL_INTEGER, None, None),
+        "Headers": (SQL_WVARCHAR, 0, 0),
+        "Body": (SQL_VARBINARY, 0, 0),
+        "BatchSize": (SQL_INTEGER, None, None),
+        "Due": (SQL_TYPE_TIMESTAMP, None, None),
+        "DueAfterDays": (SQL_INTEGER, None, None),
+        "DueAfterHours": (SQL_INTEGER, None, None),
+        "DueAfterMinutes": (SQL_INTEGER, None, None),
+        "DueAfterSeconds": (SQL_INTEGER, None, None),
+        "DueAfterMilliseconds": (SQL_INTEGER, None, None),
+    }
+
+    def runtime_binds(self, params: tuple[str, ...], profile: Profile) -> tuple[tuple[str, Any], ...]:
+        return tuple((name, self.PARAMETER_TYPES[name]) for name in params if name in self.PARAMETER_TYPES)
+
+    # The session's isolation level for the runtime, as upstream begins its receive transaction
+    # (BeginTransaction with IsolationLevel.ReadCommitted, its options' default): READPAST is refused
+    # under SNAPSHOT and SERIALIZABLE (error 650), so a session left at either could not receive.
+    RUNTIME_ISOLATION = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
+    def runtime_cursor(self, dbapi_connection: Any) -> Any:
+        """The runtime's cursor on a pyodbc connection, made once per connection: fast_executemany
+        (send_many's rows in one round trip, not pyodbc's loop of one per row) and the session at
+        READ COMMITTED (RUNTIME_ISOLATION)."""
+        cursor = dbapi_connection.cursor()
+        cursor.fast_executemany = True
+        cursor.execute(self.RUNTIME_ISOLATION)
+        return cursor
 
     # -- the hooks of Dialect.runtime_statements ----------------------------------------------
     def runtime_options(

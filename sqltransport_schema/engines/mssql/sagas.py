@@ -49,11 +49,12 @@ END;"""
     BACKFILL_GUARD = """
     IF EXISTS (SELECT * FROM {table} WHERE {require} IS NULL)
         THROW 50000, N'{message}', 1;"""
-    # The installer's check of an existing column: INFORMATION_SCHEMA's data_type, where it stops.
+    # The installer's check of an existing column: INFORMATION_SCHEMA's DATA_TYPE, where it stops.
+    # INFORMATION_SCHEMA's names in their exact (upper) case: a case-sensitive database knows no other.
     VERIFY_CORRELATION_TYPE = """\
 DECLARE @found sysname = (
-    SELECT data_type FROM {information_schema}.COLUMNS
-    WHERE table_schema = N'{schema_name}' AND table_name = N'{table_name}' AND column_name = N'{column_name}'
+    SELECT DATA_TYPE FROM {information_schema}.COLUMNS
+    WHERE TABLE_SCHEMA = N'{schema_name}' AND TABLE_NAME = N'{table_name}' AND COLUMN_NAME = N'{column_name}'
 );
 IF @found <> N'{data_type}'
 BEGIN

@@ -46,6 +46,7 @@ class PostgreSQL(DDL, Runtime, Sagas, Dialect):
     sqlalchemy_name = "postgresql"
     drivers = ("psycopg", "psycopg2")
     default_schema = "public"
+    has_catalogs = False  # the PostgreSQL transport's addresses are table@schema: a catalog is the database connected to
     ddl_savepoints = True
     MAX_TABLE_BYTES = 55  # the transport's own limit: room for the suffixes of derived names
     MAX_IDENTIFIER_BYTES = 63
