@@ -7,7 +7,16 @@ from .log import ActionLog, NoActionLog
 from .model import EDIT_OF, Edit, ErrorQueue
 from .moves import Archive, Archived, Moved, NoArchive
 from .reading import GROUP_SORTS, MAX_PAGE, PAGE_SIZE, PAGE_SORTS, TOTAL_CAP, Group, Message, Page, as_time, body_text, history, sort_of
-from .retry import LEFT_ERROR_QUEUE, LEFT_MISSING, LEFT_NO_FAILED_Q, LEFT_NOT_AN_ADDRESS, LEFT_UNKNOWN, LEFT_UNREADABLE, RetryReport, retry
+from .retrying import (
+    LEFT_ERROR_QUEUE,
+    LEFT_MISSING,
+    LEFT_NO_FAILED_Q,
+    LEFT_NOT_AN_ADDRESS,
+    LEFT_UNKNOWN,
+    LEFT_UNREADABLE,
+    RetryReport,
+    retry,
+)
 from .selection import FIELDS, FILTER_FIELDS, GROUPINGS, Selection, like_pattern, read_value
 
 __all__ = [

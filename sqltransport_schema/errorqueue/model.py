@@ -20,7 +20,7 @@ from . import reading
 from .log import ActionLog
 from .moves import Archive, Archived, Move
 from .reading import PAGE_SIZE, TOTAL_CAP, Group, Message, Page
-from .retry import RetryReport, retry_destination, retry_selected
+from .retrying import RetryReport, retry_destination, retry_selected
 from .selection import NO_FILTER, Selection, read_value
 
 if TYPE_CHECKING:
