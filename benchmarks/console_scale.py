@@ -6,18 +6,18 @@ the error queue is filled with N failed messages (set-up, not measured): 5 excep
 queues, each message its own NServiceBus.TimeOfFailure, headers as NServiceBus writes them (a stack
 trace included, ~1.4 kB). Then, best and median of --runs, alternating with the reference:
 
-- groups:   the groups page's query (console.failed.groups, by exception) and the page over HTTP
+- groups:   the groups page's query (ErrorQueue.groups, by exception) and the page over HTTP
             (`GET /failed` of a `sqltransport-schema console` subprocess); the reference, a DBA's
             `GROUP BY Headers::jsonb ->> ...` (which fails on a message whose headers are not JSON:
             the console's reading cuts each header out by pattern instead, and never fails).
 - page:     50 messages after the key of the 199,950th (keyset: the last page opens as the first),
             in-process and `GET /failed/messages?after=...`; the reference `WHERE Seq > @k ORDER BY
             Seq LIMIT 50`.
-- message:  one message (console.failed.message, `GET /failed/messages/{key}`); the reference
+- message:  one message (ErrorQueue.message, `GET /failed/messages/{key}`); the reference
             `WHERE Seq = @k`.
 - retry:    (unless --no-retry) a group of a quarter of the messages (one exception of one failed
             queue: 50,000 of 200,000, spread through the queue) retried by
-            the console (Actions.retry, the runtime's retry), its longest batch (the longest time the
+            the console (ErrorQueue.retry of the ids its Selection names, as Actions.retry runs it), its longest batch (the longest time the
             error queue's rows of one batch are held locked) and its total.
 
 The groups query is also read on the server: EXPLAIN ANALYZE's execution time (best of --runs),
@@ -50,8 +50,8 @@ from _databases import PG_ADMIN, create_database, drop_database  # noqa: E402  (
 from compile_scale import new_project  # noqa: E402
 
 from sqltransport_schema import cli, wire  # noqa: E402
-from sqltransport_schema.console import failed  # noqa: E402
 from sqltransport_schema.db import make_engine  # noqa: E402
+from sqltransport_schema.errorqueue import GROUPINGS, ErrorQueue, Selection  # noqa: E402
 from sqltransport_schema.runtime.transport import Transport  # noqa: E402
 
 TOPOLOGY = (
@@ -138,7 +138,7 @@ def row(name: str, ours: list[float], theirs: list[float], target: float | None)
 
 def server(conn, transport: Transport, table: str, runs: int) -> None:
     """The groups query and the reference on the server: EXPLAIN ANALYZE's time, the backend's CPU."""
-    ours = transport.dialect.operations.failed_groups(transport.name("error"), transport.profile, failed.GROUPINGS["exception"], ()).sql
+    ours = transport.dialect.operations.failed_groups(transport.name("error"), transport.profile, GROUPINGS["exception"], ()).sql
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
 
     def cpu() -> float | None:
@@ -178,6 +178,7 @@ def main() -> int:
     try:
         deploy(url)
         transport = Transport.from_database(make_engine(url, pool_size=2), "alembic.ini")
+        queue = ErrorQueue(transport)
         table = transport.dialect.qualified(transport.name("error"), transport.profile)
         started = time.perf_counter()
         with psycopg.connect(driver_url, autocommit=True) as conn:
@@ -195,11 +196,11 @@ def main() -> int:
         line = process.stderr.readline()
         base = "http://127.0.0.1:" + line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0]
         cases = {
-            "groups (in-process)": (lambda: failed.groups(transport, "exception"), HAND_GROUPS, (), 2.0),
+            "groups (in-process)": (lambda: queue.groups("exception"), HAND_GROUPS, (), 2.0),
             "groups page (HTTP)": (lambda: get(base + "/failed"), HAND_GROUPS, (), 2.0),
-            "page 4000 (in-process)": (lambda: failed.page(transport, after=late), HAND_PAGE, (late,), 0.2),
+            "page 4000 (in-process)": (lambda: queue.page(after=late), HAND_PAGE, (late,), 0.2),
             "page 4000 (HTTP)": (lambda: get(f"{base}/failed/messages?after={late}"), HAND_PAGE, (late,), 0.2),
-            "message (in-process)": (lambda: failed.message(transport, last), HAND_MESSAGE, (last,), 0.2),
+            "message (in-process)": (lambda: queue.message(last), HAND_MESSAGE, (last,), 0.2),
             "message (HTTP)": (lambda: get(f"{base}/failed/messages/{last}"), HAND_MESSAGE, (last,), 0.2),
         }
         print(f"{args.messages} messages in the error queue; seconds, best of {args.runs} (median); the reference by hand through psycopg")
@@ -213,11 +214,9 @@ def main() -> int:
                 print(row(name, mine, theirs, target))
             server(conn, transport, table, args.runs)
         if not args.no_retry:
-            from sqltransport_schema.console.actions import Actions
-
             billing = transport.queue("Billing").address
-            group = failed.Filter(failed_queue=billing, group=(("exception_type", "TimeoutError"),))
-            ids = failed.keys_of(transport, group)
+            group = Selection(failed_queue=billing, group=(("exception_type", "TimeoutError"),))
+            ids = queue.ids(group)
             batches: list[float] = []
             mark = [time.perf_counter()]
 
@@ -226,14 +225,12 @@ def main() -> int:
                 batches.append(now - mark[0])
                 mark[0] = now
 
-            actions = Actions(transport, batch_size=500)
-            from sqltransport_schema.runtime import operations
-
+            retrying = ErrorQueue(transport, batch_size=500)
             start = time.perf_counter()
-            report = operations.retry(transport, message_ids=ids, batch_size=actions.batch_size, progress=tick)
+            report = retrying.retry(Selection(ids=tuple(ids)), progress=tick)
             total = time.perf_counter() - start
             print(
-                f"retry of a group of {len(ids)} (one exception, one failed queue) in batches of {actions.batch_size}: "
+                f"retry of a group of {len(ids)} (one exception, one failed queue) in batches of {retrying.batch_size}: "
                 f"{report.moved} moved in {report.batches} batches, {total:.1f} s; longest batch (rows locked) "
                 f"{max(batches) * 1000:.0f} ms, median {statistics.median(batches) * 1000:.0f} ms"
             )

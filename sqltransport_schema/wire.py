@@ -27,6 +27,9 @@ __all__ = [
     "PoisonHeaders",
     "encode_headers",
     "decode_headers",
+    "first_values",
+    "failed_q_of_unreadable",
+    "time_sent_of",
     "Address",
     "parse_address",
     "format_time_sent",
@@ -258,6 +261,56 @@ def decode_headers(text: str) -> dict[str, str]:
         else:
             raise PoisonHeaders(f"header {key!r} is an array", text)
     return headers
+
+
+def first_values(text: str) -> dict[str, str] | None:
+    """Headers `decode_headers` refuses but that are a JSON object (a name twice, a value not text):
+    each name's first value, as the error queue's groups read them, a value that is no text as its
+    JSON; None for text that is no JSON object. What a listing shows of a poison message."""
+    try:
+        pairs = json.loads(text.lstrip("\ufeff"), object_pairs_hook=lambda p: p)
+    except (ValueError, RecursionError, TypeError, AttributeError):
+        return None
+    if not isinstance(pairs, list) or not all(isinstance(p, tuple) for p in pairs):
+        return None
+    out: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in out and value is not None:
+            out[name] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+# A header's value cut out of headers text that cannot be read as a whole, as status's count of the
+# error queue on PostgreSQL cuts it out: a JSON string after the header's name (only JSON's escapes).
+_STRING_AFTER = r'"{name}"\s*:\s*("(?:[^"\\]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{{4}}))*")'
+_FAILED_Q_VALUE = re.compile(_STRING_AFTER.format(name=re.escape("NServiceBus.FailedQ")))
+# The TimeSent header as senders write it (a plain string: the format has no character JSON escapes)
+_TIME_SENT_VALUE = re.compile(r'"NServiceBus\.TimeSent"\s*:\s*"([^"\\]*)"')
+
+
+def failed_q_of_unreadable(text: str) -> str | None:
+    """The queue a message with unreadable headers failed in, where its text still names one (so
+    that a retry accounts for every message status counts under a FailedQ); None: it names none."""
+    found = _FAILED_Q_VALUE.search(text) if isinstance(text, str) else None
+    if found is None:
+        return None
+    try:
+        value = json.loads(found.group(1))
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def time_sent_of(text: str | None) -> datetime | None:
+    """NServiceBus.TimeSent of a message's raw headers (None: no message, no header, unreadable):
+    the header found in the text where senders write it plainly, else through `decode_headers`."""
+    if text is None:
+        return None
+    try:
+        found = _TIME_SENT_VALUE.search(text)
+        return parse_time_sent(found.group(1) if found else decode_headers(text)[TIME_SENT])
+    except (PoisonHeaders, KeyError, ValueError, TypeError):
+        return None
 
 
 # --- Canonical addresses (3.1+) ----------------------------------------------------------

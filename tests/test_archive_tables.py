@@ -195,7 +195,7 @@ def test_moves_between_the_error_queue_and_its_archive_lose_and_double_nothing(p
     ids asked twice move once, an id not in the queue is counted as not found, and on
     PostgreSQL (where the error queue's key is its Id) a message whose Id is back in the error queue
     stays archived instead of failing the batch."""
-    from sqltransport_schema.console.archive import Archive
+    from sqltransport_schema.errorqueue import Archive
 
     from .support.console import console_bus, fail
 
@@ -236,7 +236,7 @@ def test_a_batch_rolled_back_is_not_counted(project, sqlite_url, monkeypatch):
     """A move's report counts a batch once it has committed: the second batch of an archive fails at
     its second message (a trigger refuses that delete), after its first was moved in the same
     transaction; both stay in the error queue and the report says what the first batch moved."""
-    from sqltransport_schema.console.archive import Archive
+    from sqltransport_schema.errorqueue import Archive
 
     from .support.console import console_bus, fail
 

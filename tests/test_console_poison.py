@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from sqltransport_schema.console import failed
+from sqltransport_schema.errorqueue import reading as failed
 
 from .support.console import BIG, ConsoleProcess, console_bus, console_missing, needs, poison, seed
 
@@ -22,7 +22,7 @@ def transport(project, db_url, monkeypatch):
 
 
 def test_the_reads_of_the_error_queue_take_every_poison_row(transport):
-    """console/failed.py alone: groups by each grouping, pages, each message, each group's messages."""
+    """errorqueue/reading.py alone: groups by each grouping, pages, each message, each group's messages."""
     seed(transport)
     poison(transport)
     rows = failed.page(transport, limit=100).rows
@@ -32,8 +32,8 @@ def test_the_reads_of_the_error_queue_take_every_poison_row(transport):
         assert sum(g.messages for g in found) == 23
         for g in found:
             assert len(g.id) == 16 and re.fullmatch("[0-9a-f]+", g.id)
-            chosen = failed.Filter.of({"group": g.id, "by": by})
-            assert len(failed.keys_of(transport, chosen)) == g.messages, (by, g.key)
+            chosen = failed.Selection.of({"group": g.id, "by": by})
+            assert len(failed.ids_of(transport, chosen)) == g.messages, (by, g.key)
     messages = {g.key["exception_message"] for g in failed.groups(transport, "exception")}
     assert {"before\x00after", "lone \ud800 surrogate", "M" * BIG} <= messages
     assert {"Nul\x00Error", "Second"} <= {g.key["exception_type"] for g in failed.groups(transport, "exception")}

@@ -1,4 +1,4 @@
-"""The console's reads of the error queue (console/failed.py, the engines' header reads) on SQLite and
+"""The console's reads of the error queue (errorqueue/reading.py, the engines' header reads) on SQLite and
 PostgreSQL, without the web stack: a header's value read the same whether the headers are compact
 JSON, hold escapes or spaces, lack the header, or are no JSON at all."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sqltransport_schema import errors, wire
-from sqltransport_schema.console import failed
+from sqltransport_schema.errorqueue import reading as failed
 
 TRICKY = [
     # (headers text, the exception message the groups show)
@@ -33,7 +33,7 @@ def test_header_values_as_json_reads_them(transport):
     assert [r["exception_message"] for r in rows] == [m for _, m in TRICKY]
     counts = {g.key["exception_message"]: g.messages for g in failed.groups(transport, "exception")}
     assert counts == {"plain": 1, 'say "hi" / \u00e9': 1, "spaced": 1, "real": 1, "": 3}
-    assert failed.page(transport, failed.Filter(group=(("exception_message", "spaced"),))).rows[0]["failed_queue"] == "Sales"
+    assert failed.page(transport, failed.Selection(group=(("exception_message", "spaced"),))).rows[0]["failed_queue"] == "Sales"
 
 
 def test_keyset_pages_and_the_time_filter(transport):
@@ -45,7 +45,7 @@ def test_keyset_pages_and_the_time_filter(transport):
     assert len(first.rows) == 2 and first.next_after == first.rows[-1]["key"]
     second = failed.page(transport, after=first.next_after, limit=2)
     assert [r["time_of_failure"] for r in second.rows] == times[2:] and second.next_after is None
-    window = failed.Filter.of({"since": "2026-11-01T12:30:00", "until": "2026-11-01T14:00:00"})
+    window = failed.Selection.of({"since": "2026-11-01T12:30:00", "until": "2026-11-01T14:00:00"})
     assert [r["time_of_failure"] for r in failed.page(transport, window).rows] == [times[1]]
     [group] = failed.groups(transport, "failed_queue")
     assert (group.messages, group.first, group.last) == (3, times[0], times[2])
@@ -109,16 +109,16 @@ def test_text_in_the_body_where_the_error_queue_has_body_string(project, db_url,
     try:
         seed(transport)
         assert failed.has_body_string(transport)
-        by_body = {g.key["exception_type"]: g.messages for g in failed.groups(transport, "exception", failed.Filter(body='"order"'))}
+        by_body = {g.key["exception_type"]: g.messages for g in failed.groups(transport, "exception", failed.Selection(body='"order"'))}
         assert by_body == {"TimeoutError": 7}
-        [hostile] = failed.page(transport, failed.Filter(body="onerror=")).rows
+        [hostile] = failed.page(transport, failed.Selection(body="onerror=")).rows
         assert hostile["exception_type"] == "ValueError"
-        assert failed.page(transport, failed.Filter(body="order_")).rows == []  # _ is a character
-        assert failed.page(transport, failed.Filter(body="%")).rows == []  # and so is %
-        both = failed.Filter(body="order", text="Sales")
+        assert failed.page(transport, failed.Selection(body="order_")).rows == []  # _ is a character
+        assert failed.page(transport, failed.Selection(body="%")).rows == []  # and so is %
+        both = failed.Selection(body="order", text="Sales")
         assert len(failed.page(transport, both).rows) == 7
-        assert failed.groups(transport, "failed_queue", failed.Filter(body="order", text=HOSTILE)) == []
-        assert failed.Filter.of({"body": "x y"}).query() == {"body": "x y"}
+        assert failed.groups(transport, "failed_queue", failed.Selection(body="order", text=HOSTILE)) == []
+        assert failed.Selection.of({"body": "x y"}).query() == {"body": "x y"}
     finally:
         transport.engine.dispose()
 
@@ -126,7 +126,7 @@ def test_text_in_the_body_where_the_error_queue_has_body_string(project, db_url,
 def test_the_body_filter_is_refused_without_body_string(transport):
     assert not failed.has_body_string(transport)
     with pytest.raises(errors.UsageError, match="no BodyString column"):
-        failed.groups(transport, "exception", failed.Filter(body="order"))
+        failed.groups(transport, "exception", failed.Selection(body="order"))
 
 
 def test_times_shown_relative_with_the_exact_time_on_hover():
@@ -167,8 +167,8 @@ def test_totals_and_sorting_of_the_groups_and_of_a_page(transport):
     order = {sort: [g.key["exception_type"] for g in failed.groups(transport, "exception", sort=sort)] for sort in failed.GROUP_SORTS}
     assert order == {"count": ["A", "C", "B"], "count_asc": ["B", "C", "A"], "time": ["B", "A", "C"], "time_asc": ["C", "A", "B"]}
     assert failed.count(transport) == 6
-    assert failed.count(transport, failed.Filter(group=(("exception_type", "C"),))) == 2
-    assert failed.count(transport, failed.Filter.of({"since": "2026-11-01T12:10:00", "text": "Sales"})) == 4
+    assert failed.count(transport, failed.Selection(group=(("exception_type", "C"),))) == 2
+    assert failed.count(transport, failed.Selection.of({"since": "2026-11-01T12:10:00", "text": "Sales"})) == 4
     first = failed.page(transport, limit=4, sort="time")
     assert len(first.rows) == 4 and [r["key"] for r in first.rows] == sorted((r["key"] for r in first.rows), reverse=True)
     rest = failed.page(transport, after=first.next_after, limit=4, sort="time")
@@ -178,7 +178,7 @@ def test_totals_and_sorting_of_the_groups_and_of_a_page(transport):
         failed.groups(transport, "exception", sort="Id; DROP")
     with pytest.raises(errors.UsageError, match="choose one of time_asc, time"):
         failed.page(transport, sort="count")
-    assert failed.count(transport, cap=4) == 4 and failed.count(transport, failed.Filter.of({"text": "Sales"}), cap=5) == 5
+    assert failed.count(transport, cap=4) == 4 and failed.count(transport, failed.Selection.of({"text": "Sales"}), cap=5) == 5
 
 
 @pytest.mark.console  # the console command needs its extra (uvicorn)

@@ -13,7 +13,7 @@ import pytest
 
 from sqltransport_schema import wire
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime.operations import retry
+from sqltransport_schema.errorqueue import retry
 from sqltransport_schema.runtime.pump import MessagePump
 from sqltransport_schema.runtime.transport import Transport
 

@@ -317,6 +317,94 @@ def test_the_receive_path_and_the_recoverability_rule_exist_once():
     assert _callers(set(RECEIVE_CALLS)) == RECEIVE_CALLS
 
 
+# The error queue has one model (errorqueue/): its headers are read by wire's readers, its statements
+# (the engines' `dialect.operations.failed_*`, the retry's and the archive's) run there alone. The
+# console and the command line call the model; a second reader (the console parsing a header, a
+# command running the error queue's SQL) shows up here.
+ERROR_QUEUE_HOME = f"{PACKAGE}.errorqueue"
+# wire's readers of a message's headers -> the modules besides the model that call them (other queues' headers)
+HEADER_READERS = {
+    "decode_headers": {"runtime.transport", "pipeline.move"},  # a received message's; the pipeline's moved rows
+    "first_values": set(),
+    "failed_q_of_unreadable": set(),
+    "time_sent_of": {"runtime.operations"},  # status: the head of each queue
+}
+# the headers only a failed message carries -> the modules besides the model and wire that name them
+ERROR_HEADERS = {
+    # the pipeline's archive of any queue into Parquet: one column per header, in Spark's SQL
+    **{name: {"pipeline.archive"} for name in ("FAILED_Q", "TIME_OF_FAILURE", "EXCEPTION_TYPE", "EXCEPTION_MESSAGE")},
+    **{name: set() for name in ("EXCEPTION_STACKTRACE", "EXCEPTION_INFO_PREFIX")},
+}
+# the error queue's statements (dialect.operations.NAME) -> the modules besides the model that run them
+ERROR_QUEUE_STATEMENTS = {
+    **{name: set() for name in ("failed_groups", "failed_count", "failed_page", "failed_message", "error_batch", "delete_retried")},
+    **{name: set() for name in ("archive", "write_probe", "action_log")},
+    "failed_queue_counts": {"runtime.operations"},  # status: the error queue's count by FailedQ, in SQL
+}
+
+
+def _error_queue_readers() -> dict[str, set[str]]:
+    """name -> the modules outside errorqueue/ and wire that call a header reader, name an error
+    header (wire.X, or its text as a constant), or run an error queue statement (operations.X(...))."""
+    texts = {getattr(importlib.import_module(f"{PACKAGE}.wire"), name): name for name in ERROR_HEADERS}
+    found: dict[str, set[str]] = {name: set() for name in (*HEADER_READERS, *ERROR_HEADERS, *ERROR_QUEUE_STATEMENTS)}
+    for module, path in MODULES.items():
+        if module.startswith(ERROR_QUEUE_HOME) or module == f"{PACKAGE}.wire" or _layer(module) == "engines":
+            continue
+        short = module.removeprefix(f"{PACKAGE}.")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in (*HEADER_READERS, *ERROR_HEADERS):
+                found[node.attr].add(short)
+            elif isinstance(node, ast.ImportFrom) and any(a.name in (*HEADER_READERS, *ERROR_HEADERS) for a in node.names):
+                found.update({a.name: found[a.name] | {short} for a in node.names if a.name in found})
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in texts:
+                found[texts[node.value]].add(short)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ERROR_QUEUE_STATEMENTS:
+                owner = node.func.value
+                if (
+                    isinstance(owner, ast.Attribute)
+                    and owner.attr == "operations"
+                    or isinstance(owner, ast.Name)
+                    and owner.id == "operations"
+                ):
+                    found[node.func.attr].add(short)
+    return found
+
+
+def test_the_error_queue_is_read_by_its_model_alone():
+    assert _error_queue_readers() == {**HEADER_READERS, **ERROR_HEADERS, **ERROR_QUEUE_STATEMENTS}
+
+
+STATUS = {f"{PACKAGE}.runtime.operations"}  # the overview's figures: status, not the error queue's work
+
+
+def test_the_console_holds_routes_templates_and_jobs_only():
+    """The console reaches the error queue through the model: no wire, no engine, no statement of its own."""
+    reached = sorted(
+        f"{src} imports {dst}"
+        for src, targets in GRAPH.items()
+        if _layer(src) == "console"
+        for dst in targets
+        if dst == f"{PACKAGE}.wire" or _layer(dst) in ("engines", "statements") or _layer(dst) == "runtime" and dst not in STATUS
+    )
+    assert reached == []
+    assert any(dst.startswith(ERROR_QUEUE_HOME) for dst in GRAPH[f"{PACKAGE}.console.app"])  # the walk sees the model
+
+
+def test_the_readers_check_finds_a_second_reader(monkeypatch, tmp_path):
+    """A console module that parses a FailedQ or runs the groups' statement is found."""
+    stray = tmp_path / "stray.py"
+    stray.write_text(
+        "from sqltransport_schema import wire\n"
+        "def f(t, raw):\n"
+        "    t.dialect.operations.failed_groups(None, None, (), ())\n"
+        "    return wire.decode_headers(raw)[wire.FAILED_Q], raw.find('NServiceBus.ExceptionInfo.Message')\n"
+    )
+    monkeypatch.setitem(MODULES, f"{PACKAGE}.console.stray", stray)
+    found = _error_queue_readers()
+    assert {"console.stray"} <= found["decode_headers"] & found["FAILED_Q"] & found["failed_groups"] & found["EXCEPTION_MESSAGE"]
+
+
 ALEMBIC_WRAPPER = f"{PACKAGE}.migrate.in_process"  # the one module allowed an Alembic name that is not public
 
 

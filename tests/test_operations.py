@@ -18,7 +18,8 @@ import pytest
 
 from sqltransport_schema import cli, engines, errors, wire
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime.operations import LEFT_NO_FAILED_Q, LEFT_UNKNOWN, retry, status
+from sqltransport_schema.errorqueue import LEFT_NO_FAILED_Q, LEFT_UNKNOWN, retry
+from sqltransport_schema.runtime.operations import status
 from sqltransport_schema.runtime.transport import Transport
 from sqltransport_schema.schema import Kind, TableName
 from sqltransport_schema.versions import profile
@@ -608,7 +609,7 @@ def test_the_selection_is_one_of_all_a_queue_or_ids(bus, capsys):
 KILLED_RETRY = """
 import sys
 from sqltransport_schema.db import make_engine
-from sqltransport_schema.runtime.operations import retry
+from sqltransport_schema.errorqueue import retry
 from sqltransport_schema.runtime.transport import Transport
 
 transport = Transport.from_database(make_engine(sys.argv[1]), verify=False)

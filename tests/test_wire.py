@@ -760,3 +760,27 @@ def test_error_headers_drop_the_retry_counts_as_nservicebus_does():
     moved = wire.error_headers(headers, ValueError("no"), "Sales@[dbo]")
     assert wire.DELAYED_RETRIES not in moved and wire.IMMEDIATE_RETRIES not in moved
     assert moved[wire.DELAYED_RETRIES_TIMESTAMP] == "t" and moved["x"] == "y"
+
+
+# ---------------------------------------------------------------- the readers of poison headers
+
+
+def test_first_values_reads_what_decode_headers_refuses_as_the_error_queue_groups_read_it():
+    """A name twice: its first value; a value that is no text: its JSON; no JSON object: None."""
+    assert wire.first_values('{"a":"1","a":"2","b":3,"c":null,"d":[1]}') == {"a": "1", "b": "3", "d": "[1]"}
+    assert wire.first_values('\ufeff{"a":"x\\u0000y"}') == {"a": "x\x00y"}
+    for text in ("[1]", "not json", "", '{"a":' * 100_000, None):
+        assert wire.first_values(text) is None
+
+
+def test_failed_q_of_unreadable_headers_is_cut_out_where_the_text_names_one():
+    assert wire.failed_q_of_unreadable('{"NServiceBus.FailedQ": "Sa\\u006ces@[dbo]", "x": [}') == "Sales@[dbo]"
+    assert wire.failed_q_of_unreadable('{"x": "NServiceBus.FailedQ"}') is None
+    assert wire.failed_q_of_unreadable(None) is None
+
+
+def test_time_sent_of_raw_headers():
+    sent = "2026-11-01 12:00:00:000000 Z"
+    assert wire.time_sent_of(f'{{"NServiceBus.TimeSent":"{sent}"}}') == wire.parse_time_sent(sent)
+    assert wire.time_sent_of(f'{{"NServiceBus.TimeSent" : "{sent[:4]}\\u002d{sent[5:]}"}}') == wire.parse_time_sent(sent)  # escaped
+    assert wire.time_sent_of('{"NServiceBus.TimeSent":"yesterday"}') is None and wire.time_sent_of(None) is None

@@ -6,6 +6,7 @@ project.py   init (a new project)
 topology.py  validate, compile, json-schema (topology.yaml alone)
 database.py  check, adopt (a live database)
 operations.py status, retry, outbox cleanup (operating a live bus)
+errorqueue.py archive, restore, purge (the error queue's archive)
 pictures.py  graph (the topology or a live database as a diagram)
 review.py    statements, grants, script (what a DBA reviews)
 pipeline.py  pipeline move, plan, run, archive, replay, backfill (Spark)
@@ -21,7 +22,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
-from . import console, database, fleet, operations, pictures, pipeline, project, review, topology
+from . import console, database, errorqueue, fleet, operations, pictures, pipeline, project, review, topology
 from .options import add_options
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error, emit_invalid
 
@@ -34,6 +35,9 @@ COMMANDS = (
     "adopt",
     "status",
     "retry",
+    "archive",
+    "restore",
+    "purge",
     "outbox",
     "console",
     "graph",
@@ -49,6 +53,7 @@ PARSERS = {
     **topology.PARSERS,
     **database.PARSERS,
     **operations.PARSERS,
+    **errorqueue.PARSERS,
     **console.PARSERS,
     **pictures.PARSERS,
     **review.PARSERS,

@@ -9,8 +9,8 @@ from typing import Any
 
 from .. import errors
 from ..defaults import DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
-from .operations import _older_than, _transport
-from .options import add_command, add_options, load_config
+from .operations import _transport
+from .options import add_command, add_options, load_config, older_than
 from .output import EXIT_OK
 
 
@@ -18,7 +18,7 @@ def _retention(args: argparse.Namespace, console: Any) -> float | None:
     """--archive-retention in seconds (None: not given), refused where there is no archive or action log."""
     if args.archive_retention is None:
         return None
-    if console.archive.table is None or console.actions.log_table is None:
+    if console.queue.archived.table is None or console.actions.log_table is None:
         raise errors.UsageError(
             "--archive-retention: the deployed topology declares no archive of the error queue or no action log"
             " (`archive:` on its entry, top-level `action_log:`; docs/console.md)"
@@ -148,7 +148,7 @@ def add_console(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--archive-retention",
-        type=_older_than,
+        type=older_than,
         metavar="DURATION",
         help="purge the archived messages older than this (30d, 12h, 90m) at start and then periodically (a tenth of it,"
         " at most hourly), each purge that deletes any in the action log (default: kept until purged by hand)",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -20,7 +19,8 @@ from .output import EXIT_CHANGES, EXIT_OK, emit
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from ..runtime.operations import Flow, RetryReport, StatusReport, TableStatus
+    from ..errorqueue import RetryReport
+    from ..runtime.operations import Flow, StatusReport, TableStatus
     from ..runtime.transport import Transport
 
 FORMATS = ("text", "json", "markdown", "prometheus")
@@ -318,7 +318,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     listed; exit 1 when some stay. --to-queue ADDRESS sends every chosen message to that queue instead
     (a queue of the deployed topology, not the error queue; refused before anything moves).
     """
-    from ..runtime.operations import retry
+    from ..errorqueue import ErrorQueue, Selection
 
     transport = _transport(args, readers=False)
     last = [time.monotonic()]
@@ -332,17 +332,9 @@ def cmd_retry(args: argparse.Namespace) -> int:
             sys.stderr.flush()
 
     try:
-        report = retry(
-            transport,
-            error_queue=args.error_queue,
-            all_messages=args.all,
-            failed_queue=args.failed_queue,
-            message_ids=args.message_id or (),
-            dry_run=args.dry_run,
-            batch_size=args.batch_size,
-            progress=progress,
-            to_queue=args.to_queue,
-        )
+        chosen = Selection.chosen(args.all, args.failed_queue, args.message_id or ())
+        queue = ErrorQueue(transport, args.error_queue, args.batch_size)
+        report = queue.retry(chosen, dry_run=args.dry_run, to_queue=args.to_queue, progress=progress)
     finally:
         transport.engine.dispose()
     emit(args, report.to_json(), retry_lines(report))
@@ -416,16 +408,6 @@ def _fleet_not_url(args: argparse.Namespace) -> None:
         raise errors.UsageError("--url and --fleet: the fleet file names the databases; give one or the other")
 
 
-def _older_than(text: str) -> timedelta:
-    """--older-than: a duration as the lock options write one, or days (7d)."""
-    from ..util import duration_ms
-
-    milliseconds = duration_ms(text)
-    if milliseconds is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an age: give a number and its unit, e.g. 90m, 12h or 7d")
-    return timedelta(milliseconds=milliseconds)
-
-
 # ------------------------------------------------------------------------------------------ parsers
 # --fleet [FILE] on a one-database command: each target of the fleet file in turn (the file optional)
 EACH_TARGET = {
@@ -463,9 +445,13 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "retry", cmd_retry, "sqltransport-schema retry --failed-queue Sales --dry-run")
     add_options(p, "url", "error_queue")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--all", action="store_true", help="every message of the error queue")
-    which.add_argument("--failed-queue", metavar="ADDRESS", help="the messages that failed in this queue")
-    add_options(which, "message_id", message_id={"help": "these messages (NServiceBus.MessageId, or the row's Id; repeatable)"})
+    add_options(
+        which,
+        "all",
+        "failed_queue",
+        "message_id",
+        message_id={"help": "these messages (NServiceBus.MessageId, or the row's Id; repeatable)"},
+    )
     p.add_argument("--to-queue", metavar="ADDRESS", help="send every chosen message to this queue instead of its NServiceBus.FailedQ")
     add_options(p, "dry_run", dry_run={"help": "report what would move; move nothing"})
     add_options(p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per transaction (default: %(default)s)"})
@@ -481,9 +467,7 @@ def add_outbox(sub: argparse._SubParsersAction) -> None:
     group = add_command(sub, "outbox", add_outbox, "sqltransport-schema outbox cleanup --older-than 7d", group=True)
     osub = group.add_subparsers(dest="outbox_command", required=True)
     p = add_command(osub, "cleanup", cmd_outbox_cleanup, "sqltransport-schema outbox cleanup --older-than 7d --batch-size 5000")
-    p.add_argument(
-        "--older-than", required=True, type=_older_than, metavar="DURATION", help="age of the dispatched rows to delete: 90m, 12h, 7d"
-    )
+    add_options(p, "older_than", older_than={"help": "age of the dispatched rows to delete: 90m, 12h, 7d"})
     add_options(p, "url")
     add_options(p, "batch_size", batch_size={"default": DEFAULT_CLEANUP_BATCH, "help": "rows per transaction (default: %(default)s)"})
     add_options(p, "format", "config")

@@ -29,6 +29,18 @@ LAYOUTS = ("mssql", "postgresql")
 DEFAULT_CONFIG = "alembic.ini"
 
 
+def older_than(text: str) -> Any:
+    """An age: a duration as the lock options write one, or days (90m, 12h, 7d), as a timedelta."""
+    from datetime import timedelta
+
+    from ..util import duration_ms
+
+    milliseconds = duration_ms(text)
+    if milliseconds is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an age: give a number and its unit, e.g. 90m, 12h or 7d")
+    return timedelta(milliseconds=milliseconds)
+
+
 def positive(text: str) -> int:
     """A whole number of at least 1 (--parallel)."""
     try:
@@ -92,6 +104,10 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         {"action": "extend", "nargs": "+", "metavar": "ID", "help": "only these messages (NServiceBus.MessageId; repeatable)"},
     ),
     # A batch is one transaction; what it holds, and so its default size, is each command's (it passes both).
+    # which messages of the error queue an action takes (retry, archive, restore): errorqueue.Selection
+    "all": (("--all",), {"action": "store_true", "help": "every message of the error queue"}),
+    "failed_queue": (("--failed-queue",), {"metavar": "ADDRESS", "help": "the messages that failed in this queue"}),
+    "older_than": (("--older-than",), {"required": True, "type": older_than, "metavar": "DURATION", "help": "age: 90m, 12h, 7d"}),
     "batch_size": (("--batch-size",), {"type": int, "help": "rows per transaction (default: %(default)s)"}),
     # Spark partitions of a job; each command passes its default.
     "partitions": (("--partitions",), {"type": int, "help": "Spark partitions (default: %(default)s)"}),

@@ -2,9 +2,10 @@
 from the transport's tables: status's figures, the error queue grouped, a message's headers and
 body, retries back to each message's failed queue, the error queue's archive, and an action log.
 
-failed.py reads the error queue (groups, keyset pages, one message), actions.py retries and logs,
-archive.py moves messages into the archive table and back and purges it,
-security.py holds the operators and their tokens, the sessions, CSRF, the Origin and Host checks
+The error queue is read and acted on by its model (sqltransport_schema/errorqueue/, `ErrorQueue`:
+groups, keyset pages, one message, retry, archive, restore, purge, the action log), which the command
+line calls too; the console keeps routes, templates and jobs: actions.py runs the model's actions as
+jobs, display.py shows values and times, security.py holds the operators and their tokens, the sessions, CSRF, the Origin and Host checks
 and the bind rule, app.py is the Starlette application (pages
 and /api). Starlette, uvicorn and Jinja2 are the `console` extra. See docs/console.md.
 """

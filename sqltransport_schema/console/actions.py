@@ -1,8 +1,8 @@
 """The console's jobs and its action log. A job is an action over many messages run in a thread of
 its own, a batch a transaction, so no request waits for it: retries of chosen messages (one, a
 selection, a group, everything a filter matches) back to each message's NServiceBus.FailedQ or to a
-chosen queue, through the runtime's `retry`; and the archive's moves (console/archive.py: archive,
-restore, purge). Every job shows its progress, may be slowed to a number of batches a second and
+chosen queue, and the archive's moves (archive, restore, purge): each the error queue model's
+(errorqueue/, `ErrorQueue`), run here as a job. Every job shows its progress, may be slowed to a number of batches a second and
 cancelled between batches, and is written to the action log when it ends (done, cancelled or
 failed, with the count it moved): the table the topology's `action_log:` declares and the
 migrations create (who, when, what, how many). Running jobs stay in memory; of the finished ones
@@ -21,35 +21,13 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import errors
-from ..defaults import DEFAULT_KEEP_JOBS
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, retry, retry_destination
-from ..runtime.transport import execute
-from ..schema import Kind, TableName
-from .failed import _contains
+from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
+from ..errorqueue import ErrorQueue, Selection
+from ..errorqueue.log import logged_ids
+from ..schema import TableName
 
 if TYPE_CHECKING:
     from ..runtime.transport import Transport
-
-
-def deployed_table(transport: Transport, kind: Kind) -> TableName | None:
-    """The first table of this kind the deployed blueprint records, None where it has none."""
-    specs = transport.blueprint.tables if transport.blueprint is not None else ()
-    return next((spec.name for spec in specs if spec.kind is kind), None)
-
-
-LOGGED_IDS = 1000  # message ids an action's target names (beyond them it says how many more)
-
-
-def logged_ids(ids: Sequence[str]) -> str:
-    """The part of an action's target naming its messages: ` · ids: ID ID ...`, `and N more`."""
-    if not ids:
-        return ""
-    more = len(ids) - LOGGED_IDS
-    return " · ids: " + " ".join(ids[:LOGGED_IDS]) + (f" and {more} more" if more > 0 else "")
-
-
-class NoActionLog(errors.Refused):
-    """An action asked of a console whose deployed topology declares no action log."""
 
 
 class Cancelled(errors.SqltransportError):
@@ -117,48 +95,32 @@ class Actions:
     ) -> None:
         """`keep_jobs`: how many finished jobs stay in memory (running ones always do)."""
         self.transport, self.error_queue, self.batch_size, self.keep_jobs = transport, error_queue, batch_size, keep_jobs
+        self.queue = ErrorQueue(transport, error_queue, batch_size)
         self.jobs: dict[int, Job] = {}
         self._ended: deque[int] = deque()  # the ids of the finished jobs kept, in the order they ended
         self._last_id = 0
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self.error = resolve(transport, error_queue)
-        self.log_table = deployed_table(transport, Kind.ACTION_LOG)
 
-    # -- the action log ------------------------------------------------------------------------
-    def _statement(self, which: str) -> Any:
-        return self.transport.dialect.operations.action_log(self.log_table, self.transport.profile, which)
+    # -- the action log (the model's: errorqueue/log.py) ------------------------------------------
+    @property
+    def log_table(self) -> TableName | None:
+        return self.queue.log.table
 
     def require_log(self) -> None:
         """Actions are logged: without the table the topology declares, none is taken."""
-        if self.log_table is None:
-            raise NoActionLog(
-                "the deployed topology has no action log: add `action_log: {table: ConsoleActions}` to topology.yaml, "
-                "compile and upgrade (docs/console.md), then restart the console"
-            )
+        self.queue.log.require()
 
     def log(self, who: str, action: str, target: str, messages: int) -> None:
-        self.require_log()
-        row = {"Who": who, "Action": action, "Target": target, "Messages": messages}  # At: the server's clock
-        with self.transport.engine.begin() as conn:
-            execute(conn, self._statement("insert"), row)
+        self.queue.log.write(who, action, target, messages)
 
     def about(self, message_id: str, limit: int = 100) -> list[dict]:
-        """The actions that named this message (its row Id in their target, as `start` records the
-        ids it was given), oldest first: a message's history."""
-        if self.log_table is None or not message_id or "\x00" in message_id:
-            return []
-        with self.transport.engine.connect() as conn:
-            rows = execute(conn, self._statement("about"), {"Pattern": _contains(message_id), "Limit": limit}).fetchall()
-        return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
+        """The actions that named this message, oldest first: a message's history."""
+        return self.queue.log.about(message_id, limit)
 
     def history(self, limit: int = 100) -> list[dict]:
         """The latest actions, newest first (none where the topology declares no action log)."""
-        if self.log_table is None:
-            return []
-        with self.transport.engine.connect() as conn:
-            rows = execute(conn, self._statement("read"), {"Limit": limit}).fetchall()
-        return [{"at": str(at), "who": who, "action": action, "target": target, "messages": n} for at, who, action, target, n in rows]
+        return self.queue.log.history(limit)
 
     # -- jobs --------------------------------------------------------------------------------
     def start(
@@ -241,19 +203,12 @@ class Actions:
             raise errors.UsageError("no message chosen: nothing to retry")
         self.require_log()
         if to_queue is not None:
-            retry_destination(self.transport, to_queue, error_queue=self.error_queue)
+            self.queue.retry_destination(to_queue)
             what += f" to {to_queue}"
         chosen = list(ids)
 
         def work(progress: Callable[[Any], None]) -> Report:
-            return retry(
-                self.transport,
-                error_queue=self.error_queue,
-                message_ids=chosen,
-                batch_size=self.batch_size,
-                progress=progress,
-                to_queue=to_queue,
-            )
+            return self.queue.retry(Selection(ids=tuple(chosen)), to_queue=to_queue, progress=progress)
 
         return self.start("retry", who, what, len(chosen), work, rate, wait, chosen)
 

@@ -14,7 +14,6 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
@@ -30,16 +29,14 @@ from starlette.responses import JSONResponse as _StarletteJSON
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import errors, wire
+from .. import errorqueue, errors
 from ..db import given_url
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve, retry_destination, status
-from ..runtime.transport import execute
-from ..schema import Kind
+from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
+from ..errorqueue import Selection
+from ..runtime.operations import status
 from ..urls import display_url
 from ..util import duration_ms
-from . import failed
 from .actions import DEFAULT_KEEP_JOBS, Actions, Job
-from .archive import Archive
 from .chart import depth_chart
 from .display import shown, when
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access, Operator, Session
@@ -53,7 +50,6 @@ HERE = Path(__file__).parent
 SHOWN_WHOLE = 64 << 10
 SAMPLE_INTERVAL = 60.0  # seconds between the overview's depth samples (one a minute: 60 in the hour)
 OVERVIEW_CACHE = 5.0  # seconds a status report is shown again before it is read anew
-EDIT_OF = "ServiceControl.EditOf"  # the header an edited copy names its original by (as ServicePulse's)
 RETENTION_WHO = "retention@console"  # the action log's who of the archive retention's purges
 RETENTION_EVERY = 3600.0  # seconds between the retention's purges at most
 
@@ -90,7 +86,7 @@ class Console:
         `keep_jobs`: finished jobs kept in memory (actions.Actions)."""
         self.transport, self.access, self.config, self.error_queue, self.draw = transport, access, config, error_queue, draw
         self.actions = Actions(transport, error_queue, batch_size, keep_jobs)
-        self.archive = Archive(transport, error_queue, batch_size)
+        self.queue = self.actions.queue  # the error queue's model: every read and action of the pages
         self.sample_interval = sample_interval
         self.samples: deque[tuple[datetime, dict[str, int]]] = deque(maxlen=max(2, math.ceil(3600 / sample_interval)) + 1)
         self._report: tuple[float, Any] | None = None
@@ -98,41 +94,23 @@ class Console:
         self.database = display_url(given_url(transport.engine))  # as the user gave it (docs/operations.md)
         self.login_read_only = self._login_read_only()
 
-    @cached_property
+    @property
     def queues(self) -> list[str]:
-        """The addresses a retry may be sent to instead of the FailedQ (the deployed topology's queues
-        but the error queue): the pages' choices (a retry checks its choice itself)."""
-        error = self.transport.dialect.table_key(resolve(self.transport, self.error_queue))
-        specs = self.transport.blueprint.tables if self.transport.blueprint is not None else ()
-        return sorted(
-            self.transport.address_of(s.name, as_engine_knows=True)
-            for s in specs
-            if s.kind is Kind.QUEUE and self.transport.dialect.table_key(s.name) != error
-        )
+        """The addresses a retry may be sent to instead of the FailedQ: the pages' choices."""
+        return self.queue.queues
 
-    @cached_property
+    @property
     def body_string(self) -> bool:
         """Whether the error queue has BodyString (the pages then offer the body filter)."""
-        return failed.has_body_string(self.transport, self.error_queue)
+        return self.queue.body_string
 
     @property
     def read_only(self) -> bool:
         return self.access.read_only or self.login_read_only
 
     def _login_read_only(self) -> bool:
-        """Whether the database login may not delete from the error queue (a `grants --monitor` login):
-        a DELETE of no row, rolled back, refused by the engine's permission-denied code."""
-        statement = self.transport.dialect.operations.write_probe(resolve(self.transport, self.error_queue), self.transport.profile)
-        with self.transport.engine.connect() as conn:
-            try:
-                with conn.begin() as tx:
-                    execute(conn, statement)
-                    tx.rollback()
-            except Exception as exc:
-                if self.transport.dialect.permission_denied(exc):
-                    return True
-                raise
-        return False
+        """Whether the database login may not delete from the error queue (a `grants --monitor` login)."""
+        return not self.queue.may_delete()
 
     def report(self) -> Any:
         """status's report, read at most every OVERVIEW_CACHE seconds; each read is a depth sample."""
@@ -164,7 +142,7 @@ class Console:
         """Purge the archived messages older than the retention (`console --archive-retention`), a
         batch a transaction; a purge that deleted any is written to the action log. How many it deleted."""
         self.actions.require_log()
-        done = self.archive.purge(retention_seconds)(None)
+        done = self.queue.purge(retention_seconds)(None)
         if done.moved:
             age = f"{retention_seconds:g} s"
             self.actions.log(who, "purge (retention)", f"archived more than {age} ago (--archive-retention)", done.moved)
@@ -182,38 +160,19 @@ class Console:
                 return
 
     def edit_and_retry(self, key: int, headers: Any, body: Any, who: str, to_queue: str | None = None) -> dict:
-        """ServicePulse's edit and retry: the message with this key moved into the archive (the
-        original kept), then a copy with these headers and body (text, sent as UTF-8) sent to its
-        FailedQ (or `to_queue`) as a retry sends it, under a new id with `ServiceControl.EditOf`
-        naming the original; the action log says who and what changed. UsageError for headers that are
-        no JSON object of texts, or no queue to send to, before anything moves."""
+        """ServicePulse's edit and retry: the edit checked (ErrorQueue.edit), the message with this key
+        moved into the archive (the original kept), then the edited copy sent (ErrorQueue.send_edit);
+        the action log says who and what changed."""
         self.actions.require_log()
-        if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
-            raise errors.UsageError("headers: give a JSON object of names and texts")
-        if not isinstance(body, str):
-            raise errors.UsageError("body: give the body as text")
-        original = failed.message(self.transport, key, self.error_queue)
-        address = to_queue or headers.get(wire.FAILED_Q, "")
-        if not address:
-            raise errors.UsageError(f"no queue to send the edited copy to: give to_queue, or a {wire.FAILED_Q} header")
-        retry_destination(self.transport, address, error_queue=self.error_queue)
-        before = original.headers or {}
-        changed = sorted(n for n in set(before) | set(headers) if before.get(n) != headers.get(n))
-        raw_body = body.encode("utf-8")
-        if original.body_kind == "binary" or original.body_note is not None and original.body_note.startswith("cut"):
-            raise errors.UsageError("this message's body is not shown whole as text (binary, or cut): it cannot be edited here")
-        body_changed = body != original.body
-        what = "headers " + (", ".join(changed) if changed else "unchanged") + ("; body changed" if body_changed else "; body unchanged")
+        edit = self.queue.edit(key, headers, body, to_queue)
+        original = edit.original
         archived = _archive(self, [original.id], "edited and retried", who, f"the original of an edit ({original.id})", None, True)
         if archived.state != "done" or archived.moved != 1:
             why = f"{archived.state}: {archived.error}" if archived.error else archived.state
             raise errors.Refused(f"the original could not be archived ({why}): nothing sent")
-        sent = dict(wire.retry_headers(headers))
-        sent[EDIT_OF] = original.id
-        with self.transport.engine.begin() as conn:
-            new_id = self.transport.address_queue(address).send(conn, raw_body, sent)
-        self.actions.log(who, "edit and retry", f"to {address}: {what} · ids: {original.id} {new_id}", 1)
-        return {"original": original.id, "sent": new_id, "to": address, "changed": changed, "body_changed": body_changed}
+        new_id = self.queue.send_edit(edit)
+        self.actions.log(who, "edit and retry", f"to {edit.address}: {edit.what} · ids: {original.id} {new_id}", 1)
+        return {"original": original.id, "sent": new_id, "to": edit.address, "changed": edit.changed, "body_changed": edit.body_changed}
 
     def migrations(self) -> dict:
         """The deployed revision, the head and the drift count (check's reading), or why not known."""
@@ -383,14 +342,14 @@ def groups_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     by = query.pop("by", "exception")
-    sort = failed.sort_of(query.pop("sort", None), failed.GROUP_SORTS)
-    filt = failed.Filter.of(query)
-    found = failed.groups(console.transport, by, filt, console.error_queue, sort)
+    sort = errorqueue.sort_of(query.pop("sort", None), errorqueue.GROUP_SORTS)
+    filt = Selection.of(query)
+    found = console.queue.groups(by, filt, sort)
     return _page(
         request,
         "groups.html",
         by=by,
-        groupings=failed.GROUPINGS,
+        groupings=errorqueue.GROUPINGS,
         groups=found,
         filt=filt,
         query=filt.query(),
@@ -403,19 +362,19 @@ def messages_page(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     after = _int(query.pop("after", None), "after")
-    sort = failed.sort_of(query.pop("sort", None), failed.PAGE_SORTS)
-    filt = failed.resolved(console.transport, failed.Filter.of(query), console.error_queue)
-    found = failed.page(console.transport, filt, after, failed.PAGE_SIZE, console.error_queue, sort)
-    total = failed.count(console.transport, filt, console.error_queue)
-    capped = total >= failed.TOTAL_CAP
+    sort = errorqueue.sort_of(query.pop("sort", None), errorqueue.PAGE_SORTS)
+    filt = console.queue.resolved(Selection.of(query))
+    found = console.queue.page(filt, after, errorqueue.PAGE_SIZE, sort)
+    total = console.queue.count(filt)
+    capped = total >= errorqueue.TOTAL_CAP
     return _page(request, "messages.html", page=found, filt=filt, query=filt.query(), sort=sort, total=total, capped=capped)
 
 
 def message_page(request: Request) -> Response:
     console: Console = request.app.state.console
-    found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
-    history = failed.history(found, console.actions.about(found.id))
-    groups = failed.groups_of(console.transport, found.key, console.error_queue)
+    found = console.queue.message(_int(request.path_params["key"], "key"))
+    history = errorqueue.history(found, console.actions.about(found.id))
+    groups = console.queue.groups_of(found.key)
     return _page(request, "message.html", message=found, history=history, groups=groups)
 
 
@@ -426,10 +385,7 @@ async def edit_form(request: Request) -> Response:
         return refused
     console: Console = request.app.state.console
     form = await request.form()
-    try:
-        headers = json.loads(str(form.get("headers", "")))
-    except ValueError as exc:
-        raise errors.UsageError(f"headers: not JSON ({exc})") from None
+    headers = str(form.get("headers", ""))  # a JSON object's text: the model reads it as the transport would
     key = _int(form.get("key"), "key")
     to_queue = str(form.get("to_queue", "")).strip() or None
     done = await run_in_threadpool(console.edit_and_retry, key, headers, str(form.get("body", "")), _who(request), to_queue)
@@ -517,28 +473,14 @@ def logout(request: Request) -> Response:
     return response
 
 
-_FILTER_FIELDS = {
-    "since",
-    "until",
-    "failed_queue",
-    "text",
-    "body",
-    "exception_type",
-    "exception_message",
-    "message_type",
-    "endpoint",
-    "group",
-    "by",
-}
+_FILTER_FIELDS = errorqueue.FILTER_FIELDS
 _GROUP_FIELDS = {"exception_type", "exception_message", "message_type", "endpoint"}
 
 
 def _matching(console: Console, fields: dict[str, str]) -> tuple[list[str], str]:
     """The ids of every message the filter fields match now, and the action log's words for them."""
-    filt = failed.Filter.of(fields)
-    return failed.keys_of(console.transport, filt, console.error_queue), "messages matching " + (
-        urlencode(filt.query()) or "no filter (all)"
-    )
+    chosen = Selection.of(fields)
+    return console.queue.ids(chosen if chosen.chooses else Selection(all_messages=True)), Selection.describe(chosen)
 
 
 def _who(request: Request) -> str:
@@ -580,8 +522,8 @@ def api_groups(request: Request) -> Response:
     console: Console = request.app.state.console
     query = _query(request)
     by = query.pop("by", "exception")
-    sort = failed.sort_of(query.pop("sort", None), failed.GROUP_SORTS)
-    found = failed.groups(console.transport, by, failed.Filter.of(query), console.error_queue, sort)
+    sort = errorqueue.sort_of(query.pop("sort", None), errorqueue.GROUP_SORTS)
+    found = console.queue.groups(by, Selection.of(query), sort)
     return JSONResponse({"by": by, "sort": sort, "total": sum(g.messages for g in found), "groups": [g.to_json() for g in found]})
 
 
@@ -590,18 +532,18 @@ def api_messages(request: Request) -> Response:
     query = _query(request)
     after = _int(query.pop("after", None), "after")
     limit = _int(query.pop("limit", None), "limit")
-    limit = failed.PAGE_SIZE if limit is None else limit
-    sort = failed.sort_of(query.pop("sort", None), failed.PAGE_SORTS)
-    filt = failed.resolved(console.transport, failed.Filter.of(query), console.error_queue)
-    found = failed.page(console.transport, filt, after, limit, console.error_queue, sort)
-    total = failed.count(console.transport, filt, console.error_queue)
-    return JSONResponse(found.to_json() | {"sort": sort, "total": total, "total_capped": total >= failed.TOTAL_CAP})
+    limit = errorqueue.PAGE_SIZE if limit is None else limit
+    sort = errorqueue.sort_of(query.pop("sort", None), errorqueue.PAGE_SORTS)
+    filt = console.queue.resolved(Selection.of(query))
+    found = console.queue.page(filt, after, limit, sort)
+    total = console.queue.count(filt)
+    return JSONResponse(found.to_json() | {"sort": sort, "total": total, "total_capped": total >= errorqueue.TOTAL_CAP})
 
 
 def api_message(request: Request) -> Response:
     console: Console = request.app.state.console
-    found = failed.message(console.transport, _int(request.path_params["key"], "key"), console.error_queue)
-    return JSONResponse(found.to_json() | {"history": failed.history(found, console.actions.about(found.id))})
+    found = console.queue.message(_int(request.path_params["key"], "key"))
+    return JSONResponse(found.to_json() | {"history": errorqueue.history(found, console.actions.about(found.id))})
 
 
 async def api_retry(request: Request) -> Response:
@@ -667,18 +609,16 @@ DEFAULT_WHY = "archived from the console"
 def _archive(console: Console, ids: list[str], why: str, who: str, what: str, rate: float | None, wait: bool) -> Job:
     """Archive these messages of the error queue, as a job (checked before it starts)."""
     console.actions.require_log()
-    if "\x00" in why:
-        raise errors.UsageError("why: the text holds a NUL character")
-    chosen, move = console.archive.archive(ids, why or DEFAULT_WHY, who)
-    return console.actions.start("archive", who, what, chosen, move, rate, wait, list(dict.fromkeys(ids)))
+    chosen, move = console.queue.archive(Selection(ids=tuple(ids)), why or DEFAULT_WHY, who)
+    return console.actions.start("archive", who, what, len(chosen), move, rate, wait, chosen)
 
 
 def _restore(console: Console, keys: list[int], who: str, rate: float | None, wait: bool) -> Job:
     console.actions.require_log()
     if not keys:
         raise errors.UsageError("no archived message chosen: nothing to restore")
-    ids = console.archive.ids_of(keys)
-    chosen, move = console.archive.restore(keys)
+    ids, move, _ = console.queue.restore(keys=keys)
+    chosen = len(dict.fromkeys(keys))
     return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, rate, wait, ids)
 
 
@@ -687,7 +627,7 @@ def _purge(console: Console, older_than: Any, who: str, rate: float | None, wait
     if milliseconds is None:
         raise errors.UsageError(f"older_than: {older_than!r} is not an age: give a number and its unit, e.g. 90m, 12h or 30d")
     console.actions.require_log()
-    move = console.archive.purge(milliseconds / 1000)
+    move = console.queue.purge(milliseconds / 1000)
     return console.actions.start("purge", who, f"archived more than {older_than} ago", None, move, rate, wait)
 
 
@@ -755,9 +695,9 @@ async def purge_form(request: Request) -> Response:
 def archive_page(request: Request) -> Response:
     console: Console = request.app.state.console
     after = _int(request.query_params.get("after"), "after")
-    declared = console.archive.table is not None
-    rows, next_after = console.archive.page(after) if declared else ([], None)
-    total = console.archive.count() if declared else 0
+    declared = console.queue.archived.table is not None
+    rows, next_after = console.queue.archived_page(after) if declared else ([], None)
+    total = console.queue.archived_count() if declared else 0
     return _page(request, "archive.html", declared=declared, rows=rows, after=after, next_after=next_after, total=total)
 
 
@@ -765,7 +705,7 @@ def api_archived(request: Request) -> Response:
     console: Console = request.app.state.console
     after = _int(request.query_params.get("after"), "after")
     limit = _int(request.query_params.get("limit"), "limit")
-    rows, next_after = console.archive.page(after, 50 if limit is None else limit)
+    rows, next_after = console.queue.archived_page(after, 50 if limit is None else limit)
     return JSONResponse({"messages": [r.to_json() for r in rows], "after": after, "next_after": next_after})
 
 

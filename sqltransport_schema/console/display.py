@@ -11,7 +11,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from .. import wire
+from ..errorqueue import as_time
 
 SHOWN = 300  # characters of a value a list shows (a message's page shows app.SHOWN_WHOLE)
 
@@ -56,24 +56,6 @@ def ago(at: datetime, now: datetime | None = None) -> str:
             text = f"{n} {unit}{'' if n == 1 else 's'}"
             return f"{text} ago" if seconds > 0 else f"in {text}"
     return "just now"
-
-
-def as_time(value: Any) -> datetime | None:
-    """A time a page shows, as an aware datetime in UTC: a datetime (naive ones are UTC, as the
-    console's tables keep them), ISO 8601 text, or NServiceBus's wire format; None for anything else."""
-    if isinstance(value, datetime):
-        at = value
-    elif isinstance(value, str) and value:
-        try:
-            at = wire.parse_time_sent(value)
-        except ValueError:
-            try:
-                at = datetime.fromisoformat(value)
-            except ValueError:
-                return None
-    else:
-        return None
-    return (at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at).astimezone(timezone.utc)
 
 
 def when(value: Any) -> Markup:

@@ -41,7 +41,7 @@ FAILED_Q = "NServiceBus.FailedQ"
 # A header's value no engine reads as text: its JSON string escapes a NUL (PostgreSQL's text refuses
 # it, SQLite's json_extract stops at it) or a surrogate (lone, neither engine decodes it). The console's
 # reads (header_value) then give ESCAPED_VALUE and the JSON string as written, quotes and escapes kept,
-# which console/failed.py decodes and marks; a group's key and its filter compare that text, so such
+# which errorqueue/selection.py (read_value) decodes and marks; a group's key and its filter compare that text, so such
 # messages group and filter as any others. status's FailedQ counts read such a value as NULL (unread).
 ESCAPED_VALUE = "\x01"
 
@@ -196,7 +196,7 @@ class Operations:
             return value.replace(tzinfo=timezone.utc)
         return value.astimezone(timezone.utc)
 
-    # -- the console's reads of the error queue (console/failed.py) ---------------------------
+    # -- the error queue model's reads (errorqueue/reading.py) -----------------------------------
     # Each message of the error queue as a row of the headers the console groups and filters by,
     # each '' where a message names none (or its headers are not JSON), so that a group's key is
     # never NULL and compares with =. The times are NServiceBus.TimeOfFailure's text (wire format:

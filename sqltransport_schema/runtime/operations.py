@@ -1,19 +1,17 @@
-"""Operating a live bus: `status` (what waits in every table of the deployed blueprint) and `retry`
-(failed messages back from the error queue to the queue each failed in).
+"""Operating a live bus: `status` (what waits in every table of the deployed blueprint) and `flow`
+(messages in and out of each queue between two reports).
 
-Both take a `Transport` made by `Transport.from_database` (its blueprint says which tables exist and
-where) and run the engine's statements (`dialect.operations`, engines/operations.py). The CLI's
-`sqltransport-schema status` and `retry` call `status()` and `retry()`; a service can call them too.
-See docs/operations.md.
+`status` takes a `Transport` made by `Transport.from_database` (its blueprint says which tables exist
+and where) and runs the engine's statements (`dialect.operations`, engines/operations.py). The CLI's
+`sqltransport-schema status` calls it; a service can call it too. Retrying failed messages is the
+error queue's (`sqltransport_schema.errorqueue`: `retry`, `ErrorQueue.retry`). See docs/operations.md.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,12 +21,15 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from .. import errors, wire
+from .. import wire
 from ..db import given_url
 from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
 from ..schema import PERSISTENCE_KINDS, Blueprint, Kind, TableName, TableSpec
 from ..urls import display_url
-from .transport import execute, execute_many
+from .deployed import blueprint_specs as _blueprint_specs
+from .deployed import existing as _existing
+from .deployed import resolve
+from .transport import execute
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -44,13 +45,9 @@ __all__ = [
     "OrphanedSubscription",
     "flow",
     "Flow",
-    "retry",
-    "RetryReport",
     "DEFAULT_ERROR_QUEUE",
     "DEFAULT_RETRY_BATCH",
 ]
-
-_FIRST_KEY = -(2**63)  # below every FIFO key (serial, bigserial, IDENTITY, AUTOINCREMENT)
 
 
 # =========================================================================================== status
@@ -205,31 +202,9 @@ def _connection(transport: Transport, connection: Connection | None) -> Iterator
         yield conn
 
 
-def _blueprint_specs(transport: Transport) -> list[TableSpec]:
-    if transport.blueprint is None:
-        raise errors.UsageError("status and retry need the deployed blueprint: make the transport with Transport.from_database")
-    return list(transport.blueprint.tables)
-
-
 def _where(transport: Transport, spec: TableSpec) -> TableName:
     """The table as the database holds it (a saga or outbox table under the name SQL persistence reads)."""
     return transport.dialect.saga_table(spec) if spec.kind in PERSISTENCE_KINDS else spec.name
-
-
-def _existing(transport: Transport, conn: Connection, specs: list[TableSpec], estimate: bool = False) -> dict[tuple, Any]:
-    """table_key -> the engine's row estimate (None: it has none, or not asked) of every table the database holds."""
-    dialect = transport.dialect
-    out: dict[tuple, Any] = {}
-    for statement in dialect.operations.tables({spec.name.catalog for spec in specs}, estimate):
-        for catalog, schema, table, estimate in execute(conn, statement).fetchall():
-            out[dialect.table_key(TableName(table, schema, catalog))] = estimate
-    return out
-
-
-def resolve(transport: Transport, address: str) -> TableName:
-    """The table an address names: a bare table name is found where the deployed blueprint puts it."""
-    parsed = wire.parse_address(address)
-    return transport.name(parsed.table, parsed.schema, parsed.catalog)
 
 
 def status(
@@ -435,7 +410,7 @@ def _head(entry: TableStatus, head: str | None, taken_at: datetime, known: dict,
     if head is None:
         return
     sent = known.get(head, known)
-    read[head] = sent = _time_sent(head) if sent is known else sent
+    read[head] = sent = wire.time_sent_of(head) if sent is known else sent
     entry.oldest_time_sent = sent
     if sent is not None:
         entry.oldest_age_seconds = round((taken_at - sent).total_seconds(), 3)
@@ -552,259 +527,3 @@ class _Spread:
             self.statements.set_result(None)  # a status that failed before its statements: nothing to run
         if self.pool is not None:
             self.pool.shutdown(wait=False)  # one still waiting for a connection finds nothing left to run
-
-
-# The header as senders write it (a plain string: the format has no character JSON escapes); other
-# spellings go through the full reader.
-_TIME_SENT_VALUE = re.compile(r'"NServiceBus\.TimeSent"\s*:\s*"([^"\\]*)"')
-
-
-def _time_sent(headers: str | None) -> datetime | None:
-    """NServiceBus.TimeSent of a message's raw headers (None: no message, no header, unreadable)."""
-    if headers is None:
-        return None
-    try:
-        found = _TIME_SENT_VALUE.search(headers)
-        return wire.parse_time_sent(found.group(1) if found else wire.decode_headers(headers)[wire.TIME_SENT])
-    except (wire.PoisonHeaders, KeyError, ValueError, TypeError):
-        return None
-
-
-# The FailedQ header's value cut out of headers text that cannot be read as a whole, as status's count
-# on PostgreSQL cuts it out: a JSON string after the header's name (only JSON's escapes).
-_FAILED_Q_VALUE = re.compile(r'"NServiceBus\.FailedQ"\s*:\s*("(?:[^"\\]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")')
-
-
-def _unreadable_failed_q(raw: str) -> str | None:
-    """The queue a message with unreadable headers failed in, where its text still names one (so that
-    retry accounts for every message status counts under a FailedQ); None: it names none."""
-    found = _FAILED_Q_VALUE.search(raw) if isinstance(raw, str) else None
-    if found is None:
-        return None
-    try:
-        return json.loads(found.group(1))
-    except ValueError:
-        return None
-
-
-# ============================================================================================ retry
-LEFT_NO_FAILED_Q = "no NServiceBus.FailedQ header"
-LEFT_UNREADABLE = "headers cannot be read"
-LEFT_NOT_AN_ADDRESS = "FailedQ is not a queue address"
-LEFT_UNKNOWN = "FailedQ names no queue of the deployed blueprint"
-LEFT_MISSING = "FailedQ's table is missing from the database"
-LEFT_ERROR_QUEUE = "FailedQ names the error queue itself"
-
-
-@dataclass
-class RetryReport:
-    """What `retry` did (or, dry run, would do): messages moved per queue, and those left in the error queue and why."""
-
-    error_queue: str
-    dry_run: bool
-    moved: int = 0  # moved (or, dry run, that would move)
-    batches: int = 0
-    scanned: int = 0  # messages of the error queue read
-    by_queue: dict[str, int] = field(default_factory=dict)  # destination address -> messages
-    left: dict[tuple[str | None, str], int] = field(default_factory=dict)  # (FailedQ, why) -> messages left in place
-    not_found: list[str] = field(default_factory=list)  # --message-id values no message of the error queue has
-
-    @property
-    def left_count(self) -> int:
-        return sum(self.left.values())
-
-    def to_json(self) -> dict:
-        return {
-            "error_queue": self.error_queue,
-            "dry_run": self.dry_run,
-            "moved": self.moved,
-            "batches": self.batches,
-            "scanned": self.scanned,
-            "by_queue": [{"address": a, "messages": n} for a, n in sorted(self.by_queue.items())],
-            "left": [{"failed_queue": q, "reason": why, "messages": n} for (q, why), n in sorted(self.left.items(), key=str)],
-            "not_found": self.not_found,
-        }
-
-
-class _Destinations:
-    """FailedQ text -> the queue table it names, or why none (one of the LEFT_ reasons), found once per distinct value."""
-
-    def __init__(self, transport: Transport, queues: dict[tuple, TableName], existing: dict[tuple, Any], error_key: tuple) -> None:
-        self.transport, self.queues, self.existing, self.error_key = transport, queues, existing, error_key
-        self.found: dict[str, TableName | str] = {}
-
-    def __call__(self, failed_q: str) -> TableName | str:
-        found = self.found.get(failed_q)
-        if found is None:
-            found = self.found[failed_q] = self._resolve(failed_q)
-        return found
-
-    def _resolve(self, failed_q: str) -> TableName | str:
-        try:
-            key = self.transport.dialect.table_key(resolve(self.transport, failed_q))
-        except (ValueError, TypeError):
-            return LEFT_NOT_AN_ADDRESS
-        name = self.queues.get(key)
-        if name is None:
-            return LEFT_UNKNOWN
-        if key == self.error_key:
-            return LEFT_ERROR_QUEUE
-        if key not in self.existing:
-            return LEFT_MISSING
-        return name
-
-
-# why a queue chosen as a retry's destination cannot be one (the LEFT_ reason -> the refusal's words)
-_NOT_A_DESTINATION = {
-    LEFT_NOT_AN_ADDRESS: "is not a queue address",
-    LEFT_UNKNOWN: "is no queue of the deployed topology",
-    LEFT_ERROR_QUEUE: "is the error queue itself",
-    LEFT_MISSING: "is a queue of the topology whose table is missing from the database",
-}
-
-
-def _chosen(destination: _Destinations, address: str) -> TableName:
-    found = destination(address)
-    if isinstance(found, TableName):
-        return found
-    raise errors.UsageError(f"retry to {address!r}: that {_NOT_A_DESTINATION[found]}; choose a queue of the deployed topology")
-
-
-def retry_destination(transport: Transport, address: str, *, error_queue: str = DEFAULT_ERROR_QUEUE) -> TableName:
-    """The queue table a retry `to_queue=address` would send to; UsageError saying why not (no queue
-    of the deployed topology, the error queue itself, its table missing): what a caller checks before
-    starting a retry in the background."""
-    dialect = transport.dialect
-    specs = _blueprint_specs(transport)
-    queues = {dialect.table_key(s.name): s.name for s in specs if s.kind is Kind.QUEUE}
-    with transport.engine.connect() as conn, conn.begin():
-        existing = _existing(transport, conn, specs)
-    return _chosen(_Destinations(transport, queues, existing, dialect.table_key(resolve(transport, error_queue))), address)
-
-
-def retry(
-    transport: Transport,
-    *,
-    error_queue: str = DEFAULT_ERROR_QUEUE,
-    all_messages: bool = False,
-    failed_queue: str | None = None,
-    message_ids: Sequence[str] = (),
-    dry_run: bool = False,
-    batch_size: int = DEFAULT_RETRY_BATCH,
-    progress: Callable[[RetryReport], None] | None = None,
-    to_queue: str | None = None,
-) -> RetryReport:
-    """Move failed messages from the error queue back to the queue their NServiceBus.FailedQ names:
-    all of them, those of one failed queue, or those with the given message ids (the
-    NServiceBus.MessageId header, or the row's Id). Batches of `batch_size` in FIFO order, each in
-    one transaction of its own (the sends into the destinations and the deletes from the error
-    queue commit together: a run cut at any point and run again loses and doubles nothing). Headers
-    as ServiceControl's retry leaves them (wire.retry_headers). A message whose FailedQ names no
-    deployed queue (or none at all) is left in place and counted in `left`. `progress` is called
-    after every batch. `to_queue`: send every chosen message to that queue instead of its FailedQ
-    (a queue of the deployed topology, else UsageError before any message moves)."""
-    if sum((bool(all_messages), failed_queue is not None, bool(message_ids))) != 1:
-        raise errors.UsageError("choose the messages to retry: all of them, one failed queue, or message ids (exactly one)")
-    if batch_size < 1:
-        raise errors.UsageError(f"batch size must be at least 1, not {batch_size}")
-    dialect, profile = transport.dialect, transport.profile
-    specs = _blueprint_specs(transport)
-    queues = {dialect.table_key(s.name): s.name for s in specs if s.kind is Kind.QUEUE}
-    error_name = resolve(transport, error_queue)
-    error_key = dialect.table_key(error_name)
-    if error_key not in queues:
-        raise errors.UsageError(f"error queue {error_queue}: no queue of the deployed blueprint has that address")
-    error_name = queues[error_key]
-    wanted_key = dialect.table_key(resolve(transport, failed_queue)) if failed_queue is not None else None
-    wanted_ids = {i.lower(): i for i in message_ids}
-    seen_ids: set[str] = set()
-    report = RetryReport(transport.address_of(error_name, as_engine_knows=True), dry_run)
-    read = dialect.operations.error_batch(error_name, profile, lock=not dry_run)
-    delete = dialect.operations.delete_retried(error_name, profile)
-    after: Any = _FIRST_KEY
-    with transport.engine.connect() as conn:
-        with conn.begin():
-            existing = _existing(transport, conn, specs)
-        if error_key not in existing:
-            raise errors.UsageError(f"error queue {report.error_queue} is missing from the database")
-        destination = _Destinations(transport, queues, existing, error_key)
-        chosen = _chosen(destination, to_queue) if to_queue is not None else None
-        while True:
-            with conn.begin():
-                rows = execute(conn, read, {"After": after, "BatchSize": batch_size}).fetchall()
-                if not rows:
-                    break
-                after = rows[-1][0]
-                sends: dict[TableName, list[tuple[bytes | None, str]]] = {}
-                keys = []
-                for key, row_id, raw, body in rows:
-                    picked = _pick(raw, str(row_id), wanted_key, wanted_ids, seen_ids, destination, dialect, report, chosen)
-                    if picked is None:
-                        continue
-                    target, headers = picked
-                    sends.setdefault(target, []).append((None if body is None else bytes(body), headers))
-                    keys.append({"Key": key})
-                if not dry_run:
-                    for target, messages in sends.items():
-                        transport.queue(target).send_many(conn, messages)
-                    execute_many(conn, delete, keys)
-            report.batches += 1
-            report.scanned += len(rows)
-            for target, messages in sends.items():
-                address = transport.address_of(target, as_engine_knows=True)
-                report.by_queue[address] = report.by_queue.get(address, 0) + len(messages)
-                report.moved += len(messages)
-            if progress is not None:
-                progress(report)
-    report.not_found = [original for lowered, original in wanted_ids.items() if lowered not in seen_ids]
-    return report
-
-
-def _pick(
-    raw: str,
-    row_id: str,
-    wanted_key: tuple | None,
-    wanted_ids: dict[str, str],
-    seen_ids: set[str],
-    destination: _Destinations,
-    dialect: Any,
-    report: RetryReport,
-    chosen: TableName | None = None,
-) -> tuple[TableName, str] | None:
-    """(destination, headers to send) for a message of the error queue the selection takes and that
-    can go back (to `chosen`, where given, else to its FailedQ); None for one it does not take, or
-    that stays (counted in report.left)."""
-    try:
-        headers = wire.decode_headers(raw)
-    except wire.PoisonHeaders:
-        headers = None
-    if wanted_ids:
-        ids = {row_id.lower()}
-        if headers is not None and wire.MESSAGE_ID in headers:
-            ids.add(headers[wire.MESSAGE_ID].lower())
-        matched = ids & wanted_ids.keys()
-        if not matched:
-            return None
-        seen_ids.update(matched)
-    failed_q = headers.get(wire.FAILED_Q) if headers is not None else _unreadable_failed_q(raw)
-    if wanted_key is not None:
-        if failed_q is None:
-            return None
-        try:
-            if dialect.table_key(resolve(destination.transport, failed_q)) != wanted_key:
-                return None
-        except (ValueError, TypeError):
-            return None
-    if headers is None:  # never sent back: its failure headers cannot be taken off (status counts it, retry says why it stays)
-        why = LEFT_UNREADABLE
-    elif chosen is not None:
-        return chosen, wire.encode_headers(wire.retry_headers(headers))
-    elif failed_q is None:
-        why = LEFT_NO_FAILED_Q
-    else:
-        target = destination(failed_q)
-        if isinstance(target, TableName):
-            return target, wire.encode_headers(wire.retry_headers(headers))
-        why = target
-    report.left[(failed_q, why)] = report.left.get((failed_q, why), 0) + 1
-    return None

@@ -1,10 +1,10 @@
 """The error queue's archive: failed messages moved into the archive table the topology declares
 (`archive:` on the queue, created by the migrations) instead of being deleted, restored from it back
 into the error queue, and purged from it by age. Each of the three checks what it was asked at
-once and returns the work, which the console runs as a job (console/actions.py): a batch of
-messages a transaction (the delete from one table and the insert into the other commit together),
-the job's progress callback called after each commit. The SQL is the engine's
-(`dialect.operations.archive`)."""
+once and returns the work, which the console runs as a job (console/actions.py) and the command
+line at once (`archive`, `restore`, `purge`): a batch of messages a transaction (the delete from one
+table and the insert into the other commit together), the progress callback called after each
+commit. The SQL is the engine's (`dialect.operations.archive`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH, resolve
+from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
+from ..runtime.deployed import resolve
 from ..runtime.transport import execute
 from ..schema import Kind, TableName
 
@@ -86,11 +87,15 @@ class Archive:
             None,
         )
 
+    def require(self) -> None:
+        """NoArchive where the topology declares no archive of the error queue."""
+        self._statements("count")
+
     def _statements(self, which: str) -> list[Any]:
         if self.table is None:
             raise NoArchive(
                 f"the error queue {self.queue.table} has no archive table: add `archive: {self.queue.table}_archive` to its entry "
-                "under queues: in topology.yaml, compile and upgrade (docs/console.md), then restart the console"
+                "under queues: in topology.yaml, compile and upgrade (docs/console.md; a console running restarts to see it)"
             )
         return self.transport.dialect.operations.archive(which, self.queue, self.table, self.transport.profile)
 
@@ -191,6 +196,21 @@ class Archive:
             rows = execute(conn, statement, {"After": -1 if after is None else after, "Limit": limit + 1}).fetchall()
         shown = [Archived(int(k), str(i), str(at), why, by) for k, i, at, why, by in rows[:limit]]
         return shown, (shown[-1].key if len(rows) > limit else None)
+
+    def keys(self, ids: Sequence[str] = ()) -> tuple[list[int], list[str]]:
+        """The archive keys of the archived messages with these row Ids (every one, where none is
+        given), oldest archived first, and the Ids asked that no archived message has."""
+        wanted = {i.lower(): i for i in ids}
+        found, seen = [], set()
+        after = None
+        while True:
+            rows, after = self.page(after, 1000)
+            for row in rows:
+                if not wanted or row.id.lower() in wanted:
+                    found.append(row.key)
+                    seen.add(row.id.lower())
+            if after is None:
+                return found, [original for lowered, original in wanted.items() if lowered not in seen]
 
     def count(self) -> int:
         [statement] = self._statements("count")

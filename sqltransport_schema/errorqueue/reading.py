@@ -1,7 +1,7 @@
-"""The error queue as the console shows it: groups (by exception, failed queue, message type or
-endpoint) with their counts and first and last time of failure, pages of messages by keyset (the
-key after the last one shown, never an OFFSET), and one message with its headers and its body as
-text. The statements are the engine's (`dialect.operations.failed_*`); values are bound."""
+"""The error queue read: groups (by exception, failed queue, message type or endpoint) with their
+counts and first and last time of failure, pages of messages by keyset (the key after the last one
+shown, never an OFFSET), a list's total, and one message with its headers (read by `wire`) and its
+body as text. The statements are the engine's (`dialect.operations.failed_*`); values are bound."""
 
 from __future__ import annotations
 
@@ -16,52 +16,19 @@ from xml.dom import minidom
 from xml.parsers.expat import ExpatError
 
 from .. import errors, wire
-from ..engines.operations import ESCAPED_VALUE
-from ..runtime.operations import DEFAULT_ERROR_QUEUE, resolve
+from ..defaults import DEFAULT_ERROR_QUEUE
+from ..runtime.deployed import resolve
 from ..runtime.transport import execute
+from .selection import FIELDS, GROUP_ID, GROUPINGS, NO_FILTER, PARAMETERS, Selection, read_value
 
 if TYPE_CHECKING:
     from ..runtime.transport import Transport
     from ..schema import TableName
 
-# group by -> the fields of a group's key
-GROUPINGS = {
-    "exception": ("exception_type", "exception_message"),
-    "failed_queue": ("failed_queue",),
-    "message_type": ("message_type",),
-    "endpoint": ("endpoint",),
-}
-FIELDS = ("failed_queue", "exception_type", "exception_message", "message_type", "endpoint", "time_of_failure")
 PAGE_SIZE = 50
 MAX_PAGE = 1000
-# the parameter each filter binds
-_PARAMETERS = {
-    "since": "Since",
-    "until": "Until",
-    "failed_queue": "FailedQueue",
-    "text": "Text",
-    "body": "Body",
-    "exception_type": "ExceptionType",
-    "exception_message": "ExceptionMessage",
-    "message_type": "MessageType",
-    "endpoint": "Endpoint",
-}
 BODY_LIMIT = 1 << 20  # bodies above this are shown cut (pretty-printing a bigger one is refused)
 HEX_LIMIT = 64 << 10  # bytes of a binary body shown as hex
-GROUP_ID = 16  # hex digits of a group's id
-
-
-def read_value(value: Any) -> Any:
-    """A header's value as a read of the engine gave it, as text: a value the engine could not hold
-    as text (engines/operations.py, ESCAPED_VALUE: a NUL, a lone surrogate) decoded from its JSON
-    string here, so it holds them; other values as they are."""
-    if isinstance(value, str) and value.startswith(ESCAPED_VALUE):
-        try:
-            decoded = json.loads(value[1:])
-        except ValueError:
-            return value[1:]
-        return decoded if isinstance(decoded, str) else value[1:]
-    return value
 
 
 def group_id(by: str, values: tuple[Any, ...]) -> str:
@@ -90,100 +57,6 @@ def _remember(by: str, values: tuple[Any, ...]) -> None:
             del _KNOWN[next(iter(_KNOWN))]
 
 
-@dataclass(frozen=True)
-class Filter:
-    """Which messages of the error queue: time of failure in [since, until), the failed queue,
-    text the headers hold, text the body holds (its BodyString column, where the error queue has
-    one), and a group's own fields (exception_type, ... as in GROUPINGS)."""
-
-    since: datetime | None = None
-    until: datetime | None = None
-    failed_queue: str | None = None
-    text: str | None = None
-    body: str | None = None
-    group: tuple[tuple[str, str], ...] = ()
-    group_id: str | None = None  # a group by its id (group_id()); `by` its grouping
-    by: str = "exception"
-
-    @classmethod
-    def of(cls, values: dict[str, str]) -> Filter:
-        """A filter from query or form fields (empty ones ignored); bad values are a UsageError. A
-        group is `group` (its id) and `by`, or (as before ids) its fields' text."""
-        for name, value in values.items():
-            if "\x00" in str(value):  # PostgreSQL refuses it in a text (psycopg: a 500 otherwise)
-                raise errors.UsageError(f"{name}: the value holds a NUL character; filter by the text around it")
-        group = tuple((name, values[name]) for name in FIELDS[:-1] if name in values and name != "failed_queue")
-        by = values.get("by") or "exception"
-        if by not in GROUPINGS:
-            raise errors.UsageError(f"group by {by!r}: choose one of {', '.join(GROUPINGS)}")
-        chosen = values.get("group") or None
-        if chosen is not None and (len(chosen) != GROUP_ID or any(c not in "0123456789abcdef" for c in chosen)):
-            raise errors.UsageError(
-                f"group: {chosen[:40]!r} is no group's id ({GROUP_ID} hex digits, as GET /api/failed/groups lists them)"
-            )
-        return cls(
-            since=_time(values.get("since"), "since"),
-            until=_time(values.get("until"), "until"),
-            failed_queue=values.get("failed_queue") or None,
-            text=values.get("text") or None,
-            body=values.get("body") or None,
-            group=group,
-            group_id=chosen,
-            by=by,
-        )
-
-    @property
-    def shown_group(self) -> tuple[tuple[str, Any], ...]:
-        """The group's fields and their values as text (a NUL, a lone surrogate decoded)."""
-        return tuple((name, read_value(value)) for name, value in self.group)
-
-    def bindings(self) -> dict[str, str]:
-        """filter name -> the value it binds."""
-        out: dict[str, str] = {}
-        if self.since is not None:
-            out["since"] = wire.format_time_sent(self.since)
-        if self.until is not None:
-            out["until"] = wire.format_time_sent(self.until)
-        if self.failed_queue is not None:
-            out["failed_queue"] = self.failed_queue
-        if self.text is not None:
-            out["text"] = _contains(self.text)
-        if self.body is not None:
-            out["body"] = _contains(self.body)
-        out.update(self.group)
-        return out
-
-    def query(self) -> dict[str, str]:
-        """The filter as query fields (what Filter.of reads back): a group by its id, never its text."""
-        out = {"by": self.by, "group": self.group_id} if self.group_id else {name: value for name, value in self.group}
-        for name in ("since", "until"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value.strftime("%Y-%m-%dT%H:%M:%S")
-        if self.failed_queue:
-            out["failed_queue"] = self.failed_queue
-        if self.text:
-            out["text"] = self.text
-        if self.body:
-            out["body"] = self.body
-        return out
-
-
-def _contains(text: str) -> str:
-    """A LIKE pattern (ESCAPE '!') matching any text that holds `text`: its %, _ and ! are characters."""
-    return "%" + text.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
-
-
-def _time(text: str | None, name: str) -> datetime | None:
-    if not text:
-        return None
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise errors.UsageError(f"{name}: {text!r} is no time (give 2026-11-27T10:00 or 2026-11-27T10:00:00+00:00)") from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
-
-
 def has_body_string(transport: Transport, error_queue: str = DEFAULT_ERROR_QUEUE) -> bool:
     """Whether the error queue's table has BodyString (the deployed topology asks for it and the
     transport version's installer adds it): what the body filter reads."""
@@ -193,14 +66,16 @@ def has_body_string(transport: Transport, error_queue: str = DEFAULT_ERROR_QUEUE
     return any(dialect.table_key(s.name) == key and dialect.has_body_string(s, transport.profile) for s in specs)
 
 
-def _run(transport: Transport, statement: Any, filt: Filter, extra: dict[str, Any], error_queue: str) -> list[Any]:
+def _run(transport: Transport, statement: Any, filt: Selection, extra: dict[str, Any], error_queue: str) -> list[Any]:
+    if filt.ids:
+        raise errors.UsageError("ids choose messages for an action; a listing reads the filter fields")
     if filt.body is not None and not has_body_string(transport, error_queue):
         raise errors.UsageError(
             f"body: the error queue {error_queue} has no BodyString column (body_string: true on its endpoint in the topology, "
             "transport 4.1+, on PostgreSQL 8.1.13 or 9.0.2+); filter by text in the headers instead"
         )
     bound = filt.bindings()
-    params = {_PARAMETERS[name]: value for name, value in bound.items()} | extra
+    params = {PARAMETERS[name]: value for name, value in bound.items()} | extra
     with transport.engine.connect() as conn:
         return list(execute(conn, statement, params).fetchall())
 
@@ -252,7 +127,7 @@ def sort_of(text: str | None, allowed: tuple[str, ...]) -> str:
 
 
 def groups(
-    transport: Transport, by: str = "exception", filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE, sort: str = "count"
+    transport: Transport, by: str = "exception", filt: Selection = NO_FILTER, error_queue: str = DEFAULT_ERROR_QUEUE, sort: str = "count"
 ) -> list[Group]:
     """The error queue's messages that pass `filt`, grouped `by` one of GROUPINGS, in the order `sort`
     (GROUP_SORTS: the largest first, the smallest, the latest failure first, the earliest)."""
@@ -273,7 +148,7 @@ def groups(
     return out
 
 
-def resolved(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERROR_QUEUE) -> Filter:
+def resolved(transport: Transport, filt: Selection, error_queue: str = DEFAULT_ERROR_QUEUE) -> Selection:
     """`filt` with its group id (if any) as the group's fields: from the groups read before, else from
     the error queue's groups now; NotFound where no message has that group's key."""
     if filt.group_id is None or filt.group:
@@ -281,7 +156,7 @@ def resolved(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERRO
     with _known_lock:
         known = _KNOWN.get(filt.group_id)
     if known is None or known[0] != filt.by:
-        found = [g for g in groups(transport, filt.by, Filter(), error_queue) if g.id == filt.group_id]
+        found = [g for g in groups(transport, filt.by, Selection(), error_queue) if g.id == filt.group_id]
         known = (found[0].by, found[0].values) if found else None
     if known is None:
         raise errors.NotFound(
@@ -302,7 +177,7 @@ class Page:
 
 def page(
     transport: Transport,
-    filt: Filter = Filter(),
+    filt: Selection = NO_FILTER,
     after: int | None = None,
     limit: int = PAGE_SIZE,
     error_queue: str = DEFAULT_ERROR_QUEUE,
@@ -328,7 +203,7 @@ def page(
 TOTAL_CAP = 10_000  # a list's total is counted up to this (then shown as "10,000 or more")
 
 
-def count(transport: Transport, filt: Filter = Filter(), error_queue: str = DEFAULT_ERROR_QUEUE, cap: int = TOTAL_CAP) -> int:
+def count(transport: Transport, filt: Selection = NO_FILTER, error_queue: str = DEFAULT_ERROR_QUEUE, cap: int = TOTAL_CAP) -> int:
     """How many messages of the error queue pass `filt` (a list's total), counted up to `cap`: a
     total of `cap` means that many or more."""
     filt = resolved(transport, filt, error_queue)
@@ -340,7 +215,7 @@ def groups_of(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_Q
     """The groups (one of each grouping) the message with this key is in, its key read as the groups
     read it (a page of one from the key before it): a message's page links back to them by their ids."""
     statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, ())
-    rows = _run(transport, statement, Filter(), {"After": key - 1, "Limit": 1}, error_queue)
+    rows = _run(transport, statement, Selection(), {"After": key - 1, "Limit": 1}, error_queue)
     if not rows or int(rows[0][0]) != key:
         return {}
     fields = dict(zip(FIELDS, rows[0][2:]))
@@ -352,8 +227,8 @@ def groups_of(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_Q
     return out
 
 
-def keys_of(transport: Transport, filt: Filter, error_queue: str = DEFAULT_ERROR_QUEUE) -> list[str]:
-    """The row Ids of every message passing `filt` (what a retry of a group or a filter takes), page by page."""
+def ids_of(transport: Transport, filt: Selection, error_queue: str = DEFAULT_ERROR_QUEUE) -> list[str]:
+    """The row Ids of every message passing `filt` (what a retry or an archive of a group or a filter takes), page by page."""
     ids: list[str] = []
     after = None
     filt = resolved(transport, filt, error_queue)
@@ -429,10 +304,28 @@ def message(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUE
         headers: dict[str, str] | None = wire.decode_headers(raw)
     except wire.PoisonHeaders as exc:
         problem = exc.reason
-        headers = _first_values(raw)
+        headers = wire.first_values(raw)
     body = b"" if row[3] is None else bytes(row[3])
     kind, text, note = _body(body, (headers or {}).get(wire.CONTENT_TYPE, ""))
     return Message(int(row[0]), str(row[1]), headers, raw, text, kind, len(body), problem, note)
+
+
+def as_time(value: Any) -> datetime | None:
+    """A time a listing or the action log holds, as an aware datetime in UTC: a datetime (naive ones are UTC, as the
+    console's tables keep them), ISO 8601 text, or NServiceBus's wire format; None for anything else."""
+    if isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str) and value:
+        try:
+            at = wire.parse_time_sent(value)
+        except ValueError:
+            try:
+                at = datetime.fromisoformat(value)
+            except ValueError:
+                return None
+    else:
+        return None
+    return (at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at).astimezone(timezone.utc)
 
 
 def _failure_time(text: str) -> str:
@@ -463,22 +356,6 @@ def _sort_time(text: str) -> datetime:
     except ValueError:
         return datetime.min.replace(tzinfo=timezone.utc)
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
-
-
-def _first_values(raw: str) -> dict[str, str] | None:
-    """Headers wire refuses but that are a JSON object (a name twice, a value not text): each name's
-    first value, as the groups read it, any value not text as its JSON; None for no JSON object."""
-    try:
-        pairs = json.loads(raw.lstrip("\ufeff"), object_pairs_hook=lambda p: p)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(pairs, list) or not all(isinstance(p, tuple) for p in pairs):
-        return None
-    out: dict[str, str] = {}
-    for name, value in pairs:
-        if name not in out and value is not None:
-            out[name] = value if isinstance(value, str) else json.dumps(value)
-    return out
 
 
 def body_text(body: bytes, content_type: str = "") -> tuple[str, str]:
