@@ -582,6 +582,11 @@ class Dialect(Connecting):
         """Correlation index names that share the schema's namespace with tables (collision checks)."""
         return []
 
+    def outbox_index_names(self, spec: TableSpec) -> list[TableName]:
+        """The outbox table's index names where they share the schema's namespace and are not
+        derived from the table's name (two outboxes in one schema would want the same ones)."""
+        return []
+
     def saga_name_problems(self, spec: TableSpec) -> list[str]:
         """What this engine cannot hold of a saga table (its name, a column or index name too long)."""
         return [f"table name {problem}" for _part, problem in self.name_problems(spec.name) if _part == "table"]

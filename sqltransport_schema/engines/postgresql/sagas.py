@@ -171,6 +171,9 @@ WHERE ctid IN (
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
         return [TableName(self.correlation_index(spec, c.name), spec.name.schema) for c in spec.correlations]
 
+    def outbox_index_names(self, spec: TableSpec) -> list[TableName]:
+        return [TableName(index, spec.name.schema) for index in self.OUTBOX_INDEXES]
+
     def saga_name_problems(self, spec: TableSpec) -> list[str]:
         problems = []
         prefix, suffix = spec.saga_prefix or "", self.saga_suffix(spec)
