@@ -117,7 +117,7 @@ def test_targets_from_a_query_of_a_control_database(tmp_path):
         (
             "url_template: sqlite:///{name}.db\nnames: [a]\nstages:\n  - name: s\n  - name: t\n",
             "4:5",
-            "stage 's' needs targets: only the last stage takes the rest",
+            "stage 's' needs targets or select: only the last stage takes the rest",
         ),
         (
             "url_template: sqlite:///{name}.db\nnames: [a]\nstages:\n  - name: s\n    on_error: ignore\n",

@@ -55,6 +55,8 @@ def _words(args: argparse.Namespace, *extra: str, x: bool = True) -> list[str]:
         words += ["--stage", args.stage]
     if getattr(args, "create_missing", False):
         words.append("--create-missing")
+    if getattr(args, "check_between_stages", False):
+        words.append("--check-between-stages")
     for pattern in getattr(args, "exclude", None) or ():
         words += ["--exclude", pattern]
     if args.parallel:
@@ -152,7 +154,16 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         batch = batches(args, migrations, journal)
     try:
         reports = runner.upgrade(
-            fleet, migrations, staged, journal, shlex.join(_words(args)), args.parallel, progress.update, batch=batch, say=progress.say
+            fleet,
+            migrations,
+            staged,
+            journal,
+            shlex.join(_words(args)),
+            args.parallel,
+            progress.update,
+            batch=batch,
+            say=progress.say,
+            check_all=args.check_between_stages,
         )
     finally:
         progress.close()
@@ -160,7 +171,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             journal.close()
         if batch is not None:
             batch.cleanup()
-    left = list(runner.incomplete(reports))
+    left = list(runner.incomplete(reports)) or [r.stage.name for r in reports if r.status == runner.STOPPED]
     resume = shlex.join(_words(args)) if left and not args.dry_run else None
     if args.format == "json":
         sys.stdout.write(json.dumps(report.upgrade_json(reports, revision, resume, args.dry_run), indent=2) + "\n")
@@ -298,6 +309,12 @@ def _add_upgrade(fsub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="make a target's database first when it is not there (PostgreSQL: CREATE DATABASE from the server's "
         "postgres database; SQLite: the file's folder)",
+    )
+    p.add_argument(
+        "--check-between-stages",
+        action="store_true",
+        help="before a stage starts, `fleet status --check` of the stages it follows must be clean (at the revision, "
+        "in sync), else the run stops there (a stage's check: true in the fleet file does so for that stage)",
     )
     add_options(p, "journal")
     add_options(p, "format", format=FLEET_FORMAT)
