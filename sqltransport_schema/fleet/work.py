@@ -310,7 +310,7 @@ class Migrations:
             result.outcome = BUSY if isinstance(error, SkippedBusy) else FAILED
             result.error = describe(error, target, self.settings.describe)
             if not result.read:  # its version read (bounded) is what failed
-                result.error = self._waited(started, result.error)
+                result.error = self._waited(started, result.error, result)
             result.reachable = _unreachable(error) is None
         result.seconds = time.perf_counter() - started
         return result
@@ -374,18 +374,21 @@ class Migrations:
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
             result.outcome, result.error, result.reachable = (
                 FAILED,
-                self._waited(started, describe(error, target, self.settings.describe)),
+                self._waited(started, describe(error, target, self.settings.describe), result),
                 _unreachable(error) is None,
             )
         result.seconds = time.perf_counter() - started
         return result
 
-    def _waited(self, started: float, error: str) -> str:
+    def _waited(self, started: float, error: str, result: Result | None = None) -> str:
         """A failure's line, saying so when it came as the read timeout ran out (a held lock, a server
-        that does not answer): the time waited and the setting that bounds it."""
+        that does not answer): the time waited and the setting that bounds it (and the result marked
+        timed out, with the seconds waited, for the reports and the exporter)."""
         waited = time.perf_counter() - started
         if waited < self.settings.read_timeout * 0.9:
             return error
+        if result is not None:
+            result.extra["timed_out"] = round(waited, 3)
         return f"no answer within {waited:.1f} s (read timeout {self.settings.read_timeout:g} s; --read-timeout or read_timeout:): {error}"
 
     def _drift(self, target: Target, dialect: Any, connection: Any, stamps: tuple[str, ...]) -> dict:
