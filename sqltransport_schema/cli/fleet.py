@@ -96,17 +96,21 @@ def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (flee
 def targets(args: argparse.Namespace) -> list:
     """The fleet file's targets in file order, each with its role settled, as --only, --exclude and
     --stage choose them where the command has them (outbox cleanup --fleet, status --fleet)."""
-    return [target for _, chosen in _load(args, "status")[1] for target in chosen]
+    return bounded_targets(args)[0]
+
+
+def bounded_targets(args: argparse.Namespace) -> tuple[list, float]:
+    """targets(args), and the seconds each target's read may wait: --read-timeout, else the fleet file's, else the default."""
+    _, staged, migrations = _load(args, "status")
+    return [target for _, chosen in staged for target in chosen], migrations.settings.read_timeout
 
 
 def _settings(args: argparse.Namespace, settings_kind: str, file_timeout: float | None = None):  # noqa: ANN202 - fleet.work.Settings
-    from ..fleet.work import DEFAULT_READ_TIMEOUT, Settings
-    from ..util import parse_duration
+    from ..fleet.work import Settings
+    from .options import read_timeout
 
-    given = getattr(args, "read_timeout", None)
-    read_timeout = parse_duration(given, "--read-timeout", zero=False) if given else (file_timeout or DEFAULT_READ_TIMEOUT)
     return Settings(
-        read_timeout=read_timeout,
+        read_timeout=read_timeout(args, file_timeout),
         config=args.config,
         to_rev=getattr(args, "to_rev", None) or "head",
         x=_x(getattr(args, "x", []) or []),

@@ -18,6 +18,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..defaults import DEFAULT_READ_TIMEOUT  # noqa: F401 - seconds a target's read may wait; cli/fleet reads it here
 from .file import Target, scrub
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ UPGRADED, AT_REVISION, WOULD_UPGRADE, FAILED, BUSY, LOST = "upgraded", "at_revis
 PAST = "past"  # already past the revision asked for (--to an older one): left there, never downgraded
 DONE = frozenset({UPGRADED, AT_REVISION, WOULD_UPGRADE, PAST})
 VERSION_TABLE = "alembic_version"
-DEFAULT_READ_TIMEOUT = 10.0  # seconds: a locked alembic_version or a server that does not answer is reported, never waited out
 # What a fleet read of a SQLite target whose file is not there says to do.
 TARGET_FIX = "check the target's URL in the fleet file, or build it with `sqltransport-schema fleet upgrade`"
 
@@ -381,15 +381,15 @@ class Migrations:
         return result
 
     def _waited(self, started: float, error: str, result: Result | None = None) -> str:
-        """A failure's line, saying so when it came as the read timeout ran out (a held lock, a server
-        that does not answer): the time waited and the setting that bounds it (and the result marked
-        timed out, with the seconds waited, for the reports and the exporter)."""
+        """A failure's line, saying so when it came as the read timeout ran out (db.timed_out: the time
+        waited and the setting that bounds it), the result then marked timed out with the seconds waited."""
+        from ..db import timed_out
+
         waited = time.perf_counter() - started
-        if waited < self.settings.read_timeout * 0.9:
-            return error
-        if result is not None:
+        line = timed_out(waited, self.settings.read_timeout, error, "--read-timeout or read_timeout:")
+        if line != error and result is not None:
             result.extra["timed_out"] = round(waited, 3)
-        return f"no answer within {waited:.1f} s (read timeout {self.settings.read_timeout:g} s; --read-timeout or read_timeout:): {error}"
+        return line
 
     def _drift(self, target: Target, dialect: Any, connection: Any, stamps: tuple[str, ...]) -> dict:
         """check's drift summary, on the connection the stamps were read on: what does not depend on
