@@ -234,6 +234,36 @@ def timed_out(waited: float, seconds: float, line: str, setting: str = "--read-t
     return f"no answer within {waited:.1f} s (read timeout {seconds:g} s; {setting}): {line}"
 
 
+def driver_connection(url: str, dialect: Any, read_timeout: float, *, must_exist: bool = False, fix: str = BUILD_IT) -> Any:
+    """A DBAPI connection straight from the driver (a fleet's version read: no engine, no pool, no
+    compilation per target), reached as make_engine reaches a database: a SQLite file that is not
+    there refused with must_exist (and never created: existing_only), in a folder that is not there
+    always; opened, and its statements and lock waits bounded, within read_timeout. dialect: the
+    driver's SQLAlchemy dialect; a driver's error comes back as SQLAlchemy's (statement None: unreachable)."""
+    if must_exist:
+        refuse_missing_sqlite_file(url, fix=fix)
+    refuse_missing_sqlite_folder(url)  # nothing could build it there: named, not "unable to open database file"
+    dbapi = dialect.loaded_dbapi
+    cargs, cparams = dialect.create_connect_args(make_url(normalise_url(url)))
+    if must_exist:
+        cargs = list(cargs)
+        existing_only(url, cargs, cparams)
+    engine = _dialect(dialect.name)
+    if engine is not None:
+        engine.bounded_connect(cparams, read_timeout)
+    try:
+        connection = dbapi.connect(*cargs, **cparams)
+    except dbapi.Error as error:
+        raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None
+    try:
+        if engine is not None:
+            engine.bound_session(connection, read_timeout)
+    except dbapi.Error as error:
+        connection.close()
+        raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None
+    return connection
+
+
 def given_url(engine: Engine) -> str:
     """The URL of an engine as the user gave it to make_engine (`postgresql://`, `postgres://`), for
     output (through urls.display_url, which masks the password); the engine's own for another engine."""

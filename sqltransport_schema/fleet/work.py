@@ -208,33 +208,12 @@ class Migrations:
         """(the driver's SQLAlchemy dialect, the version read, a DBAPI connection to the target).
         must_exist: for a read (status), which refuses a SQLite file that is not there (NoDatabase),
         as db.make_engine(must_exist=True) does, instead of creating it."""
-        from sqlalchemy import exc
         from sqlalchemy.engine import make_url
 
-        from .. import engines
-        from ..db import existing_only, normalise_url, refuse_missing_sqlite_file, refuse_missing_sqlite_folder
+        from ..db import driver_connection, normalise_url
 
-        if must_exist:
-            refuse_missing_sqlite_file(url, fix=TARGET_FIX)
-        refuse_missing_sqlite_folder(url)  # nothing could build it there: named, not "unable to open database file"
-        parsed = make_url(normalise_url(url))
-        dialect, sql = self._reader(parsed.drivername, url)
-        dbapi = dialect.loaded_dbapi
-        cargs, cparams = dialect.create_connect_args(parsed)
-        if must_exist:
-            cargs = list(cargs)
-            existing_only(url, cargs, cparams)
-        engine = engines.for_sqlalchemy(dialect.name)
-        engine.bounded_connect(cparams, self.settings.read_timeout)
-        try:
-            connection = dbapi.connect(*cargs, **cparams)
-        except dbapi.Error as error:
-            raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None  # statement None: unreachable
-        try:
-            engine.bound_session(connection, self.settings.read_timeout)
-        except dbapi.Error as error:
-            connection.close()
-            raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None
+        dialect, sql = self._reader(make_url(normalise_url(url)).drivername, url)
+        connection = driver_connection(url, dialect, self.settings.read_timeout, must_exist=must_exist, fix=TARGET_FIX)
         return dialect, sql, connection
 
     def _read_stamps(self, url: str, dialect: Any, sql: str, connection: Any) -> tuple[str, ...]:
