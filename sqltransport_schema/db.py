@@ -28,6 +28,8 @@ DEFAULT_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymy
 DRIVER_MODULES = frozenset({"sqlite3", "psycopg", "psycopg2", "pyodbc", "pymysql", "MySQLdb"})
 # The URL each engine make_engine made was given, as the user wrote it (its scheme, no driver added).
 _GIVEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The read timeout each engine make_engine made bounds its reads by (read_timeout_of).
+_BOUNDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class DatabaseURLError(errors.UsageError):
@@ -188,6 +190,7 @@ def make_engine(
 
     if read_timeout is not None and dialect is not None:
         _bounded(engine, dialect, read_timeout)
+        _BOUNDS[engine] = read_timeout
     _GIVEN[engine] = given
     return engine
 
@@ -224,6 +227,11 @@ def answered_within(seconds: float | None, setting: str = "--read-timeout") -> I
         if said == line:
             raise
         raise NoAnswer(said) from None
+
+
+def read_timeout_of(engine: Engine) -> float | None:
+    """The seconds make_engine bounds the engine's connections, statements and lock waits by (None: unbounded)."""
+    return _BOUNDS.get(engine)
 
 
 def timed_out(waited: float, seconds: float, line: str, setting: str = "--read-timeout") -> str:

@@ -72,3 +72,23 @@ def test_status_fleet_reports_the_target_that_does_not_answer_and_reads_the_othe
     stuck = next(line for line in out if line.startswith("stuck"))
     assert "failed: " in stuck and "no answer within 1." in stuck and "(read timeout 1 s; --read-timeout or read_timeout:)" in stuck
     assert any(line.startswith("fine (shared): ") and "failed" not in line for line in out), out
+
+
+def test_a_status_serve_scrape_answers_within_twice_the_read_timeout(project, pg_url):
+    """The exporter started, then a table's lock held: a scrape says the read failed (up 0) within twice
+    --read-timeout, and the next scrape after the lock is gone reads it again."""
+    from .support.prometheus import Exporter
+
+    url = project.deploy(pg_url, TOPOLOGY)
+    exporter = Exporter(url, "--min-interval", "0", "--read-timeout", "1s", "-c", str(project.ini))
+    try:
+        assert exporter.metrics()["sqltransport_up"] == [({}, 1.0)]
+        with held(url, "Sales"):
+            started = time.monotonic()
+            samples = exporter.metrics()
+            took = time.monotonic() - started
+        assert took < 2 * 1, took
+        assert samples["sqltransport_up"] == [({}, 0.0)]
+        assert exporter.metrics()["sqltransport_up"] == [({}, 1.0)]
+    finally:
+        exporter.close()
