@@ -579,12 +579,7 @@ class Dialect(Connecting):
         return "Index_Correlation_" + prop
 
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
-        """Correlation index names that share the schema's namespace with tables (collision checks)."""
-        return []
-
-    def outbox_index_names(self, spec: TableSpec) -> list[TableName]:
-        """The outbox table's index names where they share the schema's namespace and are not
-        derived from the table's name (two outboxes in one schema would want the same ones)."""
+        """A saga's correlation (or an outbox's) index names that share the schema's namespace with tables (collision checks)."""
         return []
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:

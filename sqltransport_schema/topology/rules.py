@@ -374,7 +374,7 @@ def _outbox_index_clashes(f: Facts) -> Iterator[Problem]:
         engine = engine_registry.get(engine_name)
         first: dict[tuple, Endpoint] = {}
         for ep in sorted(outboxes, key=lambda ep: f.position(ep.mark_of("outbox"))):
-            indexes = engine.outbox_index_names(ep.outbox_spec())
+            indexes = engine.saga_index_names(ep.outbox_spec())
             earlier = next((first[key] for key in map(engine.table_key, indexes) if key in first), None)
             for key in map(engine.table_key, indexes):
                 first.setdefault(key, ep)
