@@ -48,7 +48,8 @@ TARGET = Field(
 )
 QUERY = Field(
     "object",
-    "Targets read from a control database: each row is (name, url) or (name, url, role), or (name) alone with url_template.",
+    "Targets read from a control database: each row is (name, url), (name, url, role) or (name, url, role, labels: "
+    "comma-separated), or (name) alone with url_template.",
     title="query",
     fields={
         "url": Field("string", "The control database's URL (${VAR} from the environment).", required=True),
@@ -375,8 +376,9 @@ def _queried(
             problems.append(Problem(mark, f"the query returned role {role!r} for {row[0]!r}; expected one of {', '.join(ROLES)}"))
             return []
         expanded = expand(raw, at, problems, environ, written)
+        labels = tuple(label.strip() for label in str(row[3] or "").split(",") if label.strip()) if len(row) >= 4 else ()
         if expanded is not None:
-            out.append((Target(row[0], expanded, role, templated=True), mark))
+            out.append((Target(row[0], expanded, role, labels, templated=True), mark))
     return out
 
 
