@@ -410,8 +410,11 @@ def compare(connection: Connection, engine: Dialect, deployed: str, reference: R
     return diff(expected, deployed, reference.head, live, engine=engine, unapplied=unapplied, history=history, subscriptions=subscriptions)
 
 
-def run(url: str, config: Config | None, role: str = SHARED, script: ScriptDirectory | None = None) -> Report:
-    """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError.
+def run(
+    url: str, config: Config | None, role: str = SHARED, script: ScriptDirectory | None = None, read_timeout: float | None = None
+) -> Report:
+    """Connect, read the stamp, the revisions and the catalog; diff. Raises CheckError (past
+    read_timeout, the seconds of a connection, statement or lock wait: saying how long it waited).
 
     role: the database's under tenant placement (docs/tenants.md): the shared database's tables, or
     a tenant database's; each revision's blueprint is read for that role.
@@ -443,7 +446,7 @@ def run(url: str, config: Config | None, role: str = SHARED, script: ScriptDirec
         reference = Reference(script, role, version_table)
     elif script is not None:
         reference = Reference(script, role)
-    with catalog_connection(url, CheckError) as (engine, connection):
+    with catalog_connection(url, CheckError, read_timeout) as (engine, connection):
         try:
             deployed = revisions.deployed_revision(connection, upgrade_command(url))
             stored = revisions.stored_blueprint(connection) if reference is None else None

@@ -25,8 +25,12 @@ DRIVER_EXTRAS = {"postgresql": "postgresql", "mssql": "mssql", "mysql": "mysql",
 SCHEME_ALIASES = {"postgres": "postgresql"}
 # The driver a URL without one means: the one this package installs (else SQLAlchemy's default).
 DEFAULT_DRIVERS = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
+# The DBAPI modules whose errors are a database's answer (answered_within).
+DRIVER_MODULES = frozenset({"sqlite3", "psycopg", "psycopg2", "pyodbc", "pymysql", "MySQLdb"})
 # The URL each engine make_engine made was given, as the user wrote it (its scheme, no driver added).
 _GIVEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The read timeout each engine make_engine made bounds its reads by (read_timeout_of).
+_BOUNDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class DatabaseURLError(errors.UsageError):
@@ -68,6 +72,11 @@ def _dialect(backend: str) -> Dialect | None:
 class NoDatabase(errors.NotFound):
     """A SQLite URL names a file that is not there, for a command that needs a deployed database:
     connecting would have created it empty, so nothing was opened (refuse_missing_sqlite_file)."""
+
+
+class NoAnswer(errors.Unavailable):
+    """A database gave no answer within the read timeout (a held lock, a server that does not
+    answer): the message says how long was waited and the setting that bounds it (timed_out)."""
 
 
 # What a refusal says to do when its caller names nothing better ({upgrade}: urls.upgrade_command of the URL).
@@ -133,17 +142,31 @@ def existing_only(url: str, cargs: list, cparams: dict) -> None:
     cparams["uri"] = True
 
 
-def make_engine(url: str, *, sqlite_writers: bool = True, must_exist: bool = False, **kwargs: Any) -> Engine:
-    """An engine whose transactions are real on every backend, SQLite included.
+def make_engine(
+    url: str,
+    *,
+    sqlite_writers: bool = True,
+    must_exist: bool = False,
+    read_timeout: float | None = None,
+    named_by: str = "",
+    fix: str = BUILD_IT,
+    **kwargs: Any,
+) -> Engine:
+    """An engine whose transactions are real on every backend, SQLite included: the one way a
+    command reaches a database.
 
     On SQLite its transactions begin as writers and wait for the lock (sqlite_transactions);
     sqlite_writers=False for an engine that only reads (a catalog, a stamped revision).
     must_exist: the caller works on a deployed database (reads it, or changes its rows) and never
-    builds one: a SQLite file that is not there is refused (NoDatabase), never created empty. Only
-    what builds a database (alembic upgrade, fleet upgrade) leaves it False."""
+    builds one: a SQLite file that is not there is refused (NoDatabase, saying where the URL came
+    from, named_by, and what to do, fix), never created empty. Only what builds a database (alembic
+    upgrade, fleet upgrade) leaves it False.
+    read_timeout: seconds each connection may take to open, and each statement and lock wait on it
+    (the engine's bounds: bounded_connect, bound_session), for a read that must report a database
+    that does not answer rather than wait for it (status, check, the exporters; timed_out says so)."""
     given, url = url, normalise_url(url)
     if must_exist:
-        refuse_missing_sqlite_file(given)
+        refuse_missing_sqlite_file(given, named_by, fix)
     else:  # a database this engine may build: in a folder that is there
         refuse_missing_sqlite_folder(given)
     backend = make_url(url).get_backend_name()
@@ -166,8 +189,88 @@ def make_engine(url: str, *, sqlite_writers: bool = True, must_exist: bool = Fal
         def _existing_only(_dialect: Any, _record: Any, cargs: list, cparams: dict) -> None:
             existing_only(url, cargs, cparams)
 
+    if read_timeout is not None and dialect is not None:
+        _bounded(engine, dialect, read_timeout)
+        _BOUNDS[engine] = read_timeout
     _GIVEN[engine] = given
     return engine
+
+
+def _bounded(engine: Engine, dialect: Dialect, seconds: float) -> None:
+    """Every connection of the engine opened, and its statements and lock waits bounded, within seconds."""
+
+    @event.listens_for(engine, "do_connect")
+    def _connect_within(_dialect: Any, _record: Any, _cargs: list, cparams: dict) -> None:
+        dialect.bounded_connect(cparams, seconds)
+
+    @event.listens_for(engine, "connect")
+    def _session_within(dbapi_connection: Any, _record: Any) -> None:
+        dialect.bound_session(dbapi_connection, seconds)
+
+
+@contextmanager
+def answered_within(seconds: float | None, setting: str = "--read-timeout") -> Iterator[None]:
+    """A read on an engine bounded by read_timeout: a database error that came as the bound ran out
+    raised as NoAnswer, saying so (timed_out); any other as it was."""
+    import time
+
+    started = time.perf_counter()
+    try:
+        yield
+    except Exception as problem:
+        if isinstance(problem, exc.SQLAlchemyError):
+            line = failure(problem)
+        elif type(problem).__module__.split(".")[0] in DRIVER_MODULES:  # a read on the driver's own cursor (the runtime's)
+            line = "the database refused: " + ((str(problem).strip().splitlines() or [type(problem).__name__])[0])
+        else:
+            raise
+        said = timed_out(time.perf_counter() - started, seconds, line, setting) if seconds else line
+        if said == line:
+            raise
+        raise NoAnswer(said) from None
+
+
+def read_timeout_of(engine: Engine) -> float | None:
+    """The seconds make_engine bounds the engine's connections, statements and lock waits by (None: unbounded)."""
+    return _BOUNDS.get(engine)
+
+
+def timed_out(waited: float, seconds: float, line: str, setting: str = "--read-timeout") -> str:
+    """A failure's line as a read past its bound says it (a held lock, a server that does not answer):
+    the time waited and the setting that bounds it; the line as it was when it came sooner."""
+    if waited < seconds * 0.9:
+        return line
+    return f"no answer within {waited:.1f} s (read timeout {seconds:g} s; {setting}): {line}"
+
+
+def driver_connection(url: str, dialect: Any, read_timeout: float, *, must_exist: bool = False, fix: str = BUILD_IT) -> Any:
+    """A DBAPI connection straight from the driver (a fleet's version read: no engine, no pool, no
+    compilation per target), reached as make_engine reaches a database: a SQLite file that is not
+    there refused with must_exist (and never created: existing_only), in a folder that is not there
+    always; opened, and its statements and lock waits bounded, within read_timeout. dialect: the
+    driver's SQLAlchemy dialect; a driver's error comes back as SQLAlchemy's (statement None: unreachable)."""
+    if must_exist:
+        refuse_missing_sqlite_file(url, fix=fix)
+    refuse_missing_sqlite_folder(url)  # nothing could build it there: named, not "unable to open database file"
+    dbapi = dialect.loaded_dbapi
+    cargs, cparams = dialect.create_connect_args(make_url(normalise_url(url)))
+    if must_exist:
+        cargs = list(cargs)
+        existing_only(url, cargs, cparams)
+    engine = _dialect(dialect.name)
+    if engine is not None:
+        engine.bounded_connect(cparams, read_timeout)
+    try:
+        connection = dbapi.connect(*cargs, **cparams)
+    except dbapi.Error as error:
+        raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None
+    try:
+        if engine is not None:
+            engine.bound_session(connection, read_timeout)
+    except dbapi.Error as error:
+        connection.close()
+        raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None
+    return connection
 
 
 def given_url(engine: Engine) -> str:
@@ -252,13 +355,17 @@ def _missing_database(message: str) -> str | None:
 
 
 @contextmanager
-def catalog_connection(url: str, error: type[Exception]) -> Iterator[tuple[Dialect, Connection]]:
+def catalog_connection(url: str, error: type[Exception], read_timeout: float | None = None) -> Iterator[tuple[Dialect, Connection]]:
     """(engine class, connection) for reading a database's catalog; an unsupported engine or a
-    failure to reach or read the database is raised as `error` with one clear line, a SQLite file
-    that is not there as NoDatabase (check, adopt and script --url read a deployed database: none is created)."""
+    failure to reach or read the database is raised as `error` with one clear line (past read_timeout:
+    the time waited, timed_out), a SQLite file that is not there as NoDatabase (check, adopt and
+    script --url read a deployed database: none is created)."""
+    import time
+
     from . import engines
 
-    db = make_engine(url, sqlite_writers=False, must_exist=True)
+    db = make_engine(url, sqlite_writers=False, must_exist=True, read_timeout=read_timeout)
+    started = time.perf_counter()
     try:
         engine = engines.for_sqlalchemy(db.dialect.name)
         with db.connect() as connection:
@@ -266,7 +373,8 @@ def catalog_connection(url: str, error: type[Exception]) -> Iterator[tuple[Diale
     except (engines.UnsupportedEngine, NotImplementedError) as problem:
         raise error(str(problem)) from None
     except exc.SQLAlchemyError as problem:
-        raise error(failure(problem)) from None
+        waited = time.perf_counter() - started
+        raise error(timed_out(waited, read_timeout, failure(problem)) if read_timeout else failure(problem)) from None
     finally:
         db.dispose()
 

@@ -91,6 +91,23 @@ def test_targets_from_a_query_of_a_control_database(tmp_path):
     ]
 
 
+def test_a_querys_fourth_column_labels_its_targets_for_a_stages_select(tmp_path):
+    control = tmp_path / "control.db"
+    with sqlite3.connect(control) as db:
+        db.execute("CREATE TABLE tenants (name TEXT, region TEXT)")
+        db.executemany("INSERT INTO tenants VALUES (?, ?)", [("acme", "region-eu, tier-gold"), ("globex", "region-us"), ("initech", None)])
+    fleet = load(
+        tmp_path,
+        f"url_template: sqlite:///tenants/{{name}}.db\nquery:\n  url: sqlite:///{control}\n"
+        "  sql: SELECT name, NULL, NULL, region FROM tenants ORDER BY name\n"
+        "stages:\n  - name: eu\n    select: [region-eu]\n  - name: rest\n",
+    )
+    labels = [(t.name, t.labels) for t in fleet.targets]
+    assert labels == [("acme", ("region-eu", "tier-gold")), ("globex", ("region-us",)), ("initech", ())]
+    staged = [(stage.name, [t.name for t in targets]) for stage, targets in fleet.staged()]
+    assert staged == [("eu", ["acme"]), ("rest", ["globex", "initech"])]
+
+
 @pytest.mark.parametrize(
     "text, where, says",
     [
@@ -117,7 +134,7 @@ def test_targets_from_a_query_of_a_control_database(tmp_path):
         (
             "url_template: sqlite:///{name}.db\nnames: [a]\nstages:\n  - name: s\n  - name: t\n",
             "4:5",
-            "stage 's' needs targets: only the last stage takes the rest",
+            "stage 's' needs targets or select: only the last stage takes the rest",
         ),
         (
             "url_template: sqlite:///{name}.db\nnames: [a]\nstages:\n  - name: s\n    on_error: ignore\n",

@@ -234,6 +234,7 @@ def test_a_locked_version_table_is_a_timed_out_row_not_a_stuck_run(example):
         assert took < 2 * 1 + 1.5, took  # twice the bound, and the command's own start
         assert status.returncode == 1, status.stdout + status.stderr
         lines = {line.split(":", 1)[0]: line for line in status.stdout.splitlines()}
-        assert "no answer within 1." in lines[short[1]] and "(read timeout 1 s;" in lines[short[1]], lines[short[1]]
+        assert lines[short[1]].startswith(f"{short[1]}: timed out: no answer within 1."), lines[short[1]]
+        assert "(read timeout 1 s;" in lines[short[1]], lines[short[1]]
         assert all("(head)" in lines[name] for name in (short[0], short[2]))
         assert upgrade.returncode == 1 and f"failed {short[1]} (all, at unknown): no answer within 1." in upgrade.stdout, upgrade.stdout

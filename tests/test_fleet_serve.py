@@ -70,3 +70,35 @@ def test_serve_refuses_another_format(example):
     assert result.stderr.strip() == "error: --serve answers in the Prometheus format itself; leave out --format markdown"
     lone = run_fleet(example, "status", "--min-interval", "1s")
     assert lone.returncode == 2 and lone.stderr.strip() == "error: --min-interval goes with --serve HOST:PORT"
+
+
+@pytest.mark.postgresql
+def test_a_held_lock_costs_a_scrape_its_read_timeout_and_the_others_are_served(example):
+    """One target's alembic_version held by another session: a scrape answers within twice
+    --read-timeout, that target timed out (with the time waited), the others at the head."""
+    import time
+
+    import psycopg
+
+    from .support.fleets import pg_databases, pg_url
+    from .test_fleet_postgresql import write_fleet
+
+    with pg_databases(3) as names:
+        write_fleet(example, names, password=False)
+        assert run_fleet(example, "upgrade").returncode == 0
+        short = [n.rsplit("_", 1)[1] for n in names]
+        holder = psycopg.connect(pg_url(names[1]))
+        holder.execute("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE")
+        exporter = Exporter("", "--min-interval", "0", "--read-timeout", "1s", command=("fleet", "status"), cwd=example)
+        try:
+            started = time.monotonic()
+            samples = exporter.metrics()
+            took = time.monotonic() - started
+        finally:
+            exporter.close()
+            holder.close()
+        assert took < 2 * 1, took
+        assert by_target(samples, "sqltransport_fleet_target_timed_out") == {short[0]: 0, short[1]: 1, short[2]: 0}
+        assert by_target(samples, "sqltransport_fleet_target_reachable") == {short[0]: 1, short[1]: 0, short[2]: 1}
+        assert by_target(samples, "sqltransport_fleet_target_at_head") == {short[0]: 1, short[1]: 0, short[2]: 1}
+        assert 0.9 <= by_target(samples, "sqltransport_fleet_target_read_seconds")[short[1]] < 2

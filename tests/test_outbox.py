@@ -61,7 +61,7 @@ def test_the_snapshot_round_trips_an_outbox_table():
 
 
 def test_the_runtime_login_of_the_endpoint_may_use_its_outbox_only():
-    text = WITH_OUTBOX + "  - name: Billing\n    outbox: true\n"
+    text = WITH_OUTBOX + "  - name: Billing\n    schema: billing\n    outbox: true\n"
     plan = runtime_plan(loads(text), "Sales.Api")
     assert [(g.need, g.table.table) for g in plan.tables if g.need == "outbox"] == [("outbox", TABLE)]
     grants = "\n".join(engines.get("postgresql").grants.runtime(plan, "sales"))
@@ -184,6 +184,39 @@ def test_the_outbox_is_created_checked_and_its_drift_found(project, saga_db, cap
     execute(url, f"DROP INDEX {_quote(url, index)}" + (f" ON {_quote(url)}" if url.startswith("mysql") else ""))
     code, found = findings(project, url, capsys)
     assert code == 1 and any(index in detail for _category, detail in found), found
+
+
+TWO_OUTBOXES = (
+    'transport_version: "9.1"\nengines: [postgresql]\nendpoints:\n  - name: Sales\n    outbox: true\n  - name: Billing\n    outbox: true\n'
+)
+
+
+def test_two_outboxes_in_one_postgresql_schema_are_refused_with_the_fix(tmp_path, capsys):
+    (tmp_path / "topology.yaml").write_text(TWO_OUTBOXES)
+    assert cli.main(["validate", "--topology", str(tmp_path / "topology.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / 'topology.yaml'}:7:13: endpoint 'Billing' has an outbox"), err
+    assert "as endpoint 'Sales' (at" in err[0] and ":5:13)" in err[0]
+    assert "Index_DispatchedAt and Index_Dispatched" in err[0] and "CREATE INDEX IF NOT EXISTS" in err[0]
+    assert "Give endpoint 'Billing' its own schema (schema: under the endpoint)" in err[0]
+    loads(TWO_OUTBOXES.replace("[postgresql]", "[sqlite, mysql, mssql]"))  # index names per table, or prefixed: no clash
+
+
+def test_two_outboxes_in_two_postgresql_schemas_keep_upstreams_index_names_and_check_in_sync(project, pg_url, capsys):
+    url = project.deploy(pg_url, TWO_OUTBOXES + "    schema: billing\n", "two outboxes")
+    db = connect(url)
+    try:
+        inspector = sa.inspect(db)
+        found = {
+            (schema, i["name"])
+            for schema, table in (("public", "Sales_OutboxData"), ("billing", "Billing_OutboxData"))
+            for i in inspector.get_indexes(table, schema=schema)
+        }
+    finally:
+        db.dispose()
+    names = {"Index_DispatchedAt", "Index_Dispatched"}
+    assert found == {("public", name) for name in names} | {("billing", name) for name in names}
+    assert findings(project, url, capsys) == (0, [])
 
 
 def test_the_drop_is_refused_while_a_message_is_not_dispatched(project, saga_db):

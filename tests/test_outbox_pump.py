@@ -327,13 +327,17 @@ endpoints:
 queues:
   - name: error
 """
+# PostgreSQL refuses two outboxes in one schema (their index names would clash): Billing's in its own there
+OWN_SCHEMA = OWN_PREFIXES.replace("    table_prefix: Bill_\n", "    table_prefix: Bill_\n    schema: billing\n")
 
 
 def test_outbox_true_finds_the_endpoints_own_table_as_the_revision_records_it(project, db_url, monkeypatch):
-    """Two endpoints' outbox tables in one schema, one named by its own table_prefix: each pump (an
-    instance queue's too) takes its endpoint's table, as the deployed revision records its owner."""
-    project.deploy(db_url, OWN_PREFIXES)
-    assert '"kind": "outbox", "table": "Bill_OutboxData", "endpoint": "Billing", "prefix": "Bill_"' in project.revisions()[-1].read_text()
+    """Two endpoints' outbox tables (in one schema on SQLite), one named by its own table_prefix: each pump
+    (an instance queue's too) takes its endpoint's table, as the deployed revision records its owner."""
+    on_sqlite = OWN_PREFIXES.replace("endpoints:", "engines: [sqlite]\nendpoints:")
+    project.deploy(db_url, OWN_SCHEMA if db_url.startswith("postgresql") else on_sqlite)
+    assert '"table": "Bill_OutboxData", ' in project.revisions()[-1].read_text()
+    assert '"endpoint": "Billing", "prefix": "Bill_"' in project.revisions()[-1].read_text()
     monkeypatch.chdir(project.root)
     transport = Transport.from_database(make_engine(db_url), str(project.ini))
     try:

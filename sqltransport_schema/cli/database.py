@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .. import errors
 from ..urls import database_url
 from . import github
-from .options import DEFAULT_CONFIG, MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
+from .options import DEFAULT_CONFIG, MARKDOWN_FORMAT, add_command, add_options, load_config, read_timeout, topology_path
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         # from any folder: without alembic.ini (the default -c) the database's own blueprint is compared
         config = load_config(args.config) if args.config != DEFAULT_CONFIG or Path(args.config).is_file() else None
-        report = check.run(database_url(args.url, config), config, args.db_role)
+        report = check.run(database_url(args.url, config), config, args.db_role, read_timeout=read_timeout(args))
         notice = uncompiled(config) if config is not None else None
     except (check.CheckError, errors.NotFound) as exc:
         if args.format == github.FORMAT:
@@ -116,7 +116,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 def add_check(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "check", cmd_check, "sqltransport-schema check --url postgresql://postgres@127.0.0.1/app --format markdown")
-    add_options(p, "url", "tenant", "format", "config", format=MARKDOWN_FORMAT)
+    add_options(p, "url", "tenant", "format", "config", "read_timeout", format=MARKDOWN_FORMAT)
 
 
 def add_adopt(sub: argparse._SubParsersAction) -> None:

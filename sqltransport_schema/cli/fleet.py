@@ -55,6 +55,8 @@ def _words(args: argparse.Namespace, *extra: str, x: bool = True) -> list[str]:
         words += ["--stage", args.stage]
     if getattr(args, "create_missing", False):
         words.append("--create-missing")
+    if getattr(args, "check_between_stages", False):
+        words.append("--check-between-stages")
     for pattern in getattr(args, "exclude", None) or ():
         words += ["--exclude", pattern]
     if args.parallel:
@@ -94,17 +96,21 @@ def _load(args: argparse.Namespace, settings_kind: str):  # noqa: ANN202 - (flee
 def targets(args: argparse.Namespace) -> list:
     """The fleet file's targets in file order, each with its role settled, as --only, --exclude and
     --stage choose them where the command has them (outbox cleanup --fleet, status --fleet)."""
-    return [target for _, chosen in _load(args, "status")[1] for target in chosen]
+    return bounded_targets(args)[0]
+
+
+def bounded_targets(args: argparse.Namespace) -> tuple[list, float]:
+    """targets(args), and the seconds each target's read may wait: --read-timeout, else the fleet file's, else the default."""
+    _, staged, migrations = _load(args, "status")
+    return [target for _, chosen in staged for target in chosen], migrations.settings.read_timeout
 
 
 def _settings(args: argparse.Namespace, settings_kind: str, file_timeout: float | None = None):  # noqa: ANN202 - fleet.work.Settings
-    from ..fleet.work import DEFAULT_READ_TIMEOUT, Settings
-    from ..util import parse_duration
+    from ..fleet.work import Settings
+    from .options import read_timeout
 
-    given = getattr(args, "read_timeout", None)
-    read_timeout = parse_duration(given, "--read-timeout", zero=False) if given else (file_timeout or DEFAULT_READ_TIMEOUT)
     return Settings(
-        read_timeout=read_timeout,
+        read_timeout=read_timeout(args, file_timeout),
         config=args.config,
         to_rev=getattr(args, "to_rev", None) or "head",
         x=_x(getattr(args, "x", []) or []),
@@ -152,7 +158,16 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         batch = batches(args, migrations, journal)
     try:
         reports = runner.upgrade(
-            fleet, migrations, staged, journal, shlex.join(_words(args)), args.parallel, progress.update, batch=batch, say=progress.say
+            fleet,
+            migrations,
+            staged,
+            journal,
+            shlex.join(_words(args)),
+            args.parallel,
+            progress.update,
+            batch=batch,
+            say=progress.say,
+            check_all=args.check_between_stages,
         )
     finally:
         progress.close()
@@ -160,7 +175,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             journal.close()
         if batch is not None:
             batch.cleanup()
-    left = list(runner.incomplete(reports))
+    left = list(runner.incomplete(reports)) or [r.stage.name for r in reports if r.status == runner.STOPPED]
     resume = shlex.join(_words(args)) if left and not args.dry_run else None
     if args.format == "json":
         sys.stdout.write(json.dumps(report.upgrade_json(reports, revision, resume, args.dry_run), indent=2) + "\n")
@@ -298,6 +313,12 @@ def _add_upgrade(fsub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="make a target's database first when it is not there (PostgreSQL: CREATE DATABASE from the server's "
         "postgres database; SQLite: the file's folder)",
+    )
+    p.add_argument(
+        "--check-between-stages",
+        action="store_true",
+        help="before a stage starts, `fleet status --check` of the stages it follows must be clean (at the revision, "
+        "in sync), else the run stops there (a stage's check: true in the fleet file does so for that stage)",
     )
     add_options(p, "journal")
     add_options(p, "format", format=FLEET_FORMAT)

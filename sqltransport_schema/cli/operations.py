@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .. import errors
 from ..defaults import DEFAULT_CLEANUP_BATCH, DEFAULT_RETRY_BATCH
 from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url, display_url
-from .options import add_command, add_options, load_config
+from .options import add_command, add_options, load_config, read_timeout
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -37,13 +37,14 @@ def _transport(args: argparse.Namespace, readers: bool) -> Transport:
 
 def _engine(args: argparse.Namespace, readers: bool) -> Engine:
     """The database of --url (else SQLTRANSPORT_URL, else alembic.ini's sqlalchemy.url, else
-    ./sqltransport.db); a SQLite file that does not exist is refused, never created empty."""
-    from ..db import make_engine, refuse_missing_sqlite_file
+    ./sqltransport.db); a SQLite file that does not exist is refused, never created empty. A reader's
+    connection, statements and lock waits are bounded by --read-timeout."""
+    from ..db import make_engine
 
     config = load_config(args.config) if Path(args.config).is_file() else None
     url, origin = chosen_url(args.url, config)
-    refuse_missing_sqlite_file(url, _named_by(origin, args.config, config is not None), _give_url())
-    return make_engine(url, sqlite_writers=not readers, must_exist=True)
+    named_by, bound = _named_by(origin, args.config, config is not None), read_timeout(args) if readers else None
+    return make_engine(url, sqlite_writers=not readers, must_exist=True, named_by=named_by, fix=_give_url(), read_timeout=bound)
 
 
 def _named_by(origin: str, config: str, config_found: bool) -> str:
@@ -75,6 +76,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     outbox tables instead, target after target (docs/tenants.md); exit 1 when a target could not be read.
     A warning on stderr says when topology.yaml holds changes not compiled yet (and what to run).
     """
+    from ..db import answered_within
     from ..runtime.operations import status
 
     if args.fleet is not None:
@@ -84,7 +86,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.watch_count is not None and (args.watch is None or args.watch_count <= 0):
         raise errors.UsageError("--watch-count takes a positive number of reports, with --watch SECONDS")
     listen = _serve_options(args)
-    transport = _transport(args, readers=True)
+    with answered_within(read_timeout(args)):
+        transport = _transport(args, readers=True)
     _warn_uncompiled(args)
     try:
         if listen is not None:
@@ -92,7 +95,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if args.watch is not None:
             watch(args, transport, sys.stdout)
             return EXIT_OK
-        report = status(transport, estimate=args.estimate, error_queue=args.error_queue)
+        with answered_within(read_timeout(args)):
+            report = status(transport, estimate=args.estimate, error_queue=args.error_queue)
         _print_status(args, report, sys.stdout)
         return EXIT_CHANGES if report.missing or report.unreadable else EXIT_OK
     except KeyboardInterrupt:
@@ -115,7 +119,7 @@ def _warn_uncompiled(args: argparse.Namespace) -> None:
 def _status_fleet(args: argparse.Namespace) -> int:
     """status --fleet: each target's saga and outbox tables, target after target (docs/tenants.md)."""
     from ..fleet import tenants
-    from .fleet import targets
+    from .fleet import bounded_targets
 
     _fleet_not_url(args)
     if args.format not in ("text", "json") or args.watch is not None or args.serve is not None:
@@ -125,7 +129,8 @@ def _status_fleet(args: argparse.Namespace) -> int:
         sys.stderr.write(f"status: {row.target.name}: {'failed' if row.error else 'read'}\n")
         sys.stderr.flush()
 
-    rows = tenants.status(targets(args), config_file=args.config, done=done)
+    chosen, bound = bounded_targets(args)
+    rows = tenants.status(chosen, config_file=args.config, done=done, read_timeout=bound)
     emit(args, tenants.to_json(rows, "status"), tenants.status_lines(rows))
     return EXIT_CHANGES if any(row.error for row in rows) else EXIT_OK
 
@@ -437,7 +442,7 @@ def add_status(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--estimate", action="store_true", help="queue depths from the engine's statistics instead of counting (very large tables)"
     )
-    add_options(p, "error_queue", "config")
+    add_options(p, "error_queue", "config", "read_timeout")
     add_options(p, "fleet", fleet=EACH_TARGET)
 
 

@@ -131,8 +131,8 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--read-timeout",),
         {
             "metavar": "DURATION",
-            "help": "how long a target's connection and version read may take before it is reported timed out "
-            "(default: the fleet file's read_timeout, else 10s)",
+            "help": "how long a database's connection, each read and each lock wait may take before it is reported timed "
+            "out (default: a fleet file's read_timeout, else 10s)",
         },
     ),
     "exclude": (
@@ -216,6 +216,15 @@ def add_renamed(parser: argparse.ArgumentParser, flag: str, renamed_from: tuple[
 
 def add_spark_options(parser: argparse.ArgumentParser) -> None:
     add_options(parser.add_argument_group("Spark"), *SPARK)
+
+
+def read_timeout(args: argparse.Namespace, file_value: float | None = None) -> float:
+    """--read-timeout in seconds, else the fleet file's read_timeout (file_value), else DEFAULT_READ_TIMEOUT."""
+    from ..defaults import DEFAULT_READ_TIMEOUT
+    from ..util import parse_duration
+
+    given = getattr(args, "read_timeout", None)
+    return parse_duration(given, "--read-timeout", zero=False) if given else (file_value or DEFAULT_READ_TIMEOUT)
 
 
 def load_config(path: str) -> Config:

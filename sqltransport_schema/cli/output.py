@@ -74,8 +74,6 @@ def emit_error(args: argparse.Namespace, message: str, json_stream: TextIO | Non
     return EXIT_ERROR
 
 
-# DBAPI modules whose errors are the database's answer, said as such.
-DRIVERS = ("sqlite3", "psycopg", "psycopg2", "pyodbc", "pymysql", "MySQLdb")
 # Builtin errors of other libraries (and the standard library) whose first line is written for a
 # person: OSError (a file that is not there or not readable names the file), ImportError (an
 # optional module missing names the module), ValueError (uuid, json and datetime parsing what the
@@ -91,7 +89,7 @@ def describe(error: BaseException) -> str:
     from alembic.util import CommandError
     from sqlalchemy import exc
 
-    from ..db import failure
+    from ..db import DRIVER_MODULES, failure
     from ..errors import SqltransportError
 
     if isinstance(error, exc.SQLAlchemyError):
@@ -101,7 +99,7 @@ def describe(error: BaseException) -> str:
     if isinstance(error, THIRD_PARTY_WRITTEN_FOR_USERS):
         return _first_line(error)
     origin = type(error).__module__.split(".")[0]
-    if origin in DRIVERS:  # the pipeline's own driver connections
+    if origin in DRIVER_MODULES:  # the pipeline's own driver connections: the database's answer, said as such
         return f"the database refused: {_first_line(error)}"
     if origin in ("py4j", "pyspark"):
         return f"Spark failed: {_first_line(error)}"

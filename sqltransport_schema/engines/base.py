@@ -591,7 +591,7 @@ class Dialect(Connecting):
         return "Index_Correlation_" + prop
 
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
-        """Correlation index names that share the schema's namespace with tables (collision checks)."""
+        """A saga's correlation (or an outbox's) index names that share the schema's namespace with tables (collision checks)."""
         return []
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:

@@ -138,6 +138,9 @@ class SQLite(Dialect):
     def bounded_connect(self, cparams: dict[str, Any], seconds: float) -> None:
         cparams["timeout"] = seconds  # sqlite3: how long a statement waits for another connection's lock
 
+    # a connection's busy timeout, set again where an engine's own listener raised it (wait_for_locks)
+    READ_TIMEOUT_STATEMENTS = ("PRAGMA busy_timeout = {ms}",)
+
     explicit_begin = True  # sqlite3 begins before the first write and commits before DDL
 
     # =====================================================================================

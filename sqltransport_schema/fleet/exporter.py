@@ -25,6 +25,8 @@ METRICS = (
     ("sqltransport_fleet_target_revisions_behind", "Revisions the target is behind the head (none: unreachable, or not below it)."),
     ("sqltransport_fleet_target_revision", "1 for the revision the target is at (label revision; <base>: none yet; unknown: not read)."),
     ("sqltransport_fleet_target_in_sync", "1 if check finds no drift in the target's tables (--check only)."),
+    ("sqltransport_fleet_target_timed_out", "1 if the target gave no answer within the read timeout (a held lock, a stuck server)."),
+    ("sqltransport_fleet_target_read_seconds", "Seconds the target's last read took (a timed-out one's: the time waited)."),
 )
 EXTRA_LABELS = {"sqltransport_fleet_target_revision": ("revision",)}
 
@@ -36,7 +38,10 @@ def families(rows: list[status.Row], stages: dict[str, str]) -> list:
     for row in rows:
         labels = [row.target.name, stages.get(row.target.name, ""), row.target.role or ""]
         result = row.result
-        made["sqltransport_fleet_target_reachable"].add_metric(labels, int(result.reachable))
+        timed_out = "timed_out" in result.extra
+        made["sqltransport_fleet_target_reachable"].add_metric(labels, int(result.reachable and not timed_out))
+        made["sqltransport_fleet_target_timed_out"].add_metric(labels, int(timed_out))
+        made["sqltransport_fleet_target_read_seconds"].add_metric(labels, round(result.seconds, 3))
         made["sqltransport_fleet_target_at_head"].add_metric(labels, int(row.ok))
         if result.outcome == FAILED:
             continue

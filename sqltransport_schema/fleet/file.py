@@ -38,11 +38,18 @@ TARGET = Field(
         "name": Field("name", "The target's name: what reports, the journal, --only and stages call it.", required=True),
         "url": Field("string", "Its database URL; ${VAR} is read from the environment (keep passwords out of the file).", required=True),
         "role": _ROLE,
+        "labels": Field(
+            "list",
+            "Labels a stage's select: takes it by (region-eu, tier-gold).",
+            items=Field("name", "A label."),
+            default=[],
+        ),
     },
 )
 QUERY = Field(
     "object",
-    "Targets read from a control database: each row is (name, url) or (name, url, role), or (name) alone with url_template.",
+    "Targets read from a control database: each row is (name, url), (name, url, role) or (name, url, role, labels: "
+    "comma-separated), or (name) alone with url_template.",
     title="query",
     fields={
         "url": Field("string", "The control database's URL (${VAR} from the environment).", required=True),
@@ -51,7 +58,7 @@ QUERY = Field(
 )
 STAGE = Field(
     "object",
-    "A stage: its targets are upgraded only once every stage before it succeeded.",
+    "A stage: its targets are upgraded only once every stage before it (or each of its depends_on) succeeded.",
     title="stage",
     fields={
         "name": Field("name", "The stage's name (--stage NAME).", required=True),
@@ -59,6 +66,23 @@ STAGE = Field(
             "list",
             "Target names or glob patterns (tenant_*). The last stage takes every target no stage before it took.",
             items=Field("name", "A target name or a glob pattern."),
+        ),
+        "select": Field(
+            "list",
+            "Labels: the stage takes the targets that carry every one of them (with targets:, those that match both).",
+            items=Field("name", "A label."),
+        ),
+        "depends_on": Field(
+            "list",
+            "Stages (earlier in the file) this one waits for. Once any stage has depends_on, the stages form a graph: a "
+            "stage without it waits for none, and stages with no dependency between them run at the same time.",
+            items=Field("name", "A stage's name."),
+        ),
+        "check": Field(
+            "boolean",
+            "Before a later stage starts, `fleet status --check` of this stage's targets must be clean (at the "
+            "revision, in sync with it); else the run stops there (as --check-between-stages does for every stage).",
+            default=False,
         ),
         "parallel": Field("count", "Targets upgraded at once (worker processes).", default=1),
         "on_error": Field(
@@ -115,6 +139,7 @@ class Target:
     name: str
     url: str = field(repr=False)  # ${VAR} filled in: may hold a password, never printed
     role: str | None = None  # tenant placement's role (schema.ROLES); unset: see Fleet.placed
+    labels: tuple[str, ...] = field(default=(), compare=False)  # what a stage's select: takes it by
     templated: bool = field(default=False, compare=False)  # from url_template or a query: a tenant by default
 
     @property
@@ -131,6 +156,9 @@ class Stage:
     max_failures: int | str | None = None
     bake: float = 0.0  # seconds to wait after the stage upgraded something
     pause_after: bool = False  # stop the run after the stage upgraded something (approval)
+    select: tuple[str, ...] = ()  # labels a target must all carry
+    depends_on: tuple[str, ...] | None = None  # None: the stage before it (no stage of the file names any)
+    check: bool = False  # status --check of its targets clean before a later stage starts
 
     def tolerated(self, size: int) -> int | None:
         """Failures the stage goes on after (None: any number): max_failures as a count (a
@@ -143,6 +171,12 @@ class Stage:
 
     def matches(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.patterns)
+
+    def takes(self, target: Target) -> bool:
+        """Whether the stage names the target: by its targets: patterns and its select: labels, each given."""
+        if not self.patterns and not self.select:
+            return False
+        return (not self.patterns or self.matches(target.name)) and set(self.select) <= set(target.labels)
 
 
 @dataclass
@@ -169,7 +203,7 @@ class Fleet:
         out = []
         for index, each in enumerate(self.stages):
             last = index == len(self.stages) - 1
-            mine = [t for t in self.targets if t.name not in taken and (last or each.matches(t.name))]
+            mine = [t for t in self.targets if t.name not in taken and (last or each.takes(t))]
             taken.update(t.name for t in mine)
             out.append((each, mine))
         if only:
@@ -183,6 +217,13 @@ class Fleet:
 
     def stage_names(self) -> list[str]:
         return [s.name for s in self.stages]
+
+    def dependencies(self) -> dict[str, tuple[str, ...]]:
+        """Each stage's name -> the stages it waits for: its depends_on once any stage has one (a
+        graph), else the stage before it (a chain, in file order)."""
+        if any(s.depends_on is not None for s in self.stages):
+            return {s.name: s.depends_on or () for s in self.stages}
+        return {s.name: (self.stages[i - 1].name,) if i else () for i, s in enumerate(self.stages)}
 
     def placed(self, tenant_tables: bool) -> Fleet:
         """The fleet with every target's role settled: its own, else under tenant placement (the
@@ -256,7 +297,8 @@ def _targets(root: Obj, path: str, problems: list[Problem], environ: Mapping[str
     for entry, _ in root.get("targets", []):
         url = expand(entry.get("url"), entry.marks["url"], problems, environ)
         if url is not None:
-            found.append((Target(entry.get("name"), url, entry.get("role")), entry.marks["name"]))
+            labels = tuple(label for label, _ in entry.get("labels", []))
+            found.append((Target(entry.get("name"), url, entry.get("role"), labels), entry.marks["name"]))
     template, names = root.get("url_template"), root.get("names", [])
     if template is not None and "{name}" not in template:
         problems.append(Problem(root.marks["url_template"], "url_template needs {name} in it, e.g. postgresql://app@db1/tenant_{name}"))
@@ -334,8 +376,9 @@ def _queried(
             problems.append(Problem(mark, f"the query returned role {role!r} for {row[0]!r}; expected one of {', '.join(ROLES)}"))
             return []
         expanded = expand(raw, at, problems, environ, written)
+        labels = tuple(label.strip() for label in str(row[3] or "").split(",") if label.strip()) if len(row) >= 4 else ()
         if expanded is not None:
-            out.append((Target(row[0], expanded, role, templated=True), mark))
+            out.append((Target(row[0], expanded, role, labels, templated=True), mark))
     return out
 
 
@@ -349,14 +392,27 @@ def _stages(root: Obj, targets: list[Target], problems: list[Problem]) -> list[S
         if name in seen:
             problems.append(Problem(entry.marks["name"], f"stage {name!r} is named twice (first at line {seen[name]}); keep one"))
             continue
-        seen[name] = mark.line
         patterns = tuple(pattern for pattern, _ in entry.get("targets", []))
+        select = tuple(label for label, _ in entry.get("select", []))
         last = index == len(entries) - 1
-        if not patterns and not last:
-            problems.append(Problem(mark, f"stage {name!r} needs targets: only the last stage takes the rest"))
+        if not patterns and not select and not last:
+            problems.append(Problem(mark, f"stage {name!r} needs targets or select: only the last stage takes the rest"))
         for pattern, where in entry.get("targets", []):
             if not any(fnmatch.fnmatchcase(t.name, pattern) for t in targets) and targets:
                 problems.append(Problem(where, f"{pattern!r} matches no target of the fleet; correct it or remove it"))
+        for label, where in entry.get("select", []):
+            if targets and not any(label in t.labels for t in targets):
+                problems.append(Problem(where, f"select: no target has the label {label!r}; add it to a target's labels or remove it"))
+        depends_on = None
+        if "depends_on" in entry.marks:
+            depends_on = tuple(dependency for dependency, _ in entry.get("depends_on", []))
+            for dependency, where in entry.get("depends_on", []):
+                if dependency not in seen:
+                    earlier = ", ".join(seen) or "none"
+                    problems.append(
+                        Problem(where, f"depends_on: {dependency!r} is not a stage before {name!r} (the stages before it: {earlier})")
+                    )
+        seen[name] = mark.line
         bake = 0.0
         if "bake" in entry.marks:
             milliseconds = duration_ms(entry.get("bake"))
@@ -364,17 +420,9 @@ def _stages(root: Obj, targets: list[Target], problems: list[Problem]) -> list[S
                 problems.append(Problem(entry.marks["bake"], "bake is a duration with its unit, e.g. 30s or 10m"))
             else:
                 bake = milliseconds / 1000
-        stages.append(
-            Stage(
-                name,
-                patterns,
-                entry.get("parallel", 1),
-                entry.get("on_error", "stop"),
-                entry.get("max_failures"),
-                bake,
-                entry.get("pause_after", False),
-            )
-        )
+        options = {"bake": bake, "pause_after": entry.get("pause_after", False), "check": entry.get("check", False)}
+        stage = Stage(name, patterns, entry.get("parallel", 1), entry.get("on_error", "stop"), entry.get("max_failures"), **options)
+        stages.append(replace(stage, select=select, depends_on=depends_on))
     return stages
 
 

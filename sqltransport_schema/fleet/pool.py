@@ -111,41 +111,62 @@ class Pool:
 
     def run(self, targets: list[Target], parallel: int, stop: Callable[[], bool]) -> Iterator[Result]:
         """Each target's result as it comes; no new target starts once stop() is true (those running finish)."""
+        for _lane, result in self.run_lanes([(targets, parallel, stop)]):
+            yield result
+
+    def run_lanes(self, lanes: list[tuple[list[Target], int, Callable[[], bool]]]) -> Iterator[tuple[int, Result]]:
+        """Several lists of targets at once (stages with no dependency between them), each with its own
+        number of workers and its own stop(): (the lane's index, a result) as each comes."""
         if _context().get_start_method() == "fork":
-            self.migrations.prepare(targets)  # a worker forked after it inherits the drivers it needs
-        waiting = list(reversed(targets))
-        busy: list[_Worker] = []
-        while (waiting and not stop()) or busy:
-            while waiting and len(busy) < parallel and not stop():
-                idle = [w for w in self.workers if w.target is None and w.process.is_alive()]
-                worker = idle[0] if idle else self._start()
-                worker.target = waiting.pop()
-                worker.connection.send(worker.target)
-                self.on_start(worker.target, worker.process.pid)
-                busy.append(worker)
-            ready = wait([w.connection for w in busy] + [w.process.sentinel for w in busy])
-            for worker in list(busy):
+            self.migrations.prepare([t for targets, _, _ in lanes for t in targets])  # a worker forked after inherits the drivers
+        waiting = [list(reversed(targets)) for targets, _, _ in lanes]
+        busy: dict[int, list[_Worker]] = {lane: [] for lane in range(len(lanes))}
+
+        def more(lane: int) -> bool:
+            return bool(waiting[lane]) and not lanes[lane][2]()
+
+        while any(more(lane) or busy[lane] for lane in busy):
+            for lane in busy:
+                while more(lane) and len(busy[lane]) < lanes[lane][1]:
+                    busy[lane].append(self._hand(waiting[lane].pop()))
+            running = [(lane, w) for lane, workers in busy.items() for w in workers]
+            ready = wait([w.connection for _, w in running] + [w.process.sentinel for _, w in running])
+            for lane, worker in running:
                 if worker.connection not in ready and worker.process.sentinel not in ready:
                     continue
-                target = worker.target
-                try:
-                    result = worker.connection.recv() if worker.connection.poll() else None
-                except (EOFError, OSError):
-                    result = None
-                if result is None:
-                    if worker.process.is_alive() and worker.process.sentinel not in ready:
-                        continue
-                    worker.process.join(1)
-                    code = worker.process.exitcode
-                    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
-                    result = Result(
-                        target.name, LOST, error=f"the worker process died ({how}) while it ran this target", pid=worker.process.pid
-                    )
-                    self.workers.remove(worker)
-                    worker.connection.close()
-                worker.target = None
-                busy.remove(worker)
-                yield result
+                result = self._result(worker, ready)
+                if result is not None:
+                    busy[lane].remove(worker)
+                    yield lane, result
+
+    def _hand(self, target: Target) -> _Worker:
+        """The target sent to an idle worker (a new one when none is idle)."""
+        idle = [w for w in self.workers if w.target is None and w.process.is_alive()]
+        worker = idle[0] if idle else self._start()
+        worker.target = target
+        worker.connection.send(target)
+        self.on_start(target, worker.process.pid)
+        return worker
+
+    def _result(self, worker: _Worker, ready: list) -> Result | None:
+        """The worker's result (LOST when it died), or None when it has not finished yet."""
+        target = worker.target
+        assert target is not None
+        try:
+            result = worker.connection.recv() if worker.connection.poll() else None
+        except (EOFError, OSError):
+            result = None
+        if result is None:
+            if worker.process.is_alive() and worker.process.sentinel not in ready:
+                return None
+            worker.process.join(1)
+            code = worker.process.exitcode
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+            result = Result(target.name, LOST, error=f"the worker process died ({how}) while it ran this target", pid=worker.process.pid)
+            self.workers.remove(worker)
+            worker.connection.close()
+        worker.target = None
+        return result
 
     def close(self) -> None:
         for worker in self.workers:

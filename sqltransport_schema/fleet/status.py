@@ -12,6 +12,7 @@ from .work import FAILED, Result
 
 # A row's state
 AT_HEAD, BEHIND, DRIFTED, UNREACHABLE, ERROR, UNKNOWN = "at_head", "behind", "drifted", "unreachable", "error", "unknown_revision"
+TIMED_OUT = "timed_out"  # no answer within the read timeout (a held lock, a server that does not answer)
 
 
 @dataclass
@@ -23,7 +24,7 @@ class Row:
     def state(self) -> str:
         r = self.result
         if r.outcome == FAILED:
-            return UNREACHABLE if not r.reachable else ERROR
+            return TIMED_OUT if "timed_out" in r.extra else UNREACHABLE if not r.reachable else ERROR
         if r.pending is None:
             return UNKNOWN  # stamped with a revision the history does not lead from (ahead, or another history)
         if r.pending:
@@ -57,13 +58,14 @@ class Row:
             "behind": r.pending,
             **({"drift": r.drift} if r.drift is not None else {}),
             **({"error": r.error} if r.error else {}),
+            **({"waited": r.extra["timed_out"]} if "timed_out" in r.extra else {}),
         }
 
 
 def describe(row: Row, head: str | None) -> str:
     state = row.state
     revision = row.result.from_revision or "<base>"
-    if state in (UNREACHABLE, ERROR):
+    if state in (UNREACHABLE, ERROR, TIMED_OUT):
         return f"{row.target.name}: {state.replace('_', ' ')}: {row.result.error}"
     if state == UNKNOWN:
         return f"{row.target.name}: at {revision}, which is not below the head {head}"

@@ -34,15 +34,17 @@ class TargetRow:
         return {**out, **self.payload}
 
 
-def _engine(target: Target, writers: bool):  # noqa: ANN202 - a SQLAlchemy Engine
-    """The target's engine; a SQLite file that is not there is refused (db.NoDatabase), never created."""
+def _engine(target: Target, writers: bool, read_timeout: float | None = None):  # noqa: ANN202 - a SQLAlchemy Engine
+    """The target's engine; a SQLite file that is not there is refused (db.NoDatabase), never created;
+    a reader's connection, statements and lock waits bounded by read_timeout."""
     from sqlalchemy import pool
 
-    from ..db import make_engine, refuse_missing_sqlite_file
+    from ..db import make_engine
     from .work import TARGET_FIX
 
-    refuse_missing_sqlite_file(target.url, fix=TARGET_FIX)
-    return make_engine(target.url, poolclass=pool.NullPool, sqlite_writers=writers, must_exist=True)
+    return make_engine(
+        target.url, poolclass=pool.NullPool, sqlite_writers=writers, must_exist=True, fix=TARGET_FIX, read_timeout=read_timeout
+    )
 
 
 def cleanup(
@@ -96,9 +98,17 @@ def _clean(
     return row
 
 
-def status(targets: Iterable[Target], *, config_file: str, done: Callable[[TargetRow], None] | None = None) -> list[TargetRow]:
+def status(
+    targets: Iterable[Target],
+    *,
+    config_file: str,
+    done: Callable[[TargetRow], None] | None = None,
+    read_timeout: float | None = None,
+) -> list[TargetRow]:
     """Each target's saga and outbox tables as runtime.operations.status reads them: rows, and for
-    an outbox its undispatched rows and oldest dispatched row."""
+    an outbox its undispatched rows and oldest dispatched row. A target that gives no answer within
+    read_timeout is its row's error, saying how long was waited; the others are read."""
+    from ..db import answered_within
     from ..runtime.operations import status as status_of
     from ..runtime.transport import Transport
 
@@ -107,8 +117,9 @@ def status(targets: Iterable[Target], *, config_file: str, done: Callable[[Targe
         row = TargetRow(target)
         engine = None
         try:
-            engine = _engine(target, writers=False)
-            report = status_of(Transport.from_database(engine, config_file, verify=False))
+            engine = _engine(target, writers=False, read_timeout=read_timeout)
+            with answered_within(read_timeout, "--read-timeout or read_timeout:"):
+                report = status_of(Transport.from_database(engine, config_file, verify=False))
             tables = [table.to_json() for table in report.tables if table.kind in PERSISTENCE_KINDS]
             row.payload = {"tables": tables}
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report

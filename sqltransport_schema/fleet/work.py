@@ -18,6 +18,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..defaults import DEFAULT_READ_TIMEOUT  # noqa: F401 - seconds a target's read may wait; cli/fleet reads it here
 from .file import Target, scrub
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ UPGRADED, AT_REVISION, WOULD_UPGRADE, FAILED, BUSY, LOST = "upgraded", "at_revis
 PAST = "past"  # already past the revision asked for (--to an older one): left there, never downgraded
 DONE = frozenset({UPGRADED, AT_REVISION, WOULD_UPGRADE, PAST})
 VERSION_TABLE = "alembic_version"
-DEFAULT_READ_TIMEOUT = 10.0  # seconds: a locked alembic_version or a server that does not answer is reported, never waited out
 # What a fleet read of a SQLite target whose file is not there says to do.
 TARGET_FIX = "check the target's URL in the fleet file, or build it with `sqltransport-schema fleet upgrade`"
 
@@ -208,33 +208,12 @@ class Migrations:
         """(the driver's SQLAlchemy dialect, the version read, a DBAPI connection to the target).
         must_exist: for a read (status), which refuses a SQLite file that is not there (NoDatabase),
         as db.make_engine(must_exist=True) does, instead of creating it."""
-        from sqlalchemy import exc
         from sqlalchemy.engine import make_url
 
-        from .. import engines
-        from ..db import existing_only, normalise_url, refuse_missing_sqlite_file, refuse_missing_sqlite_folder
+        from ..db import driver_connection, normalise_url
 
-        if must_exist:
-            refuse_missing_sqlite_file(url, fix=TARGET_FIX)
-        refuse_missing_sqlite_folder(url)  # nothing could build it there: named, not "unable to open database file"
-        parsed = make_url(normalise_url(url))
-        dialect, sql = self._reader(parsed.drivername, url)
-        dbapi = dialect.loaded_dbapi
-        cargs, cparams = dialect.create_connect_args(parsed)
-        if must_exist:
-            cargs = list(cargs)
-            existing_only(url, cargs, cparams)
-        engine = engines.for_sqlalchemy(dialect.name)
-        engine.bounded_connect(cparams, self.settings.read_timeout)
-        try:
-            connection = dbapi.connect(*cargs, **cparams)
-        except dbapi.Error as error:
-            raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None  # statement None: unreachable
-        try:
-            engine.bound_session(connection, self.settings.read_timeout)
-        except dbapi.Error as error:
-            connection.close()
-            raise exc.DBAPIError.instance(None, None, error, dbapi.Error, dialect=dialect) from None
+        dialect, sql = self._reader(make_url(normalise_url(url)).drivername, url)
+        connection = driver_connection(url, dialect, self.settings.read_timeout, must_exist=must_exist, fix=TARGET_FIX)
         return dialect, sql, connection
 
     def _read_stamps(self, url: str, dialect: Any, sql: str, connection: Any) -> tuple[str, ...]:
@@ -310,7 +289,7 @@ class Migrations:
             result.outcome = BUSY if isinstance(error, SkippedBusy) else FAILED
             result.error = describe(error, target, self.settings.describe)
             if not result.read:  # its version read (bounded) is what failed
-                result.error = self._waited(started, result.error)
+                result.error = self._waited(started, result.error, result)
             result.reachable = _unreachable(error) is None
         result.seconds = time.perf_counter() - started
         return result
@@ -366,19 +345,22 @@ class Migrations:
         except Exception as error:  # noqa: BLE001 - an unreachable target is a row of the report
             result.outcome, result.error, result.reachable = (
                 FAILED,
-                self._waited(started, describe(error, target, self.settings.describe)),
+                self._waited(started, describe(error, target, self.settings.describe), result),
                 _unreachable(error) is None,
             )
         result.seconds = time.perf_counter() - started
         return result
 
-    def _waited(self, started: float, error: str) -> str:
-        """A failure's line, saying so when it came as the read timeout ran out (a held lock, a server
-        that does not answer): the time waited and the setting that bounds it."""
+    def _waited(self, started: float, error: str, result: Result | None = None) -> str:
+        """A failure's line, saying so when it came as the read timeout ran out (db.timed_out: the time
+        waited and the setting that bounds it), the result then marked timed out with the seconds waited."""
+        from ..db import timed_out
+
         waited = time.perf_counter() - started
-        if waited < self.settings.read_timeout * 0.9:
-            return error
-        return f"no answer within {waited:.1f} s (read timeout {self.settings.read_timeout:g} s; --read-timeout or read_timeout:): {error}"
+        line = timed_out(waited, self.settings.read_timeout, error, "--read-timeout or read_timeout:")
+        if line != error and result is not None:
+            result.extra["timed_out"] = round(waited, 3)
+        return line
 
     def _drift(self, target: Target, dialect: Any, connection: Any, stamps: tuple[str, ...]) -> dict:
         """check's drift summary, on the connection the stamps were read on: what does not depend on

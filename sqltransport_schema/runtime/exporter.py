@@ -287,8 +287,14 @@ class StatusCollector(SnapshotCollector):
         (most likely dead: the server restarted, its backend was killed) is replaced and the report
         read again, once. A read the login is refused (a table it may not read) is read again as a
         one-off status reads it (each table probed on its own), which reports those tables unreadable
-        and leaves them out of the later reads on the kept connection (as status --watch does)."""
+        and leaves them out of the later reads on the kept connection (as status --watch does). A read
+        that ran out its read timeout (a held lock) is not read again: the connection was alive, and a
+        scrape waits the timeout once."""
+        from ..db import read_timeout_of
+
+        bound = read_timeout_of(self.transport.engine)
         while True:
+            started = time.monotonic()
             fresh = self.connection is None
             connection = self.connection = self.transport.engine.connect() if self.connection is None else self.connection
             try:
@@ -298,7 +304,7 @@ class StatusCollector(SnapshotCollector):
                 self.close()
                 if self.transport.dialect.permission_denied(exc):
                     return self._probed()
-                if fresh:
+                if fresh or (bound is not None and time.monotonic() - started >= bound * 0.9):
                     raise
             except BaseException:
                 self.close()

@@ -363,6 +363,33 @@ def _outbox_problems(f: Facts) -> Iterator[Problem]:
         for engine_name in f.engine_names:
             for problem in engine_registry.get(engine_name).outbox_name_problems(ep.outbox_spec()):
                 yield Problem(ep.mark_of("outbox"), f"outbox table of endpoint {ep.name!r} on {engine_name}: {problem}: shorten it")
+    yield from _outbox_index_clashes(f)
+
+
+def _outbox_index_clashes(f: Facts) -> Iterator[Problem]:
+    """Two outbox tables whose indexes would have one name in one schema (PostgreSQL: SQL persistence's
+    unprefixed Index_DispatchedAt and Index_Dispatched). Reported at the later endpoint's outbox."""
+    outboxes = [ep for ep in f.t.endpoints if ep.outbox and not ep.send_only and ep.mark not in f.duplicate_marks]
+    for engine_name in f.engine_names:
+        engine = engine_registry.get(engine_name)
+        first: dict[tuple, Endpoint] = {}
+        for ep in sorted(outboxes, key=lambda ep: f.position(ep.mark_of("outbox"))):
+            indexes = engine.saga_index_names(ep.outbox_spec())
+            earlier = next((first[key] for key in map(engine.table_key, indexes) if key in first), None)
+            for key in map(engine.table_key, indexes):
+                first.setdefault(key, ep)
+            if earlier is None:
+                continue
+            schema = ep.schema or f.t.default_schema or engine.default_schema
+            unset = "" if "engines" in f.t.marks else f"; engines is not set, so it includes {engine_name}: list the engines you use"
+            yield Problem(
+                ep.mark_of("outbox"),
+                f"endpoint {ep.name!r} has an outbox in {engine_name} schema {schema!r}, as endpoint {earlier.name!r} "
+                f"(at {earlier.mark_of('outbox')}) has: {engine_name} names indexes per schema, and both outbox tables want "
+                f"SQL persistence's {listed([index.table for index in indexes])}, so the second table would get none "
+                "(SQL persistence's script skips them: CREATE INDEX IF NOT EXISTS) and check would report them missing. "
+                f"Give endpoint {ep.name!r} its own schema (schema: under the endpoint), or remove outbox from one of them" + unset,
+            )
 
 
 def _tenant_problems(f: Facts) -> Iterator[Problem]:

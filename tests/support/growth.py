@@ -272,15 +272,16 @@ def growth(path: GuardedPath, folder: Path, repeats: int = 2, rounds: int = 3) -
 
 # --------------------------------------------------------------------------- the commands
 def topology_text(endpoints: int, body_string: bool = False, first: int = 0, schemas: bool = False) -> str:
-    """Endpoints with two instance queues and a delayed table, one in five with a saga and an outbox,
+    """Endpoints with two instance queues and a delayed table, one in five with a saga and an outbox
+    (in a schema of its own: two outboxes in one PostgreSQL schema are refused, docs/outbox.md),
     and the error and audit queues; with schemas (PostgreSQL alone, SQLite has none), every ten
     endpoints in a schema of their own."""
     engines = "[postgresql]" if schemas else "[postgresql, sqlite]"
     lines = ['transport_version: "9.1"', f"engines: {engines}", "endpoints:"]
     for i in range(first, first + endpoints):
         lines.append(f"  - name: Endpoint{i:06d}\n    instances: [host-a, host-b]")
-        if schemas:
-            lines.append(f"    schema: s{i // 10}")
+        if i % 5 == 0 or schemas:
+            lines.append(f"    schema: o{i}" if i % 5 == 0 else f"    schema: s{i // 10}")
         if body_string:
             lines.append("    body_string: true")
         if i % 5 == 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import textwrap
 
-from ...schema import Correlation, TableName, TableSpec
+from ...schema import Correlation, Kind, TableName, TableSpec
 from ...shapes import outbox_columns, saga_shape_columns
 from ..base import Dialect
 
@@ -169,6 +169,8 @@ WHERE ctid IN (
         return f"{spec.saga_prefix or ''}_i_{digest}"
 
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
+        if spec.kind is Kind.OUTBOX:  # the installer's unprefixed names: two outboxes in one schema would share them
+            return [TableName(index, spec.name.schema) for index in self.OUTBOX_INDEXES]
         return [TableName(self.correlation_index(spec, c.name), spec.name.schema) for c in spec.correlations]
 
     def saga_name_problems(self, spec: TableSpec) -> list[str]:

@@ -1,0 +1,94 @@
+"""One way to reach a database (db.make_engine's read_timeout): status, check and status --fleet
+bound every connection, statement and lock wait by --read-timeout (default 10 s), and a database
+that gives no answer within it is reported as such, with the time waited, on real PostgreSQL
+(docs/operations.md). A held lock is what makes a read wait."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import pytest
+import sqlalchemy as sa
+
+from sqltransport_schema import cli
+from sqltransport_schema.db import make_engine
+
+pytestmark = pytest.mark.postgresql
+TOPOLOGY = 'transport_version: "9.1"\nengines: [postgresql]\nendpoints:\n  - name: Sales\n    outbox: true\n'
+
+
+@contextmanager
+def held(url: str, table: str = "alembic_version"):
+    """Another session holding an ACCESS EXCLUSIVE lock on the table (an ALTER of it in flight, as it were)."""
+    engine = make_engine(url)
+    connection = engine.connect()
+    transaction = connection.begin()
+    connection.execute(sa.text(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE'))
+    try:
+        yield
+    finally:
+        transaction.rollback()
+        connection.close()
+        engine.dispose()
+
+
+def timed(argv: list[str]) -> tuple[int, float]:
+    started = time.monotonic()
+    code = cli.main(argv)
+    return code, time.monotonic() - started
+
+
+def test_status_and_check_answer_within_twice_the_read_timeout(project, pg_url, capsys):
+    url = project.deploy(pg_url, TOPOLOGY)
+    ini = str(project.ini)
+    capsys.readouterr()
+    with held(url):
+        status = timed(["status", "--url", url, "-c", ini, "--read-timeout", "1s"])
+        status_err = capsys.readouterr().err
+        check = timed(["check", "--url", url, "-c", ini, "--read-timeout", "1s"])
+        check_err = capsys.readouterr().err
+    assert status[0] == 2 and status[1] < 2 * 1, (status, status_err)
+    assert status_err.startswith("error: no answer within 1.") and "(read timeout 1 s; --read-timeout): " in status_err, status_err
+    assert len(status_err.splitlines()) == 1
+    assert check[0] == 2 and check[1] < 2 * 1, (check, check_err)
+    assert check_err.startswith("error: no answer within 1.") and "canceling statement due to" in check_err, check_err
+    assert cli.main(["status", "--url", url, "-c", ini, "--read-timeout", "1s"]) == 0  # the lock gone: read as ever
+    assert cli.main(["status", "--url", url, "-c", ini, "--read-timeout", "soon"]) == 2
+    assert capsys.readouterr().err.endswith("error: --read-timeout soon: give a duration with its unit, e.g. 500ms, 5s or 1m, above 0\n")
+
+
+def test_status_fleet_reports_the_target_that_does_not_answer_and_reads_the_others(project, pg_url, pg_url2, capsys):
+    first = project.deploy(pg_url, TOPOLOGY)
+    project.upgrade(pg_url2)
+    (project.root / "fleet.yaml").write_text(
+        f"targets:\n  - name: stuck\n    url: {first}\n  - name: fine\n    url: {pg_url2}\nread_timeout: 1s\n", encoding="utf-8"
+    )
+    capsys.readouterr()
+    with held(first, "Sales_OutboxData"):
+        code, took = timed(["status", "--fleet", "-c", str(project.ini)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1 and took < 2 * 1 + 1, (code, took, out)  # twice the bound, and the fleet file's loading
+    stuck = next(line for line in out if line.startswith("stuck"))
+    assert "failed: " in stuck and "no answer within 1." in stuck and "(read timeout 1 s; --read-timeout or read_timeout:)" in stuck
+    assert any(line.startswith("fine (shared): ") and "failed" not in line for line in out), out
+
+
+def test_a_status_serve_scrape_answers_within_twice_the_read_timeout(project, pg_url):
+    """The exporter started, then a table's lock held: a scrape says the read failed (up 0) within twice
+    --read-timeout, and the next scrape after the lock is gone reads it again."""
+    from .support.prometheus import Exporter
+
+    url = project.deploy(pg_url, TOPOLOGY)
+    exporter = Exporter(url, "--min-interval", "0", "--read-timeout", "1s", "-c", str(project.ini))
+    try:
+        assert exporter.metrics()["sqltransport_up"] == [({}, 1.0)]
+        with held(url, "Sales"):
+            started = time.monotonic()
+            samples = exporter.metrics()
+            took = time.monotonic() - started
+        assert took < 2 * 1, took
+        assert samples["sqltransport_up"] == [({}, 0.0)]
+        assert exporter.metrics()["sqltransport_up"] == [({}, 1.0)]
+    finally:
+        exporter.close()
