@@ -60,19 +60,28 @@ def test_a_mariadb_database_that_is_not_there_says_how_to_create_it(mysql_url, c
     assert f"CREATE DATABASE {name}" in err, err
 
 
-def test_a_missing_jdbc_jar_mentions_no_spark(project, sqlite_url, tmp_path, monkeypatch, capsys):
-    """The jar check runs before Spark starts; the pipeline's commands all take --no-spark, so the line says it."""
+def _archive_without_jars(project, sqlite_url, tmp_path, monkeypatch) -> list[str]:
     from sqltransport_schema.pipeline import connect
 
     project.deploy(sqlite_url, TOPOLOGY)
     monkeypatch.setattr(connect, "JAVA_DIR", tmp_path / "no-jars")
+    return ["pipeline", "archive", "--url", sqlite_url, "--table", "error", "-o", str(tmp_path / "archive")]
+
+
+def test_a_missing_jdbc_jar_mentions_no_spark(project, sqlite_url, tmp_path, monkeypatch, capsys):
+    """The jar check runs before Spark starts; the pipeline's commands all take --no-spark, so the line says it."""
+    archive = _archive_without_jars(project, sqlite_url, tmp_path, monkeypatch)
     capsys.readouterr()
-    archive = ["pipeline", "archive", "--url", sqlite_url, "--table", "error", "-o", str(tmp_path / "archive")]
     assert cli.main(archive) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: Spark reads sqlite through the JDBC driver") and "which is missing" in err, err
     assert err.rstrip().endswith("or run it in this process, without Spark: --no-spark") and len(err.splitlines()) == 1
-    assert cli.main([*archive, "--no-spark"]) == 0  # what the line suggests works
+
+
+@pytest.mark.spark  # Parquet is written with the spark extra's pyarrow
+def test_what_the_missing_jar_line_suggests_works(project, sqlite_url, tmp_path, monkeypatch):
+    archive = _archive_without_jars(project, sqlite_url, tmp_path, monkeypatch)
+    assert cli.main([*archive, "--no-spark"]) == 0
 
 
 @pytest.mark.console
