@@ -224,3 +224,42 @@ def test_later_pumps_purge_only_when_asked(version, asked, purges):
         time.sleep(0.02)
     pump.stop(5)
     assert ("purge" in purges_and_peeks(server)) is purges
+
+
+# ------------------------------------------------------------------ the outbox on the double
+def test_the_outbox_runs_its_statements_with_unicode_and_timestamp_binds():
+    """SQL persistence's outbox on SQL Server: the handler's store, the lookups, the dispatch and the cleanup each
+    send their own statement's text, one execute (or one fast executemany) each; MessageId and Operations bind as
+    nvarchar (ADO.NET's string: never varchar, which would lose what is not in the code page), the times as
+    timestamps, the batch size as an integer."""
+    from datetime import datetime, timedelta, timezone
+
+    from sqltransport_schema.runtime.outbox import OutboxTable, OutgoingOperation
+    from sqltransport_schema.schema import Kind, TableSpec
+
+    server = Server()
+    spec = TableSpec(Kind.OUTBOX, TableName("Sales_OutboxData", "dbo"), saga_prefix="Sales_")
+    table = OutboxTable(Transport(server.engine(), "9.1").dialect, spec)
+    server.on("DELETE TOP", lambda sql, params: [3])
+    operation = OutgoingOperation("ä-1", "ünïcode".encode(), {"NServiceBus.MessageId": "ä-1"}, {"Destination": "Billing"})
+    with server.engine().connect() as conn:
+        assert table.get(conn, "m-1") is None
+        table.store(conn, "m-1", [operation])
+        table.store_many(conn, [("m-2", [operation]), ("m-3", [])])
+        table.set_dispatched(conn, "m-1")
+        table.set_dispatched_many(conn, ["m-2", "m-3"])
+        assert table.cleanup_batch(conn, datetime.now(timezone.utc) - timedelta(days=7), 500) == 3
+    ran = {name: calls_of(server, statement) for name, statement in {**table.statements, **table.batch_statements}.items()}
+    assert {name for name, calls in ran.items() if calls} >= {"get_outbox", "store_outbox", "set_outbox_dispatched", "cleanup_outbox"}
+    for name, calls in ran.items():
+        for call in calls:
+            rows = call.types if call.method == "executemany" else [call.types]
+            assert call.method == "execute" or call.fast, (name, call.method)
+            for types in rows:
+                assert not any(t.startswith("SQL_VARCHAR") for t in types), (name, types)
+    (store,) = ran["store_outbox"][:1]
+    assert store.types[:2] == ("SQL_WVARCHAR", "SQL_WVARCHAR"), store.types  # MessageId, Operations
+    (dispatched,) = ran["set_outbox_dispatched"][:1]
+    assert "SQL_TYPE_TIMESTAMP" in dispatched.types, dispatched.types
+    (cleanup,) = ran["cleanup_outbox"]
+    assert sorted(cleanup.types) == ["SQL_INTEGER", "SQL_TYPE_TIMESTAMP"], cleanup.types
