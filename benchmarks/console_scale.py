@@ -138,7 +138,7 @@ def row(name: str, ours: list[float], theirs: list[float], target: float | None)
 
 def server(conn, transport: Transport, table: str, runs: int) -> None:
     """The groups query and the reference on the server: EXPLAIN ANALYZE's time, the backend's CPU."""
-    ours = transport.dialect.operations.failed_groups(transport.name("error"), transport.profile, GROUPINGS["exception"], ()).sql
+    ours = transport.dialect.live_bus.failed_groups(transport.name("error"), transport.profile, GROUPINGS["exception"], ()).sql
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
 
     def cpu() -> float | None:

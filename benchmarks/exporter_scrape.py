@@ -42,7 +42,7 @@ from _databases import drop_database  # noqa: E402  (beside this script)
 from status_scale import filled_bus  # noqa: E402
 
 from sqltransport_schema.runtime.exporter import parse_min_interval  # noqa: E402
-from sqltransport_schema.runtime.operations import status  # noqa: E402
+from sqltransport_schema.runtime.status import status  # noqa: E402
 from sqltransport_schema.runtime.transport import Transport  # noqa: E402
 
 TOOL = str(Path(sys.executable).parent / "sqltransport-schema")

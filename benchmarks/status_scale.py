@@ -14,7 +14,7 @@ or `status --watch` holds it), twice:
 
 Each of:
 
-- exact:     runtime.operations.status(transport): depth, expired count and the head's TimeSent of
+- exact:     runtime.status.status(transport): depth, expired count and the head's TimeSent of
              every queue, in UNION ALL statements of `operations.batch` tables each, shared out
              between `operations.connections` connections, plus the table list, the error queue's
              counts by FailedQ and the subscribers.
@@ -46,7 +46,7 @@ from compile_scale import new_project  # noqa: E402
 
 from sqltransport_schema import cli, wire  # noqa: E402
 from sqltransport_schema.db import make_engine  # noqa: E402
-from sqltransport_schema.runtime.operations import status  # noqa: E402
+from sqltransport_schema.runtime.status import status  # noqa: E402
 from sqltransport_schema.runtime.transport import Transport  # noqa: E402
 from sqltransport_schema.schema import Kind  # noqa: E402
 

@@ -205,7 +205,7 @@ def diff(
         else:
             findings.append(Finding("unmanaged_table", display(engine, name), "in no revision's topology; left alone"))
     if subscriptions:
-        from .runtime.operations import UNSUBSCRIBE_HINT, orphaned_subscriptions
+        from .runtime.status import UNSUBSCRIBE_HINT, orphaned_subscriptions
 
         table = display(engine, expected.subscription_table)
         for orphan in orphaned_subscriptions(engine, subscriptions, live):
@@ -474,9 +474,9 @@ def run(
 def _subscriptions(connection: Connection, engine: Dialect, expected: Blueprint, live: dict) -> list[tuple[str, str, str]]:
     """The rows (endpoint, topic, address) of the deployed subscription table, if it is there."""
     table = expected.subscription_table
-    if table is None or not engine.operations.supported or engine.table_key(table) not in live:
+    if table is None or not engine.live_bus.supported or engine.table_key(table) not in live:
         return []
-    statement = engine.operations.subscriptions(table, profile(expected.transport_version))
+    statement = engine.live_bus.subscriptions(table, profile(expected.transport_version))
     return [tuple(row) for row in connection.execution_options(no_parameters=True).exec_driver_sql(statement.sql)]
 
 

@@ -8,7 +8,7 @@ does not show, stays in that module.
 
 from __future__ import annotations
 
-# runtime/operations.py: status and retry (and the console's retries)
+# runtime/status.py: status and retry (and the console's retries)
 DEFAULT_ERROR_QUEUE = "error"
 DEFAULT_RETRY_BATCH = 100
 

@@ -13,7 +13,7 @@ import pytest
 
 from sqltransport_schema import cli, wire
 from sqltransport_schema.runtime.exporter import exposition
-from sqltransport_schema.runtime.operations import status
+from sqltransport_schema.runtime.status import status
 from sqltransport_schema.runtime.transport import Transport
 
 TOPOLOGY = """\

@@ -149,7 +149,7 @@ def test_sql_server_moves_each_message_in_one_statement_and_every_console_statem
     T-SQL (TOP, not LIMIT): each parsed by sqlfluff's tsql dialect (no SQL Server here)."""
     from .support.tsql import parse_problems
 
-    operations = engines.get("mssql").operations
+    operations = engines.get("mssql").live_bus
     prof = profile("9.1")
     queue, archive = TableName("error", "dbo"), TableName("error_archive", "dbo")
     statements = {
@@ -276,7 +276,7 @@ def test_each_move_into_the_archive_is_a_lookup_of_the_queue_key_and_the_ids_are
     transport = next(bus := console_bus(project, db_url, monkeypatch))
     try:
         sqlite = db_url.startswith("sqlite")
-        operations, prof = transport.dialect.operations, transport.profile
+        operations, prof = transport.dialect.live_bus, transport.profile
         queue, archive = transport.name("error"), transport.name("error_archive")
         [read] = operations.archive("keys", queue, archive, prof)
         moves = operations.archive("archive", queue, archive, prof)

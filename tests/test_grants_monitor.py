@@ -14,7 +14,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 from sqltransport_schema import cli
-from sqltransport_schema.runtime.operations import status
+from sqltransport_schema.runtime.status import status
 from sqltransport_schema.runtime.transport import NOT_VISIBLE, Transport
 
 from .support.grants import MSSQL_TOPOLOGY, _conninfo, apply, deployed, headers, role, run_grants  # noqa: F401 (fixtures)

@@ -318,7 +318,7 @@ def test_the_receive_path_and_the_recoverability_rule_exist_once():
 
 
 # The error queue has one model (errorqueue/): its headers are read by wire's readers, its statements
-# (the engines' `dialect.operations.failed_*`, the retry's and the archive's) run there alone. The
+# (the engines' `dialect.live_bus.failed_*`, the retry's and the archive's) run there alone. The
 # console and the command line call the model; a second reader (the console parsing a header, a
 # command running the error queue's SQL) shows up here.
 ERROR_QUEUE_HOME = f"{PACKAGE}.errorqueue"
@@ -327,7 +327,7 @@ HEADER_READERS = {
     "decode_headers": {"runtime.transport", "pipeline.move"},  # a received message's; the pipeline's moved rows
     "first_values": set(),
     "failed_q_of_unreadable": set(),
-    "time_sent_of": {"runtime.operations"},  # status: the head of each queue
+    "time_sent_of": {"runtime.status"},  # status: the head of each queue
 }
 # the headers only a failed message carries -> the modules besides the model and wire that name them
 ERROR_HEADERS = {
@@ -335,17 +335,17 @@ ERROR_HEADERS = {
     **{name: {"pipeline.archive"} for name in ("FAILED_Q", "TIME_OF_FAILURE", "EXCEPTION_TYPE", "EXCEPTION_MESSAGE")},
     **{name: set() for name in ("EXCEPTION_STACKTRACE", "EXCEPTION_INFO_PREFIX")},
 }
-# the error queue's statements (dialect.operations.NAME) -> the modules besides the model that run them
+# the error queue's statements (dialect.live_bus.NAME) -> the modules besides the model that run them
 ERROR_QUEUE_STATEMENTS = {
     **{name: set() for name in ("failed_groups", "failed_count", "failed_page", "failed_message", "error_batch", "delete_retried")},
     **{name: set() for name in ("archive", "write_probe", "action_log")},
-    "failed_queue_counts": {"runtime.operations"},  # status: the error queue's count by FailedQ, in SQL
+    "failed_queue_counts": {"runtime.status"},  # status: the error queue's count by FailedQ, in SQL
 }
 
 
 def _error_queue_readers() -> dict[str, set[str]]:
     """name -> the modules outside errorqueue/ and wire that call a header reader, name an error
-    header (wire.X, or its text as a constant), or run an error queue statement (operations.X(...))."""
+    header (wire.X, or its text as a constant), or run an error queue statement (live_bus.X(...))."""
     texts = {getattr(importlib.import_module(f"{PACKAGE}.wire"), name): name for name in ERROR_HEADERS}
     found: dict[str, set[str]] = {name: set() for name in (*HEADER_READERS, *ERROR_HEADERS, *ERROR_QUEUE_STATEMENTS)}
     for module, path in MODULES.items():
@@ -363,9 +363,9 @@ def _error_queue_readers() -> dict[str, set[str]]:
                 owner = node.func.value
                 if (
                     isinstance(owner, ast.Attribute)
-                    and owner.attr == "operations"
+                    and owner.attr == "live_bus"
                     or isinstance(owner, ast.Name)
-                    and owner.id == "operations"
+                    and owner.id == "live_bus"
                 ):
                     found[node.func.attr].add(short)
     return found
@@ -375,7 +375,7 @@ def test_the_error_queue_is_read_by_its_model_alone():
     assert _error_queue_readers() == {**HEADER_READERS, **ERROR_HEADERS, **ERROR_QUEUE_STATEMENTS}
 
 
-STATUS = {f"{PACKAGE}.runtime.operations"}  # the overview's figures: status, not the error queue's work
+STATUS = {f"{PACKAGE}.runtime.status"}  # the overview's figures: status, not the error queue's work
 
 
 def test_the_console_holds_routes_templates_and_jobs_only():
@@ -397,7 +397,7 @@ def test_the_readers_check_finds_a_second_reader(monkeypatch, tmp_path):
     stray.write_text(
         "from sqltransport_schema import wire\n"
         "def f(t, raw):\n"
-        "    t.dialect.operations.failed_groups(None, None, (), ())\n"
+        "    t.dialect.live_bus.failed_groups(None, None, (), ())\n"
         "    return wire.decode_headers(raw)[wire.FAILED_Q], raw.find('NServiceBus.ExceptionInfo.Message')\n"
     )
     monkeypatch.setitem(MODULES, f"{PACKAGE}.console.stray", stray)

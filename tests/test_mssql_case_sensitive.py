@@ -14,7 +14,7 @@ import pytest
 
 from sqltransport_schema.engines.catalog import Catalog as NeutralCatalog
 from sqltransport_schema.engines.mssql import MSSQL
-from sqltransport_schema.engines.mssql.operations import Operations
+from sqltransport_schema.engines.mssql.live_bus import LiveBus
 from sqltransport_schema.engines.mssql.sagas import Sagas
 from sqltransport_schema.schema import Correlation, Kind, TableName, TableSpec
 from sqltransport_schema.versions import profile
@@ -92,7 +92,7 @@ def every_text() -> list[tuple[str, str]]:
             texts.append((f"{version} {name}", statement.sql))
     spec = TableSpec(Kind.SAGA, TableName("Orders", "dbo", "nsb"), correlation=Correlation("OrderId", "string"))
     texts += [("saga", text) for text in ENGINE.create_table(spec, profile("9.1"))]
-    for section in (Sagas, MSSQL.Catalog, MSSQL.Grants, Operations):
+    for section in (Sagas, MSSQL.Catalog, MSSQL.Grants, LiveBus):
         texts += [(section.__name__, text) for text in templates(section)]
     return texts
 

@@ -104,7 +104,7 @@ def test_the_console_shows_the_url_as_given(project, pg_url, monkeypatch):
 def test_postgresql_addresses_have_no_catalog(project, pg_url, monkeypatch):
     """The PostgreSQL transport's addresses are table@schema: a catalog the topology gives (for SQL Server) is
     not in them, nor in status's rows; SQL Server's keep it."""
-    from sqltransport_schema.runtime.operations import status
+    from sqltransport_schema.runtime.status import status
 
     from .support.runtime import deployed
 

@@ -19,7 +19,7 @@ import pytest
 from sqltransport_schema import cli, engines, errors, wire
 from sqltransport_schema.db import make_engine
 from sqltransport_schema.errorqueue import LEFT_NO_FAILED_Q, LEFT_UNKNOWN, retry
-from sqltransport_schema.runtime.operations import status
+from sqltransport_schema.runtime.status import status
 from sqltransport_schema.runtime.transport import Transport
 from sqltransport_schema.schema import Kind, TableName
 from sqltransport_schema.versions import profile
@@ -228,7 +228,7 @@ def test_status_on_its_own_connections_matches_status_in_the_callers_transaction
     the figures are the same, with statements of two tables each (several per connection)."""
     transport, url = bus
     fill_bus(transport)
-    monkeypatch.setattr(transport.dialect.operations, "batch", 2)
+    monkeypatch.setattr(transport.dialect.live_bus, "batch", 2)
     now = datetime.now(timezone.utc)
     transport.engine.dispose()
     spread = status(transport, now=now).to_json()
@@ -252,7 +252,7 @@ def test_a_repeated_status_runs_each_share_on_the_same_session(project, pg_url, 
     project.upgrade(pg_url)
     transport = Transport.from_database(make_engine(pg_url))
     fill_bus(transport)
-    monkeypatch.setattr(transport.dialect.operations, "batch", 2)
+    monkeypatch.setattr(transport.dialect.live_bus, "batch", 2)
     try:
         reports = [status(transport, now=datetime.now(timezone.utc)) for _ in range(3)]
         assert {t.name: t.depth for t in reports[0].tables} == {t.name: t.depth for t in reports[-1].tables}
@@ -304,7 +304,7 @@ def test_status_without_a_second_connection_counts_on_the_first(project, pg_url,
     project.upgrade(pg_url)
     transport = Transport.from_database(make_engine(pg_url, pool_size=1, max_overflow=0))
     fill_bus(transport)
-    monkeypatch.setattr(transport.dialect.operations, "batch", 2)
+    monkeypatch.setattr(transport.dialect.live_bus, "batch", 2)
     try:
         started = time.monotonic()
         report = status(transport).to_json()
@@ -572,7 +572,7 @@ def test_dry_run_moves_nothing(bus, capsys):
 
 
 def test_a_long_retry_shows_progress_on_stderr(bus, capsys, monkeypatch):
-    from sqltransport_schema.cli import operations as cli_operations
+    from sqltransport_schema.cli import live_bus as cli_operations
 
     transport, url = bus
     fill_error_queue(transport)
@@ -651,7 +651,7 @@ def test_a_killed_retry_run_again_loses_and_doubles_nothing(bus):
 
 # ---------------------------------------------------------------------------------------- SQL Server
 def test_sql_server_statements_parse_as_tsql():
-    operations = engines.get("mssql").operations
+    operations = engines.get("mssql").live_bus
     tables = [
         (Kind.QUEUE, TableName("Sales")),
         (Kind.DELAYED, TableName("Sales.Delayed", "dbo", "nsb")),
@@ -680,7 +680,7 @@ def test_sql_server_statements_parse_as_tsql():
 
 
 def test_many_tables_go_in_few_statements():
-    operations = engines.get("postgresql").operations
+    operations = engines.get("postgresql").live_bus
     tables = [(Kind.QUEUE, TableName(f"q{n}")) for n in range(1000)]
     statements = operations.figures(tables, profile("9.1"))
     assert len(statements) == 1000 // operations.batch and "\nSELECT 999 AS i, " in statements[-1].sql
@@ -689,7 +689,7 @@ def test_many_tables_go_in_few_statements():
 
 def test_estimating_reads_no_head_of_a_queue_estimated_empty():
     """Its arm is left out; the other tables keep their positions and their statements."""
-    operations = engines.get("postgresql").operations
+    operations = engines.get("postgresql").live_bus
     tables = [(Kind.QUEUE, TableName(f"q{n}")) for n in range(2 * operations.batch)]
     every = operations.figures(tables, profile("9.1"), estimate=True)
     some = operations.figures(tables, profile("9.1"), estimate=True, empty=frozenset({1, 2}))

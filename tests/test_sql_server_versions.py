@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sqltransport_schema.engines.mssql import MSSQL
-from sqltransport_schema.engines.mssql.operations import Operations
+from sqltransport_schema.engines.mssql.live_bus import LiveBus
 from sqltransport_schema.engines.mssql.sagas import Sagas
 from sqltransport_schema.engines.mssql.server_versions import COMMANDS, minimum, older_server
 from sqltransport_schema.schema import Kind, TableName, TableSpec
@@ -86,7 +86,7 @@ def test_each_release_needs_the_sql_server_the_page_names_and_no_newer(version):
 
 def test_each_command_needs_the_sql_server_the_page_names():
     commands = table("Commands")
-    status_texts = [Operations.FAILED_Q_COUNTS, Operations.QUEUE_ARM, Operations.DELAYED_ARM]
+    status_texts = [LiveBus.FAILED_Q_COUNTS, LiveBus.QUEUE_ARM, LiveBus.DELAYED_ARM]
     derived = {
         "`status`": minimum(status_texts)[0],
         "`alembic upgrade` (online) dropping a queue that has subscriptions": minimum([ENGINE.DELETE_SUBSCRIBERS_OF])[0],
@@ -95,11 +95,11 @@ def test_each_command_needs_the_sql_server_the_page_names():
             [ENGINE.runtime_statements(profile("9.1"), TableName("Sales"))["delete_locked"].sql]
         )[0],
         "`check`": minimum(templates(MSSQL.Catalog))[0],
-        "`retry`": minimum([Operations.ERROR_BATCH, Operations.ERROR_SCAN] + [send(version) for version in RELEASES])[0],
+        "`retry`": minimum([LiveBus.ERROR_BATCH, LiveBus.ERROR_SCAN] + [send(version) for version in RELEASES])[0],
         "`grants`": minimum(templates(MSSQL.Grants))[0],
         "the console's archive and action log (`archive:`, `action_log:`)": minimum(
             [ENGINE.CREATE_ARCHIVE, ENGINE.CREATE_ACTION_LOG]
-            + [text for name, text in vars(Operations).items() if name.startswith(("ARCHIVE_", "ACTION_LOG_")) and isinstance(text, str)]
+            + [text for name, text in vars(LiveBus).items() if name.startswith(("ARCHIVE_", "ACTION_LOG_")) and isinstance(text, str)]
         )[0],
         "`script`, `alembic upgrade --sql`": 0,  # the release's: the test below
     }
@@ -162,14 +162,14 @@ def test_status_and_check_say_which_sql_server_they_need(command, version, says)
 def test_status_on_an_older_server_says_so_and_stops():
     """Through the pyodbc double: the engine's first connection reads SERVERPROPERTY('ProductVersion')."""
     from sqltransport_schema.errors import Unsupported
-    from sqltransport_schema.runtime import operations
+    from sqltransport_schema.runtime import status as live_status
     from sqltransport_schema.runtime.transport import Transport
 
     from .support.pyodbc_double import Server
 
     transport = Transport(Server(version="12.0.6024.0").engine(), "9.1")
     with pytest.raises(Unsupported, match=r"status needs SQL Server 2016 or later .*this server is SQL Server 2014 \(12\.0\.6024\.0\)"):
-        operations.status(transport)
+        live_status.status(transport)
 
 
 def test_check_on_an_older_server_says_so_and_stops():

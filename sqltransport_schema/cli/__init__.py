@@ -5,7 +5,7 @@ output.py    the exit codes and the one way to print a result or an error
 project.py   init (a new project)
 topology.py  validate, compile, json-schema (topology.yaml alone)
 database.py  check, adopt (a live database)
-operations.py status, retry, outbox cleanup (operating a live bus)
+live_bus.py  status, retry, outbox cleanup (operating a live bus)
 errorqueue.py archive, restore, purge (the error queue's archive)
 pictures.py  graph (the topology or a live database as a diagram)
 review.py    statements, grants, script (what a DBA reviews)
@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
-from . import console, database, errorqueue, fleet, operations, pictures, pipeline, project, review, topology
+from . import console, database, errorqueue, fleet, live_bus, pictures, pipeline, project, review, topology
 from .options import add_options
 from .output import DESCRIPTION, EXIT_ERROR, describe, emit_error, emit_invalid
 
@@ -52,7 +52,7 @@ PARSERS = {
     **project.PARSERS,
     **topology.PARSERS,
     **database.PARSERS,
-    **operations.PARSERS,
+    **live_bus.PARSERS,
     **errorqueue.PARSERS,
     **console.PARSERS,
     **pictures.PARSERS,

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import errors
 from ..defaults import DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
-from .operations import _transport
+from .live_bus import _transport
 from .options import add_command, add_options, load_config, older_than
 from .output import EXIT_OK
 
@@ -116,7 +116,7 @@ def _draw(report: object) -> bytes:
     """graph's drawing of a live database: status's report with its notes, as SVG."""
     from .. import pictures
     from ..pictures.sources import from_status
-    from .operations import status_notes
+    from .live_bus import status_notes
 
     return pictures.render(from_status(report, status_notes(report)), "svg")  # type: ignore[arg-type]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from ..defaults import DEFAULT_RETRY_BATCH
-from .operations import PROGRESS_INTERVAL, _transport
+from .live_bus import PROGRESS_INTERVAL, _transport
 from .options import add_command, add_options
 from .output import EXIT_CHANGES, EXIT_OK, emit
 

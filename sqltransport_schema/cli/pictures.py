@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .operations import _transport, status_notes
+from .live_bus import _transport, status_notes
 from .options import add_command, add_options, load_config, topology_path
 from .output import emit_product
 
@@ -50,7 +50,7 @@ def _live(args: argparse.Namespace) -> Diagram:
     from ..db import given_url
     from ..pictures import UNMANAGED
     from ..pictures.sources import EXTRA_CATEGORIES, from_status
-    from ..runtime.operations import status
+    from ..runtime.status import status
 
     transport = _transport(args, readers=True)
     try:

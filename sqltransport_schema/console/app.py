@@ -33,7 +33,7 @@ from .. import errorqueue, errors
 from ..db import given_url
 from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
 from ..errorqueue import Selection
-from ..runtime.operations import status
+from ..runtime.status import status
 from ..urls import display_url
 from ..util import duration_ms
 from .actions import DEFAULT_KEEP_JOBS, Actions, Job

@@ -17,8 +17,8 @@ from ..statements import MESSAGE, Statement, fill, parameters_of, run_on
 from ..versions import ExpiresIndex, Profile
 from . import catalog as catalog_section
 from . import grants as grants_section
+from . import live_bus as live_bus_section
 from . import online as online_section
-from . import operations as operations_section
 from . import pipeline as pipeline_section
 from . import script as script_section
 from .connecting import Connecting
@@ -580,7 +580,7 @@ class Dialect(Connecting):
         prefix = spec.saga_prefix or ""
         return spec.name.table[len(prefix) :] if spec.name.table.startswith(prefix) else spec.name.table
 
-    def saga_table(self, spec: TableSpec) -> TableName:
+    def persistence_table(self, spec: TableSpec) -> TableName:
         """The table SQL persistence reads this saga or outbox from (Oracle names them apart)."""
         return spec.name
 
@@ -617,7 +617,7 @@ class Dialect(Connecting):
     def wrong_type_message(self, spec: TableSpec, correlation: Correlation, expected: str) -> str:
         """The refusal of an existing correlation column of another type ({found} left to the database)."""
         return self.SAGA_WRONG_TYPE.format(
-            table=self.display(self.saga_table(spec)), column=self.correlation_column(correlation.name), expected=expected
+            table=self.display(self.persistence_table(spec)), column=self.correlation_column(correlation.name), expected=expected
         )
 
     def drop_saga_correlation(self, spec: TableSpec, correlation: Correlation, require: Correlation | None) -> list[str]:
@@ -632,7 +632,7 @@ class Dialect(Connecting):
             new=new_column,
             new_quoted=self.quote(new_column),
             prop=new.name,
-            name=self.display(self.saga_table(spec)),
+            name=self.display(self.persistence_table(spec)),
         )
 
     # Runtime statements of a saga table, as SQL persistence's runtime writes them: the select
@@ -683,7 +683,7 @@ WHERE Id = @Id AND Concurrency = @Concurrency"""
     def saga_statements(self, spec: TableSpec, profile: Profile | None = None) -> dict[str, Statement]:
         """Every runtime statement of one saga table; find_saga only with a correlation property,
         find_saga_by_transitional only with a transitional one."""
-        identifiers = {"table": self.qualified(self.saga_table(spec), profile)}
+        identifiers = {"table": self.qualified(self.persistence_table(spec), profile)}
         # the optional parts of insert and update, as template text: parameters stay in the template
         parts = {"columns": "", "values": "", "set_transitional": ""}
         if spec.correlation is not None:
@@ -793,12 +793,12 @@ WHERE MessageId IN (
 
     def outbox_statements(self, spec: TableSpec, profile: Profile | None = None) -> dict[str, Statement]:
         """Every runtime statement of one outbox table: store, get, set as dispatched, cleanup."""
-        identifiers = {"table": self.qualified(self.saga_table(spec), profile)}
+        identifiers = {"table": self.qualified(self.persistence_table(spec), profile)}
         return self.persistence_statements(self.OUTBOX_STATEMENTS, identifiers, self.OUTBOX_RESULT)
 
     def outbox_batch_statements(self, spec: TableSpec, profile: Profile | None = None) -> dict[str, Statement]:
         """The pump's batch statements of one outbox table this engine has (OUTBOX_BATCH_STATEMENTS)."""
-        identifiers = {"table": self.qualified(self.saga_table(spec), profile)}
+        identifiers = {"table": self.qualified(self.persistence_table(spec), profile)}
         missing = {name for name, (attribute, _) in self.OUTBOX_BATCH_STATEMENTS.items() if getattr(self, attribute) is None}
         return self.persistence_statements(self.OUTBOX_BATCH_STATEMENTS, identifiers, self.OUTBOX_BATCH_RESULT, skip=missing)
 
@@ -808,7 +808,7 @@ WHERE MessageId IN (
         if self.OUTBOX_LOCK_BATCH is None:
             return None
         template = self.OUTBOX_LOCK_BATCH.replace("{lock}", lock.template.replace("{table}", "{queue}"))
-        identifiers = {"table": self.qualified(self.saga_table(spec)), "queue": lock.identifiers["table"]}
+        identifiers = {"table": self.qualified(self.persistence_table(spec)), "queue": lock.identifiers["table"]}
         doc = "lock up to @BatchSize oldest unlocked messages with their outbox rows (Dispatched, Operations; NULL: none)"
         return Statement("lock_outbox_batch", template, identifiers, parameters_of(template), doc, lock.columns + self.OUTBOX_LOCK_RESULT)
 
@@ -818,7 +818,7 @@ WHERE MessageId IN (
         if self.OUTBOX_TAKE_BATCH is None:
             return None
         template = self.OUTBOX_TAKE_BATCH.replace("{take}", take.template.replace("{table}", "{queue}"))
-        identifiers = {"table": self.qualified(self.saga_table(spec)), "queue": take.identifiers["table"]}
+        identifiers = {"table": self.qualified(self.persistence_table(spec)), "queue": take.identifiers["table"]}
         doc = "take the locked messages at @Orders and set their outbox rows @MessageIds dispatched at @DispatchedAt"
         return Statement("take_outbox_batch", template, identifiers, parameters_of(template), doc, ())
 
@@ -836,7 +836,7 @@ WHERE MessageId IN (
 
     def outbox_name_problems(self, spec: TableSpec) -> list[str]:
         """What this engine cannot hold of an outbox table's name."""
-        return [f"table name {problem}" for _part, problem in self.name_problems(self.saga_table(spec)) if _part == "table"]
+        return [f"table name {problem}" for _part, problem in self.name_problems(self.persistence_table(spec)) if _part == "table"]
 
     def drop_guard_where(self, spec: TableSpec) -> str:
         """The rows a guarded drop refuses to lose, as a WHERE clause ('' for every row): an outbox's
@@ -844,14 +844,14 @@ WHERE MessageId IN (
         return " WHERE " + self.OUTBOX_UNDISPATCHED if spec.kind is Kind.OUTBOX else ""
 
     # -- nested sections: catalog reads, grants, deployment scripts, the pipeline (engines/pipeline.py),
-    # status and retry (engines/operations.py), online rewrites of queue tables (engines/online.py).
+    # status and retry (engines/live_bus.py), online rewrites of queue tables (engines/online.py).
     # Each engine nests subclasses of these classes; the instances, made on first use, reach back to
     # the dialect for quoting and names.
     Catalog = catalog_section.Catalog
     Grants = grants_section.Grants
     Script = script_section.Script
     Pipeline = pipeline_section.Pipeline
-    Operations = operations_section.Operations
+    LiveBus = live_bus_section.LiveBus
     Online = online_section.Online
     catalog = _Section[catalog_section.Catalog]("Catalog", "This engine's catalog reads: existing columns, live shapes, start-up warnings.")
     grants = _Section[grants_section.Grants]("Grants", "This engine's GRANT statements for `sqltransport-schema grants`.")
@@ -859,8 +859,8 @@ WHERE MessageId IN (
     pipeline = _Section[pipeline_section.Pipeline](
         "Pipeline", "This engine's pipeline section: connections, layout, ledger and partition statements."
     )
-    operations = _Section[operations_section.Operations](
-        "Operations", "This engine's statements of `status` and `retry`: table figures, error-queue batches."
+    live_bus = _Section[live_bus_section.LiveBus](
+        "LiveBus", "This engine's statements of the live bus: status figures, the error queue's reads, retry batches, archive, action log."
     )
     online = _Section[online_section.Online]("Online", "This engine's statements for rewriting a queue table beside the live one.")
 
@@ -870,9 +870,9 @@ WHERE MessageId IN (
 
     def refusal(self, spec: TableSpec, profile: Profile | None = None) -> str:
         if spec.kind is Kind.SAGA:
-            return SAGA_DROP_REFUSED.format(name=self.display(self.saga_table(spec), profile))
+            return SAGA_DROP_REFUSED.format(name=self.display(self.persistence_table(spec), profile))
         if spec.kind is Kind.OUTBOX:
-            return OUTBOX_DROP_REFUSED.format(name=self.display(self.saga_table(spec), profile))
+            return OUTBOX_DROP_REFUSED.format(name=self.display(self.persistence_table(spec), profile))
         return DROP_REFUSED.format(name=self.display(spec.name, profile))
 
 

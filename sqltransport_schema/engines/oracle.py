@@ -141,7 +141,7 @@ WHERE Dispatched = 1 AND DispatchedAt < @DispatchedBefore AND ROWNUM <= @BatchSi
 
     def create_outbox(self, spec: TableSpec, profile: Profile | None = None) -> list[str]:
         fields = self._saga_fields(spec)
-        index = self.qualified(TableName(self.saga_table(spec).table + "_IX", spec.name.schema))
+        index = self.qualified(TableName(self.persistence_table(spec).table + "_IX", spec.name.schema))
         return [self.CREATE_OUTBOX.format(**fields), self.CREATE_OUTBOX_INDEX.format(index=index, **fields)]
 
     def outbox_name_problems(self, spec: TableSpec) -> list[str]:
@@ -152,7 +152,7 @@ WHERE Dispatched = 1 AND DispatchedAt < @DispatchedBefore AND ROWNUM <= @BatchSi
             problems.append(f"table prefix {prefix!r} must be at most {MAX_TABLE_PREFIX} ASCII characters for SQL persistence on Oracle")
         return problems
 
-    def saga_table(self, spec: TableSpec) -> TableName:
+    def persistence_table(self, spec: TableSpec) -> TableName:
         if spec.kind is Kind.OUTBOX:
             return TableName((spec.saga_prefix or "").upper() + "OD", spec.name.schema)
         return TableName(self.saga_suffix(spec).upper(), spec.name.schema)
@@ -161,7 +161,7 @@ WHERE Dispatched = 1 AND DispatchedAt < @DispatchedBefore AND ROWNUM <= @BatchSi
         return ("CORR_" + prop.upper())[:MAX_IDENTIFIER]
 
     def correlation_index(self, spec: TableSpec, prop: str) -> str:
-        digest = hashlib.sha1(f"{self.saga_table(spec).table}/{prop}".encode()).hexdigest()
+        digest = hashlib.sha1(f"{self.persistence_table(spec).table}/{prop}".encode()).hexdigest()
         return "SAGAIDX_" + digest[:22].upper()
 
     def saga_index_names(self, spec: TableSpec) -> list[TableName]:
@@ -185,7 +185,7 @@ WHERE Dispatched = 1 AND DispatchedAt < @DispatchedBefore AND ROWNUM <= @BatchSi
         return problems
 
     def _saga_fields(self, spec: TableSpec, correlation: Correlation | None = None) -> dict:
-        table = self.saga_table(spec)
+        table = self.persistence_table(spec)
         fields = {"table": self.qualified(table), "primary_key": self.quote(table.table + "_PK")}
         if correlation is not None:
             fields.update(

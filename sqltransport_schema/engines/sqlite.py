@@ -727,9 +727,9 @@ WHERE MessageId IN (SELECT value FROM json_each(@MessageIds))"""
             return base
 
     # =====================================================================================
-    # -- status and retry (engines/operations.py) -----------------------------------------
+    # -- status and retry (engines/live_bus.py) -----------------------------------------
     # =====================================================================================
-    class Operations(Dialect.Operations):
+    class LiveBus(Dialect.LiveBus):
         """Times compare as the runtime's text (NOW); estimates are the transport's peek (the span of
         RowVersion, two probes of the rowid): SQLite keeps no row counts. A retry batch is read
         under the write lock its transaction begins with (BEGIN IMMEDIATE)."""

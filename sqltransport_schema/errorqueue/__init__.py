@@ -1,7 +1,7 @@
 """The error queue as one model (docs/console.md, docs/operations.md): `ErrorQueue` reads its groups,
 pages and messages and takes its actions (retry, archive, restore, purge, edit and retry), each
 chosen by a `Selection`. The console's routes and the command line call it; the headers are read by
-`wire` alone, the statements are the engine's (`dialect.operations`)."""
+`wire` alone, the statements are the engine's (`dialect.live_bus`)."""
 
 from .log import ActionLog, NoActionLog
 from .model import EDIT_OF, Edit, ErrorQueue

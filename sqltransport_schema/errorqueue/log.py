@@ -46,7 +46,7 @@ class ActionLog:
     def _statement(self, which: str) -> Any:
         self.require()
         assert self.table is not None
-        return self.transport.dialect.operations.action_log(self.table, self.transport.profile, which)
+        return self.transport.dialect.live_bus.action_log(self.table, self.transport.profile, which)
 
     def require(self) -> None:
         """Actions are logged: without the table the topology declares, none is taken."""

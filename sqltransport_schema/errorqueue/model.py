@@ -81,7 +81,7 @@ class ErrorQueue:
     def may_delete(self) -> bool:
         """Whether the database login may delete from the error queue (not a `grants --monitor`
         login): a DELETE of no row, rolled back; False where the engine refuses it as permission denied."""
-        statement = self.transport.dialect.operations.write_probe(self.table, self.transport.profile)
+        statement = self.transport.dialect.live_bus.write_probe(self.table, self.transport.profile)
         with self.transport.engine.connect() as conn:
             try:
                 with conn.begin() as tx:

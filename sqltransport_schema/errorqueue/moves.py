@@ -4,7 +4,7 @@ into the error queue, and purged from it by age. Each of the three checks what i
 once and returns the work, which the console runs as a job (console/actions.py) and the command
 line at once (`archive`, `restore`, `purge`): a batch of messages a transaction (the delete from one
 table and the insert into the other commit together), the progress callback called after each
-commit. The SQL is the engine's (`dialect.operations.archive`)."""
+commit. The SQL is the engine's (`dialect.live_bus.archive`)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ class Archive:
                 f"the error queue {self.queue.table} has no archive table: add `archive: {self.queue.table}_archive` to its entry "
                 "under queues: in topology.yaml, compile and upgrade (docs/console.md; a console running restarts to see it)"
             )
-        return self.transport.dialect.operations.archive(which, self.queue, self.table, self.transport.profile)
+        return self.transport.dialect.live_bus.archive(which, self.queue, self.table, self.transport.profile)
 
     def _move(self, action: str, statements: list[Any], chosen: Callable[[], tuple[list[dict], int]]) -> Move:
         """Each batch of rows in one transaction: every statement for each row; the first one's row

@@ -1,7 +1,7 @@
 """The error queue read: groups (by exception, failed queue, message type or endpoint) with their
 counts and first and last time of failure, pages of messages by keyset (the key after the last one
 shown, never an OFFSET), a list's total, and one message with its headers (read by `wire`) and its
-body as text. The statements are the engine's (`dialect.operations.failed_*`); values are bound."""
+body as text. The statements are the engine's (`dialect.live_bus.failed_*`); values are bound."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def groups(
     sort = sort_of(sort, GROUP_SORTS)
     filt = resolved(transport, filt, error_queue)
     keys = GROUPINGS[by]
-    statement = transport.dialect.operations.failed_groups(
+    statement = transport.dialect.live_bus.failed_groups(
         _table(transport, error_queue), transport.profile, keys, tuple(filt.bindings()), sort
     )
     out = []
@@ -189,7 +189,7 @@ def page(
         raise errors.UsageError(f"limit must be from 1 to {MAX_PAGE}, not {limit}")
     newest = sort_of(sort, PAGE_SORTS) == "time"
     filt = resolved(transport, filt, error_queue)
-    statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, tuple(filt.bindings()), newest)
+    statement = transport.dialect.live_bus.failed_page(_table(transport, error_queue), transport.profile, tuple(filt.bindings()), newest)
     start = (2**63 - 1) if newest else -(2**63)
     rows = _run(transport, statement, filt, {"After": after if after is not None else start, "Limit": limit + 1}, error_queue)
     out = Page(after=after)
@@ -207,14 +207,14 @@ def count(transport: Transport, filt: Selection = NO_FILTER, error_queue: str = 
     """How many messages of the error queue pass `filt` (a list's total), counted up to `cap`: a
     total of `cap` means that many or more."""
     filt = resolved(transport, filt, error_queue)
-    statement = transport.dialect.operations.failed_count(_table(transport, error_queue), transport.profile, tuple(filt.bindings()))
+    statement = transport.dialect.live_bus.failed_count(_table(transport, error_queue), transport.profile, tuple(filt.bindings()))
     return int(_run(transport, statement, filt, {"Cap": cap}, error_queue)[0][0])
 
 
 def groups_of(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUEUE) -> dict[str, Group]:
     """The groups (one of each grouping) the message with this key is in, its key read as the groups
     read it (a page of one from the key before it): a message's page links back to them by their ids."""
-    statement = transport.dialect.operations.failed_page(_table(transport, error_queue), transport.profile, ())
+    statement = transport.dialect.live_bus.failed_page(_table(transport, error_queue), transport.profile, ())
     rows = _run(transport, statement, Selection(), {"After": key - 1, "Limit": 1}, error_queue)
     if not rows or int(rows[0][0]) != key:
         return {}
@@ -293,7 +293,7 @@ class Message:
 
 def message(transport: Transport, key: int, error_queue: str = DEFAULT_ERROR_QUEUE) -> Message:
     """One message of the error queue by its key; NotFound if it is gone (retried, or never was)."""
-    statement = transport.dialect.operations.failed_message(_table(transport, error_queue), transport.profile)
+    statement = transport.dialect.live_bus.failed_message(_table(transport, error_queue), transport.profile)
     with transport.engine.connect() as conn:
         row = execute(conn, statement, {"Key": key}).fetchone()
     if row is None:

@@ -173,8 +173,8 @@ def retry_selected(
     wanted_ids = {i.lower(): i for i in message_ids}
     seen_ids: set[str] = set()
     report = RetryReport(transport.address_of(error_name, as_engine_knows=True), dry_run)
-    read = dialect.operations.error_batch(error_name, profile, lock=not dry_run)
-    delete = dialect.operations.delete_retried(error_name, profile)
+    read = dialect.live_bus.error_batch(error_name, profile, lock=not dry_run)
+    delete = dialect.live_bus.delete_retried(error_name, profile)
     after: Any = FIRST_KEY
     with transport.engine.connect() as conn:
         with conn.begin():

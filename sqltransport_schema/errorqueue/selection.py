@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import errors, wire
-from ..engines.operations import ESCAPED_VALUE
+from ..engines.live_bus import ESCAPED_VALUE
 
 # group by -> the fields of a group's key
 GROUPINGS = {
@@ -37,7 +37,7 @@ PARAMETERS = {
 
 def read_value(value: Any) -> Any:
     """A header's value as a read of the engine gave it, as text: a value the engine could not hold
-    as text (engines/operations.py, ESCAPED_VALUE: a NUL, a lone surrogate) decoded from its JSON
+    as text (engines/live_bus.py, ESCAPED_VALUE: a NUL, a lone surrogate) decoded from its JSON
     string here, so it holds them; other values as they are."""
     if isinstance(value, str) and value.startswith(ESCAPED_VALUE):
         decoded = wire.first_values('{"v":' + value[1:] + "}")

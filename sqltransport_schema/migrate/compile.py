@@ -252,9 +252,9 @@ def compile_topology(
             )
         new = blueprint(topology)
         if check:
-            from .replay import replay_problems
+            from .snapshot_check import snapshot_problems
 
-            replayed = replay_problems(script)
+            replayed = snapshot_problems(script)
             if replayed:
                 raise CompileError(replayed[0] + (f" (and {len(replayed) - 1} more problem(s))" if len(replayed) > 1 else ""))
             return plan_at_head(script, new), None

@@ -1,5 +1,5 @@
 """What each command draws: a topology, a compiled change (migrate.compile.Plan), a drift
-(check.Report), a live database (runtime.operations.StatusReport). Each reads what the command
+(check.Report), a live database (runtime.status.StatusReport). Each reads what the command
 already has and hands it to `draw`; none reads a file or a database itself."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .model import ADDED, CHANGED, MISSING, REMOVED, UNMANAGED, Diagram, Subscri
 if TYPE_CHECKING:
     from ..check import Report
     from ..migrate.compile import Plan
-    from ..runtime.operations import StatusReport, TableStatus
+    from ..runtime.status import StatusReport, TableStatus
     from ..topology import Topology
 
 # check's categories of tables in the database that the deployed blueprint does not name

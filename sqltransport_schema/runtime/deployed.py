@@ -1,5 +1,5 @@
 """The deployed blueprint's tables as the database holds them: which table an address names, the
-blueprint's tables, those the database has. What `status` (runtime/operations.py) and the error
+blueprint's tables, those the database has. What `status` (runtime/status.py) and the error
 queue's model (errorqueue/) both start from."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def existing(transport: Transport, conn: Connection, specs: list[TableSpec], est
     """table_key -> the engine's row estimate (None: it has none, or not asked) of every table the database holds."""
     dialect = transport.dialect
     out: dict[tuple, Any] = {}
-    for statement in dialect.operations.tables({spec.name.catalog for spec in specs}, estimate):
+    for statement in dialect.live_bus.tables({spec.name.catalog for spec in specs}, estimate):
         for catalog, schema, table, estimate in execute(conn, statement).fetchall():
             out[dialect.table_key(TableName(table, schema, catalog))] = estimate
     return out

@@ -28,12 +28,12 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from .. import errors
 from ..util import parse_duration
-from .operations import DEFAULT_ERROR_QUEUE, status
+from .status import DEFAULT_ERROR_QUEUE, status
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from .operations import StatusReport
+    from .status import StatusReport
     from .transport import Transport
 
 EXTRA = "exporter"  # pip install 'sqltransport-schema[exporter]'

@@ -200,7 +200,7 @@ class OutboxTable:
 
     @property
     def display(self) -> str:
-        return self.dialect.display(self.dialect.saga_table(self.spec))
+        return self.dialect.display(self.dialect.persistence_table(self.spec))
 
     @classmethod
     def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> OutboxTable:
@@ -304,7 +304,7 @@ def pump_outbox(transport: Transport, input_name: TableName, outbox: bool | str 
 
 def _exists(engine: Engine, table: OutboxTable) -> bool:
     with engine.connect() as conn:
-        return table.dialect.table_exists(conn, table.dialect.saga_table(table.spec))
+        return table.dialect.table_exists(conn, table.dialect.persistence_table(table.spec))
 
 
 def own_outbox(blueprint: Blueprint, input_name: TableName) -> TableName:

@@ -108,7 +108,7 @@ class SagaTable:
         properties have one type). Upstream endpoints never make that second lookup."""
         if self.spec.correlation is None:
             raise errors.NotFound(
-                f"saga table {self.dialect.display(self.dialect.saga_table(self.spec))} has no correlation property: use get()"
+                f"saga table {self.dialect.display(self.dialect.persistence_table(self.spec))} has no correlation property: use get()"
             )
         found = self._row(execute(conn, self.statements["find_saga"], {"propertyValue": value}))
         if found is not None or self.spec.transitional is None:
@@ -150,7 +150,8 @@ class SagaTable:
         try:
             execute(conn, self.statements["insert_saga"], self._transitional(params, transitional_value))
         except conn.dialect.loaded_dbapi.IntegrityError as exc:
-            raise DuplicateSaga(f"saga {saga_id} not stored in {self.dialect.display(self.dialect.saga_table(self.spec))}: {exc}") from exc
+            where = self.dialect.display(self.dialect.persistence_table(self.spec))
+            raise DuplicateSaga(f"saga {saga_id} not stored in {where}: {exc}") from exc
         return SagaRow(saga_id, metadata, data, persistence_version, saga_type_version, 1)
 
     def update(

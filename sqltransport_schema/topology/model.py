@@ -63,13 +63,13 @@ class Endpoint(Placed):
     def saga_table_prefix(self) -> str:
         return self.table_prefix if self.table_prefix is not None else default_table_prefix(self.name)
 
-    def saga_table(self, saga: Saga) -> str:
+    def persistence_table(self, saga: Saga) -> str:
         return self.saga_table_prefix + (saga.table_suffix if saga.table_suffix is not None else saga.name)
 
     def saga_spec(self, saga: Saga) -> TableSpec:
         return TableSpec(
             Kind.SAGA,
-            TableName(self.saga_table(saga), self.schema, self.catalog),
+            TableName(self.persistence_table(saga), self.schema, self.catalog),
             correlation=saga.correlation,
             transitional=saga.transitional,
             saga_prefix=self.saga_table_prefix,

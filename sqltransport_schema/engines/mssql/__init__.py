@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..base import Dialect
-from . import catalog, grants, operations, pipeline, script
+from . import catalog, grants, live_bus, pipeline, script
 from .ddl import DDL
 from .runtime import Runtime
 from .sagas import Sagas
@@ -97,7 +97,7 @@ class MSSQL(DDL, Runtime, Sagas, Dialect):
     Grants = grants.Grants
     Script = script.Script
     Pipeline = pipeline.Pipeline
-    Operations = operations.Operations
+    LiveBus = live_bus.LiveBus
 
 
 __all__ = ["MSSQL"]

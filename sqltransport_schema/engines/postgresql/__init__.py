@@ -21,7 +21,7 @@ from ...schema import Kind, TableName, TableSpec
 from ...statements import Statement, parameters_of, run_on
 from ...versions import FEATURE_SINCE, Profile
 from ..base import Dialect, LockHolder
-from . import catalog, grants, online, operations, pipeline, script
+from . import catalog, grants, live_bus, online, pipeline, script
 from .ddl import DDL
 from .runtime import Runtime
 from .sagas import Sagas
@@ -257,7 +257,7 @@ ORDER BY a.xact_start NULLS LAST, a.pid"""
     Script = script.Script
     Pipeline = pipeline.Pipeline
     Online = online.Online
-    Operations = operations.Operations
+    LiveBus = live_bus.LiveBus
 
 
 __all__ = ["PostgreSQL"]

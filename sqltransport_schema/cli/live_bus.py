@@ -1,5 +1,5 @@
 """Commands that operate a live bus: status (what waits in every table), retry (failed messages back
-to their queues), outbox cleanup (dispatched outbox rows deleted). The work is in runtime/operations.py
+to their queues), outbox cleanup (dispatched outbox rows deleted). The work is in runtime/status.py
 and runtime/outbox.py; this parses, prints and repeats (--watch)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from ..errorqueue import RetryReport
-    from ..runtime.operations import Flow, StatusReport, TableStatus
+    from ..runtime.status import Flow, StatusReport, TableStatus
     from ..runtime.transport import Transport
 
 FORMATS = ("text", "json", "markdown", "prometheus")
@@ -77,7 +77,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     A warning on stderr says when topology.yaml holds changes not compiled yet (and what to run).
     """
     from ..db import answered_within
-    from ..runtime.operations import status
+    from ..runtime.status import status
 
     if args.fleet is not None:
         return _status_fleet(args)
@@ -118,20 +118,20 @@ def _warn_uncompiled(args: argparse.Namespace) -> None:
 
 def _status_fleet(args: argparse.Namespace) -> int:
     """status --fleet: each target's saga and outbox tables, target after target (docs/tenants.md)."""
-    from ..fleet import tenants
+    from ..fleet import per_target
     from .fleet import bounded_targets
 
     _fleet_not_url(args)
     if args.format not in ("text", "json") or args.watch is not None or args.serve is not None:
         raise errors.UsageError("status --fleet prints text or --format json, once: drop --watch, --serve, --format markdown|prometheus")
 
-    def done(row: tenants.TargetRow) -> None:
+    def done(row: per_target.TargetRow) -> None:
         sys.stderr.write(f"status: {row.target.name}: {'failed' if row.error else 'read'}\n")
         sys.stderr.flush()
 
     chosen, bound = bounded_targets(args)
-    rows = tenants.status(chosen, config_file=args.config, done=done, read_timeout=bound)
-    emit(args, tenants.to_json(rows, "status"), tenants.status_lines(rows))
+    rows = per_target.status(chosen, config_file=args.config, done=done, read_timeout=bound)
+    emit(args, per_target.to_json(rows, "status"), per_target.status_lines(rows))
     return EXIT_CHANGES if any(row.error for row in rows) else EXIT_OK
 
 
@@ -159,7 +159,7 @@ def watch(args: argparse.Namespace, transport: Transport, stream: TextIO) -> Non
     """A report every --watch seconds (--watch-count of them, else until interrupted), each queue's
     messages in and out per second since the last beside it: on a terminal each report redraws the
     screen, piped each is appended."""
-    from ..runtime.operations import flow, status
+    from ..runtime.status import flow, status
 
     redraw = stream.isatty()
     previous, shown = None, 0
@@ -267,7 +267,7 @@ def status_lines(report: StatusReport, rates: dict[str, Flow] | None = None) -> 
     if report.unreadable:
         lines.append(f"{len(report.unreadable)} table(s) are {UNREADABLE}: a partial report (sqltransport-schema grants --monitor)")
     if report.orphaned:
-        from ..runtime.operations import UNSUBSCRIBE_HINT
+        from ..runtime.status import UNSUBSCRIBE_HINT
 
         lines.append(f"{len(report.orphaned)} subscription(s) name no table (publishing their topics fails); {UNSUBSCRIBE_HINT}:")
         lines += [f"  {orphan.describe()}" for orphan in report.orphaned]
@@ -288,7 +288,7 @@ def markdown(report: StatusReport) -> str:
     ]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in _rows(report)]
     if report.orphaned:
-        from ..runtime.operations import UNSUBSCRIBE_HINT
+        from ..runtime.status import UNSUBSCRIBE_HINT
 
         lines += ["", f"Subscriptions naming no table (publishing their topics fails); {UNSUBSCRIBE_HINT}:", ""]
         lines += ["| Address | Endpoint | Topic | Problem |", "|---|---|---|---|"]
@@ -391,7 +391,7 @@ def cmd_outbox_cleanup(args: argparse.Namespace) -> int:
 
 def _cleanup_fleet(args: argparse.Namespace) -> int:
     """outbox cleanup --fleet: each target's outbox tables in turn, a progress line per batch naming the target."""
-    from ..fleet import tenants
+    from ..fleet import per_target
     from .fleet import targets
 
     _fleet_not_url(args)
@@ -401,10 +401,10 @@ def _cleanup_fleet(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     chosen = targets(args)
-    rows = tenants.cleanup(
+    rows = per_target.cleanup(
         chosen, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress, parallel=max(args.parallel or 1, 1)
     )
-    emit(args, tenants.to_json(rows, "outbox cleanup"), tenants.cleanup_lines(rows))
+    emit(args, per_target.to_json(rows, "outbox cleanup"), per_target.cleanup_lines(rows))
     return EXIT_CHANGES if any(row.error for row in rows) else EXIT_OK
 
 

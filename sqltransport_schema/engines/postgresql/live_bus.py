@@ -1,11 +1,11 @@
-"""PostgreSQL's statements of status and retry (engines/operations.py): `PostgreSQL.Operations`."""
+"""PostgreSQL's statements of status and retry (engines/live_bus.py): `PostgreSQL.Operations`."""
 
 from __future__ import annotations
 
 from ..base import Dialect
 
 
-class Operations(Dialect.Operations):
+class LiveBus(Dialect.LiveBus):
     """Exact figures in one scan per table (count and the expired count together), the head by
     Seq's index; estimates from the statistics collector (pg_stat_user_tables.n_live_tup, kept
     as rows are written), else pg_class.reltuples (set by VACUUM and ANALYZE).

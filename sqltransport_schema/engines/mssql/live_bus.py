@@ -1,4 +1,4 @@
-"""SQL Server's statements of `status`, `retry` and the console's archive and action log (engines/operations.py;
+"""SQL Server's statements of `status`, `retry` and the console's archive and action log (engines/live_bus.py;
 the nested `MSSQL.Operations`)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from ...statements import Statement
 from ..base import Dialect
 
 
-class Operations(Dialect.Operations):  # pragma: no cover - no SQL Server here; text only (tests parse it)
+class LiveBus(Dialect.LiveBus):  # pragma: no cover - no SQL Server here; text only (tests parse it)
     """Figures read WITH (NOLOCK): never blocked by a receive's locks, nor blocking one (a message
     in flight is counted). Estimates from sys.partitions (per catalog, three-part names). A retry
     batch is read WITH (UPDLOCK, ROWLOCK): held until its transaction ends."""

@@ -52,7 +52,7 @@ def recorded_operations(revision: Script) -> list:
     return recorded
 
 
-def replay_problems(script: ScriptDirectory) -> list[str]:
+def snapshot_problems(script: ScriptDirectory) -> list[str]:
     """One line per revision whose operations do not give the blueprint its SNAPSHOT records, oldest first."""
     history = History(script)
     problems = []

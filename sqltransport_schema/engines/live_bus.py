@@ -1,8 +1,8 @@
 """The operations side of an engine: the neutral base of each engine's nested `Operations`.
 
 An engine's operations section (`PostgreSQL.Operations`, `SQLite.Operations`, `MSSQL.Operations`;
-the instance is `dialect.operations`) holds the statements of `sqltransport-schema status` and
-`retry` (runtime/operations.py runs them): the per-table figures of many tables in one statement
+the instance is `dialect.live_bus`) holds the statements of `sqltransport-schema status` and
+`retry` (runtime/status.py runs them): the per-table figures of many tables in one statement
 (a UNION ALL of one arm per table, `batch` tables a statement), the table list with the engine's
 row estimates, the error queue's counts by `NServiceBus.FailedQ`, the subscribers per topic, and the
 error-queue reads and deletes of a retry batch.
@@ -46,7 +46,7 @@ FAILED_Q = "NServiceBus.FailedQ"
 ESCAPED_VALUE = "\x01"
 
 
-class Operations:
+class LiveBus:
     """What every engine's operations section provides; engines without transport tables keep this base."""
 
     supported = False

@@ -1,5 +1,5 @@
 """Per-database operations over a fleet (issue 42): `outbox cleanup --fleet` and `status --fleet`,
-target after target with the one-database functions (runtime.outbox.cleanup, runtime.operations.status).
+target after target with the one-database functions (runtime.outbox.cleanup, runtime.status.status).
 A target's failure is its row of the report, never another target's."""
 
 from __future__ import annotations
@@ -105,11 +105,11 @@ def status(
     done: Callable[[TargetRow], None] | None = None,
     read_timeout: float | None = None,
 ) -> list[TargetRow]:
-    """Each target's saga and outbox tables as runtime.operations.status reads them: rows, and for
+    """Each target's saga and outbox tables as runtime.status.status reads them: rows, and for
     an outbox its undispatched rows and oldest dispatched row. A target that gives no answer within
     read_timeout is its row's error, saying how long was waited; the others are read."""
     from ..db import answered_within
-    from ..runtime.operations import status as status_of
+    from ..runtime.status import status as status_of
     from ..runtime.transport import Transport
 
     rows = []
