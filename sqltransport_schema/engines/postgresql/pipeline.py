@@ -54,6 +54,17 @@ class Pipeline(Dialect.Pipeline):
         "WITH moved AS (DELETE FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last "
         "RETURNING Id, Expires, Headers, Body, {order}) "
     )
+    # a partition claimed before (pipeline/move.py): the rows are read from its claim, which stays
+    SELECT_CLAIMED = (
+        "WITH moved AS (SELECT Id, Expires, Headers, Body, {order} FROM {table} "
+        "WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last) "
+    )
+    # the claim: receivers delete concurrently (SKIP LOCKED), so the rows claimed are exactly those the
+    # DELETE took (a row a receiver deleted first is not copied)
+    CLAIM_CREATE = "CREATE TABLE IF NOT EXISTS {claim} (LIKE {table})"
+    CLAIM_MOVE = (
+        "WITH moved AS (DELETE FROM {table}{where} RETURNING {columns}) INSERT INTO {claim} ({columns}) SELECT {columns} FROM moved"
+    )
     SELECT_MOVED = "SELECT Id, Expires, Headers, Body, CAST({order} - @SourceLow + @Base AS {order_type}) FROM moved ORDER BY {order}"
     COPY_OUT = "COPY ({statement}) TO STDOUT (FORMAT BINARY)"
     INSERT_INTO = "INSERT INTO {dest} ({columns}) "
@@ -123,12 +134,31 @@ class Pipeline(Dialect.Pipeline):
         cur.execute(*self.bind(statement, {"Low": lo, "High": hi, "Last": high}), binary=True)
         return cur
 
+    def claim(self, conn: Any, source: Table, claim: Table, lo: int | None, hi: int | None, high: int | None) -> int:
+        names, fragments = self._claim_names(source, claim), self._claim_where(source, lo)
+        cur = conn.cursor()
+        self.execute(cur, self.statement("CLAIM_CREATE", **names))
+        moved = self.statement("CLAIM_MOVE", fragments=fragments, **names)
+        return int(self.execute(cur, moved, Low=lo, High=hi, Last=high).rowcount)
+
     def stream_partition(
-        self, src: Any, dst: Any, source: Table, dest: Table, lo: int, hi: int, high: int, low: int, base: int, checksum: Any
+        self,
+        src: Any,
+        dst: Any,
+        source: Table,
+        dest: Table,
+        lo: int,
+        hi: int,
+        high: int,
+        low: int,
+        base: int,
+        checksum: Any,
+        claimed: bool = False,
     ) -> list[int]:
         """Move one partition's rows PostgreSQL -> PostgreSQL without Python per row; returns the source keys.
 
-        The source's DELETE ... RETURNING is left uncommitted (the caller commits it after the
+        `claimed`: `source` is the partition's claim (committed already), read, not deleted. Else (one
+        database) the source's DELETE ... RETURNING is left uncommitted (the caller commits it with the
         destination). The keys are read back from the partition's reserved slot in the destination,
         inside the destination's transaction: nobody else can write there. `checksum` receives the
         binary stream (a hash of exactly what was written).
@@ -146,7 +176,8 @@ class Pipeline(Dialect.Pipeline):
             moved = self.statement("MOVE", self.DELETE_MOVED + self.INSERT_INTO + self.SELECT_MOVED, **names)
             self.execute(src.cursor(), moved, **values)
         else:
-            copy_out = self.statement("COPY_OUT", fragments={"statement": self.DELETE_MOVED + self.SELECT_MOVED}, **names)
+            rows = self.SELECT_CLAIMED if claimed else self.DELETE_MOVED
+            copy_out = self.statement("COPY_OUT", fragments={"statement": rows + self.SELECT_MOVED}, **names)
             copy_in = self._table("COPY", dest, columns=names["columns"])
             with src.cursor().copy(*self.bind(copy_out, values)) as reader, dst.cursor().copy(self.bind(copy_in)[0]) as writer:
                 buffer, size = [], 0
