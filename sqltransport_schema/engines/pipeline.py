@@ -66,6 +66,7 @@ class Pipeline:
         "blob": "bytea",
         "now": "CURRENT_TIMESTAMP",
         "lock": "",
+        "range_lock": "",
         "id_text": "Id",
         "expires_read": "Expires",
     }
@@ -104,8 +105,9 @@ class Pipeline:
     BOUNDS = "SELECT min({order}), max({order}), count(*) FROM {table}"
     COUNT = "SELECT count(*) FROM {table}"
     EXISTS = "SELECT 1 FROM {table} WHERE 1 = 0"
-    READ_RANGE = "SELECT {columns} FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last ORDER BY {order}{lock}"
-    READ_ALL = "SELECT {columns} FROM {table}{lock}"
+    # a partition's rows, locked; rows a receiver holds are passed over ({range_lock}), left to it
+    READ_RANGE = "SELECT {columns} FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last ORDER BY {order}{range_lock}"
+    READ_ALL = "SELECT {columns} FROM {table}{range_lock}"
     DELETE_KEY = "DELETE FROM {table} WHERE {key} = @Key"
     INSERT = "INSERT INTO {table} ({columns}) VALUES ({values})"  # {values}: @<column> for each column
     # archive: the read Spark's JDBC reader runs, one column list for every layout

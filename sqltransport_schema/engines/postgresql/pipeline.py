@@ -31,7 +31,12 @@ class Pipeline(Dialect.Pipeline):
     takes_explicit_order = True
     stream_layout = "postgresql"
     backfills_sagas = True
-    FRAGMENTS = {**Dialect.Pipeline.FRAGMENTS, "lock": " FOR UPDATE", "id_text": "CAST(Id AS text)"}
+    FRAGMENTS = {
+        **Dialect.Pipeline.FRAGMENTS,
+        "lock": " FOR UPDATE",
+        "range_lock": " FOR UPDATE SKIP LOCKED",
+        "id_text": "CAST(Id AS text)",
+    }
 
     DELETE_KEYS = "DELETE FROM {table} WHERE {key} = ANY(@Keys)"
     COPY = "COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
@@ -50,9 +55,11 @@ class Pipeline(Dialect.Pipeline):
     # the source's open transaction and its rows streamed, as binary COPY, into the destination, the
     # destination Seq computed by the source's statement. The delete commits only after the destination
     # (rows + ledger row) has; until then the rows are locked, so consumers (SKIP LOCKED) pass over them.
+    # Rows a receiver holds (its batch in flight) are passed over, as receivers pass over the move's:
+    # they stay the receiver's, and the move never waits behind a pump working at the queue's head.
     DELETE_MOVED = (
-        "WITH moved AS (DELETE FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last "
-        "RETURNING Id, Expires, Headers, Body, {order}) "
+        "WITH moved AS (DELETE FROM {table} WHERE {order} IN (SELECT {order} FROM {table} WHERE {order} >= @Low AND {order} < @High "
+        "AND {order} <= @Last FOR UPDATE SKIP LOCKED) RETURNING Id, Expires, Headers, Body, {order}) "
     )
     # a partition claimed before (pipeline/move.py): the rows are read from its claim, which stays
     SELECT_CLAIMED = (
@@ -63,7 +70,8 @@ class Pipeline(Dialect.Pipeline):
     # DELETE took (a row a receiver deleted first is not copied)
     CLAIM_CREATE = "CREATE TABLE IF NOT EXISTS {claim} (LIKE {table})"
     CLAIM_MOVE = (
-        "WITH moved AS (DELETE FROM {table}{where} RETURNING {columns}) INSERT INTO {claim} ({columns}) SELECT {columns} FROM moved"
+        "WITH moved AS (DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table}{where} FOR UPDATE SKIP LOCKED) "
+        "RETURNING {columns}) INSERT INTO {claim} ({columns}) SELECT {columns} FROM moved"
     )
     SELECT_MOVED = "SELECT Id, Expires, Headers, Body, CAST({order} - @SourceLow + @Base AS {order_type}) FROM moved ORDER BY {order}"
     COPY_OUT = "COPY ({statement}) TO STDOUT (FORMAT BINARY)"
@@ -138,7 +146,7 @@ class Pipeline(Dialect.Pipeline):
         names, fragments = self._claim_names(source, claim), self._claim_where(source, lo)
         cur = conn.cursor()
         self.execute(cur, self.statement("CLAIM_CREATE", **names))
-        moved = self.statement("CLAIM_MOVE", fragments=fragments, **names)
+        moved = self.statement("CLAIM_MOVE", fragments=fragments, key=source.key, **names)
         return int(self.execute(cur, moved, Low=lo, High=hi, Last=high).rowcount)
 
     def stream_partition(
