@@ -4,13 +4,16 @@ exactly once across crashes. The protocol (docs/pipeline.md):
 1. The driver snapshots the source (min/max order value, count) and, in one destination transaction,
    reserves a range of destination order values (Seq / RowVersion) as wide as the source's and
    records the move in ``sqltransport_pipeline_moves``. A rerun finds the unfinished move and resumes it.
-2. The source order range is cut into partitions [lo, hi). Each partition is one task:
-   source rows read in order and locked (``FOR UPDATE`` / SQLite write lock); written to the
-   destination with order = base + (source order - source low), together with a ledger row
-   (move id, partition, count, checksum, the source keys) in ONE destination transaction; then the
-   source rows are deleted by key and that commits; then the ledger row is marked source_deleted.
-3. A partition with a ledger row is never written again; if its source rows were not deleted yet,
-   they are deleted by the keys the ledger kept.
+2. The source order range is cut into partitions [lo, hi). Each partition is one task, three
+   transactions: the claim (source: the partition's rows deleted from the queue into its claim table,
+   passing over rows a receiver holds; from its commit no receiver sees them again); the copy
+   (destination: the claim's rows written with order = base + (source order - source low), together
+   with a ledger row: move id, partition, count, checksum, the source keys); the release (source: the
+   claim dropped), then the ledger row marked source_deleted. Inside one database: one transaction.
+3. A partition with a ledger row is never written again; if its claim is still there, the rerun
+   compares its keys with the ledger's, drops it and reports both counts. A claim without a ledger row
+   is copied by the rerun. So a message is, at every commit, in exactly one of: the source queue, a
+   claim, the destination (or a receiver took it), whatever step the job is killed at.
 
 Because every partition lands in its own reserved slot of the destination order, partitions may
 commit in any order and the destination still reads in source order. Where the destination cannot
