@@ -32,6 +32,11 @@ MOVES = "sqltransport_pipeline_moves"
 LEDGER = "sqltransport_pipeline_ledger"
 
 
+class ClaimBusy(errors.Refused):
+    """A partition's claim met a row a receiver holds (its batch in flight): claim it again passing over
+    held rows."""
+
+
 class Table(NamedTuple):
     """A table as the pipeline reads or writes it: its name, its layout's columns, the FIFO order
     column and the unique key source rows are deleted by (None: none), and where it is, described

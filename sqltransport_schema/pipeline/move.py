@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors, wire
 from ..defaults import DEFAULT_ROWS_PER_PARTITION
-from ..engines.pipeline import Table
+from ..engines.pipeline import ClaimBusy, Table
 from ..schema import Kind
 from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
@@ -219,9 +219,17 @@ def run_partition(task: Task, part: int) -> dict:
             if _streamable(task):
                 return _stream_partition(task, part, src, dst, src_sql, dst_sql, same)
             return _move_partition(task, part, src, dst, src_sql, dst_sql, same, task.source.target)
-        claim = _claim(task, part, src, src_sql)
         if _streamable(task):
-            return _stream_partition(task, part, src, dst, src_sql, dst_sql, same, claim)
+            claim = claim_table(task, part)
+            if src_sql.claim_keys(src, claim) is None:  # no earlier claim: claim and copy in one pass
+                src_sql.rollback(src)
+                try:
+                    return _stream_partition(task, part, src, dst, src_sql, dst_sql, same, claim, fresh=True)
+                except ClaimBusy:  # a receiver holds a row of it: claim passing over held rows, then copy
+                    dst_sql.rollback(dst)
+            src_sql.rollback(src)
+            return _stream_partition(task, part, src, dst, src_sql, dst_sql, same, _claim(task, part, src, src_sql))
+        claim = _claim(task, part, src, src_sql)
         src_sql.begin(src)
         return _move_partition(task, part, src, dst, src_sql, dst_sql, same, claim)
     finally:
@@ -291,14 +299,30 @@ def _streamable(task: Task) -> bool:
 
 
 def _stream_partition(
-    task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool, claim: Table | None = None
+    task: Task,
+    part: int,
+    src: Any,
+    dst: Any,
+    src_sql: Pipeline,
+    dst_sql: Pipeline,
+    same: bool,
+    claim: Table | None = None,
+    fresh: bool = False,
 ) -> dict:
+    """Server to server. `fresh`: the rows are claimed as they stream (the claim commits first, then
+    the destination); else read from the claim an earlier step committed (one database: no claim)."""
     lo, hi = task.ranges[part]
     digest = hashlib.blake2b(digest_size=16)
-    origin = claim or task.source.target
+    origin = task.source.target if fresh or claim is None else claim
     keys = src_sql.stream_partition(
-        src, dst, origin, task.destination.target, lo, hi, task.src_high, task.src_low, task.base, digest, claimed=claim is not None
+        src, dst, origin, task.destination.target, lo, hi, task.src_high, task.src_low, task.base, digest, claim, not fresh
     )
+    if fresh:
+        dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, len(keys), digest.hexdigest(), pack_keys(keys))
+        failpoint("before-claim-commit", part)
+        src_sql.commit(src)
+        failpoint("after-claim", part)
+        return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), claim, True)
     return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), claim)
 
 
@@ -367,10 +391,12 @@ def _commit_partition(
     count: int,
     digest: str,
     claim: Table | None,
+    ledger_written: bool = False,
 ) -> dict:
     """The ledger row with the rows (one destination transaction); then the claim dropped; then the
     ledger row marked. One database: the rows, the ledger row and the source's delete in one commit."""
-    dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, count, digest, pack_keys(keys))
+    if not ledger_written:
+        dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, count, digest, pack_keys(keys))
     failpoint("before-dest-commit", part)
     result = {"part": part, "rows": count, "checksum": digest, "skipped": False}
     if same:
