@@ -120,3 +120,25 @@ def test_a_rerun_reports_the_keys_each_ledger_row_expected_and_found(tmp_path, c
     assert len(queue_contents(dest_url, TableName("Sales"))) == 200  # partitions 0 and 2 now; 1's rows were never written here
     assert cli.main([*argv, "--format", "json"]) == 0  # a finished move is not resumed: nothing left, nothing to report
     assert json.loads(capsys.readouterr().out)["settled"] == []
+
+
+def test_a_row_a_receiver_holds_stays_the_receivers_and_the_move_does_not_wait(pg_url, pg_url2):
+    """A receiver's batch in flight holds a row of the first partition: the one-pass claim gives up on it
+    after its short lock wait, the partition is claimed passing over the held row, and the move ends
+    with that row left in the source (reported), every other one moved once."""
+    for url in (pg_url, pg_url2):
+        create_table(url, queue_spec(SALES.table, "public"))
+    fill_queue(pg_url, SALES, 1_000, seed=63)
+    before = queue_contents(pg_url, SALES)
+    receiver = dbapi_connect(pg_url)
+    held = receiver.execute(  # one row (FOR UPDATE beside OFFSET would lock the rows skipped too)
+        'SELECT Id FROM "public"."Sales" WHERE Seq = (SELECT Seq FROM "public"."Sales" ORDER BY Seq OFFSET 10 LIMIT 1) FOR UPDATE'
+    ).fetchone()[0]
+    try:
+        result = pipeline_move.move(Endpoint(pg_url, SALES), Endpoint(pg_url2, SALES), progress=False, rows_per_partition=400)
+    finally:
+        receiver.rollback()  # the receiver's transaction rolls back: the message is the source's again
+        receiver.close()
+    assert result.remaining_in_source == 1 and result.rows == 999
+    assert [row[0] for row in queue_contents(pg_url, SALES)] == [str(held)]
+    assert queue_contents(pg_url2, SALES) == [row for row in before if row[0] != str(held)]  # in order, once
