@@ -1,8 +1,11 @@
 """A move between two PostgreSQL databases, SIGKILLed at each of its steps (pipeline/move.py FAILPOINTS)
-while a MessagePump (batch 50, concurrency 4) handles the source queue and a sender keeps sending to
-it, then run again with both still running: every message id is exactly once across the source queue,
-the destination queue, the handler's results and the error queue. Runs without Spark (`--no-spark`:
-the partitions' steps are the same in a Spark task; tests/test_pipeline_crash.py kills a Spark job)."""
+while a sender keeps sending to the source queue, then run again a few seconds later, with a
+MessagePump (batch 50, concurrency 4) handling the source queue from the kill on: every message id is
+exactly once across the source queue, the destination queue, the handler's results and the error queue.
+(Under the protocol before claims, the kill after the destination's commit left the partition's rows
+unlocked in the source, and this pump handled them a second time.) Runs without Spark (`--no-spark`:
+a partition's steps are the same in a Spark task; tests/test_pipeline_crash.py kills a Spark job);
+tests/test_pipeline_ends.py holds a row as a receiver's batch does during a move."""
 
 from __future__ import annotations
 
@@ -34,7 +37,8 @@ SALES, ERROR = TableName("Sales", "public"), TableName("error", "public")
 
 class LiveSource:
     """The source queue's endpoint while the move runs: a MessagePump whose handler records each id in
-    `handled` (in the receive's transaction; every 40th message fails to the error queue) and a sender."""
+    `handled` (in the receive's transaction; every 40th message, every 10th sent late, fails to the
+    error queue) and a sender."""
 
     def __init__(self, url: str):
         self.engine = make_engine(url)
@@ -72,16 +76,19 @@ class LiveSource:
         n = 0
         while not self._stop.wait(0.01):
             with self.engine.begin() as conn:
-                self.sent.append(self.queue.send(conn, b"late", {"n": f"late-{n}", "fail": "False"}))
+                self.sent.append(self.queue.send(conn, b"late", {"n": f"late-{n}", "fail": str(n % 10 == 0)}))
             n += 1
 
-    def start(self) -> None:
-        self.pump.start()
+    def start_sending(self) -> None:
         self._sender.start()
+
+    def start_receiving(self) -> None:
+        self.pump.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._sender.join(30)
+        if self._sender.is_alive():
+            self._sender.join(30)
         self.pump.stop(60)
         self.engine.dispose()
         assert self.pump.failure is None, self.pump.failure
@@ -125,9 +132,14 @@ def test_a_move_killed_at_any_step_with_live_traffic_leaves_every_message_once(p
         create_table(url, queue_spec(name.table, name.schema))
     live = LiveSource(pg_url)
     live.fill(COUNT)
-    live.start()
+    live.start_sending()
     try:
         _kill_at(point, pg_url, pg_url2, tmp_path / f"reached-{uuid.uuid4().hex}")
+        # the endpoint's pump runs from the kill on (before, it would take the head of the queue the
+        # job is moving, and the job would have less to be killed in), through the rerun, which comes
+        # later: a few of the pump's batches first
+        live.start_receiving()
+        time.sleep(3)
         result = pipeline_move.move(Endpoint(pg_url, SALES), Endpoint(pg_url2, SALES), progress=False, rows_per_partition=PER_PARTITION)
     finally:
         live.stop()
@@ -144,6 +156,6 @@ def test_a_move_killed_at_any_step_with_live_traffic_leaves_every_message_once(p
     twice = {i: [p for p, ids in places.items() if i in ids] for i, n in seen.items() if n > 1}
     assert twice == {}, f"{len(twice)} id(s) more than once, e.g. {list(twice.items())[:3]}"
     assert set(seen) == set(live.sent)  # none lost, none made up
-    assert all(places[p] for p in ("destination", "handled", "error")), {p: len(ids) for p, ids in places.items()}  # each side took part
+    assert places["destination"] and places["handled"], {p: len(ids) for p, ids in places.items()}  # both sides took part
     claims = _ids(pg_url, f"SELECT tablename FROM pg_tables WHERE tablename LIKE '{pipeline_move.CLAIM_PREFIX}%'")
     assert claims == []  # every claim dropped
