@@ -2,8 +2,9 @@
 
 Both sides move the same N messages (1 KB bodies) between two queue tables built with the
 project's DDL, in the same run: the in-database copy is the bound (no network, no Python, no
-ledger); the pipeline is the full protocol (Spark tasks, binary COPY into the destination database,
-ledger row per partition, source delete). Spark's fixed start-up is reported separately.
+ledger); the pipeline is the full protocol (Spark tasks, each partition claimed in the source, binary
+COPY from the claim into the destination database with a ledger row, the claim dropped). Spark's
+fixed start-up is reported separately.
 
     .venv/bin/python benchmarks/pipeline_move.py --rows 1000000 --master 'local[2]'
 """
@@ -121,7 +122,7 @@ def main() -> None:
     for label, t in (
         ("INSERT INTO ... SELECT (in-database bound)", insert_only),
         ("INSERT INTO ... SELECT, then DELETE (in-database)", insert_delete),
-        (f"pipeline move ({partitions} partitions, ledger, delete)", seconds),
+        (f"pipeline move ({partitions} partitions, claim, ledger)", seconds),
     ):
         print(f"{label:<{w}}{t:>10.2f}{args.rows / t:>12,.0f}{insert_only / t:>8.2f}")
     ratio = insert_only / seconds

@@ -87,7 +87,7 @@ def _address(name: TableName) -> str:
         ("after-reserve", "postgresql"),
         ("before-dest-commit:1", "postgresql"),
         ("after-dest-commit:2", "sqlite"),
-        ("after-source-delete:3", "sqlite"),
+        ("after-release:3", "sqlite"),
     ],
 )
 def test_killed_move_reruns_to_exactly_once(spark, tmp_path, pg_url, sqlite_url, point, destination):

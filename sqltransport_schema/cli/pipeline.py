@@ -1,7 +1,8 @@
 """`sqltransport-schema pipeline ...`: move, plan, run, archive, replay, backfill, tenants.
 
 Progress goes to stderr, the summary to stdout (`--format json` for machines). Exit 1 means work
-is left (plan: moves pending; move: messages remain in the source). Nothing here imports pyspark:
+is left (plan: moves pending; move and run: messages remain in a source, or a resumed partition's keys
+differ from its ledger row's). Nothing here imports pyspark:
 the pipeline modules start a session only when a command runs one.
 """
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ..pipeline.connect import Endpoint
+    from ..pipeline.move import MoveResult
     from ..pipeline.plan import DataPlan
     from ..pipeline.results import JobResult
 
@@ -84,7 +86,8 @@ def cmd_move(args: argparse.Namespace) -> int:
     another table, in the same database or another, of another engine or layout, keeping FIFO order.
     Each partition's rows commit in the destination together with a ledger row, then leave the
     source, so a move that stopped resumes where it was and no message is lost or written twice.
-    Exit 1 when messages arrived in the source meanwhile (run it again).
+    Exit 1 when messages arrived in the source meanwhile (a second pass, or switch the endpoints over
+    first), or when a resumed partition's keys differ from its ledger row's.
     """
     from ..pipeline.move import move, move_subscriptions, parse_rewrites
 
@@ -106,7 +109,6 @@ def cmd_move(args: argparse.Namespace) -> int:
         move_id=args.move_id,
         progress=None if args.format == "text" else False,
     )
-    payload = {"status": "done" if not result.remaining_in_source else "remaining", **result.to_json()}
     lines = [
         f"moved {result.rows:,} message(s) in {result.partitions} partition(s) "
         f"({'resumed, ' + str(result.skipped_partitions) + ' partition(s) already done, ' if result.resumed else ''}"
@@ -115,10 +117,49 @@ def cmd_move(args: argparse.Namespace) -> int:
         f"  to   {result.destination}",
         f"  move id {result.move_id}, ledger checksum {result.checksum}",
     ]
+    again = "sqltransport-schema pipeline move " + " ".join(shlex.quote(a) for a in _move_again(args))
+    lines += _job_end(result, again)
+    emit(args, {"status": _status(result), **result.to_json()}, lines)
+    return EXIT_CHANGES if _status(result) != "done" else EXIT_OK
+
+
+def _move_again(args: argparse.Namespace) -> list[str]:
+    """The arguments of this `pipeline move`, URLs' passwords masked, for a second pass."""
+    words = ["--from-url", display_url(args.from_url), "--from-table", args.from_table]
+    if args.to_url:
+        words += ["--to-url", display_url(args.to_url)]
+    if args.to_table:
+        words += ["--to-table", args.to_table]
+    if args.kind != Kind.QUEUE.value:
+        words += ["--kind", args.kind]
+    for pair in args.rewrite_address:
+        words += ["--rewrite-address", pair]
+    return words
+
+
+def _status(result: MoveResult) -> str:
+    """How a move ended (`move` and `run` alike): work left in the source, resumed partitions whose keys
+    differ from the ledger's, or done."""
+    return "remaining" if result.remaining_in_source else ("mismatch" if result.mismatched else "done")
+
+
+def _job_end(result: MoveResult, again: str) -> list[str]:
+    """What `move` and `run` say at a move's end: each partition a rerun settled from the ledger (the
+    keys it expected and found), and messages that arrived in the source meanwhile with what to do."""
+    lines = []
+    for settled in result.settled:
+        differ = settled["found"] != settled["expected"]
+        lines.append(
+            f"  partition {settled['part']} (committed by an earlier run): the ledger expected {settled['expected']:,} key(s), "
+            f"found {settled['found']:,} ({settled['note']})" + ("; they differ: see docs/pipeline.md#reruns" if differ else "")
+        )
     if result.remaining_in_source:
-        lines.append(f"  {result.remaining_in_source} message(s) arrived in the source meanwhile: run the move again")
-    emit(args, payload, lines)
-    return EXIT_CHANGES if result.remaining_in_source else EXIT_OK
+        lines.append(
+            f"  {result.remaining_in_source:,} message(s) arrived in {result.source} during the move and are still there: "
+            f"run `{again}` again for a second pass; once the endpoints are switched over to {result.destination}, "
+            "the last pass leaves it empty (docs/pipeline.md#live-traffic-during-a-move)"
+        )
+    return lines
 
 
 def _upgrade_command(args: argparse.Namespace) -> str:
@@ -187,7 +228,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     """perform the planned moves, so the revision's guarded drops pass
 
     Perform the moves `pipeline plan` lists, each exactly once and resumable, then print the
-    `alembic upgrade` that follows; nothing is moved while a destination is unresolved.
+    `alembic upgrade` that follows; nothing is moved while a destination is unresolved. Exit 1, as
+    `pipeline move`, when messages arrived in a source meanwhile (run it again, or switch the endpoints
+    over first) or a resumed partition's keys differ from its ledger row's.
     """
     from ..pipeline import plan as planning
 
@@ -198,11 +241,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     spark = _session(args) if result.moves else None
     moves = planning.run(result, url, spark=spark, progress=None if args.format == "text" else False)
-    lines = [f"moved {r.rows:,} message(s): {m.describe()}" for m, r in zip(result.moves, moves)] or ["no messages to move"]
-    if result.moves or result.done:
+    lines = []
+    for step, moved in zip(result.moves, moves):
+        lines += [f"moved {moved.rows:,} message(s): {step.describe()}", *_job_end(moved, _run_command(args))]
+    lines = lines or ["no messages to move"]
+    ends = [_status(moved) for moved in moves]
+    status = next((end for end in ("remaining", "mismatch") if end in ends), "done")
+    if status == "remaining":
+        lines.append(f"the guarded drops refuse while a source holds messages: {_upgrade_command(args)} after the last pass")
+    elif result.moves or result.done:
         lines.append(f"Now: {_upgrade_command(args)}{_environment_note(args)}")
-    emit(args, {"status": "done", **result.to_json(), "results": [r.to_json() for r in moves]}, lines)
-    return EXIT_OK
+    emit(args, {"status": status, **result.to_json(), "results": [r.to_json() for r in moves]}, lines)
+    return EXIT_CHANGES if status != "done" else EXIT_OK
 
 
 def _report(args: argparse.Namespace, result: JobResult, summary: str, status: str = "done") -> None:

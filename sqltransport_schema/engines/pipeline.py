@@ -32,6 +32,11 @@ MOVES = "sqltransport_pipeline_moves"
 LEDGER = "sqltransport_pipeline_ledger"
 
 
+class ClaimBusy(errors.Refused):
+    """A partition's claim met a row a receiver holds (its batch in flight): claim it again passing over
+    held rows."""
+
+
 class Table(NamedTuple):
     """A table as the pipeline reads or writes it: its name, its layout's columns, the FIFO order
     column and the unique key source rows are deleted by (None: none), and where it is, described
@@ -66,6 +71,7 @@ class Pipeline:
         "blob": "bytea",
         "now": "CURRENT_TIMESTAMP",
         "lock": "",
+        "range_lock": "",
         "id_text": "Id",
         "expires_read": "Expires",
     }
@@ -88,7 +94,7 @@ class Pipeline:
     GET_MOVE = "SELECT move_id, kind, src_low, src_high, base, partitions, rows_expected, state FROM {moves} WHERE move_id = @MoveId"
     INSERT_MOVE = (
         "INSERT INTO {moves} (move_id, source, destination, kind, src_low, src_high, base, partitions, rows_expected, state, "
-        "created_at) VALUES (@MoveId, @Source, @Destination, @Kind, @Low, @High, @Base, @Partitions, @Rows, 'running', {now})"
+        "created_at) VALUES (@MoveId, @Source, @Destination, @Kind, @Low, @High, @Base, @Partitions, @Rows, @State, {now})"
     )
     FINISH_MOVE = "UPDATE {moves} SET state = 'done', finished_at = {now} WHERE move_id = @MoveId"
     LEDGER_ROW = "SELECT rows, checksum, keys, source_deleted FROM {ledger} WHERE move_id = @MoveId AND part = @Part"
@@ -104,8 +110,9 @@ class Pipeline:
     BOUNDS = "SELECT min({order}), max({order}), count(*) FROM {table}"
     COUNT = "SELECT count(*) FROM {table}"
     EXISTS = "SELECT 1 FROM {table} WHERE 1 = 0"
-    READ_RANGE = "SELECT {columns} FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last ORDER BY {order}{lock}"
-    READ_ALL = "SELECT {columns} FROM {table}{lock}"
+    # a partition's rows, locked; rows a receiver holds are passed over ({range_lock}), left to it
+    READ_RANGE = "SELECT {columns} FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last ORDER BY {order}{range_lock}"
+    READ_ALL = "SELECT {columns} FROM {table}{range_lock}"
     DELETE_KEY = "DELETE FROM {table} WHERE {key} = @Key"
     INSERT = "INSERT INTO {table} ({columns}) VALUES ({values})"  # {values}: @<column> for each column
     # archive: the read Spark's JDBC reader runs, one column list for every layout
@@ -211,6 +218,7 @@ class Pipeline:
         base: int | None,
         partitions: int,
         rows: int,
+        state: str = "running",
     ) -> None:
         self.execute(
             conn.cursor(),
@@ -224,6 +232,7 @@ class Pipeline:
             Base=base,
             Partitions=partitions,
             Rows=rows,
+            State=state,
         )
 
     def finish_move(self, conn: Any, move_id: str) -> None:
@@ -289,8 +298,56 @@ class Pipeline:
         if not keys:
             return 0
         statement = self._table("DELETE_KEY", table, key=table.key)
-        self.executemany(conn.cursor(), statement, [(k,) for k in keys], ("Key",))
-        return len(keys)
+        cur = conn.cursor()
+        self.executemany(cur, statement, [(k,) for k in keys], ("Key",))
+        return int(cur.rowcount)  # the rows deleted (sqlite3 and pyodbc sum executemany's)
+
+    # -- claims: a partition's rows taken out of the source into a table of their own ----------------
+    # (pipeline/move.py) In the transaction that locks them, so no receiver sees them again, and
+    # durably: a claim commits before the destination does, and is dropped after it.
+    CLAIM_CREATE = "CREATE TABLE IF NOT EXISTS {claim} AS SELECT {columns} FROM {table} WHERE 1 = 0"
+    CLAIM_COPY = "INSERT INTO {claim} ({columns}) SELECT {columns} FROM {table}{where}"
+    CLAIM_DELETE = "DELETE FROM {table}{where}"
+    CLAIM_RANGE = " WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last"
+    CLAIM_KEYS = "SELECT {key} FROM {table}"
+    CLAIM_DROP = "DROP TABLE IF EXISTS {table}"
+
+    def _claim_names(self, source: Table, claim: Table) -> dict[str, str]:
+        return {
+            "table": self.dialect.qualified(source.name),
+            "claim": self.dialect.qualified(claim.name),
+            "claim_literal": self.dialect.literal(self.dialect.qualified(claim.name)),
+            "columns": self.columns_text(source.columns),
+            "order": source.order or "",
+        }
+
+    def _claim_where(self, source: Table, lo: int | None) -> dict[str, str]:
+        return {"where": self.CLAIM_RANGE if (source.order is not None and lo is not None) else ""}
+
+    def claim(self, conn: Any, source: Table, claim: Table, lo: int | None, hi: int | None, high: int | None) -> int:
+        """Take a partition's rows (lo <= order < hi, <= high; every row without a range) out of the
+        source into `claim` (made with the source's columns when missing), in the caller's open write
+        transaction; returns how many. Here: a copy, then the delete of the same range, exact under
+        the write lock the caller's transaction holds (SQLite's BEGIN IMMEDIATE); engines whose
+        receivers write concurrently claim in one statement."""
+        names, fragments = self._claim_names(source, claim), self._claim_where(source, lo)
+        cur = conn.cursor()
+        self.execute(cur, self.statement("CLAIM_CREATE", **names))
+        values = {"Low": lo, "High": hi, "Last": high}
+        copied = self.execute(cur, self.statement("CLAIM_COPY", fragments=fragments, **names), **values).rowcount
+        self.execute(cur, self.statement("CLAIM_DELETE", fragments=fragments, **names), **values)
+        return int(copied)
+
+    def claim_keys(self, conn: Any, claim: Table) -> list | None:
+        """The keys a claim holds, or None when there is no such claim (the caller then rolls back)."""
+        try:
+            cur = self.execute(conn.cursor(), self._table("CLAIM_KEYS", claim, key=claim.key))
+        except Exception:
+            return None
+        return [row[0] for row in cur.fetchall()]
+
+    def drop_claim(self, conn: Any, claim: Table) -> None:
+        self.execute(conn.cursor(), self._table("CLAIM_DROP", claim))
 
     def archive_read(self, table: Table) -> Statement:
         """The SELECT that archives a queue, without parameters: Spark's JDBC reader runs its `sql`

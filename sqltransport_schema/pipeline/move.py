@@ -4,13 +4,16 @@ exactly once across crashes. The protocol (docs/pipeline.md):
 1. The driver snapshots the source (min/max order value, count) and, in one destination transaction,
    reserves a range of destination order values (Seq / RowVersion) as wide as the source's and
    records the move in ``sqltransport_pipeline_moves``. A rerun finds the unfinished move and resumes it.
-2. The source order range is cut into partitions [lo, hi). Each partition is one task:
-   source rows read in order and locked (``FOR UPDATE`` / SQLite write lock); written to the
-   destination with order = base + (source order - source low), together with a ledger row
-   (move id, partition, count, checksum, the source keys) in ONE destination transaction; then the
-   source rows are deleted by key and that commits; then the ledger row is marked source_deleted.
-3. A partition with a ledger row is never written again; if its source rows were not deleted yet,
-   they are deleted by the keys the ledger kept.
+2. The source order range is cut into partitions [lo, hi). Each partition is one task, three
+   transactions: the claim (source: the partition's rows deleted from the queue into its claim table,
+   passing over rows a receiver holds; from its commit no receiver sees them again); the copy
+   (destination: the claim's rows written with order = base + (source order - source low), together
+   with a ledger row: move id, partition, count, checksum, the source keys); the release (source: the
+   claim dropped), then the ledger row marked source_deleted. Inside one database: one transaction.
+3. A partition with a ledger row is never written again; if its claim is still there, the rerun
+   compares its keys with the ledger's, drops it and reports both counts. A claim without a ledger row
+   is copied by the rerun. So a message is, at every commit, in exactly one of: the source queue, a
+   claim, the destination (or a receiver took it), whatever step the job is killed at.
 
 Because every partition lands in its own reserved slot of the destination order, partitions may
 commit in any order and the destination still reads in source order. Where the destination cannot
@@ -19,6 +22,7 @@ take explicit order values (SQL Server IDENTITY, delayed tables), partitions run
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import sys
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors, wire
 from ..defaults import DEFAULT_ROWS_PER_PARTITION
+from ..engines.pipeline import ClaimBusy, Table
 from ..schema import Kind
 from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
@@ -51,6 +56,19 @@ if TYPE_CHECKING:
 
 FAILPOINT_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT"  # "<point>:<partition>", e.g. "after-dest-commit:2"
 FAILPOINT_FILE_ENV = "SQLTRANSPORT_PIPELINE_FAILPOINT_FILE"
+# Every step of a move, in order (docs/pipeline.md): the crash tests kill the job at each.
+FAILPOINTS = (
+    "after-reserve",
+    "before-claim-commit",
+    "after-claim",
+    "before-dest-commit",
+    "after-dest-commit",
+    "before-release-commit",
+    "after-release",
+    "before-finish",
+)
+CLAIM_PREFIX = "sqltransport_claim_"
+CLAIMS_STATE = "claiming"  # a move's state while it runs under the claims protocol (older moves: 'running')
 
 
 class MoveError(errors.Failed):
@@ -171,6 +189,16 @@ class Task:
     ranges: list
     explicit_order: bool
     rewrites: dict = field(default_factory=dict)
+    claims: bool = True  # the move began under the claims protocol (an older move's rows wait in the source queue)
+
+
+def claim_table(task: Task, part: int) -> Table:
+    """Where partition `part`'s rows wait between the source and the destination: a table of the
+    source's columns in the source's schema, named by the move and the partition."""
+    source = task.source.target
+    digest = hashlib.blake2b(task.move_id.encode(), digest_size=8).hexdigest()
+    name = source.name._replace(table=f"{CLAIM_PREFIX}{digest}_{part}")
+    return source._replace(name=name, where=f"claim {part} of {source.where}")
 
 
 def run_partition(task: Task, part: int) -> dict:
@@ -185,21 +213,75 @@ def run_partition(task: Task, part: int) -> dict:
         done = dst_sql.ledger_row(dst, task.move_id, part)
         dst_sql.rollback(dst)
         if done is not None:
-            rows, checksum, keys, deleted = done
-            if not deleted:
-                src_sql.begin(src, write=True)
-                src_sql.delete_keys(src, task.source.target, unpack_keys(keys))
-                if not same:
-                    src_sql.commit(src)
-                    dst_sql.begin(dst, write=True)
-                dst_sql.mark_deleted(dst, task.move_id, part)
-                dst_sql.commit(dst)
-            return {"part": part, "rows": rows, "checksum": checksum, "skipped": True}
-        return _move_partition(task, part, src, dst, src_sql, dst_sql, same)
+            return _settle(task, part, done, src, dst, src_sql, dst_sql, same)
+        if same:  # one database: the partition's one transaction is its claim
+            src_sql.begin(src, write=True)  # SQLite: the write lock now, so the read and the delete see the same rows
+            if _streamable(task):
+                return _stream_partition(task, part, src, dst, src_sql, dst_sql, same)
+            return _move_partition(task, part, src, dst, src_sql, dst_sql, same, task.source.target)
+        if _streamable(task):
+            claim = claim_table(task, part)
+            if src_sql.claim_keys(src, claim) is None:  # no earlier claim: claim and copy in one pass
+                src_sql.rollback(src)
+                try:
+                    return _stream_partition(task, part, src, dst, src_sql, dst_sql, same, claim, fresh=True)
+                except ClaimBusy:  # a receiver holds a row of it: claim passing over held rows, then copy
+                    dst_sql.rollback(dst)
+            src_sql.rollback(src)
+            return _stream_partition(task, part, src, dst, src_sql, dst_sql, same, _claim(task, part, src, src_sql))
+        claim = _claim(task, part, src, src_sql)
+        src_sql.begin(src)
+        return _move_partition(task, part, src, dst, src_sql, dst_sql, same, claim)
     finally:
         src.close()
         if not same:
             dst.close()
+
+
+def _claim(task: Task, part: int, src: Any, src_sql: Pipeline) -> Table:
+    """The partition's rows out of the source queue into its claim, in the transaction that locks them:
+    from its commit on no receiver of the source can see them again. A claim made by an earlier run
+    (killed before the destination committed) is kept and takes what of the range is still there."""
+    claim = claim_table(task, part)
+    lo, hi = task.ranges[part] if task.ranges and task.source.layout.order is not None else (None, None)
+    src_sql.begin(src, write=True)
+    src_sql.claim(src, task.source.target, claim, lo, hi, task.src_high)
+    failpoint("before-claim-commit", part)
+    src_sql.commit(src)
+    failpoint("after-claim", part)
+    return claim
+
+
+def _settle(task: Task, part: int, done: tuple, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool) -> dict:
+    """A partition the ledger holds: the destination has its rows. Its claim (if the run that wrote
+    them was killed before dropping it) is dropped, and what it held is compared with the ledger's
+    keys: `expected` the keys the ledger names, `found` those this rerun found where they should be."""
+    rows, checksum, keys, deleted = done
+    expected = unpack_keys(keys)
+    result = {"part": part, "rows": rows, "checksum": checksum, "skipped": True}
+    if deleted:
+        return result
+    claim = claim_table(task, part)
+    src_sql.begin(src, write=True)
+    held = None if same else src_sql.claim_keys(src, claim)
+    if held is not None:  # killed between the destination's commit and the claim's drop
+        found, note = len(set(map(str, held)) & set(map(str, expected))), "claim dropped"
+        src_sql.drop_claim(src, claim)
+    elif task.claims:  # the claim's drop committed before the kill: its rows are the ledger's
+        src_sql.rollback(src)
+        src_sql.begin(src, write=True)
+        found, note = len(expected), "claim dropped before the kill"
+    else:  # a move begun before claims: its rows waited in the source queue, unlocked since the kill
+        src_sql.rollback(src)
+        src_sql.begin(src, write=True)
+        found, note = src_sql.delete_keys(src, task.source.target, expected), "deleted from the source queue"
+    failpoint("before-release-commit", part)
+    if not same:
+        src_sql.commit(src)
+        dst_sql.begin(dst, write=True)
+    dst_sql.mark_deleted(dst, task.move_id, part)
+    dst_sql.commit(dst)
+    return {**result, "expected": len(expected), "found": found, "note": note}
 
 
 def _streamable(task: Task) -> bool:
@@ -216,30 +298,46 @@ def _streamable(task: Task) -> bool:
     )
 
 
-def _stream_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool) -> dict:
-    import hashlib
-
+def _stream_partition(
+    task: Task,
+    part: int,
+    src: Any,
+    dst: Any,
+    src_sql: Pipeline,
+    dst_sql: Pipeline,
+    same: bool,
+    claim: Table | None = None,
+    fresh: bool = False,
+) -> dict:
+    """Server to server. `fresh`: the rows are claimed as they stream (the claim commits first, then
+    the destination); else read from the claim an earlier step committed (one database: no claim)."""
     lo, hi = task.ranges[part]
     digest = hashlib.blake2b(digest_size=16)
+    origin = task.source.target if fresh or claim is None else claim
     keys = src_sql.stream_partition(
-        src, dst, task.source.target, task.destination.target, lo, hi, task.src_high, task.src_low, task.base, digest
+        src, dst, origin, task.destination.target, lo, hi, task.src_high, task.src_low, task.base, digest, claim, not fresh
     )
-    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), source_deleted=True)
+    if fresh:
+        dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, len(keys), digest.hexdigest(), pack_keys(keys))
+        failpoint("before-claim-commit", part)
+        src_sql.commit(src)
+        failpoint("after-claim", part)
+        return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), claim, True)
+    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), claim)
 
 
-def _move_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool) -> dict:
+def _move_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool, origin: Table) -> dict:
+    """The partition's rows read from `origin` (its claim; one database: the source, locked), converted
+    to the destination's layout and written there."""
     source, dest = task.source, task.destination
     src_layout, dst_layout = source.layout, dest.layout
     kind = Kind(task.kind)
-    src_sql.begin(src, write=True)  # SQLite: the write lock now, so the read and the delete see the same rows
-    if _streamable(task):
-        return _stream_partition(task, part, src, dst, src_sql, dst_sql, same)
     if src_layout.order is not None and task.ranges:
         lo, hi = task.ranges[part]
-        cursor = src_sql.read_range(src, source.target, lo, hi, task.src_high)
+        cursor = src_sql.read_range(src, origin, lo, hi, task.src_high)
     else:
         lo = hi = None
-        cursor = src_sql.read_all(src, source.target)
+        cursor = src_sql.read_all(src, origin)
     checksum = Checksum()
     keys: list = []
     out: list[tuple] = []
@@ -276,7 +374,7 @@ def _move_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline
     if not same:
         dst_sql.begin(dst, write=True)
     dst_sql.write_rows(dst, dest.target, columns, out)
-    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest())
+    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest(), origin)
 
 
 def _commit_partition(
@@ -292,30 +390,33 @@ def _commit_partition(
     keys: list,
     count: int,
     digest: str,
-    source_deleted: bool = False,
+    claim: Table | None,
+    ledger_written: bool = False,
 ) -> dict:
-    """The ledger row with the rows (one destination transaction), then the source delete (or, when the
-    source transaction already deleted the rows, its commit)."""
-    source = task.source.target
-    dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, count, digest, pack_keys(keys))
+    """The ledger row with the rows (one destination transaction); then the claim dropped; then the
+    ledger row marked. One database: the rows, the ledger row and the source's delete in one commit."""
+    if not ledger_written:
+        dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, count, digest, pack_keys(keys))
     failpoint("before-dest-commit", part)
+    result = {"part": part, "rows": count, "checksum": digest, "skipped": False}
     if same:
-        # one database: rows, ledger row and the source delete commit together
-        if not source_deleted:
-            src_sql.delete_keys(src, source, keys)
+        if claim is not None and claim.name == task.source.target.name:  # read locked from the source itself
+            src_sql.delete_keys(src, claim, keys)
         dst_sql.mark_deleted(dst, task.move_id, part)
         dst_sql.commit(dst)
-        return {"part": part, "rows": count, "checksum": digest, "skipped": False}
+        return result
     dst_sql.commit(dst)
     failpoint("after-dest-commit", part)
-    if not source_deleted:
-        src_sql.delete_keys(src, source, keys)
+    src_sql.rollback(src)
+    src_sql.begin(src, write=True)
+    src_sql.drop_claim(src, claim)
+    failpoint("before-release-commit", part)
     src_sql.commit(src)
-    failpoint("after-source-delete", part)
+    failpoint("after-release", part)
     dst_sql.begin(dst, write=True)
     dst_sql.mark_deleted(dst, task.move_id, part)
     dst_sql.commit(dst)
-    return {"part": part, "rows": count, "checksum": digest, "skipped": False}
+    return result
 
 
 # --------------------------------------------------------------------------- the driver
@@ -333,6 +434,13 @@ class MoveResult(JobResult):
     rows_per_second: float
     remaining_in_source: int
     checksum: str
+    moved_now: int = 0  # rows this run moved (a resumed move's earlier rows are in `rows`, not here)
+    settled: list = field(default_factory=list)  # partitions the ledger held, settled now: part, expected, found, note
+
+    @property
+    def mismatched(self) -> list[dict]:
+        """The settled partitions whose keys found differ from the ledger's."""
+        return [s for s in self.settled if s["found"] != s["expected"]]
 
 
 def prepare(
@@ -358,8 +466,8 @@ def prepare(
             row = dst_sql.get_move(dst, move_id)
             if row is not None:
                 dst_sql.rollback(dst)
-                _, kind, low, high, base, count, _expected, _state = row
-                return _task(move_id, source, destination, low, high, base, count, rewrites), True
+                _, kind, low, high, base, count, _expected, state = row
+                return _task(move_id, source, destination, low, high, base, count, rewrites, state == CLAIMS_STATE), True
         move_id = move_id or uuid.uuid4().hex
         src = dst if same_database(source.url, destination.url) else dbapi_connect(source.url)
         try:
@@ -376,7 +484,9 @@ def prepare(
         explicit = _explicit(source, destination)
         count = 1 if low is None else (partitions or max(1, -(-rows // rows_per_partition)))
         base = dst_sql.reserve(dst, destination.target, high - low + 1) if (explicit and low is not None) else None
-        dst_sql.insert_move(dst, move_id, source.describe(), destination.describe(), source.kind.value, low, high, base, count, rows)
+        dst_sql.insert_move(
+            dst, move_id, source.describe(), destination.describe(), source.kind.value, low, high, base, count, rows, CLAIMS_STATE
+        )
         failpoint("after-reserve")
         dst_sql.commit(dst)
         return _task(move_id, source, destination, low, high, base, count, rewrites), False
@@ -397,6 +507,7 @@ def _task(
     base: int | None,
     count: int,
     rewrites: dict | None,
+    claims: bool = True,
 ) -> Task:
     ranges = partition_ranges(low, high, count) if low is not None and source.layout.order else []
     return Task(
@@ -410,6 +521,7 @@ def _task(
         ranges,
         _explicit(source, destination) and base is not None,
         rewrites or {},
+        claims,
     )
 
 
@@ -441,9 +553,14 @@ class Progress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.started = time.perf_counter()
+        self.baseline = 0  # rows the ledger held when this run began (a resumed move's earlier runs)
 
     def __enter__(self):
         if self.stream is not False:
+            try:
+                self.baseline = _totals(self.destination, self.move_id)[1]
+            except Exception:  # the progress line must never fail the job
+                pass
             self._thread.start()
         return self
 
@@ -458,11 +575,16 @@ class Progress:
             parts, rows, _ = _totals(self.destination, self.move_id)
         except Exception:  # the progress line must never fail the job
             return
-        elapsed = time.perf_counter() - self.started
-        rate = rows / elapsed if elapsed > 0 else 0.0
-        end = "\n" if final or not self.stream.isatty() else "\r"
-        self.stream.write(f"[{self.label}] {parts}/{self.partitions} partitions, {rows:,} rows, {rate:,.0f} rows/s{end}")
+        self.stream.write(self.line(parts, rows, time.perf_counter() - self.started, final))
         self.stream.flush()
+
+    def line(self, parts: int, rows: int, elapsed: float, final: bool = False) -> str:
+        """The progress line: the rate is this run's rows (those beyond the baseline) over this run's time."""
+        now = max(0, rows - self.baseline)
+        rate = now / elapsed if elapsed > 0 else 0.0
+        end = "\n" if final or not self.stream.isatty() else "\r"
+        earlier = f" ({self.baseline:,} of them before this run)" if self.baseline else ""
+        return f"[{self.label}] {parts}/{self.partitions} partitions, {rows:,} rows{earlier}, {rate:,.0f} rows/s{end}"
 
     def _run(self) -> None:
         tick = 0
@@ -501,6 +623,7 @@ def move(
     with Progress(destination, task.move_id, _partition_count(task), "move", stream=progress):
         results = execute(task, spark)
     seconds = time.perf_counter() - started
+    failpoint("before-finish")
     dst_sql = destination.dialect.pipeline
     conn = dbapi_connect(destination.url)
     try:
@@ -531,6 +654,8 @@ def move(
         round(moved_now / seconds, 1) if seconds > 0 else 0.0,
         remaining,
         combined.hexdigest(),
+        moved_now,
+        [{k: r[k] for k in ("part", "expected", "found", "note")} for r in results if "expected" in r],
     )
 
 

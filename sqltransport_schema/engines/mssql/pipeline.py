@@ -30,10 +30,24 @@ class Pipeline(Dialect.Pipeline):  # pragma: no cover - no SQL Server here
     CREATE_MOVES = "IF OBJECT_ID(N{moves_literal}) IS NULL " + Dialect.Pipeline.CREATE_MOVES.replace("IF NOT EXISTS ", "")
     CREATE_LEDGER = "IF OBJECT_ID(N{ledger_literal}) IS NULL " + Dialect.Pipeline.CREATE_LEDGER.replace("IF NOT EXISTS ", "")
     READ_RANGE = (
-        "SELECT {columns} FROM {table} WITH (UPDLOCK, ROWLOCK) WHERE {order} >= @Low AND {order} < @High "
+        "SELECT {columns} FROM {table} WITH (UPDLOCK, ROWLOCK, READPAST) WHERE {order} >= @Low AND {order} < @High "
         "AND {order} <= @Last ORDER BY {order}"
     )
-    READ_ALL = "SELECT {columns} FROM {table} WITH (UPDLOCK, ROWLOCK)"
+    READ_ALL = "SELECT {columns} FROM {table} WITH (UPDLOCK, ROWLOCK, READPAST)"
+    # the claim: made empty with the source's columns (UNION ALL leaves the IDENTITY property behind, so
+    # the claim takes the source's RowVersion values), filled by the DELETE's OUTPUT in one statement
+    CLAIM_CREATE = (
+        "IF OBJECT_ID(N{claim_literal}) IS NULL SELECT {columns} INTO {claim} FROM {table} WHERE 1 = 0 "
+        "UNION ALL SELECT {columns} FROM {table} WHERE 1 = 0"
+    )
+    CLAIM_MOVE = "DELETE FROM {table} WITH (ROWLOCK, READPAST) OUTPUT {deleted} INTO {claim} ({columns}){where}"
+
+    def claim(self, conn: Any, source: Any, claim: Any, lo: int | None, hi: int | None, high: int | None) -> int:
+        names, fragments = self._claim_names(source, claim), self._claim_where(source, lo)
+        fragments["deleted"] = ", ".join(f"deleted.{column}" for column in source.columns)
+        cur = conn.cursor()
+        self.execute(cur, self.statement("CLAIM_CREATE", **names))
+        return int(self.execute(cur, self.statement("CLAIM_MOVE", fragments=fragments, **names), Low=lo, High=hi, Last=high).rowcount)
 
     def connect(self, url: URL) -> Any:
         try:

@@ -11,6 +11,7 @@ from urllib.parse import quote as urlquote
 from ...errors import UsageError
 from ...schema import TableName
 from ..base import Dialect
+from ..pipeline import ClaimBusy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,7 +32,12 @@ class Pipeline(Dialect.Pipeline):
     takes_explicit_order = True
     stream_layout = "postgresql"
     backfills_sagas = True
-    FRAGMENTS = {**Dialect.Pipeline.FRAGMENTS, "lock": " FOR UPDATE", "id_text": "CAST(Id AS text)"}
+    FRAGMENTS = {
+        **Dialect.Pipeline.FRAGMENTS,
+        "lock": " FOR UPDATE",
+        "range_lock": " FOR UPDATE SKIP LOCKED",
+        "id_text": "CAST(Id AS text)",
+    }
 
     DELETE_KEYS = "DELETE FROM {table} WHERE {key} = ANY(@Keys)"
     COPY = "COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
@@ -50,9 +56,32 @@ class Pipeline(Dialect.Pipeline):
     # the source's open transaction and its rows streamed, as binary COPY, into the destination, the
     # destination Seq computed by the source's statement. The delete commits only after the destination
     # (rows + ledger row) has; until then the rows are locked, so consumers (SKIP LOCKED) pass over them.
+    # Rows a receiver holds (its batch in flight) are passed over, as receivers pass over the move's:
+    # they stay the receiver's, and the move never waits behind a pump working at the queue's head.
     DELETE_MOVED = (
+        "WITH moved AS (DELETE FROM {table} WHERE {order} IN (SELECT {order} FROM {table} WHERE {order} >= @Low AND {order} < @High "
+        "AND {order} <= @Last FOR UPDATE SKIP LOCKED) RETURNING Id, Expires, Headers, Body, {order}) "
+    )
+    # a partition claimed before (pipeline/move.py): the rows are read from its claim, which stays
+    SELECT_CLAIMED = (
+        "WITH moved AS (SELECT Id, Expires, Headers, Body, {order} FROM {table} "
+        "WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last) "
+    )
+    # A partition's first pass between two databases (pipeline/move.py): the claim and the stream in one
+    # pass over the rows, the DELETE plain (no lock pass): it waits at most CLAIM_WAIT for a row a
+    # receiver holds, and then the move claims the partition passing over held rows (CLAIM_MOVE).
+    CLAIM_STREAM = (
         "WITH moved AS (DELETE FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last "
-        "RETURNING Id, Expires, Headers, Body, {order}) "
+        "RETURNING Id, Expires, Headers, Body, {order}), kept AS (INSERT INTO {claim} (Id, Expires, Headers, Body, {order}) "
+        "SELECT Id, Expires, Headers, Body, {order} FROM moved) "
+    )
+    CLAIM_WAIT = "SET LOCAL lock_timeout = '200ms'"
+    # the claim: receivers delete concurrently (SKIP LOCKED), so the rows claimed are exactly those the
+    # DELETE took (a row a receiver deleted first is not copied)
+    CLAIM_CREATE = "CREATE TABLE IF NOT EXISTS {claim} (LIKE {table})"
+    CLAIM_MOVE = (
+        "WITH moved AS (DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table}{where} FOR UPDATE SKIP LOCKED) "
+        "RETURNING {columns}) INSERT INTO {claim} ({columns}) SELECT {columns} FROM moved"
     )
     SELECT_MOVED = "SELECT Id, Expires, Headers, Body, CAST({order} - @SourceLow + @Base AS {order_type}) FROM moved ORDER BY {order}"
     COPY_OUT = "COPY ({statement}) TO STDOUT (FORMAT BINARY)"
@@ -123,12 +152,35 @@ class Pipeline(Dialect.Pipeline):
         cur.execute(*self.bind(statement, {"Low": lo, "High": hi, "Last": high}), binary=True)
         return cur
 
+    def claim(self, conn: Any, source: Table, claim: Table, lo: int | None, hi: int | None, high: int | None) -> int:
+        names, fragments = self._claim_names(source, claim), self._claim_where(source, lo)
+        cur = conn.cursor()
+        self.execute(cur, self.statement("CLAIM_CREATE", **names))
+        moved = self.statement("CLAIM_MOVE", fragments=fragments, key=source.key, **names)
+        return int(self.execute(cur, moved, Low=lo, High=hi, Last=high).rowcount)
+
     def stream_partition(
-        self, src: Any, dst: Any, source: Table, dest: Table, lo: int, hi: int, high: int, low: int, base: int, checksum: Any
+        self,
+        src: Any,
+        dst: Any,
+        source: Table,
+        dest: Table,
+        lo: int,
+        hi: int,
+        high: int,
+        low: int,
+        base: int,
+        checksum: Any,
+        claim: Table | None = None,
+        claimed: bool = False,
     ) -> list[int]:
         """Move one partition's rows PostgreSQL -> PostgreSQL without Python per row; returns the source keys.
 
-        The source's DELETE ... RETURNING is left uncommitted (the caller commits it after the
+        Between two databases: with `claimed`, `source` is the partition's claim (committed already),
+        read, not deleted; else the rows are deleted from `source` into `claim` as they stream, left
+        uncommitted (the caller commits the claim, then the destination), and ClaimBusy says a receiver
+        held one of them (the caller rolls both back and claims passing over held rows). One database:
+        the source's DELETE ... RETURNING is left uncommitted (the caller commits it with the
         destination). The keys are read back from the partition's reserved slot in the destination,
         inside the destination's transaction: nobody else can write there. `checksum` receives the
         binary stream (a hash of exactly what was written).
@@ -146,28 +198,42 @@ class Pipeline(Dialect.Pipeline):
             moved = self.statement("MOVE", self.DELETE_MOVED + self.INSERT_INTO + self.SELECT_MOVED, **names)
             self.execute(src.cursor(), moved, **values)
         else:
-            copy_out = self.statement("COPY_OUT", fragments={"statement": self.DELETE_MOVED + self.SELECT_MOVED}, **names)
+            if not claimed and claim is not None:
+                names["claim"] = self.dialect.qualified(claim.name)
+                self.execute(src.cursor(), self.statement("CLAIM_CREATE", **names))
+                self.execute(src.cursor(), self.statement("CLAIM_WAIT"))
+            rows = self.SELECT_CLAIMED if claimed else (self.DELETE_MOVED if claim is None else self.CLAIM_STREAM)
+            copy_out = self.statement("COPY_OUT", fragments={"statement": rows + self.SELECT_MOVED}, **names)
             copy_in = self._table("COPY", dest, columns=names["columns"])
-            with src.cursor().copy(*self.bind(copy_out, values)) as reader, dst.cursor().copy(self.bind(copy_in)[0]) as writer:
-                buffer, size = [], 0
-                for data in reader:  # one message per row: hand the writer ~1 MB at a time
-                    buffer.append(data)
-                    size += len(data)
-                    if size >= self.STREAM_CHUNK:
-                        chunk = b"".join(buffer)
-                        checksum.update(chunk)
-                        writer.write(chunk)
-                        buffer, size = [], 0
-                if buffer:
-                    chunk = b"".join(buffer)
-                    checksum.update(chunk)
-                    writer.write(chunk)
+            from psycopg.errors import LockNotAvailable
+
+            try:
+                self._pipe(src.cursor().copy(*self.bind(copy_out, values)), dst.cursor().copy(self.bind(copy_in)[0]), checksum)
+            except LockNotAvailable as exc:
+                raise ClaimBusy(f"{source.where}: a receiver holds a row of the partition") from exc
         keys_statement = self._table("MOVED_KEYS", dest, dest=names["dest"], order=dest_order)
         cur = self.execute(dst.cursor(), keys_statement, Base=base, SourceLow=low, From=base + lo - low, To=base + hi - low)
         keys = [row[0] for row in cur.fetchall()]
         if src is dst:
             checksum.update(b"".join(k.to_bytes(8, "little", signed=True) for k in keys))
         return keys
+
+    def _pipe(self, copy_out: Any, copy_in: Any, checksum: Any) -> None:
+        """The source's binary COPY into the destination's, ~1 MB at a time, hashed as written."""
+        with copy_out as reader, copy_in as writer:
+            buffer, size = [], 0
+            for data in reader:  # one message per row
+                buffer.append(data)
+                size += len(data)
+                if size >= self.STREAM_CHUNK:
+                    chunk = b"".join(buffer)
+                    checksum.update(chunk)
+                    writer.write(chunk)
+                    buffer, size = [], 0
+            if buffer:
+                chunk = b"".join(buffer)
+                checksum.update(chunk)
+                writer.write(chunk)
 
     # -- destination --------------------------------------------------------------------------
     def column_types(self, conn: Any, table: Table) -> dict[str, tuple[int, str]]:
