@@ -361,12 +361,7 @@ def _error_queue_readers() -> dict[str, set[str]]:
                 found[texts[node.value]].add(short)
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ERROR_QUEUE_STATEMENTS:
                 owner = node.func.value
-                if (
-                    isinstance(owner, ast.Attribute)
-                    and owner.attr == "live_bus"
-                    or isinstance(owner, ast.Name)
-                    and owner.id == "live_bus"
-                ):
+                if isinstance(owner, ast.Attribute) and owner.attr == "live_bus" or isinstance(owner, ast.Name) and owner.id == "live_bus":
                     found[node.func.attr].add(short)
     return found
 

@@ -1,6 +1,6 @@
-"""The operations side of an engine: the neutral base of each engine's nested `Operations`.
+"""The live bus side of an engine: the neutral base of each engine's nested `LiveBus`.
 
-An engine's operations section (`PostgreSQL.Operations`, `SQLite.Operations`, `MSSQL.Operations`;
+An engine's live-bus section (`PostgreSQL.LiveBus`, `SQLite.LiveBus`, `MSSQL.LiveBus`;
 the instance is `dialect.live_bus`) holds the statements of `sqltransport-schema status` and
 `retry` (runtime/status.py runs them): the per-table figures of many tables in one statement
 (a UNION ALL of one arm per table, `batch` tables a statement), the table list with the engine's

@@ -1,5 +1,5 @@
 """SQL Server's statements of `status`, `retry` and the console's archive and action log (engines/live_bus.py;
-the nested `MSSQL.Operations`)."""
+the nested `MSSQL.LiveBus`)."""
 
 from __future__ import annotations
 

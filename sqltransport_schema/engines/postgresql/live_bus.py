@@ -1,4 +1,4 @@
-"""PostgreSQL's statements of status and retry (engines/live_bus.py): `PostgreSQL.Operations`."""
+"""PostgreSQL's statements of status and retry (engines/live_bus.py): `PostgreSQL.LiveBus`."""
 
 from __future__ import annotations
 
