@@ -156,6 +156,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.postgresql)
         if "mysql_url" in getattr(item, "fixturenames", ()) or on_saga_db == "mysql":
             item.add_marker(pytest.mark.mysql)
+    _longest_files_first(items)
+
+
+def _longest_files_first(items) -> None:
+    """The files the budget records as longest run first (a file's tests keep their order): the
+    workers take the long tests early and end on short ones, instead of one worker finishing a long
+    test alone while the others wait (every worker collects the same order, as pytest-xdist needs)."""
+    seconds = suite_cost.load_budget().get("files", {})
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0.0))
 
 
 # Under CI a skipped PostgreSQL or MariaDB test is a failure: green must mean it ran. Decided where the
