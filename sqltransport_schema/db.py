@@ -218,16 +218,23 @@ def answered_within(seconds: float | None, setting: str = "--read-timeout") -> I
     try:
         yield
     except Exception as problem:
-        if isinstance(problem, exc.SQLAlchemyError):
-            line = failure(problem)
-        elif type(problem).__module__.split(".")[0] in DRIVER_MODULES:  # a read on the driver's own cursor (the runtime's)
-            line = "the database refused: " + ((str(problem).strip().splitlines() or [type(problem).__name__])[0])
-        else:
+        said = database_problem(problem)
+        if said is None:
             raise
-        said = timed_out(time.perf_counter() - started, seconds, line, setting) if seconds else line
-        if said == line:
+        line = timed_out(time.perf_counter() - started, seconds, said, setting) if seconds else said
+        if line == said:
             raise
-        raise NoAnswer(said) from None
+        raise NoAnswer(line) from None
+
+
+def database_problem(problem: BaseException) -> str | None:
+    """The one line of a database's error (SQLAlchemy's, or a driver's own from a read on its cursor,
+    as the runtime's are: failure); None for an error that is not a database's."""
+    if isinstance(problem, exc.SQLAlchemyError):
+        return failure(problem)
+    if type(problem).__module__.split(".")[0] in DRIVER_MODULES:
+        return "the database refused: " + ((str(problem).strip().splitlines() or [type(problem).__name__])[0])
+    return None
 
 
 def read_timeout_of(engine: Engine) -> float | None:

@@ -92,3 +92,83 @@ def test_a_status_serve_scrape_answers_within_twice_the_read_timeout(project, pg
         assert exporter.metrics()["sqltransport_up"] == [({}, 1.0)]
     finally:
         exporter.close()
+
+
+def asgi_get(app, path: str) -> tuple[int, str]:
+    """(status, body text) of a GET of the console's application in this process (no server, no socket)."""
+    import asyncio
+
+    sent: list[dict] = []
+    asked = [False]
+
+    async def receive() -> dict:
+        if asked[0]:  # the request was read whole: nothing more comes until the response is sent
+            await asyncio.Event().wait()
+        asked[0] = True
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8765),
+    }
+    asyncio.run(app(scope, receive, send))
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body").decode()
+
+
+@pytest.mark.console
+def test_a_console_page_whose_read_runs_out_says_so_and_the_others_are_served(project, pg_url, capsys):
+    """A lock held on the error queue: its pages answer 503 within twice --read-timeout, saying the seconds
+    waited (no 500, no traceback, no hang); the overview, which reads no row of it, is served, and the
+    error queue's pages again once the lock is gone."""
+    from sqltransport_schema.runtime.transport import Transport
+
+    from .support.console import CONSOLE_TOPOLOGY, console_missing, needs
+
+    needs(console_missing())
+    from sqltransport_schema.console.app import Console, make_app
+    from sqltransport_schema.console.security import Access
+
+    url = project.deploy(pg_url, CONSOLE_TOPOLOGY)
+    transport = Transport.from_database(make_engine(url, must_exist=True, read_timeout=1), str(project.ini))
+    try:
+        app = make_app(Console(transport, Access.from_environment("127.0.0.1", True, environ={}), None, "error"))
+        assert asgi_get(app, "/failed")[0] == 200
+        capsys.readouterr()
+        with held(url, "error"):
+            for path in ("/failed", "/api/failed/groups", "/failed/messages"):
+                started = time.monotonic()
+                code, body = asgi_get(app, path)
+                took = time.monotonic() - started
+                assert code == 503 and took < 2 * 1, (path, code, took, body)
+                assert "no answer within 1." in body and "(read timeout 1 s; --read-timeout): " in body, body
+                assert "Traceback" not in body
+            assert asgi_get(app, "/log")[0] == 200  # a page that reads no row of it
+        err = capsys.readouterr().err
+        assert "console: GET /failed: no answer within 1." in err and "Traceback" not in err, err
+        assert asgi_get(app, "/failed")[0] == 200
+    finally:
+        transport.engine.dispose()
+    # console --read-timeout, as status's: a wrong duration is one error line (exit 2); a database whose
+    # deployed blueprint cannot be read within it is reported before anything is served
+    ini = str(project.ini)
+    assert cli.main(["console", "--url", url, "-c", ini, "--read-timeout", "soon"]) == 2
+    assert capsys.readouterr().err.endswith("error: --read-timeout soon: give a duration with its unit, e.g. 500ms, 5s or 1m, above 0\n")
+    with held(url, "alembic_version"):
+        code, took = timed(["console", "--url", url, "-c", ini, "--read-timeout", "1s", "--bind", "127.0.0.1:0"])
+    err = capsys.readouterr().err
+    assert code == 2 and took < 2 * 1 + 1, (code, took, err)
+    assert err.startswith("error: no answer within 1.") and len(err.splitlines()) == 1, err

@@ -10,7 +10,7 @@ from typing import Any
 from .. import errors
 from ..defaults import DEFAULT_KEEP_JOBS, DEFAULT_RETRY_BATCH
 from .live_bus import _transport
-from .options import add_command, add_options, load_config, older_than
+from .options import add_command, add_options, load_config, older_than, read_timeout
 from .output import EXIT_OK
 
 
@@ -53,12 +53,15 @@ def cmd_console(args: argparse.Namespace) -> int:
     as JSON under /api. A bind other than loopback needs a token (SQLTRANSPORT_CONSOLE_TOKEN, or named
     operators from --tokens-file or SQLTRANSPORT_CONSOLE_TOKENS); a Host header other than 127.0.0.1,
     localhost, the bind address and each --allowed-host is refused (the console extra; docs/console.md).
+    Each connection, statement and lock wait is bounded by --read-timeout (10 s by default): a page whose
+    read runs out answers 503 with the seconds waited, and the other pages are served.
     """
     import signal
     import threading
 
     from ..console import require
     from ..console.security import DEFAULT_BIND, Access
+    from ..db import answered_within
     from ..runtime.exporter import parse_listen
 
     host, port = parse_listen(args.bind or DEFAULT_BIND, "--bind")
@@ -69,22 +72,25 @@ def cmd_console(args: argparse.Namespace) -> int:
     from ..console.app import Console, make_app
 
     config = load_config(args.config) if Path(args.config).is_file() else None
-    transport = _transport(args, readers=False)
+    bound = read_timeout(args)
+    with answered_within(bound):  # the deployed blueprint and the login's rights, read before serving
+        transport = _transport(args, readers=False, bounded=True)
     try:
         if args.batch_size < 1:
             raise errors.UsageError(f"--batch-size {args.batch_size}: give 1 or more")
         if args.sample_interval < 1:
             raise errors.UsageError(f"--sample-interval {args.sample_interval:g}: give 1 second or more")
-        console = Console(
-            transport,
-            access,
-            config,
-            args.error_queue,
-            draw=_draw,
-            batch_size=args.batch_size,
-            sample_interval=args.sample_interval,
-            keep_jobs=args.keep_jobs,
-        )
+        with answered_within(bound):
+            console = Console(
+                transport,
+                access,
+                config,
+                args.error_queue,
+                draw=_draw,
+                batch_size=args.batch_size,
+                sample_interval=args.sample_interval,
+                keep_jobs=args.keep_jobs,
+            )
         retention = _retention(args, console)
         sock = _listening(host, port)
         server = uvicorn.Server(uvicorn.Config(make_app(console), log_level="warning", access_log=False, lifespan="off"))
@@ -169,7 +175,7 @@ def add_console(sub: argparse._SubParsersAction) -> None:
             "help": "messages per transaction of a retry, archive, restore or purge (default: %(default)s)",
         },
     )
-    add_options(p, "error_queue", "config")
+    add_options(p, "error_queue", "config", "read_timeout")
 
 
 PARSERS = {"console": add_console}

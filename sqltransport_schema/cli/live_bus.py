@@ -28,22 +28,23 @@ PROGRESS_INTERVAL = 1.0  # seconds between progress lines of a long retry
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, then clear the screen: status --watch redraws in place on a terminal
 
 
-def _transport(args: argparse.Namespace, readers: bool) -> Transport:
+def _transport(args: argparse.Namespace, readers: bool, bounded: bool = False) -> Transport:
     """The deployed transport of the database `_engine` reaches."""
     from ..runtime.transport import Transport
 
-    return Transport.from_database(_engine(args, readers), args.config, verify=False)
+    return Transport.from_database(_engine(args, readers, bounded), args.config, verify=False)
 
 
-def _engine(args: argparse.Namespace, readers: bool) -> Engine:
+def _engine(args: argparse.Namespace, readers: bool, bounded: bool = False) -> Engine:
     """The database of --url (else SQLTRANSPORT_URL, else alembic.ini's sqlalchemy.url, else
     ./sqltransport.db); a SQLite file that does not exist is refused, never created empty. A reader's
-    connection, statements and lock waits are bounded by --read-timeout."""
+    connection, statements and lock waits are bounded by --read-timeout (a writer's too, `bounded`:
+    the console's)."""
     from ..db import make_engine
 
     config = load_config(args.config) if Path(args.config).is_file() else None
     url, origin = chosen_url(args.url, config)
-    named_by, bound = _named_by(origin, args.config, config is not None), read_timeout(args) if readers else None
+    named_by, bound = _named_by(origin, args.config, config is not None), read_timeout(args) if readers or bounded else None
     return make_engine(url, sqlite_writers=not readers, must_exist=True, named_by=named_by, fix=_give_url(), read_timeout=bound)
 
 

@@ -30,7 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import errorqueue, errors
-from ..db import given_url
+from ..db import database_problem, given_url, read_timeout_of, timed_out
 from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
 from ..errorqueue import Selection
 from ..runtime.status import status
@@ -179,7 +179,8 @@ class Console:
         from .. import check
 
         try:
-            found = check.run(given_url(self.transport.engine), self.config)
+            engine = self.transport.engine
+            found = check.run(given_url(engine), self.config, read_timeout=read_timeout_of(engine))
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
         return {
@@ -216,11 +217,11 @@ class AccessMiddleware(BaseHTTPMiddleware):
     on every response, a failure's 500 too."""
 
     async def dispatch(self, request: Request, call_next: Any) -> Response:
+        started = time.perf_counter()
         try:
             response = await self._checked(request, call_next)
-        except Exception:  # the 500 keeps the headers; its stderr has the traceback
-            traceback.print_exc(file=sys.stderr)
-            response = _refusal(request, 500, "the console failed on this request (its stderr says why)")
+        except Exception as problem:  # the 500 keeps the headers; its stderr has the traceback
+            response = _failed(request, problem, time.perf_counter() - started)
         response.headers.update(SECURITY_HEADERS)
         return response
 
@@ -258,6 +259,19 @@ async def _csrf_of(request: Request) -> str | None:
         values = parse_qs((await request.body()).decode("utf-8", "replace")).get(CSRF_FIELD)
         return values[0] if values else None
     return None
+
+
+def _failed(request: Request, problem: Exception, waited: float) -> Response:
+    """A request that failed: 500, its traceback on stderr, the database's line where it was the database's;
+    a read past the engine's read timeout 503, saying the seconds waited and --read-timeout (db.timed_out)."""
+    said = database_problem(problem)
+    bound = read_timeout_of(request.app.state.console.transport.engine)
+    if said is not None and bound and timed_out(waited, bound, said) != said:
+        said = timed_out(waited, bound, said)
+        sys.stderr.write(f"console: {request.method} {request.url.path}: {said}\n")
+        return _refusal(request, 503, said)
+    traceback.print_exception(problem, file=sys.stderr)
+    return _refusal(request, 500, "the console failed on this request" + (f": {said}" if said else " (its stderr says why)"))
 
 
 def _refusal(request: Request, code: int, text: str) -> Response:
