@@ -280,6 +280,29 @@ def driver_connection(url: str, dialect: Any, read_timeout: float, *, must_exist
     return connection
 
 
+def pipeline_connection(url: str, *, must_exist: bool = False, timeout: float | None = None) -> Any:
+    """A DBAPI connection for the pipeline's own statements (explicit transaction control; the engine's
+    `pipeline.connect_arguments`), reached as make_engine reaches a database: a SQLite file that is not
+    there refused with must_exist (and never created: existing_only), in a folder that is not there
+    always; opened within `timeout` seconds (DEFAULT_READ_TIMEOUT), its statements unbounded (a move's
+    are as long as its partitions). An engine with no pipeline connection is a UsageError."""
+    from .defaults import DEFAULT_READ_TIMEOUT
+
+    if must_exist:
+        refuse_missing_sqlite_file(url)
+    refuse_missing_sqlite_folder(url)
+    parsed = make_url(url)
+    dialect = _dialect(parsed.get_backend_name())
+    if dialect is None:
+        raise errors.UsageError(f"no pipeline connection for {parsed.get_backend_name()!r}")
+    driver, cargs, cparams = dialect.pipeline.connect_arguments(parsed, timeout or DEFAULT_READ_TIMEOUT)
+    if must_exist:
+        existing_only(url, cargs, cparams)
+    connection = driver.connect(*cargs, **cparams)
+    dialect.pipeline.opened(connection)
+    return connection
+
+
 def given_url(engine: Engine) -> str:
     """The URL of an engine as the user gave it to make_engine (`postgresql://`, `postgres://`), for
     output (through urls.display_url, which masks the password); the engine's own for another engine."""

@@ -22,8 +22,9 @@ DEFAULT_KEEP_JOBS = 200  # finished jobs a console keeps in memory (their pages)
 DEFAULT_TIMEOUT = "2s"
 
 # topology/format.py: the transport's defaults where a topology names no subscription table or delayed-table suffix.
-# seconds a read of a database may wait (its connection, each statement, each lock): fleet, status, check and
-# the exporters report a database past it (a held lock, a server that does not answer), never wait it out
+# seconds a read of a database may wait (its connection, each statement, each lock): fleet, status, check,
+# the exporters and the console report a database past it (a held lock, a server that does not answer), never
+# wait it out; the pipeline's connections (DBAPI and JDBC) are opened within it (their statements unbounded)
 DEFAULT_READ_TIMEOUT = 10.0
 DEFAULT_SUBSCRIPTION_TABLE = "SubscriptionRouting"
 DEFAULT_DELAYED_SUFFIX = "Delayed"

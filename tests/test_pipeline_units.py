@@ -16,12 +16,14 @@ from sqltransport_schema.schema import Kind, TableName
 
 def test_jdbc_urls_and_drivers():
     pg = jdbc("postgresql://app:s3cret@db.example:5433/orders")
-    assert pg.url == ("jdbc:postgresql://db.example:5433/orders?stringtype=unspecified&reWriteBatchedInserts=true&user=app&password=s3cret")
+    assert pg.url == (
+        "jdbc:postgresql://db.example:5433/orders?stringtype=unspecified&reWriteBatchedInserts=true&connectTimeout=10&user=app&password=s3cret"
+    )
     assert (pg.driver, pg.jar) == ("org.postgresql.Driver", "/usr/share/java/postgresql.jar")
     lite = jdbc("sqlite:///relative.db")
     assert lite.url.startswith("jdbc:sqlite:/") and lite.url.endswith("/relative.db") and lite.driver == "org.sqlite.JDBC"
     mssql = jdbc("mssql+pyodbc://sa:pw@sql01:1433/nsb")
-    assert mssql.url == "jdbc:jtds:sqlserver://sql01:1433/nsb;user=sa;password=pw"
+    assert mssql.url == "jdbc:jtds:sqlserver://sql01:1433/nsb;user=sa;password=pw;loginTimeout=10"
     assert (mssql.driver, mssql.jar) == ("net.sourceforge.jtds.jdbc.Driver", "/usr/share/java/jtds.jar")
 
 
@@ -132,3 +134,34 @@ def test_libpq_parameters_keep_quotes_and_backslashes_in_passwords():
         "user": "bob",
         "password": "a'b\\c d",
     }
+
+
+def test_the_pipeline_reaches_a_database_as_every_command_does(tmp_path):
+    """db.pipeline_connection (pipeline/connect.dbapi_connect): db's one rule for a SQLite file that is not
+    there (must_exist: refused and not created; a folder that is not there: refused always), and a server
+    that accepts the connection but never answers given up on within the connect timeout."""
+    import socket
+    import time
+
+    from sqltransport_schema.db import NoDatabase, pipeline_connection
+    from sqltransport_schema.pipeline.connect import dbapi_connect
+
+    missing = tmp_path / "nothing.db"
+    with pytest.raises(NoDatabase, match=f"no SQLite database at {missing}"):
+        dbapi_connect(f"sqlite:///{missing}", must_exist=True)
+    assert not missing.exists()
+    with pytest.raises(NoDatabase, match="no folder"):
+        dbapi_connect(f"sqlite:///{tmp_path / 'no' / 'x.db'}")
+    dbapi_connect(f"sqlite:///{missing}").close()  # a destination the pipeline may create, where its folder is
+    assert missing.exists()
+    dbapi_connect(f"sqlite:///{missing}", must_exist=True).close()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # the handshake completes in the backlog; no startup answer ever comes
+    try:
+        started = time.monotonic()
+        with pytest.raises(Exception, match="timeout"):
+            pipeline_connection(f"postgresql://u@127.0.0.1:{silent.getsockname()[1]}/db", timeout=1)
+        assert time.monotonic() - started < 5  # libpq waits 2 s at least
+    finally:
+        silent.close()

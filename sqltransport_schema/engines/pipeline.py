@@ -166,9 +166,14 @@ class Pipeline:
         return ", ".join(columns)
 
     # -- connections ------------------------------------------------------------------------
-    def connect(self, url: URL) -> Any:
-        """A DBAPI connection with explicit transaction control (`url`: a SQLAlchemy URL object)."""
+    def connect_arguments(self, url: URL, timeout: float) -> tuple[Any, list, dict]:
+        """(the DBAPI module, its connect's arguments and keywords) of a connection with explicit transaction
+        control (`url`: a SQLAlchemy URL object), opened within `timeout` seconds where the driver can
+        bound it: db.pipeline_connection opens it (the one way to a database)."""
         raise errors.UsageError(f"no pipeline connection for {url.get_backend_name()!r}")
+
+    def opened(self, connection: Any) -> None:
+        """A connection db.pipeline_connection has just opened, set up for the pipeline's statements."""
 
     def jdbc_url(self, url: URL) -> str:
         """The JDBC URL Spark reads this database through."""

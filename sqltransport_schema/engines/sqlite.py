@@ -699,12 +699,14 @@ WHERE MessageId IN (SELECT value FROM json_each(@MessageIds))"""
         RESERVE_INSERT = "INSERT INTO sqlite_sequence (name, seq) VALUES (@Table, @Last)"
         BUSY_TIMEOUT = "PRAGMA busy_timeout = 60000"
 
-        def connect(self, url: URL) -> Any:
+        def connect_arguments(self, url: URL, timeout: float) -> tuple[Any, list, dict]:
+            """A file opens at once; its writers wait for each other's lock up to 60 s (BUSY_TIMEOUT)."""
             import sqlite3
 
-            conn = sqlite3.connect(url.database or ":memory:", isolation_level=None, timeout=60, check_same_thread=False)
-            conn.execute(self.BUSY_TIMEOUT)
-            return conn
+            return sqlite3, [url.database or ":memory:"], {"isolation_level": None, "timeout": 60, "check_same_thread": False}
+
+        def opened(self, connection: Any) -> None:
+            connection.execute(self.BUSY_TIMEOUT)
 
         def jdbc_url(self, url: URL) -> str:
             return f"jdbc:sqlite:{os.path.abspath(url.database)}"

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from .. import engines, errors, wire
+from .. import engines, wire
 from ..engines.pipeline import Table
 from ..schema import Kind, TableName
 from ..urls import display_url
@@ -88,18 +88,13 @@ def same_database(a: str, b: str) -> bool:
 
 # --------------------------------------------------------------------------- DBAPI
 def dbapi_connect(url: str, must_exist: bool = False) -> Any:
-    """A DBAPI connection with explicit transaction control (sqlite3 in autocommit; we BEGIN).
-    must_exist: a SQLite file that is not there is refused (db.NoDatabase), never created."""
-    from ..db import refuse_missing_sqlite_file
+    """A DBAPI connection with explicit transaction control (sqlite3 in autocommit; we BEGIN), opened
+    as every connection is (db.pipeline_connection: within the connect timeout, a SQLite file in a
+    folder that is not there refused). must_exist: a SQLite file that is not there is refused
+    (db.NoDatabase), never created."""
+    from ..db import pipeline_connection
 
-    if must_exist:
-        refuse_missing_sqlite_file(url)
-    parsed = make_url(url)
-    try:
-        dialect = engine_of(url)
-    except engines.UnsupportedEngine:
-        raise errors.UsageError(f"no pipeline connection for {parsed.get_backend_name()!r}") from None
-    return dialect.pipeline.connect(parsed)
+    return pipeline_connection(url, must_exist=must_exist)
 
 
 # --------------------------------------------------------------------------- JDBC

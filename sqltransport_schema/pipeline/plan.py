@@ -151,11 +151,12 @@ def plan(config: Config, url: str, to_revision: str | None = None, mapping: dict
     from alembic.script import ScriptDirectory
 
     from ..db import make_engine
+    from ..defaults import DEFAULT_READ_TIMEOUT
     from ..revisions import blueprint_at, stamps
 
     script = ScriptDirectory.from_config(config)
     target = to_revision or script.get_current_head()
-    engine = make_engine(url, must_exist=True)
+    engine = make_engine(url, must_exist=True, read_timeout=DEFAULT_READ_TIMEOUT)  # the stamp: a read
     try:
         with engine.connect() as conn:
             heads = stamps(conn)
@@ -208,7 +209,7 @@ def _create_destination(url: str, spec: TableSpec, version: str) -> None:
     from ..migrate import ops
     from ..migrate.compile import create_op
 
-    sql_engine = make_engine(url)
+    sql_engine = make_engine(url, must_exist=True)  # the database the plan read: never made here
     try:
         with sql_engine.begin() as connection:
             operations = Operations(MigrationContext.configure(connection, opts={"transactional_ddl": True}))
@@ -223,7 +224,7 @@ def _exists(url: str, ep: Endpoint, with_rows: bool = False) -> bool:
     """Whether the table exists (and, with_rows, holds a row)."""
     from .connect import dbapi_connect
 
-    conn = dbapi_connect(url)
+    conn = dbapi_connect(url, must_exist=True)
     try:
         pipeline = ep.dialect.pipeline
         return pipeline.exists(conn, ep.target) and (not with_rows or pipeline.count(conn, ep.target) > 0)

@@ -49,12 +49,13 @@ class Pipeline(Dialect.Pipeline):  # pragma: no cover - no SQL Server here
         self.execute(cur, self.statement("CLAIM_CREATE", **names))
         return int(self.execute(cur, self.statement("CLAIM_MOVE", fragments=fragments, **names), Low=lo, High=hi, Last=high).rowcount)
 
-    def connect(self, url: URL) -> Any:
+    def connect_arguments(self, url: URL, timeout: float) -> tuple[Any, list, dict]:
+        """pyodbc's login timeout bounds the connection."""
         try:
             import pyodbc
         except ImportError as exc:
             raise Unavailable("writing to SQL Server needs pyodbc: pip install -e '.[mssql]'") from exc
-        return pyodbc.connect(self.odbc_connection_string(url), autocommit=False)
+        return pyodbc, [self.odbc_connection_string(url)], {"autocommit": False, "timeout": max(int(timeout + 0.999), 1)}
 
     @staticmethod
     def odbc_connection_string(url: URL) -> str:
@@ -69,4 +70,7 @@ class Pipeline(Dialect.Pipeline):  # pragma: no cover - no SQL Server here
 
     def jdbc_url(self, url: URL) -> str:
         props = f";user={url.username};password={url.password or ''}" if url.username else ";useNTLMv2=true"
+        from ...defaults import DEFAULT_READ_TIMEOUT
+
+        props += f";loginTimeout={DEFAULT_READ_TIMEOUT:g}"  # seconds, as the pipeline's DBAPI connections wait
         return f"jdbc:jtds:sqlserver://{url.host}:{url.port or 1433}/{url.database or ''}{props}"

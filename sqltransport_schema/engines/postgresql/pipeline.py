@@ -100,11 +100,14 @@ class Pipeline(Dialect.Pipeline):
     )
 
     # -- connections ----------------------------------------------------------------------
-    def connect(self, url: URL) -> Any:
+    def connect_arguments(self, url: URL, timeout: float) -> tuple[Any, list, dict]:
+        """libpq's connect_timeout bounds the connection (a URL's own connect_timeout kept); no statement
+        timeout: a move's statements are as long as its partitions."""
         import psycopg
         from psycopg.conninfo import make_conninfo
 
-        return psycopg.connect(make_conninfo(**self.libpq_parameters(url)))
+        parameters = {"connect_timeout": str(max(int(timeout + 0.999), 1)), **self.libpq_parameters(url)}
+        return psycopg, [make_conninfo(**parameters)], {}
 
     @staticmethod
     def libpq_parameters(url: URL) -> dict:
@@ -120,8 +123,11 @@ class Pipeline(Dialect.Pipeline):
         return {k: str(v) for k, v in parts.items() if v is not None}
 
     def jdbc_url(self, url: URL) -> str:
-        """`stringtype=unspecified` (uuid columns) and `reWriteBatchedInserts=true`."""
-        query = {"stringtype": "unspecified", "reWriteBatchedInserts": "true"}
+        """`stringtype=unspecified` (uuid columns), `reWriteBatchedInserts=true`, and `connectTimeout` (seconds:
+        the pipeline's connect timeout, DEFAULT_READ_TIMEOUT, as its DBAPI connections have)."""
+        from ...defaults import DEFAULT_READ_TIMEOUT
+
+        query = {"stringtype": "unspecified", "reWriteBatchedInserts": "true", "connectTimeout": f"{DEFAULT_READ_TIMEOUT:g}"}
         if url.username:
             query["user"] = url.username
         if url.password:
