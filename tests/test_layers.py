@@ -438,3 +438,75 @@ def test_alembic_private_names_are_reached_from_one_wrapper_only():
     assert set(found) <= {ALEMBIC_WRAPPER}, found
     assert _private_reaches(ast.parse("operations._install_proxy()"), private) == ["_install_proxy"]
     assert _private_reaches(ast.parse("getattr(context, '_proxy', None)"), private) == ["_proxy"]
+
+
+# The one way to a database (docs/fleets.md, "Reaching a database"): db.make_engine, db.driver_connection
+# (a fleet's version read), db.pipeline_connection (the pipeline's statements) and db.catalog_connection.
+# Only these modules open a connection themselves, each for a reason:
+OWN_CONNECTIONS = {
+    f"{PACKAGE}.db": "the one way: the URL's rules, the missing SQLite file, the read timeout",
+    f"{PACKAGE}.fleet.journal": "the fleet's journal, the tool's own SQLite file beside the fleet file, not a database of the fleet",
+}
+ENGINE_MAKERS = {"create_engine", "engine_from_config", "create_async_engine", "create_mock_engine"}
+DRIVERS = {"sqlite3", "psycopg", "psycopg2", "pyodbc", "pymysql", "MySQLdb", "dbapi", "loaded_dbapi", "driver"}
+
+
+def _own_connections(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of each engine made, or DBAPI connection opened, in a module: a call of create_engine
+    (and its kin), `<driver>.connect(...)` of a DBAPI module (or a dialect's loaded_dbapi), and an import of
+    either name on its own (`from sqlite3 import connect`)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            owner = func.value if isinstance(func, ast.Attribute) else None
+            owner_name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if name in ENGINE_MAKERS or (name == "connect" and owner_name in DRIVERS):
+                found.append((node.lineno, f"{owner_name + '.' if owner_name else ''}{name}()"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in DRIVERS | {"sqlalchemy"}:
+            found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if a.name in ENGINE_MAKERS | {"connect"}]
+    return found
+
+
+def _connections_outside_db() -> list[str]:
+    return [
+        f"{name}:{line}: {what}"
+        for name, path in MODULES.items()
+        if name not in OWN_CONNECTIONS
+        for line, what in _own_connections(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+
+
+def test_databases_are_reached_through_db_alone():
+    """Every connection to a database is opened by db.py, so that each gets the URL's rules, the missing
+    SQLite file refused, and the read timeout; OWN_CONNECTIONS names the exceptions and why."""
+    offences = _connections_outside_db()
+    assert offences == [], "a database opened outside db.py (use db.make_engine, db.driver_connection or db.pipeline_connection): " + (
+        ", ".join(offences)
+    )
+
+
+def test_the_connection_check_finds_an_engine_and_a_driver_connection(monkeypatch, tmp_path):
+    stray = tmp_path / "stray.py"
+    stray.write_text(
+        "import sqlalchemy as sa\n"
+        "from sqlalchemy import create_engine\n"
+        "def f(url, dialect):\n"
+        "    import psycopg, sqlite3\n"
+        "    sa.create_engine(url)\n"
+        "    psycopg.connect(url)\n"
+        "    dialect.loaded_dbapi.connect(url)\n"
+        "    return sqlite3.connect(':memory:')\n"
+    )
+    monkeypatch.setitem(MODULES, f"{PACKAGE}.console.stray", stray)
+    found = [line.split(":", 1)[1] for line in _connections_outside_db() if line.startswith(f"{PACKAGE}.console.stray:")]
+    assert sorted(found) == sorted(
+        [
+            "2: from sqlalchemy import create_engine",
+            "5: sa.create_engine()",
+            "6: psycopg.connect()",
+            "7: loaded_dbapi.connect()",
+            "8: sqlite3.connect()",
+        ]
+    ), found
