@@ -7,6 +7,7 @@ import shlex
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -45,9 +46,11 @@ if TYPE_CHECKING:
     from .engines.sqlite import SQLite
 
 
+@lru_cache(maxsize=4096)
 def normalise_url(url: str) -> str:
     """A bare postgresql:// (or postgres://, as libpq and hosting providers write it) URL means
-    psycopg 3, the driver this package installs; mysql:// and mariadb:// mean PyMySQL."""
+    psycopg 3, the driver this package installs; mysql:// and mariadb:// mean PyMySQL. Kept per URL
+    (a fleet's target is asked several times on the way to its one read)."""
     try:
         parsed = make_url(url)
     except exc.ArgumentError:
