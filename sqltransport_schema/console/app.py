@@ -13,6 +13,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from ..errorqueue import Selection
 from ..runtime.status import status
 from ..urls import display_url
 from ..util import duration_ms
-from .actions import DEFAULT_KEEP_JOBS, Actions, Job
+from .actions import DEFAULT_KEEP_JOBS, Actions, Job, Pace
 from .chart import depth_chart
 from .display import shown, when
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access, Operator, Session
@@ -67,6 +68,18 @@ class JSONResponse(_StarletteJSON):
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """The console's tunables, as `console`'s options set them (one object from the command line
+    to the console): `batch_size` messages a transaction of an action; `sample_interval` seconds
+    between depth samples (the ring buffer holds an hour of them); `keep_jobs` finished jobs kept
+    in memory (actions.Actions)."""
+
+    batch_size: int = DEFAULT_RETRY_BATCH
+    sample_interval: float = SAMPLE_INTERVAL
+    keep_jobs: int = DEFAULT_KEEP_JOBS
+
+
 class Console:
     """What the pages and the API share: the transport, the access rules, the actions, the samples."""
 
@@ -77,13 +90,10 @@ class Console:
         config: Config | None = None,
         error_queue: str = DEFAULT_ERROR_QUEUE,
         draw: Callable[[Any], bytes] | None = None,
-        batch_size: int = DEFAULT_RETRY_BATCH,
-        sample_interval: float = SAMPLE_INTERVAL,
-        keep_jobs: int = DEFAULT_KEEP_JOBS,
+        settings: ConsoleSettings = ConsoleSettings(),
     ) -> None:
-        """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes);
-        `sample_interval`: seconds between depth samples (the ring buffer holds an hour of them);
-        `keep_jobs`: finished jobs kept in memory (actions.Actions)."""
+        """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes)."""
+        batch_size, sample_interval, keep_jobs = settings.batch_size, settings.sample_interval, settings.keep_jobs
         self.transport, self.access, self.config, self.error_queue, self.draw = transport, access, config, error_queue, draw
         self.actions = Actions(transport, error_queue, batch_size, keep_jobs)
         self.queue = self.actions.queue  # the error queue's model: every read and action of the pages
@@ -610,7 +620,7 @@ def _archive(console: Console, ids: list[str], why: str, who: str, what: str, ra
     """Archive these messages of the error queue, as a job (checked before it starts)."""
     console.actions.require_log()
     chosen, move = console.queue.archive(Selection(ids=tuple(ids)), why or DEFAULT_WHY, who)
-    return console.actions.start("archive", who, what, len(chosen), move, rate, wait, chosen)
+    return console.actions.start("archive", who, what, len(chosen), move, Pace(rate, wait), chosen)
 
 
 def _restore(console: Console, keys: list[int], who: str, rate: float | None, wait: bool) -> Job:
@@ -619,7 +629,7 @@ def _restore(console: Console, keys: list[int], who: str, rate: float | None, wa
         raise errors.UsageError("no archived message chosen: nothing to restore")
     ids, move, _ = console.queue.restore(keys=keys)
     chosen = len(dict.fromkeys(keys))
-    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, rate, wait, ids)
+    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, Pace(rate, wait), ids)
 
 
 def _purge(console: Console, older_than: Any, who: str, rate: float | None, wait: bool) -> Job:
@@ -628,7 +638,7 @@ def _purge(console: Console, older_than: Any, who: str, rate: float | None, wait
         raise errors.UsageError(f"older_than: {older_than!r} is not an age: give a number and its unit, e.g. 90m, 12h or 30d")
     console.actions.require_log()
     move = console.queue.purge(milliseconds / 1000)
-    return console.actions.start("purge", who, f"archived more than {older_than} ago", None, move, rate, wait)
+    return console.actions.start("purge", who, f"archived more than {older_than} ago", None, move, Pace(rate, wait))
 
 
 def _chosen(console: Console, fields: dict[str, str], ids: list[str]) -> tuple[list[str], str]:
