@@ -5,6 +5,7 @@ cli/console.py serves it with uvicorn. Every response carries security.SECURITY_
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -12,7 +13,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -289,6 +290,20 @@ def _operator(request: Request) -> Response | None:
     return None
 
 
+def _acting(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
+    """A handler that acts on the error queue: the refusal (403) unless the caller may act
+    (_operator), else the handler called with the console after the request (the check written once)."""
+
+    @functools.wraps(handler)
+    async def checked(request: Request, *args: Any, **kwargs: Any) -> Response:
+        refused = _operator(request)
+        if refused is not None:
+            return refused
+        return await handler(request, request.app.state.console, *args, **kwargs)
+
+    return checked
+
+
 # ------------------------------------------------------------------------------------ pages
 _templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True, default_for_string=True))
 _templates.filters["shown"] = shown
@@ -388,12 +403,9 @@ def message_page(request: Request) -> Response:
     return _page(request, "message.html", message=found, history=history, groups=groups)
 
 
-async def edit_form(request: Request) -> Response:
+@_acting
+async def edit_form(request: Request, console: Console) -> Response:
     """Edit and retry from a message's page: its headers (a JSON object) and body edited in the page."""
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
     form = await request.form()
     headers = str(form.get("headers", ""))  # a JSON object's text: the model reads it as the transport would
     key = _int(form.get("key"), "key")
@@ -402,11 +414,8 @@ async def edit_form(request: Request) -> Response:
     return RedirectResponse(f"/log?edited={done['sent']}", status_code=303)
 
 
-async def api_edit(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
+@_acting
+async def api_edit(request: Request, console: Console) -> Response:
     body = await _json_object(request)
     key = body.get("key")
     if not isinstance(key, int) or isinstance(key, bool):
@@ -418,11 +427,8 @@ async def api_edit(request: Request) -> Response:
     return JSONResponse(done)
 
 
-async def retry_form(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
+@_acting
+async def retry_form(request: Request, console: Console) -> Response:
     form = await request.form()
     fields = {k: str(v) for k, v in form.items()}
     ids, what = await run_in_threadpool(_chosen, console, fields, [str(v) for v in form.getlist("id")])
@@ -556,11 +562,8 @@ def api_message(request: Request) -> Response:
     return JSONResponse(found.to_json() | {"history": errorqueue.history(found, console.actions.about(found.id))})
 
 
-async def api_retry(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
+@_acting
+async def api_retry(request: Request, console: Console) -> Response:
     body = await _json_object(request)
     ids, what = await run_in_threadpool(_chosen_of_json, console, body)
     to_queue = body.get("to_queue")
@@ -664,13 +667,10 @@ def _chosen_of_json(console: Console, body: dict) -> tuple[list[str], str]:
     return _matching(console, {k: str(v) for k, v in given.items() if v})
 
 
-async def _archive_action(request: Request, work: Callable[[Console, Any, str], Job], json: bool) -> Response:
+@_acting
+async def _archive_action(request: Request, console: Console, work: Callable[[Console, Any, str], Job], json: bool) -> Response:
     """An archive action of a form (then the job's page) or of the API (then the job as JSON): the
     operator's only; `work` (the console, the form or JSON body, who) starts the job, in the thread pool."""
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
     given = await _json_object(request) if json else await request.form()
     job = await run_in_threadpool(work, console, given, _who(request))
     if json:
