@@ -282,7 +282,8 @@ def test_the_length_check_finds_a_long_method():
 # A call of more than seven parameters asks its reader to hold too much: the parameters that travel
 # together belong in a frozen dataclass (runtime.pump.PumpSettings, for one). self and cls do not
 # count; *args and **kwargs count one each (one name, however many values: MessagePump's
-# **options typed by PumpOptions is how a settings object keeps its old keyword arguments).
+# **options typed by PumpOptions is how a settings object keeps its old keyword arguments, and a
+# public call's fixed set of options behind ** is typed the same way, by one TypedDict).
 MAX_PARAMETERS = 7
 # Functions allowed more, by "path:name", each with the reason; kept empty or nearly so.
 MANY_PARAMETERS = {
