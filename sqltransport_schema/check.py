@@ -154,6 +154,20 @@ def _column(type_nullable: tuple[str, bool], flags: tuple[str, ...] = ()) -> str
 
 
 # --------------------------------------------------------------------------- the pure core
+@dataclass(frozen=True)
+class Known:
+    """What a check knows of a database besides its tables' shapes, read together with them (one
+    object: diff's callers pass all of it or none). unapplied: revision ids between the deployed
+    revision and the head. history: table_key -> the revision whose blueprint records the table,
+    for tables of other revisions than the deployed one. subscriptions: the rows (endpoint, topic,
+    address) of the subscription table; those whose address names no live table are drift (a
+    publish of their topic fails)."""
+
+    unapplied: list[str] | tuple[str, ...] = ()
+    history: dict[tuple, str] | None = None
+    subscriptions: list[tuple[str, str, str]] | tuple[tuple[str, str, str], ...] = ()
+
+
 def diff(
     expected: Blueprint,
     deployed_revision: str | None,
@@ -161,18 +175,13 @@ def diff(
     live: dict[tuple, tuple[TableName, TableShape]],
     *,
     engine: Dialect,
-    unapplied: list[str] | tuple[str, ...] = (),
-    history: dict[tuple, str] | None = None,
-    subscriptions: list[tuple[str, str, str]] = (),
+    known: Known = Known(),
 ) -> Report:
     """Every difference between the live tables and the expected blueprint, each reported once.
 
-    engine: builds expected shapes and table keys (no database). unapplied: revision ids
-    between the deployed revision and the head. history: table_key -> the revision whose
-    blueprint records the table, for tables of other revisions than the deployed one.
-    subscriptions: the rows (endpoint, topic, address) of the subscription table; those whose
-    address names no live table are drift (a publish of their topic fails).
+    engine: builds expected shapes and table keys (no database); known: the rest read of the database.
     """
+    unapplied, history, subscriptions = known.unapplied, known.history, known.subscriptions
     report = Report(engine.name, deployed_revision, head_revision, unapplied_revisions=list(unapplied), expected=expected)
     findings = report.findings
     if unapplied:
@@ -407,7 +416,7 @@ def compare(connection: Connection, engine: Dialect, deployed: str, reference: R
     subscriptions = _subscriptions(connection, engine, expected, live)
     live = {key: value for key, value in live.items() if value[0].table.casefold() not in reference.own}
     history = reference.history(engine)
-    return diff(expected, deployed, reference.head, live, engine=engine, unapplied=unapplied, history=history, subscriptions=subscriptions)
+    return diff(expected, deployed, reference.head, live, engine=engine, known=Known(unapplied, history, subscriptions))
 
 
 def run(
@@ -466,7 +475,7 @@ def run(
         subscriptions = _subscriptions(connection, engine, stored, live)
     own = {"alembic_version", revisions.BLUEPRINT_TABLE}
     live = {key: value for key, value in live.items() if value[0].table.casefold() not in own}
-    report = diff(stored, deployed, None, live, engine=engine, history=_history(recorded, engine), subscriptions=subscriptions)
+    report = diff(stored, deployed, None, live, engine=engine, known=Known(history=_history(recorded, engine), subscriptions=subscriptions))
     report.notes.append(NO_MIGRATIONS)
     return report
 

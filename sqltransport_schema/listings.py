@@ -18,16 +18,15 @@ from .versions import Profile, profile
 def runtime_statements(
     engine: Dialect,
     version: str,
-    queue: str,
-    schema: str | None = None,
-    catalog: str | None = None,
+    queue: TableName,
     *,
     subscription_table: str = DEFAULT_SUBSCRIPTION_TABLE,
     delayed_suffix: str = DEFAULT_DELAYED_SUFFIX,
     topics: int = DEFAULT_TOPICS,
     peek_batch_size: int = DEFAULT_PEEK_BATCH_SIZE,
 ) -> tuple[Profile, dict[str, Statement]]:
-    """(profile, statements) of one queue, with its delayed and subscription tables where the version has them."""
+    """(profile, statements) of one queue, with its delayed and subscription tables (in the queue's
+    schema and catalog) where the version has them."""
     if engine.saga_only:
         raise errors.UsageError(f"{engine.name} holds saga tables only: add --sagas to print the saga statements of the topology")
     prof = profile(version)
@@ -36,11 +35,10 @@ def runtime_statements(
         raise errors.UsageError(reason)
     tables = {}
     if prof.delayed_delivery:
-        tables["delayed"] = TableName(f"{queue}.{delayed_suffix}", schema, catalog)
+        tables["delayed"] = queue._replace(table=f"{queue.table}.{delayed_suffix}")
     if prof.subscriptions:
-        tables["subscriptions"] = TableName(subscription_table, schema, catalog)
-    queue_name = TableName(queue, schema, catalog)
-    return prof, engine.runtime_statements(prof, queue_name, topics=topics, peek_batch_size=peek_batch_size, **tables)
+        tables["subscriptions"] = queue._replace(table=subscription_table)
+    return prof, engine.runtime_statements(prof, queue, topics=topics, peek_batch_size=peek_batch_size, **tables)
 
 
 def saga_statements(engine: Dialect, topology: Topology) -> dict[str, Statement]:

@@ -19,9 +19,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from . import errors
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.12; SQLAlchemy depends on typing_extensions
 
 __all__ = [
     "PoisonHeaders",
@@ -35,6 +38,7 @@ __all__ = [
     "format_time_sent",
     "parse_time_sent",
     "standard_headers",
+    "SenderHeaders",
     "error_headers",
     "retry_headers",
     "row_id",
@@ -496,6 +500,20 @@ def _require_text(name: str, value: Any) -> str:
     return value
 
 
+class SenderHeaders(TypedDict, total=False):
+    """standard_headers' optional keyword arguments, declared once: what a sender may set where
+    NServiceBus's defaults do not fit it (each None, or left out: the default)."""
+
+    correlation_id: str | None  # default: the message id
+    conversation_id: str | None  # default: a new GUID
+    originating_endpoint: str | None  # default: not written
+    machine: str | None  # default: this host's name
+    now: datetime | None  # the time sent; default: now, UTC
+
+
+_SENDER_HEADERS = frozenset(SenderHeaders.__annotations__)
+
+
 def standard_headers(
     *,
     message_id: str,
@@ -503,11 +521,7 @@ def standard_headers(
     intent: str = "Send",
     reply_to: str | Address | None,
     content_type: str = "application/json",
-    correlation_id: str | None = None,
-    conversation_id: str | None = None,
-    originating_endpoint: str | None = None,
-    machine: str | None = None,
-    now: datetime | None = None,
+    **sender: Unpack[SenderHeaders],
 ) -> dict[str, str]:
     """The headers a .NET receiver needs from a non-.NET sender, with NServiceBus's defaults.
 
@@ -515,7 +529,13 @@ def standard_headers(
     NServiceBus does for a message sent outside a handler. `reply_to` is required
     (pass None for a send-only sender) so that leaving it out is a decision; it is
     checked as a canonical address. OriginatingEndpoint is only written when given.
+    The other keyword arguments are SenderHeaders'.
     """
+    unknown = sorted(set(sender) - _SENDER_HEADERS)
+    if unknown:
+        raise TypeError(f"standard_headers() got an unexpected keyword argument {unknown[0]!r}")
+    correlation_id, conversation_id, now = sender.get("correlation_id"), sender.get("conversation_id"), sender.get("now")
+    originating_endpoint, machine = sender.get("originating_endpoint"), sender.get("machine")
     _require_text("message_id", message_id)
     if isinstance(enclosed_types, str):
         types_value = _require_text("enclosed_types", enclosed_types)

@@ -11,22 +11,15 @@ import sqlite3
 import pytest
 from alembic.util import CommandError
 
-from sqltransport_schema import Transport, cli, errors
+from sqltransport_schema import cli, errors
 from sqltransport_schema.urls import upgrade_command
 
-TOPOLOGY = """\
-transport_version: "9.1"
-endpoints:
-  - name: Sales
-  - name: Billing
-queues:
-  - name: error
-"""
+from .support.runtime import TWO_ENDPOINTS as TOPOLOGY
+from .support.runtime import deployed
 
 
-def test_a_typo_of_a_deployed_queue_names_the_close_match(project, sqlite_url):
-    project.deploy(sqlite_url, TOPOLOGY)
-    transport = Transport.from_database(sqlite_url, str(project.ini))
+def test_a_typo_of_a_deployed_queue_names_the_close_match(project, sqlite_url, monkeypatch):
+    transport = deployed(project, sqlite_url, monkeypatch, TOPOLOGY)
     try:
         typo = r"no queue 'Sale' is deployed in this database \(no such table\); did you mean 'Sales'\?"
         with pytest.raises(errors.NotFound, match=typo):

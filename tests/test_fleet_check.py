@@ -6,11 +6,8 @@ dialect set-up, no Alembic stamp read, no second connection's), the same for eve
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -18,25 +15,19 @@ from sqltransport_schema import check
 from sqltransport_schema.fleet.file import Target
 from sqltransport_schema.fleet.work import Migrations, Settings
 
-from .support.fleets import SECRET, pg_databases, pg_url, run_fleet
-from .support.projects import REPO
+from .support.fleets import SECRET, example_project, pg_databases, pg_url, revisions, run_fleet
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
 
 @pytest.fixture
 def example(tmp_path):
-    root = tmp_path / "example"
-    root.mkdir()
-    shutil.copy(REPO / "alembic.ini", root / "alembic.ini")
-    shutil.copy(REPO / "topology.yaml", root / "topology.yaml")
-    shutil.copytree(REPO / "migrations", root / "migrations", ignore=shutil.ignore_patterns("__pycache__"))
-    return root
+    return example_project(tmp_path)
 
 
 def test_a_workers_check_says_what_check_says_at_a_cost_per_target_that_does_not_vary(example):
     ini = str(example / "alembic.ini")
-    revs = [r.revision for r in reversed(list(ScriptDirectory.from_config(Config(ini)).walk_revisions()))]
+    revs = revisions(example)
     with pg_databases(5) as names:
         short = [n.rsplit("_", 1)[1] for n in names]
         prefix = names[0].rsplit("_", 1)[0]

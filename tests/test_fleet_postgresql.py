@@ -5,15 +5,11 @@ command its migrations write (tests/support/fleets.py), so a revision run twice 
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 
 import pytest
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 
-from .support.fleets import SECRET, journal_rows, pg_databases, pg_url, recorded, run_fleet, stamps
-from .support.projects import REPO
+from .support.fleets import SECRET, example_project, journal_rows, pg_databases, pg_url, recorded, revisions, run_fleet, stamps
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 PASSWORD = {"FLEET_PG_PASSWORD": SECRET}
@@ -21,18 +17,7 @@ PASSWORD = {"FLEET_PG_PASSWORD": SECRET}
 
 @pytest.fixture
 def example(tmp_path):
-    """The repository's example project (four revisions), in a folder of its own."""
-    root = tmp_path / "example"
-    root.mkdir()
-    shutil.copy(REPO / "alembic.ini", root / "alembic.ini")
-    shutil.copy(REPO / "topology.yaml", root / "topology.yaml")
-    shutil.copytree(REPO / "migrations", root / "migrations", ignore=shutil.ignore_patterns("__pycache__"))
-    return root
-
-
-def revisions(root) -> list[str]:
-    """Oldest first."""
-    return [r.revision for r in reversed(list(ScriptDirectory.from_config(Config(str(root / "alembic.ini"))).walk_revisions()))]
+    return example_project(tmp_path)
 
 
 def write_fleet(root, names: list[str], stages: str = "", password: bool = True, extra: str = "") -> None:

@@ -12,19 +12,13 @@ import pytest
 
 from sqltransport_schema import cli
 
-from .support.fleets import journal_rows, pg_databases, pg_url, run_fleet
+from .support.fleets import example_project, journal_rows, pg_databases, pg_url, run_fleet
 from .support.projects import REPO
 
 
 @pytest.fixture
 def example(tmp_path):
-    """The repository's example project (four revisions), in a folder of its own."""
-    root = tmp_path / "example"
-    root.mkdir()
-    shutil.copy(REPO / "alembic.ini", root / "alembic.ini")
-    shutil.copy(REPO / "topology.yaml", root / "topology.yaml")
-    shutil.copytree(REPO / "migrations", root / "migrations", ignore=shutil.ignore_patterns("__pycache__"))
-    return root
+    return example_project(tmp_path)
 
 
 def listed(names: list[str], labels: dict[int, str]) -> str:

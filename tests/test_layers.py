@@ -279,6 +279,66 @@ def test_the_length_check_finds_a_long_method():
     assert _long_functions(source) == [(2, "long", MAX_FUNCTION_LINES + 1)]
 
 
+# A call of more than seven parameters asks its reader to hold too much: the parameters that travel
+# together belong in a frozen dataclass (runtime.pump.PumpSettings, for one). self and cls do not
+# count; *args and **kwargs count one each (one name, however many values: MessagePump's
+# **options typed by PumpOptions is how a settings object keeps its old keyword arguments, and a
+# public call's fixed set of options behind ** is typed the same way, by one TypedDict).
+MAX_PARAMETERS = 7
+# Functions allowed more, by "path:name", each with the reason; kept empty or nearly so.
+MANY_PARAMETERS = {
+    **{
+        f"{PACKAGE}/pipeline/move.py:{name}": "owned by issue 55's branch"
+        for name in ("_settle", "_stream_partition", "_move_partition", "_commit_partition", "_task", "move")
+    },
+    **{
+        f"{PACKAGE}/{where}": "pipeline/move.py calls it (its one caller but archive's ledger): owned by issue 55's branch"
+        for where in (
+            "engines/pipeline.py:insert_move",
+            "engines/pipeline.py:insert_ledger",
+            "engines/postgresql/pipeline.py:stream_partition",
+        )
+    },
+}
+
+
+def _many_parameters(source: str, limit: int = MAX_PARAMETERS) -> list[tuple[int, str, int]]:
+    """(line, name, count) of every function or method in source with more than limit parameters."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            names = [a.arg for a in (*args.posonlyargs, *args.args)]
+            own = names[1:] if names[:1] in (["self"], ["cls"]) else names
+            count = len(own) + len(args.kwonlyargs) + (args.vararg is not None) + (args.kwarg is not None)
+            if count > limit:
+                found.append((node.lineno, node.name, count))
+    return found
+
+
+def test_no_function_takes_more_than_seven_parameters():
+    found = {
+        f"{path.relative_to(ROOT.parent).as_posix()}:{name}": f"line {line}, {count} parameters"
+        for path in MODULES.values()
+        for line, name, count in _many_parameters(path.read_text(encoding="utf-8"))
+    }
+    assert {where: why for where, why in found.items() if where not in MANY_PARAMETERS} == {}
+    assert sorted(set(MANY_PARAMETERS) - set(found)) == [], "allowed more parameters but no longer takes them"
+
+
+def test_the_parameter_check_counts_keywords_and_stars_not_self():
+    source = (
+        "class A:\n"
+        "    def wide(self, a, b, c, d, e, f, g, *, h): ...\n"
+        "    def starred(self, a, b, c, d, e, f, *rest, **options): ...\n"
+        "    def seven(self, a, b, c, d, e, f, g): ...\n"
+        "    @classmethod\n"
+        "    def make(cls, a, b, c, d, e, f, **options): ...\n"
+        "def plain(a, b, c, d, e, f, g, h=1): ...\n"
+    )
+    assert _many_parameters(source) == [(7, "plain", 8), (2, "wide", 8), (3, "starred", 8)]
+
+
 # The pump's receive exists once (runtime/receiving.py): every function that takes messages off a
 # queue for a handler, deletes what a receive locked, or decides a failed message's fate, by name.
 # A second copy of the receive (the four the pump once had) shows up here as a new caller.

@@ -12,18 +12,11 @@ import uuid
 import pytest
 from alembic.util import CommandError
 
-from sqltransport_schema import Transport, cli, engines, errors
+from sqltransport_schema import cli, engines, errors
 
+from .support.runtime import TWO_ENDPOINTS as TOPOLOGY
+from .support.runtime import deployed
 from .support.warm import program
-
-TOPOLOGY = """\
-transport_version: "9.1"
-endpoints:
-  - name: Sales
-  - name: Billing
-queues:
-  - name: error
-"""
 
 
 def _plain(url: str) -> str:
@@ -90,8 +83,6 @@ def test_the_console_shows_the_url_as_given(project, pg_url, monkeypatch):
     from sqltransport_schema.console.app import Console
     from sqltransport_schema.console.security import Access
 
-    from .support.runtime import deployed
-
     given = _plain(pg_url)
     transport = deployed(project, given, monkeypatch, TOPOLOGY)
     try:
@@ -105,8 +96,6 @@ def test_postgresql_addresses_have_no_catalog(project, pg_url, monkeypatch):
     """The PostgreSQL transport's addresses are table@schema: a catalog the topology gives (for SQL Server) is
     not in them, nor in status's rows; SQL Server's keep it."""
     from sqltransport_schema.runtime.status import status
-
-    from .support.runtime import deployed
 
     topology = TOPOLOGY.replace("  - name: Billing\n", "  - name: Billing\n  - name: Shipping\n    catalog: logistics\n")
     transport = deployed(project, _plain(pg_url), monkeypatch, topology)
@@ -123,8 +112,7 @@ def test_postgresql_addresses_have_no_catalog(project, pg_url, monkeypatch):
 
 def test_sql_server_addresses_keep_their_catalog(project, sqlite_url, monkeypatch):
     """The same Transport.address_of on an engine with catalogs: `Shipping@[dbo]@[logistics]` (transport-facts §5)."""
-    project.deploy(sqlite_url, TOPOLOGY)
-    transport = Transport.from_database(sqlite_url, str(project.ini))
+    transport = deployed(project, sqlite_url, monkeypatch, TOPOLOGY)
     try:
         monkeypatch.setattr(transport, "dialect", engines.get("mssql"))
         name = transport.name("Shipping", None, "logistics")
@@ -165,9 +153,8 @@ def test_adopt_of_saga_tables_alone_says_the_version_cannot_be_told(project, sql
     assert '"made_by": []' in capsys.readouterr().out
 
 
-def test_a_typo_of_a_queue_names_the_deployed_queues(project, sqlite_url):
-    project.deploy(sqlite_url, TOPOLOGY)
-    transport = Transport.from_database(sqlite_url, str(project.ini))
+def test_a_typo_of_a_queue_names_the_deployed_queues(project, sqlite_url, monkeypatch):
+    transport = deployed(project, sqlite_url, monkeypatch, TOPOLOGY)
     try:
         with pytest.raises(errors.NotFound, match=r"did you mean 'Sales'\? .*\(deployed: Billing, Sales, error\)$"):
             transport.queue("Sale")

@@ -49,3 +49,31 @@ def _submodule(package: str, name: str) -> bool:
     except ModuleNotFoundError:
         return False
     return True
+
+
+def test_keyword_settings_are_declared_once_and_refuse_unknown_names():
+    """The public calls that take their options as **keywords (issue 57: no function over seven
+    parameters) type them by one TypedDict each: its names are those the call passes on, and a name
+    it does not declare is refused as a keyword argument of a plain signature would be."""
+    import inspect
+
+    import pytest
+
+    from sqltransport_schema import wire
+    from sqltransport_schema.errorqueue import RetryOptions
+    from sqltransport_schema.errorqueue.retrying import retry_selected
+    from sqltransport_schema.runtime.sagas import SagaVersions
+
+    keywords = [p.name for p in inspect.signature(retry_selected).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert list(RetryOptions.__annotations__) == keywords
+    assert list(SagaVersions.__annotations__) == ["metadata", "persistence_version", "saga_type_version"]
+    given = {"message_id": "m", "enclosed_types": "T", "reply_to": None}
+    headers = wire.standard_headers(**given, correlation_id="c", conversation_id="v", originating_endpoint="Sales", machine="h")
+    assert [headers[name] for name in (wire.CORRELATION_ID, wire.CONVERSATION_ID, wire.ORIGINATING_ENDPOINT, wire.ORIGINATING_MACHINE)] == [
+        "c",
+        "v",
+        "Sales",
+        "h",
+    ]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'machines'"):
+        wire.standard_headers(**given, machines="h")

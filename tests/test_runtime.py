@@ -411,7 +411,7 @@ def test_pump_survives_its_connections_being_killed_and_loses_nothing(project, p
                 time.sleep(0.02)
         pump.stop(timeout=10)
     assert kills == 4
-    assert pump.failure is None and not pump._thread.is_alive()
+    assert pump.failure is None and not pump._daemon.thread.is_alive()
     assert "retrying in 0.1 s" in caplog.text
     transport.engine.dispose()  # the pool may still hold a connection that was cut
     with transport.engine.connect() as conn:
@@ -469,5 +469,11 @@ def test_pump_settings_and_keyword_options_are_one_declaration(transport):
     pump = MessagePump(transport, transport.queue("Sales"), print, shared, batch_size=5)
     assert (pump.batch_size, pump.immediate_retries, pump.peek_delay) == (5, 2, 0.2)
     assert pump.settings == dataclasses.replace(shared, batch_size=5)
+    by_keywords = MessagePump(transport, transport.queue("Sales"), print, batch_size=5, immediate_retries=2, peek_delay=0.2)
+    by_settings = MessagePump(
+        transport, transport.queue("Sales"), print, pumps.PumpSettings(batch_size=5, immediate_retries=2, peek_delay=0.2)
+    )
+    assert by_keywords.settings == by_settings.settings == pump.settings
+    assert [vars(p)[name] for p in (by_keywords, by_settings) for name in ("batch_size", "peek_delay", "concurrency")] == [5, 0.2, 1] * 2
     with pytest.raises(UsageError, match="MessagePump has no option batchsize"):
         MessagePump(transport, transport.queue("Sales"), print, batchsize=5)

@@ -69,7 +69,7 @@ def cmd_console(args: argparse.Namespace) -> int:
         raise errors.UsageError(f"--keep-jobs {args.keep_jobs}: give 1 or more (the action log keeps every action)")
     access = Access.from_environment(host, args.read_only, tokens_file=args.tokens_file, allowed_hosts=args.allowed_host or ())
     uvicorn = require()
-    from ..console.app import Console, make_app
+    from ..console.app import Console, ConsoleSettings, make_app
 
     config = load_config(args.config) if Path(args.config).is_file() else None
     bound = read_timeout(args)
@@ -87,9 +87,7 @@ def cmd_console(args: argparse.Namespace) -> int:
                 config,
                 args.error_queue,
                 draw=_draw,
-                batch_size=args.batch_size,
-                sample_interval=args.sample_interval,
-                keep_jobs=args.keep_jobs,
+                settings=ConsoleSettings(args.batch_size, args.sample_interval, args.keep_jobs),
             )
         retention = _retention(args, console)
         sock = _listening(host, port)

@@ -163,11 +163,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             staged,
             journal,
             shlex.join(_words(args)),
-            args.parallel,
-            progress.update,
+            runner.RunSettings(args.parallel, progress.update, progress.say, args.check_between_stages),
             batch=batch,
-            say=progress.say,
-            check_all=args.check_between_stages,
         )
     finally:
         progress.close()

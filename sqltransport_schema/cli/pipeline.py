@@ -389,9 +389,7 @@ def cmd_tenants(args: argparse.Namespace) -> int:
             sys.stderr.write(f"tenants: {table}: {outcome.tenant}: {outcome.rows} row(s): {state}\n")
             sys.stderr.flush()
 
-    result = tenants.move(
-        url, tables, tenant_of, urls, spark=spark, delete_source=args.delete_source, batch_size=args.batch_size, progress=progress
-    )
+    result = tenants.move(url, tables, tenant_of, urls, tenants.MoveSettings(spark, args.delete_source, args.batch_size, progress))
     lines = tenants.summary(result) + [f"not carried (no option names its tenant): {name}" for name in left_out]
     if result.unsettled:
         lines.append(f"{result.unsettled} row(s) not in their tenant's database: they stay in the shared one")

@@ -17,6 +17,7 @@ from ..defaults import (
     DEFAULT_TOPICS,
     EXAMPLE_QUEUE,
 )
+from ..schema import TableName
 from ..versions import LATEST
 from .options import TOPOLOGY_DEFAULT, add_command, add_options, load_config, topology_path
 from .output import EXIT_OK, emit_invalid, emit_product, emit_status
@@ -43,9 +44,7 @@ def cmd_statements(args: argparse.Namespace) -> int:
     prof, statements = listings.runtime_statements(
         engine,
         args.transport_version,
-        args.queue,
-        args.schema,
-        args.catalog,
+        TableName(args.queue, args.schema, args.catalog),
         subscription_table=args.subscription_table,
         delayed_suffix=args.delayed_suffix,
         topics=args.topics,

@@ -48,6 +48,16 @@ class Report(Protocol):
 Work = Callable[[Callable[[Any], None]], Any]
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How a job runs, as its request asked (the pages' and the API's `rate` and `wait`, passed on
+    together): at most `rate` batches a second (None: as fast as it goes); `wait`: the request
+    returns once the job has ended."""
+
+    rate: float | None = None
+    wait: bool = False
+
+
 @dataclass
 class Job:
     """An action under way or done: which (retry, archive, restore, purge), what it was asked, its
@@ -123,21 +133,11 @@ class Actions:
         return self.queue.log.history(limit)
 
     # -- jobs --------------------------------------------------------------------------------
-    def start(
-        self,
-        kind: str,
-        who: str,
-        what: str,
-        chosen: int | None,
-        work: Work,
-        rate: float | None = None,
-        wait: bool = False,
-        ids: Sequence[str] = (),
-    ) -> Job:
+    def start(self, kind: str, who: str, what: str, chosen: int | None, work: Work, pace: Pace = Pace(), ids: Sequence[str] = ()) -> Job:
         """Run `work` as a job of this kind in a thread of its own (the action log checked first: no
-        unlogged action); `rate`: at most that many batches a second; `wait`: return once it has ended;
-        `ids`: the messages it acts on, named in the action log's target (the first LOGGED_IDS of them:
-        what a message's history reads)."""
+        unlogged action), at its `pace`; `ids`: the messages it acts on, named in the action log's
+        target (the first LOGGED_IDS of them: what a message's history reads)."""
+        rate, wait = pace.rate, pace.wait
         self.require_log()
         what = what + logged_ids(ids)
         if rate is not None and not rate > 0:
@@ -210,7 +210,7 @@ class Actions:
         def work(progress: Callable[[Any], None]) -> Report:
             return self.queue.retry(Selection(ids=tuple(chosen)), to_queue=to_queue, progress=progress)
 
-        return self.start("retry", who, what, len(chosen), work, rate, wait, chosen)
+        return self.start("retry", who, what, len(chosen), work, Pace(rate, wait), chosen)
 
     def job(self, job_id: int) -> Job:
         """The job of this id, else NotFound: for one this console ran and has dropped, saying where its

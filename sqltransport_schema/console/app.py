@@ -5,6 +5,7 @@ cli/console.py serves it with uvicorn. Every response carries security.SECURITY_
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -12,7 +13,8 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +38,7 @@ from ..errorqueue import Selection
 from ..runtime.status import status
 from ..urls import display_url
 from ..util import duration_ms
-from .actions import DEFAULT_KEEP_JOBS, Actions, Job
+from .actions import DEFAULT_KEEP_JOBS, Actions, Job, Pace
 from .chart import depth_chart
 from .display import shown, when
 from .security import COOKIE, CSRF_FIELD, CSRF_HEADER, OPERATOR, SECURITY_HEADERS, Access, Operator, Session
@@ -67,6 +69,18 @@ class JSONResponse(_StarletteJSON):
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """The console's tunables, as `console`'s options set them (one object from the command line
+    to the console): `batch_size` messages a transaction of an action; `sample_interval` seconds
+    between depth samples (the ring buffer holds an hour of them); `keep_jobs` finished jobs kept
+    in memory (actions.Actions)."""
+
+    batch_size: int = DEFAULT_RETRY_BATCH
+    sample_interval: float = SAMPLE_INTERVAL
+    keep_jobs: int = DEFAULT_KEEP_JOBS
+
+
 class Console:
     """What the pages and the API share: the transport, the access rules, the actions, the samples."""
 
@@ -77,13 +91,10 @@ class Console:
         config: Config | None = None,
         error_queue: str = DEFAULT_ERROR_QUEUE,
         draw: Callable[[Any], bytes] | None = None,
-        batch_size: int = DEFAULT_RETRY_BATCH,
-        sample_interval: float = SAMPLE_INTERVAL,
-        keep_jobs: int = DEFAULT_KEEP_JOBS,
+        settings: ConsoleSettings = ConsoleSettings(),
     ) -> None:
-        """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes);
-        `sample_interval`: seconds between depth samples (the ring buffer holds an hour of them);
-        `keep_jobs`: finished jobs kept in memory (actions.Actions)."""
+        """`draw`: a status report -> the topology's SVG (the CLI's `graph`, which adds status's notes)."""
+        batch_size, sample_interval, keep_jobs = settings.batch_size, settings.sample_interval, settings.keep_jobs
         self.transport, self.access, self.config, self.error_queue, self.draw = transport, access, config, error_queue, draw
         self.actions = Actions(transport, error_queue, batch_size, keep_jobs)
         self.queue = self.actions.queue  # the error queue's model: every read and action of the pages
@@ -293,6 +304,20 @@ def _operator(request: Request) -> Response | None:
     return None
 
 
+def _acting(handler: Callable[..., Awaitable[Response]]) -> Callable[..., Awaitable[Response]]:
+    """A handler that acts on the error queue: the refusal (403) unless the caller may act
+    (_operator), else the handler called with the console after the request (the check written once)."""
+
+    @functools.wraps(handler)
+    async def checked(request: Request, *args: Any, **kwargs: Any) -> Response:
+        refused = _operator(request)
+        if refused is not None:
+            return refused
+        return await handler(request, request.app.state.console, *args, **kwargs)
+
+    return checked
+
+
 # ------------------------------------------------------------------------------------ pages
 _templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True, default_for_string=True))
 _templates.filters["shown"] = shown
@@ -392,12 +417,9 @@ def message_page(request: Request) -> Response:
     return _page(request, "message.html", message=found, history=history, groups=groups)
 
 
-async def edit_form(request: Request) -> Response:
+@_acting
+async def edit_form(request: Request, console: Console) -> Response:
     """Edit and retry from a message's page: its headers (a JSON object) and body edited in the page."""
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
     form = await request.form()
     headers = str(form.get("headers", ""))  # a JSON object's text: the model reads it as the transport would
     key = _int(form.get("key"), "key")
@@ -406,11 +428,8 @@ async def edit_form(request: Request) -> Response:
     return RedirectResponse(f"/log?edited={done['sent']}", status_code=303)
 
 
-async def api_edit(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
+@_acting
+async def api_edit(request: Request, console: Console) -> Response:
     body = await _json_object(request)
     key = body.get("key")
     if not isinstance(key, int) or isinstance(key, bool):
@@ -422,11 +441,8 @@ async def api_edit(request: Request) -> Response:
     return JSONResponse(done)
 
 
-async def retry_form(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
+@_acting
+async def retry_form(request: Request, console: Console) -> Response:
     form = await request.form()
     fields = {k: str(v) for k, v in form.items()}
     ids, what = await run_in_threadpool(_chosen, console, fields, [str(v) for v in form.getlist("id")])
@@ -560,11 +576,8 @@ def api_message(request: Request) -> Response:
     return JSONResponse(found.to_json() | {"history": errorqueue.history(found, console.actions.about(found.id))})
 
 
-async def api_retry(request: Request) -> Response:
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
+@_acting
+async def api_retry(request: Request, console: Console) -> Response:
     body = await _json_object(request)
     ids, what = await run_in_threadpool(_chosen_of_json, console, body)
     to_queue = body.get("to_queue")
@@ -624,7 +637,7 @@ def _archive(console: Console, ids: list[str], why: str, who: str, what: str, ra
     """Archive these messages of the error queue, as a job (checked before it starts)."""
     console.actions.require_log()
     chosen, move = console.queue.archive(Selection(ids=tuple(ids)), why or DEFAULT_WHY, who)
-    return console.actions.start("archive", who, what, len(chosen), move, rate, wait, chosen)
+    return console.actions.start("archive", who, what, len(chosen), move, Pace(rate, wait), chosen)
 
 
 def _restore(console: Console, keys: list[int], who: str, rate: float | None, wait: bool) -> Job:
@@ -633,7 +646,7 @@ def _restore(console: Console, keys: list[int], who: str, rate: float | None, wa
         raise errors.UsageError("no archived message chosen: nothing to restore")
     ids, move, _ = console.queue.restore(keys=keys)
     chosen = len(dict.fromkeys(keys))
-    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, rate, wait, ids)
+    return console.actions.start("restore", who, f"{chosen} archived message(s)", chosen, move, Pace(rate, wait), ids)
 
 
 def _purge(console: Console, older_than: Any, who: str, rate: float | None, wait: bool) -> Job:
@@ -642,7 +655,7 @@ def _purge(console: Console, older_than: Any, who: str, rate: float | None, wait
         raise errors.UsageError(f"older_than: {older_than!r} is not an age: give a number and its unit, e.g. 90m, 12h or 30d")
     console.actions.require_log()
     move = console.queue.purge(milliseconds / 1000)
-    return console.actions.start("purge", who, f"archived more than {older_than} ago", None, move, rate, wait)
+    return console.actions.start("purge", who, f"archived more than {older_than} ago", None, move, Pace(rate, wait))
 
 
 def _chosen(console: Console, fields: dict[str, str], ids: list[str]) -> tuple[list[str], str]:
@@ -668,13 +681,10 @@ def _chosen_of_json(console: Console, body: dict) -> tuple[list[str], str]:
     return _matching(console, {k: str(v) for k, v in given.items() if v})
 
 
-async def _archive_action(request: Request, work: Callable[[Console, Any, str], Job], json: bool) -> Response:
+@_acting
+async def _archive_action(request: Request, console: Console, work: Callable[[Console, Any, str], Job], json: bool) -> Response:
     """An archive action of a form (then the job's page) or of the API (then the job as JSON): the
     operator's only; `work` (the console, the form or JSON body, who) starts the job, in the thread pool."""
-    refused = _operator(request)
-    if refused is not None:
-        return refused
-    console: Console = request.app.state.console
     given = await _json_object(request) if json else await request.form()
     job = await run_in_threadpool(work, console, given, _who(request))
     if json:

@@ -14,6 +14,7 @@ from .retrying import (
     LEFT_NOT_AN_ADDRESS,
     LEFT_UNKNOWN,
     LEFT_UNREADABLE,
+    RetryOptions,
     RetryReport,
     retry,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "Page",
     "Message",
     "RetryReport",
+    "RetryOptions",
     "retry",
     "LEFT_NO_FAILED_Q",
     "LEFT_UNREADABLE",

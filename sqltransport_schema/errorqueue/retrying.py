@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .. import errors, wire
 from ..defaults import DEFAULT_ERROR_QUEUE, DEFAULT_RETRY_BATCH
@@ -18,6 +18,8 @@ from ..schema import Kind, TableName
 from .selection import Selection
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.12; SQLAlchemy depends on typing_extensions
+
     from ..runtime.transport import Transport
 
 LEFT_NO_FAILED_Q = "no NServiceBus.FailedQ header"
@@ -114,17 +116,25 @@ def retry_destination(transport: Transport, address: str, *, error_queue: str = 
     return _chosen(_Destinations(transport, queues, existing, dialect.table_key(resolve(transport, error_queue))), address)
 
 
+class RetryOptions(TypedDict, total=False):
+    """How a retry runs, whatever it chooses: retry's and retry_selected's keyword arguments after
+    the choice, declared once. error_queue (default "error"), dry_run (default False), batch_size
+    (default DEFAULT_RETRY_BATCH), progress, to_queue: as retry's docstring says."""
+
+    error_queue: str
+    dry_run: bool
+    batch_size: int
+    progress: Callable[[RetryReport], None] | None
+    to_queue: str | None
+
+
 def retry(
     transport: Transport,
     *,
-    error_queue: str = DEFAULT_ERROR_QUEUE,
     all_messages: bool = False,
     failed_queue: str | None = None,
     message_ids: Sequence[str] = (),
-    dry_run: bool = False,
-    batch_size: int = DEFAULT_RETRY_BATCH,
-    progress: Callable[[RetryReport], None] | None = None,
-    to_queue: str | None = None,
+    **options: Unpack[RetryOptions],
 ) -> RetryReport:
     """Move failed messages from the error queue back to the queue their NServiceBus.FailedQ names:
     all of them, those of one failed queue, or those with the given message ids (the
@@ -139,9 +149,7 @@ def retry(
         selection = Selection.chosen(all_messages, failed_queue, tuple(message_ids))
     except errors.UsageError:
         raise errors.UsageError("choose the messages to retry: all of them, one failed queue, or message ids (exactly one)") from None
-    return retry_selected(
-        transport, selection, error_queue=error_queue, dry_run=dry_run, batch_size=batch_size, progress=progress, to_queue=to_queue
-    )
+    return retry_selected(transport, selection, **options)
 
 
 def retry_selected(
@@ -170,8 +178,7 @@ def retry_selected(
         raise errors.UsageError(f"error queue {error_queue}: no queue of the deployed blueprint has that address")
     error_name = queues[error_key]
     wanted_key = dialect.table_key(resolve(transport, failed_queue)) if failed_queue is not None else None
-    wanted_ids = {i.lower(): i for i in message_ids}
-    seen_ids: set[str] = set()
+    wanted = _Wanted(wanted_key, {i.lower(): i for i in message_ids})
     report = RetryReport(transport.address_of(error_name, as_engine_knows=True), dry_run)
     read = dialect.live_bus.error_batch(error_name, profile, lock=not dry_run)
     delete = dialect.live_bus.delete_retried(error_name, profile)
@@ -192,7 +199,7 @@ def retry_selected(
                 sends: dict[TableName, list[tuple[bytes | None, str]]] = {}
                 keys = []
                 for key, row_id, raw, body in rows:
-                    picked = _pick(raw, str(row_id), wanted_key, wanted_ids, seen_ids, destination, dialect, report, chosen)
+                    picked = _pick(raw, str(row_id), wanted, destination, report, chosen)
                     if picked is None:
                         continue
                     target, headers = picked
@@ -210,20 +217,23 @@ def retry_selected(
                 report.moved += len(messages)
             if progress is not None:
                 progress(report)
-    report.not_found = [original for lowered, original in wanted_ids.items() if lowered not in seen_ids]
+    report.not_found = [original for lowered, original in wanted.ids.items() if lowered not in wanted.seen]
     return report
 
 
+@dataclass(frozen=True)
+class _Wanted:
+    """What a retry's selection takes, read once before its batches and asked of each message: the
+    failed queue's table key (or None), the ids (lowered -> as given), and those seen so far (the
+    rest are the report's not_found)."""
+
+    key: tuple | None
+    ids: dict[str, str]
+    seen: set[str] = field(default_factory=set)
+
+
 def _pick(
-    raw: str,
-    row_id: str,
-    wanted_key: tuple | None,
-    wanted_ids: dict[str, str],
-    seen_ids: set[str],
-    destination: _Destinations,
-    dialect: Any,
-    report: RetryReport,
-    chosen: TableName | None = None,
+    raw: str, row_id: str, wanted: _Wanted, destination: _Destinations, report: RetryReport, chosen: TableName | None = None
 ) -> tuple[TableName, str] | None:
     """(destination, headers to send) for a message of the error queue the selection takes and that
     can go back (to `chosen`, where given, else to its FailedQ); None for one it does not take, or
@@ -232,20 +242,20 @@ def _pick(
         headers = wire.decode_headers(raw)
     except wire.PoisonHeaders:
         headers = None
-    if wanted_ids:
+    if wanted.ids:
         ids = {row_id.lower()}
         if headers is not None and wire.MESSAGE_ID in headers:
             ids.add(headers[wire.MESSAGE_ID].lower())
-        matched = ids & wanted_ids.keys()
+        matched = ids & wanted.ids.keys()
         if not matched:
             return None
-        seen_ids.update(matched)
+        wanted.seen.update(matched)
     failed_q = headers.get(wire.FAILED_Q) if headers is not None else wire.failed_q_of_unreadable(raw)
-    if wanted_key is not None:
+    if wanted.key is not None:
         if failed_q is None:
             return None
         try:
-            if dialect.table_key(resolve(destination.transport, failed_q)) != wanted_key:
+            if destination.transport.dialect.table_key(resolve(destination.transport, failed_q)) != wanted.key:
                 return None
         except (ValueError, TypeError):
             return None

@@ -75,22 +75,33 @@ def one_at_a_time(batch: Batch) -> Lanes:
     return run
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """How a run of stages goes, as the command line asked, in one object (the runner passes it on
+    whole): `parallel` targets at once (None: each stage's own), `on_result` after each target (the
+    progress line; upgrade's also gets the workers running), `say` a line for the user, `check_all`
+    every stage checked before the stages after it (as a stage's check: true is), `sleep` a bake's wait."""
+
+    parallel: int | None = None
+    on_result: Callable[..., None] = lambda stage, result, running=0: None
+    say: Callable[[str], None] = lambda line: None
+    check_all: bool = False
+    sleep: Callable[[float], None] = time.sleep
+
+
 def run_stages(
     staged: list[tuple[Stage, list[Target]]],
     lanes: Lanes,
     journal: Journal | None,
-    parallel: int | None = None,
-    on_result: Callable[[StageReport, Result], None] = lambda stage, result: None,
-    say: Callable[[str], None] = lambda line: None,
-    sleep: Callable[[float], None] = time.sleep,
+    settings: RunSettings = RunSettings(),
     dependencies: dict[str, tuple[str, ...]] | None = None,
     verify: Verify | None = None,
-    check_all: bool = False,
 ) -> list[StageReport]:
     """Run the stages through lanes (the pool's, or Spark's one at a time) in waves: each wave the
     stages whose dependencies (default: the stage before) completed, at once. After a stage, while
     stages remain, its gate: its bake and pause (when it upgraded something), its check (verify).
     The run stops after a wave in which a stage stopped or paused."""
+    parallel, on_result, say, sleep, check_all = settings.parallel, settings.on_result, settings.say, settings.sleep, settings.check_all
     reports = [StageReport(stage, targets) for stage, targets in staged]
     by_name = {r.stage.name: r for r in reports}
     if dependencies is None:
@@ -208,37 +219,33 @@ def upgrade(
     staged: list[tuple[Stage, list[Target]]],
     journal: Journal | None,
     command: str,
-    parallel: int | None = None,
-    on_result: Callable[..., None] = lambda stage, result, running=0: None,
+    settings: RunSettings = RunSettings(),
     batch: Callable[[str], Batch] | None = None,
-    say: Callable[[str], None] = lambda line: None,
-    check_all: bool = False,
 ) -> list[StageReport]:
     """The whole run: journalled, in worker processes (or batch(stage name): Spark's, a stage at a
-    time). `say` gets a line for each earlier run that died, before anything else. check_all: every
-    stage checked before the stages after it, as a stage's check: true is."""
+    time). `settings.say` gets a line for each earlier run that died, before anything else."""
     if journal is not None:
         journal.begin(command, ",".join(migrations.destination) or None)
         for interrupted in journal.interrupted:
-            say(interrupted.line())
+            settings.say(interrupted.line())
     outcome = "failed"
     stage_of = {t.name: s.name for s, ts in staged for t in ts}
     with ExitStack() as stack:
         checker = None if migrations.settings.dry_run else Checker(migrations, stack)
-        options = {"dependencies": fleet.dependencies(), "verify": checker, "check_all": check_all}
+        options = {"dependencies": fleet.dependencies(), "verify": checker}
         try:
             if batch is not None:
                 lanes = one_at_a_time(_per_stage(staged, batch))
-                reports = run_stages(staged, lanes, journal, parallel, on_result, say, **options)
+                reports = run_stages(staged, lanes, journal, settings, **options)
             else:
                 pool = stack.enter_context(Pool(migrations, "upgrade"))
                 if journal is not None:
                     pool.on_start = lambda target, pid: journal.started(target.name, stage_of[target.name], pid)
 
                 def with_running(stage: StageReport, result: Result) -> None:
-                    on_result(stage, result, sum(w.target is not None for w in pool.workers))
+                    settings.on_result(stage, result, sum(w.target is not None for w in pool.workers))
 
-                reports = run_stages(staged, pool.run_lanes, journal, parallel, with_running, say, **options)
+                reports = run_stages(staged, pool.run_lanes, journal, replace(settings, on_result=with_running), **options)
             outcome = "complete" if not any(incomplete(reports)) and not any(r.status == STOPPED for r in reports) else "incomplete"
             return reports
         finally:

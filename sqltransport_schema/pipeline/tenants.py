@@ -225,19 +225,24 @@ def _read_tenants(
     return by_tenant, rows, unreadable
 
 
+@dataclass(frozen=True)
+class MoveSettings:
+    """How `pipeline tenants` carries rows, the same for every table of a run (one object, passed
+    whole from move to move_table): through `spark` (else here, a tenant at a time), deleting the
+    shared rows once their tenant holds them (`delete_source`, the user's consent), `batch_size`
+    rows a transaction, `progress` called with each tenant's outcome."""
+
+    spark: SparkSession | None = None
+    delete_source: bool = False
+    batch_size: int = TENANT_BATCH
+    progress: Callable[[str, TenantOutcome], None] | None = None
+
+
 def move_table(
-    shared: str,
-    table: TableName,
-    kind: Kind,
-    tenant_of: TenantOf,
-    urls: TenantUrls,
-    *,
-    spark: SparkSession | None = None,
-    delete_source: bool = False,
-    batch_size: int = TENANT_BATCH,
-    progress: Callable[[str, TenantOutcome], None] | None = None,
+    shared: str, table: TableName, kind: Kind, tenant_of: TenantOf, urls: TenantUrls, settings: MoveSettings = MoveSettings()
 ) -> TableMove:
     """Carry one placed table's rows to their tenants' databases."""
+    spark, delete_source, batch_size, progress = settings.spark, settings.delete_source, settings.batch_size, settings.progress
     dialect = engine_of(shared)
     pipeline = dialect.pipeline
     key = KEYS[kind]
@@ -309,28 +314,14 @@ def placed_tables(config: Config, names: list[str], tenant_of: TenantOf) -> tupl
 
 
 def move(
-    shared: str,
-    tables: Iterable[tuple[TableName, Kind]],
-    tenant_of: TenantOf,
-    urls: TenantUrls,
-    *,
-    spark: SparkSession | None = None,
-    delete_source: bool = False,
-    batch_size: int = TENANT_BATCH,
-    progress: Callable[[str, TenantOutcome], None] | None = None,
+    shared: str, tables: Iterable[tuple[TableName, Kind]], tenant_of: TenantOf, urls: TenantUrls, settings: MoveSettings = MoveSettings()
 ) -> TenantMoveResult:
     """Carry every placed table's rows (see the module's docstring)."""
     from ..urls import display_url
 
     started = time.perf_counter()
-    moved = []
-    for table, kind in tables:
-        moved.append(
-            move_table(
-                shared, table, kind, tenant_of, urls, spark=spark, delete_source=delete_source, batch_size=batch_size, progress=progress
-            )
-        )
-    return TenantMoveResult(display_url(shared), moved, delete_source, round(time.perf_counter() - started, 3))
+    moved = [move_table(shared, table, kind, tenant_of, urls, settings) for table, kind in tables]
+    return TenantMoveResult(display_url(shared), moved, settings.delete_source, round(time.perf_counter() - started, 3))
 
 
 def summary(result: TenantMoveResult) -> list[str]:

@@ -43,7 +43,7 @@ from ..defaults import DEFAULT_CLEANUP_BATCH
 from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec, default_table_prefix
 from ..statements import Statement
-from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec
+from .sagas import DEFAULT_PERSISTENCE_VERSION, deployed_spec, stamped_blueprint
 from .transport import Conn, Message, Queue, Transport, driver_of, execute, execute_many, with_standard_headers
 
 if TYPE_CHECKING:
@@ -211,9 +211,7 @@ class OutboxTable:
         cls, engine: Engine, table: str, schema: str | None = None, catalog: str | None = None, config_file: str = "alembic.ini"
     ) -> OutboxTable:
         """The outbox table as the revision the database is stamped with records it."""
-        return cls.from_blueprint(
-            engine, deployed_blueprint(engine, config_file, upgrade_command_for(engine)), TableName(table, schema, catalog)
-        )
+        return cls.from_blueprint(engine, stamped_blueprint(engine, config_file), TableName(table, schema, catalog))
 
     # -- the four statements --------------------------------------------------------------
     def get(self, conn: Connection, message_id: str) -> OutboxRecord | None:

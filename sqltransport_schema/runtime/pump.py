@@ -199,7 +199,8 @@ class MessagePump:
         self.receiver = Receiver(transport, queue, handler, self.recoverability, tenants=self.tenants, outbox=self.outbox)
         self._due_mover: DueMover | None = None
         self._failing_since: float | None = None  # monotonic time of the first failure in a row
-        self._stop = threading.Event()
+        self._daemon = _Daemon("sqlts-pump", self.run)
+        self._stop = self._daemon.stopping
         self._local = threading.local()
         self._connections: list[Connection] = []
         self._lock = threading.Lock()
@@ -456,17 +457,32 @@ class MessagePump:
 
     def start(self) -> threading.Thread:
         """Run in a thread of its own (a daemon); `stop` ends it."""
-        thread = threading.Thread(target=self.run, name="sqlts-pump", daemon=True)
-        thread.start()
-        self._thread = thread
-        return thread
+        return self._daemon.start()
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop taking new messages and wait for those in flight."""
-        self._stop.set()
-        thread = getattr(self, "_thread", None)
-        if thread is not None:
-            thread.join(timeout)
+        self._daemon.stop(timeout)
+
+
+class _Daemon:
+    """A loop in a daemon thread of its own until stop() (the loop waits on `stopping`): how the pump,
+    its due mover and its purger start and stop, written once."""
+
+    def __init__(self, name: str, loop: Callable[[], None]):
+        self.name, self.loop = name, loop
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> threading.Thread:
+        self.thread = threading.Thread(target=self.loop, name=self.name, daemon=True)
+        self.thread.start()
+        return self.thread
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Set `stopping` and wait for the thread (at most `timeout` seconds)."""
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(timeout)
 
 
 class ExpiredPurger:
@@ -477,7 +493,8 @@ class ExpiredPurger:
         self.queue = queue
         self.interval = interval
         self.purged = 0
-        self._stop = threading.Event()
+        self._daemon = _Daemon("sqlts-expired-purger", self.run)
+        self._stop = self._daemon.stopping
 
     def purge_once(self) -> int:
         try:
@@ -495,14 +512,10 @@ class ExpiredPurger:
             self._stop.wait(self.interval)
 
     def start(self) -> threading.Thread:
-        self._thread = threading.Thread(target=self.run, name="sqlts-expired-purger", daemon=True)
-        self._thread.start()
-        return self._thread
+        return self._daemon.start()
 
     def stop(self, timeout: float | None = None) -> None:
-        self._stop.set()
-        if getattr(self, "_thread", None) is not None:
-            self._thread.join(timeout)
+        self._daemon.stop(timeout)
 
 
 class DueMover:
@@ -513,7 +526,8 @@ class DueMover:
         self.endpoint = endpoint
         self.interval = interval
         self.batch_size = batch_size
-        self._stop = threading.Event()
+        self._daemon = _Daemon("sqlts-due-mover", self.run)
+        self._stop = self._daemon.stopping
         self.moved = 0
 
     def move_once(self) -> int:
@@ -535,12 +549,8 @@ class DueMover:
 
     def start(self) -> threading.Thread:
         """Run in a thread of its own (a daemon); `stop` ends it."""
-        self._thread = threading.Thread(target=self.run, name="sqlts-due-mover", daemon=True)
-        self._thread.start()
-        return self._thread
+        return self._daemon.start()
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop the loop and wait for its thread (at most `timeout` seconds)."""
-        self._stop.set()
-        if getattr(self, "_thread", None) is not None:
-            self._thread.join(timeout)
+        self._daemon.stop(timeout)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from sqlalchemy.engine import Connection, Engine
 
@@ -21,12 +21,25 @@ from ..revisions import deployed_blueprint
 from ..schema import Blueprint, Kind, TableName, TableSpec
 from .transport import execute
 
-__all__ = ["SagaTable", "SagaRow", "DuplicateSaga", "DEFAULT_PERSISTENCE_VERSION"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.12; SQLAlchemy depends on typing_extensions
+
+__all__ = ["SagaTable", "SagaRow", "SagaVersions", "DuplicateSaga", "DEFAULT_PERSISTENCE_VERSION"]
 
 _SAME = object()
 # What insert writes as PersistenceVersion when the caller names none (and update, for a row
 # whose version was not read: SQL persistence's select list leaves it out).
 DEFAULT_PERSISTENCE_VERSION = "0.0.0"
+
+
+class SagaVersions(TypedDict, total=False):
+    """SagaTable.insert's row columns past the data, declared once (a new saga's; update keeps or
+    replaces the versions): Metadata (default "{}"), PersistenceVersion (default
+    DEFAULT_PERSISTENCE_VERSION), SagaTypeVersion (default "0.0.0")."""
+
+    metadata: str
+    persistence_version: str
+    saga_type_version: str
 
 
 class DuplicateSaga(errors.Conflict):
@@ -62,6 +75,11 @@ def deployed_spec(engine: Engine, blueprint: Blueprint, name: TableName, kind: K
     return dialect, found[0]
 
 
+def stamped_blueprint(engine: Engine, config_file: str) -> Blueprint:
+    """The blueprint of the revision the database is stamped with: what a table's from_database reads."""
+    return deployed_blueprint(engine, config_file, upgrade_command_for(engine))
+
+
 class SagaTable:
     """One saga table on one engine."""
 
@@ -80,9 +98,7 @@ class SagaTable:
         cls, engine: Engine, table: str, schema: str | None = None, catalog: str | None = None, config_file: str = "alembic.ini"
     ) -> SagaTable:
         """The saga table as the revision the database is stamped with records it."""
-        return cls.from_blueprint(
-            engine, deployed_blueprint(engine, config_file, upgrade_command_for(engine)), TableName(table, schema, catalog)
-        )
+        return cls.from_blueprint(engine, stamped_blueprint(engine, config_file), TableName(table, schema, catalog))
 
     @classmethod
     def from_blueprint(cls, engine: Engine, blueprint: Blueprint, name: TableName) -> SagaTable:
@@ -133,11 +149,16 @@ class SagaTable:
         correlation_value: Any = None,
         *,
         transitional_value: Any = None,
-        metadata: str = "{}",
-        persistence_version: str = DEFAULT_PERSISTENCE_VERSION,
-        saga_type_version: str = "0.0.0",
+        **versions: Unpack[SagaVersions],
     ) -> SagaRow:
-        """Store a new saga (Concurrency 1). DuplicateSaga: its Id or correlation value is taken."""
+        """Store a new saga (Concurrency 1). DuplicateSaga: its Id or correlation value is taken.
+        The other keyword arguments are SagaVersions'."""
+        unknown = sorted(set(versions) - set(SagaVersions.__annotations__))
+        if unknown:
+            raise TypeError(f"insert() got an unexpected keyword argument {unknown[0]!r}")
+        metadata = versions.get("metadata", "{}")
+        persistence_version = versions.get("persistence_version", DEFAULT_PERSISTENCE_VERSION)
+        saga_type_version = versions.get("saga_type_version", "0.0.0")
         params = {
             "Id": saga_id,
             "Metadata": metadata,

@@ -5,6 +5,7 @@ migrations (every DDL command and every stamp, by triggers in the database itsel
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import uuid
@@ -36,6 +37,24 @@ BEGIN
 END $$;
 CREATE EVENT TRIGGER fleet_ddl ON ddl_command_end EXECUTE FUNCTION fleet_ddl();
 """
+
+
+def example_project(folder: Path) -> Path:
+    """The repository's example project (four revisions) copied to folder/example: the fleet tests' migrations."""
+    root = folder / "example"
+    root.mkdir()
+    shutil.copy(REPO / "alembic.ini", root / "alembic.ini")
+    shutil.copy(REPO / "topology.yaml", root / "topology.yaml")
+    shutil.copytree(REPO / "migrations", root / "migrations", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def revisions(root: Path) -> list[str]:
+    """The revisions of the project at root, oldest first."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    return [r.revision for r in reversed(list(ScriptDirectory.from_config(Config(str(root / "alembic.ini"))).walk_revisions()))]
 
 
 def pg_url(name: str, password: str | None = None) -> str:

@@ -7,15 +7,16 @@ import sqlite3
 from sqltransport_schema.db import make_engine
 from sqltransport_schema.runtime.transport import Transport
 
-TOPOLOGY = """\
+# Two endpoints and the error queue: the smallest topology a new user deploys (tests of what they meet).
+TWO_ENDPOINTS = """\
 transport_version: "9.1"
 endpoints:
   - name: Sales
   - name: Billing
 queues:
   - name: error
-  - name: audit
 """
+TOPOLOGY = TWO_ENDPOINTS + "  - name: audit\n"
 
 
 def deployed(project, url, monkeypatch, topology: str = TOPOLOGY) -> Transport:
