@@ -9,6 +9,7 @@ this file reads them from there, so the page and the rule cannot disagree.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from pathlib import Path
 
@@ -23,10 +24,22 @@ ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
 ROOT_PACKAGE = "__init__"  # the package root's name in the layers block
 
 
+@functools.cache
+def _source(path: Path) -> str:
+    """Each module read once a worker: a dozen checks walk the whole package."""
+    return path.read_text(encoding="utf-8")
+
+
+@functools.cache
+def _tree(source: str) -> ast.Module:
+    """Each source parsed once a worker (the trees are only walked, never changed)."""
+    return ast.parse(source)
+
+
 def _declared_layers() -> list[tuple[str, ...]]:
     """docs/architecture.md's layers, lowest first: each the top-level names (packages without their `/`)
     written before the two spaces of its line."""
-    text = ARCHITECTURE.read_text(encoding="utf-8")
+    text = _source(ARCHITECTURE)
     block = text.split("```layers\n", 1)[1].split("```", 1)[0]
     lines = [line.split("  ", 1)[0].split() for line in block.splitlines() if line.strip()]
     return [tuple(name.rstrip("/") for name in names) for names in reversed(lines)]
@@ -71,7 +84,7 @@ def _import_nodes(node: ast.AST):
 def _imports(name: str) -> set[str]:
     """The package's modules `name` imports (a package when no submodule is named)."""
     found = set()
-    for node in _import_nodes(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+    for node in _import_nodes(_tree(_source(MODULES[name]))):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
@@ -224,7 +237,7 @@ ENGINE_NAMES = {"postgresql", "postgres", "mssql", "sqlite", "mysql", "mariadb",
 def _engine_name_comparisons(path: Path) -> list[int]:
     """Lines of path where a comparison names an engine (`x == "mssql"`, `x in ("mysql", "mariadb")`)."""
     lines = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(_source(path))):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             names = {c.value for o in operands for c in ast.walk(o) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
@@ -254,13 +267,13 @@ def _long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[
     """(line, name, length) of every function or method in source longer than limit lines."""
     return [
         (node.lineno, node.name, node.end_lineno - node.lineno + 1)
-        for node in ast.walk(ast.parse(source))
+        for node in ast.walk(_tree(source))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit
     ]
 
 
 def test_no_module_is_longer_than_a_maintainer_can_hold_in_mind():
-    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
+    lengths = {name: len(_source(path).splitlines()) for name, path in MODULES.items()}
     assert sorted(f"{name}: {n} lines" for name, n in lengths.items() if n > MAX_MODULE_LINES) == []
 
 
@@ -268,7 +281,7 @@ def test_no_function_is_longer_than_a_screen():
     found = [
         f"{path.relative_to(ROOT.parent)}:{line} {name} ({length} lines)"
         for path in MODULES.values()
-        for line, name, length in _long_functions(path.read_text(encoding="utf-8"))
+        for line, name, length in _long_functions(_source(path))
     ]
     assert found == []
 
@@ -305,7 +318,7 @@ MANY_PARAMETERS = {
 def _many_parameters(source: str, limit: int = MAX_PARAMETERS) -> list[tuple[int, str, int]]:
     """(line, name, count) of every function or method in source with more than limit parameters."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_tree(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = node.args
             names = [a.arg for a in (*args.posonlyargs, *args.args)]
@@ -320,7 +333,7 @@ def test_no_function_takes_more_than_seven_parameters():
     found = {
         f"{path.relative_to(ROOT.parent).as_posix()}:{name}": f"line {line}, {count} parameters"
         for path in MODULES.values()
-        for line, name, count in _many_parameters(path.read_text(encoding="utf-8"))
+        for line, name, count in _many_parameters(_source(path))
     }
     assert {where: why for where, why in found.items() if where not in MANY_PARAMETERS} == {}
     assert sorted(set(MANY_PARAMETERS) - set(found)) == [], "allowed more parameters but no longer takes them"
@@ -369,7 +382,7 @@ def _callers(names: set[str]) -> dict[str, set[str]]:
             visit(child, inner)
 
     for module, path in MODULES.items():
-        visit(ast.parse(path.read_text(encoding="utf-8")), module.removeprefix(f"{PACKAGE}."))
+        visit(_tree(_source(path)), module.removeprefix(f"{PACKAGE}."))
     return found
 
 
@@ -412,7 +425,7 @@ def _error_queue_readers() -> dict[str, set[str]]:
         if module.startswith(ERROR_QUEUE_HOME) or module == f"{PACKAGE}.wire" or _layer(module) == "engines":
             continue
         short = module.removeprefix(f"{PACKAGE}.")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(_source(path))):
             if isinstance(node, ast.Attribute) and node.attr in (*HEADER_READERS, *ERROR_HEADERS):
                 found[node.attr].add(short)
             elif isinstance(node, ast.ImportFrom) and any(a.name in (*HEADER_READERS, *ERROR_HEADERS) for a in node.names):
@@ -492,12 +505,10 @@ def _private_reaches(tree: ast.AST, private: set[str]) -> list[str]:
 def test_alembic_private_names_are_reached_from_one_wrapper_only():
     private = _alembic_private_names()
     assert "_upgrade_revs" in private and "_install_proxy" in private  # the walk knows Alembic's private names
-    found = {
-        name: reaches for name in MODULES if (reaches := _private_reaches(ast.parse(MODULES[name].read_text(encoding="utf-8")), private))
-    }
+    found = {name: reaches for name in MODULES if (reaches := _private_reaches(_tree(_source(MODULES[name])), private))}
     assert set(found) <= {ALEMBIC_WRAPPER}, found
-    assert _private_reaches(ast.parse("operations._install_proxy()"), private) == ["_install_proxy"]
-    assert _private_reaches(ast.parse("getattr(context, '_proxy', None)"), private) == ["_proxy"]
+    assert _private_reaches(_tree("operations._install_proxy()"), private) == ["_install_proxy"]
+    assert _private_reaches(_tree("getattr(context, '_proxy', None)"), private) == ["_proxy"]
 
 
 # The one way to a database (docs/fleets.md, "Reaching a database"): db.make_engine, db.driver_connection
@@ -534,7 +545,7 @@ def _connections_outside_db() -> list[str]:
         f"{name}:{line}: {what}"
         for name, path in MODULES.items()
         if name not in OWN_CONNECTIONS
-        for line, what in _own_connections(ast.parse(path.read_text(encoding="utf-8")))
+        for line, what in _own_connections(_tree(_source(path)))
     ]
 
 
