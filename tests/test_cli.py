@@ -325,3 +325,23 @@ def test_a_renamed_command_still_parses_with_a_note_on_stderr_and_help_hides_it(
 def test_message_id_takes_several_ids_after_one_flag_or_the_flag_repeated(command):
     args = build_parser().parse_args([*command, "--message-id", "a", "b", "--message-id", "c"])
     assert args.message_id == ["a", "b", "c"]
+
+
+def test_validate_prints_its_report_as_markdown(capsys):
+    from sqltransport_schema.cli import main
+
+    assert main(["validate", "--topology", str(REPO / "topology.yaml"), "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("### sqltransport-schema validate: valid\n\n`")
+
+
+@pytest.mark.parametrize("command", [["pipeline", "export", "--out-dir", "out"], ["pipeline", "replay", "--in-dir", "out"]])
+def test_a_pipeline_job_finds_its_database_as_every_command_does(tmp_path, monkeypatch, capsys, command):
+    """--url is not required: without it, SQLTRANSPORT_URL, else alembic.ini's; with neither, one error line, exit 2."""
+    from sqltransport_schema.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SQLTRANSPORT_URL", raising=False)
+    assert main([*command, "--table", "error", "--no-spark"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no database: pass --url URL (or set SQLTRANSPORT_URL), or run where alembic.ini names one")
+    assert err.count("\n") == 1

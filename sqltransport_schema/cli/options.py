@@ -153,7 +153,10 @@ OPTIONS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     # Spark partitions of a job; each command passes its default.
     "partitions": (("--partitions",), {"type": int, "help": "how many Spark partitions", "shown": "default: %(default)s"}),
     # how many connections read a table at once (Spark's JDBC numPartitions); --partitions is a count of partitions
-    "read_partitions": (("--read-partitions",), {"type": int, "help": "parallel JDBC reads", "shown": "default: %(default)s"}),
+    "read_partitions": (
+        ("--read-partitions",),
+        {"type": int, "metavar": "N", "help": "parallel JDBC reads", "shown": "default: %(default)s"},
+    ),
     # Spark (the pipeline commands that run partitions; fleet upgrade's targets, opt-in)
     "master": (
         ("--master",),
