@@ -122,7 +122,9 @@ def test_a_stage_script_takes_catalogs_of_one_sql_server_only(example, tmp_path)
         "  - name: pg\n    url: postgresql://postgres@127.0.0.1/app\n"
         "stages:\n  - name: sql\n    targets: [a, b]\n  - name: rest\n"
     )
-    mixed = run_fleet(example, "script", "--out-dir", str(tmp_path / "m"), "--per-stage", "--from", "base", "--only", "a", "--only", "pg", **env)
+    mixed = run_fleet(
+        example, "script", "--out-dir", str(tmp_path / "m"), "--per-stage", "--from", "base", "--only", "a", "--only", "pg", **env
+    )
     assert mixed.returncode == 2
     assert mixed.stderr.startswith("error: --per-stage: target pg is a postgresql database; a stage's script is for SQL Server catalogs")
     servers = run_fleet(example, "script", "--out-dir", str(tmp_path / "s"), "--per-stage", "--from", "base", "--stage", "sql", **env)

@@ -141,7 +141,9 @@ def test_archive_and_replay_without_spark_round_trip_byte_for_byte(tmp_path, cap
     before = queue_contents(url, table)
     folder = tmp_path / "archive"
     address = "audit@[public]" if engine == "postgresql" else "audit"
-    assert cli.main(["pipeline", "export", "--url", url, "--table", address, "--out-dir", str(folder), "--no-spark", "--format", "json"]) == 0
+    assert (
+        cli.main(["pipeline", "export", "--url", url, "--table", address, "--out-dir", str(folder), "--no-spark", "--format", "json"]) == 0
+    )
     archived = json.loads(capsys.readouterr().out)
     assert (archived["rows"], archived["dates"]) == (300, ["2026-11-01", "2026-11-02", "2026-11-03"])
     assert sorted(p.name for p in folder.iterdir()) == [f"date={d}" for d in archived["dates"]]

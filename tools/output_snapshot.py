@@ -126,9 +126,9 @@ def main(out: Path) -> None:
                     )
         for engine in ("mssql", "postgresql", "sqlite", "mysql", "oracle"):
             save(f"statements-sagas-{engine}.txt", run([TOOL, "statements", "--engine", engine, "--sagas"], work))
-            save(f"grants-{engine}.txt", run([TOOL, "grants", "--engine", engine, "--role", "app"], work))
-            save(f"grants-{engine}-sales.txt", run([TOOL, "grants", "--engine", engine, "--role", "app", "--endpoint", "Sales"], work))
-            save(f"grants-{engine}-installer.txt", run([TOOL, "grants", "--engine", engine, "--role", "app", "--installer"], work))
+            save(f"grants-{engine}.txt", run([TOOL, "grants", "--engine", engine, "--login", "app"], work))
+            save(f"grants-{engine}-sales.txt", run([TOOL, "grants", "--engine", engine, "--login", "app", "--endpoint", "Sales"], work))
+            save(f"grants-{engine}-installer.txt", run([TOOL, "grants", "--engine", engine, "--login", "app", "--installer"], work))
         for engine in ("mssql", "postgresql"):
             save(f"script-{engine}.txt", run([TOOL, "script", "--engine", engine], work))
             split = work / f"split-{engine}"
