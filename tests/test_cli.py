@@ -14,7 +14,7 @@ import pytest
 
 from sqltransport_schema import __version__
 from sqltransport_schema.cli import build_parser, commands
-from sqltransport_schema.cli.options import OPTIONS, Renamed
+from sqltransport_schema.cli.options import FORMATS, OPTIONS, Renamed
 
 from .support.commands import CLOSED_PORT, run
 from .support.projects import REPO
@@ -178,8 +178,19 @@ def test_a_failure_is_described_by_its_class_not_its_module():
 
 # ------------------------------------------------------------------------------- one meaning per flag
 # Options renamed because their spelling meant another thing elsewhere: the old one still parses,
-# with a note on stderr, and nothing shows it (--from and --to are revisions in script and plan/run).
-DEPRECATED = {"sqltransport-schema pipeline move": {"--from": "--from-url", "--to": "--to-url"}}
+# with a note on stderr, and nothing shows it (--from and --to are revisions in script and plan/run;
+# -o a file, --partitions a count of Spark partitions, --role a database's role under tenant
+# placement, --archive the error queue's archive table).
+DEPRECATED = {
+    "sqltransport-schema pipeline move": {"--from": "--from-url", "--to": "--to-url"},
+    "sqltransport-schema grants": {"--role": "--login"},
+    "sqltransport-schema pipeline export": {"-o": "--out-dir", "--output": "--out-dir", "--partitions": "--read-partitions"},
+    "sqltransport-schema pipeline replay": {"--archive": "--in-dir"},
+    "sqltransport-schema fleet script": {"-o": "--out-dir", "--output": "--out-dir"},
+}
+# Commands renamed: `pipeline archive` wrote Parquet, while `archive` moves the error queue's messages
+# to its archive table.
+DEPRECATED_COMMANDS = {"sqltransport-schema pipeline": {"archive": "export"}}
 # A batch is one transaction and a partition Spark's in every command that takes them; how many
 # suits what each command moves, so each says its own default (and what its batch holds). --format
 # is what a command writes: its choices are each command's (prometheus for status, svg for graph),
@@ -216,6 +227,58 @@ def test_the_meaning_walk_finds_two_meanings():
     assert len(meanings(parser)["--to"]) == 2
 
 
+def _declared_help(flag: str) -> str | None:
+    """The help OPTIONS declares for an option string (what every command's help of it starts with)."""
+    return next((kwargs["help"] for flags, kwargs in OPTIONS.values() if flag in flags), None)
+
+
+def help_texts(parser: argparse.ArgumentParser) -> dict[str, dict[str, list[str]]]:
+    """{option string: {its help with the command's note and default cut off: the commands}}, for
+    the option strings of OPTIONS: a command may say more after the declared help, never another."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for prog, command in commands(parser):
+        for action in _options(command):
+            for flag in action.option_strings:
+                declared = _declared_help(flag)
+                if declared is not None and flag != "--debug":
+                    said = declared if action.help.startswith(declared) else action.help
+                    found.setdefault(flag, {}).setdefault(said, []).append(prog)
+    return found
+
+
+def test_an_option_string_has_one_help_text_in_every_command():
+    assert {flag: found for flag, found in help_texts(build_parser()).items() if len(found) > 1} == {}
+
+
+def test_the_help_walk_finds_two_help_texts():
+    """The walk itself can fail: a command whose --url says something else than the declaration."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub.add_parser("bare").add_argument("--url", help="the Parquet folder")
+    assert sorted(help_texts(parser)["--url"]) == ["database URL", "the Parquet folder"]
+
+
+def test_a_change_may_not_give_another_help():
+    from sqltransport_schema.cli.options import add_options
+
+    with pytest.raises(KeyError, match="--help of --url is its declaration's"):
+        add_options(argparse.ArgumentParser(), "url", url={"help": "the shared database"})
+
+
+def test_format_takes_one_of_the_sets_of_choices():
+    """Commands whose outputs are alike take the same --format choices: one of FORMATS."""
+    sets = {
+        prog: tuple(action.choices)
+        for prog, command in commands(build_parser())
+        for action in _options(command)
+        if "--format" in action.option_strings
+    }
+    assert {prog: choices for prog, choices in sets.items() if choices not in FORMATS.values()} == {}
+    assert {sets[f"sqltransport-schema {name}"] for name in ("compile", "check", "validate", "fleet upgrade", "fleet status")} == {
+        FORMATS["report"]
+    }
+
+
 def test_an_option_several_commands_take_is_declared_once_in_options():
     declared = {flag for flags, _ in OPTIONS.values() for flag in flags}
     shared = {flag for flag, found in meanings(build_parser()).items() if sum(map(len, found.values())) > 1}
@@ -242,7 +305,43 @@ def test_an_old_spelling_still_parses_with_a_note_on_stderr(capsys):
     )
 
 
-@pytest.mark.parametrize("command", [["retry"], ["pipeline", "replay", "--url", "sqlite://", "--table", "error", "--archive", "a"]])
+def test_a_renamed_command_still_parses_with_a_note_on_stderr_and_help_hides_it(capsys):
+    parser = build_parser()
+    args = parser.parse_args(["pipeline", "archive", "--url", "sqlite://", "--table", "error", "-o", "out"])
+    assert (args.pipeline_command, args.func.__name__, args.out_dir) == ("export", "cmd_export", "out")
+    assert capsys.readouterr().err == (
+        "warning: sqltransport-schema pipeline archive is deprecated; use sqltransport-schema pipeline export\n"
+        "warning: -o is deprecated for pipeline export; use --out-dir\n"
+    )
+    for prog, renamed in DEPRECATED_COMMANDS.items():
+        text = dict(commands(parser))[prog].format_help()
+        assert [old for old in renamed if re.search(rf"\b{old}\b", text)] == []
+    with pytest.raises(SystemExit):
+        parser.parse_args(["pipeline", "nothing"])
+    assert "archive" not in capsys.readouterr().err.partition("choose from")[2]
+
+
+@pytest.mark.parametrize("command", [["retry"], ["pipeline", "replay", "--url", "sqlite://", "--table", "error", "--in-dir", "a"]])
 def test_message_id_takes_several_ids_after_one_flag_or_the_flag_repeated(command):
     args = build_parser().parse_args([*command, "--message-id", "a", "b", "--message-id", "c"])
     assert args.message_id == ["a", "b", "c"]
+
+
+def test_validate_prints_its_report_as_markdown(capsys):
+    from sqltransport_schema.cli import main
+
+    assert main(["validate", "--topology", str(REPO / "topology.yaml"), "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("### sqltransport-schema validate: valid\n\n`")
+
+
+@pytest.mark.parametrize("command", [["pipeline", "export", "--out-dir", "out"], ["pipeline", "replay", "--in-dir", "out"]])
+def test_a_pipeline_job_finds_its_database_as_every_command_does(tmp_path, monkeypatch, capsys, command):
+    """--url is not required: without it, SQLTRANSPORT_URL, else alembic.ini's; with neither, one error line, exit 2."""
+    from sqltransport_schema.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SQLTRANSPORT_URL", raising=False)
+    assert main([*command, "--table", "error", "--no-spark"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no database: pass --url URL (or set SQLTRANSPORT_URL), or run where alembic.ini names one")
+    assert err.count("\n") == 1

@@ -204,7 +204,7 @@ def test_a_grants_monitor_login_gets_the_read_only_console(project, pg_url):
     name = f"sqlts_console_{uuid.uuid4().hex[:10]}"
     apply(deployed, f'CREATE ROLE "{name}" LOGIN')
     try:
-        code, sql = run_grants(project, "--engine", "postgresql", "--role", name, "--monitor")
+        code, sql = run_grants(project, "--engine", "postgresql", "--login", name, "--monitor")
         assert code == 0
         apply(deployed, sql)
         url = make_url(deployed).set(drivername="postgresql+psycopg", username=name).render_as_string(hide_password=False)

@@ -151,7 +151,7 @@ def test_fleet_script_writes_each_targets_script_naming_it(example, tmp_path):
         assert run_fleet(example, "upgrade", "--only", short[2], **PASSWORD).returncode == 0
         assert run_fleet(example, "upgrade", "--only", short[1], "--to", revs[1], **PASSWORD).returncode == 0
         out = tmp_path / "scripts"
-        result = run_fleet(example, "script", "-o", str(out), **PASSWORD)
+        result = run_fleet(example, "script", "--out-dir", str(out), **PASSWORD)
         assert result.returncode == 0, result.stdout + result.stderr
         assert sorted(p.name for p in out.iterdir()) == [f"{short[0]}.sql", f"{short[1]}.sql"]
         assert f"at revision {short[2]}: no script" in result.stderr  # status lines on stderr: stdout holds products alone

@@ -49,7 +49,7 @@ def test_a_stage_script_runs_each_catalogs_section_after_its_use(example, tmp_pa
     mssql_fleet(example, ["acme", "globex", ODD], stages)
     env = {"FLEET_MSSQL_PASSWORD": SECRET}
     out = tmp_path / "stages"
-    result = run_fleet(example, "script", "-o", str(out), "--per-stage", "--from", "base", **env)
+    result = run_fleet(example, "script", "--out-dir", str(out), "--per-stage", "--from", "base", **env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["canary.sql", "rest.sql"]
     raw = (out / "rest.sql").read_bytes()
@@ -59,7 +59,7 @@ def test_a_stage_script_runs_each_catalogs_section_after_its_use(example, tmp_pa
     by_target = sections(rest)
     assert list(by_target) == ["globex", ODD]
     per_target = tmp_path / "targets"
-    assert run_fleet(example, "script", "-o", str(per_target), "--from", "base", **env).returncode == 0
+    assert run_fleet(example, "script", "--out-dir", str(per_target), "--from", "base", **env).returncode == 0
     for name, section in by_target.items():
         url = f"mssql+pyodbc://app:***@sqlhost/tenant_{name}?{DRIVER}".replace("'", "%27").replace("]", "%5D")
         head, use = section.split("\n", 1)[0], section.split("\n")[1:3]
@@ -97,19 +97,19 @@ def test_where_sql_server_targets_are_comes_from_from_or_from_each_database(exam
     mssql_fleet(example, ["acme", "globex"], "")
     env = {"FLEET_MSSQL_PASSWORD": SECRET}
     out = tmp_path / "from-first"
-    result = run_fleet(example, "script", "-o", str(out), "--per-stage", "--from", revs[0], **env)
+    result = run_fleet(example, "script", "--out-dir", str(out), "--per-stage", "--from", revs[0], **env)
     assert result.returncode == 0, result.stdout + result.stderr
     text = (out / "all.sql").read_text(encoding="utf-8-sig")
     assert [s.split("\n", 1)[0].rsplit(", ", 1)[1] for s in sections(text).values()] == [f"from {revs[0]} to {revs[-1]}"] * 2
     assert f"-- Running upgrade  -> {revs[0]}" not in text and f"-- Running upgrade {revs[0]} -> {revs[1]}" in text
-    at_head = run_fleet(example, "script", "-o", str(tmp_path / "none"), "--per-stage", "--from", "head", **env)
+    at_head = run_fleet(example, "script", "--out-dir", str(tmp_path / "none"), "--per-stage", "--from", "head", **env)
     assert at_head.returncode == 0 and not list((tmp_path / "none").glob("*"))
     assert at_head.stderr.splitlines() == ["at revision acme: no script", "at revision globex: no script"]
     # without --from each target is read, as the per-target form reads it: here no SQL Server answers
-    read = run_fleet(example, "script", "-o", str(tmp_path / "read"), "--per-stage", **env)
+    read = run_fleet(example, "script", "--out-dir", str(tmp_path / "read"), "--per-stage", **env)
     assert read.returncode == 1, read.stdout + read.stderr
     assert [line.split(":")[0] for line in read.stderr.splitlines()] == ["failed acme", "failed globex"]
-    unknown = run_fleet(example, "script", "-o", str(tmp_path / "x"), "--from", "nosuchrev", **env)
+    unknown = run_fleet(example, "script", "--out-dir", str(tmp_path / "x"), "--from", "nosuchrev", **env)
     assert unknown.returncode == 2 and unknown.stderr.startswith("error: --from nosuchrev:")
     no_secret(result.stdout, result.stderr, read.stdout, read.stderr, text)
 
@@ -122,10 +122,12 @@ def test_a_stage_script_takes_catalogs_of_one_sql_server_only(example, tmp_path)
         "  - name: pg\n    url: postgresql://postgres@127.0.0.1/app\n"
         "stages:\n  - name: sql\n    targets: [a, b]\n  - name: rest\n"
     )
-    mixed = run_fleet(example, "script", "-o", str(tmp_path / "m"), "--per-stage", "--from", "base", "--only", "a", "--only", "pg", **env)
+    mixed = run_fleet(
+        example, "script", "--out-dir", str(tmp_path / "m"), "--per-stage", "--from", "base", "--only", "a", "--only", "pg", **env
+    )
     assert mixed.returncode == 2
     assert mixed.stderr.startswith("error: --per-stage: target pg is a postgresql database; a stage's script is for SQL Server catalogs")
-    servers = run_fleet(example, "script", "-o", str(tmp_path / "s"), "--per-stage", "--from", "base", "--stage", "sql", **env)
+    servers = run_fleet(example, "script", "--out-dir", str(tmp_path / "s"), "--per-stage", "--from", "base", "--stage", "sql", **env)
     assert servers.returncode == 2
     assert servers.stderr.startswith("error: --per-stage: stage sql's targets are on more than one server: one (a), two (b)")
     assert not (tmp_path / "m").exists() and not (tmp_path / "s").exists()  # nothing written, nothing read
@@ -147,7 +149,7 @@ def test_each_targets_script_builds_its_roles_tables(project, tmp_path):
         listed = "".join(f"  - name: {n.rsplit('_', 1)[1]}\n    url: {pg_url(n)}\n    role: tenant\n" for n in tenants)
         (project.root / "fleet.yaml").write_text(f"targets:\n  - name: shared\n    url: {pg_url(shared)}\n{listed}", encoding="utf-8")
         out = tmp_path / "scripts"
-        result = run_fleet(project.root, "script", "-o", str(out))
+        result = run_fleet(project.root, "script", "--out-dir", str(out))
         assert result.returncode == 0, result.stdout + result.stderr
         short = [n.rsplit("_", 1)[1] for n in tenants]
         assert sorted(p.name for p in out.iterdir()) == sorted(["shared.sql", *(f"{n}.sql" for n in short)])
@@ -167,5 +169,5 @@ def test_each_targets_script_builds_its_roles_tables(project, tmp_path):
         assert blueprint.for_role(TENANT).tables and blueprint.for_role(SHARED).tables  # two different sets, both built
         status = run_fleet(project.root, "status", "--check")
         assert status.returncode == 0, status.stdout + status.stderr  # each database as its role's blueprint says
-        again = run_fleet(project.root, "script", "-o", str(tmp_path / "again"))
+        again = run_fleet(project.root, "script", "--out-dir", str(tmp_path / "again"))
         assert again.returncode == 0 and len(again.stderr.splitlines()) == 3  # every target at the revision: no script

@@ -68,7 +68,7 @@ DDL = [
 
 
 def test_runtime_grants_run_every_statement_and_nothing_else(project, deployed, role):
-    code, sql = run_grants(project, "--engine", "postgresql", "--role", role)
+    code, sql = run_grants(project, "--engine", "postgresql", "--login", role)
     assert code == 0
     assert "CREATE" not in sql.replace("-- ", "") and "ALTER" not in sql and "DROP" not in sql
     apply(deployed, sql)
@@ -96,7 +96,7 @@ def exercise_instance(transport: Transport) -> None:
 
 
 def test_endpoint_grants_receive_own_queues_send_to_all(project, deployed, role):
-    code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--endpoint", "Sales")
+    code, sql = run_grants(project, "--engine", "postgresql", "--login", role, "--endpoint", "Sales")
     assert code == 0
     apply(deployed, sql)
     transport = as_role(deployed, role)
@@ -124,7 +124,7 @@ def test_endpoint_grants_receive_own_queues_send_to_all(project, deployed, role)
 
 
 def test_installer_grants_let_a_plain_role_run_the_migrations(project, deployed, role, pg_url):
-    code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--installer")
+    code, sql = run_grants(project, "--engine", "postgresql", "--login", role, "--installer")
     assert code == 0
     assert "CREATE ON DATABASE" in sql and 'GRANT USAGE, CREATE ON SCHEMA "public"' in sql
     apply(deployed, sql)
@@ -137,7 +137,7 @@ def test_installer_grants_let_a_plain_role_run_the_migrations(project, deployed,
 
 def test_mssql_output(project):
     project.write_topology(MSSQL_TOPOLOGY)
-    code, sql = run_grants(project, "--engine", "mssql", "--role", "role")
+    code, sql = run_grants(project, "--engine", "mssql", "--login", "role")
     assert code == 0
     lines = sql.splitlines()
     assert lines[1:] == [
@@ -151,11 +151,11 @@ def test_mssql_output(project):
         "GRANT SELECT, INSERT, DELETE ON [dbo].[Shipping] TO [role];",
         "GRANT SELECT, INSERT, DELETE ON [dbo].[Shipping.Delayed] TO [role];",
     ]
-    code, sql = run_grants(project, "--engine", "mssql", "--role", "odd]name", "--endpoint", "Sales")
+    code, sql = run_grants(project, "--engine", "mssql", "--login", "odd]name", "--endpoint", "Sales")
     assert "GRANT SELECT, INSERT, DELETE ON [dbo].[Sales] TO [odd]]name];" in sql
     assert "GRANT INSERT ON [dbo].[error] TO [odd]]name];" in sql
     assert "Shipping.Delayed" not in sql
-    code, sql = run_grants(project, "--engine", "mssql", "--role", "role", "--installer")
+    code, sql = run_grants(project, "--engine", "mssql", "--login", "role", "--installer")
     assert "GRANT CREATE TABLE TO [role];" in sql and "GRANT VIEW DEFINITION TO [role];" in sql
     assert "GRANT ALTER ON SCHEMA::[dbo] TO [role];" in sql
 
@@ -170,13 +170,13 @@ def test_mssql_output(project):
 )
 def test_engines_without_generated_grants_say_so_in_one_line(project, engine, says):
     project.write_topology(TOPOLOGY)
-    code, out = run_grants(project, "--engine", engine, "--role", "x")
+    code, out = run_grants(project, "--engine", engine, "--login", "x")
     assert code == 0 and says in out and len(out.splitlines()) == 1
 
 
 def test_unknown_endpoint_is_an_error(project, capsys):
     project.write_topology(TOPOLOGY)
-    assert run_grants(project, "--engine", "postgresql", "--role", "x", "--endpoint", "Nope")[0] == 2
+    assert run_grants(project, "--engine", "postgresql", "--login", "x", "--endpoint", "Nope")[0] == 2
     assert "no endpoint 'Nope'" in capsys.readouterr().err
 
 

@@ -42,7 +42,7 @@ def seed(transport: Transport) -> None:
 
 
 def test_monitor_grants_read_everything_and_write_nothing(project, deployed, role, monkeypatch, capsys):
-    code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--monitor")
+    code, sql = run_grants(project, "--engine", "postgresql", "--login", role, "--monitor")
     assert code == 0
     body = "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
     assert all(word not in body for word in ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "CREATE", "ALTER", "DROP", "USAGE ON SEQUENCE"))
@@ -83,7 +83,7 @@ def test_monitor_grants_read_everything_and_write_nothing(project, deployed, rol
 
 
 def test_status_under_an_endpoint_login_reports_what_it_cannot_read(project, deployed, role, monkeypatch, capsys, caplog):
-    code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--endpoint", "Sales")
+    code, sql = run_grants(project, "--engine", "postgresql", "--login", role, "--endpoint", "Sales")
     apply(deployed, sql)
     owner = Transport.from_database(create_engine(make_url(deployed).set(drivername="postgresql+psycopg")))
     seed(owner)
@@ -151,7 +151,7 @@ MSSQL_MONITOR = [
 
 def test_mssql_monitor_grants_golden_and_parse(project):
     project.write_topology(MSSQL_TOPOLOGY)
-    code, sql = run_grants(project, "--engine", "mssql", "--role", "watch", "--monitor")
+    code, sql = run_grants(project, "--engine", "mssql", "--login", "watch", "--monitor")
     assert code == 0
     lines = sql.splitlines()
     assert lines[0].startswith("-- sqltransport-schema grants: mssql, monitoring login (status, check: read only), transport 9.1")
@@ -161,16 +161,16 @@ def test_mssql_monitor_grants_golden_and_parse(project):
 
 def test_monitor_takes_no_endpoint_and_is_not_the_installer(project, capsys):
     project.write_topology(MSSQL_TOPOLOGY)
-    assert run_grants(project, "--engine", "postgresql", "--role", "x", "--monitor", "--endpoint", "Sales")[0] == 2
-    assert run_grants(project, "--engine", "postgresql", "--role", "x", "--monitor", "--installer")[0] == 2
+    assert run_grants(project, "--engine", "postgresql", "--login", "x", "--monitor", "--endpoint", "Sales")[0] == 2
+    assert run_grants(project, "--engine", "postgresql", "--login", "x", "--monitor", "--installer")[0] == 2
     assert "choose one" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("engine", ["mysql", "oracle"])
 def test_engines_without_generated_grants_advise_a_monitoring_login_to_read_only(project, engine):
     project.write_topology(MSSQL_TOPOLOGY)
-    code, monitor = run_grants(project, "--engine", engine, "--role", "x", "--monitor")
-    _, runtime = run_grants(project, "--engine", engine, "--role", "x")
+    code, monitor = run_grants(project, "--engine", engine, "--login", "x", "--monitor")
+    _, runtime = run_grants(project, "--engine", engine, "--login", "x")
     assert code == 0 and len(monitor.splitlines()) == 1
     assert "SELECT on the saga tables, nothing more" in monitor and "INSERT" not in monitor and "INSERT" in runtime
 
@@ -202,7 +202,7 @@ def test_permission_denied_is_recognised_by_each_engines_code(engine, error, den
 
 
 def test_a_table_granted_later_is_read_by_the_next_status(project, deployed, role):
-    code, sql = run_grants(project, "--engine", "postgresql", "--role", role, "--endpoint", "Sales")
+    code, sql = run_grants(project, "--engine", "postgresql", "--login", role, "--endpoint", "Sales")
     apply(deployed, sql)
     transport = Transport.from_database(create_engine(role_url(deployed, role)), verify=False)
     try:

@@ -58,7 +58,7 @@ def _archive_without_jars(project, sqlite_url, tmp_path, monkeypatch) -> list[st
 
     project.deploy(sqlite_url, TOPOLOGY)
     monkeypatch.setattr(connect, "JAVA_DIR", tmp_path / "no-jars")
-    return ["pipeline", "archive", "--url", sqlite_url, "--table", "error", "-o", str(tmp_path / "archive")]
+    return ["pipeline", "export", "--url", sqlite_url, "--table", "error", "--out-dir", str(tmp_path / "export")]
 
 
 def test_a_missing_jdbc_jar_mentions_no_spark(project, sqlite_url, tmp_path, monkeypatch, capsys):

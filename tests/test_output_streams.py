@@ -70,7 +70,7 @@ def test_commands_that_print_their_product_put_it_on_stdout_alone(compiled, caps
     assert json.loads(out)["type"] == "object" and err == ""
     out, err = _run(capsys, "statements", "--engine", "sqlite")
     assert "INSERT INTO" in out and err == ""
-    out, err = _run(capsys, "grants", "--engine", "postgresql", "--role", "app", "--topology", str(compiled.topology))
+    out, err = _run(capsys, "grants", "--engine", "postgresql", "--login", "app", "--topology", str(compiled.topology))
     assert "GRANT" in out and err == ""
     out, err = _run(capsys, "validate", "--topology", str(compiled.topology))
     assert out.endswith("valid (5 tables)\n") and err == ""

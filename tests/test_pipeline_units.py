@@ -70,7 +70,7 @@ def test_pipeline_subcommands_are_registered(capsys):
     with pytest.raises(SystemExit):
         cli.main(["pipeline", "--help"])
     out = capsys.readouterr().out
-    for name in ("move", "plan", "run", "archive", "replay", "backfill"):
+    for name in ("move", "plan", "run", "export", "replay", "backfill"):
         assert name in out
 
 

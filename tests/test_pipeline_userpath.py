@@ -42,29 +42,29 @@ def cli_run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
-def test_archive_without_the_jdbc_jar_names_the_debian_package(tmp_path):
+def test_export_without_the_jdbc_jar_names_the_debian_package(tmp_path):
     empty = tmp_path / "java"
     empty.mkdir()
     result = cli_run(
         "pipeline",
-        "archive",
+        "export",
         "--url",
         f"sqlite:///{tmp_path / 'q.db'}",
         "--table",
         "Sales",
-        "-o",
-        str(tmp_path / "archive"),
+        "--out-dir",
+        str(tmp_path / "export"),
         env={"SQLTRANSPORT_JDBC_DIR": str(empty)},
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "sudo apt-get install libxerial-sqlite-jdbc-java" in result.stderr
 
 
-def test_a_second_archive_into_the_same_folder_names_the_mode(tmp_path, capsys):
-    folder = tmp_path / "archive"
+def test_a_second_export_into_the_same_folder_names_the_mode(tmp_path, capsys):
+    folder = tmp_path / "export"
     folder.mkdir()
     (folder / "_SUCCESS").write_text("")
-    code = cli.main(["pipeline", "archive", "--url", f"sqlite:///{tmp_path / 'q.db'}", "--table", "Sales", "-o", str(folder)])
+    code = cli.main(["pipeline", "export", "--url", f"sqlite:///{tmp_path / 'q.db'}", "--table", "Sales", "--out-dir", str(folder)])
     assert code == 2
     err = capsys.readouterr().err
     assert "--mode overwrite" in err and "--mode append" in err
@@ -141,7 +141,9 @@ def test_archive_and_replay_without_spark_round_trip_byte_for_byte(tmp_path, cap
     before = queue_contents(url, table)
     folder = tmp_path / "archive"
     address = "audit@[public]" if engine == "postgresql" else "audit"
-    assert cli.main(["pipeline", "archive", "--url", url, "--table", address, "-o", str(folder), "--no-spark", "--format", "json"]) == 0
+    assert (
+        cli.main(["pipeline", "export", "--url", url, "--table", address, "--out-dir", str(folder), "--no-spark", "--format", "json"]) == 0
+    )
     archived = json.loads(capsys.readouterr().out)
     assert (archived["rows"], archived["dates"]) == (300, ["2026-11-01", "2026-11-02", "2026-11-03"])
     assert sorted(p.name for p in folder.iterdir()) == [f"date={d}" for d in archived["dates"]]
@@ -153,7 +155,7 @@ def test_archive_and_replay_without_spark_round_trip_byte_for_byte(tmp_path, cap
         conn.close()
 
     empty()
-    replay = ["pipeline", "replay", "--url", url, "--table", address, "--archive", str(folder), "--no-spark", "--format", "json"]
+    replay = ["pipeline", "replay", "--url", url, "--table", address, "--in-dir", str(folder), "--no-spark", "--format", "json"]
     assert cli.main(replay) == 0
     assert json.loads(capsys.readouterr().out)["rows"] == 300
     assert queue_contents(url, table) == before  # ids, headers, bodies, in order

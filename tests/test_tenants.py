@@ -165,7 +165,7 @@ def test_the_tenant_script_builds_a_tenant_database_and_runs_twice(project, pg_u
 def test_grants_of_a_tenant_database_name_its_tables_only(project, capsys):
     project.write_topology(example_with_placement())
     capsys.readouterr()
-    base = ["grants", "--engine", "postgresql", "--role", "app", "--topology", str(project.topology)]
+    base = ["grants", "--engine", "postgresql", "--login", "app", "--topology", str(project.topology)]
     assert cli.main([*base, "--tenant"]) == 0
     tenant = capsys.readouterr().out
     assert cli.main(base) == 0

@@ -382,7 +382,7 @@ def test_an_included_file_passed_as_the_topology_says_to_pass_the_root(project, 
 # --------------------------------------------------------------------------- every command reads the includes
 def test_grants_of_an_endpoint_in_an_included_file(project, capsys):
     split(project.root)
-    assert cli.main(["grants", "--engine", "postgresql", "-t", str(project.topology), "--endpoint", "Billing.Reports", "--role", "r"]) == 0
+    assert cli.main(["grants", "--engine", "postgresql", "-t", str(project.topology), "--endpoint", "Billing.Reports", "--login", "r"]) == 0
     assert "Billing.Reports.host-a" in capsys.readouterr().out
 
 

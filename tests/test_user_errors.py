@@ -101,7 +101,7 @@ def mistakes(root: Path, sqlite: str) -> list[tuple[str, list[str]]]:
             "pipeline backfill, unknown table",
             ["pipeline", "backfill", "--url", sqlite, "--table", "Nope", "--property", "P", "--column", "C", "--no-spark"],
         ),
-        ("grants, unknown endpoint", ["grants", "--engine", "postgresql", "--role", "r", "--endpoint", "Nope", *c]),
+        ("grants, unknown endpoint", ["grants", "--engine", "postgresql", "--login", "r", "--endpoint", "Nope", *c]),
         ("compile, missing topology", ["compile", *c, "--topology", str(root / "missing.yaml")]),
         ("compile, foreign topology", ["compile", *c, "--topology", str(root / "other.yaml")]),
         ("check, a database another project's migrations stamped", ["check", "--url", foreign_database(root), *c]),

@@ -8,7 +8,8 @@ A restructuring must leave these byte-identical: run it before and after, then `
 
 It covers `statements` (every engine, every version boundary, text and JSON), `grants`,
 `script` (whole and split), `alembic upgrade head --sql` on each engine, `compile` of a few
-topology changes (revision ids and dates normalised), `validate` and `json-schema`.
+topology changes (revision ids and dates normalised), `validate` and `json-schema`, and the
+`--help` of every command (help-<command>.txt; a renamed option or command shows there).
 """
 
 from __future__ import annotations
@@ -71,6 +72,17 @@ def normalise(text: str) -> str:
     return re.sub(r'"seconds": [0-9.]+', '"seconds": <s>', text)
 
 
+def save_help(out: Path) -> None:
+    """The --help of the top level and of every command, as a 100-column terminal shows it."""
+    env = {"COLUMNS": "100", "PYTHONPATH": str(ROOT)}
+    code = "from sqltransport_schema.cli import build_parser, commands; print('\\n'.join(p for p, _ in commands(build_parser())))"
+    progs = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, **env})
+    names = [line.split()[1:] for line in progs.stdout.splitlines()]
+    for words in [[], *names]:
+        label = "-".join(words) or "top"
+        (out / f"help-{label}.txt").write_text(run([TOOL, *words, "--help"], ROOT, env), encoding="utf-8")
+
+
 def renormalise(folder: Path) -> None:
     """Apply today's normalisation to a snapshot taken by an earlier version of this script."""
     for path in folder.iterdir():
@@ -114,9 +126,9 @@ def main(out: Path) -> None:
                     )
         for engine in ("mssql", "postgresql", "sqlite", "mysql", "oracle"):
             save(f"statements-sagas-{engine}.txt", run([TOOL, "statements", "--engine", engine, "--sagas"], work))
-            save(f"grants-{engine}.txt", run([TOOL, "grants", "--engine", engine, "--role", "app"], work))
-            save(f"grants-{engine}-sales.txt", run([TOOL, "grants", "--engine", engine, "--role", "app", "--endpoint", "Sales"], work))
-            save(f"grants-{engine}-installer.txt", run([TOOL, "grants", "--engine", engine, "--role", "app", "--installer"], work))
+            save(f"grants-{engine}.txt", run([TOOL, "grants", "--engine", engine, "--login", "app"], work))
+            save(f"grants-{engine}-sales.txt", run([TOOL, "grants", "--engine", engine, "--login", "app", "--endpoint", "Sales"], work))
+            save(f"grants-{engine}-installer.txt", run([TOOL, "grants", "--engine", engine, "--login", "app", "--installer"], work))
         for engine in ("mssql", "postgresql"):
             save(f"script-{engine}.txt", run([TOOL, "script", "--engine", engine], work))
             split = work / f"split-{engine}"
@@ -129,6 +141,7 @@ def main(out: Path) -> None:
                 f"alembic-sql-down-{label}.txt",
                 run([ALEMBIC, "-x", f"url={url}", "-x", "drop_protected=error,audit", "downgrade", "head:base", "--sql"], work),
             )
+        save_help(out)
         save("validate.txt", run([TOOL, "validate"], work))
         save("json-schema.txt", run([TOOL, "json-schema"], work))
         save("compile-check-clean.txt", run([TOOL, "compile", "--check", "--format", "json"], work))

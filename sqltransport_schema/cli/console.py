@@ -168,10 +168,7 @@ def add_console(sub: argparse._SubParsersAction) -> None:
     add_options(
         p,
         "batch_size",
-        batch_size={
-            "default": DEFAULT_RETRY_BATCH,
-            "help": "messages per transaction of a retry, archive, restore or purge (default: %(default)s)",
-        },
+        batch_size={"default": DEFAULT_RETRY_BATCH, "note": "a message each, of a retry, archive, restore or purge"},
     )
     add_options(p, "error_queue", "config", "read_timeout")
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .. import errors
 from ..urls import database_url
 from . import github
-from .options import DEFAULT_CONFIG, MARKDOWN_FORMAT, add_command, add_options, load_config, read_timeout, topology_path
+from .options import DEFAULT_CONFIG, add_command, add_options, formats, load_config, read_timeout, topology_path
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit, emit_error
 
 if TYPE_CHECKING:
@@ -116,13 +116,13 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 def add_check(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "check", cmd_check, "sqltransport-schema check --url postgresql://postgres@127.0.0.1/app --format markdown")
-    add_options(p, "url", "tenant", "format", "config", "read_timeout", format=MARKDOWN_FORMAT)
+    add_options(p, "url", "tenant", "format", "config", "read_timeout", format=formats("report"))
 
 
 def add_adopt(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "adopt", cmd_adopt, "sqltransport-schema adopt --url postgresql://postgres@127.0.0.1/app --dry-run")
     add_options(p, "url", "tenant")
-    add_options(p, "dry_run", dry_run={"help": "examine only; stamp nothing"})
+    add_options(p, "dry_run")
     p.add_argument("--apply", action="store_true", help="when the tables need upgrading, run the plan and stamp the head")
     add_options(p, "format", "config")
 

@@ -146,7 +146,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return _run(args, work)
 
 
-BATCH = {"default": DEFAULT_RETRY_BATCH, "help": "messages per transaction (default: %(default)s)"}
+BATCH = {"default": DEFAULT_RETRY_BATCH, "note": "a message each"}
 
 
 def add_archive(sub: argparse._SubParsersAction) -> None:
@@ -158,11 +158,10 @@ def add_archive(sub: argparse._SubParsersAction) -> None:
         "all",
         "failed_queue",
         "message_id",
-        failed_queue={"help": "the messages that failed in this queue (a bare name where the blueprint puts it, as retry reads it)"},
-        message_id={"help": "these messages (the row's Id, a GUID: what .NET's transport writes as NServiceBus.MessageId; repeatable)"},
+        message_id={"note": "the row's Id, a GUID: what .NET's transport writes as NServiceBus.MessageId"},
     )
     p.add_argument("--why", default=ARCHIVE_WHY, metavar="TEXT", help="why they are archived, kept with each (default: %(default)s)")
-    add_options(p, "dry_run", dry_run={"help": "say how many would move; move nothing"})
+    add_options(p, "dry_run")
     add_options(p, "batch_size", batch_size=BATCH)
     add_options(p, "format", "config")
 
@@ -175,17 +174,17 @@ def add_restore(sub: argparse._SubParsersAction) -> None:
         which,
         "all",
         "message_id",
-        all={"help": "every archived message"},
-        message_id={"help": "these archived messages (the row's Id, a GUID; repeatable)"},
+        all={"note": "those archived"},
+        message_id={"note": "archived ones, by the row's Id, a GUID"},
     )
-    add_options(p, "dry_run", dry_run={"help": "say how many would move; move nothing"})
+    add_options(p, "dry_run")
     add_options(p, "batch_size", batch_size=BATCH)
     add_options(p, "format", "config")
 
 
 def add_purge(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "purge", cmd_purge, "sqltransport-schema purge --older-than 30d --yes")
-    add_options(p, "url", "error_queue", "older_than", older_than={"help": "age of the archived messages to delete: 12h, 30d"})
+    add_options(p, "url", "error_queue", "older_than", older_than={"note": "archived messages"})
     p.add_argument("--yes", action="store_true", help="delete them: they cannot be restored afterwards (required)")
     add_options(p, "batch_size", batch_size=BATCH)
     add_options(p, "format", "config")

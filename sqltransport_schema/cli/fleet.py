@@ -13,10 +13,8 @@ from pathlib import Path
 
 from .. import errors
 from . import github
-from .options import DEFAULT_CONFIG, MARKDOWN_FORMAT, add_command, add_options, load_config
+from .options import DEFAULT_CONFIG, add_command, add_options, formats, load_config
 from .output import EXIT_CHANGES, EXIT_OK, describe, emit, emit_product, emit_status
-
-FLEET_FORMAT = {"choices": ("text", "json", "markdown"), "help": "for people, CI, or a CI job summary (default: %(default)s)"}
 
 
 def _fleet_path(args: argparse.Namespace) -> Path:
@@ -179,15 +177,26 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         sys.stdout.write(report.upgrade_markdown(reports, revision, resume))
     else:
-        lines = report.summary_lines(reports, resume)
-        verb = "would reach" if args.dry_run else "reached"
-        past = sum(r.outcome == runner.PAST for stage in reports for r in stage.results.values())
-        if not left and past:  # never "reached" of a target left past the revision
-            lines.append(f"every target {verb} {revision or '<base>'} or is past it ({total} target(s), {past} past it, not downgraded)")
-        elif not left:
-            lines.append(f"every target {verb} {revision or '<base>'} ({total} target(s))")
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        lines = _upgrade_lines(args, reports, revision, resume, total, bool(left))
+        if args.format == github.FORMAT:  # the lines in the log, the markdown report in the job summary
+            github.report([], lines, report.upgrade_markdown(reports, revision, resume))
+        else:
+            sys.stdout.write("".join(line + "\n" for line in lines))
     return EXIT_CHANGES if left else EXIT_OK
+
+
+def _upgrade_lines(args: argparse.Namespace, reports: list, revision: str | None, resume: str | None, total: int, left: bool) -> list[str]:
+    """fleet upgrade's report for people: each stage's summary, then where every target is."""
+    from ..fleet import report, runner
+
+    lines = report.summary_lines(reports, resume)
+    verb = "would reach" if args.dry_run else "reached"
+    past = sum(r.outcome == runner.PAST for stage in reports for r in stage.results.values())
+    if not left and past:  # never "reached" of a target left past the revision
+        lines.append(f"every target {verb} {revision or '<base>'} or is past it ({total} target(s), {past} past it, not downgraded)")
+    elif not left:
+        lines.append(f"every target {verb} {revision or '<base>'} ({total} target(s))")
+    return lines
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -264,7 +273,7 @@ def cmd_script(args: argparse.Namespace) -> int:
         scripts.check_per_stage([(s, ts) for s, ts in staged if ts])
     targets = [t for _, ts in staged for t in ts]
     planned = scripts.plan(migrations, targets, args.from_rev)
-    folder = Path(args.output)
+    folder = Path(args.out_dir)
     written = scripts.write_per_stage(planned, staged, folder) if args.per_stage else scripts.write_per_target(planned, folder)
     lines = [f"wrote {path}" for path in written] + [f"at revision {name}: no script" for name in planned.at_revision]
     lines += [f"failed {name}: {error}" for name, error in planned.failed]
@@ -318,30 +327,27 @@ def _add_upgrade(fsub: argparse._SubParsersAction) -> None:
         "in sync), else the run stops there (a stage's check: true in the fleet file does so for that stage)",
     )
     add_options(p, "journal")
-    add_options(p, "format", format=FLEET_FORMAT)
+    add_options(p, "format", format=formats("report"))
     spark = p.add_argument_group("Spark")
-    add_options(spark, "master", "conf", master={"help": "run the targets as Spark tasks on this master: local[N] or spark://HOST:PORT"})
+    master = {"note": "run the targets as Spark tasks there", "shown": "default: no Spark, the targets run in worker processes"}
+    add_options(spark, "master", "conf", master=master)
 
 
 def _add_status(fsub: argparse._SubParsersAction) -> None:
     p = add_command(fsub, "status", cmd_status, "sqltransport-schema fleet status --check --format markdown")
     _common(p)
-    add_options(p, "check", check={"help": "add check's drift summary per target (exit 1 on drift)"})
-    add_options(p, "journal", journal={"help": "the journal whose targets the fleet file no longer names are listed (default: beside it)"})
-    add_options(p, "format", format=MARKDOWN_FORMAT)
+    add_options(p, "check", check={"note": "drift, in check's summary per target"})
+    add_options(p, "journal", journal={"note": "the targets it holds that the fleet file no longer names are listed"})
+    add_options(p, "format", format=formats("report"))
     add_options(p, "serve", "min_interval")
 
 
 def _add_script(fsub: argparse._SubParsersAction) -> None:
-    p = add_command(fsub, "script", cmd_script, "sqltransport-schema fleet script -o scripts/ --per-stage --from base")
+    p = add_command(fsub, "script", cmd_script, "sqltransport-schema fleet script --out-dir scripts/ --per-stage --from base")
     _common(p)
-    add_options(
-        p,
-        "from_rev",
-        "to_rev",
-        from_rev={"metavar": "REV", "help": "the revision every target is at, none read (base: empty databases; default: its own)"},
-    )
-    add_options(p, "output", output={"required": True, "help": "the folder the scripts are written to (one <target>.sql each)"})
+    add_options(p, "from_rev", "to_rev", from_rev={"note": "every target, none read (base: empty databases)", "shown": "default: its own"})
+    # -o/--output is a file elsewhere: the folder is --out-dir
+    add_options(p, "out_dir", out_dir={"required": True, "note": "one <target>.sql each", "renamed_from": ("-o", "--output")})
     p.add_argument(
         "--per-stage",
         action="store_true",

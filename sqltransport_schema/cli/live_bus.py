@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .. import errors
 from ..defaults import DEFAULT_CLEANUP_BATCH, DEFAULT_RETRY_BATCH
 from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url, display_url
-from .options import add_command, add_options, load_config, read_timeout
+from . import github
+from .options import add_command, add_options, formats, load_config, read_timeout
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from ..runtime.status import Flow, StatusReport, TableStatus
     from ..runtime.transport import Transport
 
-FORMATS = ("text", "json", "markdown", "prometheus")
 PROGRESS_INTERVAL = 1.0  # seconds between progress lines of a long retry
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, then clear the screen: status --watch redraws in place on a terminal
 
@@ -124,7 +124,9 @@ def _status_fleet(args: argparse.Namespace) -> int:
 
     _fleet_not_url(args)
     if args.format not in ("text", "json") or args.watch is not None or args.serve is not None:
-        raise errors.UsageError("status --fleet prints text or --format json, once: drop --watch, --serve, --format markdown|prometheus")
+        raise errors.UsageError(
+            "status --fleet prints text or --format json, once: drop --watch, --serve, --format markdown|github|prometheus"
+        )
 
     def done(row: per_target.TargetRow) -> None:
         sys.stderr.write(f"status: {row.target.name}: {'failed' if row.error else 'read'}\n")
@@ -186,6 +188,10 @@ def _print_status(args: argparse.Namespace, report: StatusReport, stream: TextIO
         stream.write(exposition(report))
     elif args.format == "markdown":
         stream.write(markdown(report))
+    elif args.format == github.FORMAT:
+        title = "sqltransport-schema status: missing table"
+        found = [github.Annotation(f"{table.address} is missing from the database", title=title) for table in report.missing]
+        github.report(found, status_lines(report, rates), markdown(report), stream)
     else:
         payload = report.to_json()
         if rates:
@@ -416,22 +422,13 @@ def _fleet_not_url(args: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------------------------------ parsers
 # --fleet [FILE] on a one-database command: each target of the fleet file in turn (the file optional)
-EACH_TARGET = {
-    "help": "every target of the fleet file in turn (default file: fleet.yaml beside the Alembic configuration; docs/tenants.md)",
-}
+EACH_TARGET = {"note": "each of its targets in turn (docs/tenants.md)"}
 
 
 def add_status(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "status", cmd_status, "sqltransport-schema status --url postgresql://postgres@127.0.0.1/app --format prometheus")
     add_options(p, "url")
-    add_options(
-        p,
-        "format",
-        format={
-            "choices": FORMATS,
-            "help": "output for people, CI, a pull-request comment, or Prometheus text (default: %(default)s)",
-        },
-    )
+    add_options(p, "format", format=formats("status"))
     p.add_argument(
         "--watch",
         type=float,
@@ -456,11 +453,11 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
         "all",
         "failed_queue",
         "message_id",
-        message_id={"help": "these messages (NServiceBus.MessageId, or the row's Id; repeatable)"},
+        message_id={"note": "NServiceBus.MessageId, or the row's Id"},
     )
     p.add_argument("--to-queue", metavar="ADDRESS", help="send every chosen message to this queue instead of its NServiceBus.FailedQ")
-    add_options(p, "dry_run", dry_run={"help": "report what would move; move nothing"})
-    add_options(p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "help": "messages per transaction (default: %(default)s)"})
+    add_options(p, "dry_run")
+    add_options(p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "note": "a message each"})
     add_options(p, "format", "config")
 
 
@@ -473,13 +470,13 @@ def add_outbox(sub: argparse._SubParsersAction) -> None:
     group = add_command(sub, "outbox", add_outbox, "sqltransport-schema outbox cleanup --older-than 7d", group=True)
     osub = group.add_subparsers(dest="outbox_command", required=True)
     p = add_command(osub, "cleanup", cmd_outbox_cleanup, "sqltransport-schema outbox cleanup --older-than 7d --batch-size 5000")
-    add_options(p, "older_than", older_than={"help": "age of the dispatched rows to delete: 90m, 12h, 7d"})
+    add_options(p, "older_than", older_than={"note": "dispatched outbox rows"})
     add_options(p, "url")
-    add_options(p, "batch_size", batch_size={"default": DEFAULT_CLEANUP_BATCH, "help": "rows per transaction (default: %(default)s)"})
+    add_options(p, "batch_size", batch_size={"default": DEFAULT_CLEANUP_BATCH})
     add_options(p, "format", "config")
     add_options(p, "fleet", fleet=EACH_TARGET)
     fleet = p.add_argument_group("with --fleet")
-    add_options(fleet, "only", "exclude", "stage", "parallel", parallel={"help": "targets cleaned at once (default: 1)"})
+    add_options(fleet, "only", "exclude", "stage", "parallel", parallel={"shown": "default: 1"})
 
 
 PARSERS = {"status": add_status, "retry": add_retry, "outbox": add_outbox}

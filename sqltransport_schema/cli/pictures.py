@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .live_bus import _transport, status_notes
-from .options import add_command, add_options, load_config, topology_path
+from .options import add_command, add_options, formats, load_config, topology_path
 from .output import emit_product
 
 if TYPE_CHECKING:
@@ -63,8 +63,6 @@ def _live(args: argparse.Namespace) -> Diagram:
 
 
 def add_graph(sub: argparse._SubParsersAction) -> None:
-    from ..pictures import FORMATS
-
     p = add_command(sub, "graph", cmd_graph, "sqltransport-schema graph --format dot -o topology.dot")
     add_options(
         p,
@@ -74,12 +72,11 @@ def add_graph(sub: argparse._SubParsersAction) -> None:
         "topology",
         "error_queue",
         "config",
-        format={
-            "choices": FORMATS,
-            "default": FORMATS[0],
-            "help": "Mermaid or Graphviz DOT text, or SVG through Graphviz (default: %(default)s)",
+        format=formats("diagram"),
+        url={
+            "note": "draw this live database (depths, subscribers, missing and unmanaged tables)",
+            "shown": "default: topology.yaml drawn",
         },
-        url={"help": "draw this live database (depths, subscribers, missing and unmanaged tables) instead of topology.yaml"},
     )
 
 

@@ -1,4 +1,4 @@
-"""`sqltransport-schema pipeline ...`: move, plan, run, archive, replay, backfill, tenants.
+"""`sqltransport-schema pipeline ...`: move, plan, run, export, replay, backfill, tenants.
 
 Progress goes to stderr, the summary to stdout (`--format json` for machines). Exit 1 means work
 is left (plan: moves pending; move and run: messages remain in a source, or a resumed partition's keys
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from .. import errors
 from ..defaults import ARCHIVE_PARTITIONS, BACKFILL_BATCH, DEFAULT_ROWS_PER_PARTITION, TENANT_BATCH
 from ..schema import Kind
-from ..urls import ENVIRONMENT, URL_VARIABLE, chosen_url, database_url, display_url
-from .options import DEFAULT_CONFIG, LAYOUTS, add_command, add_options, add_renamed, add_spark_options, load_config
+from ..urls import DEFAULT, ENVIRONMENT, URL_VARIABLE, chosen_url, database_url, display_url
+from .options import DEFAULT_CONFIG, LAYOUTS, Subcommands, add_command, add_options, add_renamed, add_spark_options, load_config
 from .output import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -67,6 +67,19 @@ def _mapping(pairs: list[str] | None) -> dict[str, str]:
             raise errors.UsageError(f"--map {pair!r}: expected OLD=NEW")
         out[old.strip()] = new.strip()
     return out
+
+
+def _url(args: argparse.Namespace) -> str:
+    """The database of a job on one table (export, replay, backfill): --url, else SQLTRANSPORT_URL, else
+    sqlalchemy.url in the Alembic configuration when there is one, as every command finds it;
+    neither: a usage error (a job reads or writes no SQLite file it was not named)."""
+    from pathlib import Path
+
+    config = load_config(args.config) if Path(args.config).is_file() else None
+    url, origin = chosen_url(args.url, config)
+    if origin == DEFAULT:
+        raise errors.UsageError(f"no database: pass --url URL (or set {URL_VARIABLE}), or run where {args.config} names one")
+    return url
 
 
 def _plan(args: argparse.Namespace) -> tuple[DataPlan, str]:
@@ -260,34 +273,35 @@ def _report(args: argparse.Namespace, result: JobResult, summary: str, status: s
     emit(args, {"status": status, **result.to_json()}, [summary])
 
 
-def cmd_archive(args: argparse.Namespace) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
     """export a queue's rows to Parquet partitioned by date, headers as columns
 
     Read every message of a queue (audit, error) through Spark's JDBC reader and write it to Parquet
     partitioned by date (of TimeSent, else TimeOfFailure), with the standard NServiceBus headers as
     columns beside the raw headers and body (--no-spark: read through the driver and written with
-    pyarrow, in this process). Archive copies; it deletes nothing.
+    pyarrow, in this process). An export copies; it deletes nothing (the error queue's archive is
+    another thing: the archive command).
     """
     from ..pipeline.archive import archive
 
-    if args.mode == "errorifexists" and _holds_files(args.output):
-        raise errors.Refused(f"{args.output} holds an archive already: pass --mode append to add to it, or --mode overwrite to replace it")
-    spark = _session(args, args.url)
+    if args.mode == "errorifexists" and _holds_files(args.out_dir):
+        raise errors.Refused(f"{args.out_dir} holds an export already: pass --mode append to add to it, or --mode overwrite to replace it")
+    url = _url(args)
+    spark = _session(args, url)
     if args.format == "text":
         how = "through JDBC" if spark is not None else "through the driver, in this process"
-        sys.stderr.write(f"[archive] reading {args.table} {how}, writing Parquet to {args.output}\n")
-    result = archive(
-        spark, _endpoint(args.url, args.table, args.layout, Kind.QUEUE), args.output, mode=args.mode, partitions=args.partitions
-    )
-    summary = f"archived {result.rows:,} message(s) of {result.source} to {result.path} "
+        sys.stderr.write(f"[export] reading {args.table} {how}, writing Parquet to {args.out_dir}\n")
+    endpoint = _endpoint(url, args.table, args.layout, Kind.QUEUE)
+    result = archive(spark, endpoint, args.out_dir, mode=args.mode, partitions=args.read_partitions)
+    summary = f"exported {result.rows:,} message(s) of {result.source} to {result.path} "
     _report(args, result, summary + f"({len(result.dates)} date partition(s), {result.seconds:.1f} s)")
     return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """send archived messages back into a queue (exactly once per replay id)
+    """send exported messages back into a queue (exactly once per replay id)
 
-    Send messages of an archive back into a queue in archived order, with their original Id, Headers
+    Send messages of an export (pipeline export's Parquet) back into a queue in exported order, with their original Id, Headers
     and Body, all of them or those the filters select (ids, types, dates, a Spark SQL condition), in
     batches each committed with a ledger row: rerunning the same replay skips what committed.
     """
@@ -296,8 +310,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     spark = _session(args)  # reads Parquet, writes through the driver: no JDBC
     result = replay(
         spark,
-        args.archive,
-        _endpoint(args.url, args.table, args.layout, Kind.QUEUE),
+        args.in_dir,
+        _endpoint(_url(args), args.table, args.layout, Kind.QUEUE),
         replay_id=args.replay_id,
         message_ids=args.message_id,
         message_types=args.message_type,
@@ -321,12 +335,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     """
     from ..pipeline.backfill import backfill
 
+    url = _url(args)
     result = backfill(
-        args.url,
+        url,
         args.table,
         args.property,
         args.column,
-        spark=_session(args, args.url),
+        spark=_session(args, url),
         batch_size=args.batch_size,
         overwrite=args.overwrite,
     )
@@ -403,10 +418,10 @@ def cmd_tenants(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parsers
-# Options several subcommands share: a revision range's (plan, run), a queue's (archive, replay).
+# Options several subcommands share: a revision range's (plan, run), a queue's (export, replay).
 _DATABASE_OPTIONS = ("url", "config", "to_rev", "map", "format")
-_QUEUE_OPTIONS = ("url", "table", "layout", "format")
-_REQUIRED_URL = {"required": True, "help": "database URL (required)"}
+_QUEUE_OPTIONS = ("url", "config", "table", "layout", "format")
+_QUEUE_TABLE = {"note": "the queue: audit, error@[dbo]"}
 
 
 def _add_move(psub: argparse._SubParsersAction) -> None:
@@ -419,10 +434,10 @@ def _add_move(psub: argparse._SubParsersAction) -> None:
         "--to-url postgresql://postgres@127.0.0.1/app",
     )
     # --from and --to name revisions elsewhere (script, pipeline plan/run): here the URLs are --from-url/--to-url
-    add_renamed(p, "--from-url", ("--from",), required=True, metavar="URL", help="source database URL")
+    add_renamed(p, "--from-url", renamed_from=("--from",), required=True, metavar="URL", help="source database URL")
     p.add_argument("--from-table", required=True, help="source table as an address: Sales, Sales@[dbo], Sales@[dbo]@[nsb]")
     p.add_argument("--from-layout", choices=LAYOUTS, help="source layout (default: its engine's)")
-    add_renamed(p, "--to-url", ("--to",), metavar="URL", help="destination database URL (default: the source's)")
+    add_renamed(p, "--to-url", renamed_from=("--to",), metavar="URL", help="destination database URL (default: the source's)")
     p.add_argument("--to-table", help="destination table (default: the source's name)")
     p.add_argument("--to-layout", choices=LAYOUTS, help="destination layout (default: its engine's)")
     kinds = tuple(kind.value for kind in (Kind.QUEUE, Kind.DELAYED, Kind.SUBSCRIPTIONS))  # the kinds a move converts
@@ -437,9 +452,9 @@ def _add_move(psub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rows-per-partition", type=int, default=DEFAULT_ROWS_PER_PARTITION, help="messages per partition (default: %(default)s)"
     )
-    add_options(p, "partitions", partitions={"help": "number of partitions (default: rows / --rows-per-partition)"})
+    add_options(p, "partitions", partitions={"shown": "default: rows / --rows-per-partition"})
     p.add_argument("--move-id", help="resume this move (default: the unfinished move between these tables, else a new one)")
-    add_options(p, "delete_source", delete_source={"help": "subscriptions: delete the source rows once copied"})
+    add_options(p, "delete_source", delete_source={"note": "subscription tables (a queue's messages leave the source as they move)"})
     add_options(p, "format")
     add_spark_options(p)
 
@@ -461,23 +476,25 @@ def _add_run(psub: argparse._SubParsersAction) -> None:
     add_spark_options(p)
 
 
-def _add_archive(psub: argparse._SubParsersAction) -> None:
-    """`pipeline archive`."""
+def _add_export(psub: argparse._SubParsersAction) -> None:
+    """`pipeline export` (once `pipeline archive`: the error queue's archive is the archive command's)."""
     p = add_command(
         psub,
-        "archive",
-        cmd_archive,
-        "sqltransport-schema pipeline archive --url postgresql://postgres@127.0.0.1/app --table error -o /data/error",
+        "export",
+        cmd_export,
+        "sqltransport-schema pipeline export --url postgresql://postgres@127.0.0.1/app --table error --out-dir /data/error",
     )
-    add_options(p, *_QUEUE_OPTIONS, url=_REQUIRED_URL)
-    add_options(p, "output", output={"required": True, "help": "Parquet folder (local path, hdfs://, s3a://...)"})
+    psub.rename("archive", "export")
+    add_options(p, *_QUEUE_OPTIONS, table=_QUEUE_TABLE)
+    out_dir = {"note": "Parquet (a local path, hdfs://, s3a://...)", "renamed_from": ("-o", "--output")}
+    add_options(p, "out_dir", out_dir=out_dir)
     p.add_argument(
         "--mode",
         choices=("errorifexists", "append", "overwrite"),
         default="errorifexists",
-        help="when the folder holds an archive: fail, add to it, or replace it (default: %(default)s)",
+        help="when the folder holds an export: fail, add to it, or replace it (default: %(default)s)",
     )
-    add_options(p, "partitions", partitions={"default": ARCHIVE_PARTITIONS, "help": "parallel JDBC reads (default: %(default)s)"})
+    add_options(p, "read_partitions", read_partitions={"default": ARCHIVE_PARTITIONS, "renamed_from": ("--partitions",)})
     add_spark_options(p)
 
 
@@ -487,17 +504,20 @@ def _add_replay(psub: argparse._SubParsersAction) -> None:
         psub,
         "replay",
         cmd_replay,
-        "sqltransport-schema pipeline replay --url postgresql://postgres@127.0.0.1/app --table Sales --archive /data/error "
+        "sqltransport-schema pipeline replay --url postgresql://postgres@127.0.0.1/app --table Sales --in-dir /data/error "
         "--since 2026-11-01",
     )
-    add_options(p, *_QUEUE_OPTIONS, url=_REQUIRED_URL)
-    p.add_argument("--archive", required=True, help="Parquet folder written by archive")
-    add_options(p, "message_id")
+    add_options(p, *_QUEUE_OPTIONS, table=_QUEUE_TABLE)
+    # --archive: the error queue's archive is another thing (the archive command)
+    add_renamed(
+        p, "--in-dir", renamed_from=("--archive",), required=True, metavar="FOLDER", help="the Parquet folder pipeline export wrote"
+    )
+    add_options(p, "message_id", message_id={"note": "NServiceBus.MessageId"})
     p.add_argument("--message-type", action="append", help="only these message types (repeatable)")
     p.add_argument("--since", help="first date (YYYY-MM-DD)")
     p.add_argument("--until", help="last date (YYYY-MM-DD)")
-    p.add_argument("--where", help="a Spark SQL condition on the archive's columns")
-    p.add_argument("--replay-id", help="resume this replay (default: derived from the archive, filters and queue)")
+    p.add_argument("--where", help="a Spark SQL condition on the export's columns")
+    p.add_argument("--replay-id", help="resume this replay (default: derived from the export, filters and queue)")
     add_spark_options(p)
 
 
@@ -510,10 +530,10 @@ def _add_backfill(psub: argparse._SubParsersAction) -> None:
         "sqltransport-schema pipeline backfill --url postgresql://postgres@127.0.0.1/app --table Sales_OrderSaga "
         "--property OrderId --column Correlation_OrderId",
     )
-    add_options(p, "url", "table", url=_REQUIRED_URL, table={"help": "saga table as an address: Sales_OrderSaga@[public]"})
+    add_options(p, "url", "config", "table", table={"note": "the saga's: Sales_OrderSaga@[public]"})
     p.add_argument("--property", required=True, help="JSON property of Data (dots for nested: Order.Id)")
     p.add_argument("--column", required=True, help="the correlation column, e.g. Correlation_OrderId")
-    add_options(p, "batch_size", batch_size={"default": BACKFILL_BATCH, "help": "saga rows per transaction (default: %(default)s)"})
+    add_options(p, "batch_size", batch_size={"default": BACKFILL_BATCH, "note": "saga rows"})
     p.add_argument("--overwrite", action="store_true", help="also rewrite rows whose column is already filled")
     add_options(p, "format")
     add_spark_options(p)
@@ -527,32 +547,34 @@ def _add_tenants(psub: argparse._SubParsersAction) -> None:
         cmd_tenants,
         "sqltransport-schema pipeline tenants --url postgresql://postgres@127.0.0.1/app --tenant-property TenantId --fleet",
     )
-    add_options(p, "url", "config", "fleet", url={"help": "the shared database (default: as alembic upgrade finds it)"})
-    add_options(p, "table", table={"required": False, "help": "only this placed table (default: every placed table an option names)"})
+    add_options(p, "url", "config", "fleet", url={"note": "the shared database"})
+    add_options(
+        p, "table", table={"required": False, "note": "only this placed table", "shown": "default: every placed table an option names"}
+    )
     p.add_argument("--tenant-column", metavar="NAME", help="saga tables: the column holding the tenant, e.g. Correlation_TenantId")
     p.add_argument("--tenant-property", metavar="PATH", help="saga tables: the property of Data holding the tenant (dots for nested)")
     p.add_argument("--tenant-header", metavar="NAME", help="outbox tables: the header of the row's first message holding the tenant")
     p.add_argument("--tenant-url", metavar="TEMPLATE", help="a tenant's database URL, {name} the tenant (instead of --fleet)")
-    add_options(p, "delete_source", delete_source={"help": "delete each row from the shared table once its copy is read back equal"})
-    add_options(p, "batch_size", batch_size={"default": TENANT_BATCH, "help": "rows per tenant transaction (default: %(default)s)"})
+    add_options(p, "delete_source", delete_source={"note": "each row of the shared table once its copy is read back equal"})
+    add_options(p, "batch_size", batch_size={"default": TENANT_BATCH, "note": "a tenant's"})
     add_options(p, "format")
     add_spark_options(p)
 
 
 def add_pipeline(sub: argparse._SubParsersAction) -> None:
-    """Spark data pipelines over queue tables: move, plan, run, archive, replay, backfill, tenants
+    """Spark data pipelines over queue tables: move, plan, run, export, replay, backfill, tenants
 
     Data jobs over queue tables, run in Spark partitions (pyspark is the `spark` extra; --no-spark
     runs them in this process): move messages between tables exactly once, the moves a revision
-    needs before its drops (plan, run), archive a queue to Parquet and replay it, fill a saga's
+    needs before its drops (plan, run), export a queue to Parquet and replay it, fill a saga's
     correlation column, carry saga and outbox rows to their tenants' databases (tenants). Progress
     goes to stderr, the summary to stdout (docs/pipeline.md).
     """
     pipeline = add_command(
         sub, "pipeline", add_pipeline, "sqltransport-schema pipeline plan --url postgresql://postgres@127.0.0.1/app", group=True
     )
-    psub = pipeline.add_subparsers(dest="pipeline_command", required=True)
-    for add in (_add_move, _add_plan, _add_run, _add_archive, _add_replay, _add_backfill, _add_tenants):
+    psub = pipeline.add_subparsers(dest="pipeline_command", required=True, action=Subcommands)
+    for add in (_add_move, _add_plan, _add_run, _add_export, _add_replay, _add_backfill, _add_tenants):
         add(psub)
 
 

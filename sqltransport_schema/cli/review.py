@@ -19,7 +19,7 @@ from ..defaults import (
 )
 from ..schema import TableName
 from ..versions import LATEST
-from .options import TOPOLOGY_DEFAULT, add_command, add_options, load_config, topology_path
+from .options import add_command, add_options, add_renamed, load_config, topology_path
 from .output import EXIT_OK, emit_invalid, emit_product, emit_status
 
 
@@ -96,15 +96,15 @@ def cmd_grants(args: argparse.Namespace) -> int:
     if args.monitor:
         if args.endpoint:
             raise errors.UsageError("--endpoint applies to runtime grants, not to --monitor (it reads every table)")
-        lines = engine.grants.monitor(grants.monitor_plan(topo, args.db_role), args.role)
+        lines = engine.grants.monitor(grants.monitor_plan(topo, args.db_role), args.login)
         what = "monitoring login (status, check: read only)"
     elif args.installer:
         if args.endpoint:
             raise errors.UsageError("--endpoint applies to runtime grants, not to --installer")
-        lines = engine.grants.installer(grants.installer_plan(topo, args.db_role), args.role)
+        lines = engine.grants.installer(grants.installer_plan(topo, args.db_role), args.login)
         what = "installer/migration login"
     else:
-        lines = engine.grants.runtime(grants.runtime_plan(topo, args.endpoint, args.db_role), args.role)
+        lines = engine.grants.runtime(grants.runtime_plan(topo, args.endpoint, args.db_role), args.login)
         what = f"runtime login of endpoint {args.endpoint}" if args.endpoint else "runtime login (every endpoint)"
     where = ", in each tenant database" if args.db_role == "tenant" else ""
     header = f"-- sqltransport-schema grants: {engine.name}, {what}{where}, transport {topo.transport_version}, from {path}"
@@ -148,11 +148,10 @@ def add_statements(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub, "statements", cmd_statements, "sqltransport-schema statements --engine postgresql --transport-version 8.1 --queue Sales"
     )
-    add_options(p, "engine")
+    add_options(p, "engine", engine={"note": "whose SQL to print"})
     p.add_argument("--sagas", action="store_true", help="print the statements of every saga table in the topology instead")
     p.add_argument("--outbox", action="store_true", help="print the statements of every outbox table in the topology instead")
-    topology_help = "topology file for --sagas or --outbox (default: topology.yaml)"
-    add_options(p, "topology", topology={"flags": ("--topology",), "help": topology_help})
+    add_options(p, "topology", topology={"flags": ("--topology",), "note": "for --sagas or --outbox", "shown": "default: topology.yaml"})
     p.add_argument("--transport-version", default=LATEST, help="the transport release whose statements to print (default: %(default)s)")
     p.add_argument("--queue", default=EXAMPLE_QUEUE, help="queue table the statements name (default: %(default)s)")
     p.add_argument("--schema", help="schema of the tables (default: the engine's default)")
@@ -170,13 +169,14 @@ def add_statements(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_PEEK_BATCH_SIZE,
         help="TOP n of the peek statement (SQL Server 4.1.2-6.0) (default: %(default)s)",
     )
-    add_options(p, "format", format={"help": "the statements as SQL with comments, or as JSON (default: %(default)s)"})
+    add_options(p, "format", format={"note": "text SQL with comments, json the statements as JSON"})
 
 
 def add_grants(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "grants", cmd_grants, "sqltransport-schema grants --engine postgresql --role sales_app --endpoint Sales")
-    add_options(p, "engine", engine={"help": "the database engine whose GRANTs to print (required)"})
-    p.add_argument("--role", required=True, help="the login/role to grant to")
+    p = add_command(sub, "grants", cmd_grants, "sqltransport-schema grants --engine postgresql --login sales_app --endpoint Sales")
+    add_options(p, "engine", engine={"note": "whose GRANTs to print"})
+    # --role was the login: a role is a database's under tenant placement (--tenant, -x role=tenant)
+    add_renamed(p, "--login", renamed_from=("--role",), required=True, help="the login to grant to (a PostgreSQL role, a SQL Server user)")
     p.add_argument("--endpoint", help="grant only what this endpoint needs (receive its own queues, send to every queue)")
     p.add_argument("--installer", action="store_true", help="what the installer/migration login needs instead")
     p.add_argument("--monitor", action="store_true", help="what a monitoring login needs instead (status, check: read only)")
@@ -186,8 +186,8 @@ def add_grants(sub: argparse._SubParsersAction) -> None:
 
 def add_script(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "script", cmd_script, "sqltransport-schema script --engine postgresql -o deploy.sql")
-    add_options(p, "engine", engine={"choices": ("mssql", "postgresql"), "help": "the engine the script is for (required)"})
-    add_options(p, "from_rev", "to_rev", "output", to_rev={"help": "revision to upgrade to (default: head)"})
+    add_options(p, "engine", engine={"choices": ("mssql", "postgresql"), "note": "the script's"})
+    add_options(p, "from_rev", "to_rev", "output")
     p.add_argument("--split", metavar="DIR", help="write one file per endpoint into DIR (00-shared.sql first, 99-alembic-version.sql last)")
     p.add_argument(
         "--lock-timeout",
@@ -195,9 +195,10 @@ def add_script(sub: argparse._SubParsersAction) -> None:
         type=_duration,
         help="how long each statement that locks a table waits for its lock (default: %(default)s; 0: as long as it takes)",
     )
-    add_options(p, "url", url={"help": "the database the script is for: its header gives the rows of each table it changes in place"})
-    add_options(p, "tenant", tenant={"help": "the script a DBA runs in each tenant database: the tables placed there only"})
-    add_options(p, "topology", "config", topology={"help": f"topology file whose sha256 the header records {TOPOLOGY_DEFAULT}"})
+    url = {"note": "the script's: its header gives the rows of each table it changes in place", "shown": "default: none read"}
+    add_options(p, "url", url=url)
+    add_options(p, "tenant", tenant={"note": "the script a DBA runs in each"})
+    add_options(p, "topology", "config", topology={"note": "its sha256 goes in the header"})
     p.set_defaults(format="text")
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .. import engines
 from . import github
-from .options import GITHUB_FORMAT, MARKDOWN_FORMAT, add_command, add_options, load_config, topology_path
+from .options import add_command, add_options, formats, load_config, topology_path
 from .output import EXIT_CHANGES, EXIT_OK, emit, emit_error, emit_invalid, emit_product, emit_status
 
 if TYPE_CHECKING:
@@ -45,8 +45,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         payload["files"] = [source.path for source in topo.files]
         files = f" in {len(topo.files)} files"
     line = f"{path}: valid ({len(tables)} tables{files})"
+    markdown = f"### sqltransport-schema validate: valid\n\n`{path}`: {len(tables)} tables{files}."
     if args.format == github.FORMAT:
-        github.report([], [line], f"### sqltransport-schema validate: valid\n\n`{path}`: {len(tables)} tables{files}.")
+        github.report([], [line], markdown)
+    elif args.format == "markdown":
+        sys.stdout.write(markdown + "\n")
     else:
         emit(args, payload, [line])
     return EXIT_OK
@@ -188,10 +191,12 @@ def cmd_json_schema(args: argparse.Namespace) -> int:
 
 def add_compile(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "compile", cmd_compile, 'sqltransport-schema compile -m "add the Billing endpoint"')
-    add_options(p, "topology", "format", "config", format=MARKDOWN_FORMAT)
+    add_options(p, "topology", "format", "config", format=formats("report"))
     p.add_argument("-m", "--message", help='revision message (default: one read from the change, e.g. "add Inventory")')
     add_options(
-        p, "check", check={"help": "write nothing; exit 1 when topology.yaml holds uncompiled changes or the migrations have several heads"}
+        p,
+        "check",
+        check={"note": "topology.yaml holds uncompiled changes, or the migrations several heads (no revision is written)"},
     )
     p.add_argument(
         "--topology-switch",
@@ -207,7 +212,7 @@ def add_compile(sub: argparse._SubParsersAction) -> None:
 
 def add_validate(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "validate", cmd_validate, "sqltransport-schema validate --topology topology.yaml")
-    add_options(p, "topology", "format", format=GITHUB_FORMAT)
+    add_options(p, "topology", "format", format=formats("report"))
 
 
 def add_json_schema(sub: argparse._SubParsersAction) -> None:

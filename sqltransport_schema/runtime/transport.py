@@ -124,7 +124,7 @@ def driver_of(conn: Connection) -> DriverConnection:
 # A table that exists but that the login holds no privilege on: the advice is a grant, not a migration.
 NOT_VISIBLE = (
     "exists but is not visible to this login (it holds no privilege on it); if this process uses it, "
-    "grant what it needs (`sqltransport-schema grants --role ROLE [--endpoint NAME]`), no upgrade is needed"
+    "grant what it needs (`sqltransport-schema grants --login LOGIN [--endpoint NAME]`), no upgrade is needed"
 )
 
 

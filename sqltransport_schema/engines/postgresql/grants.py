@@ -41,7 +41,7 @@ class Grants(Dialect.Grants):
         "-- Ownership: ALTER TABLE, DROP TABLE and the queue upgrades need the tables' owner. The installer",
         "-- owns what it creates; tables created by another login must be handed over first:",
         "--   ALTER TABLE <table> OWNER TO {role};  (and ALTER SCHEMA <schema> OWNER TO {role})",
-        "-- Runtime grants (sqltransport-schema grants --role ...) must be run by the owner (or a superuser)",
+        "-- Runtime grants (sqltransport-schema grants --login ...) must be run by the owner (or a superuser)",
         "-- after each upgrade that creates tables.",
     )
 
