@@ -172,3 +172,34 @@ def test_a_console_page_whose_read_runs_out_says_so_and_the_others_are_served(pr
     err = capsys.readouterr().err
     assert code == 2 and took < 2 * 1 + 1, (code, took, err)
     assert err.startswith("error: no answer within 1.") and len(err.splitlines()) == 1, err
+
+
+def test_the_commands_that_change_the_error_queue_or_the_outbox_answer_within_the_read_timeout(project, pg_url, capsys):
+    """retry, archive, restore, purge and outbox cleanup (one database, and --fleet) take --read-timeout
+    as status does: a held lock on the table they change is one error line within twice the bound, and
+    the same command reads and changes as ever once the lock is gone."""
+    from .support.console import CONSOLE_TOPOLOGY
+
+    url = project.deploy(pg_url, CONSOLE_TOPOLOGY.replace("  - name: Sales\n", "  - name: Sales\n    outbox: true\n", 1))
+    ini = str(project.ini)
+    (project.root / "fleet.yaml").write_text(f"targets:\n  - name: stuck\n    url: {url}\n", encoding="utf-8")
+    commands = {
+        "error": (["retry", "--all"], ["archive", "--all"]),
+        "error_archive": (["restore", "--all"], ["purge", "--older-than", "1d", "--yes"]),
+        "Sales_OutboxData": (["outbox", "cleanup", "--older-than", "1d"],),
+    }
+    capsys.readouterr()
+    for table, argvs in commands.items():
+        with held(url, table):
+            for argv in argvs:
+                code, took = timed([*argv, "--url", url, "-c", ini, "--read-timeout", "1s"])
+                err = capsys.readouterr().err
+                assert code == 2 and took < 2 * 1, (argv, code, took, err)
+                assert err.startswith("error: no answer within 1.") and len(err.splitlines()) == 1, (argv, err)
+            if table == "Sales_OutboxData":
+                code, took = timed(["outbox", "cleanup", "--older-than", "1d", "--fleet", "-c", ini, "--read-timeout", "1s"])
+                out = capsys.readouterr().out
+                assert code == 1 and took < 2 * 1 + 1, (code, took, out)
+                assert "no answer within 1." in out and "stuck" in out, out
+    for argv in (["retry", "--all"], ["archive", "--all"], ["outbox", "cleanup", "--older-than", "1d"]):
+        assert cli.main([*argv, "--url", url, "-c", ini, "--read-timeout", "1s"]) == 0, capsys.readouterr()

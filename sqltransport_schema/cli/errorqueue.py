@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from ..defaults import DEFAULT_RETRY_BATCH
 from .live_bus import PROGRESS_INTERVAL, _transport
-from .options import add_command, add_options
+from .options import add_command, add_options, read_timeout
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -50,13 +50,15 @@ def _progress(action: str) -> Any:
 
 def _run(args: argparse.Namespace, work: Any) -> int:
     """The error queue of --url (the deployed blueprint's), `work(queue)` run on it, the engine disposed."""
+    from ..db import answered_within
     from ..errorqueue import ErrorQueue
 
-    transport = _transport(args, readers=False)
+    transport = _transport(args, readers=False, bounded=True)
     try:
-        queue = ErrorQueue(transport, args.error_queue, args.batch_size)
-        queue.archived.require()
-        return work(queue)
+        with answered_within(read_timeout(args)):
+            queue = ErrorQueue(transport, args.error_queue, args.batch_size)
+            queue.archived.require()
+            return work(queue)
     finally:
         transport.engine.dispose()
 
@@ -163,7 +165,7 @@ def add_archive(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--why", default=ARCHIVE_WHY, metavar="TEXT", help="why they are archived, kept with each (default: %(default)s)")
     add_options(p, "dry_run")
     add_options(p, "batch_size", batch_size=BATCH)
-    add_options(p, "format", "config")
+    add_options(p, "format", "config", "read_timeout")
 
 
 def add_restore(sub: argparse._SubParsersAction) -> None:
@@ -179,7 +181,7 @@ def add_restore(sub: argparse._SubParsersAction) -> None:
     )
     add_options(p, "dry_run")
     add_options(p, "batch_size", batch_size=BATCH)
-    add_options(p, "format", "config")
+    add_options(p, "format", "config", "read_timeout")
 
 
 def add_purge(sub: argparse._SubParsersAction) -> None:
@@ -187,7 +189,7 @@ def add_purge(sub: argparse._SubParsersAction) -> None:
     add_options(p, "url", "error_queue", "older_than", older_than={"note": "archived messages"})
     p.add_argument("--yes", action="store_true", help="delete them: they cannot be restored afterwards (required)")
     add_options(p, "batch_size", batch_size=BATCH)
-    add_options(p, "format", "config")
+    add_options(p, "format", "config", "read_timeout")
 
 
 PARSERS = {"archive": add_archive, "restore": add_restore, "purge": add_purge}

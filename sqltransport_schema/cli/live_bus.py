@@ -330,9 +330,10 @@ def cmd_retry(args: argparse.Namespace) -> int:
     listed; exit 1 when some stay. --to-queue ADDRESS sends every chosen message to that queue instead
     (a queue of the deployed topology, not the error queue; refused before anything moves).
     """
+    from ..db import answered_within
     from ..errorqueue import ErrorQueue, Selection
 
-    transport = _transport(args, readers=False)
+    transport = _transport(args, readers=False, bounded=True)
     last = [time.monotonic()]
 
     def progress(report: RetryReport) -> None:
@@ -345,8 +346,9 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
     try:
         chosen = Selection.chosen(args.all, args.failed_queue, args.message_id or ())
-        queue = ErrorQueue(transport, args.error_queue, args.batch_size)
-        report = queue.retry(chosen, dry_run=args.dry_run, to_queue=args.to_queue, progress=progress)
+        with answered_within(read_timeout(args)):
+            queue = ErrorQueue(transport, args.error_queue, args.batch_size)
+            report = queue.retry(chosen, dry_run=args.dry_run, to_queue=args.to_queue, progress=progress)
     finally:
         transport.engine.dispose()
     emit(args, report.to_json(), retry_lines(report))
@@ -375,18 +377,20 @@ def cmd_outbox_cleanup(args: argparse.Namespace) -> int:
     that holds outbox tables (MySQL/MariaDB too). --fleet [FILE]: each target of the fleet file in
     turn (docs/tenants.md); exit 1 when a target failed.
     """
+    from ..db import answered_within
     from ..runtime.outbox import cleanup
 
     if args.fleet is not None:
         return _cleanup_fleet(args)
-    engine = _engine(args, readers=False)
+    engine = _engine(args, readers=False, bounded=True)
 
     def progress(table: str, deleted: int, batches: int) -> None:
         sys.stderr.write(f"outbox cleanup: {table}: {deleted} deleted in {batches} batch(es)\n")
         sys.stderr.flush()
 
     try:
-        report = cleanup(engine, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress)
+        with answered_within(read_timeout(args)):
+            report = cleanup(engine, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress)
     finally:
         engine.dispose()
     cutoff = report.cutoff.isoformat(timespec="seconds")
@@ -399,7 +403,7 @@ def cmd_outbox_cleanup(args: argparse.Namespace) -> int:
 def _cleanup_fleet(args: argparse.Namespace) -> int:
     """outbox cleanup --fleet: each target's outbox tables in turn, a progress line per batch naming the target."""
     from ..fleet import per_target
-    from .fleet import targets
+    from .fleet import bounded_targets
 
     _fleet_not_url(args)
 
@@ -407,9 +411,15 @@ def _cleanup_fleet(args: argparse.Namespace) -> int:
         sys.stderr.write(f"outbox cleanup: {target.name}: {table}: {deleted} deleted in {batches} batch(es)\n")
         sys.stderr.flush()
 
-    chosen = targets(args)
+    chosen, bound = bounded_targets(args)
     rows = per_target.cleanup(
-        chosen, args.older_than, batch_size=args.batch_size, config_file=args.config, progress=progress, parallel=max(args.parallel or 1, 1)
+        chosen,
+        args.older_than,
+        batch_size=args.batch_size,
+        config_file=args.config,
+        progress=progress,
+        parallel=max(args.parallel or 1, 1),
+        read_timeout=bound,
     )
     emit(args, per_target.to_json(rows, "outbox cleanup"), per_target.cleanup_lines(rows))
     return EXIT_CHANGES if any(row.error for row in rows) else EXIT_OK
@@ -458,7 +468,7 @@ def add_retry(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to-queue", metavar="ADDRESS", help="send every chosen message to this queue instead of its NServiceBus.FailedQ")
     add_options(p, "dry_run")
     add_options(p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "note": "a message each"})
-    add_options(p, "format", "config")
+    add_options(p, "format", "config", "read_timeout")
 
 
 def add_outbox(sub: argparse._SubParsersAction) -> None:
@@ -473,7 +483,7 @@ def add_outbox(sub: argparse._SubParsersAction) -> None:
     add_options(p, "older_than", older_than={"note": "dispatched outbox rows"})
     add_options(p, "url")
     add_options(p, "batch_size", batch_size={"default": DEFAULT_CLEANUP_BATCH})
-    add_options(p, "format", "config")
+    add_options(p, "format", "config", "read_timeout")
     add_options(p, "fleet", fleet=EACH_TARGET)
     fleet = p.add_argument_group("with --fleet")
     add_options(fleet, "only", "exclude", "stage", "parallel", parallel={"shown": "default: 1"})

@@ -55,36 +55,44 @@ def cleanup(
     config_file: str,
     progress: Callable[[Target, str, int, int], None] | None = None,
     parallel: int = 1,
+    read_timeout: float | None = None,
 ) -> list[TargetRow]:
     """runtime.outbox.cleanup on each target, `parallel` at once (threads: the work is the databases'),
-    the rows in the targets' order; progress(target, table, deleted so far, batches)."""
+    the rows in the targets' order; progress(target, table, deleted so far, batches); a target whose
+    connection, statement or lock wait outlasts read_timeout is its row's error, saying how long was waited."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(target: Target) -> TargetRow:
-        return _clean(target, older_than, batch_size, config_file, progress)
+        return _clean(target, older_than, batch_size, config_file, progress, read_timeout)
 
     with ThreadPoolExecutor(max_workers=max(parallel, 1), thread_name_prefix="sqlts-cleanup") as pool:
         return list(pool.map(one, targets))
 
 
 def _clean(
-    target: Target, older_than: timedelta, batch_size: int, config_file: str, progress: Callable[[Target, str, int, int], None] | None
+    target: Target,
+    older_than: timedelta,
+    batch_size: int,
+    config_file: str,
+    progress: Callable[[Target, str, int, int], None] | None,
+    read_timeout: float | None,
 ) -> TargetRow:
     """One target's cleanup; its failure is its row."""
     from .. import errors
-    from ..db import NoDatabase
+    from ..db import NoDatabase, answered_within
     from ..runtime.outbox import cleanup as clean_one
 
     row = TargetRow(target)
     engine = None
     try:
-        engine = _engine(target, writers=True)
+        engine = _engine(target, writers=True, read_timeout=read_timeout)
 
         def step(table: str, deleted: int, batches: int, target: Target = target) -> None:
             if progress is not None:
                 progress(target, table, deleted, batches)
 
-        report = clean_one(engine, older_than, batch_size=batch_size, config_file=config_file, progress=step)
+        with answered_within(read_timeout, "--read-timeout or read_timeout:"):
+            report = clean_one(engine, older_than, batch_size=batch_size, config_file=config_file, progress=step)
         row.payload = {key: value for key, value in report.to_json().items() if key != "status"}
     except NoDatabase as error:  # no database is a failure, not "nothing to clean"
         row.error = describe(error, target)
