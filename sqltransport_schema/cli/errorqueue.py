@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from ..defaults import DEFAULT_RETRY_BATCH
 from .live_bus import PROGRESS_INTERVAL, _transport
-from .options import add_command, add_options, read_timeout
+from .options import add_command, add_options, add_selection, read_timeout
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -153,15 +153,8 @@ BATCH = {"default": DEFAULT_RETRY_BATCH, "note": "a message each"}
 
 def add_archive(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "archive", cmd_archive, "sqltransport-schema archive --failed-queue Sales --why 'bad data, fixed upstream'")
-    add_options(p, "url", "error_queue")
-    which = p.add_mutually_exclusive_group(required=True)
-    add_options(
-        which,
-        "all",
-        "failed_queue",
-        "message_id",
-        message_id={"note": "the row's Id, a GUID: what .NET's transport writes as NServiceBus.MessageId"},
-    )
+    row_id = {"note": "the row's Id, a GUID: what .NET's transport writes as NServiceBus.MessageId"}
+    add_selection(p, "all", "failed_queue", "message_id", message_id=row_id)
     p.add_argument("--why", default=ARCHIVE_WHY, metavar="TEXT", help="why they are archived, kept with each (default: %(default)s)")
     add_options(p, "dry_run")
     add_options(p, "batch_size", batch_size=BATCH)
@@ -170,15 +163,7 @@ def add_archive(sub: argparse._SubParsersAction) -> None:
 
 def add_restore(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "restore", cmd_restore, "sqltransport-schema restore --all")
-    add_options(p, "url", "error_queue")
-    which = p.add_mutually_exclusive_group(required=True)
-    add_options(
-        which,
-        "all",
-        "message_id",
-        all={"note": "those archived"},
-        message_id={"note": "archived ones, by the row's Id, a GUID"},
-    )
+    add_selection(p, "all", "message_id", all={"note": "those archived"}, message_id={"note": "archived ones, by the row's Id, a GUID"})
     add_options(p, "dry_run")
     add_options(p, "batch_size", batch_size=BATCH)
     add_options(p, "format", "config", "read_timeout")

@@ -14,7 +14,7 @@ from .. import errors
 from ..defaults import DEFAULT_CLEANUP_BATCH, DEFAULT_RETRY_BATCH
 from ..urls import CONFIGURED, DEFAULT, ENVIRONMENT, EXPLICIT, URL_VARIABLE, chosen_url, display_url
 from . import github
-from .options import add_command, add_options, formats, load_config, read_timeout
+from .options import add_command, add_options, add_selection, formats, load_config, read_timeout
 from .output import EXIT_CHANGES, EXIT_OK, emit
 
 if TYPE_CHECKING:
@@ -456,15 +456,7 @@ def add_status(sub: argparse._SubParsersAction) -> None:
 
 def add_retry(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "retry", cmd_retry, "sqltransport-schema retry --failed-queue Sales --dry-run")
-    add_options(p, "url", "error_queue")
-    which = p.add_mutually_exclusive_group(required=True)
-    add_options(
-        which,
-        "all",
-        "failed_queue",
-        "message_id",
-        message_id={"note": "NServiceBus.MessageId, or the row's Id"},
-    )
+    add_selection(p, "all", "failed_queue", "message_id", message_id={"note": "NServiceBus.MessageId, or the row's Id"})
     p.add_argument("--to-queue", metavar="ADDRESS", help="send every chosen message to this queue instead of its NServiceBus.FailedQ")
     add_options(p, "dry_run")
     add_options(p, "batch_size", batch_size={"default": DEFAULT_RETRY_BATCH, "note": "a message each"})

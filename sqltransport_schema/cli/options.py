@@ -246,6 +246,13 @@ def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *name
             parser.add_argument(*flags, **kwargs)
 
 
+def add_selection(parser: argparse.ArgumentParser, *names: str, **changes: dict[str, Any]) -> None:
+    """Which messages an error-queue command takes (errorqueue.Selection): exactly one of the named
+    options among --all, --failed-queue and --message-id, after --url and --error-queue."""
+    add_options(parser, "url", "error_queue")
+    add_options(parser.add_mutually_exclusive_group(required=True), *names, **changes)
+
+
 class Renamed(argparse._StoreAction):
     """An option whose old spellings still parse, each after a deprecation note on stderr; --help,
     usage and errors name the new spelling only (add_renamed)."""
