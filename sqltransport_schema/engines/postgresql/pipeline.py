@@ -69,11 +69,15 @@ class Pipeline(Dialect.Pipeline):
     )
     # A partition's first pass between two databases (pipeline/move.py): the claim and the stream in one
     # pass over the rows, the DELETE plain (no lock pass): it waits at most CLAIM_WAIT for a row a
-    # receiver holds, and then the move claims the partition passing over held rows (CLAIM_MOVE).
+    # receiver holds, and then the move claims the partition passing over held rows (CLAIM_MOVE). Each
+    # row is streamed as the claim's INSERT takes it (its RETURNING), so the destination loads while the
+    # source deletes and claims; no sort (the destination's order is the Seq each row is given, not the
+    # order rows arrive in).
     CLAIM_STREAM = (
         "WITH moved AS (DELETE FROM {table} WHERE {order} >= @Low AND {order} < @High AND {order} <= @Last "
-        "RETURNING Id, Expires, Headers, Body, {order}), kept AS (INSERT INTO {claim} (Id, Expires, Headers, Body, {order}) "
-        "SELECT Id, Expires, Headers, Body, {order} FROM moved) "
+        "RETURNING Id, Expires, Headers, Body, {order}) INSERT INTO {claim} (Id, Expires, Headers, Body, {order}) "
+        "SELECT Id, Expires, Headers, Body, {order} FROM moved "
+        "RETURNING Id, Expires, Headers, Body, CAST({order} - @SourceLow + @Base AS {order_type})"
     )
     CLAIM_WAIT = "SET LOCAL lock_timeout = '200ms'"
     # the claim: receivers delete concurrently (SKIP LOCKED), so the rows claimed are exactly those the
@@ -84,6 +88,7 @@ class Pipeline(Dialect.Pipeline):
         "RETURNING {columns}) INSERT INTO {claim} ({columns}) SELECT {columns} FROM moved"
     )
     SELECT_MOVED = "SELECT Id, Expires, Headers, Body, CAST({order} - @SourceLow + @Base AS {order_type}) FROM moved ORDER BY {order}"
+    SELECT_CLAIM = "SELECT Id, Expires, Headers, Body, CAST({order} - @SourceLow + @Base AS {order_type}) FROM moved"  # no sort
     COPY_OUT = "COPY ({statement}) TO STDOUT (FORMAT BINARY)"
     INSERT_INTO = "INSERT INTO {dest} ({columns}) "
     # what the destination transaction holds in the partition's reserved slot = the source keys moved
@@ -208,8 +213,11 @@ class Pipeline(Dialect.Pipeline):
                 names["claim"] = self.dialect.qualified(claim.name)
                 self.execute(src.cursor(), self.statement("CLAIM_CREATE", **names))
                 self.execute(src.cursor(), self.statement("CLAIM_WAIT"))
-            rows = self.SELECT_CLAIMED if claimed else (self.DELETE_MOVED if claim is None else self.CLAIM_STREAM)
-            copy_out = self.statement("COPY_OUT", fragments={"statement": rows + self.SELECT_MOVED}, **names)
+            if claimed:
+                rows = self.SELECT_CLAIMED + self.SELECT_CLAIM
+            else:
+                rows = self.DELETE_MOVED + self.SELECT_MOVED if claim is None else self.CLAIM_STREAM
+            copy_out = self.statement("COPY_OUT", fragments={"statement": rows}, **names)
             copy_in = self._table("COPY", dest, columns=names["columns"])
             from psycopg.errors import LockNotAvailable
 
@@ -225,10 +233,21 @@ class Pipeline(Dialect.Pipeline):
         return keys
 
     def _pipe(self, copy_out: Any, copy_in: Any, checksum: Any) -> None:
-        """The source's binary COPY into the destination's, ~1 MB at a time, hashed as written."""
+        """The source's binary COPY into the destination's, ~1 MB at a time, hashed as written. A row
+        libpq holds already is taken from it directly, psycopg's read (which waits for the socket) only
+        used when it holds none: a million rows cost seconds of CPU in the waiting machinery."""
         with copy_out as reader, copy_in as writer:
+            take = reader.connection.pgconn.get_copy_data
             buffer, size = [], 0
-            for data in reader:  # one message per row
+            while True:  # one message per row
+                taken, data = take(1)
+                if taken == 0:
+                    data = reader.read()
+                    if not data:
+                        break  # psycopg read the COPY's result
+                elif taken < 0:
+                    self._copy_ended(reader.connection.pgconn)
+                    break
                 buffer.append(data)
                 size += len(data)
                 if size >= self.STREAM_CHUNK:
@@ -240,6 +259,27 @@ class Pipeline(Dialect.Pipeline):
                 chunk = b"".join(buffer)
                 checksum.update(chunk)
                 writer.write(chunk)
+
+    @staticmethod
+    def _copy_ended(pgconn: Any) -> None:
+        """The results of a COPY TO whose end libpq gave us: the error it failed with is raised (the
+        connection is left able to roll back)."""
+        import psycopg
+        from psycopg import pq
+
+        results = []
+        while (result := pgconn.get_result()) is not None:
+            results.append(result)
+        for result in results:
+            if result.status == pq.ExecStatus.FATAL_ERROR:
+                message = result.error_message.decode(errors="replace")
+                try:
+                    error = psycopg.errors.lookup(result.error_field(pq.DiagnosticField.SQLSTATE).decode())
+                except (KeyError, AttributeError):
+                    error = psycopg.DatabaseError
+                raise error(message)
+        if not results:
+            raise psycopg.OperationalError(pgconn.error_message.decode(errors="replace") or "the COPY ended without a result")
 
     # -- destination --------------------------------------------------------------------------
     def column_types(self, conn: Any, table: Table) -> dict[str, tuple[int, str]]:
