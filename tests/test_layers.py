@@ -299,20 +299,7 @@ def test_the_length_check_finds_a_long_method():
 # public call's fixed set of options behind ** is typed the same way, by one TypedDict).
 MAX_PARAMETERS = 7
 # Functions allowed more, by "path:name", each with the reason; kept empty or nearly so.
-MANY_PARAMETERS = {
-    **{
-        f"{PACKAGE}/pipeline/move.py:{name}": "a partition's step: task, part, connections, statements go together (one object, issue 57)"
-        for name in ("_settle", "_stream_partition", "_move_partition", "_commit_partition", "_task", "move")
-    },
-    **{
-        f"{PACKAGE}/{where}": "pipeline/move.py calls it (and export's ledger): goes with the move's partition object (issue 57)"
-        for where in (
-            "engines/pipeline.py:insert_move",
-            "engines/pipeline.py:insert_ledger",
-            "engines/postgresql/pipeline.py:stream_partition",
-        )
-    },
-}
+MANY_PARAMETERS: dict[str, str] = {}
 
 
 def _many_parameters(source: str, limit: int = MAX_PARAMETERS) -> list[tuple[int, str, int]]:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import pytest
 
 from sqltransport_schema import cli
+from sqltransport_schema.engines.pipeline import LedgerRow
 from sqltransport_schema.pipeline import move as pipeline_move
 from sqltransport_schema.pipeline.connect import Endpoint, dbapi_connect
 from sqltransport_schema.schema import TableName
@@ -103,7 +104,7 @@ def test_a_rerun_reports_the_keys_each_ledger_row_expected_and_found(tmp_path, c
     src.close()
     dst = dbapi_connect(dest_url)
     dest.dialect.pipeline.begin(dst, write=True)
-    dest.dialect.pipeline.insert_ledger(dst, task.move_id, 1, *task.ranges[1], 100, "x", pipeline_move.pack_keys(keys))
+    dest.dialect.pipeline.insert_ledger(dst, LedgerRow(task.move_id, 1, *task.ranges[1], 100, "x", pipeline_move.pack_keys(keys)))
     dest.dialect.pipeline.commit(dst)
     dst.close()
 

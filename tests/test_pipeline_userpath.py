@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -106,7 +105,7 @@ def test_sqlite_runs_have_no_schema_step(project, sqlite_url):
 def test_backfill_without_the_jdbc_jar_stops_before_spark_and_names_the_package(tmp_path, pg_url):
     empty = tmp_path / "java"
     empty.mkdir()
-    started = time.monotonic()
+    java, started = _recording_java(tmp_path)
     result = cli_run(
         "pipeline",
         "backfill",
@@ -118,12 +117,23 @@ def test_backfill_without_the_jdbc_jar_stops_before_spark_and_names_the_package(
         "OrderId",
         "--column",
         "Correlation_OrderId",
-        env={"SQLTRANSPORT_JDBC_DIR": str(empty)},
+        env={"SQLTRANSPORT_JDBC_DIR": str(empty), "JAVA_HOME": str(java), "PATH": f"{java / 'bin'}{os.pathsep}{os.environ['PATH']}"},
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
     assert f"{empty / 'postgresql.jar'}" in result.stderr and "sudo apt-get install libpostgresql-jdbc-java" in result.stderr
-    assert time.monotonic() - started < 5  # no Spark session was started (5-10 s here)
+    assert not started.exists()  # no Spark session was started: its launcher would have run java
+
+
+def _recording_java(tmp_path: Path) -> tuple[Path, Path]:
+    """A JAVA_HOME whose java only leaves a mark (and fails): whether a command started a JVM, told by
+    what it did rather than by how long it took (a loaded machine made a time bound flaky)."""
+    home, mark = tmp_path / "jdk", tmp_path / "java-started"
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text(f"#!/bin/sh\ntouch '{mark}'\nexit 1\n", encoding="utf-8")
+    java.chmod(0o755)
+    return home, mark
 
 
 @pytest.mark.spark  # pyarrow comes with the spark extra

@@ -49,6 +49,54 @@ class Table(NamedTuple):
     where: str
 
 
+class MoveRow(NamedTuple):
+    """A move's row in the ledger, as prepare() reserves it: the source snapshot's low and high order,
+    the destination's reserved base, the partition and row counts."""
+
+    move_id: str
+    source: str
+    destination: str
+    kind: str
+    low: int | None
+    high: int | None
+    base: int | None
+    partitions: int
+    rows: int
+    state: str = "running"
+
+
+class LedgerRow(NamedTuple):
+    """A partition's row in the ledger, written in the destination's transaction with its rows."""
+
+    move_id: str
+    part: int
+    lo: int | None
+    hi: int | None
+    rows: int
+    checksum: str
+    keys: bytes
+
+
+class Route(NamedTuple):
+    """Where a partition streams from and to: `source` (the queue, or the claim an earlier step
+    committed), `dest`, the claim the rows go into as they stream (None: none), the partition's
+    order range lo..hi, the source snapshot's low and high, the destination's reserved base."""
+
+    source: Table
+    dest: Table
+    claim: Table | None
+    lo: int
+    hi: int
+    low: int
+    high: int
+    base: int
+
+
+def _parameters(row: MoveRow | LedgerRow) -> dict[str, Any]:
+    """A ledger row's fields as its statement's named parameters (move_id -> MoveId)."""
+    return {"".join(word.title() for word in name.split("_")): value for name, value in row._asdict().items()}
+
+
 class Pipeline:
     """What every engine's pipeline section provides; engines without transport tables (saga-only)
     keep this base, which has no connection."""
@@ -211,34 +259,8 @@ class Pipeline:
     def get_move(self, conn: Any, move_id: str) -> tuple | None:
         return self.execute(conn.cursor(), self.ledger_statement("GET_MOVE"), MoveId=move_id).fetchone()
 
-    def insert_move(
-        self,
-        conn: Any,
-        move_id: str,
-        source: str,
-        destination: str,
-        kind: str,
-        low: int | None,
-        high: int | None,
-        base: int | None,
-        partitions: int,
-        rows: int,
-        state: str = "running",
-    ) -> None:
-        self.execute(
-            conn.cursor(),
-            self.ledger_statement("INSERT_MOVE"),
-            MoveId=move_id,
-            Source=source,
-            Destination=destination,
-            Kind=kind,
-            Low=low,
-            High=high,
-            Base=base,
-            Partitions=partitions,
-            Rows=rows,
-            State=state,
-        )
+    def insert_move(self, conn: Any, move: MoveRow) -> None:
+        self.execute(conn.cursor(), self.ledger_statement("INSERT_MOVE"), **_parameters(move))
 
     def finish_move(self, conn: Any, move_id: str) -> None:
         self.execute(conn.cursor(), self.ledger_statement("FINISH_MOVE"), MoveId=move_id)
@@ -247,20 +269,8 @@ class Pipeline:
         """(rows, checksum, keys, source_deleted) of a committed partition, or None."""
         return self.execute(conn.cursor(), self.ledger_statement("LEDGER_ROW"), MoveId=move_id, Part=part).fetchone()
 
-    def insert_ledger(
-        self, conn: Any, move_id: str, part: int, lo: int | None, hi: int | None, rows: int, checksum: str, keys: bytes
-    ) -> None:
-        self.execute(
-            conn.cursor(),
-            self.ledger_statement("INSERT_LEDGER"),
-            MoveId=move_id,
-            Part=part,
-            Lo=lo,
-            Hi=hi,
-            Rows=rows,
-            Checksum=checksum,
-            Keys=self.blob(keys),
-        )
+    def insert_ledger(self, conn: Any, row: LedgerRow) -> None:
+        self.execute(conn.cursor(), self.ledger_statement("INSERT_LEDGER"), **_parameters(row._replace(keys=self.blob(row.keys))))
 
     def mark_deleted(self, conn: Any, move_id: str, part: int) -> None:
         self.execute(conn.cursor(), self.ledger_statement("MARK_DELETED"), MoveId=move_id, Part=part)

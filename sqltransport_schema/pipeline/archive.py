@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import errors, wire
 from ..defaults import ARCHIVE_PARTITIONS
+from ..engines.pipeline import LedgerRow
 from .connect import Endpoint, dbapi_connect, jdbc
 from .layouts import QueueRow, to_utc_naive, write_queue_row
 from .results import JobResult
@@ -355,7 +356,7 @@ def replay(
                 for r in batch
             ]
             dst_sql.write_rows(conn, destination.target, columns, out)
-            dst_sql.insert_ledger(conn, replay_id, part, None, None, len(out), "replay", b"")
+            dst_sql.insert_ledger(conn, LedgerRow(replay_id, part, None, None, len(out), "replay", b""))
             dst_sql.commit(conn)
             rows += len(out)
             if progress is not False:

@@ -30,11 +30,11 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypedDict
 
 from .. import errors, wire
 from ..defaults import DEFAULT_ROWS_PER_PARTITION
-from ..engines.pipeline import ClaimBusy, Table
+from ..engines.pipeline import ClaimBusy, LedgerRow, MoveRow, Route, Table
 from ..schema import Kind
 from .connect import Endpoint, dbapi_connect, same_database
 from .layouts import (
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from pyspark.sql import SparkSession
+    from typing_extensions import Unpack  # typing's own from Python 3.12; SQLAlchemy depends on typing_extensions
 
     from ..engines.pipeline import Pipeline
 
@@ -201,6 +202,34 @@ def claim_table(task: Task, part: int) -> Table:
     return source._replace(name=name, where=f"claim {part} of {source.where}")
 
 
+@dataclass(frozen=True)
+class _Partition:
+    """One partition's move as its steps pass it along: the task, the partition, both connections and
+    both engines' statements (`same`: one database, `src is dst`)."""
+
+    task: Task
+    part: int
+    src: Any
+    dst: Any
+    src_sql: Pipeline
+    dst_sql: Pipeline
+    same: bool
+
+    def __iter__(self):  # noqa: ANN204 - unpacked by each step, never copied (the connections are live)
+        return iter((self.task, self.part, self.src, self.dst, self.src_sql, self.dst_sql, self.same))
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What a partition wrote to the destination: its key range, the source keys, their count and checksum."""
+
+    lo: int | None
+    hi: int | None
+    keys: list
+    count: int
+    digest: str
+
+
 def run_partition(task: Task, part: int) -> dict:
     """Move one partition exactly once (see the module docstring). Returns what it did."""
     src_sql = task.source.dialect.pipeline
@@ -208,30 +237,31 @@ def run_partition(task: Task, part: int) -> dict:
     same = same_database(task.source.url, task.destination.url)
     src = dbapi_connect(task.source.url)
     dst = src if same else dbapi_connect(task.destination.url)
+    moving = _Partition(task, part, src, dst, src_sql, dst_sql, same)
     try:
         dst_sql.begin(dst)
         done = dst_sql.ledger_row(dst, task.move_id, part)
         dst_sql.rollback(dst)
         if done is not None:
-            return _settle(task, part, done, src, dst, src_sql, dst_sql, same)
+            return _settle(moving, done)
         if same:  # one database: the partition's one transaction is its claim
             src_sql.begin(src, write=True)  # SQLite: the write lock now, so the read and the delete see the same rows
             if _streamable(task):
-                return _stream_partition(task, part, src, dst, src_sql, dst_sql, same)
-            return _move_partition(task, part, src, dst, src_sql, dst_sql, same, task.source.target)
+                return _stream_partition(moving)
+            return _move_partition(moving, task.source.target)
         if _streamable(task):
             claim = claim_table(task, part)
             if src_sql.claim_keys(src, claim) is None:  # no earlier claim: claim and copy in one pass
                 src_sql.rollback(src)
                 try:
-                    return _stream_partition(task, part, src, dst, src_sql, dst_sql, same, claim, fresh=True)
+                    return _stream_partition(moving, claim, fresh=True)
                 except ClaimBusy:  # a receiver holds a row of it: claim passing over held rows, then copy
                     dst_sql.rollback(dst)
             src_sql.rollback(src)
-            return _stream_partition(task, part, src, dst, src_sql, dst_sql, same, _claim(task, part, src, src_sql))
+            return _stream_partition(moving, _claim(task, part, src, src_sql))
         claim = _claim(task, part, src, src_sql)
         src_sql.begin(src)
-        return _move_partition(task, part, src, dst, src_sql, dst_sql, same, claim)
+        return _move_partition(moving, claim)
     finally:
         src.close()
         if not same:
@@ -252,10 +282,11 @@ def _claim(task: Task, part: int, src: Any, src_sql: Pipeline) -> Table:
     return claim
 
 
-def _settle(task: Task, part: int, done: tuple, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool) -> dict:
+def _settle(moving: _Partition, done: tuple) -> dict:
     """A partition the ledger holds: the destination has its rows. Its claim (if the run that wrote
     them was killed before dropping it) is dropped, and what it held is compared with the ledger's
     keys: `expected` the keys the ledger names, `found` those this rerun found where they should be."""
+    task, part, src, dst, src_sql, dst_sql, same = moving
     rows, checksum, keys, deleted = done
     expected = unpack_keys(keys)
     result = {"part": part, "rows": rows, "checksum": checksum, "skipped": True}
@@ -298,37 +329,28 @@ def _streamable(task: Task) -> bool:
     )
 
 
-def _stream_partition(
-    task: Task,
-    part: int,
-    src: Any,
-    dst: Any,
-    src_sql: Pipeline,
-    dst_sql: Pipeline,
-    same: bool,
-    claim: Table | None = None,
-    fresh: bool = False,
-) -> dict:
+def _stream_partition(moving: _Partition, claim: Table | None = None, fresh: bool = False) -> dict:
     """Server to server. `fresh`: the rows are claimed as they stream (the claim commits first, then
     the destination); else read from the claim an earlier step committed (one database: no claim)."""
+    task, part, src, dst, src_sql, dst_sql, _ = moving
     lo, hi = task.ranges[part]
     digest = hashlib.blake2b(digest_size=16)
     origin = task.source.target if fresh or claim is None else claim
-    keys = src_sql.stream_partition(
-        src, dst, origin, task.destination.target, lo, hi, task.src_high, task.src_low, task.base, digest, claim, not fresh
-    )
+    route = Route(origin, task.destination.target, claim, lo, hi, task.src_low, task.src_high, task.base)
+    keys = src_sql.stream_partition(src, dst, route, digest, claimed=not fresh)
     if fresh:
-        dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, len(keys), digest.hexdigest(), pack_keys(keys))
+        dst_sql.insert_ledger(dst, LedgerRow(task.move_id, part, lo, hi, len(keys), digest.hexdigest(), pack_keys(keys)))
         failpoint("before-claim-commit", part)
         src_sql.commit(src)
         failpoint("after-claim", part)
-        return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), claim, True)
-    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, len(keys), digest.hexdigest(), claim)
+    written = _Written(lo, hi, keys, len(keys), digest.hexdigest())
+    return _commit_partition(moving, written, claim, ledger_written=fresh)
 
 
-def _move_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline, dst_sql: Pipeline, same: bool, origin: Table) -> dict:
+def _move_partition(moving: _Partition, origin: Table) -> dict:
     """The partition's rows read from `origin` (its claim; one database: the source, locked), converted
     to the destination's layout and written there."""
+    task, part, src, dst, src_sql, dst_sql, same = moving
     source, dest = task.source, task.destination
     src_layout, dst_layout = source.layout, dest.layout
     kind = Kind(task.kind)
@@ -374,29 +396,16 @@ def _move_partition(task: Task, part: int, src: Any, dst: Any, src_sql: Pipeline
     if not same:
         dst_sql.begin(dst, write=True)
     dst_sql.write_rows(dst, dest.target, columns, out)
-    return _commit_partition(task, part, src, dst, src_sql, dst_sql, same, lo, hi, keys, checksum.count, checksum.hexdigest(), origin)
+    return _commit_partition(moving, _Written(lo, hi, keys, checksum.count, checksum.hexdigest()), origin)
 
 
-def _commit_partition(
-    task: Task,
-    part: int,
-    src: Any,
-    dst: Any,
-    src_sql: Pipeline,
-    dst_sql: Pipeline,
-    same: bool,
-    lo: int | None,
-    hi: int | None,
-    keys: list,
-    count: int,
-    digest: str,
-    claim: Table | None,
-    ledger_written: bool = False,
-) -> dict:
+def _commit_partition(moving: _Partition, written: _Written, claim: Table | None, ledger_written: bool = False) -> dict:
     """The ledger row with the rows (one destination transaction); then the claim dropped; then the
     ledger row marked. One database: the rows, the ledger row and the source's delete in one commit."""
+    task, part, src, dst, src_sql, dst_sql, same = moving
+    lo, hi, keys, count, digest = written.lo, written.hi, written.keys, written.count, written.digest
     if not ledger_written:
-        dst_sql.insert_ledger(dst, task.move_id, part, lo, hi, count, digest, pack_keys(keys))
+        dst_sql.insert_ledger(dst, LedgerRow(task.move_id, part, lo, hi, count, digest, pack_keys(keys)))
     failpoint("before-dest-commit", part)
     result = {"part": part, "rows": count, "checksum": digest, "skipped": False}
     if same:
@@ -467,7 +476,7 @@ def prepare(
             if row is not None:
                 dst_sql.rollback(dst)
                 _, kind, low, high, base, count, _expected, state = row
-                return _task(move_id, source, destination, low, high, base, count, rewrites, state == CLAIMS_STATE), True
+                return _task(move_id, source, destination, (low, high, base, count), rewrites, state == CLAIMS_STATE), True
         move_id = move_id or uuid.uuid4().hex
         src = dst if same_database(source.url, destination.url) else dbapi_connect(source.url)
         try:
@@ -484,12 +493,11 @@ def prepare(
         explicit = _explicit(source, destination)
         count = 1 if low is None else (partitions or max(1, -(-rows // rows_per_partition)))
         base = dst_sql.reserve(dst, destination.target, high - low + 1) if (explicit and low is not None) else None
-        dst_sql.insert_move(
-            dst, move_id, source.describe(), destination.describe(), source.kind.value, low, high, base, count, rows, CLAIMS_STATE
-        )
+        move = MoveRow(move_id, source.describe(), destination.describe(), source.kind.value, low, high, base, count, rows, CLAIMS_STATE)
+        dst_sql.insert_move(dst, move)
         failpoint("after-reserve")
         dst_sql.commit(dst)
-        return _task(move_id, source, destination, low, high, base, count, rewrites), False
+        return _task(move_id, source, destination, (low, high, base, count), rewrites), False
     finally:
         dst.close()
 
@@ -502,13 +510,13 @@ def _task(
     move_id: str,
     source: Endpoint,
     destination: Endpoint,
-    low: int | None,
-    high: int | None,
-    base: int | None,
-    count: int,
+    span: tuple[int | None, int | None, int | None, int],
     rewrites: dict | None,
     claims: bool = True,
 ) -> Task:
+    """The move's task from its ledger row's span: the source's low and high order, the destination's
+    reserved base, the partition count."""
+    low, high, base, count = span
     ranges = partition_ranges(low, high, count) if low is not None and source.layout.order else []
     return Task(
         move_id,
@@ -604,22 +612,27 @@ def execute(task: Task, spark: SparkSession | None = None) -> list[dict]:
     return rdd.mapPartitions(lambda it: [run_partition(task, i) for i in it]).collect()
 
 
+class MovePlan(TypedDict, total=False):
+    """prepare()'s keyword arguments, as move() takes them: how the move is cut and named."""
+
+    rows_per_partition: int
+    partitions: int | None
+    rewrites: dict | None
+    move_id: str | None
+
+
 def move(
     source: Endpoint,
     destination: Endpoint,
     *,
     spark: SparkSession | None = None,
-    rows_per_partition: int = DEFAULT_ROWS_PER_PARTITION,
-    partitions: int | None = None,
-    rewrites: dict | None = None,
-    move_id: str | None = None,
     progress: TextIO | bool | None = None,
+    **plan: Unpack[MovePlan],
 ) -> MoveResult:
-    """Move every message of `source` into `destination`, exactly once (resumes an unfinished move)."""
+    """Move every message of `source` into `destination`, exactly once (resumes an unfinished move);
+    `plan`: rows_per_partition, partitions, rewrites, move_id, as prepare() takes them."""
     started = time.perf_counter()
-    task, resumed = prepare(
-        source, destination, rows_per_partition=rows_per_partition, partitions=partitions, rewrites=rewrites, move_id=move_id
-    )
+    task, resumed = prepare(source, destination, **plan)
     with Progress(destination, task.move_id, _partition_count(task), "move", stream=progress):
         results = execute(task, spark)
     seconds = time.perf_counter() - started

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import URL
 
-    from ..pipeline import Table
+    from ..pipeline import Route, Table
 
 
 class Pipeline(Dialect.Pipeline):
@@ -170,21 +170,7 @@ class Pipeline(Dialect.Pipeline):
         moved = self.statement("CLAIM_MOVE", fragments=fragments, key=source.key, **names)
         return int(self.execute(cur, moved, Low=lo, High=hi, Last=high).rowcount)
 
-    def stream_partition(
-        self,
-        src: Any,
-        dst: Any,
-        source: Table,
-        dest: Table,
-        lo: int,
-        hi: int,
-        high: int,
-        low: int,
-        base: int,
-        checksum: Any,
-        claim: Table | None = None,
-        claimed: bool = False,
-    ) -> list[int]:
+    def stream_partition(self, src: Any, dst: Any, route: Route, checksum: Any, claimed: bool = False) -> list[int]:
         """Move one partition's rows PostgreSQL -> PostgreSQL without Python per row; returns the source keys.
 
         Between two databases: with `claimed`, `source` is the partition's claim (committed already),
@@ -196,6 +182,7 @@ class Pipeline(Dialect.Pipeline):
         inside the destination's transaction: nobody else can write there. `checksum` receives the
         binary stream (a hash of exactly what was written).
         """
+        source, dest, claim, lo, hi, low, high, base = route
         order, dest_order = source.order, dest.order
         names = {
             "table": self.dialect.qualified(source.name),
